@@ -1,0 +1,84 @@
+"""Small helpers shared by the array layer: numpy/torch round trips and validation.
+
+Every array function in ridgexr computes in torch (so the same code runs on CPU and
+CUDA) and hands back the kind of array it was given.  This module holds the few
+conversions and checks that make that possible; it imports neither xarray nor any
+other ridgexr module.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = [
+    "as_tensor",
+    "to_like",
+    "is_torch",
+    "check_finite",
+    "check_positive_time",
+]
+
+
+def is_torch(x: Any) -> bool:
+    """Return True when ``x`` is a torch tensor."""
+    return isinstance(x, torch.Tensor)
+
+
+def as_tensor(x: Any, *, name: str, dtype: torch.dtype | None = None,
+              device: torch.device | str | None = None) -> torch.Tensor:
+    """Convert ``x`` (float, numpy array or tensor) to a floating torch tensor.
+
+    numpy arrays are wrapped without copying when their dtype already fits.  Integer
+    and boolean inputs become float64.  ``name`` is used in error messages.
+    """
+    if isinstance(x, torch.Tensor):
+        t = x
+    elif isinstance(x, (numbers.Number, np.ndarray, np.generic, list, tuple)):
+        arr = np.asarray(x)
+        if arr.dtype == object:
+            raise TypeError(f"{name} must be numeric, got an object array")
+        if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+            raise TypeError(f"{name} must be numeric, got dtype {arr.dtype}")
+        if np.iscomplexobj(arr):
+            raise TypeError(f"{name} must be real, got dtype {arr.dtype}")
+        if not arr.flags.c_contiguous or not arr.flags.writeable:
+            arr = arr.copy()
+        t = torch.from_numpy(arr)
+    else:
+        raise TypeError(f"{name} must be a float, numpy array or torch tensor, "
+                        f"got {type(x).__name__}")
+    if not t.is_floating_point():
+        t = t.to(torch.float64)
+    if dtype is not None and t.dtype != dtype:
+        t = t.to(dtype)
+    if device is not None:
+        t = t.to(device)
+    return t
+
+
+def to_like(t: torch.Tensor, like: Any) -> Any:
+    """Return ``t`` as the kind of array ``like`` is (tensor stays tensor, else numpy)."""
+    if isinstance(like, torch.Tensor):
+        return t
+    out = t.detach().cpu().numpy()
+    if out.ndim == 0 and not isinstance(like, np.ndarray):
+        return out[()]
+    return out
+
+
+def check_finite(t: torch.Tensor, name: str) -> None:
+    """Raise ``ValueError`` naming ``name`` when ``t`` holds NaN or infinity."""
+    if not bool(torch.isfinite(t).all()):
+        bad = int((~torch.isfinite(t)).sum())
+        raise ValueError(f"{name} contains {bad} non-finite value(s) (NaN or inf)")
+
+
+def check_positive_time(t: torch.Tensor, name: str = "t") -> None:
+    """Raise ``ValueError`` when any diffusion time is not a finite positive number."""
+    check_finite(t, name)
+    if t.numel() and bool((t <= 0).any()):
+        raise ValueError(f"{name} must be > 0, got min {float(t.min())}")

@@ -1,0 +1,418 @@
+"""The smoothed empirical density p_t and its posterior moments.
+
+For training points x_1..x_N with weights w_i (sum 1) and the OU process,
+
+    p_t(x) = sum_i w_i N(x; alpha_t x_i, h_t I).
+
+Everything the ridge needs follows from the posterior over which training point
+generated x ("responsibilities" r_i(x) = softmax_i(log w_i - |x - alpha_t x_i|^2 / (2 h_t))):
+
+    score(x)          = (alpha_t E[x0 | x] - x) / h_t
+    posterior_mean(x) = E[x0 | x_t = x] = sum_i r_i x_i
+    posterior_cov(x)  = Cov[x0 | x_t = x]
+    hessian(x)        = (alpha_t^2 Cov[x0 | x] - h_t I) / h_t^2     (Hessian of log p_t)
+
+All moments are computed with one streamed pass over the training set: logits by a
+matrix product, an online log-sum-exp across training chunks, and first and second
+moments as matrix products of the (queries x train) weights with the training points
+and their outer products.  Memory is bounded by ``memory_budget`` bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from ._backend import as_tensor, check_finite, check_positive_time, to_like
+from .process import OU
+
+__all__ = ["SmoothedEmpirical", "Moments"]
+
+DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes of scratch space per call
+
+
+@dataclass
+class Moments:
+    """Posterior moments at a batch of queries (torch tensors, leading shape ``batch``).
+
+    Attributes
+    ----------
+    log_prob : (*batch,) log p_t(x)
+    mean : (*batch, d) E[x0 | x_t = x]
+    cov : (*batch, d, d) Cov[x0 | x_t = x] (None when not requested); may underflow to 0
+        when the posterior is concentrated on one training point
+    cov_unit : (*batch, d, d) the same covariance divided by exp(log_cov_scale); O(1) in
+        size, so its eigenvectors are resolved even where ``cov`` underflows
+    log_cov_scale : (*batch,) cov = exp(log_cov_scale) * cov_unit
+    alpha, h : (*batch,) alpha_t and h_t at each query
+    dropped_mass : (*batch,) posterior mass left out by top-k truncation (zeros without it)
+    cov_error : (*batch,) estimated bound on the absolute error of each entry of ``cov_unit``
+        (rounding in the second-moment subtraction, plus dropped mass times the squared
+        data diameter under truncation); used to decide when an eigengap is resolved
+    """
+
+    log_prob: torch.Tensor
+    mean: torch.Tensor
+    alpha: torch.Tensor
+    h: torch.Tensor
+    dropped_mass: torch.Tensor
+    cov: torch.Tensor | None = None
+    cov_unit: torch.Tensor | None = None
+    log_cov_scale: torch.Tensor | None = None
+    cov_error: torch.Tensor | None = None
+
+    def hessian(self) -> torch.Tensor:
+        """Hessian of log p_t: (alpha^2 C - h I) / h^2, shape (*batch, d, d)."""
+        if self.cov is None:
+            raise ValueError("covariance was not computed")
+        d = self.cov.shape[-1]
+        a2 = (self.alpha**2)[..., None, None]
+        hh = self.h[..., None, None]
+        eye = torch.eye(d, dtype=self.cov.dtype, device=self.cov.device)
+        return (a2 * self.cov - hh * eye) / hh**2
+
+
+class SmoothedEmpirical:
+    """The smoothed empirical density p_t = sum_i w_i N(alpha_t x_i, h_t I).
+
+    Parameters
+    ----------
+    train : array (N, d)
+        Training points (numpy or torch), finite, N >= 1.
+    t : float or array
+        Diffusion time(s) > 0.  A scalar, or an array that broadcasts against the
+        leading (batch) dims of the queries ``x`` passed to the methods, so one call
+        can evaluate a whole block of sampler steps, each at its own time.
+    process : OU, optional
+        Forward process (default ``OU()``).
+    weights : array (N,), optional
+        Non-negative mixture weights (normalised to sum 1); uniform by default.
+    memory_budget : int, optional
+        Bytes of scratch memory one call may use (default 1 GiB); queries and
+        training points are processed in chunks that fit.
+
+    Notes
+    -----
+    Methods take ``x`` of shape (..., d) as numpy or torch and return the same kind,
+    on the device and in the floating dtype of ``x`` (float64 for numpy input).
+    Training data are centred internally (covariances are shift-invariant), which
+    keeps the second-moment subtraction well conditioned.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> p = SmoothedEmpirical(np.array([[-3.0, 0.0], [3.0, 0.0]]), t=0.5)
+    >>> np.round(p.posterior_mean(np.array([[0.0, 1.0]])), 6).tolist()
+    [[0.0, 0.0]]
+    """
+
+    def __init__(self, train: Any, t: Any, *, process: OU | None = None, weights: Any = None,
+                 memory_budget: int = DEFAULT_MEMORY_BUDGET):
+        tr = as_tensor(train, name="train")
+        if tr.ndim != 2:
+            raise ValueError(f"train must have shape (N, d), got shape {tuple(tr.shape)}")
+        if tr.shape[0] == 0:
+            raise ValueError("train is empty: need at least one training point")
+        if tr.shape[1] == 0:
+            raise ValueError("train has zero features (d = 0)")
+        check_finite(tr, "train")
+        tt = as_tensor(t, name="t")
+        check_positive_time(tt, "t")
+        if weights is None:
+            w = torch.full((tr.shape[0],), 1.0 / tr.shape[0], dtype=torch.float64)
+        else:
+            w = as_tensor(weights, name="weights", dtype=torch.float64).cpu()
+            if w.shape != (tr.shape[0],):
+                raise ValueError(f"weights must have shape ({tr.shape[0]},), got {tuple(w.shape)}")
+            check_finite(w, "weights")
+            if bool((w < 0).any()) or float(w.sum()) <= 0:
+                raise ValueError("weights must be non-negative with a positive sum")
+            w = w / w.sum()
+        if not isinstance(memory_budget, (int, np.integer)) or memory_budget < 1 << 16:
+            raise ValueError(f"memory_budget must be an integer >= 65536 bytes, got {memory_budget!r}")
+        self.process = process if process is not None else OU()
+        self.train = tr
+        self.t = tt
+        self.weights = w
+        self.memory_budget = int(memory_budget)
+        self._cache: dict = {}
+        self.refine_k = 64  # components used to recompute ill-conditioned covariances
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def n_train(self) -> int:
+        """Number of training points N."""
+        return int(self.train.shape[0])
+
+    @property
+    def dim(self) -> int:
+        """Ambient dimension d."""
+        return int(self.train.shape[1])
+
+    def with_time(self, t: Any) -> "SmoothedEmpirical":
+        """The same training set at another time (shares cached training data)."""
+        new = SmoothedEmpirical.__new__(SmoothedEmpirical)
+        new.__dict__.update(self.__dict__)
+        tt = as_tensor(t, name="t")
+        check_positive_time(tt, "t")
+        new.t = tt
+        return new
+
+    def _train_on(self, dtype: torch.dtype, device: torch.device):
+        key = (dtype, str(device))
+        if key not in self._cache:
+            w = self.weights.to(device=device, dtype=torch.float64)
+            center = (w[:, None] * self.train.to(device=device, dtype=torch.float64)).sum(0)
+            xc = (self.train.to(device=device, dtype=torch.float64) - center).to(dtype)
+            logw = torch.where(w > 0, torch.log(w), torch.full_like(w, -math.inf)).to(dtype)
+            sq = (xc * xc).sum(1)
+            d = xc.shape[1]
+            xx = None
+            if xc.shape[0] * d * d * xc.element_size() <= self.memory_budget // 4:
+                xx = (xc[:, :, None] * xc[:, None, :]).reshape(xc.shape[0], d * d)
+            self._cache[key] = (xc, center.to(dtype), logw, sq, xx)
+        return self._cache[key]
+
+    def _radius2(self, dtype: torch.dtype, device: torch.device) -> float:
+        """Largest squared distance of a training point from the (weighted) training mean."""
+        xc = self._train_on(dtype, device)[0]
+        return float((xc * xc).sum(1).max())
+
+    def _prepare(self, x: Any, name: str = "x"):
+        xt = as_tensor(x, name=name)
+        if xt.ndim < 1 or xt.shape[-1] != self.dim:
+            raise ValueError(f"{name} must have shape (..., {self.dim}) to match train, "
+                             f"got shape {tuple(xt.shape)}")
+        check_finite(xt, name)
+        tt = self.t.to(device=xt.device, dtype=xt.dtype)
+        try:
+            tb = torch.broadcast_to(tt, xt.shape[:-1])
+        except RuntimeError:
+            raise ValueError(f"t with shape {tuple(tt.shape)} does not broadcast against the "
+                             f"batch shape {tuple(xt.shape[:-1])} of {name}") from None
+        return xt, tb
+
+    # ------------------------------------------------------------------ core
+    def moments(self, x: Any, *, cov: bool = True, top_k: int | None = None) -> Moments:
+        """Log-density and posterior moments at ``x`` in one pass (torch tensors out).
+
+        Parameters
+        ----------
+        x : array (..., d)
+        cov : bool
+            Also compute the posterior covariance (the O(N d^2) part).
+        top_k : int, optional
+            Keep only the k most responsible training points per query for the mean
+            and covariance; ``dropped_mass`` then holds the exact posterior mass left
+            out (computed from all N logits), an upper bound on the error weight.
+        """
+        xt, tb = self._prepare(x)
+        batch = xt.shape[:-1]
+        d = self.dim
+        xf = xt.reshape(-1, d)
+        tf = tb.reshape(-1)
+        if top_k is not None:
+            if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1:
+                raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
+            if top_k >= self.n_train:
+                top_k = None
+        out = self._moments_flat(xf, tf, cov=cov, top_k=top_k)
+        mat = (d, d)
+        shapes = dict(mean=(d,), cov=mat, cov_unit=mat)
+        return Moments(**{key: (out[key].reshape((*batch, *shapes.get(key, ()))) if key in out else None)
+                          for key in Moments.__dataclass_fields__})
+
+    def _chunk_sizes(self, q: int, itemsize: int, cov: bool, top_k: int | None):
+        d = self.dim
+        n = self.n_train
+        elems = max(self.memory_budget // itemsize, 1024)
+        per_pair = 3  # logits, exp, temporaries per (query, train) pair
+        if top_k is not None:
+            nc = min(n, max(1, elems // (8 * max(d, 1))))
+            per_query = per_pair * nc + top_k * (d + 3) * 2 + (d * d if cov else 0) * 2
+            qc = max(1, min(q, elems // per_query))
+            return qc, nc
+        nc = min(n, max(1, (elems // 4) // (d * d if cov else d)))
+        per_query = per_pair * nc + (d * d if cov else 0) * 2 + 4 * d
+        qc = max(1, min(q, elems // per_query))
+        return qc, nc
+
+    def _moments_flat(self, xf: torch.Tensor, tf: torch.Tensor, *, cov: bool, top_k: int | None):
+        """Moments at flat queries xf (Q, d), times tf (Q,); returns a dict of tensors."""
+        dtype, device = xf.dtype, xf.device
+        xc, center, logw, sq, xx_all = self._train_on(dtype, device)
+        n, d = xc.shape
+        q = xf.shape[0]
+        a_all = self.process.alpha(tf)
+        h_all = self.process.h(tf)
+        out = dict(
+            alpha=a_all, h=h_all,
+            log_prob=torch.empty(q, dtype=dtype, device=device),
+            mean=torch.empty(q, d, dtype=dtype, device=device),
+            dropped_mass=torch.zeros(q, dtype=dtype, device=device),
+        )
+        if cov:
+            out["cov_unit"] = torch.empty(q, d, d, dtype=dtype, device=device)
+            out["log_cov_scale"] = torch.zeros(q, dtype=dtype, device=device)
+            out["cov_error"] = torch.zeros(q, dtype=dtype, device=device)
+        eps = torch.finfo(dtype).eps
+        diam2 = 4.0 * float(sq.max())
+        qc, nc = self._chunk_sizes(q, xf.element_size(), cov, top_k)
+        log2pi = math.log(2 * math.pi)
+        for q0 in range(0, q, qc):
+            q1 = min(q, q0 + qc)
+            a, h = a_all[q0:q1], h_all[q0:q1]
+            y = xf[q0:q1] - a[:, None] * center  # query relative to the scaled centre
+            coef_lin = (a / h)[:, None]
+            coef_sq = (-0.5 * a * a / h)[:, None]
+            if top_k is None:
+                lse, m1, second = self._streamed(y, coef_lin, coef_sq, xc, sq, logw, xx_all, nc, cov)
+                if cov:
+                    c = second - m1[:, :, None] * m1[:, None, :]
+                    c = 0.5 * (c + c.transpose(1, 2))
+                    # E[xx^T] - mm^T cancels when the posterior is concentrated: its rounding
+                    # error is ~ eps E|x|^2.  Queries whose covariance is not resolved to 1e-6
+                    # relative are recomputed in the scaled, shifted form over their top-k
+                    # components (_topk), which has no cancellation.
+                    err = 64 * eps * torch.diagonal(second, dim1=1, dim2=2).sum(-1)
+                    ill = torch.diagonal(c, dim1=1, dim2=2).sum(-1) < 1e6 * err
+                    ls = torch.zeros_like(err)
+                    if bool(ill.any()):
+                        ref = self._topk(y[ill], coef_lin[ill], coef_sq[ill], xc, sq, logw, nc,
+                                         min(n, self.refine_k), True, diam2)
+                        c[ill], ls[ill], err[ill] = ref["cov_unit"], ref["log_cov_scale"], ref["cov_error"]
+                    out["cov_unit"][q0:q1], out["log_cov_scale"][q0:q1] = c, ls
+                    out["cov_error"][q0:q1] = err
+            else:
+                ref = self._topk(y, coef_lin, coef_sq, xc, sq, logw, nc, top_k, cov, diam2)
+                lse, m1 = ref["lse"], ref["mean"]
+                out["dropped_mass"][q0:q1] = ref["dropped_mass"]
+                if cov:
+                    for key in ("cov_unit", "log_cov_scale", "cov_error"):
+                        out[key][q0:q1] = ref[key]
+            out["mean"][q0:q1] = m1 + center
+            out["log_prob"][q0:q1] = lse - (y * y).sum(1) / (2 * h) - 0.5 * d * (log2pi + torch.log(h))
+        if cov:
+            out["cov"] = torch.exp(out["log_cov_scale"])[:, None, None] * out["cov_unit"]
+        return out
+
+    @staticmethod
+    def _logits(y, coef_lin, coef_sq, xcn, sqn, logwn):
+        """log w_i - |x - alpha x_i|^2 / (2h) up to a per-query constant: (Qc, Nc)."""
+        return (y @ xcn.T).mul_(coef_lin).add_(coef_sq * sqn).add_(logwn)
+
+    def _streamed(self, y, coef_lin, coef_sq, xc, sq, logw, xx_all, nc, cov):
+        """Online log-sum-exp pass over training chunks: lse, mean, E[x x^T] (centred data)."""
+        n, d = xc.shape
+        qn = y.shape[0]
+        dtype, device = y.dtype, y.device
+        m_run = torch.full((qn,), -math.inf, dtype=dtype, device=device)
+        s0 = torch.zeros(qn, dtype=dtype, device=device)
+        s1 = torch.zeros(qn, d, dtype=dtype, device=device)
+        s2 = torch.zeros(qn, d * d, dtype=dtype, device=device) if cov else None
+        for n0 in range(0, n, nc):
+            n1 = min(n, n0 + nc)
+            xcn = xc[n0:n1]
+            logits = self._logits(y, coef_lin, coef_sq, xcn, sq[n0:n1], logw[n0:n1])
+            m_new = torch.maximum(m_run, logits.max(1).values)
+            scale = torch.exp(m_run - m_new)
+            e = torch.exp(logits.sub_(m_new[:, None]))
+            s0 = s0 * scale + e.sum(1)
+            s1 = s1 * scale[:, None] + e @ xcn
+            if cov:
+                xxn = xx_all[n0:n1] if xx_all is not None else \
+                    (xcn[:, :, None] * xcn[:, None, :]).reshape(n1 - n0, d * d)
+                s2 = s2 * scale[:, None] + e @ xxn
+            m_run = m_new
+        second = (s2.reshape(-1, d, d) / s0[:, None, None]) if cov else None
+        return m_run + torch.log(s0), s1 / s0[:, None], second
+
+    def _topk(self, y, coef_lin, coef_sq, xc, sq, logw, nc, k, cov, diam2):
+        """Moments over the k most responsible components, without cancellation.
+
+        With kept logits l_1 >= l_2 >= ... and Delta_i = x_i - x_1, the covariance is
+        C = s [sum_{i>=2} v_i Delta_i Delta_i^T - s w w^T] with v_i = exp(l_i - l_2),
+        w = sum v_i Delta_i and s = exp(l_2 - l_1) / U, U = sum_i exp(l_i - l_1).  The
+        bracket (``cov_unit``) is O(1) even when C underflows; ``log_cov_scale`` = log s.
+        """
+        n, d = xc.shape
+        qn = y.shape[0]
+        dtype, device = y.dtype, y.device
+        best_val = torch.full((qn, 0), -math.inf, dtype=dtype, device=device)
+        best_idx = torch.zeros((qn, 0), dtype=torch.long, device=device)
+        m_run = torch.full((qn,), -math.inf, dtype=dtype, device=device)
+        s0 = torch.zeros(qn, dtype=dtype, device=device)
+        for n0 in range(0, n, nc):
+            n1 = min(n, n0 + nc)
+            logits = self._logits(y, coef_lin, coef_sq, xc[n0:n1], sq[n0:n1], logw[n0:n1])
+            m_new = torch.maximum(m_run, logits.max(1).values)
+            s0 = s0 * torch.exp(m_run - m_new) + torch.exp(logits - m_new[:, None]).sum(1)
+            m_run = m_new
+            cand_val = torch.cat([best_val, logits], 1)
+            cand_idx = torch.cat([best_idx, torch.arange(n0, n1, device=device).expand(qn, -1)], 1)
+            best_val, pos = torch.topk(cand_val, min(k, cand_val.shape[1]), dim=1)  # sorted
+            best_idx = torch.gather(cand_idx, 1, pos)
+        k = best_val.shape[1]
+        lse_all = m_run + torch.log(s0)
+        lse_kept = torch.logsumexp(best_val, 1)
+        out = dict(lse=lse_all, dropped_mass=(-torch.expm1(lse_kept - lse_all)).clamp_min(0.0))
+        xk = xc[best_idx]  # (q, k, d)
+        x1 = xk[:, 0]
+        if k == 1:
+            out["mean"] = x1
+            if cov:
+                out["cov_unit"] = torch.zeros(qn, d, d, dtype=dtype, device=device)
+                out["log_cov_scale"] = torch.zeros(qn, dtype=dtype, device=device)
+                out["cov_error"] = torch.exp(lse_kept - lse_all).new_zeros(qn) + \
+                    out["dropped_mass"] * diam2
+            return out
+        l1, l2 = best_val[:, 0], best_val[:, 1]
+        v = torch.exp(best_val[:, 1:] - l2[:, None])  # (q, k-1), <= 1
+        delta = xk[:, 1:] - x1[:, None, :]  # (q, k-1, d)
+        log_s = (l2 - l1) - torch.log1p(torch.exp(l2 - l1) * v.sum(1))
+        s = torch.exp(log_s)
+        w = torch.einsum("qk,qkd->qd", v, delta)
+        out["mean"] = x1 + s[:, None] * w
+        if cov:
+            cu = torch.einsum("qk,qkd,qke->qde", v, delta, delta) - s[:, None, None] * w[:, :, None] * w[:, None, :]
+            cu = 0.5 * (cu + cu.transpose(1, 2))
+            # certified bound on the dropped mass: every dropped logit is <= the smallest kept
+            log_drop = math.log(max(n - k, 0)) + best_val[:, -1] - lse_all if n > k else None
+            err = 64 * torch.finfo(dtype).eps * torch.diagonal(cu, dim1=1, dim2=2).sum(-1)
+            if log_drop is not None:
+                err = err + torch.exp(log_drop - log_s) * diam2
+            out["cov_unit"], out["log_cov_scale"], out["cov_error"] = cu, log_s, err
+        return out
+
+    # ------------------------------------------------------------------ public API
+    def log_prob(self, x: Any) -> Any:
+        """log p_t(x); x (..., d) -> (...)."""
+        return to_like(self.moments(x, cov=False).log_prob, x)
+
+    def posterior_mean(self, x: Any, *, top_k: int | None = None) -> Any:
+        """E[x0 | x_t = x]; x (..., d) -> (..., d), in data units."""
+        return to_like(self.moments(x, cov=False, top_k=top_k).mean, x)
+
+    def posterior_cov(self, x: Any, *, top_k: int | None = None) -> Any:
+        """Cov[x0 | x_t = x]; x (..., d) -> (..., d, d), in squared data units."""
+        return to_like(self.moments(x, cov=True, top_k=top_k).cov, x)
+
+    def score(self, x: Any, *, top_k: int | None = None) -> Any:
+        """grad log p_t(x) = (alpha_t E[x0|x] - x) / h_t; x (..., d) -> (..., d)."""
+        xt = as_tensor(x, name="x")
+        m = self.moments(xt, cov=False, top_k=top_k)
+        xt = xt.to(m.mean.dtype)
+        return to_like((m.alpha[..., None] * m.mean - xt) / m.h[..., None], x)
+
+    def hessian(self, x: Any, *, top_k: int | None = None) -> Any:
+        """Hessian of log p_t: (alpha_t^2 Cov[x0|x] - h_t I) / h_t^2; x (..., d) -> (..., d, d)."""
+        return to_like(self.moments(x, cov=True, top_k=top_k).hessian(), x)
+
+    def __repr__(self) -> str:
+        t = self.t
+        ts = f"{float(t):g}" if t.numel() == 1 else f"array{tuple(t.shape)}"
+        return f"SmoothedEmpirical(N={self.n_train}, d={self.dim}, t={ts})"

@@ -1,0 +1,176 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, strategies as st
+from scipy.special import logsumexp
+
+from ridgexr import OU, SmoothedEmpirical
+
+
+def brute(train, w, x, t):
+    """Direct numpy evaluation of p_t's log density and posterior moments."""
+    a, h = math.exp(-t), -math.expm1(-2 * t)
+    d = train.shape[1]
+    l = np.log(w) - ((x[:, None, :] - a * train[None]) ** 2).sum(-1) / (2 * h)
+    lp = logsumexp(l, axis=1) - 0.5 * d * np.log(2 * np.pi * h)
+    r = np.exp(l - logsumexp(l, axis=1, keepdims=True))
+    m = r @ train
+    dx = train[None] - m[:, None]
+    c = np.einsum("qn,qnd,qne->qde", r, dx, dx)
+    return lp, m, c
+
+
+mixtures = st.tuples(
+    st.integers(1, 12),  # N
+    st.integers(1, 5),  # d
+    st.floats(0.01, 3.0),  # t
+    st.integers(0, 2**31 - 1),  # seed
+    st.booleans(),  # random weights
+)
+
+
+@given(mixtures)
+def test_moments_match_brute_force(params):
+    n, d, t, seed, weighted = params
+    rng = np.random.default_rng(seed)
+    train = rng.normal(size=(n, d)) * 2
+    w = rng.uniform(0.1, 1.0, n) if weighted else np.ones(n)
+    w = w / w.sum()
+    x = rng.normal(size=(6, d)) * 2
+    p = SmoothedEmpirical(train, t, weights=w)
+    lp, m, c = brute(train, w, x, t)
+    np.testing.assert_allclose(p.log_prob(x), lp, rtol=1e-11, atol=1e-11)
+    np.testing.assert_allclose(p.posterior_mean(x), m, atol=1e-10)
+    np.testing.assert_allclose(p.posterior_cov(x), c, atol=1e-9)
+
+
+@given(mixtures)
+def test_score_and_hessian_match_autograd(params):
+    n, d, t, seed, weighted = params
+    rng = np.random.default_rng(seed)
+    train = rng.normal(size=(n, d)) * 2
+    w = rng.uniform(0.1, 1.0, n) if weighted else None
+    p = SmoothedEmpirical(train, t, weights=w)
+    x = torch.tensor(rng.normal(size=(4, d)) * 2, dtype=torch.float64, requires_grad=True)
+
+    def f(xx):
+        return p.moments(xx, cov=False).log_prob.sum()
+
+    g = torch.autograd.grad(f(x), x)[0]
+    np.testing.assert_allclose(p.score(x.detach()).numpy(), g.numpy(), atol=1e-9, rtol=1e-9)
+    for i in range(x.shape[0]):  # small test loop over 4 queries, autograd Hessian
+        hess = torch.autograd.functional.hessian(lambda v: p.moments(v[None], cov=False).log_prob.sum(),
+                                                 x[i].detach())
+        np.testing.assert_allclose(p.hessian(x[i].detach()).numpy(), hess.numpy(), atol=1e-8, rtol=1e-8)
+
+
+def test_hessian_identity_with_covariance(rng):
+    train = rng.normal(size=(20, 3))
+    t = 0.4
+    p = SmoothedEmpirical(train, t)
+    x = rng.normal(size=(10, 3))
+    a, h = OU().alpha(t), OU().h(t)
+    expected = (a**2 * p.posterior_cov(x) - h * np.eye(3)) / h**2
+    np.testing.assert_allclose(p.hessian(x), expected, atol=1e-12)
+
+
+def test_per_query_time_broadcast(rng):
+    train = rng.normal(size=(15, 2))
+    ts = np.array([0.05, 0.3, 1.0])
+    x = rng.normal(size=(3, 8, 2))
+    p = SmoothedEmpirical(train, ts[:, None])
+    m = p.posterior_mean(x)
+    for k, t in enumerate(ts):
+        np.testing.assert_allclose(m[k], SmoothedEmpirical(train, t).posterior_mean(x[k]), atol=1e-13)
+    with pytest.raises(ValueError, match="broadcast"):
+        SmoothedEmpirical(train, np.ones(5)).posterior_mean(x)
+
+
+def test_chunked_equals_unchunked(rng):
+    train = rng.normal(size=(3000, 4)) * 3
+    x = rng.normal(size=(257, 4)) * 3
+    big = SmoothedEmpirical(train, 0.2)
+    small = SmoothedEmpirical(train, 0.2, memory_budget=1 << 16)
+    qc, nc = small._chunk_sizes(x.shape[0], 8, True, None)
+    assert qc < x.shape[0] and nc < train.shape[0]  # both chunkings really happen
+    np.testing.assert_allclose(small.log_prob(x), big.log_prob(x), rtol=1e-12)
+    np.testing.assert_allclose(small.posterior_cov(x), big.posterior_cov(x), atol=1e-10)
+
+
+def test_stable_at_tiny_t_and_far_queries(rng):
+    train = rng.normal(size=(10, 2))
+    x = np.array([[1e4, -1e4], [0.3, 0.2]])
+    for t in (1e-5, 1e-3, 5.0):
+        p = SmoothedEmpirical(train, t)
+        lp, m, c = brute(train, np.full(10, 0.1), x, t)
+        got = p.log_prob(x)
+        assert np.all(np.isfinite(got))
+        np.testing.assert_allclose(got, lp, rtol=1e-10)
+        np.testing.assert_allclose(p.posterior_mean(x), m, atol=1e-9)
+        assert np.all(np.isfinite(p.hessian(x)))
+
+
+def test_top_k_reports_dropped_mass(rng):
+    train = rng.normal(size=(200, 3)) * 2
+    x = rng.normal(size=(30, 3))
+    p = SmoothedEmpirical(train, 0.5)
+    lp, m, c = brute(train, np.full(200, 1 / 200), x, 0.5)
+    mom = p.moments(x, top_k=20)
+    # exact dropped mass, recomputed by brute force from the responsibilities
+    a, h = math.exp(-0.5), -math.expm1(-1.0)
+    l = -((x[:, None, :] - a * train[None]) ** 2).sum(-1) / (2 * h)
+    r = np.exp(l - logsumexp(l, 1, keepdims=True))
+    kept = np.sort(r, axis=1)[:, -20:].sum(1)
+    np.testing.assert_allclose(mom.dropped_mass.numpy(), 1 - kept, atol=1e-12)
+    # the mean error is bounded by dropped mass times the data diameter
+    diam = np.linalg.norm(train[:, None] - train[None], axis=-1).max()
+    err = np.linalg.norm(mom.mean.numpy() - m, axis=1)
+    assert np.all(err <= 2 * mom.dropped_mass.numpy() * diam + 1e-12)
+    np.testing.assert_allclose(mom.log_prob.numpy(), lp, rtol=1e-12)  # log p uses all N
+
+
+def test_numpy_and_torch_kinds(rng):
+    train = rng.normal(size=(5, 2))
+    p = SmoothedEmpirical(torch.tensor(train), 0.3)
+    x = rng.normal(size=(4, 2))
+    assert isinstance(p.score(x), np.ndarray)
+    out = p.score(torch.tensor(x, dtype=torch.float32))
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.float32
+    np.testing.assert_allclose(out.numpy(), p.score(x), rtol=1e-4, atol=1e-4)
+
+
+def test_large_training_set_memory_bounded(rng):
+    # N = 50 000 in d = 32 with a 64 MiB budget: chunked, finite, agrees with a subset check
+    train = rng.normal(size=(50_000, 32)).astype(np.float64)
+    p = SmoothedEmpirical(train, 0.5, memory_budget=64 << 20)
+    x = rng.normal(size=(4, 32))
+    c = p.posterior_cov(x)
+    assert c.shape == (4, 32, 32) and np.all(np.isfinite(c))
+    lp, m, cb = brute(train, np.full(50_000, 1 / 50_000), x[:1], 0.5)
+    np.testing.assert_allclose(c[:1], cb, atol=1e-9)
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(train=np.zeros((0, 2)), t=0.1), "train"),
+    (dict(train=np.zeros(3), t=0.1), "train"),
+    (dict(train=np.array([[0.0, np.nan]]), t=0.1), "train"),
+    (dict(train=np.zeros((2, 2)), t=0.0), "t"),
+    (dict(train=np.zeros((2, 2)), t=-1.0), "t"),
+    (dict(train=np.zeros((2, 2)), t=0.1, weights=np.array([1.0])), "weights"),
+    (dict(train=np.zeros((2, 2)), t=0.1, weights=np.array([-1.0, 2.0])), "weights"),
+])
+def test_bad_construction(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        SmoothedEmpirical(**kwargs)
+
+
+def test_bad_queries():
+    p = SmoothedEmpirical(np.zeros((2, 2)), 0.1)
+    with pytest.raises(ValueError, match="x"):
+        p.score(np.zeros((3, 3)))
+    with pytest.raises(ValueError, match="x"):
+        p.score(np.array([[np.inf, 0.0]]))
+    with pytest.raises(ValueError, match="top_k"):
+        p.posterior_mean(np.zeros((1, 2)), top_k=0)
