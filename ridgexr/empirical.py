@@ -162,25 +162,34 @@ class SmoothedEmpirical:
         new.t = tt
         return new
 
-    def _train_on(self, dtype: torch.dtype, device: torch.device):
+    def _train_on(self, dtype: torch.dtype, device: torch.device) -> dict:
+        """Training data prepared for one dtype/device (cached).
+
+        Points with zero weight are dropped (they carry no mass); the rest are centred
+        at their weighted mean.  ``aug`` = [x_c, |x_c|^2, log w] lets one matrix product
+        give every logit.
+        """
         key = (dtype, str(device))
         if key not in self._cache:
-            w = self.weights.to(device=device, dtype=torch.float64)
-            center = (w[:, None] * self.train.to(device=device, dtype=torch.float64)).sum(0)
-            xc = (self.train.to(device=device, dtype=torch.float64) - center).to(dtype)
-            logw = torch.where(w > 0, torch.log(w), torch.full_like(w, -math.inf)).to(dtype)
-            sq = (xc * xc).sum(1)
-            d = xc.shape[1]
+            keep = self.weights > 0
+            w = self.weights[keep].to(device=device, dtype=torch.float64)
+            x64 = self.train[keep.to(self.train.device)].to(device=device, dtype=torch.float64)
+            center = (w[:, None] * x64).sum(0)
+            xc64 = x64 - center
+            sq64 = (xc64 * xc64).sum(1)
+            aug = torch.cat([xc64, sq64[:, None], torch.log(w)[:, None]], 1).to(dtype)
+            xc = xc64.to(dtype)
+            n, d = xc.shape
             xx = None
-            if xc.shape[0] * d * d * xc.element_size() <= self.memory_budget // 4:
-                xx = (xc[:, :, None] * xc[:, None, :]).reshape(xc.shape[0], d * d)
-            self._cache[key] = (xc, center.to(dtype), logw, sq, xx)
+            if n * d * d * xc.element_size() <= self.memory_budget // 4:
+                xx = (xc[:, :, None] * xc[:, None, :]).reshape(n, d * d)
+            self._cache[key] = dict(xc=xc, center=center.to(dtype), aug=aug, xx=xx,
+                                    radius2=float(sq64.max()))
         return self._cache[key]
 
     def _radius2(self, dtype: torch.dtype, device: torch.device) -> float:
         """Largest squared distance of a training point from the (weighted) training mean."""
-        xc = self._train_on(dtype, device)[0]
-        return float((xc * xc).sum(1).max())
+        return self._train_on(dtype, device)["radius2"]
 
     def _prepare(self, x: Any, name: str = "x"):
         xt = as_tensor(x, name=name)
@@ -244,8 +253,8 @@ class SmoothedEmpirical:
     def _moments_flat(self, xf: torch.Tensor, tf: torch.Tensor, *, cov: bool, top_k: int | None):
         """Moments at flat queries xf (Q, d), times tf (Q,); returns a dict of tensors."""
         dtype, device = xf.dtype, xf.device
-        xc, center, logw, sq, xx_all = self._train_on(dtype, device)
-        n, d = xc.shape
+        tr = self._train_on(dtype, device)
+        n, d = tr["xc"].shape
         q = xf.shape[0]
         a_all = self.process.alpha(tf)
         h_all = self.process.h(tf)
@@ -260,56 +269,74 @@ class SmoothedEmpirical:
             out["log_cov_scale"] = torch.zeros(q, dtype=dtype, device=device)
             out["cov_error"] = torch.zeros(q, dtype=dtype, device=device)
         eps = torch.finfo(dtype).eps
-        diam2 = 4.0 * float(sq.max())
         qc, nc = self._chunk_sizes(q, xf.element_size(), cov, top_k)
         log2pi = math.log(2 * math.pi)
         for q0 in range(0, q, qc):
             q1 = min(q, q0 + qc)
             a, h = a_all[q0:q1], h_all[q0:q1]
-            y = xf[q0:q1] - a[:, None] * center  # query relative to the scaled centre
-            coef_lin = (a / h)[:, None]
-            coef_sq = (-0.5 * a * a / h)[:, None]
+            y = xf[q0:q1] - a[:, None] * tr["center"]  # query relative to the scaled centre
+            # logits = [y a/h, -a^2/(2h), 1] . [x_c, |x_c|^2, log w]
+            yaug = torch.cat([y * (a / h)[:, None], (-0.5 * a * a / h)[:, None],
+                              torch.ones_like(h)[:, None]], 1)
             if top_k is None:
-                lse, m1, second = self._streamed(y, coef_lin, coef_sq, xc, sq, logw, xx_all, nc, cov)
+                lse, m1, second, conc = self._streamed(yaug, tr, nc, cov)
                 if cov:
                     c = second - m1[:, :, None] * m1[:, None, :]
                     c = 0.5 * (c + c.transpose(1, 2))
-                    # E[xx^T] - mm^T cancels when the posterior is concentrated: its rounding
-                    # error is ~ eps E|x|^2.  Queries whose covariance is not resolved to 1e-6
-                    # relative are recomputed in the scaled, shifted form over their top-k
-                    # components (_topk), which has no cancellation.
+                    # E[xx^T] - mm^T cancels when the posterior is concentrated on one point:
+                    # its rounding error is ~ eps E|x|^2.  Such queries (flagged before the
+                    # product, or found unresolved to 1e-6 relative after it) get their
+                    # covariance in the shifted, scaled form of _topk instead.
                     err = 64 * eps * torch.diagonal(second, dim1=1, dim2=2).sum(-1)
-                    ill = torch.diagonal(c, dim1=1, dim2=2).sum(-1) < 1e6 * err
+                    ill = conc | (torch.diagonal(c, dim1=1, dim2=2).sum(-1) < 1e6 * err)
                     ls = torch.zeros_like(err)
                     if bool(ill.any()):
-                        ref = self._topk(y[ill], coef_lin[ill], coef_sq[ill], xc, sq, logw, nc,
-                                         min(n, self.refine_k), True, diam2)
-                        c[ill], ls[ill], err[ill] = ref["cov_unit"], ref["log_cov_scale"], ref["cov_error"]
+                        c[ill], ls[ill], err[ill] = self._cov_resolved(yaug[ill], tr, nc)
                     out["cov_unit"][q0:q1], out["log_cov_scale"][q0:q1] = c, ls
                     out["cov_error"][q0:q1] = err
             else:
-                ref = self._topk(y, coef_lin, coef_sq, xc, sq, logw, nc, top_k, cov, diam2)
+                ref = self._topk(yaug, tr, nc, top_k, cov)
                 lse, m1 = ref["lse"], ref["mean"]
                 out["dropped_mass"][q0:q1] = ref["dropped_mass"]
                 if cov:
                     for key in ("cov_unit", "log_cov_scale", "cov_error"):
                         out[key][q0:q1] = ref[key]
-            out["mean"][q0:q1] = m1 + center
+            out["mean"][q0:q1] = m1 + tr["center"]
             out["log_prob"][q0:q1] = lse - (y * y).sum(1) / (2 * h) - 0.5 * d * (log2pi + torch.log(h))
         if cov:
             out["cov"] = torch.exp(out["log_cov_scale"])[:, None, None] * out["cov_unit"]
         return out
 
-    @staticmethod
-    def _logits(y, coef_lin, coef_sq, xcn, sqn, logwn):
-        """log w_i - |x - alpha x_i|^2 / (2h) up to a per-query constant: (Qc, Nc)."""
-        return (y @ xcn.T).mul_(coef_lin).add_(coef_sq * sqn).add_(logwn)
+    def _streamed(self, yaug, tr, nc, cov):
+        """Online log-sum-exp pass over training chunks.
 
-    def _streamed(self, y, coef_lin, coef_sq, xc, sq, logw, xx_all, nc, cov):
-        """Online log-sum-exp pass over training chunks: lse, mean, E[x x^T] (centred data)."""
+        Returns lse (up to the per-query constant), mean and E[x x^T] of the centred data,
+        and a mask of queries whose posterior is concentrated (1 - r_max < 1e-6), for which
+        the second moment is not formed when the training set fits one chunk.
+        """
+        xc, xx_all = tr["xc"], tr["xx"]
         n, d = xc.shape
-        qn = y.shape[0]
-        dtype, device = y.dtype, y.device
+        qn = yaug.shape[0]
+        dtype, device = yaug.dtype, yaug.device
+        if nc >= n:  # one chunk: decide concentration before the O(N d^2) product
+            logits = yaug @ tr["aug"].T
+            m_run = logits.max(1).values
+            e = torch.exp(logits.sub_(m_run[:, None]))
+            s0 = e.sum(1)
+            s1 = e @ xc
+            second = conc = None
+            if cov:
+                conc = (s0 - 1) < 1e-6 * s0
+                xx = xx_all if xx_all is not None else (xc[:, :, None] * xc[:, None, :]).reshape(n, d * d)
+                s2 = torch.zeros(qn, d * d, dtype=dtype, device=device)
+                if bool(conc.all()):
+                    pass
+                elif bool(conc.any()):
+                    s2[~conc] = e[~conc] @ xx
+                else:
+                    s2 = e @ xx
+                second = s2.reshape(-1, d, d) / s0[:, None, None]
+            return m_run + torch.log(s0), s1 / s0[:, None], second, conc
         m_run = torch.full((qn,), -math.inf, dtype=dtype, device=device)
         s0 = torch.zeros(qn, dtype=dtype, device=device)
         s1 = torch.zeros(qn, d, dtype=dtype, device=device)
@@ -317,7 +344,7 @@ class SmoothedEmpirical:
         for n0 in range(0, n, nc):
             n1 = min(n, n0 + nc)
             xcn = xc[n0:n1]
-            logits = self._logits(y, coef_lin, coef_sq, xcn, sq[n0:n1], logw[n0:n1])
+            logits = yaug @ tr["aug"][n0:n1].T
             m_new = torch.maximum(m_run, logits.max(1).values)
             scale = torch.exp(m_run - m_new)
             e = torch.exp(logits.sub_(m_new[:, None]))
@@ -329,46 +356,73 @@ class SmoothedEmpirical:
                 s2 = s2 * scale[:, None] + e @ xxn
             m_run = m_new
         second = (s2.reshape(-1, d, d) / s0[:, None, None]) if cov else None
-        return m_run + torch.log(s0), s1 / s0[:, None], second
+        conc = ((s0 - 1) < 1e-6 * s0) if cov else None
+        return m_run + torch.log(s0), s1 / s0[:, None], second, conc
 
-    def _topk(self, y, coef_lin, coef_sq, xc, sq, logw, nc, k, cov, diam2):
+    def _cov_resolved(self, yaug, tr, nc):
+        """Covariance of concentrated posteriors in the shifted, scaled top-k form.
+
+        k = min(N, refine_k).  The certified truncation error goes into ``cov_error``, so
+        an eigengap it cannot resolve is reported as degenerate rather than trusted.
+        Returns (cov_unit, log_cov_scale, cov_error).
+        """
+        n, d = tr["xc"].shape
+        k = min(n, self.refine_k)
+        elems = max(self.memory_budget // yaug.element_size(), 1024)
+        sub = max(1, elems // (4 * k * (d + 2)))
+        parts = [self._topk(yaug[i:i + sub], tr, nc, k, True) for i in range(0, yaug.shape[0], sub)]
+        return tuple(torch.cat([p[key] for p in parts]) for key in ("cov_unit", "log_cov_scale", "cov_error"))
+
+    def _topk(self, yaug, tr, nc, k, cov):
         """Moments over the k most responsible components, without cancellation.
 
         With kept logits l_1 >= l_2 >= ... and Delta_i = x_i - x_1, the covariance is
         C = s [sum_{i>=2} v_i Delta_i Delta_i^T - s w w^T] with v_i = exp(l_i - l_2),
         w = sum v_i Delta_i and s = exp(l_2 - l_1) / U, U = sum_i exp(l_i - l_1).  The
         bracket (``cov_unit``) is O(1) even when C underflows; ``log_cov_scale`` = log s.
+        ``cov_error`` bounds the truncation error of cov_unit's entries with the certified
+        dropped mass (every dropped logit is <= the smallest kept one).
         """
+        xc = tr["xc"]
         n, d = xc.shape
-        qn = y.shape[0]
-        dtype, device = y.dtype, y.device
+        qn = yaug.shape[0]
+        dtype, device = yaug.dtype, yaug.device
         best_val = torch.full((qn, 0), -math.inf, dtype=dtype, device=device)
         best_idx = torch.zeros((qn, 0), dtype=torch.long, device=device)
         m_run = torch.full((qn,), -math.inf, dtype=dtype, device=device)
         s0 = torch.zeros(qn, dtype=dtype, device=device)
         for n0 in range(0, n, nc):
             n1 = min(n, n0 + nc)
-            logits = self._logits(y, coef_lin, coef_sq, xc[n0:n1], sq[n0:n1], logw[n0:n1])
+            logits = yaug @ tr["aug"][n0:n1].T
             m_new = torch.maximum(m_run, logits.max(1).values)
             s0 = s0 * torch.exp(m_run - m_new) + torch.exp(logits - m_new[:, None]).sum(1)
             m_run = m_new
+            if n1 - n0 + best_val.shape[1] <= k:
+                cand_val, cand_idx = logits, torch.arange(n0, n1, device=device).expand(qn, -1)
+                best_val = torch.cat([best_val, cand_val], 1)
+                best_idx = torch.cat([best_idx, cand_idx], 1)
+                continue
             cand_val = torch.cat([best_val, logits], 1)
             cand_idx = torch.cat([best_idx, torch.arange(n0, n1, device=device).expand(qn, -1)], 1)
-            best_val, pos = torch.topk(cand_val, min(k, cand_val.shape[1]), dim=1)  # sorted
+            best_val, pos = torch.topk(cand_val, min(k, cand_val.shape[1]), dim=1)
             best_idx = torch.gather(cand_idx, 1, pos)
+        best_val, pos = torch.sort(best_val, dim=1, descending=True)
+        best_idx = torch.gather(best_idx, 1, pos)
         k = best_val.shape[1]
         lse_all = m_run + torch.log(s0)
         lse_kept = torch.logsumexp(best_val, 1)
         out = dict(lse=lse_all, dropped_mass=(-torch.expm1(lse_kept - lse_all)).clamp_min(0.0))
         xk = xc[best_idx]  # (q, k, d)
         x1 = xk[:, 0]
+        diam2 = 4.0 * tr["radius2"]
+        log_drop = (math.log(n - k) + best_val[:, -1] - lse_all) if n > k else None
         if k == 1:
             out["mean"] = x1
             if cov:
                 out["cov_unit"] = torch.zeros(qn, d, d, dtype=dtype, device=device)
                 out["log_cov_scale"] = torch.zeros(qn, dtype=dtype, device=device)
-                out["cov_error"] = torch.exp(lse_kept - lse_all).new_zeros(qn) + \
-                    out["dropped_mass"] * diam2
+                out["cov_error"] = torch.zeros(qn, dtype=dtype, device=device) if log_drop is None \
+                    else torch.exp(log_drop) * diam2
             return out
         l1, l2 = best_val[:, 0], best_val[:, 1]
         v = torch.exp(best_val[:, 1:] - l2[:, None])  # (q, k-1), <= 1
@@ -378,10 +432,9 @@ class SmoothedEmpirical:
         w = torch.einsum("qk,qkd->qd", v, delta)
         out["mean"] = x1 + s[:, None] * w
         if cov:
-            cu = torch.einsum("qk,qkd,qke->qde", v, delta, delta) - s[:, None, None] * w[:, :, None] * w[:, None, :]
+            cu = torch.einsum("qkd,qke->qde", v[:, :, None] * delta, delta) \
+                - s[:, None, None] * w[:, :, None] * w[:, None, :]
             cu = 0.5 * (cu + cu.transpose(1, 2))
-            # certified bound on the dropped mass: every dropped logit is <= the smallest kept
-            log_drop = math.log(max(n - k, 0)) + best_val[:, -1] - lse_all if n > k else None
             err = 64 * torch.finfo(dtype).eps * torch.diagonal(cu, dim1=1, dim2=2).sum(-1)
             if log_drop is not None:
                 err = err + torch.exp(log_drop - log_s) * diam2
