@@ -11,6 +11,8 @@ from importlib.metadata import PackageNotFoundError, version
 from .process import OU, time_grid
 from .empirical import SmoothedEmpirical, Moments
 from .ridge import RidgeFrame, RidgeProjection, ridge_frame, ridge_residual, project_to_ridge
+from .models import RandomFeatureDenoiser, ExactDenoiser
+from .training import RandomFeatureFit, fit_random_features, fit_sweep, fits_to_dataset
 from . import labelled
 from . import accessor  # noqa: F401  (registers the .ridge accessor)
 
@@ -22,4 +24,6 @@ except PackageNotFoundError:  # running from a source tree without installation
 __all__ = [
     "OU", "time_grid", "SmoothedEmpirical", "Moments", "RidgeFrame", "RidgeProjection",
     "ridge_frame", "ridge_residual", "project_to_ridge", "labelled", "__version__",
+    "RandomFeatureDenoiser", "ExactDenoiser", "RandomFeatureFit", "fit_random_features", "fit_sweep",
+    "fits_to_dataset",
 ]

@@ -1,0 +1,63 @@
+"""Benchmark: U/V accumulation rate and the cost of A(tau) for 20 taus.
+
+Run:  python benchmarks/bench_training.py [--quick]
+
+Prints, from one run: the achieved GFLOP/s of the U/V accumulation (counted flops:
+2 S p^2 for U, 2 S d p for V, 2 S p (d + 2K + 1) for the features) against a plain float64
+matmul measured in the same run, and the time to produce A(tau) for 20 tau values from the
+closed-form flow against the time of the one eigendecomposition it needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import best_time, machine, matmul_gflops  # noqa: E402
+
+from ridgexr import OU, RandomFeatureDenoiser  # noqa: E402
+from ridgexr.training import GradientFlow, _targets, accumulate_moments, draw_training_sample  # noqa: E402
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args(argv)
+    widths = [256, 512] if args.quick else [1024, 2048, 4096]
+    rng = np.random.default_rng(0)
+    train = rng.normal(size=(8, 2)) * 3
+    K = 16
+    print(f"# training benchmark ({machine()})")
+    mm = matmul_gflops()
+    print(f"same-run float64 matmul (2000^3): {mm:.1f} GFLOP/s")
+    print("| width p | samples S | U/V GFLOP/s | % of matmul | eigh(U) s | A(tau) x20 s | ratio |")
+    print("|---|---|---|---|---|---|---|")
+    for p in widths:
+        model = RandomFeatureDenoiser(2, p, n_frequencies=K, T=4.0, seed=0)
+        s = draw_training_sample(train, t_min=0.01, T=2.0, n_time=32, n_noise=32, seed=0)
+        lam, y = _targets(s, "posterior_mean", "h", OU())
+        S, d = s.size, 2
+        flops = 2 * S * p * p + 2 * S * d * p + 2 * S * p * (d + 2 * K + 1)
+        el = best_time(lambda: accumulate_moments(model, s, lam, y, batch_size=4096), 2)
+        U, V, _ = accumulate_moments(model, s, lam, y)
+        t_eigh = best_time(lambda: torch.linalg.eigh(U), 2)
+        fl = GradientFlow(U, V, torch.zeros(2, p, dtype=torch.float64))
+        taus = list(np.logspace(-2, 4, 19)) + [math.inf]
+        t_a = best_time(lambda: fl.A(taus), 2)
+        t0 = time.perf_counter()
+        GradientFlow(U, V, torch.zeros(2, p, dtype=torch.float64)).A(taus)
+        t_total = time.perf_counter() - t0
+        gf = flops / el / 1e9
+        print(f"| {p} | {S} | {gf:.1f} | {100 * gf / mm:.0f}% | {t_eigh:.3f} | {t_a:.3f} | "
+              f"{t_total / t_eigh:.2f}x (eigh + 20 taus vs eigh) |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+"""Denoisers: random-feature networks and the exact (memorizing) denoiser.
+
+A random-feature denoiser is
+
+    f(x, t) = A . act(W_x x + W_t phi(t) + b) / sqrt(p),
+    phi(t)  = [1, sin(2 pi k t / T), cos(2 pi k t / T)]_{k = 1..K},
+
+with W_x ~ N(0, 1/d) (p x d), W_t ~ N(0, 1/(2K+1)) (p x (2K+1)), b ~ N(0, 1) (p) fixed
+and only A (d x p) trained.  ``T`` is the period of the time features; choose it larger
+than the largest diffusion time used (the catalogs use twice the sampler's T) so that
+phi does not wrap around.
+
+Parametrizations (both expose ``denoise`` = estimate of E[x0 | x_t = x] and ``score``):
+
+- ``"posterior_mean"``: f approximates alpha_t E[x0 | x_t]; denoise = f / alpha_t,
+  score = (f - x) / h_t.
+- ``"score"``: f approximates grad log p_t; score = f, denoise = (x + h_t f) / alpha_t.
+
+Nested features: the feature rows are drawn from three independent numpy streams
+(one each for W_x, W_t, b) filled row by row, so a model of width p uses exactly the first
+p rows of the same seed's model of any larger width.  Widths are therefore compared on
+the same features, and the training moments of every width are leading blocks of the
+largest width's moments (see :mod:`ridgexr.training`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from ._backend import as_tensor, check_finite, to_like
+from .empirical import SmoothedEmpirical
+from .process import OU
+
+__all__ = ["RandomFeatureDenoiser", "ExactDenoiser", "ACTIVATIONS", "PARAMETRIZATIONS"]
+
+ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "relu": torch.relu,
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+}
+PARAMETRIZATIONS = ("posterior_mean", "score")
+
+
+def _check_int(value: Any, name: str, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+def draw_features(dim: int, width: int, n_frequencies: int, seed: int) -> tuple[np.ndarray, ...]:
+    """The fixed random features (W_x, W_t, b) in float64, nested in ``width``.
+
+    Returns W_x (width, dim) ~ N(0, 1/dim), W_t (width, 2K+1) ~ N(0, 1/(2K+1)), b (width,) ~ N(0, 1).
+    """
+    ss = np.random.SeedSequence(seed)
+    gx, gt, gb = (np.random.Generator(np.random.PCG64(s)) for s in ss.spawn(3))
+    n_time = 2 * n_frequencies + 1
+    w_x = gx.standard_normal((width, dim)) / math.sqrt(dim)
+    w_t = gt.standard_normal((width, n_time)) / math.sqrt(n_time)
+    b = gb.standard_normal(width)
+    return w_x, w_t, b
+
+
+class RandomFeatureDenoiser(torch.nn.Module):
+    """Random-feature denoiser f(x, t) = A act(W_x x + W_t phi(t) + b) / sqrt(p).
+
+    Parameters
+    ----------
+    dim : int
+        Data dimension d.
+    width : int
+        Number of random features p (>= 1).
+    n_frequencies : int
+        K, the number of Fourier time frequencies (phi has 2K + 1 entries).
+    T : float
+        Period of the time features (> 0), in OU time units.
+    activation : {"relu", "tanh", "sigmoid"}
+    parametrization : {"posterior_mean", "score"}
+    seed : int
+        Seed of the fixed features; the same seed gives the same features on every device.
+    dtype, device
+        Of the parameters (default float64, CPU).
+    process : OU, optional
+
+    Examples
+    --------
+    >>> import torch
+    >>> m = RandomFeatureDenoiser(2, 16, n_frequencies=4, T=2.0, seed=0)
+    >>> m(torch.zeros(5, 2), 0.5).shape  # A starts at zero
+    torch.Size([5, 2])
+    """
+
+    def __init__(self, dim: int, width: int, *, n_frequencies: int = 128, T: float = 2.0,
+                 activation: str = "relu", parametrization: str = "posterior_mean", seed: int = 0,
+                 dtype: torch.dtype = torch.float64, device: Any = None, process: OU | None = None):
+        super().__init__()
+        dim = _check_int(dim, "dim", 1)
+        width = _check_int(width, "width", 1)
+        n_frequencies = _check_int(n_frequencies, "n_frequencies", 0)
+        seed = _check_int(seed, "seed", 0)
+        if not (isinstance(T, (int, float)) and math.isfinite(T) and T > 0):
+            raise ValueError(f"T must be a finite number > 0, got {T!r}")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {tuple(ACTIVATIONS)}, got {activation!r}")
+        if parametrization not in PARAMETRIZATIONS:
+            raise ValueError(f"parametrization must be one of {PARAMETRIZATIONS}, got {parametrization!r}")
+        self.dim, self.width, self.n_frequencies = dim, width, n_frequencies
+        self.T, self.activation, self.parametrization, self.seed = float(T), activation, parametrization, seed
+        self.process = process if process is not None else OU()
+        w_x, w_t, b = draw_features(dim, width, n_frequencies, seed)
+        kw = dict(dtype=dtype, device=device)
+        self.register_buffer("w_x", torch.tensor(w_x, **kw))
+        self.register_buffer("w_t", torch.tensor(w_t, **kw))
+        self.register_buffer("b", torch.tensor(b, **kw))
+        self.register_buffer("freqs", torch.arange(1, n_frequencies + 1, **kw))
+        self.A = torch.nn.Parameter(torch.zeros(dim, width, **kw))
+
+    # ------------------------------------------------------------------ features
+    def time_features(self, t: torch.Tensor) -> torch.Tensor:
+        """phi(t) = [1, sin(2 pi k t/T), cos(2 pi k t/T)]_k; t (...) -> (..., 2K+1)."""
+        ang = (2 * math.pi / self.T) * t[..., None] * self.freqs
+        return torch.cat([torch.ones_like(t)[..., None], torch.sin(ang), torch.cos(ang)], -1)
+
+    def _prep(self, x: Any, t: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        xt = as_tensor(x, name="x", dtype=self.A.dtype, device=self.A.device)
+        if xt.shape[-1] != self.dim:
+            raise ValueError(f"x must have shape (..., {self.dim}), got {tuple(xt.shape)}")
+        tt = as_tensor(t, name="t", dtype=self.A.dtype, device=self.A.device)
+        if tt.numel() and bool((tt <= 0).any()):
+            raise ValueError(f"t must be > 0, got min {float(tt.min())}")
+        try:
+            tt = torch.broadcast_to(tt, xt.shape[:-1])
+        except RuntimeError:
+            raise ValueError(f"t with shape {tuple(tt.shape)} does not broadcast against x's batch "
+                             f"shape {tuple(xt.shape[:-1])}") from None
+        return xt, tt
+
+    def features(self, x: Any, t: Any) -> torch.Tensor:
+        """act(W_x x + W_t phi(t) + b) / sqrt(p); x (..., d), t broadcastable -> (..., p)."""
+        xt, tt = self._prep(x, t)
+        pre = xt @ self.w_x.T + self.time_features(tt) @ self.w_t.T + self.b
+        return ACTIVATIONS[self.activation](pre) / math.sqrt(self.width)
+
+    def forward(self, x: Any, t: Any) -> torch.Tensor:
+        """Network output f(x, t) (..., d) (torch tensor)."""
+        return self.features(x, t) @ self.A.T
+
+    # ------------------------------------------------------------------ interface
+    def denoise(self, x: Any, t: Any) -> Any:
+        """Estimate of E[x0 | x_t = x], (..., d); numpy or torch in, the same kind out."""
+        xt, tt = self._prep(x, t)
+        f = self.forward(xt, tt)
+        a, h = self.process.alpha(tt)[..., None], self.process.h(tt)[..., None]
+        out = f / a if self.parametrization == "posterior_mean" else (xt + h * f) / a
+        return to_like(out, x)
+
+    def score(self, x: Any, t: Any) -> Any:
+        """Estimate of grad log p_t(x), (..., d); numpy or torch in, the same kind out."""
+        xt, tt = self._prep(x, t)
+        f = self.forward(xt, tt)
+        h = self.process.h(tt)[..., None]
+        out = (f - xt) / h if self.parametrization == "posterior_mean" else f
+        return to_like(out, x)
+
+    def with_A(self, A: Any) -> "RandomFeatureDenoiser":
+        """A copy of this model (sharing the fixed features) carrying readout ``A`` (d, p)."""
+        new = RandomFeatureDenoiser.__new__(RandomFeatureDenoiser)
+        torch.nn.Module.__init__(new)
+        new.__dict__.update({k: v for k, v in self.__dict__.items()
+                             if k not in ("_parameters", "_buffers", "_modules")})
+        for name, buf in self._buffers.items():
+            new.register_buffer(name, buf)
+        a = as_tensor(A, name="A", dtype=self.A.dtype, device=self.A.device)
+        if a.shape != (self.dim, self.width):
+            raise ValueError(f"A must have shape ({self.dim}, {self.width}), got {tuple(a.shape)}")
+        new.A = torch.nn.Parameter(a.clone())
+        return new
+
+    def extra_repr(self) -> str:
+        return (f"dim={self.dim}, width={self.width}, n_frequencies={self.n_frequencies}, T={self.T}, "
+                f"activation={self.activation!r}, parametrization={self.parametrization!r}, seed={self.seed}")
+
+
+class ExactDenoiser:
+    """The empirical optimum: E[x0 | x_t = x] under p_t of the training set (memorizes).
+
+    Parameters
+    ----------
+    train : array (N, d)
+    process : OU, optional
+    top_k : int, optional
+        Truncate the posterior to the k most responsible training points.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ex = ExactDenoiser(np.array([[-3.0, 0.0], [3.0, 0.0]]))
+    >>> ex.denoise(np.array([[0.0, 1.0]]), 0.5).round(6).tolist()
+    [[0.0, 0.0]]
+    """
+
+    parametrization = "posterior_mean"
+
+    def __init__(self, train: Any, process: OU | None = None, *, top_k: int | None = None):
+        tr = as_tensor(train, name="train")
+        check_finite(tr, "train")
+        self.density = SmoothedEmpirical(tr, 1.0, process=process)
+        self.process = self.density.process
+        self.top_k = top_k
+        self.dim = self.density.dim
+
+    def denoise(self, x: Any, t: Any) -> Any:
+        """E[x0 | x_t = x], (..., d)."""
+        return self.density.with_time(t).posterior_mean(x, top_k=self.top_k)
+
+    def score(self, x: Any, t: Any) -> Any:
+        """grad log p_t(x), (..., d)."""
+        return self.density.with_time(t).score(x, top_k=self.top_k)
+
+    def __repr__(self) -> str:
+        return f"ExactDenoiser(N={self.density.n_train}, d={self.dim})"

@@ -1,0 +1,92 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, strategies as st
+
+from ridgexr import OU, ExactDenoiser, RandomFeatureDenoiser, SmoothedEmpirical
+from conftest import cuda
+
+
+def test_forward_matches_formula(rng):
+    m = RandomFeatureDenoiser(3, 20, n_frequencies=5, T=4.0, seed=3)
+    A = rng.normal(size=(3, 20))
+    m = m.with_A(A)
+    x = rng.normal(size=(7, 3))
+    t = rng.uniform(0.01, 2.0, size=7)
+    k = np.arange(1, 6)
+    phi = np.concatenate([np.ones((7, 1)), np.sin(2 * np.pi * k * t[:, None] / 4.0),
+                          np.cos(2 * np.pi * k * t[:, None] / 4.0)], 1)
+    pre = x @ m.w_x.numpy().T + phi @ m.w_t.numpy().T + m.b.numpy()
+    f = np.maximum(pre, 0) @ A.T / math.sqrt(20)
+    np.testing.assert_allclose(m(torch.tensor(x), torch.tensor(t)).detach().numpy(), f, rtol=1e-12)
+    # posterior-mean parametrization
+    a, h = np.exp(-t)[:, None], -np.expm1(-2 * t)[:, None]
+    np.testing.assert_allclose(m.denoise(x, t), f / a, rtol=1e-12)
+    np.testing.assert_allclose(m.score(x, t), (f - x) / h, rtol=1e-12)
+    s = RandomFeatureDenoiser(3, 20, n_frequencies=5, T=4.0, seed=3, parametrization="score").with_A(A)
+    np.testing.assert_allclose(s.score(x, t), f, rtol=1e-12)
+    np.testing.assert_allclose(s.denoise(x, t), (x + h * f) / a, rtol=1e-12)
+
+
+def test_feature_statistics_and_nesting():
+    big = RandomFeatureDenoiser(4, 4000, n_frequencies=8, T=2.0, seed=11)
+    small = RandomFeatureDenoiser(4, 100, n_frequencies=8, T=2.0, seed=11)
+    np.testing.assert_array_equal(big.w_x[:100].numpy(), small.w_x.numpy())
+    np.testing.assert_array_equal(big.w_t[:100].numpy(), small.w_t.numpy())
+    np.testing.assert_array_equal(big.b[:100].numpy(), small.b.numpy())
+    assert big.w_x.var().item() == pytest.approx(1 / 4, rel=0.05)
+    assert big.w_t.var().item() == pytest.approx(1 / 17, rel=0.05)
+    assert big.b.var().item() == pytest.approx(1.0, rel=0.05)
+    other = RandomFeatureDenoiser(4, 100, n_frequencies=8, T=2.0, seed=12)
+    assert not torch.equal(other.w_x, small.w_x)
+
+
+@pytest.mark.parametrize("act, fn", [("tanh", np.tanh), ("sigmoid", lambda z: 1 / (1 + np.exp(-z)))])
+def test_activations(act, fn, rng):
+    m = RandomFeatureDenoiser(2, 8, n_frequencies=2, T=2.0, seed=0, activation=act)
+    x, t = rng.normal(size=(3, 2)), 0.4
+    k = np.arange(1, 3)
+    phi = np.concatenate([[1.0], np.sin(2 * np.pi * k * t / 2), np.cos(2 * np.pi * k * t / 2)])
+    pre = x @ m.w_x.numpy().T + phi @ m.w_t.numpy().T + m.b.numpy()
+    np.testing.assert_allclose(m.features(x, t).numpy(), fn(pre) / math.sqrt(8), rtol=1e-12)
+
+
+@given(t=st.floats(0.01, 3.0), seed=st.integers(0, 1000))
+def test_exact_denoiser_is_posterior_mean(t, seed):
+    rng = np.random.default_rng(seed)
+    train = rng.normal(size=(6, 2))
+    ex = ExactDenoiser(train)
+    x = rng.normal(size=(5, 2))
+    np.testing.assert_allclose(ex.denoise(x, t), SmoothedEmpirical(train, t).posterior_mean(x), atol=1e-13)
+    a, h = OU().alpha(t), OU().h(t)
+    np.testing.assert_allclose(ex.score(x, t), (a * ex.denoise(x, t) - x) / h, atol=1e-9)
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(dim=2, width=0), "width"), (dict(dim=0, width=3), "dim"),
+    (dict(dim=2, width=3, activation="gelu"), "activation"),
+    (dict(dim=2, width=3, parametrization="eps"), "parametrization"),
+    (dict(dim=2, width=3, T=0.0), "T"), (dict(dim=2, width=3, seed=-1), "seed"),
+])
+def test_bad_model_args(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        RandomFeatureDenoiser(**kwargs)
+
+
+def test_bad_model_inputs():
+    m = RandomFeatureDenoiser(2, 4, n_frequencies=1)
+    with pytest.raises(ValueError, match="x"):
+        m.denoise(np.zeros((1, 3)), 0.5)
+    with pytest.raises(ValueError, match="t"):
+        m.denoise(np.zeros((1, 2)), 0.0)
+    with pytest.raises(ValueError, match="A"):
+        m.with_A(np.zeros((3, 4)))
+
+
+@cuda
+def test_same_features_on_cuda():
+    cpu = RandomFeatureDenoiser(3, 64, n_frequencies=4, seed=5)
+    gpu = RandomFeatureDenoiser(3, 64, n_frequencies=4, seed=5, device="cuda")
+    assert torch.equal(cpu.w_x, gpu.w_x.cpu()) and torch.equal(cpu.b, gpu.b.cpu())

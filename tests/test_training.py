@@ -1,0 +1,192 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, strategies as st
+
+from ridgexr import (ExactDenoiser, OU, RandomFeatureDenoiser, SmoothedEmpirical, fit_random_features,
+                     fit_sweep, fits_to_dataset)
+from ridgexr.training import GradientFlow, accumulate_moments, draw_training_sample, schedule_weight, _targets
+
+TWO = np.array([[-3.0, 0.0], [3.0, 0.0]])
+INF = math.inf
+
+
+def small_model(width=24, parametrization="posterior_mean", seed=2):
+    return RandomFeatureDenoiser(2, width, n_frequencies=3, T=4.0, seed=seed, parametrization=parametrization)
+
+
+@pytest.mark.parametrize("parametrization", ["posterior_mean", "score"])
+def test_U_V_C_match_brute_force(parametrization):
+    m = small_model(parametrization=parametrization)
+    s = draw_training_sample(TWO, t_min=0.05, T=2.0, n_time=4, n_noise=3, seed=0)
+    lam, y = _targets(s, parametrization, "h", OU())
+    U, V, C = accumulate_moments(m, s, lam, y, batch_size=5)  # many small batches
+    # brute force: one sample at a time
+    Ub = np.zeros((24, 24)); Vb = np.zeros((2, 24)); Cb = 0.0
+    for i in range(s.size):
+        psi = m.features(s.xt[i], s.t[i]).numpy()
+        c = s.weight[i] * lam[i]
+        Ub += c * np.outer(psi, psi); Vb += c * np.outer(y[i], psi); Cb += c * y[i] @ y[i] / 2
+    np.testing.assert_allclose(U.numpy(), Ub, rtol=1e-11, atol=1e-14)
+    np.testing.assert_allclose(V.numpy(), Vb, rtol=1e-11, atol=1e-14)
+    assert C == pytest.approx(Cb, rel=1e-12)
+    # and the quadratic form equals the sample-average loss for any A
+    A = np.random.default_rng(1).normal(size=(2, 24))
+    f = m.with_A(A)(torch.tensor(s.xt), torch.tensor(s.t)).detach().numpy()
+    direct = np.sum(s.weight * lam * ((f - y) ** 2).sum(1)) / 2
+    quad = (np.trace(A @ Ub @ A.T) - 2 * np.trace(Vb @ A.T)) / 2 + Cb
+    assert quad == pytest.approx(direct, rel=1e-10)
+
+
+def test_quadrature_weights_integrate_time_average():
+    s = draw_training_sample(np.zeros((1, 1)), t_min=0.01, T=2.0, n_time=24, n_noise=1, seed=0)
+    # int_{t_min}^{T} h(t) dt / (T - t_min), closed form
+    exact = (1.99 - 0.5 * (math.exp(-0.02) - math.exp(-4.0))) / 1.99
+    assert np.sum(s.weight * OU().h(s.t)) == pytest.approx(exact, rel=1e-10)
+    assert s.weight.sum() == pytest.approx(1.0, rel=1e-10)
+
+
+def test_schedule_weight_is_score_matching_weight():
+    """The posterior-mean loss with weight w/h^2 is the score-matching loss with weight w."""
+    m = small_model().with_A(np.random.default_rng(3).normal(size=(2, 24)))
+    fit = fit_random_features(m, TWO, schedule="h", t_min=0.05, T=2.0, n_time=6, n_noise=4, taus=[0.0],
+                              init=m.A.detach())
+    s = fit.sample
+    score = m.score(s.xt, s.t)
+    sm = np.sum(s.weight * OU().h(s.t) * ((score + s.z / np.sqrt(OU().h(s.t))[:, None]) ** 2).sum(1)) / 2
+    assert fit.loss(0.0) == pytest.approx(sm, rel=1e-10)
+    # the same for the score parametrization, with its own target
+    ms = small_model(parametrization="score").with_A(np.random.default_rng(3).normal(size=(2, 24)))
+    fs = fit_random_features(ms, TWO, schedule="h2", t_min=0.05, T=2.0, n_time=6, n_noise=4, taus=[0.0],
+                             init=ms.A.detach())
+    score = ms.score(s.xt, s.t)
+    sm = np.sum(s.weight * OU().h(s.t) ** 2 * ((score + s.z / np.sqrt(OU().h(s.t))[:, None]) ** 2).sum(1)) / 2
+    assert fs.loss(0.0) == pytest.approx(sm, rel=1e-10)
+
+
+def test_flow_matches_gradient_descent_and_converges():
+    m = small_model(width=16)
+    taus = [0.5, 2.0, 8.0]
+    flow = fit_random_features(m, TWO, t_min=0.05, T=2.0, n_time=6, n_noise=6, taus=taus, schedule="h2",
+                               init="normal")
+    mu_max = float(torch.linalg.eigvalsh(flow.U).max())
+    lr = 0.02 / mu_max
+    gd = fit_random_features(m, TWO, t_min=0.05, T=2.0, n_time=6, n_noise=6, taus=taus, schedule="h2",
+                             init="normal", method="gd", lr=lr)
+    # GD converges to the flow as lr -> 0; error O(lr mu) relative
+    for k in range(3):
+        err = float((gd.A[k] - GradientFlow(flow.U, flow.V, _a0(m)).A([gd.taus[k]])[0]).norm())
+        assert err <= 0.05 * float(gd.A[k].norm()) + 1e-12
+    # the loss decreases along the flow
+    losses = [flow.loss(t) for t in taus]
+    assert losses[0] >= losses[1] >= losses[2]
+
+
+def _a0(m):
+    g = np.random.default_rng(np.random.SeedSequence([0, 7]))
+    return torch.tensor(g.standard_normal((m.dim, m.width)))
+
+
+def test_flow_solves_the_ode():
+    """A(tau) from the closed form satisfies dA/dtau = -(2/d)(A U - V) (central differences)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(6, 6)); U = torch.tensor(X @ X.T + np.diag([0, 0, 1, 2, 3, 4.0]))
+    V = torch.tensor(rng.normal(size=(2, 6))); A0 = torch.tensor(rng.normal(size=(2, 6)))
+    fl = GradientFlow(U, V, A0)
+    tau, eps = 0.7, 1e-5
+    A = fl.A([tau - eps, tau, tau + eps])
+    deriv = (A[2] - A[0]) / (2 * eps)
+    np.testing.assert_allclose(deriv.numpy(), (-(2 / 2) * (A[1] @ U - V)).numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(fl.A([0.0])[0].numpy(), A0.numpy(), atol=1e-12)
+
+
+def test_tau_inf_is_minimizer_and_keeps_null_space():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(8, 3))
+    U = torch.tensor(X @ X.T)  # rank 3 of 8
+    V = torch.tensor(rng.normal(size=(2, 3)) @ X.T)  # in the range of U
+    A0 = torch.tensor(rng.normal(size=(2, 8)))
+    fl = GradientFlow(U, V, A0)
+    A = fl.A([INF])[0]
+    np.testing.assert_allclose((A @ U - V).numpy(), 0, atol=1e-10)  # gradient ~ 0
+    # null-space part of A(0) untouched, range part = minimum-norm solution
+    null = fl.Q[:, ~fl.range]
+    np.testing.assert_allclose((A @ null).numpy(), (A0 @ null).numpy(), atol=1e-10)
+    Amin = V @ torch.linalg.pinv(U, hermitian=True)
+    np.testing.assert_allclose((A - A0 @ null @ null.T).numpy(), Amin.numpy(), atol=1e-9)
+    assert fl.A([1e9])[0].sub(A).abs().max() < 1e-8
+
+
+def test_exact_denoiser_has_zero_excess_and_model_excess_nonnegative():
+    """Excess >= 0 up to its SE when the sample is much larger than the width."""
+    m = small_model(width=12)
+    fit = fit_random_features(m, TWO, t_min=0.05, T=2.0, n_time=12, n_noise=64, taus=[1.0, INF], schedule="h")
+    for tau in fit.taus:
+        assert fit.excess_loss(tau) >= -2 * fit.excess_loss_se(tau)
+        mc = fit._per_sample()["excess_mc"][fit._index(tau)]
+        assert fit.excess_loss(tau) == pytest.approx(mc, rel=1e-8, abs=1e-10)  # two computations agree
+    # the exact denoiser's outputs have zero excess by construction of f_star: check against ExactDenoiser
+    s = fit.sample
+    ex = ExactDenoiser(TWO)
+    np.testing.assert_allclose(fit.f_star, np.exp(-s.t)[:, None] * ex.denoise(s.xt, s.t), atol=1e-12)
+    lam, y = fit.lam, fit.y
+    assert fit.optimal_loss == pytest.approx(np.sum(s.weight * lam * ((fit.f_star - y) ** 2).sum(1)) / 2)
+
+
+def test_two_point_directional_split_is_x_and_y():
+    m = small_model(width=20, parametrization="score")
+    fit = fit_random_features(m, TWO, t_min=0.05, T=2.0, n_time=6, n_noise=8, taus=[0.3, INF], schedule="h")
+    s = fit.sample
+    for tau in fit.taus:
+        f = fit.denoiser(tau)(torch.tensor(s.xt), torch.tensor(s.t)).detach().numpy()
+        e = f - fit.f_star
+        c = s.weight * fit.lam
+        tan_x = np.sum(c * e[:, 0] ** 2) / 2
+        nor_y = np.sum(c * e[:, 1] ** 2) / 2
+        tan, nor = fit.excess_loss_split(tau, 1)
+        assert tan == pytest.approx(tan_x, rel=1e-9)
+        assert nor == pytest.approx(nor_y, rel=1e-9)
+        assert nor > 0  # the score parametrization does err in y
+
+
+def test_sweep_uses_nested_blocks_and_matches_single_fit():
+    fits = fit_sweep(TWO, widths=[8, 32], schedules=["1", "h2"], taus=[2.0, INF],
+                     model_kwargs=dict(n_frequencies=3, T=4.0, seed=2), t_min=0.05, T=2.0, n_time=6, n_noise=4)
+    single = fit_random_features(small_model(width=8), TWO, schedule="h2", t_min=0.05, T=2.0, n_time=6,
+                                 n_noise=4, taus=[2.0, INF])
+    np.testing.assert_allclose(fits[("h2", 8)].U.numpy(), single.U.numpy(), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(fits[("h2", 8)].A.numpy(), single.A.numpy(), rtol=1e-9, atol=1e-10)
+    ds = fits_to_dataset(fits, d_star=1)
+    assert ds.loss.dims == ("schedule", "width", "tau")
+    assert ds.loss.sel(schedule="h2", width=8, tau=2.0).item() == pytest.approx(single.loss(2.0))
+    total = ds.excess_tangent + ds.excess_normal
+    assert np.all(np.isfinite(total.values))
+
+
+def test_same_seed_same_A_bitwise():
+    a = fit_random_features(small_model(), TWO, t_min=0.05, T=2.0, n_time=5, n_noise=3, seed=9, taus=[1.0])
+    b = fit_random_features(small_model(), TWO, t_min=0.05, T=2.0, n_time=5, n_noise=3, seed=9, taus=[1.0])
+    assert torch.equal(a.A, b.A)
+    c = fit_random_features(small_model(), TWO, t_min=0.05, T=2.0, n_time=5, n_noise=3, seed=10, taus=[1.0])
+    assert not torch.equal(a.A, c.A)
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(schedule="h3"), "schedule"), (dict(t_min=2.0, T=1.0), "t_min"), (dict(method="adam"), "method"),
+    (dict(taus=[-1.0]), "taus"), (dict(n_time=0), "n_time"), (dict(method="gd"), "lr"),
+    (dict(method="gd", lr=0.1, taus=[INF]), "taus"),
+])
+def test_bad_fit_args(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        fit_random_features(small_model(), TWO, **{**dict(t_min=0.05, T=2.0, n_time=3, n_noise=2), **kwargs})
+
+
+def test_bad_train():
+    with pytest.raises(ValueError, match="train"):
+        fit_random_features(small_model(), np.array([[0.0, np.nan]]), t_min=0.05, T=2.0)
+    with pytest.raises(ValueError, match="train"):
+        fit_random_features(small_model(), np.zeros((3, 3)), t_min=0.05, T=2.0)
+    with pytest.raises(ValueError, match="widths"):
+        fit_sweep(TWO, widths=[0], schedules=["1"])
