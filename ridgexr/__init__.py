@@ -13,6 +13,8 @@ from .empirical import SmoothedEmpirical, Moments
 from .ridge import RidgeFrame, RidgeProjection, ridge_frame, ridge_residual, project_to_ridge
 from .models import RandomFeatureDenoiser, ExactDenoiser
 from .training import RandomFeatureFit, fit_random_features, fit_sweep, fits_to_dataset
+from .catalog import open_catalog, Experiment, Catalog
+from .run import open_dataset, run_experiment
 from . import labelled
 from . import accessor  # noqa: F401  (registers the .ridge accessor)
 
@@ -25,5 +27,5 @@ __all__ = [
     "OU", "time_grid", "SmoothedEmpirical", "Moments", "RidgeFrame", "RidgeProjection",
     "ridge_frame", "ridge_residual", "project_to_ridge", "labelled", "__version__",
     "RandomFeatureDenoiser", "ExactDenoiser", "RandomFeatureFit", "fit_random_features", "fit_sweep",
-    "fits_to_dataset",
+    "fits_to_dataset", "open_catalog", "open_dataset", "run_experiment", "Experiment", "Catalog",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 import time
 
 import numpy as np
@@ -12,7 +13,7 @@ from rich.table import Table
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="ridgexr: where diffusion samples go when they do not memorize.")
-console = Console()
+console = Console() if sys.stdout.isatty() else Console(width=140)
 
 
 @app.command()
@@ -52,6 +53,139 @@ def demo(
     console.print(table)
     if not math.isclose(float(on.mean()), 1.0):
         console.print(f"[yellow]{(~on).sum()} point(s) not on the ridge (see RidgeProjection flags)")
+
+
+def _progress():
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    return Progress(SpinnerColumn(), TextColumn("[progress.description]{task.description}"), BarColumn(),
+                    MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=False)
+
+
+def _load_experiment(name: str):
+    from pathlib import Path
+
+    from .catalog import experiment_from_file, open_catalog
+
+    p = Path(name)
+    if p.suffix in (".yaml", ".yml") and p.is_file():
+        return experiment_from_file(p), p.resolve().parent.parent
+    cat = open_catalog()
+    if name not in cat.experiments:
+        raise typer.BadParameter(f"no experiment {name!r} in {cat.directory}; known: {', '.join(sorted(cat))}",
+                                 param_hint="NAME")
+    return cat[name], cat.root
+
+
+@app.command()
+def run(
+    name: str = typer.Argument("two-points", help="catalog entry name, or a catalog YAML file with one entry"),
+    out: str = typer.Option(None, "--out", help="data directory for the store (default: <root>/ridgexr-data)"),
+    device: str = typer.Option("cpu", "--device", help="torch device: cpu or cuda"),
+    scheduler: str = typer.Option(None, "--scheduler",
+                                  help="'local' (LocalCluster of processes) or a dask scheduler address; "
+                                       "default: in-process, or $DASK_SCHEDULER_ADDRESS"),
+    workers: int = typer.Option(2, "--workers", min=1, help="workers of --scheduler local"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace an existing store"),
+):
+    """Train every (schedule, width) cell, sample, and stream everything into a Zarr v3 store."""
+    from .catalog import CatalogError, resolve_store
+    from .run import ConfigMismatchError, run_experiment
+    from .store import StoreLockedError
+
+    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+        raise typer.BadParameter(f"device must be cpu or cuda, got {device!r}", param_hint="--device")
+    try:
+        exp, root = _load_experiment(name)
+        store = resolve_store(exp, out, root)
+        console.print(f"[bold]ridgexr run[/] {exp.name}: {len(exp.cell_schedules)} schedule(s) x "
+                      f"{len(exp.model.widths)} width(s){' x ' + str(len(exp.model.taus)) + ' tau' if exp.model.tau_sweep else ''}"
+                      f", {exp.n_samples} samples, {exp.process.n_steps} steps -> {store}")
+        t0 = time.perf_counter()
+        with _progress() as progress:
+            res = run_experiment(exp, store=store, device=device, scheduler=scheduler, overwrite=overwrite,
+                                 n_workers=workers, progress=progress)
+        elapsed = time.perf_counter() - t0
+    except (CatalogError, ConfigMismatchError, StoreLockedError, ValueError) as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2)
+    _summary_table(res.summary, f"{exp.name}: final step (t = {exp.process.t_min:g})")
+    console.print(f"ran {res.cells_run} cell(s), kept {res.cells_skipped} complete cell(s) in {elapsed:.1f} s")
+    console.print(f"store: [bold]{res.store}[/]  (open with ridgexr.open_dataset({str(res.store)!r}))")
+
+
+_SHORT = {"ridge_distance": "ridge dist", "converged": "conv", "rms_residual_normal": "rms e_N",
+          "rms_residual_tangent": "rms e_T", "memorized": "memo", "diverged": "div", "excess_loss": "excess",
+          "schedule": "sched"}
+
+
+def _summary_table(rows, title):
+    if not rows:
+        console.print("(no cells)")
+        return
+    table = Table(title=title, caption="ridge dist: mean |x - proj|; conv: SCMS converged; rms e_N / e_T: "
+                                        "normal / tangent model error; memo: d1/d2 < 1/3; div: diverged; "
+                                        "excess: held-out excess loss")
+    keys = [k for k in rows[0] if k != "complete"]
+    table.add_column("done", no_wrap=True)
+    for k in keys:
+        table.add_column(_SHORT.get(k, k), justify="right", no_wrap=True)
+    for r in rows:
+        cells = ["yes" if r["complete"] else "[red]no"]
+        for k in keys:
+            v = r[k]
+            cells.append(f"{v:.3g}" if isinstance(v, float) else str(v))
+        table.add_row(*cells)
+    console.print(table)
+
+
+@app.command("list")
+def list_experiments():
+    """List the catalog's experiments."""
+    from .catalog import describe, open_catalog
+
+    cat = open_catalog()
+    table = Table(title=f"experiments in {cat.directory}")
+    rows = [describe(cat[n]) for n in cat]
+    for k in rows[0] if rows else []:
+        table.add_column(k)
+    for r in rows:
+        table.add_row(*[str(v) for v in r.values()])
+    console.print(table)
+
+
+@app.command()
+def info(store: str = typer.Argument(..., help="store path or catalog entry name")):
+    """Describe a store: dims, variables, completed cells and provenance."""
+    import json
+
+    from .run import open_dataset, summarize
+
+    try:
+        ds = open_dataset(store)
+    except FileNotFoundError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2)
+    console.print(f"[bold]{ds.attrs.get('title', store)}[/]  schema {ds.attrs.get('schema_version')}")
+    console.print("dims: " + ", ".join(f"{k}={v}" for k, v in ds.sizes.items()))
+    console.print("variables: " + ", ".join(sorted(ds.data_vars)))
+    prov = json.loads(ds.attrs.get("provenance", "{}"))
+    console.print("provenance: " + ", ".join(f"{k}={v}" for k, v in prov.items()))
+    done = int(ds["cell_complete"].sum())
+    console.print(f"complete cells: {done} of {ds['cell_complete'].size}")
+    _summary_table(summarize(_store_path(store)), "cells")
+
+
+def _store_path(name: str):
+    from pathlib import Path
+
+    from .catalog import open_catalog, resolve_store
+
+    p = Path(name)
+    if (p / "zarr.json").is_file():
+        return p
+    cat = open_catalog()
+    return resolve_store(cat[name], None, cat.root)
 
 
 @app.callback()

@@ -191,8 +191,8 @@ def _frame_flat(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, 
                 degenerate=degenerate, h=h, dropped_mass=mom["dropped_mass"])
 
 
-def _normal_part(basis: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """E E^T v for bases (Q, d, k) and vectors (Q, d)."""
+def _project_onto(basis: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """B B^T v for orthonormal bases B (Q, d, k) and vectors v (Q, d)."""
     coef = torch.einsum("qdk,qd->qk", basis, v)
     return torch.einsum("qdk,qk->qd", basis, coef)
 
@@ -278,7 +278,7 @@ def ridge_residual(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: str
     _check_kind(kind)
     xt, xf, tf, d_star = _flatten(density, x, d_star)
     fr = _frame_flat(density, xf, tf, d_star, kind, top_k)
-    res = _normal_part(fr["normal"], fr["step"]).norm(dim=-1) / fr["h"]
+    res = _project_onto(fr["normal"], fr["step"]).norm(dim=-1) / fr["h"]
     return to_like(res.reshape(xt.shape[:-1]), x)
 
 
@@ -367,7 +367,7 @@ def project_to_ridge(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: s
         if active.numel() == 0:
             break
         fr = _frame_flat(density, point[active], tf[active], d_star, kind, top_k)
-        nstep = _normal_part(fr["normal"], fr["step"])
+        nstep = _project_onto(fr["normal"], fr["step"])
         small = nstep.norm(dim=-1) < tol
         record(active, fr, nstep)
         converged[active[small]] = True

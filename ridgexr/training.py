@@ -306,8 +306,9 @@ class RandomFeatureFit:
     f_star: np.ndarray
     optimal_loss: float
     method: str
+    seed: int = 0
+    schedule_spec: Any = None
     _stats: dict = field(default_factory=dict, repr=False)
-    _split: dict = field(default_factory=dict, repr=False)
 
     def _index(self, tau: float) -> int:
         hits = np.flatnonzero((self.taus == tau) | (np.isinf(self.taus) & np.isinf(tau)))
@@ -325,70 +326,87 @@ class RandomFeatureFit:
         d = self.model.dim
         return float(torch.trace(A @ self.U @ A.T) / d - 2 * torch.trace(self.V @ A.T) / d) + self.C
 
-    def _per_sample(self):
-        """Per-sample model outputs for every tau, in batches: fills loss SE and excess SE."""
-        if self._stats:
-            return self._stats
-        s = self.sample
+    def evaluate(self, sample: TrainingSample | None = None, d_star: int | None = None) -> dict:
+        """Losses of every A(tau) on ``sample`` (default: the training sample), one batched pass.
+
+        Returns a dict of arrays over taus: ``loss``, ``excess_loss`` (paired with the exact
+        denoiser), ``excess_loss_se`` (Monte-Carlo SE from the noise draws; NaN when
+        n_noise = 1), and with ``d_star`` the split ``excess_tangent``/``excess_normal`` of
+        E lambda |f - f*|^2 / d by the ridge frame at (x_t, t); plus the scalar
+        ``optimal_loss``.  Use :meth:`heldout_sample` for an estimate that is not biased by
+        fitting the sample.
+        """
+        key = (id(sample) if sample is not None else None, d_star)
+        if key in self._stats:
+            return self._stats[key]
+        s = self.sample if sample is None else sample
+        proc = self.model.process
+        if sample is None:
+            lam, y, f_star = self.lam, self.y, self.f_star
+        else:
+            lam, y = _targets(s, self.model.parametrization, self.schedule_spec, proc)
+            f_star = _exact_outputs(self.train, s, self.model.parametrization, proc)
+        tang = None
+        if d_star is not None:
+            tang = ridge_frame(SmoothedEmpirical(self.train, s.t, process=proc), s.xt, int(d_star)).tangent
         dev, dt = self.model.A.device, self.model.A.dtype
         d = self.model.dim
         n_tau = len(self.taus)
-        delta = np.empty((n_tau, s.size))  # per-sample loss difference to the exact denoiser
-        y = self.y
+        l_model = np.empty((n_tau, s.size))
+        l_tan = np.empty((n_tau, s.size))
+        l_err = np.empty((n_tau, s.size))
         with torch.no_grad():
             for sl in _batches(s.size, 2048):
                 psi = self.model.features(torch.as_tensor(s.xt[sl], dtype=dt, device=dev),
                                           torch.as_tensor(s.t[sl], dtype=dt, device=dev))
                 f = (psi @ self.A.transpose(1, 2)).cpu().numpy()  # (n_tau, B, d)
-                l_model = ((f - y[sl]) ** 2).sum(-1) / d
-                l_star = ((self.f_star[sl] - y[sl]) ** 2).sum(-1) / d
-                delta[:, sl] = self.lam[sl] * (l_model - l_star)
-        # Var(sum_s c_s delta_s) with noise draws iid within each (point, time) group
+                l_model[:, sl] = ((f - y[sl]) ** 2).sum(-1) / d
+                e = f - f_star[sl]
+                l_err[:, sl] = (e**2).sum(-1) / d
+                if tang is not None:
+                    l_tan[:, sl] = (np.einsum("kbd,bdj->kbj", e, tang[sl]) ** 2).sum(-1) / d
+        l_star = ((f_star - y) ** 2).sum(-1) / d
+        c = s.weight * lam
+        delta = lam * (l_model - l_star)  # per-sample loss difference to the exact denoiser
+        # Var(sum_s c_s delta_s), noise draws iid within each (point, time) group
         g = s.group
         ng = int(g.max()) + 1
         se = np.full(n_tau, np.nan)
         if s.n_noise > 1:
-            cg = np.bincount(g, weights=s.weight, minlength=ng)  # sum of c over the group
+            cg = np.bincount(g, weights=s.weight, minlength=ng)
             for k in range(n_tau):
                 mean = np.bincount(g, weights=delta[k], minlength=ng) / s.n_noise
                 var = np.bincount(g, weights=(delta[k] - mean[g]) ** 2, minlength=ng) / (s.n_noise - 1)
                 se[k] = math.sqrt(float(np.sum(cg**2 * var / s.n_noise)))
-        self._stats = dict(excess_mc=delta @ s.weight, excess_se=se)
-        return self._stats
+        out = dict(loss=l_model @ c, optimal_loss=float(l_star @ c), excess_loss=delta @ s.weight,
+                   excess_loss_se=se)
+        if tang is not None:
+            out["excess_tangent"] = l_tan @ c
+            out["excess_normal"] = (l_err - l_tan) @ c
+        self._stats[key] = out
+        return out
+
+    def heldout_sample(self, seed: int | None = None) -> TrainingSample:
+        """A fresh sample with the same sizes and time nodes and new noise (default seed: training seed + 1)."""
+        s = self.sample
+        return draw_training_sample(self.train, t_min=s.t_min, T=s.T, n_time=int(np.unique(s.t).size),
+                                    n_noise=s.n_noise, seed=(self.seed + 1) if seed is None else seed,
+                                    process=self.model.process)
 
     def excess_loss(self, tau: float = math.inf) -> float:
-        """L(A(tau)) - L* (paired with the exact denoiser on the same sample)."""
+        """L(A(tau)) - L* on the training sample (in-sample; can be < 0 when p ~ sample size)."""
         return self.loss(tau) - self.optimal_loss
 
     def excess_loss_se(self, tau: float = math.inf) -> float:
         """Monte-Carlo standard error of :meth:`excess_loss` (NaN when n_noise = 1)."""
-        return float(self._per_sample()["excess_se"][self._index(tau)])
+        return float(self.evaluate()["excess_loss_se"][self._index(tau)])
 
-    def excess_loss_split(self, tau: float = math.inf, d_star: int = 1) -> tuple[float, float]:
+    def excess_loss_split(self, tau: float = math.inf, d_star: int = 1,
+                          sample: TrainingSample | None = None) -> tuple[float, float]:
         """(tangent, normal) parts of E lambda |f - f*|^2 / d, frame from ``ridge_frame`` at (x_t, t)."""
-        key = int(d_star)
-        if key not in self._split:
-            s = self.sample
-            dev, dt = self.model.A.device, self.model.A.dtype
-            d = self.model.dim
-            dens = SmoothedEmpirical(self.train, s.t, process=self.model.process)
-            frame = ridge_frame(dens, s.xt, key)
-            tang = frame.tangent  # (S, d, d*)
-            cl = s.weight * self.lam
-            tan_parts = np.zeros(len(self.taus))
-            tot_parts = np.zeros(len(self.taus))
-            with torch.no_grad():
-                for sl in _batches(s.size, 2048):
-                    psi = self.model.features(torch.as_tensor(s.xt[sl], dtype=dt, device=dev),
-                                              torch.as_tensor(s.t[sl], dtype=dt, device=dev))
-                    e = (psi @ self.A.transpose(1, 2)).cpu().numpy() - self.f_star[sl]  # (n_tau, B, d)
-                    et = np.einsum("kbd,bdj->kbj", e, tang[sl])
-                    tan_parts += ((et**2).sum(-1) * cl[sl]).sum(-1) / d
-                    tot_parts += ((e**2).sum(-1) * cl[sl]).sum(-1) / d
-            self._split[key] = (tan_parts, tot_parts - tan_parts)
-        tan, nor = self._split[key]
+        ev = self.evaluate(sample, int(d_star))
         i = self._index(tau)
-        return float(tan[i]), float(nor[i])
+        return float(ev["excess_tangent"][i]), float(ev["excess_normal"][i])
 
 
 def _check_taus(taus) -> np.ndarray:
@@ -398,7 +416,7 @@ def _check_taus(taus) -> np.ndarray:
     return arr
 
 
-def _fit_from_moments(model, train, schedule, taus, method, U, V, C, sample, lam, y, f_star, lr, A0):
+def _fit_from_moments(model, train, schedule, taus, method, U, V, C, sample, lam, y, f_star, lr, A0, seed):
     d = model.dim
     optimal = float(np.sum(sample.weight * lam * ((f_star - y) ** 2).sum(1)) / d)
     if method == "flow":
@@ -409,7 +427,7 @@ def _fit_from_moments(model, train, schedule, taus, method, U, V, C, sample, lam
         taus_out = np.asarray(taus_list, dtype=float)
     fit = RandomFeatureFit(model=model, train=train, schedule=_schedule_name(schedule), taus=taus_out, A=A,
                            U=U, V=V, C=C, sample=sample, lam=lam, y=y, f_star=f_star, optimal_loss=optimal,
-                           method=method)
+                           method=method, seed=int(seed), schedule_spec=schedule)
     return fit
 
 
@@ -472,7 +490,8 @@ def fit_random_features(model: RandomFeatureDenoiser, train: Any, *, schedule: s
     U, V, C = accumulate_moments(model, sample, lam, y, batch_size=batch_size)
     f_star = _exact_outputs(train_np, sample, model.parametrization, model.process)
     A0 = _initial_A(model, init, seed)
-    return _fit_from_moments(model, train_np, schedule, taus, method, U, V, C, sample, lam, y, f_star, lr, A0)
+    return _fit_from_moments(model, train_np, schedule, taus, method, U, V, C, sample, lam, y, f_star, lr, A0,
+                             seed)
 
 
 def _initial_A(model: RandomFeatureDenoiser, init: Any, seed: int) -> torch.Tensor:
@@ -532,44 +551,57 @@ def fit_sweep(train: Any, *, widths: Sequence[int], schedules: Sequence[str | Ca
             V = V_raw[:, :p] / math.sqrt(p)
             A0 = torch.zeros(d, p, dtype=U.dtype, device=U.device)
             fits[(name, p)] = _fit_from_moments(model, train_np, schedule, taus, method, U, V, C, sample, lam,
-                                                y, f_star, lr, A0)
+                                                y, f_star, lr, A0, seed)
             if progress is not None:
                 progress(f"{name}/{p}")
     return fits
 
 
-def fits_to_dataset(fits: dict, *, d_star: int | None = None):
-    """Labelled training diagnostics over (schedule, width, tau) as an xarray Dataset."""
+def fits_to_dataset(fits: dict, *, d_star: int | None = None, heldout: bool = True):
+    """Labelled training diagnostics over (schedule, width, tau) as an xarray Dataset.
+
+    ``loss`` is the in-sample training loss.  With ``heldout=True`` (default) the excess
+    loss, its SE and its tangent/normal split are estimated on a fresh held-out sample (one
+    shared by every cell), so they are not biased downward by fitting the training sample;
+    ``excess_loss_insample`` keeps L(A) - L* on the training sample.
+    """
     import xarray as xr
 
     keys = list(fits)
     schedules = list(dict.fromkeys(k[0] for k in keys))
     widths = sorted({k[1] for k in keys})
-    taus = next(iter(fits.values())).taus
+    first = next(iter(fits.values()))
+    taus = first.taus
     shape = (len(schedules), len(widths), len(taus))
-    names = ["loss", "excess_loss", "excess_loss_se"] + (["excess_tangent", "excess_normal"] if d_star is not None else [])
+    hold = first.heldout_sample() if heldout else None
+    names = ["loss", "excess_loss_insample", "excess_loss", "excess_loss_se"] + \
+        (["excess_tangent", "excess_normal"] if d_star is not None else [])
     data = {n: np.full(shape, np.nan) for n in names}
     optimal = np.full((len(schedules), len(widths)), np.nan)
     for (s, w), fit in fits.items():
         i, j = schedules.index(s), widths.index(w)
-        optimal[i, j] = fit.optimal_loss
-        for k, tau in enumerate(fit.taus):
-            data["loss"][i, j, k] = fit.loss(tau)
-            data["excess_loss"][i, j, k] = fit.excess_loss(tau)
-            data["excess_loss_se"][i, j, k] = fit.excess_loss_se(tau)
-            if d_star is not None:
-                data["excess_tangent"][i, j, k], data["excess_normal"][i, j, k] = fit.excess_loss_split(tau, d_star)
+        ev = fit.evaluate(hold, d_star)
+        optimal[i, j] = ev["optimal_loss"]
+        data["loss"][i, j] = [fit.loss(tau) for tau in fit.taus]
+        data["excess_loss_insample"][i, j] = [fit.excess_loss(tau) for tau in fit.taus]
+        data["excess_loss"][i, j] = ev["excess_loss"]
+        data["excess_loss_se"][i, j] = ev["excess_loss_se"]
+        if d_star is not None:
+            data["excess_tangent"][i, j] = ev["excess_tangent"]
+            data["excess_normal"][i, j] = ev["excess_normal"]
     dims = ("schedule", "width", "tau")
     ds = xr.Dataset({n: (dims, v) for n, v in data.items()},
                     coords={"schedule": schedules, "width": widths, "tau": taus})
     ds["optimal_loss"] = (("schedule", "width"), optimal)
+    where = "held-out sample" if heldout else "training sample"
     attrs = {
-        "loss": "weighted score-matching training loss L(A(tau))",
-        "excess_loss": "L(A(tau)) - L* (exact denoiser on the same sample)",
-        "excess_loss_se": "Monte-Carlo standard error of the excess loss",
-        "excess_tangent": "tangent part of the excess loss (ridge frame at x_t)",
-        "excess_normal": "normal part of the excess loss (ridge frame at x_t)",
-        "optimal_loss": "loss L* of the exact (memorizing) denoiser",
+        "loss": "weighted score-matching training loss L(A(tau)) (training sample)",
+        "excess_loss_insample": "L(A(tau)) - L* on the training sample",
+        "excess_loss": f"L(A(tau)) - L*, {where}",
+        "excess_loss_se": f"Monte-Carlo standard error of the excess loss, {where}",
+        "excess_tangent": f"tangent part of the excess loss (ridge frame at x_t), {where}",
+        "excess_normal": f"normal part of the excess loss (ridge frame at x_t), {where}",
+        "optimal_loss": f"loss L* of the exact (memorizing) denoiser, {where}",
     }
     for n, ln in attrs.items():
         if n in ds:

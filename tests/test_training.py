@@ -125,7 +125,7 @@ def test_exact_denoiser_has_zero_excess_and_model_excess_nonnegative():
     fit = fit_random_features(m, TWO, t_min=0.05, T=2.0, n_time=12, n_noise=64, taus=[1.0, INF], schedule="h")
     for tau in fit.taus:
         assert fit.excess_loss(tau) >= -2 * fit.excess_loss_se(tau)
-        mc = fit._per_sample()["excess_mc"][fit._index(tau)]
+        mc = fit.evaluate()["excess_loss"][fit._index(tau)]
         assert fit.excess_loss(tau) == pytest.approx(mc, rel=1e-8, abs=1e-10)  # two computations agree
     # the exact denoiser's outputs have zero excess by construction of f_star: check against ExactDenoiser
     s = fit.sample
@@ -190,3 +190,14 @@ def test_bad_train():
         fit_random_features(small_model(), np.zeros((3, 3)), t_min=0.05, T=2.0)
     with pytest.raises(ValueError, match="widths"):
         fit_sweep(TWO, widths=[0], schedules=["1"])
+
+
+def test_heldout_excess_is_not_biased_by_overfitting():
+    m = small_model(width=256)
+    fit = fit_random_features(m, TWO, t_min=0.05, T=2.0, n_time=8, n_noise=8, taus=[INF], schedule="h")
+    assert fit.excess_loss(INF) < 0  # in-sample: the min-norm fit interpolates the 128-draw sample
+    hold = fit.heldout_sample()
+    assert not np.array_equal(hold.z, fit.sample.z) and np.array_equal(np.unique(hold.t), np.unique(fit.sample.t))
+    ev = fit.evaluate(hold, d_star=1)
+    assert ev["excess_loss"][0] > 0
+    assert ev["excess_tangent"][0] + ev["excess_normal"][0] == pytest.approx(ev["excess_loss"][0], rel=0.5)

@@ -1,0 +1,312 @@
+"""YAML experiment catalogs, validated with pydantic.
+
+A catalog file holds ``experiments: {name: entry}``; every ``*.yaml`` file in the catalog
+directory is read (names must be unique across files).  YAML is loaded with
+``yaml.safe_load`` (no Python tags).  A malformed or unknown field raises
+:class:`CatalogError` naming the file, the entry and the field.
+
+Where stores go: an entry's ``store`` is a relative path resolved under the *data
+directory*: ``--out DIR`` / ``out_dir=`` when given, else ``$RIDGEXR_DATA``, else
+``<catalog root>/ridgexr-data`` where the catalog root is the folder that holds
+``catalogs/``.  A store path that escapes its data directory is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .datasets import POINT_SETS, load_array_file, point_set
+from .process import GRID_KINDS
+from .training import SCHEDULES
+
+__all__ = ["CatalogError", "Experiment", "Catalog", "open_catalog", "load_catalog_file", "default_catalog_dir",
+           "resolve_store", "data_dir"]
+
+
+class CatalogError(ValueError):
+    """A catalog file or entry is invalid (the message names file, entry and field)."""
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_inf_nan="constants")
+
+
+class DatasetSpec(_Spec):
+    """Training data: a built-in point set (``points``) or an array file (``file``)."""
+
+    points: str | None = None
+    file: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self):
+        if (self.points is None) == (self.file is None):
+            raise ValueError("give exactly one of 'points' or 'file'")
+        if self.points is not None and self.points not in POINT_SETS:
+            raise ValueError(f"unknown point set {self.points!r}; choose from {sorted(POINT_SETS)}")
+        return self
+
+
+class ProcessSpec(_Spec):
+    """Time range and grid of the sampler (OU time units)."""
+
+    T: float = Field(2.0, gt=0)
+    t_min: float = Field(1e-3, gt=0)
+    grid: Literal[GRID_KINDS] = "exponential"  # type: ignore[valid-type]
+    n_steps: int = Field(300, ge=1)
+
+    @model_validator(mode="after")
+    def _order(self):
+        if not self.t_min < self.T:
+            raise ValueError(f"t_min ({self.t_min}) must be < T ({self.T})")
+        return self
+
+
+class ModelSpec(_Spec):
+    """Random-feature denoisers (one per width) and the exact reference."""
+
+    widths: list[int] = Field(min_length=1)
+    n_frequencies: int = Field(16, ge=0)
+    parametrization: Literal["posterior_mean", "score"] = "posterior_mean"
+    activation: Literal["relu", "tanh", "sigmoid"] = "relu"
+    tau: float | list[float] = math.inf
+    feature_period: float | None = Field(None, gt=0)
+    include_exact: bool = True
+
+    @field_validator("widths")
+    @classmethod
+    def _widths(cls, v):
+        if any(w < 1 for w in v) or len(set(v)) != len(v):
+            raise ValueError("widths must be distinct integers >= 1")
+        return sorted(v)
+
+    @field_validator("tau")
+    @classmethod
+    def _tau(cls, v):
+        vals = v if isinstance(v, list) else [v]
+        if not vals or any(not (t >= 0) for t in vals):
+            raise ValueError("tau must be >= 0 (inf allowed)")
+        return v
+
+    @property
+    def taus(self) -> list[float]:
+        return list(self.tau) if isinstance(self.tau, list) else [self.tau]
+
+    @property
+    def tau_sweep(self) -> bool:
+        return isinstance(self.tau, list)
+
+
+class TrainingSpec(_Spec):
+    """Sample and method of the score-matching fit."""
+
+    n_time: int = Field(32, ge=1)
+    n_noise: int = Field(32, ge=1)
+    method: Literal["flow", "gd"] = "flow"
+    lr: float | None = Field(None, gt=0)
+    t_min: float | None = Field(None, gt=0)
+
+
+class SamplerSpec(_Spec):
+    kind: Literal["sde", "ode"] = "sde"
+    record_every: int = Field(1, ge=1)
+    block_steps: int = Field(256, ge=1)
+
+
+class RidgeSpec(_Spec):
+    tol: float | None = Field(None, gt=0)
+    max_iter: int = Field(200, ge=1)
+    top_k: int | None = Field(None, ge=1)
+
+
+class SeedSpec(_Spec):
+    features: int = Field(0, ge=0)
+    training: int = Field(0, ge=0)
+    sampler: int = Field(0, ge=0)
+
+
+class Experiment(_Spec):
+    """One catalog entry."""
+
+    name: str
+    description: str = ""
+    dataset: DatasetSpec
+    process: ProcessSpec = ProcessSpec()
+    model: ModelSpec
+    training: TrainingSpec = TrainingSpec()
+    schedules: list[str] = Field(min_length=1)
+    sampler: SamplerSpec = SamplerSpec()
+    n_samples: int = Field(256, ge=1)
+    d_star: int = Field(1, ge=0)
+    ridge: RidgeSpec = RidgeSpec()
+    seeds: SeedSpec = SeedSpec()
+    store: str
+    source: str = ""  # catalog file (set by the loader)
+
+    @field_validator("schedules")
+    @classmethod
+    def _schedules(cls, v):
+        bad = [s for s in v if s not in SCHEDULES]
+        if bad:
+            raise ValueError(f"unknown schedule(s) {bad}; choose from {list(SCHEDULES)}")
+        if len(set(v)) != len(v):
+            raise ValueError("schedules must be distinct")
+        return v
+
+    @field_validator("store")
+    @classmethod
+    def _store(cls, v):
+        p = Path(v)
+        if p.is_absolute() or ".." in p.parts or not v.endswith(".zarr"):
+            raise ValueError("store must be a relative path ending in .zarr without '..'")
+        return v
+
+    # ---------------------------------------------------------------- derived
+    def load_train(self) -> np.ndarray:
+        """The training set (N, d) float64."""
+        if self.dataset.points is not None:
+            return point_set(self.dataset.points)
+        path = Path(self.dataset.file)
+        if not path.is_absolute() and self.source:
+            path = Path(self.source).parent / path
+        return load_array_file(path)
+
+    @property
+    def feature_period(self) -> float:
+        return self.model.feature_period or 2.0 * self.process.T
+
+    @property
+    def cell_schedules(self) -> list[str]:
+        """Schedule labels of the store: the loss schedules plus "exact" when included."""
+        return list(self.schedules) + (["exact"] if self.model.include_exact else [])
+
+    def config_hash(self, train: np.ndarray | None = None) -> str:
+        """SHA-256 of everything that determines the store's numbers (not its path or text)."""
+        cfg = self.model_dump(exclude={"description", "store", "source", "name"})
+        train = self.load_train() if train is None else train
+        h = hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode())
+        h.update(np.ascontiguousarray(train, dtype=np.float64).tobytes())
+        return h.hexdigest()
+
+
+def _format_error(file: str, entry: str | None, err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"])
+        lines.append(f"{file}: entry {entry!r}: field {loc!r}: {e['msg']}" if entry else f"{file}: {loc}: {e['msg']}")
+    return "\n".join(lines)
+
+
+def load_catalog_file(path: str | Path) -> dict[str, Experiment]:
+    """Read and validate one catalog file; returns {name: Experiment}."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise CatalogError(f"{path}: not valid YAML (safe loader): {exc}") from None
+    except OSError as exc:
+        raise CatalogError(f"{path}: cannot be read: {exc}") from None
+    if not isinstance(raw, dict) or set(raw) != {"experiments"} or not isinstance(raw["experiments"], dict):
+        raise CatalogError(f"{path}: must be a mapping with the single key 'experiments: {{name: entry}}'")
+    out = {}
+    for name, entry in raw["experiments"].items():
+        if not isinstance(entry, dict):
+            raise CatalogError(f"{path}: entry {name!r}: must be a mapping")
+        try:
+            out[str(name)] = Experiment(name=str(name), source=str(path), **entry)
+        except ValidationError as exc:
+            raise CatalogError(_format_error(str(path), str(name), exc)) from None
+        except TypeError as exc:
+            raise CatalogError(f"{path}: entry {name!r}: {exc}") from None
+    return out
+
+
+def default_catalog_dir() -> Path:
+    """``$RIDGEXR_CATALOGS`` or the ``catalogs/`` folder of the source tree."""
+    env = os.environ.get("RIDGEXR_CATALOGS")
+    return Path(env) if env else Path(__file__).resolve().parent.parent / "catalogs"
+
+
+class Catalog:
+    """All experiments of a catalog directory."""
+
+    def __init__(self, directory: str | Path | None = None):
+        self.directory = Path(directory) if directory is not None else default_catalog_dir()
+        if not self.directory.is_dir():
+            raise CatalogError(f"catalog directory {str(self.directory)!r} does not exist")
+        self.experiments: dict[str, Experiment] = {}
+        for f in sorted(self.directory.glob("*.yaml")):
+            for name, exp in load_catalog_file(f).items():
+                if name in self.experiments:
+                    raise CatalogError(f"{f}: entry {name!r} is already defined in {self.experiments[name].source}")
+                self.experiments[name] = exp
+
+    @property
+    def root(self) -> Path:
+        """The folder that holds the catalog directory."""
+        return self.directory.resolve().parent
+
+    def __getitem__(self, name: str) -> Experiment:
+        if name not in self.experiments:
+            raise KeyError(f"no experiment {name!r} in {self.directory}; known: {sorted(self.experiments)}")
+        return self.experiments[name]
+
+    def __iter__(self):
+        return iter(self.experiments)
+
+    def __len__(self):
+        return len(self.experiments)
+
+
+def open_catalog(directory: str | Path | None = None) -> Catalog:
+    """Open the experiment catalog (default: :func:`default_catalog_dir`)."""
+    return Catalog(directory)
+
+
+def data_dir(out_dir: str | Path | None = None, catalog_root: str | Path | None = None) -> Path:
+    """The directory stores are resolved in (see module docstring)."""
+    if out_dir is not None:
+        return Path(out_dir).resolve()
+    env = os.environ.get("RIDGEXR_DATA")
+    if env:
+        return Path(env).resolve()
+    root = Path(catalog_root) if catalog_root is not None else default_catalog_dir().resolve().parent
+    return (root / "ridgexr-data").resolve()
+
+
+def resolve_store(exp: Experiment, out_dir: str | Path | None = None, catalog_root: str | Path | None = None) -> Path:
+    """Absolute store path of ``exp``; refuses a path that escapes the data directory."""
+    base = data_dir(out_dir, catalog_root)
+    path = (base / exp.store).resolve()
+    if base != path and base not in path.parents:
+        raise CatalogError(f"store path {exp.store!r} of entry {exp.name!r} escapes the data directory {base}")
+    return path
+
+
+def experiment_from_file(path: str | Path, name: str | None = None) -> Experiment:
+    """The single (or named) experiment of a catalog file."""
+    exps = load_catalog_file(path)
+    if name is None:
+        if len(exps) != 1:
+            raise CatalogError(f"{path}: holds {len(exps)} experiments; name one of {sorted(exps)}")
+        return next(iter(exps.values()))
+    if name not in exps:
+        raise CatalogError(f"{path}: no experiment {name!r}; known: {sorted(exps)}")
+    return exps[name]
+
+
+def describe(exp: Experiment) -> dict[str, Any]:
+    """A short dict summary of an experiment (for listings)."""
+    return {
+        "name": exp.name, "dataset": exp.dataset.points or exp.dataset.file,
+        "schedules": ",".join(exp.cell_schedules), "widths": ",".join(map(str, exp.model.widths)),
+        "samples": exp.n_samples, "steps": exp.process.n_steps, "d*": exp.d_star, "store": exp.store,
+    }

@@ -1,0 +1,90 @@
+"""Per-step quantities of sampler trajectories: ridge projection, distance and the model's
+directional residuals.
+
+For a block of states x (B steps, n samples, d) at times t (B,), with p_t the smoothed
+empirical density of the training set:
+
+- ``ridge_projection``: :func:`ridgexr.project_to_ridge` of x onto R_t (log ridge, d*)
+- ``ridge_distance``: |x - ridge_projection|
+- ``ridge_residual``, ``ridge_converged``, ``normal_curvature``: diagnostics at the projection
+- ``residual_normal`` / ``residual_tangent``: the model's error e = denoise(x, t) - E[x0 | x_t = x]
+  split by the ridge frame *at x*: N N^T e and T T^T e (data units)
+
+States that are not finite (a diverged sampler) get NaN geometry and are counted in
+``diverged``; nothing is silently dropped.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import torch
+
+from .empirical import SmoothedEmpirical
+from .ridge import _frame_flat, _project_onto, project_to_ridge
+
+__all__ = ["step_quantities", "STEP_VARIABLES"]
+
+STEP_VARIABLES = ("trajectory", "ridge_projection", "ridge_distance", "ridge_residual", "ridge_converged",
+                  "normal_curvature", "residual_normal", "residual_tangent")
+
+
+def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, d_star: int,
+                    denoise: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None, *,
+                    tol: float | None = None, max_iter: int = 200, top_k: int | None = None) -> dict:
+    """All per-step quantities of a block, as numpy arrays.
+
+    Parameters
+    ----------
+    density : SmoothedEmpirical
+        Of the training set (its own t is ignored; ``t`` is used).
+    x : (B, n, d) tensor of states
+    t : (B,) times
+    d_star : int
+    denoise : callable (x (M, d), t (M,)) -> (M, d), or None for the exact denoiser
+        (whose error is zero by definition).
+
+    Returns
+    -------
+    dict with ``trajectory`` (B, n, d), ``ridge_projection`` (B, n, d), ``ridge_distance``
+    (B, n), ``ridge_residual`` (B, n), ``ridge_converged`` (B, n) bool, ``normal_curvature``
+    (B, n), ``residual_normal`` (B, n, d), ``residual_tangent`` (B, n, d) and ``finite`` (B, n).
+    """
+    B, n, d = x.shape
+    finite = torch.isfinite(x).all(-1)
+    out = {
+        "trajectory": x.detach().cpu().numpy().astype(np.float64),
+        "ridge_projection": np.full((B, n, d), np.nan),
+        "ridge_distance": np.full((B, n), np.nan),
+        "ridge_residual": np.full((B, n), np.nan),
+        "ridge_converged": np.zeros((B, n), dtype=bool),
+        "normal_curvature": np.full((B, n), np.nan),
+        "residual_normal": np.full((B, n, d), np.nan),
+        "residual_tangent": np.full((B, n, d), np.nan),
+        "finite": finite.cpu().numpy(),
+    }
+    if not bool(finite.any()):
+        return out
+    tt = torch.as_tensor(np.broadcast_to(np.asarray(t, dtype=np.float64)[:, None], (B, n)).copy(),
+                         device=x.device, dtype=x.dtype)
+    xf, tf = x[finite], tt[finite]
+    mask = out["finite"]
+    dens = density.with_time(tf)
+    proj = project_to_ridge(dens, xf, d_star, tol=tol, max_iter=max_iter, top_k=top_k)
+    out["ridge_projection"][mask] = proj.point.cpu().numpy()
+    out["ridge_distance"][mask] = (proj.point - xf).norm(dim=-1).cpu().numpy()
+    out["ridge_residual"][mask] = proj.residual.cpu().numpy()
+    out["ridge_converged"][mask] = proj.converged.cpu().numpy()
+    out["normal_curvature"][mask] = proj.normal_curvature.cpu().numpy()
+    if denoise is None:
+        out["residual_normal"][mask] = 0.0
+        out["residual_tangent"][mask] = 0.0
+        return out
+    fr = _frame_flat(dens, xf, tf, d_star, "log", top_k)
+    a = dens.process.alpha(tf)
+    mean = (fr["step"] + xf) / a[:, None]  # step = alpha m - x
+    err = denoise(xf, tf).to(xf.dtype) - mean
+    out["residual_normal"][mask] = _project_onto(fr["normal"], err).cpu().numpy()
+    out["residual_tangent"][mask] = _project_onto(fr["tangent"], err).cpu().numpy()
+    return out

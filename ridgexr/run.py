@@ -1,0 +1,360 @@
+"""Run an experiment: fit every (schedule, width[, tau]) cell, sample, observe, store.
+
+Steps of :func:`run_experiment`:
+
+1. Load the training set and fit all random-feature cells with :func:`ridgexr.fit_sweep`
+   (nested features, one shared training sample; cheap next to sampling).
+2. Create the Zarr v3 store from a lazy template, or reopen it to resume: a store written
+   by a different configuration is refused unless ``overwrite=True``.
+3. Run every cell not yet marked complete, locally one after another, or as tasks on a
+   dask.distributed cluster (each task writes its own region).  A cell streams its
+   trajectory in blocks of ``sampler.block_steps`` recorded steps: each block is observed
+   (ridge projection, residuals) and written before the next is computed.
+4. Mark each cell complete after all of its data is written.
+
+Every cell uses the same sampler seed, so all models start from the same noise and see the
+same Brownian increments (common random numbers): differences between cells come from the
+models alone.  Reruns with the same seeds reproduce the store exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import shutil
+import socket
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from .catalog import Experiment, resolve_store
+from .empirical import SmoothedEmpirical
+from .models import ExactDenoiser, RandomFeatureDenoiser
+from .observe import step_quantities
+from .process import time_grid
+from .sampling import recorded_steps, sample
+from .store import StoreLayout, StoreLock, create_store, open_store, write_block, write_cell_end
+from .training import fit_sweep, fits_to_dataset
+
+__all__ = ["run_experiment", "RunResult", "ConfigMismatchError", "plan_layout", "run_cell", "CellTask",
+           "open_dataset", "summarize"]
+
+
+class ConfigMismatchError(RuntimeError):
+    """The store on disk was written by a different configuration."""
+
+
+@dataclass
+class CellTask:
+    """Everything a worker needs to run one cell (small and picklable)."""
+
+    index: tuple[int, ...]
+    labels: dict
+    A: np.ndarray | None  # readout (d, p); None for the exact denoiser
+    diagnostics: dict
+
+
+@dataclass
+class RunResult:
+    store: Path
+    cells_run: int
+    cells_skipped: int
+    summary: list[dict] = field(default_factory=list)
+
+
+def _scalar(v):
+    """A numpy scalar as a plain Python value (strings pass through)."""
+    return v.item() if hasattr(v, "item") else v
+
+
+def plan_layout(exp: Experiment, train: np.ndarray) -> StoreLayout:
+    """The store layout of an experiment."""
+    n_steps = exp.process.n_steps
+    grid = time_grid(n_steps, exp.process.T, exp.process.t_min, exp.process.grid)
+    steps = recorded_steps(n_steps, exp.sampler.record_every)
+    return StoreLayout(
+        schedules=tuple(exp.cell_schedules), widths=tuple(exp.model.widths),
+        taus=tuple(exp.model.taus) if exp.model.tau_sweep else None, n_samples=exp.n_samples,
+        t=grid[steps], sampler_step=steps, dim=int(train.shape[1]), block_steps=exp.sampler.block_steps,
+        sample_chunk=exp.n_samples if exp.n_samples <= 512 else 256,
+    )
+
+
+def _model_kwargs(exp: Experiment) -> dict:
+    return dict(n_frequencies=exp.model.n_frequencies, T=exp.feature_period, activation=exp.model.activation,
+                parametrization=exp.model.parametrization, seed=exp.seeds.features)
+
+
+def plan_tasks(exp: Experiment, train: np.ndarray, layout: StoreLayout,
+               progress: Callable[[str], None] | None = None) -> list[CellTask]:
+    """Fit every model cell and return one task per store cell."""
+    fits = fit_sweep(train, widths=exp.model.widths, schedules=exp.schedules, taus=exp.model.taus,
+                     model_kwargs=_model_kwargs(exp), method=exp.training.method,
+                     t_min=exp.training.t_min or exp.process.t_min, T=exp.process.T, n_time=exp.training.n_time,
+                     n_noise=exp.training.n_noise, seed=exp.seeds.training, lr=exp.training.lr, progress=progress)
+    diag = fits_to_dataset(fits, d_star=exp.d_star)
+    tasks = []
+    for idx in layout.cells():
+        labels = layout.cell_labels(idx)
+        s, w = labels["schedule"], labels["width"]
+        tau = labels.get("tau", exp.model.taus[0])
+        if s == "exact":
+            opt = float(diag["optimal_loss"].isel(schedule=0).sel(width=w))
+            d = dict(loss=opt, optimal_loss=opt, excess_loss=0.0, excess_loss_se=0.0, excess_loss_insample=0.0,
+                     excess_tangent=0.0, excess_normal=0.0)
+            tasks.append(CellTask(idx, labels, None, d))
+            continue
+        fit = fits[(s, w)]
+        sel = diag.sel(schedule=s, width=w).isel(tau=fit._index(tau))
+        d = {k: float(sel[k]) for k in ("loss", "optimal_loss", "excess_loss", "excess_loss_se",
+                                         "excess_loss_insample", "excess_tangent", "excess_normal")}
+        A = fit.A[fit._index(tau)].detach().cpu().numpy()
+        tasks.append(CellTask(idx, labels, A, d))
+    return tasks
+
+
+def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, device: str = "cpu",
+             n_threads: int | None = None, on_block: Callable[[int], None] | None = None) -> dict:
+    """Sample, observe and write one cell; returns a small summary. Runs in a worker too."""
+    if n_threads:
+        torch.set_num_threads(n_threads)
+    exp = Experiment.model_validate_json(exp_json)
+    train = exp.load_train()
+    d = train.shape[1]
+    dev = torch.device(device)
+    if task.A is None:
+        exact = ExactDenoiser(train, top_k=exp.ridge.top_k)
+        score, denoise = (lambda x, t: exact.score(x, t)), None
+    else:
+        model = RandomFeatureDenoiser(d, task.labels["width"], device=dev, **_model_kwargs(exp)).with_A(task.A)
+        score = lambda x, t: model.score(x, t)  # noqa: E731
+        denoise = lambda x, t: model.denoise(x, t)  # noqa: E731
+    density = SmoothedEmpirical(train, 1.0)
+    grid = time_grid(exp.process.n_steps, exp.process.T, exp.process.t_min, exp.process.grid)
+    diverged = np.zeros(exp.n_samples, dtype=bool)
+    with torch.no_grad():
+        blocks = sample(exp.sampler.kind, score, exp.n_samples, d, grid, seed=exp.seeds.sampler,
+                        block_steps=exp.sampler.block_steps, record_every=exp.sampler.record_every, device=dev)
+        for block in blocks:
+            q = step_quantities(density, block.x, block.t, exp.d_star, denoise, tol=exp.ridge.tol,
+                                max_iter=exp.ridge.max_iter, top_k=exp.ridge.top_k)
+            write_block(store, layout, task.index, int(block.index[0]), q)
+            diverged |= ~q["finite"].all(0)
+            final = q
+            if on_block is not None:
+                on_block(1)
+    write_cell_end(store, layout, task.index, diverged, task.diagnostics)
+    return {**task.labels, "diverged": int(diverged.sum())}
+
+
+def _provenance(device: str, scheduler: str | None) -> dict:
+    import dask
+    import xarray
+    import zarr
+
+    from . import __version__
+
+    return {
+        "ridgexr_version": __version__, "numpy_version": np.__version__, "torch_version": torch.__version__,
+        "xarray_version": xarray.__version__, "zarr_version": zarr.__version__, "dask_version": dask.__version__,
+        "python_version": platform.python_version(), "host": socket.gethostname(), "device": device,
+        "scheduler": scheduler or "in-process", "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def _store_attrs(exp: Experiment, config_hash: str, device: str, scheduler: str | None) -> dict:
+    prov = _provenance(device, scheduler)
+    return {
+        "title": f"ridgexr experiment {exp.name}", "experiment": exp.name, "description": exp.description,
+        "config": exp.model_dump_json(), "config_hash": config_hash, "provenance": json.dumps(prov),
+        "seeds": json.dumps(exp.seeds.model_dump()), "d_star": int(exp.d_star), "device": device,
+        "dataset": exp.dataset.points or str(exp.dataset.file), "sampler": exp.sampler.kind,
+        "note_exact": "schedule 'exact' is the exact (memorizing) denoiser: it does not depend on width, "
+                      "every width holds the same trajectories",
+        "created": prov["created"],
+    }
+
+
+def _resolve_scheduler(scheduler: str | None) -> str | None:
+    if scheduler in (None, "", "none"):
+        env = os.environ.get("DASK_SCHEDULER_ADDRESS")
+        return env or None
+    return scheduler
+
+
+def run_experiment(exp: Experiment, *, out_dir: str | Path | None = None, store: str | Path | None = None,
+                   device: str = "cpu", scheduler: str | None = None, overwrite: bool = False,
+                   n_workers: int = 2, progress: Any = None) -> RunResult:
+    """Run (or resume) an experiment into its Zarr store.
+
+    Parameters
+    ----------
+    exp : Experiment
+    out_dir : path, optional
+        Data directory for the store (see :mod:`ridgexr.catalog`).
+    store : path, optional
+        Explicit store path (overrides ``out_dir`` resolution).
+    device : {"cpu", "cuda", ...}
+    scheduler : None, "local" or a dask scheduler address
+        None runs cells in this process (or on ``$DASK_SCHEDULER_ADDRESS`` when set);
+        "local" starts a LocalCluster of ``n_workers`` processes.
+    overwrite : bool
+        Replace a store written by another configuration (or any existing store).
+    progress : rich.progress.Progress, optional
+
+    Raises
+    ------
+    ConfigMismatchError, StoreLockedError, ValueError
+    """
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} requested but CUDA is not available")
+    torch.device(device)  # validates the name
+    train = exp.load_train()
+    if exp.d_star >= train.shape[1]:
+        raise ValueError(f"d_star={exp.d_star} must be < the data dimension {train.shape[1]}")
+    path = Path(store).resolve() if store is not None else resolve_store(exp, out_dir)
+    layout = plan_layout(exp, train)
+    config_hash = exp.config_hash(train)
+    scheduler = _resolve_scheduler(scheduler)
+    with StoreLock(path):
+        exists = (path / "zarr.json").is_file()
+        done: set[tuple] = set()
+        if exists and overwrite:
+            shutil.rmtree(path)
+            exists = False
+        elif path.exists() and not exists:
+            if any(path.iterdir()):
+                raise ConfigMismatchError(f"{path} exists and is not a ridgexr store; use --overwrite to replace it")
+        if exists:
+            ds = open_store(path)
+            if ds.attrs.get("config_hash") != config_hash:
+                raise ConfigMismatchError(
+                    f"store {str(path)!r} was written by a different configuration "
+                    f"(hash {str(ds.attrs.get('config_hash'))[:12]} != {config_hash[:12]}); "
+                    "refusing to mix results: use --overwrite to replace it or choose another --out")
+            marks = ds["cell_complete"].values
+            done = {idx for idx in layout.cells() if bool(marks[idx])}
+        todo = [idx for idx in layout.cells() if idx not in done]
+        task_bar = progress.add_task("fitting models", total=None) if progress is not None else None
+        tasks = plan_tasks(exp, train, layout) if todo else []
+        if progress is not None:
+            progress.remove_task(task_bar)
+        if not exists:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            create_store(path, layout, train, _store_attrs(exp, config_hash, device, scheduler))
+        tasks = [t for t in tasks if t.index in set(todo)]
+        _execute(exp, path, layout, tasks, device, scheduler, n_workers, progress)
+    return RunResult(store=path, cells_run=len(tasks), cells_skipped=len(done), summary=summarize(path))
+
+
+def _execute(exp, path, layout, tasks, device, scheduler, n_workers, progress):
+    exp_json = exp.model_dump_json()
+    n_blocks = math.ceil(layout.n_steps / layout.block_steps)
+    overall = progress.add_task("cells", total=len(tasks)) if progress is not None else None
+    out = []
+    if scheduler is None:
+        for task in tasks:
+            label = "/".join(str(v) for v in task.labels.values())
+            bar = progress.add_task(f"cell {label}", total=n_blocks) if progress is not None else None
+            cb = (lambda k, bar=bar: progress.advance(bar, k)) if progress is not None else None
+            out.append(run_cell(exp_json, str(path), layout, task, device, on_block=cb))
+            if progress is not None:
+                progress.remove_task(bar)
+                progress.advance(overall)
+        return out
+    from dask.distributed import Client, LocalCluster, as_completed
+
+    cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                           dashboard_address=None) if scheduler == "local" else None
+    client = Client(cluster) if cluster is not None else Client(scheduler)
+    try:
+        threads = 1 if cluster is not None else None
+        futures = [client.submit(run_cell, exp_json, str(path), layout, task, device, threads, pure=False,
+                                 key=f"ridgexr-cell-{'-'.join(map(str, task.index))}-{os.getpid()}")
+                   for task in tasks]
+        for fut in as_completed(futures):
+            out.append(fut.result())
+            if progress is not None:
+                progress.advance(overall)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    return out
+
+
+def summarize(path: str | Path) -> list[dict]:
+    """Per-cell summary rows read back from the store, at the final step.
+
+    Columns: mean ridge distance, share of SCMS-converged projections, rms normal and
+    tangent residual, memorized share (nearest / second-nearest training distance < 1/3,
+    training points scaled by alpha_t), diverged trajectories, held-out excess loss.
+    """
+    ds = open_store(path)
+    dims = ds["cell_complete"].dims
+    last = ds.isel(step=-1)
+    train = ds["train_data"].values * float(last["alpha"])
+    x = last["trajectory"].values  # (cells..., sample, d)
+    dist = np.linalg.norm(x[..., None, :] - train, axis=-1)  # (cells..., sample, N)
+    if train.shape[0] >= 2:
+        two = np.sort(dist, axis=-1)[..., :2]
+        memo = np.nanmean(two[..., 0] / two[..., 1] < 1 / 3, axis=-1)
+    else:
+        memo = np.full(x.shape[:-2], np.nan)
+    rms = lambda v: np.sqrt(np.nanmean((v**2).sum(-1), axis=-1))  # noqa: E731
+    cols = {
+        "ridge_distance": last["ridge_distance"].mean("sample").values,
+        "converged": last["ridge_converged"].mean("sample").values,
+        "rms_residual_normal": rms(last["residual_normal"].values),
+        "rms_residual_tangent": rms(last["residual_tangent"].values),
+        "memorized": memo,
+        "diverged": ds["diverged"].sum("sample").values,
+        "excess_loss": ds["excess_loss"].values,
+    }
+    done = ds["cell_complete"].values
+    rows = []
+    for idx in np.ndindex(*done.shape):
+        row = {d: _scalar(ds[d].values[i]) for d, i in zip(dims, idx)}
+        row["complete"] = bool(done[idx])
+        row.update({k: (int(v[idx]) if k == "diverged" else float(v[idx])) for k, v in cols.items()})
+        rows.append(row)
+    return rows
+
+
+def open_dataset(name_or_path: str | Path, *, out_dir: str | Path | None = None, catalog: Any = None,
+                 complete_only: bool = False):
+    """Open an experiment's store lazily (dask-backed ``xarray.Dataset``).
+
+    Parameters
+    ----------
+    name_or_path : str or path
+        A catalog entry name (resolved like ``ridgexr run NAME``) or a store path.
+    out_dir : path, optional
+        Data directory used when ``name_or_path`` is an entry name.
+    catalog : Catalog, optional
+    complete_only : bool
+        Keep only cells whose ``cell_complete`` mark is set (cells along ``schedule``/
+        ``width``/``tau`` with any incomplete cell are masked to NaN).
+
+    The Dataset's ``cell_complete`` variable tells which cells are complete; its attrs hold
+    the configuration (``config``, JSON) and provenance.
+    """
+    from .catalog import open_catalog
+
+    p = Path(name_or_path)
+    if not (p / "zarr.json").is_file():
+        cat = catalog if catalog is not None else open_catalog()
+        if str(name_or_path) not in cat.experiments:
+            raise FileNotFoundError(f"{str(name_or_path)!r} is neither a store path nor a catalog entry "
+                                    f"(known: {sorted(cat.experiments)})")
+        p = resolve_store(cat[str(name_or_path)], out_dir, cat.root)
+    ds = open_store(p)
+    if complete_only:
+        ds = ds.where(ds["cell_complete"])
+    return ds

@@ -1,0 +1,41 @@
+import numpy as np
+from typer.testing import CliRunner
+
+import ridgexr
+from ridgexr.cli import app
+from test_run import write_catalog
+
+runner = CliRunner()
+
+
+def test_demo_prints_summary():
+    r = runner.invoke(app, ["demo", "--n-points", "200"])
+    assert r.exit_code == 0, r.output
+    assert "on ridge" in r.output and "100.0%" in r.output
+
+
+def test_run_info_list(tmp_path):
+    cat = write_catalog(tmp_path, steps=10, samples=8)
+    r = runner.invoke(app, ["run", str(cat), "--out", str(tmp_path / "data")])
+    assert r.exit_code == 0, r.output
+    store = tmp_path / "data" / "tiny.zarr"
+    assert "store:" in r.output and str(store) in r.output.replace("\n", "")
+    assert "ran 6 cell(s)" in r.output
+    ds = ridgexr.open_dataset(store)
+    assert bool(ds.cell_complete.all())
+    r2 = runner.invoke(app, ["run", str(cat), "--out", str(tmp_path / "data")])
+    assert "kept 6 complete" in r2.output
+    r3 = runner.invoke(app, ["info", str(store)])
+    assert r3.exit_code == 0 and "complete cells: 6 of 6" in r3.output
+    r4 = runner.invoke(app, ["list"])
+    assert r4.exit_code == 0 and "two-points" in r4.output
+
+
+def test_cli_errors_name_the_problem(tmp_path):
+    r = runner.invoke(app, ["run", "no-such-experiment"])
+    assert r.exit_code != 0 and "no-such-experiment" in r.output
+    cat = write_catalog(tmp_path, steps=5, samples=4)
+    r = runner.invoke(app, ["run", str(cat), "--device", "tpu"])
+    assert r.exit_code != 0 and "--device" in r.output
+    r = runner.invoke(app, ["info", str(tmp_path / "nothing.zarr")])
+    assert r.exit_code == 2 and "neither a store path" in r.output

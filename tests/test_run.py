@@ -1,0 +1,235 @@
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import dask.array as da
+import numpy as np
+import pytest
+import torch
+import xarray as xr
+import zarr
+
+import ridgexr
+from ridgexr import ExactDenoiser, RandomFeatureDenoiser, SmoothedEmpirical, time_grid
+from ridgexr.catalog import CatalogError, experiment_from_file, load_catalog_file, resolve_store
+from ridgexr.run import ConfigMismatchError, CellTask, plan_layout, run_cell, run_experiment
+from ridgexr.sampling import reverse_sde
+from ridgexr.store import StoreLock, StoreLockedError, create_store
+
+SMALL = """
+experiments:
+  tiny:
+    dataset: {points: two-points}
+    process: {T: 2.0, t_min: 0.01, n_steps: %(steps)d}
+    model: {widths: [8, 16], n_frequencies: 3, include_exact: true}
+    training: {n_time: 4, n_noise: 4}
+    schedules: ["1", "h2"]
+    sampler: {kind: sde, block_steps: 8}
+    n_samples: %(samples)d
+    d_star: 1
+    store: tiny.zarr
+"""
+
+
+def write_catalog(tmp_path, steps=20, samples=16, name="cat.yaml"):
+    f = tmp_path / name
+    f.write_text(SMALL % dict(steps=steps, samples=samples))
+    return f
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("run")
+    exp = experiment_from_file(write_catalog(tmp))
+    res = run_experiment(exp, out_dir=tmp / "data")
+    return exp, res
+
+
+def test_store_schema_and_invariants(small_run):
+    exp, res = small_run
+    g = zarr.open_group(str(res.store), mode="r")
+    assert g.metadata.zarr_format == 3
+    ds = ridgexr.open_dataset(res.store)
+    assert isinstance(ds["trajectory"].data, da.Array)  # lazy
+    assert ds["trajectory"].dims == ("schedule", "width", "sample", "step", "dim")
+    assert list(ds.schedule.values) == ["1", "h2", "exact"] and list(ds.width.values) == [8, 16]
+    np.testing.assert_allclose(ds.t.values, time_grid(20, 2.0, 0.01))
+    np.testing.assert_allclose(ds.h.values, -np.expm1(-2 * ds.t.values))
+    assert ds.attrs["schema_version"] == "1.0" and len(ds.attrs["config_hash"]) == 64
+    for key in ("provenance", "config", "seeds", "device", "created"):
+        assert key in ds.attrs
+    for name in ("trajectory", "ridge_projection", "ridge_distance", "residual_normal", "loss", "excess_tangent"):
+        assert ds[name].attrs["units"] and ds[name].attrs["long_name"]
+    assert bool(ds.cell_complete.all())
+    assert res.cells_run == 6
+    x = ds.trajectory.values
+    assert np.isfinite(x).all() and not ds.diverged.values.any()
+    dist = np.linalg.norm(x - ds.ridge_projection.values, axis=-1)
+    np.testing.assert_allclose(ds.ridge_distance.values, dist, rtol=1e-12)
+    # two points on the x-axis: projections on the axis, curvature -1/h
+    np.testing.assert_allclose(ds.ridge_projection.values[..., 1], 0, atol=1e-10)
+    np.testing.assert_allclose(ds.normal_curvature.values, np.broadcast_to(-1 / ds.h.values, dist.shape),
+                               rtol=1e-8)
+    # the exact denoiser has no error; its trajectories do not depend on width
+    ex = ds.sel(schedule="exact")
+    assert float(abs(ex.residual_tangent).max()) == 0.0
+    np.testing.assert_array_equal(ex.trajectory.isel(width=0).values, ex.trajectory.isel(width=1).values)
+
+
+def test_trajectory_and_residuals_recomputed_independently(small_run):
+    exp, res = small_run
+    ds = ridgexr.open_dataset(res.store)
+    train = exp.load_train()
+    fits = ridgexr.fit_sweep(train, widths=[8, 16], schedules=["1", "h2"], taus=[math.inf],
+                             model_kwargs=dict(n_frequencies=3, T=4.0, activation="relu",
+                                               parametrization="posterior_mean", seed=0),
+                             t_min=0.01, T=2.0, n_time=4, n_noise=4, seed=0)
+    model = fits[("h2", 16)].denoiser(math.inf)
+    grid = time_grid(20, 2.0, 0.01)
+    blocks = list(reverse_sde(lambda x, t: model.score(x, t), 16, 2, grid, seed=0, block_steps=8))
+    traj = torch.cat([b.x for b in blocks]).numpy()  # (steps, samples, d)
+    cell = ds.sel(schedule="h2", width=16)
+    np.testing.assert_array_equal(cell.trajectory.values, np.swapaxes(traj, 0, 1))
+    # residuals: N N^T e + T T^T e = e, with e = denoise - posterior mean (independent computation)
+    k = 13
+    x = traj[k]
+    t = grid[k]
+    e = model.denoise(x, t) - SmoothedEmpirical(train, t).posterior_mean(x)
+    rn = cell.residual_normal.isel(step=k).values
+    rt = cell.residual_tangent.isel(step=k).values
+    np.testing.assert_allclose(rn + rt, e, atol=1e-9)
+    np.testing.assert_allclose((rn * rt).sum(-1), 0, atol=1e-9)
+    np.testing.assert_allclose(rn[:, 0], 0, atol=1e-9)  # two points: normal = y axis
+
+
+def test_resume_and_config_mismatch(small_run, tmp_path):
+    exp, res = small_run
+    again = run_experiment(exp, store=res.store)
+    assert again.cells_run == 0 and again.cells_skipped == 6
+    other = experiment_from_file(write_catalog(tmp_path, samples=17))
+    with pytest.raises(ConfigMismatchError, match="different configuration"):
+        run_experiment(other, store=res.store)
+
+
+def test_overwrite_replaces(tmp_path):
+    exp = experiment_from_file(write_catalog(tmp_path, steps=8, samples=4))
+    r1 = run_experiment(exp, out_dir=tmp_path)
+    other = experiment_from_file(write_catalog(tmp_path, steps=8, samples=5, name="b.yaml"))
+    r2 = run_experiment(other, out_dir=tmp_path, overwrite=True)
+    assert r2.store == r1.store and ridgexr.open_dataset(r2.store).sizes["sample"] == 5
+
+
+def test_lock_refuses_second_writer_and_takes_over_stale(tmp_path):
+    exp = experiment_from_file(write_catalog(tmp_path, steps=8, samples=4))
+    store = resolve_store(exp, tmp_path)
+    with StoreLock(store):
+        with pytest.raises(StoreLockedError, match="being written by pid"):
+            run_experiment(exp, store=store)
+    # a lock left by a dead process is stale
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    lock = StoreLock(store)
+    lock.path.write_text('{"pid": %d, "host": "%s", "since": "x"}' % (proc.pid, os.uname().nodename))
+    res = run_experiment(exp, store=store)
+    assert res.cells_run == 6 and not lock.path.exists()
+
+
+def test_diverged_trajectories_are_flagged(tmp_path):
+    exp = experiment_from_file(write_catalog(tmp_path, steps=8, samples=4))
+    train = exp.load_train()
+    layout = plan_layout(exp, train)
+    store = tmp_path / "div.zarr"
+    create_store(store, layout, train, {"config_hash": "x"})
+    task = CellTask(index=(0, 0), labels={"schedule": "1", "width": 8}, A=np.full((2, 8), 1e306),
+                    diagnostics={})
+    run_cell(exp.model_dump_json(), str(store), layout, task)
+    ds = ridgexr.open_dataset(store)
+    cell = ds.isel(schedule=0, width=0)
+    assert cell.diverged.values.all()
+    assert np.isnan(cell.ridge_distance.values[:, -1]).all()  # no geometry for non-finite states
+    assert bool(cell.cell_complete)
+
+
+def test_dask_local_cluster_gives_the_same_store(small_run, tmp_path):
+    exp, res = small_run
+    dist = run_experiment(exp, out_dir=tmp_path, scheduler="local", n_workers=2)
+    a, b = ridgexr.open_dataset(res.store), ridgexr.open_dataset(dist.store)
+    for name in ("trajectory", "ridge_projection", "residual_normal", "ridge_converged", "loss", "cell_complete"):
+        np.testing.assert_array_equal(a[name].values, b[name].values)
+
+
+KILL_SCRIPT = """
+import sys
+from ridgexr.catalog import experiment_from_file
+from ridgexr.run import run_experiment
+run_experiment(experiment_from_file(sys.argv[1]), store=sys.argv[2])
+"""
+
+
+@pytest.mark.slow
+def test_kill_9_mid_run_then_resume_equals_uninterrupted(tmp_path):
+    cat = write_catalog(tmp_path, steps=150, samples=64)
+    exp = experiment_from_file(cat)
+    ref = run_experiment(exp, store=tmp_path / "ref.zarr")
+    store = tmp_path / "killed.zarr"
+    proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, str(cat), str(store)])
+    marks = store / "cell_complete" / "c"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (marks.exists() and any(marks.rglob("*"))):
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    ds = ridgexr.open_dataset(store)
+    n_done = int(ds.cell_complete.sum())
+    assert 1 <= n_done < 6, n_done  # killed mid-run
+    res = run_experiment(exp, store=store)  # stale lock taken over, incomplete cells redone
+    assert res.cells_skipped == n_done and res.cells_run == 6 - n_done
+    a, b = ridgexr.open_dataset(ref.store), ridgexr.open_dataset(store)
+    for name in a.data_vars:
+        np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
+
+
+def test_catalog_errors_name_file_entry_field(tmp_path):
+    f = tmp_path / "bad.yaml"
+    f.write_text(SMALL.replace("n_samples: %(samples)d", "n_samples: 4\n    colour: red") % dict(steps=5, samples=4))
+    with pytest.raises(CatalogError, match=r"bad.yaml: entry 'tiny': field 'colour'"):
+        load_catalog_file(f)
+    f.write_text((SMALL % dict(steps=5, samples=4)).replace('["1", "h2"]', '["1", "h9"]'))
+    with pytest.raises(CatalogError, match=r"field 'schedules'.*h9"):
+        load_catalog_file(f)
+    f.write_text((SMALL % dict(steps=5, samples=4)).replace("widths: [8, 16]", "widths: [0]"))
+    with pytest.raises(CatalogError, match=r"field 'model.widths'"):
+        load_catalog_file(f)
+    f.write_text((SMALL % dict(steps=5, samples=4)).replace("tiny.zarr", "../escape.zarr"))
+    with pytest.raises(CatalogError, match=r"field 'store'"):
+        load_catalog_file(f)
+    f.write_text("experiments: !!python/object/apply:os.system ['echo hi']")
+    with pytest.raises(CatalogError, match="not valid YAML"):
+        load_catalog_file(f)
+    f.write_text((SMALL % dict(steps=5, samples=4)).replace("{points: two-points}", "{file: missing.npy}"))
+    exp = load_catalog_file(f)["tiny"]
+    with pytest.raises(ValueError, match="missing.npy"):
+        run_experiment(exp, out_dir=tmp_path)
+
+
+def test_user_array_file_dataset(tmp_path):
+    np.save(tmp_path / "pts.npy", np.array([[0.0, 0.0], [4.0, 0.0], [0.0, 4.0]]))
+    f = tmp_path / "c.yaml"
+    f.write_text((SMALL % dict(steps=6, samples=4)).replace("{points: two-points}", "{file: pts.npy}"))
+    exp = experiment_from_file(f)
+    np.testing.assert_array_equal(exp.load_train()[1], [4.0, 0.0])
+    res = run_experiment(exp, out_dir=tmp_path)
+    assert ridgexr.open_dataset(res.store).sizes["train"] == 3
+
+
+def test_builtin_catalog_is_valid():
+    cat = ridgexr.open_catalog()
+    assert "two-points" in cat.experiments
+    exp = cat["two-points"]
+    assert exp.n_samples >= 256 and exp.process.n_steps >= 300 and len(exp.schedules) == 3
+    assert len(exp.model.widths) == 3
