@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import xarray as xr
 
-from . import labelled
+from . import analysis, labelled
 
-__all__ = ["RidgeDataArrayAccessor"]
+__all__ = ["RidgeDataArrayAccessor", "RidgeDatasetAccessor"]
 
 
 @xr.register_dataarray_accessor("ridge")
@@ -39,3 +39,43 @@ class RidgeDataArrayAccessor:
     def frame(self, density, d_star, **kwargs) -> xr.Dataset:
         """See :func:`ridgexr.labelled.ridge_frame`."""
         return labelled.ridge_frame(density, self._obj, d_star, **kwargs)
+
+
+@xr.register_dataset_accessor("ridge")
+class RidgeDatasetAccessor:
+    """``ds.ridge``: the analyses of :mod:`ridgexr.analysis` on a store's Dataset (lazy)."""
+
+    def __init__(self, obj: xr.Dataset):
+        self._obj = obj
+
+    def distance_curves(self, **kwargs) -> xr.Dataset:
+        """See :func:`ridgexr.analysis.distance_curves`."""
+        return analysis.distance_curves(self._obj, **kwargs)
+
+    def phase_times(self, **kwargs) -> xr.Dataset:
+        """See :func:`ridgexr.analysis.phase_times`."""
+        return analysis.phase_times(self._obj, **kwargs)
+
+    def spread_curves(self, **kwargs) -> xr.Dataset:
+        """See :func:`ridgexr.analysis.spread_curves`."""
+        return analysis.spread_curves(self._obj, **kwargs)
+
+    def position(self) -> xr.DataArray:
+        """See :func:`ridgexr.analysis.ridge_position`."""
+        return analysis.ridge_position(self._obj)
+
+    def mode_counts(self, **kwargs) -> xr.Dataset:
+        """See :func:`ridgexr.analysis.mode_counts`."""
+        return analysis.mode_counts(self._obj, **kwargs)
+
+    def memorization(self, **kwargs) -> xr.Dataset:
+        """See :func:`ridgexr.analysis.memorization_fraction`."""
+        return analysis.memorization_fraction(self._obj, **kwargs)
+
+    def theory_check(self, **kwargs) -> xr.Dataset:
+        """See :func:`ridgexr.analysis.theory_check`."""
+        return analysis.theory_check(self._obj, **kwargs)
+
+    def summary(self, **kwargs) -> xr.Dataset:
+        """See :func:`ridgexr.analysis.summary_table`."""
+        return analysis.summary_table(self._obj, **kwargs)

@@ -188,6 +188,69 @@ def _store_path(name: str):
     return resolve_store(cat[name], None, cat.root)
 
 
+@app.command()
+def analyze(
+    name: str = typer.Argument(..., help="store path or catalog entry name"),
+    scheduler: str = typer.Option(None, "--scheduler", help="'local' (LocalCluster of processes) or an address"),
+    workers: int = typer.Option(2, "--workers", min=1),
+    r: float = typer.Option(0.5, "--r", min=0.0, help="tube radius for reach times and mode counts"),
+):
+    """Print phase times, spread, mode counts and memorization fraction per cell."""
+    from contextlib import nullcontext
+
+    from . import analysis
+    from .run import open_dataset
+
+    try:
+        ds = open_dataset(name)
+    except FileNotFoundError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2)
+    client_cm = nullcontext()
+    if scheduler:
+        from dask.distributed import Client, LocalCluster
+
+        client_cm = Client(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                        dashboard_address=None)) if scheduler == "local" else Client(scheduler)
+    with client_cm:
+        t0 = time.perf_counter()
+        table = analysis.summary_table(ds, r=r).compute()
+        elapsed = time.perf_counter() - t0
+    df = table.to_dataframe().reset_index()
+    keep = [c for c in df.columns if c in ("schedule", "width", "tau") or c in table.data_vars]
+    rich_table = Table(title=f"{ds.attrs.get('experiment', name)}: analyses (r = {r})")
+    for c in keep:
+        rich_table.add_column(c.replace("_", " "), justify="right")
+    for _, row in df[keep].iterrows():
+        rich_table.add_row(*[f"{v:.3g}" if isinstance(v, float) else str(v) for v in row])
+    console.print(rich_table)
+    console.print(f"computed in {elapsed:.1f} s{' on ' + scheduler if scheduler else ''}")
+
+
+@app.command()
+def report(
+    name: str = typer.Argument(..., help="store path or catalog entry name"),
+    out: str = typer.Option(None, "--out", help="output directory (default: <store>.report)"),
+    frames: int = typer.Option(12, "--frames", min=1, help="steps on the slider of the sample plot"),
+):
+    """Write PNG figures and one self-contained interactive HTML report."""
+    from pathlib import Path
+
+    from .report import make_report
+    from .run import open_dataset
+
+    try:
+        ds = open_dataset(name)
+    except FileNotFoundError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2)
+    target = Path(out) if out else Path(str(_store_path(name)).rstrip("/") + ".report")
+    with console.status("rendering figures"):
+        paths = make_report(ds, target, title=str(ds.attrs.get("title", name)), frames=frames)
+    for k, p in paths.items():
+        console.print(f"{k}: {p}")
+
+
 @app.callback()
 def main():
     """ridgexr command-line interface."""

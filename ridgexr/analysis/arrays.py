@@ -1,0 +1,190 @@
+"""Array layer of the analyses: numpy in, numpy out, time along the last axis.
+
+All functions are vectorised over leading (batch) axes; none loops over samples.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["enter_and_stay_time", "reach_time", "align_time", "slide_distance", "nearest_two",
+           "memorized", "bootstrap_mean_ci", "crossing", "integrated_residual"]
+
+
+def enter_and_stay_time(inside: np.ndarray, t: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
+    """First time from which ``inside`` stays True to the end of the trajectory.
+
+    Parameters
+    ----------
+    inside : (..., K) bool, steps in sampling order (t decreasing)
+    t : (K,) times
+    valid : (...,) bool, optional; False gives NaN
+
+    Returns
+    -------
+    (...,) float: t[k*] with k* = 1 + the last step outside (t[0] if never outside); NaN if
+    the final step is outside (never entered for good) or the trajectory is invalid.
+    """
+    inside = np.asarray(inside, dtype=bool)
+    K = inside.shape[-1]
+    outside = ~inside
+    any_out = outside.any(-1)
+    last_out = K - 1 - np.argmax(outside[..., ::-1], axis=-1)
+    k = np.where(any_out, last_out + 1, 0)
+    res = np.where(k < K, np.asarray(t, dtype=float)[np.minimum(k, K - 1)], np.nan)
+    if valid is not None:
+        res = np.where(valid, res, np.nan)
+    return res
+
+
+def reach_time(distance: np.ndarray, t: np.ndarray, r: float) -> np.ndarray:
+    """Time at which a trajectory enters, and stays in, the tube of radius ``r`` around the ridge.
+
+    ``distance`` (..., K) is the ridge distance per step; any NaN step gives NaN.
+    """
+    d = np.asarray(distance, dtype=float)
+    return enter_and_stay_time(d <= r, t, valid=np.isfinite(d).all(-1))
+
+
+def align_time(distance: np.ndarray, t: np.ndarray, factor: float = 2.0, atol: float = 0.0) -> np.ndarray:
+    """Time at which the normal displacement reaches its floor.
+
+    The floor is the final ridge distance; the trajectory is aligned from the first time
+    after which its distance stays <= max(factor * floor, atol).
+    """
+    d = np.asarray(distance, dtype=float)
+    thresh = np.maximum(factor * d[..., -1], atol)
+    return enter_and_stay_time(d <= thresh[..., None], t, valid=np.isfinite(d).all(-1))
+
+
+def slide_distance(projection: np.ndarray, t: np.ndarray, t_start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Tangential displacement along the ridge from ``t_start`` to the end.
+
+    Parameters
+    ----------
+    projection : (..., K, d) ridge projections per step
+    t : (K,) decreasing times
+    t_start : (...,) start time (e.g. the align time); NaN gives NaN
+
+    Returns
+    -------
+    chord : (...,) |P_end - P(t_start)|
+    path : (...,) sum of |P_{k+1} - P_k| over steps from t_start on
+    """
+    p = np.asarray(projection, dtype=float)
+    t = np.asarray(t, dtype=float)
+    ts = np.asarray(t_start, dtype=float)
+    K = p.shape[-2]
+    # index of t_start (first k with t[k] <= t_start)
+    k0 = np.clip(np.searchsorted(-t, -np.nan_to_num(ts, nan=t[-1]), side="left"), 0, K - 1)
+    start = np.take_along_axis(p, k0[..., None, None], axis=-2)[..., 0, :]
+    chord = np.linalg.norm(p[..., -1, :] - start, axis=-1)
+    steps = np.linalg.norm(np.diff(p, axis=-2), axis=-1)  # (..., K-1)
+    mask = np.arange(K - 1) >= k0[..., None]
+    path = np.where(mask, steps, 0.0).sum(-1)
+    bad = ~np.isfinite(ts)
+    return np.where(bad, np.nan, chord), np.where(bad, np.nan, path)
+
+
+def nearest_two(x: np.ndarray, points: np.ndarray, chunk: int = 4096) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distances to the nearest and second-nearest of ``points`` and the nearest index.
+
+    x (..., d), points (N, d) -> d1 (...), d2 (...) (inf when N = 1), idx (...).
+    Chunked over queries; distances via |x|^2 - 2 x.p + |p|^2 matrix products.
+    """
+    x = np.asarray(x, dtype=float)
+    pts = np.asarray(points, dtype=float)
+    flat = x.reshape(-1, x.shape[-1])
+    d1 = np.empty(flat.shape[0])
+    d2 = np.empty(flat.shape[0])
+    idx = np.empty(flat.shape[0], dtype=np.int64)
+    psq = (pts * pts).sum(1)
+    for s in range(0, flat.shape[0], chunk):
+        q = flat[s:s + chunk]
+        dist2 = np.maximum((q * q).sum(1)[:, None] - 2 * q @ pts.T + psq, 0.0)
+        if pts.shape[0] >= 2:
+            part = np.argpartition(dist2, 1, axis=1)[:, :2]
+            two = np.take_along_axis(dist2, part, 1)
+            order = np.argsort(two, axis=1)
+            two = np.take_along_axis(two, order, 1)
+            idx[s:s + chunk] = np.take_along_axis(part, order, 1)[:, 0]
+            d1[s:s + chunk], d2[s:s + chunk] = np.sqrt(two[:, 0]), np.sqrt(two[:, 1])
+        else:
+            idx[s:s + chunk] = 0
+            d1[s:s + chunk], d2[s:s + chunk] = np.sqrt(dist2[:, 0]), np.inf
+    nan = ~np.isfinite(flat).all(1)
+    d1[nan] = d2[nan] = np.nan
+    shape = x.shape[:-1]
+    return d1.reshape(shape), d2.reshape(shape), idx.reshape(shape)
+
+
+def memorized(x: np.ndarray, points: np.ndarray, ratio: float = 1 / 3) -> np.ndarray:
+    """d1 / d2 < ratio (nearest over second-nearest training distance); NaN for non-finite x.
+
+    Returns a float array (1.0 / 0.0 / NaN) of x's batch shape.
+    """
+    d1, d2, _ = nearest_two(x, points)
+    out = (d1 / d2 < ratio).astype(float)
+    return np.where(np.isfinite(d1), out, np.nan)
+
+
+def bootstrap_mean_ci(values: np.ndarray, n_boot: int = 1000, ci: float = 0.95, seed: int = 0,
+                      chunk: int = 256) -> np.ndarray:
+    """Mean of ``values`` over the last axis with a percentile-bootstrap CI; NaNs are ignored.
+
+    Returns (..., 3): mean, lower, upper.  Resampling is one index matrix per chunk of
+    ``chunk`` replicates (no Python loop over samples).
+    """
+    v = np.asarray(values, dtype=float)
+    lead = v.shape[:-1]
+    flat = v.reshape(-1, v.shape[-1])
+    out = np.full((flat.shape[0], 3), np.nan)
+    rng = np.random.default_rng(seed)
+    lo_q, hi_q = (1 - ci) / 2, 1 - (1 - ci) / 2
+    for i, row in enumerate(flat):  # loop over cells only (few), not samples
+        row = row[np.isfinite(row)]
+        if row.size == 0:
+            continue
+        means = []
+        for b in range(0, n_boot, chunk):
+            nb = min(chunk, n_boot - b)
+            means.append(row[rng.integers(0, row.size, size=(nb, row.size))].mean(1))
+        means = np.concatenate(means)
+        out[i] = row.mean(), np.quantile(means, lo_q), np.quantile(means, hi_q)
+    return out.reshape(lead + (3,))
+
+
+def crossing(x: np.ndarray, y: np.ndarray, level: float, log: bool = True) -> float:
+    """First x where y crosses ``level`` (linear interpolation, in log x when ``log``); NaN if none."""
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    ok = np.isfinite(x) & np.isfinite(y) & ((x > 0) if log else True)
+    x, y = x[ok], y[ok]
+    if x.size < 2:
+        return np.nan
+    order = np.argsort(x)
+    x, y = x[order], y[order]
+    u = np.log(x) if log else x
+    s = np.sign(y - level)
+    for k in range(x.size - 1):  # a handful of sweep points
+        if s[k] == 0:
+            return float(x[k])
+        if s[k] * s[k + 1] < 0:
+            f = (level - y[k]) / (y[k + 1] - y[k])
+            val = u[k] + f * (u[k + 1] - u[k])
+            return float(np.exp(val) if log else val)
+    return float(x[-1]) if s[-1] == 0 else np.nan
+
+
+def integrated_residual(residual: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Time-integrated residual with the sampler's coefficient: sum_k 2 dt_k (alpha_k / h_k) |e_k|.
+
+    In the reverse SDE x <- x + (x + 2 s) dt + ..., a denoiser error e changes the score by
+    alpha e / h, so step k displaces the state by 2 dt_k alpha_k / h_k e_k.  residual
+    (..., K, d), t (K,) decreasing -> (...,) in data units.
+    """
+    r = np.asarray(residual, dtype=float)
+    t = np.asarray(t, dtype=float)
+    dt = t[:-1] - t[1:]
+    coef = 2 * dt * np.exp(-t[:-1]) / -np.expm1(-2 * t[:-1])
+    return (np.linalg.norm(r[..., :-1, :], axis=-1) * coef).sum(-1)

@@ -1,0 +1,317 @@
+"""Labelled analyses over a store's Dataset: lazy xarray/dask in, lazy xarray out.
+
+Every function takes the Dataset of :func:`ridgexr.open_dataset` (or one with the same
+variables) and returns labelled results over the store's cell dims (``schedule``,
+``width``, optional ``tau``) with ``long_name``/``units`` attrs.  Nothing is computed
+until ``.compute()``, so the same call runs on a laptop or a dask.distributed cluster.
+
+Definitions (parameters in brackets):
+
+- reach time [r]: the time a trajectory enters, and then stays in, the tube
+  {ridge_distance <= r} (NaN if it never does).
+- align time [factor]: the time from which ridge_distance stays <= factor x its final
+  value (the normal displacement has reached its floor).
+- slide: tangential displacement along the ridge from the align time to the end, as the
+  chord |P_end - P_align| and the path length sum |P_{k+1} - P_k| of the ridge projections.
+- spread: distance from a ridge projection to the nearest scaled training point alpha_t x_i.
+- memorized: d1/d2 < ratio (nearest / second-nearest scaled training distance) at a step.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import xarray as xr
+
+from . import arrays
+
+__all__ = ["distance_curves", "phase_times", "phase_summary", "spread_curves", "ridge_position",
+           "position_histogram", "mode_counts", "memorization_fraction", "phase_transition", "theory_check",
+           "summary_table"]
+
+_UNITS = "data units"
+
+
+def _check(ds: xr.Dataset, *names: str) -> None:
+    if not isinstance(ds, xr.Dataset):
+        raise TypeError(f"ds must be an xarray.Dataset (from ridgexr.open_dataset), got {type(ds).__name__}")
+    missing = [n for n in names if n not in ds.variables]
+    if missing:
+        raise ValueError(f"ds lacks variable(s) {missing} needed here")
+
+
+def _attrs(da: xr.DataArray, long_name: str, units: str, **extra) -> xr.DataArray:
+    da.attrs.update(long_name=long_name, units=units, **extra)
+    return da
+
+
+def _at_step(ds: xr.Dataset, step: int) -> xr.Dataset:
+    if not isinstance(step, (int, np.integer)):
+        raise ValueError(f"step must be an integer index, got {step!r}")
+    n = ds.sizes["step"]
+    if not -n <= step < n:
+        raise ValueError(f"step={step} is out of range for {n} recorded steps")
+    return ds.isel(step=step)
+
+
+def distance_curves(ds: xr.Dataset, *, quantiles: Sequence[float] = (0.1, 0.5, 0.9),
+                    dim: str = "sample") -> xr.Dataset:
+    """Mean, median and quantiles of ``ridge_distance`` over ``dim`` per cell and step (lazy).
+
+    Returns a Dataset with ``distance_mean``, ``distance_median`` (cells, step) and
+    ``distance_quantile`` (cells, quantile, step); the ``t`` coordinate is kept.
+    """
+    _check(ds, "ridge_distance")
+    if any(not 0 <= q <= 1 for q in quantiles):
+        raise ValueError(f"quantiles must lie in [0, 1], got {list(quantiles)}")
+    d = ds["ridge_distance"].chunk({dim: -1})
+    out = xr.Dataset({
+        "distance_mean": _attrs(d.mean(dim), "mean ridge distance", _UNITS),
+        "distance_median": _attrs(d.median(dim).drop_vars("quantile", errors="ignore"), "median ridge distance",
+                                  _UNITS),
+        "distance_quantile": _attrs(d.quantile(list(quantiles), dim=dim), "ridge-distance quantiles", _UNITS),
+    })
+    return out
+
+
+def phase_times(ds: xr.Dataset, *, r: float = 0.5, align_factor: float = 2.0, atol: float = 0.0) -> xr.Dataset:
+    """Reach, align and slide of every trajectory (lazy; see module docstring).
+
+    Returns a Dataset over (cells, sample): ``reach_time``, ``align_time`` (OU time),
+    ``slide_chord``, ``slide_path`` (data units).
+    """
+    _check(ds, "ridge_distance", "ridge_projection", "t")
+    if not r > 0:
+        raise ValueError(f"r must be > 0, got {r!r}")
+    if not align_factor >= 1:
+        raise ValueError(f"align_factor must be >= 1, got {align_factor!r}")
+    t = ds["t"].values
+    dist = ds["ridge_distance"].chunk({"step": -1})
+    proj = ds["ridge_projection"].chunk({"step": -1, "dim": -1})
+
+    def _phases(dd, pp):
+        reach = arrays.reach_time(dd, t, r)
+        align = arrays.align_time(dd, t, align_factor, atol)
+        chord, path = arrays.slide_distance(pp, t, align)
+        return reach, align, chord, path
+
+    outs = xr.apply_ufunc(_phases, dist, proj, input_core_dims=[["step"], ["step", "dim"]],
+                          output_core_dims=[[], [], [], []], dask="parallelized",
+                          output_dtypes=[float] * 4)
+    res = xr.Dataset(dict(zip(("reach_time", "align_time", "slide_chord", "slide_path"), outs)))
+    _attrs(res["reach_time"], f"time of entering and staying in the tube ridge_distance <= {r}", "OU time")
+    _attrs(res["align_time"], f"time from which ridge_distance stays <= {align_factor} x its final value", "OU time")
+    _attrs(res["slide_chord"], "|P_end - P_align| of the ridge projections", _UNITS)
+    _attrs(res["slide_path"], "path length of the ridge projections after the align time", _UNITS)
+    res.attrs.update(r=float(r), align_factor=float(align_factor))
+    return res
+
+
+def phase_summary(phases: xr.Dataset, dim: str = "sample") -> xr.Dataset:
+    """Per-cell medians of the phase times and the share of trajectories that reached the tube."""
+    phases = phases.chunk({dim: -1}) if phases.chunks else phases
+    out = xr.Dataset({
+        "reached": _attrs(phases["reach_time"].notnull().mean(dim), "share that reached the tube", "1"),
+        "reach_time_median": _attrs(phases["reach_time"].median(dim), "median reach time", "OU time"),
+        "align_time_median": _attrs(phases["align_time"].median(dim), "median align time", "OU time"),
+        "slide_chord_median": _attrs(phases["slide_chord"].median(dim), "median slide (chord)", _UNITS),
+        "slide_path_median": _attrs(phases["slide_path"].median(dim), "median slide (path)", _UNITS),
+    })
+    out.attrs.update(phases.attrs)
+    return out
+
+
+def _scaled_train(ds: xr.Dataset) -> xr.DataArray:
+    return ds["train_data"] * ds["alpha"]  # (train, dim) x (step) -> (train, dim, step)
+
+
+def spread_curves(ds: xr.Dataset, *, quantiles: Sequence[float] = (0.1, 0.5, 0.9),
+                  dim: str = "sample") -> xr.Dataset:
+    """Tangential spread vs step: distance of ridge projections to the nearest alpha_t x_i.
+
+    Returns ``spread_mean`` (cells, step) and ``spread_quantile`` (cells, quantile, step).
+    """
+    _check(ds, "ridge_projection", "train_data", "alpha")
+    train = ds["train_data"].values
+    alpha = ds["alpha"]
+    proj = ds["ridge_projection"].chunk({"dim": -1})
+
+    def _nearest(p, a):
+        d1, _, _ = arrays.nearest_two(p / a[..., None], train)  # distance in unscaled units
+        return d1 * a
+
+    near = xr.apply_ufunc(_nearest, proj, alpha, input_core_dims=[["dim"], []], dask="parallelized",
+                          output_dtypes=[float])
+    near = near.chunk({dim: -1})
+    return xr.Dataset({
+        "spread_mean": _attrs(near.mean(dim), "mean distance of projections to the nearest alpha_t x_i", _UNITS),
+        "spread_quantile": _attrs(near.quantile(list(quantiles), dim=dim),
+                                  "quantiles of the distance of projections to the nearest alpha_t x_i", _UNITS),
+    })
+
+
+def ridge_position(ds: xr.Dataset) -> xr.DataArray:
+    """Position of each ridge projection along the first principal axis of the training set.
+
+    For a 1-d ridge through collinear points (e.g. two points) this is the coordinate along
+    the ridge; (cells, sample, step), data units, lazy.
+    """
+    _check(ds, "ridge_projection", "train_data")
+    train = ds["train_data"].values
+    center = train.mean(0)
+    if train.shape[0] >= 2:
+        _, _, vt = np.linalg.svd(train - center, full_matrices=False)
+        axis = vt[0] * np.sign(vt[0][np.argmax(np.abs(vt[0]))])
+    else:
+        axis = np.eye(train.shape[1])[0]
+    ax = xr.DataArray(axis, dims="dim")
+    pos = ((ds["ridge_projection"] - xr.DataArray(center, dims="dim") * ds["alpha"]) * ax).sum("dim")
+    return _attrs(pos, "position along the first principal axis of the training set", _UNITS)
+
+
+def position_histogram(ds: xr.Dataset, *, bins: int = 40, step: int = -1, dim: str = "sample") -> xr.Dataset:
+    """Histogram of :func:`ridge_position` at one step per cell: ``density`` (cells, bin)."""
+    pos = ridge_position(_at_step(ds, step) if "step" in ds.dims else ds).chunk({dim: -1})
+    lim = float(np.abs(ds["train_data"].values).max()) * 1.5 + 1.0
+    edges = np.linspace(-lim, lim, bins + 1)
+
+    def _hist(p):
+        flat = p.reshape(-1, p.shape[-1])
+        h = np.stack([np.histogram(row[np.isfinite(row)], bins=edges, density=True)[0]
+                      if np.isfinite(row).any() else np.full(bins, np.nan) for row in flat])
+        return h.reshape(p.shape[:-1] + (bins,))
+
+    h = xr.apply_ufunc(_hist, pos, input_core_dims=[[dim]], output_core_dims=[["bin"]], dask="parallelized",
+                       output_dtypes=[float], dask_gufunc_kwargs={"output_sizes": {"bin": bins}})
+    h = h.assign_coords(bin=0.5 * (edges[1:] + edges[:-1]))
+    return xr.Dataset({"density": _attrs(h, "density of positions along the ridge", f"1/{_UNITS}")})
+
+
+def mode_counts(ds: xr.Dataset, *, r: float = 0.5, step: int = -1, dim: str = "sample") -> xr.Dataset:
+    """Share of samples within ``r`` of each scaled training point, and of any, at ``step``.
+
+    Returns ``share`` (cells, train) and ``share_any`` (cells).
+    """
+    _check(ds, "trajectory", "train_data", "alpha")
+    if not r > 0:
+        raise ValueError(f"r must be > 0, got {r!r}")
+    last = _at_step(ds, step)
+    pts = last["train_data"] * last["alpha"]
+    x = last["trajectory"]
+    dist = np.sqrt(((x - pts) ** 2).sum("dim"))  # (cells, sample, train), lazy
+    valid = x.notnull().all("dim")
+    within = (dist <= r).where(valid)
+    share = within.mean(dim)
+    share_any = within.max("train").mean(dim)
+    out = xr.Dataset({"share": _attrs(share, f"share of samples within {r} of alpha_t x_i", "1"),
+                      "share_any": _attrs(share_any, f"share of samples within {r} of any alpha_t x_i", "1")})
+    out.attrs.update(r=float(r), step=int(step))
+    return out
+
+
+def memorization_fraction(ds: xr.Dataset, *, ratio: float = 1 / 3, step: int = -1, n_boot: int = 1000,
+                          ci: float = 0.95, seed: int = 0, dim: str = "sample") -> xr.Dataset:
+    """Share of samples with d1/d2 < ``ratio`` at ``step``, with a percentile-bootstrap CI.
+
+    Returns ``memorized``, ``memorized_low``, ``memorized_high`` over the cells (lazy).
+    """
+    _check(ds, "trajectory", "train_data", "alpha")
+    if not 0 < ratio < 1:
+        raise ValueError(f"ratio must be in (0, 1), got {ratio!r}")
+    if not 0 < ci < 1:
+        raise ValueError(f"ci must be in (0, 1), got {ci!r}")
+    if ds.sizes.get("train", 0) < 2:
+        raise ValueError("memorization needs at least two training points")
+    last = _at_step(ds, step)
+    train = last["train_data"].values
+    a = float(last["alpha"])
+    x = last["trajectory"].chunk({dim: -1, "dim": -1})
+
+    def _memo(xx):
+        m = arrays.memorized(xx / a, train, ratio)  # ratio is scale-free
+        return arrays.bootstrap_mean_ci(m, n_boot=n_boot, ci=ci, seed=seed)
+
+    stats = xr.apply_ufunc(_memo, x, input_core_dims=[[dim, "dim"]], output_core_dims=[["stat"]],
+                           dask="parallelized", output_dtypes=[float],
+                           dask_gufunc_kwargs={"output_sizes": {"stat": 3}})
+    out = xr.Dataset({
+        "memorized": _attrs(stats.isel(stat=0), f"share of samples with d1/d2 < {ratio:.3g}", "1"),
+        "memorized_low": _attrs(stats.isel(stat=1), f"lower {ci:.0%} bootstrap bound", "1"),
+        "memorized_high": _attrs(stats.isel(stat=2), f"upper {ci:.0%} bootstrap bound", "1"),
+    })
+    out.attrs.update(ratio=float(ratio), ci=float(ci), n_boot=int(n_boot), step=int(step))
+    return out
+
+
+def phase_transition(metric: xr.DataArray | xr.Dataset, *, dim: str = "width", level: float = 0.5,
+                     log: bool = True) -> xr.Dataset:
+    """Critical value of ``dim`` where a metric crosses ``level`` (interpolated in log ``dim``).
+
+    ``metric`` is a DataArray over ``dim`` (and other dims), or the Dataset of
+    :func:`memorization_fraction`, whose bootstrap bounds then give a CI of the crossing.
+    """
+    if isinstance(metric, xr.Dataset):
+        main, low, high = metric["memorized"], metric["memorized_low"], metric["memorized_high"]
+    else:
+        main, low, high = metric, None, None
+    if dim not in main.dims:
+        raise ValueError(f"dim={dim!r} is not a dimension of the metric (dims {main.dims})")
+    x = main[dim].values.astype(float)
+
+    def _cross(y):
+        return np.apply_along_axis(lambda v: arrays.crossing(x, v, level, log), -1, y)
+
+    def run(da):
+        return xr.apply_ufunc(_cross, da.chunk({dim: -1}) if da.chunks else da, input_core_dims=[[dim]],
+                              dask="parallelized", output_dtypes=[float])
+
+    out = xr.Dataset({"critical": _attrs(run(main), f"{dim} where the metric crosses {level}", "same as " + dim)})
+    if low is not None:
+        a, b = run(low), run(high)
+        out["critical_low"] = _attrs(np.fmin(a, b), "lower end of the crossing's CI (bootstrap bounds)", dim)
+        out["critical_high"] = _attrs(np.fmax(a, b), "upper end of the crossing's CI (bootstrap bounds)", dim)
+    out.attrs.update(level=float(level), dim=dim)
+    return out
+
+
+def theory_check(ds: xr.Dataset, *, r: float = 0.5, align_factor: float = 2.0, dim: str = "sample") -> xr.Dataset:
+    """Final ridge distance vs integrated normal residual, slide vs integrated tangential residual.
+
+    Per trajectory: ``final_distance``, ``integrated_normal`` (sum 2 dt alpha/h |e_N|),
+    ``slide_chord``, ``integrated_tangent``; per cell: Pearson ``corr_normal`` and
+    ``corr_tangent`` over samples.
+    """
+    _check(ds, "residual_normal", "residual_tangent", "ridge_distance", "t")
+    t = ds["t"].values
+
+    def _integ(res):
+        return arrays.integrated_residual(res, t)
+
+    def integ(name):
+        return xr.apply_ufunc(_integ, ds[name].chunk({"step": -1, "dim": -1}), input_core_dims=[["step", "dim"]],
+                              dask="parallelized", output_dtypes=[float])
+
+    ph = phase_times(ds, r=r, align_factor=align_factor)
+    out = xr.Dataset({
+        "final_distance": _attrs(ds["ridge_distance"].isel(step=-1), "final ridge distance", _UNITS),
+        "integrated_normal": _attrs(integ("residual_normal"), "sum_k 2 dt alpha/h |residual_normal|", _UNITS),
+        "slide_chord": ph["slide_chord"],
+        "integrated_tangent": _attrs(integ("residual_tangent"), "sum_k 2 dt alpha/h |residual_tangent|", _UNITS),
+    })
+    out["corr_normal"] = _attrs(xr.corr(out["final_distance"], out["integrated_normal"], dim=dim),
+                                "Pearson correlation, final distance vs integrated normal residual", "1")
+    out["corr_tangent"] = _attrs(xr.corr(out["slide_chord"], out["integrated_tangent"], dim=dim),
+                                 "Pearson correlation, slide vs integrated tangential residual", "1")
+    return out
+
+
+def summary_table(ds: xr.Dataset, *, r: float = 0.5, mode_r: float = 0.5, n_boot: int = 500) -> xr.Dataset:
+    """Everything ``ridgexr analyze`` prints, per cell, as one lazy Dataset."""
+    ph = phase_summary(phase_times(ds, r=r))
+    sp = spread_curves(ds)["spread_mean"].isel(step=-1).rename("spread_final")
+    mc = mode_counts(ds, r=mode_r)["share_any"].rename("mode_share_any")
+    parts = [ph, sp.to_dataset(), mc.to_dataset()]
+    if ds.sizes.get("train", 0) >= 2:
+        parts.append(memorization_fraction(ds, n_boot=n_boot))
+    return xr.merge(parts, compat="override")

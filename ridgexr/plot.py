@@ -1,0 +1,137 @@
+"""Holoviews plots of stores and analyses.
+
+Every function returns a holoviews object (render with ``hv.save(obj, "x.png",
+backend="matplotlib")`` headless, or ``backend="bokeh"`` for interactive HTML) and loads
+only what it shows from a lazily opened store (a selection of cells and steps).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import holoviews as hv
+import numpy as np
+import xarray as xr
+
+from . import analysis
+
+def ensure_backends() -> None:
+    """Load holoviews' bokeh and matplotlib backends once (matplotlib headless: Agg)."""
+    if {"bokeh", "matplotlib"} <= set(hv.Store.renderers):
+        return
+    import matplotlib
+
+    if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline"):
+        matplotlib.use("Agg")
+    hv.extension("bokeh", "matplotlib", logo=False)
+
+
+ensure_backends()
+
+__all__ = ["ensure_backends", "samples_over_time", "distance_curves_plot", "spread_curves_plot", "phase_time_hist",
+           "phase_diagram", "mode_count_bars", "theory_scatter"]
+
+
+def _cells(ds: xr.Dataset) -> list[dict]:
+    dims = [d for d in ("schedule", "width", "tau") if d in ds.dims]
+    grids = np.meshgrid(*[ds[d].values for d in dims], indexing="ij")
+    return [{d: g.ravel()[i].item() if hasattr(g.ravel()[i], "item") else g.ravel()[i]
+             for d, g in zip(dims, grids)} for i in range(grids[0].size)]
+
+
+def _label(cell: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in cell.items())
+
+
+def samples_over_time(ds: xr.Dataset, *, schedule, width, tau=None, n_frames: int = 25,
+                      max_samples: int = 256) -> hv.HoloMap:
+    """Samples, their ridge projections and the scaled training points, with a step slider (2-D data).
+
+    Loads ``n_frames`` steps of one cell only.
+    """
+    if ds.sizes["dim"] != 2:
+        raise ValueError(f"samples_over_time needs 2-D data, the store has dim={ds.sizes['dim']}")
+    sel = {"schedule": schedule, "width": width}
+    if tau is not None:
+        sel["tau"] = tau
+    cell = ds.sel(sel)
+    steps = np.unique(np.linspace(0, ds.sizes["step"] - 1, n_frames).round().astype(int))
+    cell = cell.isel(step=steps, sample=slice(0, max_samples))
+    x = cell["trajectory"].values  # (sample, frame, 2)
+    p = cell["ridge_projection"].values
+    train = ds["train_data"].values
+    alpha = cell["alpha"].values
+    t = cell["t"].values
+    lim = float(np.abs(train).max()) * 1.6 + 1.0
+    frames = {}
+    for k, step in enumerate(steps):  # a handful of frames
+        pts = hv.Points(x[:, k], kdims=["x0", "x1"], label="samples").opts(color="#1f77b4", alpha=0.5)
+        prj = hv.Points(p[:, k], kdims=["x0", "x1"], label="ridge projection").opts(color="#d62728", alpha=0.5)
+        trn = hv.Points(train * alpha[k], kdims=["x0", "x1"], label="alpha_t x_i").opts(color="black")
+        frames[int(step)] = (pts * prj * trn).opts(title=f"{_label(sel)}  t = {t[k]:.3g}")
+    hm = hv.HoloMap(frames, kdims=["step"])
+    return hm.redim.range(x0=(-lim, lim), x1=(-lim, lim))
+
+
+def distance_curves_plot(ds: xr.Dataset, *, statistic: str = "mean") -> hv.NdOverlay:
+    """Mean (or median) ridge distance vs t, one curve per cell (log-log axes)."""
+    if statistic not in ("mean", "median"):
+        raise ValueError(f"statistic must be 'mean' or 'median', got {statistic!r}")
+    curves = analysis.distance_curves(ds)[f"distance_{statistic}"].compute()
+    t = ds["t"].values
+    overlay = {}
+    for cell in _cells(ds):
+        y = curves.sel(cell).values
+        overlay[_label(cell)] = hv.Curve((t, y), kdims=["t"], vdims=[f"{statistic} ridge distance"])
+    return hv.NdOverlay(overlay, kdims=["cell"]).opts(title=f"{statistic} ridge distance")
+
+
+def spread_curves_plot(ds: xr.Dataset) -> hv.NdOverlay:
+    """Mean distance of ridge projections to the nearest alpha_t x_i vs t, one curve per cell."""
+    sp = analysis.spread_curves(ds)["spread_mean"].compute()
+    t = ds["t"].values
+    overlay = {_label(c): hv.Curve((t, sp.sel(c).values), kdims=["t"], vdims=["spread"]) for c in _cells(ds)}
+    return hv.NdOverlay(overlay, kdims=["cell"]).opts(title="tangential spread")
+
+
+def phase_time_hist(ds: xr.Dataset, *, which: str = "reach_time", r: float = 0.5, bins: int = 30) -> hv.NdLayout:
+    """Histograms of a phase time (``reach_time``, ``align_time``, ``slide_chord``) per cell."""
+    ph = analysis.phase_times(ds, r=r)[which].compute()
+    items = {}
+    for cell in _cells(ds):
+        v = ph.sel(cell).values
+        v = v[np.isfinite(v)]
+        if v.size == 0:
+            continue
+        freq, edges = np.histogram(v, bins=bins)
+        items[_label(cell)] = hv.Histogram((edges, freq), kdims=[which], vdims=["count"])
+    return hv.NdLayout(items, kdims=["cell"]).cols(3)
+
+
+def phase_diagram(ds: xr.Dataset, *, x: str = "width", y: str = "schedule", n_boot: int = 300) -> hv.HeatMap:
+    """Memorization fraction over (x, y) cells, e.g. width x schedule or tau x schedule."""
+    memo = analysis.memorization_fraction(ds, n_boot=n_boot)["memorized"].compute()
+    other = [d for d in memo.dims if d not in (x, y)]
+    if other:
+        memo = memo.isel({d: 0 for d in other})
+    rows = [(str(a), str(b), float(memo.sel({x: a, y: b}))) for a in memo[x].values for b in memo[y].values]
+    return hv.HeatMap(rows, kdims=[x, y], vdims=["memorized"]).opts(title="memorization fraction")
+
+
+def mode_count_bars(ds: xr.Dataset, *, r: float = 0.5) -> hv.Bars:
+    """Share of final samples within r of any training point, per cell."""
+    mc = analysis.mode_counts(ds, r=r)["share_any"].compute()
+    rows = [(_label(c), float(mc.sel(c))) for c in _cells(ds)]
+    return hv.Bars(rows, kdims=["cell"], vdims=["share near a training point"]).opts(
+        title=f"mode counts (r = {r})")
+
+
+def theory_scatter(ds: xr.Dataset, *, cells: Sequence[dict] | None = None) -> hv.NdLayout:
+    """Slide vs time-integrated tangential residual per trajectory, per cell."""
+    tc = analysis.theory_check(ds).compute()
+    items = {}
+    for cell in cells or _cells(ds):
+        c = tc.sel(cell)
+        items[_label(cell)] = hv.Scatter((c["integrated_tangent"].values, c["slide_chord"].values),
+                                         kdims=["integrated tangential residual"], vdims=["slide (chord)"])
+    return hv.NdLayout(items, kdims=["cell"]).cols(3)

@@ -1,0 +1,201 @@
+import math
+import shutil
+import subprocess
+
+import dask.array as da
+import holoviews as hv
+import numpy as np
+import pytest
+import xarray as xr
+from hypothesis import given, strategies as st
+
+import ridgexr
+from ridgexr import analysis as an
+from ridgexr.analysis import arrays
+
+K, S = 40, 50
+TRAIN = np.array([[-3.0, 0.0], [3.0, 0.0]])
+
+
+def synthetic_store(seed=0, chunks=True):
+    """A store-shaped Dataset whose analyses are known by construction.
+
+    Sample j of every cell sits at distance 2.0 from the ridge until step k_j, then 0.1;
+    its projection moves along x by 0.05 per step from k_j on; at the last step, sample j
+    is at the (scaled) training point j % 2 when j < 30, else at (0, 1).
+    """
+    rng = np.random.default_rng(seed)
+    t = np.geomspace(2.0, 0.01, K)
+    alpha = np.exp(-t)
+    k = rng.integers(5, 30, size=S)
+    steps = np.arange(K)
+    dist = np.where(steps[None, :] < k[:, None], 2.0, 0.1)  # (S, K)
+    px = np.where(steps[None, :] < k[:, None], 0.0, 0.05 * (steps[None, :] - k[:, None]))
+    proj = np.stack([px, np.zeros_like(px)], -1)  # (S, K, 2)
+    traj = proj + np.stack([np.zeros_like(dist), dist], -1)
+    final = np.where((np.arange(S) < 30)[:, None], TRAIN[np.arange(S) % 2] * alpha[-1], [0.0, 1.0])
+    traj[:, -1] = final
+    res_t = np.zeros((S, K, 2))
+    res_t[..., 0] = 1.0 + np.arange(S)[:, None]  # tangent residual grows with j
+    cells = (2, 2)
+
+    def bc(a):
+        return np.broadcast_to(a, cells + a.shape).copy()
+
+    ds = xr.Dataset(
+        {
+            "ridge_distance": (("schedule", "width", "sample", "step"), bc(dist)),
+            "ridge_projection": (("schedule", "width", "sample", "step", "dim"), bc(proj)),
+            "trajectory": (("schedule", "width", "sample", "step", "dim"), bc(traj)),
+            "residual_normal": (("schedule", "width", "sample", "step", "dim"), bc(np.zeros((S, K, 2)))),
+            "residual_tangent": (("schedule", "width", "sample", "step", "dim"), bc(res_t)),
+            "train_data": (("train", "dim"), TRAIN),
+        },
+        coords={"schedule": ["1", "h"], "width": [8, 16], "t": ("step", t), "alpha": ("step", alpha),
+                "step": steps, "sample": np.arange(S)},
+    )
+    if chunks:
+        ds = ds.chunk({"sample": 25, "step": 20})
+    return ds, k, t
+
+
+def test_phase_times_known_answers():
+    ds, k, t = synthetic_store()
+    ph = an.phase_times(ds, r=0.5, align_factor=2.0)
+    assert isinstance(ph.reach_time.data, da.Array)  # lazy
+    ph = ph.compute()
+    np.testing.assert_allclose(ph.reach_time.isel(schedule=0, width=0).values, t[k])
+    # align: final distance 0.1 at the last step (distance array ends at 0.1) -> same steps
+    np.testing.assert_allclose(ph.align_time.isel(schedule=1, width=1).values, t[k])
+    expected_chord = 0.05 * (K - 1 - k)
+    np.testing.assert_allclose(ph.slide_chord.isel(schedule=0, width=1).values, expected_chord, atol=1e-12)
+    np.testing.assert_allclose(ph.slide_path.isel(schedule=0, width=1).values, expected_chord, atol=1e-12)
+    assert ph.reach_time.attrs["units"] == "OU time"
+    summ = an.phase_summary(ph)
+    assert float(summ.reached.isel(schedule=0, width=0)) == 1.0
+    np.testing.assert_allclose(summ.reach_time_median.values, np.median(t[k]))
+
+
+@given(st.lists(st.booleans(), min_size=3, max_size=30))
+def test_enter_and_stay_matches_brute_force(inside):
+    inside = np.array(inside)
+    t = np.linspace(1.0, 0.1, inside.size)
+    got = arrays.enter_and_stay_time(inside, t)
+    # brute force: smallest k with inside[k:] all True
+    ks = [k for k in range(inside.size) if inside[k:].all()]
+    expected = t[ks[0]] if ks else np.nan
+    if np.isnan(expected):
+        assert np.isnan(got)
+    else:
+        assert got == expected
+
+
+def test_distance_curves_match_numpy():
+    ds, k, t = synthetic_store()
+    cur = an.distance_curves(ds, quantiles=(0.25, 0.75)).compute()
+    d = ds.ridge_distance.values
+    np.testing.assert_allclose(cur["distance_mean"].values, d.mean(2))
+    np.testing.assert_allclose(cur["distance_median"].values, np.median(d, 2))
+    np.testing.assert_allclose(cur["distance_quantile"].sel(quantile=0.75).values, np.quantile(d, 0.75, axis=2))
+
+
+def test_mode_counts_and_memorization():
+    ds, k, t = synthetic_store()
+    mc = an.mode_counts(ds, r=0.5).compute()
+    np.testing.assert_allclose(mc.share_any.values, 30 / 50)
+    np.testing.assert_allclose(mc.share.isel(schedule=0, width=0).values, [15 / 50, 15 / 50])
+    memo = an.memorization_fraction(ds, n_boot=400, seed=1)
+    assert isinstance(memo.memorized.data, da.Array)
+    memo = memo.compute()
+    np.testing.assert_allclose(memo.memorized.values, 30 / 50)
+    assert np.all(memo.memorized_low.values < 0.6) and np.all(memo.memorized_high.values > 0.6)
+    assert np.all(memo.memorized_high - memo.memorized_low < 0.35)
+
+
+def test_bootstrap_ci_covers_binomial_truth():
+    rng = np.random.default_rng(0)
+    hits = 0
+    for rep in range(40):  # coverage of a 90% interval for a Bernoulli(0.3) mean, n = 200
+        v = (rng.random(200) < 0.3).astype(float)
+        m, lo, hi = arrays.bootstrap_mean_ci(v, n_boot=400, ci=0.9, seed=rep)
+        hits += lo <= 0.3 <= hi
+        assert m == v.mean()
+    assert hits >= 30
+
+
+def test_spread_and_position():
+    ds, k, t = synthetic_store()
+    sp = an.spread_curves(ds).compute()
+    # projection at (x, 0): distance to nearest alpha*(+-3, 0)
+    proj = ds.ridge_projection.isel(schedule=0, width=0).values
+    pts = TRAIN[None, None] * ds.alpha.values[None, :, None, None]
+    near = np.linalg.norm(proj[:, :, None, :] - np.moveaxis(pts, 1, 1), axis=-1).min(-1)
+    np.testing.assert_allclose(sp.spread_mean.isel(schedule=0, width=0).values, near.mean(0), rtol=1e-10)
+    pos = an.ridge_position(ds).compute()
+    np.testing.assert_allclose(np.abs(pos.values), np.abs(ds.ridge_projection.values[..., 0]), atol=1e-12)
+    hist = an.position_histogram(ds, bins=10).compute()
+    widths = np.diff(hist.bin.values)[0]
+    np.testing.assert_allclose((hist.density * widths).sum("bin").values, 1.0)
+
+
+def test_phase_transition_crossing():
+    widths = np.array([8, 16, 32, 64, 128, 256])
+    crit = 40.0
+    memo = 1 / (1 + (crit / widths) ** 2)  # logistic in log width, 0.5 at 40
+    da_ = xr.DataArray(np.stack([memo, memo[::-1] * 0 + 0.2]), dims=("schedule", "width"),
+                       coords={"schedule": ["a", "b"], "width": widths})
+    out = an.phase_transition(da_, dim="width", level=0.5)
+    c = out.critical.values
+    assert abs(c[0] - crit) / crit < 0.1  # log-linear interpolation of a logistic
+    assert np.isnan(c[1])  # never crosses
+    assert arrays.crossing([1, 2, 4], [0.0, 1.0, 1.0], 0.5) == pytest.approx(math.sqrt(2))
+
+
+def test_theory_check_integrals_and_correlation():
+    ds, k, t = synthetic_store()
+    tc = an.theory_check(ds).compute()
+    dt = t[:-1] - t[1:]
+    coef = 2 * dt * np.exp(-t[:-1]) / -np.expm1(-2 * t[:-1])
+    expected = (1.0 + np.arange(S)) * coef.sum()
+    np.testing.assert_allclose(tc.integrated_tangent.isel(schedule=0, width=0).values, expected)
+    np.testing.assert_allclose(tc.integrated_normal.values, 0.0)
+    assert np.isfinite(tc.corr_tangent.values).all()
+
+
+def test_accessor_and_bad_input():
+    ds, k, t = synthetic_store()
+    np.testing.assert_allclose(ds.ridge.phase_times().reach_time.values, an.phase_times(ds).reach_time.values)
+    with pytest.raises(ValueError, match="r must be"):
+        an.phase_times(ds, r=0)
+    with pytest.raises(ValueError, match="ratio"):
+        an.memorization_fraction(ds, ratio=2)
+    with pytest.raises(ValueError, match="step"):
+        an.mode_counts(ds, step=K + 5)
+    with pytest.raises(ValueError, match="lacks"):
+        an.phase_times(ds.drop_vars("ridge_projection"))
+    with pytest.raises(ValueError, match="dim"):
+        an.phase_transition(ds.ridge_distance, dim="tau")
+
+
+def test_same_results_on_a_local_cluster_with_two_processes():
+    from dask.distributed import Client, LocalCluster
+
+    ds, k, t = synthetic_store()
+    local = an.summary_table(ds, n_boot=200).compute(scheduler="synchronous")
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        assert len(client.scheduler_info()["workers"]) == 2
+        dist = an.summary_table(ds, n_boot=200).compute()
+    xr.testing.assert_allclose(local, dist)
+
+
+def test_plots_are_holoviews_objects():
+    ds, k, t = synthetic_store(chunks=False)
+    from ridgexr import plot
+
+    assert isinstance(plot.distance_curves_plot(ds), hv.NdOverlay)
+    assert isinstance(plot.samples_over_time(ds, schedule="1", width=8, n_frames=5), hv.HoloMap)
+    assert isinstance(plot.phase_diagram(ds, n_boot=50), hv.HeatMap)
+    assert isinstance(plot.mode_count_bars(ds), hv.Bars)
+    assert isinstance(plot.phase_time_hist(ds), hv.NdLayout)
+    assert isinstance(plot.theory_scatter(ds), hv.NdLayout)
