@@ -268,9 +268,13 @@ def phase_transition(metric: xr.DataArray | xr.Dataset, *, dim: str = "width", l
 
     out = xr.Dataset({"critical": _attrs(run(main), f"{dim} where the metric crosses {level}", "same as " + dim)})
     if low is not None:
+        # each bootstrap bound curve crosses the level somewhere; NaN (propagated) when a bound
+        # does not cross inside the swept range: the CI then extends beyond the sweep
         a, b = run(low), run(high)
-        out["critical_low"] = _attrs(np.fmin(a, b), "lower end of the crossing's CI (bootstrap bounds)", dim)
-        out["critical_high"] = _attrs(np.fmax(a, b), "upper end of the crossing's CI (bootstrap bounds)", dim)
+        out["critical_low"] = _attrs(np.minimum(a, b), "lower end of the crossing's CI (bootstrap bounds); "
+                                     "NaN: beyond the swept range", dim)
+        out["critical_high"] = _attrs(np.maximum(a, b), "upper end of the crossing's CI (bootstrap bounds); "
+                                      "NaN: beyond the swept range", dim)
     out.attrs.update(level=float(level), dim=dim)
     return out
 

@@ -1,0 +1,45 @@
+"""Helpers shared by the analysis scripts: run (or resume) a catalog entry, save figures."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import holoviews as hv
+
+import ridgexr
+from ridgexr import plot
+from ridgexr.run import run_experiment
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def parser(doc: str) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=None, help="data directory for the stores (default: <repo>/ridgexr-data)")
+    ap.add_argument("--figures", default=str(ROOT / "docs" / "figures"), help="where PNG figures go")
+    return ap
+
+
+def store_for(name: str, data: str | None):
+    """Run (or resume) a catalog entry and open its store lazily."""
+    exp = ridgexr.open_catalog()[name]
+    res = run_experiment(exp, out_dir=data)
+    return ridgexr.open_dataset(res.store)
+
+
+def save_png(obj, path: Path, **opts) -> Path:
+    plot.ensure_backends()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if opts:
+        obj = obj.opts(**opts, backend="matplotlib")
+    hv.save(obj, path, backend="matplotlib", fmt="png")
+    return path
+
+
+def markdown_table(df, floatfmt: str = ".3g") -> str:
+    cols = list(df.columns)
+    lines = ["| " + " | ".join(map(str, cols)) + " |", "|" + "---|" * len(cols)]
+    for _, row in df.iterrows():
+        lines.append("| " + " | ".join(format(v, floatfmt) if isinstance(v, float) else str(v) for v in row) + " |")
+    return "\n".join(lines)

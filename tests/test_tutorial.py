@@ -1,0 +1,24 @@
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from ridgexr.catalog import experiment_from_file
+from ridgexr.run import run_experiment
+from test_run import write_catalog
+
+NOTEBOOK = Path(__file__).resolve().parent.parent / "docs" / "tutorial.ipynb"
+
+
+@pytest.mark.slow
+def test_tutorial_notebook_executes_against_a_small_store(tmp_path, monkeypatch):
+    exp = experiment_from_file(write_catalog(tmp_path, steps=30, samples=16))
+    store = run_experiment(exp, out_dir=tmp_path / "data").store
+    monkeypatch.setenv("RIDGEXR_TUTORIAL_STORE", str(store))
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.output_type == "error"]
+    text = "".join(str(o.get("data", {}).get("text/plain", "")) + o.get("text", "") for o in outputs)
+    assert "memorized" in text and "reach_time_median" in text
