@@ -43,7 +43,7 @@ def build_store(path: Path, gb: float) -> float:
          "ridge_projection": (("schedule", "width", "sample", "step", "dim"), walk * 0.5),
          "ridge_distance": (("schedule", "width", "sample", "step"), dist),
          "train_data": (("train", "dim"), np.array([[-3.0, 0.0], [3.0, 0.0]]))},
-        coords={"schedule": ["1", "h", "h2", "exact"], "width": [64, 128, 256, 1024], "t": ("step", t),
+        coords={"schedule": np.array(["1", "h", "h2", "exact"], dtype=object), "width": [64, 128, 256, 1024], "t": ("step", t),
                 "alpha": ("step", np.exp(-t))})
     ds.to_zarr(path, mode="w", zarr_format=3, consolidated=False)
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e9

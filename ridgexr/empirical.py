@@ -94,6 +94,10 @@ class SmoothedEmpirical:
     memory_budget : int, optional
         Bytes of scratch memory one call may use (default 1 GiB); queries and
         training points are processed in chunks that fit.
+    drop_tol : float, optional
+        With ``top_k``, queries whose dropped posterior mass exceeds this bound (default
+        1e-6) are recomputed without truncation, so every reported ``dropped_mass`` is
+        <= drop_tol.
 
     Notes
     -----
@@ -111,7 +115,7 @@ class SmoothedEmpirical:
     """
 
     def __init__(self, train: Any, t: Any, *, process: OU | None = None, weights: Any = None,
-                 memory_budget: int = DEFAULT_MEMORY_BUDGET):
+                 memory_budget: int = DEFAULT_MEMORY_BUDGET, drop_tol: float = 1e-6):
         tr = as_tensor(train, name="train")
         if tr.ndim != 2:
             raise ValueError(f"train must have shape (N, d), got shape {tuple(tr.shape)}")
@@ -132,6 +136,8 @@ class SmoothedEmpirical:
             if bool((w < 0).any()) or float(w.sum()) <= 0:
                 raise ValueError("weights must be non-negative with a positive sum")
             w = w / w.sum()
+        if not (isinstance(drop_tol, (int, float)) and 0 <= drop_tol <= 1):
+            raise ValueError(f"drop_tol must be a number in [0, 1], got {drop_tol!r}")
         if not isinstance(memory_budget, (int, np.integer)) or memory_budget < 1 << 16:
             raise ValueError(f"memory_budget must be an integer >= 65536 bytes, got {memory_budget!r}")
         self.process = process if process is not None else OU()
@@ -141,6 +147,7 @@ class SmoothedEmpirical:
         self.memory_budget = int(memory_budget)
         self._cache: dict = {}
         self.refine_k = 64  # components used to recompute ill-conditioned covariances
+        self.drop_tol = float(drop_tol)
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -218,6 +225,7 @@ class SmoothedEmpirical:
             Keep only the k most responsible training points per query for the mean
             and covariance; ``dropped_mass`` then holds the exact posterior mass left
             out (computed from all N logits), an upper bound on the error weight.
+            Queries whose dropped mass would exceed ``drop_tol`` are computed exactly.
         """
         xt, tb = self._prepare(x)
         batch = xt.shape[:-1]
@@ -279,33 +287,48 @@ class SmoothedEmpirical:
             yaug = torch.cat([y * (a / h)[:, None], (-0.5 * a * a / h)[:, None],
                               torch.ones_like(h)[:, None]], 1)
             if top_k is None:
-                lse, m1, second, conc = self._streamed(yaug, tr, nc, cov)
-                if cov:
-                    c = second - m1[:, :, None] * m1[:, None, :]
-                    c = 0.5 * (c + c.transpose(1, 2))
-                    # E[xx^T] - mm^T cancels when the posterior is concentrated on one point:
-                    # its rounding error is ~ eps E|x|^2.  Such queries (flagged before the
-                    # product, or found unresolved to 1e-6 relative after it) get their
-                    # covariance in the shifted, scaled form of _topk instead.
-                    err = 64 * eps * torch.diagonal(second, dim1=1, dim2=2).sum(-1)
-                    ill = conc | (torch.diagonal(c, dim1=1, dim2=2).sum(-1) < 1e6 * err)
-                    ls = torch.zeros_like(err)
-                    if bool(ill.any()):
-                        c[ill], ls[ill], err[ill] = self._cov_resolved(yaug[ill], tr, nc)
-                    out["cov_unit"][q0:q1], out["log_cov_scale"][q0:q1] = c, ls
-                    out["cov_error"][q0:q1] = err
+                lse, m1, cu = self._full(yaug, tr, nc, cov, eps)
             else:
                 ref = self._topk(yaug, tr, nc, top_k, cov)
                 lse, m1 = ref["lse"], ref["mean"]
-                out["dropped_mass"][q0:q1] = ref["dropped_mass"]
-                if cov:
-                    for key in ("cov_unit", "log_cov_scale", "cov_error"):
-                        out[key][q0:q1] = ref[key]
+                drop = ref["dropped_mass"]
+                cu = (ref["cov_unit"], ref["log_cov_scale"], ref["cov_error"]) if cov else None
+                # truncation is used only where its certified dropped mass is <= drop_tol;
+                # the other queries are recomputed exactly (dropped mass 0)
+                bad = drop > self.drop_tol
+                if bool(bad.any()):
+                    lse_b, m1_b, cu_b = self._full(yaug[bad], tr, nc, cov, eps)
+                    lse, m1, drop = lse.clone(), m1.clone(), drop.clone()
+                    lse[bad], m1[bad], drop[bad] = lse_b, m1_b, 0.0
+                    if cov:
+                        for part, part_b in zip(cu, cu_b):
+                            part[bad] = part_b
+                out["dropped_mass"][q0:q1] = drop
+            if cov:
+                out["cov_unit"][q0:q1], out["log_cov_scale"][q0:q1], out["cov_error"][q0:q1] = cu
             out["mean"][q0:q1] = m1 + tr["center"]
             out["log_prob"][q0:q1] = lse - (y * y).sum(1) / (2 * h) - 0.5 * d * (log2pi + torch.log(h))
         if cov:
             out["cov"] = torch.exp(out["log_cov_scale"])[:, None, None] * out["cov_unit"]
         return out
+
+    def _full(self, yaug, tr, nc, cov, eps):
+        """Exact moments of a query chunk: lse, mean (centred) and (cov_unit, log_cov_scale, cov_error)."""
+        lse, m1, second, conc = self._streamed(yaug, tr, nc, cov)
+        if not cov:
+            return lse, m1, None
+        c = second - m1[:, :, None] * m1[:, None, :]
+        c = 0.5 * (c + c.transpose(1, 2))
+        # E[xx^T] - mm^T cancels when the posterior is concentrated on one point: its
+        # rounding error is ~ eps E|x|^2.  Such queries (flagged before the product, or found
+        # unresolved to 1e-6 relative after it) get their covariance in the shifted, scaled
+        # form of _topk instead.
+        err = 64 * eps * torch.diagonal(second, dim1=1, dim2=2).sum(-1)
+        ill = conc | (torch.diagonal(c, dim1=1, dim2=2).sum(-1) < 1e6 * err)
+        ls = torch.zeros_like(err)
+        if bool(ill.any()):
+            c[ill], ls[ill], err[ill] = self._cov_resolved(yaug[ill], tr, nc)
+        return lse, m1, (c, ls, err)
 
     def _streamed(self, yaug, tr, nc, cov):
         """Online log-sum-exp pass over training chunks.

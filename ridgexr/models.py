@@ -194,6 +194,8 @@ class ExactDenoiser:
     process : OU, optional
     top_k : int, optional
         Truncate the posterior to the k most responsible training points.
+    drop_tol : float
+        Truncate only where the dropped posterior mass is <= drop_tol (else exact).
 
     Examples
     --------
@@ -205,10 +207,11 @@ class ExactDenoiser:
 
     parametrization = "posterior_mean"
 
-    def __init__(self, train: Any, process: OU | None = None, *, top_k: int | None = None):
+    def __init__(self, train: Any, process: OU | None = None, *, top_k: int | None = None,
+                 drop_tol: float = 1e-6):
         tr = as_tensor(train, name="train")
         check_finite(tr, "train")
-        self.density = SmoothedEmpirical(tr, 1.0, process=process)
+        self.density = SmoothedEmpirical(tr, 1.0, process=process, drop_tol=drop_tol)
         self.process = self.density.process
         self.top_k = top_k
         self.dim = self.density.dim

@@ -49,7 +49,8 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
     -------
     dict with ``trajectory`` (B, n, d), ``ridge_projection`` (B, n, d), ``ridge_distance``
     (B, n), ``ridge_residual`` (B, n), ``ridge_converged`` (B, n) bool, ``normal_curvature``
-    (B, n), ``residual_normal`` (B, n, d), ``residual_tangent`` (B, n, d) and ``finite`` (B, n).
+    (B, n), ``residual_normal`` (B, n, d), ``residual_tangent`` (B, n, d), ``finite`` (B, n) and
+    ``dropped_mass`` (B, n) (top-k truncation of the projection; 0 without it).
     """
     B, n, d = x.shape
     finite = torch.isfinite(x).all(-1)
@@ -63,6 +64,7 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
         "residual_normal": np.full((B, n, d), np.nan),
         "residual_tangent": np.full((B, n, d), np.nan),
         "finite": finite.cpu().numpy(),
+        "dropped_mass": np.full((B, n), np.nan),
     }
     if not bool(finite.any()):
         return out
@@ -77,6 +79,7 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
     out["ridge_residual"][mask] = proj.residual.cpu().numpy()
     out["ridge_converged"][mask] = proj.converged.cpu().numpy()
     out["normal_curvature"][mask] = proj.normal_curvature.cpu().numpy()
+    out["dropped_mass"][mask] = proj.dropped_mass.cpu().numpy()
     if denoise is None:
         out["residual_normal"][mask] = 0.0
         out["residual_tangent"][mask] = 0.0

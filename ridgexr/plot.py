@@ -28,7 +28,7 @@ def ensure_backends() -> None:
 
 ensure_backends()
 
-__all__ = ["ensure_backends", "samples_over_time", "distance_curves_plot", "spread_curves_plot", "phase_time_hist",
+__all__ = ["ensure_backends", "decoded_samples", "decoded_trajectories", "samples_over_time", "distance_curves_plot", "spread_curves_plot", "phase_time_hist",
            "phase_diagram", "mode_count_bars", "theory_scatter"]
 
 
@@ -135,3 +135,67 @@ def theory_scatter(ds: xr.Dataset, *, cells: Sequence[dict] | None = None) -> hv
         items[_label(cell)] = hv.Scatter((c["integrated_tangent"].values, c["slide_chord"].values),
                                          kdims=["integrated tangential residual"], vdims=["slide (chord)"])
     return hv.NdLayout(items, kdims=["cell"]).cols(3)
+
+
+def _decoder(ds: xr.Dataset):
+    import json
+
+    from .autoencoder import load_vae
+
+    prov = json.loads(ds.attrs.get("dataset_provenance", "{}"))
+    if prov.get("dataset") != "mnist":
+        raise ValueError("decoded plots need an MNIST store (attr dataset_provenance.dataset == 'mnist')")
+    model = load_vae(prov["vae_cache"])
+
+    def decode(z: np.ndarray) -> np.ndarray:
+        import torch
+
+        with torch.no_grad():
+            return model.decode(torch.tensor(z, dtype=torch.float32)).numpy().reshape(-1, 28, 28)
+
+    return decode
+
+
+def _tile(images: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    h, w = images.shape[1:]
+    canvas = np.ones((rows * (h + 2), cols * (w + 2)))
+    for i, img in enumerate(images[: rows * cols]):
+        r, c = divmod(i, cols)
+        canvas[r * (h + 2):r * (h + 2) + h, c * (w + 2):c * (w + 2) + w] = img
+    return canvas
+
+
+def decoded_samples(ds: xr.Dataset, *, schedule, width, tau=None, n: int = 8) -> hv.Layout:
+    """Decoded final samples (top) next to their nearest training images in latent space (bottom).
+
+    The title reports the mean latent and pixel distances to those nearest images.
+    """
+    from .analysis.arrays import nearest_two
+
+    decode = _decoder(ds)
+    sel = {"schedule": schedule, "width": width} | ({"tau": tau} if tau is not None else {})
+    last = ds.sel(sel).isel(step=-1, sample=slice(0, n))
+    z = last["trajectory"].values / float(last["alpha"])
+    train = ds["train_data"].values
+    d1, _, idx = nearest_two(z, train)
+    gen, near = decode(z), decode(train[idx])
+    pix = np.sqrt(((gen - near) ** 2).sum((1, 2)))
+    img = _tile(np.concatenate([gen, near]), 2, len(gen))
+    return hv.Image(img[::-1], bounds=(0, 0, img.shape[1], img.shape[0])).opts(
+        title=f"{_label(sel)}: samples (top) vs nearest training latents (bottom); "
+              f"mean latent dist {np.nanmean(d1):.2f}, pixel dist {np.nanmean(pix):.2f}", cmap="gray_r")
+
+
+def decoded_trajectories(ds: xr.Dataset, *, schedule, width, tau=None, n_samples: int = 4,
+                         n_frames: int = 8) -> hv.Image:
+    """A grid of decoded states (rows: trajectories, columns: steps from T to t_min), latents / alpha_t."""
+    decode = _decoder(ds)
+    sel = {"schedule": schedule, "width": width} | ({"tau": tau} if tau is not None else {})
+    steps = np.unique(np.linspace(0, ds.sizes["step"] - 1, n_frames).round().astype(int))
+    cell = ds.sel(sel).isel(step=steps, sample=slice(0, n_samples))
+    z = cell["trajectory"].values / cell["alpha"].values[None, :, None]  # (sample, frame, d)
+    imgs = decode(z.reshape(-1, z.shape[-1]))
+    grid = _tile(imgs, z.shape[0], z.shape[1])
+    return hv.Image(grid[::-1], bounds=(0, 0, grid.shape[1], grid.shape[0])).opts(
+        title=f"{_label(sel)}: decoded trajectories, t from {float(cell.t[0]):.3g} to {float(cell.t[-1]):.3g}",
+        cmap="gray_r")

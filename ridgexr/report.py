@@ -52,6 +52,12 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
     if ds.sizes.get("train", 0) >= 2:
         x = "tau" if "tau" in ds.dims else "width"
         figures["phase_diagram"] = plot.phase_diagram(ds, x=x)
+    if "dataset_provenance" in ds.attrs and '"mnist"' in ds.attrs["dataset_provenance"]:
+        cells = [c for c in plot._cells(ds) if c.get("schedule") != "exact"][:1] + \
+            [c for c in plot._cells(ds) if c.get("schedule") == "exact"][:1]
+        for i, cell in enumerate(cells):
+            figures[f"decoded_samples_{i}"] = plot.decoded_samples(ds, **cell)
+            figures[f"decoded_trajectories_{i}"] = plot.decoded_trajectories(ds, **cell)
     if ds.sizes["dim"] == 2:
         cell = {d: ds[d].values[0].item() if hasattr(ds[d].values[0], "item") else ds[d].values[0]
                 for d in ("schedule", "width", "tau") if d in ds.dims}

@@ -33,7 +33,7 @@ from ._backend import as_tensor, to_like
 from .empirical import SmoothedEmpirical
 
 __all__ = ["RidgeFrame", "RidgeProjection", "ridge_frame", "ridge_residual", "project_to_ridge",
-           "RIDGE_KINDS"]
+           "suggest_d_star", "RIDGE_KINDS"]
 
 RIDGE_KINDS = ("log", "density")
 
@@ -387,3 +387,35 @@ def project_to_ridge(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: s
         dropped_mass=dropped.reshape(batch),
     )
     return RidgeProjection(**{f.name: to_like(getattr(res, f.name), x) for f in fields(res)})
+
+
+def suggest_d_star(train: Any, t: float, *, n_points: int = 256, seed: int = 0) -> tuple[int, np.ndarray]:
+    """A ridge dimension from the data: the largest gap in the posterior-covariance spectrum.
+
+    Evaluates Cov[x0 | x_t = x] at x = alpha_t x_i + sqrt(h_t) z for up to ``n_points``
+    training points x_i (noisy copies at the small time ``t``), averages the descending
+    eigenvalues over the points and returns d* = argmax_k log(mu_k / mu_{k+1}) (1 <= d* < d)
+    with the averaged spectrum (d,).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> line = np.c_[np.linspace(-5, 5, 200), np.zeros((200, 2))]   # points on a line in 3-D
+    >>> suggest_d_star(line, 0.05)[0]
+    1
+    """
+    tr = np.asarray(as_tensor(train, name="train", dtype=torch.float64).cpu().numpy())
+    n, d = tr.shape
+    if d < 2:
+        raise ValueError(f"suggest_d_star needs d >= 2, got d={d}")
+    dens = SmoothedEmpirical(tr, t)
+    rng = np.random.default_rng(seed)
+    idx = rng.choice(n, size=min(n, n_points), replace=False)
+    a, h = dens.process.alpha(float(t)), dens.process.h(float(t))
+    x = a * tr[idx] + math.sqrt(h) * rng.standard_normal((idx.size, d))
+    mu = np.linalg.eigvalsh(dens.posterior_cov(x))[:, ::-1]
+    spec = np.clip(mu, 0, None).mean(0)
+    floor = max(float(spec[0]) * 1e-12, 1e-300)
+    gaps = np.log(np.maximum(spec[:-1], floor)) - np.log(np.maximum(spec[1:], floor))
+    return int(np.argmax(gaps)) + 1, spec

