@@ -16,6 +16,7 @@ import torch
 
 __all__ = [
     "as_tensor",
+    "broadcast_time",
     "to_like",
     "is_torch",
     "check_finite",
@@ -82,3 +83,12 @@ def check_positive_time(t: torch.Tensor, name: str = "t") -> None:
     check_finite(t, name)
     if t.numel() and bool((t <= 0).any()):
         raise ValueError(f"{name} must be > 0, got min {float(t.min())}")
+
+
+def broadcast_time(t: torch.Tensor, batch_shape: tuple, name: str = "x") -> torch.Tensor:
+    """Broadcast diffusion times ``t`` to ``batch_shape``; ``ValueError`` when they do not fit."""
+    try:
+        return torch.broadcast_to(t, batch_shape)
+    except RuntimeError:
+        raise ValueError(f"t with shape {tuple(t.shape)} does not broadcast against the batch shape "
+                         f"{tuple(batch_shape)} of {name}") from None

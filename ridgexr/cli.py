@@ -159,13 +159,9 @@ def info(store: str = typer.Argument(..., help="store path or catalog entry name
     """Describe a store: dims, variables, completed cells and provenance."""
     import json
 
-    from .run import open_dataset, summarize
+    from .run import summarize
 
-    try:
-        ds = open_dataset(store)
-    except FileNotFoundError as exc:
-        console.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(2)
+    ds = _open_or_exit(store)
     console.print(f"[bold]{ds.attrs.get('title', store)}[/]  schema {ds.attrs.get('schema_version')}")
     console.print("dims: " + ", ".join(f"{k}={v}" for k, v in ds.sizes.items()))
     console.print("variables: " + ", ".join(sorted(ds.data_vars)))
@@ -174,6 +170,17 @@ def info(store: str = typer.Argument(..., help="store path or catalog entry name
     done = int(ds["cell_complete"].sum())
     console.print(f"complete cells: {done} of {ds['cell_complete'].size}")
     _summary_table(summarize(_store_path(store)), "cells")
+
+
+def _open_or_exit(name: str):
+    """Open a store (path or catalog entry) or print the reason and exit with status 2."""
+    from .run import open_dataset
+
+    try:
+        return open_dataset(name)
+    except FileNotFoundError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2)
 
 
 def _store_path(name: str):
@@ -199,13 +206,8 @@ def analyze(
     from contextlib import nullcontext
 
     from . import analysis
-    from .run import open_dataset
 
-    try:
-        ds = open_dataset(name)
-    except FileNotFoundError as exc:
-        console.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(2)
+    ds = _open_or_exit(name)
     client_cm = nullcontext()
     if scheduler:
         from dask.distributed import Client, LocalCluster
@@ -237,13 +239,8 @@ def report(
     from pathlib import Path
 
     from .report import make_report
-    from .run import open_dataset
 
-    try:
-        ds = open_dataset(name)
-    except FileNotFoundError as exc:
-        console.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(2)
+    ds = _open_or_exit(name)
     target = Path(out) if out else Path(str(_store_path(name)).rstrip("/") + ".report")
     with console.status("rendering figures"):
         paths = make_report(ds, target, title=str(ds.attrs.get("title", name)), frames=frames)

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._backend import as_tensor, check_finite, check_positive_time, to_like
+from ._backend import as_tensor, broadcast_time, check_finite, check_positive_time, to_like
 from .process import OU
 
 __all__ = ["SmoothedEmpirical", "Moments"]
@@ -204,12 +204,7 @@ class SmoothedEmpirical:
             raise ValueError(f"{name} must have shape (..., {self.dim}) to match train, "
                              f"got shape {tuple(xt.shape)}")
         check_finite(xt, name)
-        tt = self.t.to(device=xt.device, dtype=xt.dtype)
-        try:
-            tb = torch.broadcast_to(tt, xt.shape[:-1])
-        except RuntimeError:
-            raise ValueError(f"t with shape {tuple(tt.shape)} does not broadcast against the "
-                             f"batch shape {tuple(xt.shape[:-1])} of {name}") from None
+        tb = broadcast_time(self.t.to(device=xt.device, dtype=xt.dtype), xt.shape[:-1], name)
         return xt, tb
 
     # ------------------------------------------------------------------ core

@@ -31,7 +31,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from ._backend import as_tensor, check_finite, to_like
+from ._backend import as_tensor, broadcast_time, check_finite, check_positive_time, to_like
 from .empirical import SmoothedEmpirical
 from .process import OU
 
@@ -130,14 +130,8 @@ class RandomFeatureDenoiser(torch.nn.Module):
         if xt.shape[-1] != self.dim:
             raise ValueError(f"x must have shape (..., {self.dim}), got {tuple(xt.shape)}")
         tt = as_tensor(t, name="t", dtype=self.A.dtype, device=self.A.device)
-        if tt.numel() and bool((tt <= 0).any()):
-            raise ValueError(f"t must be > 0, got min {float(tt.min())}")
-        try:
-            tt = torch.broadcast_to(tt, xt.shape[:-1])
-        except RuntimeError:
-            raise ValueError(f"t with shape {tuple(tt.shape)} does not broadcast against x's batch "
-                             f"shape {tuple(xt.shape[:-1])}") from None
-        return xt, tt
+        check_positive_time(tt, "t")
+        return xt, broadcast_time(tt, xt.shape[:-1], "x")
 
     def features(self, x: Any, t: Any) -> torch.Tensor:
         """act(W_x x + W_t phi(t) + b) / sqrt(p); x (..., d), t broadcastable -> (..., p)."""

@@ -156,6 +156,15 @@ def _decoder(ds: xr.Dataset):
     return decode
 
 
+def _gray(img: hv.Image, title: str) -> hv.Image:
+    """Grayscale image options for both backends, no axes."""
+    return img.opts(
+        hv.opts.Image(cmap="gray_r", title=title, xaxis=None, yaxis=None, fig_inches=(9, 3), fontsize={"title": 8},
+                      backend="matplotlib"),
+        hv.opts.Image(cmap="gray_r", title=title, xaxis=None, yaxis=None, width=900, height=300,
+                      backend="bokeh"))
+
+
 def _tile(images: np.ndarray, rows: int, cols: int) -> np.ndarray:
     h, w = images.shape[1:]
     canvas = np.ones((rows * (h + 2), cols * (w + 2)))
@@ -181,9 +190,9 @@ def decoded_samples(ds: xr.Dataset, *, schedule, width, tau=None, n: int = 8) ->
     gen, near = decode(z), decode(train[idx])
     pix = np.sqrt(((gen - near) ** 2).sum((1, 2)))
     img = _tile(np.concatenate([gen, near]), 2, len(gen))
-    return hv.Image(img[::-1], bounds=(0, 0, img.shape[1], img.shape[0])).opts(
-        title=f"{_label(sel)}: samples (top) vs nearest training latents (bottom); "
-              f"mean latent dist {np.nanmean(d1):.2f}, pixel dist {np.nanmean(pix):.2f}", cmap="gray_r")
+    return _gray(hv.Image(img[::-1], bounds=(0, 0, img.shape[1], img.shape[0])),
+                 f"{_label(sel)}: samples (top) vs nearest training latents (bottom); "
+                 f"mean latent dist {np.nanmean(d1):.2f}, pixel dist {np.nanmean(pix):.2f}")
 
 
 def decoded_trajectories(ds: xr.Dataset, *, schedule, width, tau=None, n_samples: int = 4,
@@ -196,6 +205,5 @@ def decoded_trajectories(ds: xr.Dataset, *, schedule, width, tau=None, n_samples
     z = cell["trajectory"].values / cell["alpha"].values[None, :, None]  # (sample, frame, d)
     imgs = decode(z.reshape(-1, z.shape[-1]))
     grid = _tile(imgs, z.shape[0], z.shape[1])
-    return hv.Image(grid[::-1], bounds=(0, 0, grid.shape[1], grid.shape[0])).opts(
-        title=f"{_label(sel)}: decoded trajectories, t from {float(cell.t[0]):.3g} to {float(cell.t[-1]):.3g}",
-        cmap="gray_r")
+    return _gray(hv.Image(grid[::-1], bounds=(0, 0, grid.shape[1], grid.shape[0])),
+                 f"{_label(sel)}: decoded trajectories, t from {float(cell.t[0]):.3g} to {float(cell.t[-1]):.3g}")
