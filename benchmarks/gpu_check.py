@@ -6,7 +6,6 @@ Exits 0 after printing "GPU CHECK PASSED", 1 on a mismatch, 2 when no GPU is pre
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from pathlib import Path

@@ -28,7 +28,7 @@ def ensure_backends() -> None:
 
 ensure_backends()
 
-__all__ = ["ensure_backends", "decoded_samples", "decoded_trajectories", "samples_over_time", "distance_curves_plot", "spread_curves_plot", "phase_time_hist",
+__all__ = ["ensure_backends", "decoded_samples", "decoded_trajectories", "ridge_points", "samples_over_time", "distance_curves_plot", "spread_curves_plot", "phase_time_hist",
            "phase_diagram", "mode_count_bars", "theory_scatter"]
 
 
@@ -43,11 +43,23 @@ def _label(cell: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in cell.items())
 
 
-def samples_over_time(ds: xr.Dataset, *, schedule, width, tau=None, n_frames: int = 25,
-                      max_samples: int = 256) -> hv.HoloMap:
-    """Samples, their ridge projections and the scaled training points, with a step slider (2-D data).
+def ridge_points(train: np.ndarray, t: float, *, d_star: int = 1, lim: float = 8.0, n_grid: int = 40) -> np.ndarray:
+    """Points on the ridge R_t of a 2-D training set: an n_grid^2 grid projected by SCMS (on-ridge only)."""
+    from .empirical import SmoothedEmpirical
+    from .ridge import project_to_ridge
 
-    Loads ``n_frames`` steps of one cell only.
+    g = np.linspace(-lim, lim, n_grid)
+    grid = np.stack(np.meshgrid(g, g), -1).reshape(-1, 2)
+    res = project_to_ridge(SmoothedEmpirical(train, t), grid, d_star, max_iter=100)
+    return res.point[res.on_ridge & ~res.degenerate]
+
+
+def samples_over_time(ds: xr.Dataset, *, schedule, width, tau=None, n_frames: int = 25,
+                      max_samples: int = 256, show_ridge: bool = True) -> hv.HoloMap:
+    """Samples, their ridge projections, the ridge R_t and the scaled training points (2-D data).
+
+    A step slider runs over ``n_frames`` steps of one cell (only those are loaded); the
+    ridge is drawn by projecting a 40 x 40 grid onto R_t at each frame's time.
     """
     if ds.sizes["dim"] != 2:
         raise ValueError(f"samples_over_time needs 2-D data, the store has dim={ds.sizes['dim']}")
@@ -68,7 +80,13 @@ def samples_over_time(ds: xr.Dataset, *, schedule, width, tau=None, n_frames: in
         pts = hv.Points(x[:, k], kdims=["x0", "x1"], label="samples").opts(color="#1f77b4", alpha=0.5)
         prj = hv.Points(p[:, k], kdims=["x0", "x1"], label="ridge projection").opts(color="#d62728", alpha=0.5)
         trn = hv.Points(train * alpha[k], kdims=["x0", "x1"], label="alpha_t x_i").opts(color="black")
-        frames[int(step)] = (pts * prj * trn).opts(title=f"{_label(sel)}  t = {t[k]:.3g}")
+        layers = pts * prj * trn
+        if show_ridge:
+            d_star = int(ds.attrs.get("d_star", 1))
+            rid = hv.Points(ridge_points(train, float(t[k]), d_star=d_star, lim=lim), kdims=["x0", "x1"],
+                            label="ridge R_t").opts(color="#999999", alpha=0.6)
+            layers = rid * layers
+        frames[int(step)] = layers.opts(title=f"{_label(sel)}  t = {t[k]:.3g}")
     hm = hv.HoloMap(frames, kdims=["step"])
     return hm.redim.range(x0=(-lim, lim), x1=(-lim, lim))
 

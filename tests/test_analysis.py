@@ -1,6 +1,4 @@
 import math
-import shutil
-import subprocess
 
 import dask.array as da
 import holoviews as hv
@@ -9,7 +7,6 @@ import pytest
 import xarray as xr
 from hypothesis import given, strategies as st
 
-import ridgexr
 from ridgexr import analysis as an
 from ridgexr.analysis import arrays
 
@@ -199,3 +196,7 @@ def test_plots_are_holoviews_objects():
     assert isinstance(plot.mode_count_bars(ds), hv.Bars)
     assert isinstance(plot.phase_time_hist(ds), hv.NdLayout)
     assert isinstance(plot.theory_scatter(ds), hv.NdLayout)
+    # the ridge drawn under the samples: two points on the x-axis -> a segment of the axis
+    pts = plot.ridge_points(TRAIN, 0.5, lim=6.0, n_grid=15)
+    assert len(pts) > 50
+    np.testing.assert_allclose(pts[:, 1], 0.0, atol=1e-9)

@@ -1,4 +1,3 @@
-import numpy as np
 from typer.testing import CliRunner
 
 import ridgexr

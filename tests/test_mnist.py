@@ -139,3 +139,10 @@ experiments:
     assert ds.final_ridge_residual_alt.sizes["d_star_alt"] == 2
     assert np.isfinite(ds.final_ridge_residual_alt.values).all()
     assert 0 <= float(ds.max_dropped_mass.max()) <= ds.attrs["top_k_bound"] == 1e-6
+    # the report decodes final samples and trajectories through the cached VAE
+    from ridgexr.report import make_report
+
+    paths = make_report(ds, tmp_path / "report", frames=2)
+    for name in ("decoded_samples_0", "decoded_trajectories_0", "decoded_samples_1"):
+        assert paths[name].read_bytes()[:4] == b"\x89PNG"
+    assert "samples" not in paths  # no 2-D scatter for 6-d latents

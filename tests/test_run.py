@@ -3,19 +3,16 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
-from pathlib import Path
 
 import dask.array as da
 import numpy as np
 import pytest
 import torch
-import xarray as xr
 import zarr
 
 import ridgexr
-from ridgexr import ExactDenoiser, RandomFeatureDenoiser, SmoothedEmpirical, time_grid
+from ridgexr import SmoothedEmpirical, time_grid
 from ridgexr.catalog import CatalogError, experiment_from_file, load_catalog_file, resolve_store
 from ridgexr.run import ConfigMismatchError, CellTask, plan_layout, run_cell, run_experiment
 from ridgexr.sampling import reverse_sde
