@@ -43,6 +43,12 @@ def _label(cell: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in cell.items())
 
 
+def _colored(el, color: str, alpha: float):
+    """The same colour on both backends (holoviews stores options per backend)."""
+    return el.opts(hv.opts.Points(color=color, alpha=alpha, backend="bokeh"),
+                   hv.opts.Points(color=color, alpha=alpha, backend="matplotlib"))
+
+
 def ridge_points(train: np.ndarray, t: float, *, d_star: int = 1, lim: float = 8.0, n_grid: int = 40) -> np.ndarray:
     """Points on the ridge R_t of a 2-D training set: an n_grid^2 grid projected by SCMS (on-ridge only)."""
     from .empirical import SmoothedEmpirical
@@ -77,14 +83,14 @@ def samples_over_time(ds: xr.Dataset, *, schedule, width, tau=None, n_frames: in
     lim = float(np.abs(train).max()) * 1.6 + 1.0
     frames = {}
     for k, step in enumerate(steps):  # a handful of frames
-        pts = hv.Points(x[:, k], kdims=["x0", "x1"], label="samples").opts(color="#1f77b4", alpha=0.5)
-        prj = hv.Points(p[:, k], kdims=["x0", "x1"], label="ridge projection").opts(color="#d62728", alpha=0.5)
-        trn = hv.Points(train * alpha[k], kdims=["x0", "x1"], label="alpha_t x_i").opts(color="black")
+        pts = _colored(hv.Points(x[:, k], kdims=["x0", "x1"], label="samples"), "#1f77b4", 0.5)
+        prj = _colored(hv.Points(p[:, k], kdims=["x0", "x1"], label="ridge projection"), "#d62728", 0.5)
+        trn = _colored(hv.Points(train * alpha[k], kdims=["x0", "x1"], label="alpha_t x_i"), "black", 1.0)
         layers = pts * prj * trn
         if show_ridge:
             d_star = int(ds.attrs.get("d_star", 1))
-            rid = hv.Points(ridge_points(train, float(t[k]), d_star=d_star, lim=lim), kdims=["x0", "x1"],
-                            label="ridge R_t").opts(color="#999999", alpha=0.6)
+            rid = _colored(hv.Points(ridge_points(train, float(t[k]), d_star=d_star, lim=lim), kdims=["x0", "x1"],
+                                     label="ridge R_t"), "#bbbbbb", 0.6)
             layers = rid * layers
         frames[int(step)] = layers.opts(title=f"{_label(sel)}  t = {t[k]:.3g}")
     hm = hv.HoloMap(frames, kdims=["step"])
