@@ -40,7 +40,7 @@ from .observe import step_quantities
 from .process import time_grid
 from .ridge import ridge_residual, suggest_d_star
 from .sampling import recorded_steps, sample
-from .store import StoreLayout, StoreLock, create_store, open_store, write_block, write_cell_end
+from .store import StoreLayout, StoreLock, cell_label, create_store, open_store, write_block, write_cell_end
 from .training import fit_sweep, fits_to_dataset
 
 __all__ = ["run_experiment", "RunResult", "ConfigMismatchError", "plan_layout", "run_cell", "CellTask",
@@ -67,11 +67,6 @@ class RunResult:
     cells_run: int
     cells_skipped: int
     summary: list[dict] = field(default_factory=list)
-
-
-def _scalar(v):
-    """A numpy scalar as a plain Python value (strings pass through)."""
-    return v.item() if hasattr(v, "item") else v
 
 
 def plan_layout(exp: Experiment, train: np.ndarray) -> StoreLayout:
@@ -367,7 +362,7 @@ def summarize(path: str | Path) -> list[dict]:
     done = ds["cell_complete"].values
     rows = []
     for idx in np.ndindex(*done.shape):
-        row = {d: _scalar(ds[d].values[i]) for d, i in zip(dims, idx)}
+        row = cell_label(ds, dims, idx)
         row["complete"] = bool(done[idx])
         row.update({k: (int(v[idx]) if k == "diverged" else float(v[idx])) for k, v in cols.items()})
         rows.append(row)

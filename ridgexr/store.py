@@ -35,7 +35,7 @@ SCHEMA_VERSION = "1.0"
 LOCK_NAME = ".ridgexr-lock"
 
 __all__ = ["SCHEMA_VERSION", "StoreLayout", "create_store", "write_block", "write_cell_end", "open_store",
-           "StoreLock", "StoreLockedError", "complete_cells", "VARIABLE_ATTRS"]
+           "StoreLock", "StoreLockedError", "complete_cells", "cell_label", "VARIABLE_ATTRS"]
 
 VARIABLE_ATTRS: dict[str, tuple[str, str]] = {
     "trajectory": ("sampler state x at each recorded step", "data units"),
@@ -115,9 +115,13 @@ class StoreLayout:
         return labels
 
 
-def _scalar(v):
-    """A numpy scalar as a plain Python value (strings pass through)."""
-    return v.item() if hasattr(v, "item") else v
+def cell_label(ds: xr.Dataset, dims, idx) -> dict:
+    """{dim: label} of the cell at integer position ``idx`` along ``dims`` (plain Python values)."""
+    out = {}
+    for d, i in zip(dims, idx):
+        v = ds[d].values[i]
+        out[d] = v.item() if hasattr(v, "item") else v
+    return out
 
 
 def _template(layout: StoreLayout, train: np.ndarray, attrs: dict) -> xr.Dataset:
@@ -230,7 +234,7 @@ def complete_cells(ds: xr.Dataset) -> list[dict]:
     """Labels of the cells whose ``cell_complete`` mark is set."""
     done = ds["cell_complete"].values
     dims = ds["cell_complete"].dims
-    return [{d: _scalar(ds[d].values[i]) for d, i in zip(dims, idx)} for idx in zip(*np.nonzero(done))]
+    return [cell_label(ds, dims, idx) for idx in zip(*np.nonzero(done))]
 
 
 # ---------------------------------------------------------------------------- lock

@@ -64,6 +64,9 @@ def test_store_schema_and_invariants(small_run):
         assert ds[name].attrs["units"] and ds[name].attrs["long_name"]
     assert bool(ds.cell_complete.all())
     assert res.cells_run == 6
+    from ridgexr.store import complete_cells
+
+    assert {"schedule": "exact", "width": 16} in complete_cells(ds) and len(complete_cells(ds)) == 6
     x = ds.trajectory.values
     assert np.isfinite(x).all() and not ds.diverged.values.any()
     dist = np.linalg.norm(x - ds.ridge_projection.values, axis=-1)
