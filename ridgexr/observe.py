@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from .empirical import SmoothedEmpirical
-from .ridge import _frame_flat, _project_onto, project_to_ridge
+from .ridge import _project_onto, _scms, default_tol
 
 __all__ = ["step_quantities", "STEP_VARIABLES"]
 
@@ -73,18 +73,20 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
     xf, tf = x[finite], tt[finite]
     mask = out["finite"]
     dens = density.with_time(tf)
-    proj = project_to_ridge(dens, xf, d_star, tol=tol, max_iter=max_iter, top_k=top_k)
-    out["ridge_projection"][mask] = proj.point.cpu().numpy()
-    out["ridge_distance"][mask] = (proj.point - xf).norm(dim=-1).cpu().numpy()
-    out["ridge_residual"][mask] = proj.residual.cpu().numpy()
-    out["ridge_converged"][mask] = proj.converged.cpu().numpy()
-    out["normal_curvature"][mask] = proj.normal_curvature.cpu().numpy()
-    out["dropped_mass"][mask] = proj.dropped_mass.cpu().numpy()
+    if tol is None:
+        tol = default_tol(xf.dtype, (dens._radius2(xf.dtype, xf.device)) ** 0.5)
+    proj, fr = _scms(dens, xf, tf, d_star, "log", tol, max_iter, top_k)
+    out["ridge_projection"][mask] = proj["point"].cpu().numpy()
+    out["ridge_distance"][mask] = (proj["point"] - xf).norm(dim=-1).cpu().numpy()
+    out["ridge_residual"][mask] = proj["residual"].cpu().numpy()
+    out["ridge_converged"][mask] = proj["converged"].cpu().numpy()
+    out["normal_curvature"][mask] = proj["curvature"].cpu().numpy()
+    out["dropped_mass"][mask] = proj["dropped"].cpu().numpy()
     if denoise is None:
         out["residual_normal"][mask] = 0.0
         out["residual_tangent"][mask] = 0.0
         return out
-    fr = _frame_flat(dens, xf, tf, d_star, "log", top_k)
+    # the frame at x itself is the first SCMS evaluation: reuse it
     a = dens.process.alpha(tf)
     mean = (fr["step"] + xf) / a[:, None]  # step = alpha m - x
     err = denoise(xf, tf).to(xf.dtype) - mean

@@ -344,6 +344,30 @@ def project_to_ridge(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: s
     elif not (isinstance(tol, (int, float, np.floating)) and math.isfinite(tol) and tol > 0):
         raise ValueError(f"tol must be a finite number > 0, got {tol!r}")
     batch = xt.shape[:-1]
+    d = xf.shape[1]
+    out, _ = _scms(density, xf, tf, d_star, kind, tol, max_iter, top_k)
+    point, converged, iterations, residual, curvature, gap, degenerate, dropped = (
+        out[k] for k in ("point", "converged", "iterations", "residual", "curvature", "gap", "degenerate",
+                         "dropped"))
+    on_ridge = converged & (curvature < 0)
+    res = RidgeProjection(
+        point=point.reshape(*batch, d), converged=converged.reshape(batch),
+        iterations=iterations.reshape(batch), residual=residual.reshape(batch),
+        normal_curvature=curvature.reshape(batch), eigengap=gap.reshape(batch),
+        degenerate=degenerate.reshape(batch), on_ridge=on_ridge.reshape(batch),
+        dropped_mass=dropped.reshape(batch),
+    )
+    return RidgeProjection(**{f.name: to_like(getattr(res, f.name), x) for f in fields(res)})
+
+
+def _scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star: int, kind: str, tol: float,
+          max_iter: int, top_k: int | None):
+    """SCMS on flat validated points xf (Q, d) at times tf (Q,).
+
+    Returns (dict of result tensors, the frame dict of ``_frame_flat`` at the starting points),
+    so callers that also need the frame at x (e.g. the directional residuals) do not
+    evaluate it a second time.
+    """
     q, d = xf.shape
     dev, dt = xf.device, xf.dtype
     point = xf.clone()
@@ -363,10 +387,13 @@ def project_to_ridge(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: s
         degenerate[idx] = fr["degenerate"]
         dropped[idx] = fr["dropped_mass"]
 
+    first = None
     for _ in range(max_iter + 1):
         if active.numel() == 0:
             break
         fr = _frame_flat(density, point[active], tf[active], d_star, kind, top_k)
+        if first is None:
+            first = fr  # the frame at the starting points, in their order
         nstep = _project_onto(fr["normal"], fr["step"])
         small = nstep.norm(dim=-1) < tol
         record(active, fr, nstep)
@@ -378,15 +405,9 @@ def project_to_ridge(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: s
         point[moving] = point[moving] + nstep[still]
         iterations[moving] += 1
         active = moving
-    on_ridge = converged & (curvature < 0)
-    res = RidgeProjection(
-        point=point.reshape(*batch, d), converged=converged.reshape(batch),
-        iterations=iterations.reshape(batch), residual=residual.reshape(batch),
-        normal_curvature=curvature.reshape(batch), eigengap=gap.reshape(batch),
-        degenerate=degenerate.reshape(batch), on_ridge=on_ridge.reshape(batch),
-        dropped_mass=dropped.reshape(batch),
-    )
-    return RidgeProjection(**{f.name: to_like(getattr(res, f.name), x) for f in fields(res)})
+    out = dict(point=point, converged=converged, iterations=iterations, residual=residual, curvature=curvature,
+               gap=gap, degenerate=degenerate, dropped=dropped)
+    return out, first
 
 
 def suggest_d_star(train: Any, t: float, *, n_points: int = 256, seed: int = 0) -> tuple[int, np.ndarray]:
