@@ -233,3 +233,18 @@ def test_builtin_catalog_is_valid():
     exp = cat["two-points"]
     assert exp.n_samples >= 256 and exp.process.n_steps >= 300 and len(exp.schedules) == 3
     assert len(exp.model.widths) == 3
+
+
+def test_existing_cluster_by_address_and_env(small_run, tmp_path, monkeypatch):
+    from dask.distributed import LocalCluster
+
+    exp, res = small_run
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        by_address = run_experiment(exp, out_dir=tmp_path / "a", scheduler=cluster.scheduler_address)
+        monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", cluster.scheduler_address)
+        by_env = run_experiment(exp, out_dir=tmp_path / "b")
+    ref = ridgexr.open_dataset(res.store)
+    for r in (by_address, by_env):
+        ds = ridgexr.open_dataset(r.store)
+        assert "tcp://" in ds.attrs["provenance"]
+        np.testing.assert_array_equal(ds.trajectory.values, ref.trajectory.values)

@@ -1,0 +1,64 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from ridgexr import OU, ExactDenoiser, time_grid
+from ridgexr.sampling import probability_flow, recorded_steps, reverse_sde, sample
+
+X1 = np.array([[2.0, -1.0]])
+
+
+def exact_score(x, t):
+    return ExactDenoiser(X1).score(x, t)
+
+
+def test_probability_flow_matches_the_closed_form_for_one_point():
+    """With p_t = N(alpha x1, h I) the flow is x_t = alpha_t x1 + sqrt(h_t / h_T) (x_T - alpha_T x1)."""
+    ou = OU()
+    grid = time_grid(400, 2.0, 0.01)
+    blocks = list(probability_flow(exact_score, 64, 2, grid, seed=3, block_steps=100))
+    x = torch.cat([b.x for b in blocks]).numpy()  # (steps, samples, d)
+    x_T = x[0]
+    t_end = grid[-1]
+    expected = ou.alpha(t_end) * X1 + math.sqrt(ou.h(t_end) / ou.h(2.0)) * (x_T - ou.alpha(2.0) * X1)
+    np.testing.assert_allclose(x[-1], expected, atol=2e-4)  # Heun: second order in the step
+
+
+def test_reverse_sde_reaches_the_right_gaussian():
+    ou = OU()
+    grid = time_grid(300, 4.0, 0.05)
+    last = None
+    for b in reverse_sde(exact_score, 20000, 2, grid, seed=1, block_steps=400):
+        last = b.x[-1].numpy()
+    # starting from N(0, I) ~ p_T, the law at t_min is N(alpha x1, h I) up to O(dt) and alpha_T^2
+    np.testing.assert_allclose(last.mean(0), ou.alpha(0.05) * X1[0], atol=0.03)
+    np.testing.assert_allclose(last.var(0), ou.h(0.05), rtol=0.12)
+
+
+def test_blocks_are_consecutive_and_seeded():
+    grid = time_grid(23, 1.0, 0.01)
+    a = list(reverse_sde(exact_score, 5, 2, grid, seed=7, block_steps=4, record_every=3))
+    steps = np.concatenate([b.step for b in a])
+    np.testing.assert_array_equal(steps, recorded_steps(23, 3))
+    assert steps[-1] == 23 and all(b.x.shape[0] <= 4 for b in a)
+    np.testing.assert_array_equal(np.concatenate([b.index for b in a]), np.arange(steps.size))
+    np.testing.assert_allclose(np.concatenate([b.t for b in a]), grid[steps])
+    b = list(reverse_sde(exact_score, 5, 2, grid, seed=7, block_steps=4, record_every=3))
+    assert all(torch.equal(u.x, v.x) for u, v in zip(a, b))
+    c = list(reverse_sde(exact_score, 5, 2, grid, seed=8, block_steps=4, record_every=3))
+    assert not torch.equal(a[-1].x, c[-1].x)
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(kind="euler"), "sampler"), (dict(n_samples=0), "n_samples"), (dict(block_steps=0), "block_steps"),
+    (dict(grid=np.array([1.0, 2.0])), "grid"), (dict(record_every=0), "record_every"),
+])
+def test_bad_sampler_args(kwargs, name):
+    args = dict(kind="sde", score=exact_score, n_samples=2, dim=2, grid=time_grid(5, 1.0, 0.1), seed=0,
+                block_steps=2, record_every=1)
+    args.update(kwargs)
+    kind = args.pop("kind")
+    with pytest.raises(ValueError, match=name):
+        list(sample(kind, args.pop("score"), args.pop("n_samples"), args.pop("dim"), args.pop("grid"), **args))
