@@ -346,13 +346,13 @@ class SmoothedEmpirical:
             if cov:
                 conc = (s0 - 1) < 1e-6 * s0
                 xx = xx_all if xx_all is not None else (xc[:, :, None] * xc[:, None, :]).reshape(n, d * d)
-                s2 = torch.zeros(qn, d * d, dtype=dtype, device=device)
-                if bool(conc.all()):
-                    pass
-                elif bool(conc.any()):
-                    s2[~conc] = e[~conc] @ xx
-                else:
+                if not bool(conc.any()):
                     s2 = e @ xx
+                else:  # concentrated rows get their covariance elsewhere: skip their product
+                    s2 = torch.zeros(qn, d * d, dtype=dtype, device=device)
+                    rows = ~conc
+                    if bool(rows.any()):
+                        s2[rows] = e[rows] @ xx
                 second = s2.reshape(-1, d, d) / s0[:, None, None]
             return m_run + torch.log(s0), s1 / s0[:, None], second, conc
         m_run = torch.full((qn,), -math.inf, dtype=dtype, device=device)
@@ -415,15 +415,11 @@ class SmoothedEmpirical:
             m_new = torch.maximum(m_run, logits.max(1).values)
             s0 = s0 * torch.exp(m_run - m_new) + torch.exp(logits - m_new[:, None]).sum(1)
             m_run = m_new
-            if n1 - n0 + best_val.shape[1] <= k:
-                cand_val, cand_idx = logits, torch.arange(n0, n1, device=device).expand(qn, -1)
-                best_val = torch.cat([best_val, cand_val], 1)
-                best_idx = torch.cat([best_idx, cand_idx], 1)
-                continue
-            cand_val = torch.cat([best_val, logits], 1)
-            cand_idx = torch.cat([best_idx, torch.arange(n0, n1, device=device).expand(qn, -1)], 1)
-            best_val, pos = torch.topk(cand_val, min(k, cand_val.shape[1]), dim=1)
-            best_idx = torch.gather(cand_idx, 1, pos)
+            best_val = torch.cat([best_val, logits], 1)
+            best_idx = torch.cat([best_idx, torch.arange(n0, n1, device=device).expand(qn, -1)], 1)
+            if best_val.shape[1] > k:
+                best_val, pos = torch.topk(best_val, k, dim=1)
+                best_idx = torch.gather(best_idx, 1, pos)
         best_val, pos = torch.sort(best_val, dim=1, descending=True)
         best_idx = torch.gather(best_idx, 1, pos)
         k = best_val.shape[1]
