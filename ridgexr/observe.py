@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from .empirical import SmoothedEmpirical
-from .ridge import _project_onto, _scms, default_tol
+from .ridge import _project_onto, _scms
 
 __all__ = ["step_quantities", "STEP_VARIABLES"]
 
@@ -73,8 +73,6 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
     xf, tf = x[finite], tt[finite]
     mask = out["finite"]
     dens = density.with_time(tf)
-    if tol is None:
-        tol = default_tol(xf.dtype, (dens._radius2(xf.dtype, xf.device)) ** 0.5)
     proj, fr = _scms(dens, xf, tf, d_star, "log", tol, max_iter, top_k)
     out["ridge_projection"][mask] = proj["point"].cpu().numpy()
     out["ridge_distance"][mask] = (proj["point"] - xf).norm(dim=-1).cpu().numpy()

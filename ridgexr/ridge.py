@@ -339,9 +339,7 @@ def project_to_ridge(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: s
     xt, xf, tf, d_star = _flatten(density, x, d_star)
     if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
         raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
-    if tol is None:
-        tol = default_tol(xf.dtype, math.sqrt(density._radius2(xf.dtype, xf.device)))
-    elif not (isinstance(tol, (int, float, np.floating)) and math.isfinite(tol) and tol > 0):
+    if tol is not None and not (isinstance(tol, (int, float, np.floating)) and math.isfinite(tol) and tol > 0):
         raise ValueError(f"tol must be a finite number > 0, got {tol!r}")
     batch = xt.shape[:-1]
     d = xf.shape[1]
@@ -360,14 +358,16 @@ def project_to_ridge(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: s
     return RidgeProjection(**{f.name: to_like(getattr(res, f.name), x) for f in fields(res)})
 
 
-def _scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star: int, kind: str, tol: float,
-          max_iter: int, top_k: int | None):
-    """SCMS on flat validated points xf (Q, d) at times tf (Q,).
+def _scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star: int, kind: str,
+          tol: float | None, max_iter: int, top_k: int | None):
+    """SCMS on flat validated points xf (Q, d) at times tf (Q,); ``tol=None`` = :func:`default_tol`.
 
     Returns (dict of result tensors, the frame dict of ``_frame_flat`` at the starting points),
     so callers that also need the frame at x (e.g. the directional residuals) do not
     evaluate it a second time.
     """
+    if tol is None:
+        tol = default_tol(xf.dtype, math.sqrt(density._radius2(xf.dtype, xf.device)))
     q, d = xf.shape
     dev, dt = xf.device, xf.dtype
     point = xf.clone()
