@@ -104,6 +104,9 @@ class TrainingSample:
     weight : (S,) c_s, the measure weight (sums to the time average, ~1)
     group : (S,) index of the (point, time) cell; noise draws share it
     n_noise : int
+    cache : per-sample results that do not depend on the model (exact posterior means,
+        ridge frames), filled on first use and shared by every fit evaluated on this
+        sample; valid for the training set the sample was drawn from
     """
 
     x0: np.ndarray
@@ -115,6 +118,7 @@ class TrainingSample:
     n_noise: int
     t_min: float
     T: float
+    cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def size(self) -> int:
@@ -171,12 +175,22 @@ def _targets(sample: TrainingSample, parametrization: str, schedule, process: OU
 
 def _exact_outputs(train: np.ndarray, sample: TrainingSample, parametrization: str, process: OU) -> np.ndarray:
     """Output f* of the exact denoiser at every sample (S, d) in the model's parametrization."""
-    dens = SmoothedEmpirical(train, sample.t, process=process)
-    m = dens.posterior_mean(sample.xt)
+    if "posterior_mean" not in sample.cache:
+        sample.cache["posterior_mean"] = SmoothedEmpirical(train, sample.t, process=process).posterior_mean(sample.xt)
+    m = sample.cache["posterior_mean"]
     a = process.alpha(sample.t)[:, None]
     if parametrization == "posterior_mean":
         return a * m
     return (a * m - sample.xt) / process.h(sample.t)[:, None]
+
+
+def _tangent_frames(train: np.ndarray, sample: TrainingSample, d_star: int, process: OU) -> np.ndarray:
+    """Tangent bases (S, d, d*) of the ridge frame at every sample point (cached on the sample)."""
+    key = ("tangent", int(d_star))
+    if key not in sample.cache:
+        sample.cache[key] = ridge_frame(SmoothedEmpirical(train, sample.t, process=process), sample.xt,
+                                        int(d_star)).tangent
+    return sample.cache[key]
 
 
 def _batches(n: int, size: int) -> Iterable[slice]:
@@ -346,9 +360,7 @@ class RandomFeatureFit:
         else:
             lam, y = _targets(s, self.model.parametrization, self.schedule_spec, proc)
             f_star = _exact_outputs(self.train, s, self.model.parametrization, proc)
-        tang = None
-        if d_star is not None:
-            tang = ridge_frame(SmoothedEmpirical(self.train, s.t, process=proc), s.xt, int(d_star)).tangent
+        tang = None if d_star is None else _tangent_frames(self.train, s, d_star, proc)
         dev, dt = self.model.A.device, self.model.A.dtype
         d = self.model.dim
         n_tau = len(self.taus)
