@@ -19,6 +19,7 @@ import numpy as np
 from _common import markdown_table, parser, save_png, store_for
 
 from ridgexr import analysis, plot
+from ridgexr.store import cells
 
 
 def floor_step(curve: np.ndarray, steps: np.ndarray, factor: float = 1.5) -> int:
@@ -65,9 +66,9 @@ def main(argv=None):
 
     print(markdown_table(pd.DataFrame(rows)))
     save_png(plot.distance_curves_plot(ds), figs / "mnist_distance.png", logy=True)
-    cells = [c for c in plot._cells(ds) if c["schedule"] == "h2"][:1] + \
-        [c for c in plot._cells(ds) if c["schedule"] == "exact"][:1]
-    for c in cells:
+    picked = [c for c in cells(ds) if c["schedule"] == "h2"][:1] + \
+        [c for c in cells(ds) if c["schedule"] == "exact"][:1]
+    for c in picked:
         save_png(plot.decoded_samples(ds, **c), figs / f"mnist_samples_{c['schedule']}.png")
         save_png(plot.decoded_trajectories(ds, **c), figs / f"mnist_trajectories_{c['schedule']}.png")
 

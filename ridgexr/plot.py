@@ -14,6 +14,7 @@ import numpy as np
 import xarray as xr
 
 from . import analysis
+from .store import cells as store_cells
 
 def ensure_backends() -> None:
     """Load holoviews' bokeh and matplotlib backends once (matplotlib headless: Agg)."""
@@ -30,13 +31,6 @@ ensure_backends()
 
 __all__ = ["ensure_backends", "decoded_samples", "decoded_trajectories", "ridge_points", "samples_over_time", "distance_curves_plot", "spread_curves_plot", "phase_time_hist",
            "phase_diagram", "mode_count_bars", "theory_scatter"]
-
-
-def _cells(ds: xr.Dataset) -> list[dict]:
-    dims = [d for d in ("schedule", "width", "tau") if d in ds.dims]
-    grids = np.meshgrid(*[ds[d].values for d in dims], indexing="ij")
-    return [{d: g.ravel()[i].item() if hasattr(g.ravel()[i], "item") else g.ravel()[i]
-             for d, g in zip(dims, grids)} for i in range(grids[0].size)]
 
 
 def _label(cell: dict) -> str:
@@ -104,7 +98,7 @@ def distance_curves_plot(ds: xr.Dataset, *, statistic: str = "mean") -> hv.NdOve
     curves = analysis.distance_curves(ds)[f"distance_{statistic}"].compute()
     t = ds["t"].values
     overlay = {}
-    for cell in _cells(ds):
+    for cell in store_cells(ds):
         y = curves.sel(cell).values
         overlay[_label(cell)] = hv.Curve((t, y), kdims=["t"], vdims=[f"{statistic} ridge distance"])
     return hv.NdOverlay(overlay, kdims=["cell"]).opts(title=f"{statistic} ridge distance")
@@ -114,7 +108,7 @@ def spread_curves_plot(ds: xr.Dataset) -> hv.NdOverlay:
     """Mean distance of ridge projections to the nearest alpha_t x_i vs t, one curve per cell."""
     sp = analysis.spread_curves(ds)["spread_mean"].compute()
     t = ds["t"].values
-    overlay = {_label(c): hv.Curve((t, sp.sel(c).values), kdims=["t"], vdims=["spread"]) for c in _cells(ds)}
+    overlay = {_label(c): hv.Curve((t, sp.sel(c).values), kdims=["t"], vdims=["spread"]) for c in store_cells(ds)}
     return hv.NdOverlay(overlay, kdims=["cell"]).opts(title="tangential spread")
 
 
@@ -122,7 +116,7 @@ def phase_time_hist(ds: xr.Dataset, *, which: str = "reach_time", r: float = 0.5
     """Histograms of a phase time (``reach_time``, ``align_time``, ``slide_chord``) per cell."""
     ph = analysis.phase_times(ds, r=r)[which].compute()
     items = {}
-    for cell in _cells(ds):
+    for cell in store_cells(ds):
         v = ph.sel(cell).values
         v = v[np.isfinite(v)]
         if v.size == 0:
@@ -145,7 +139,7 @@ def phase_diagram(ds: xr.Dataset, *, x: str = "width", y: str = "schedule", n_bo
 def mode_count_bars(ds: xr.Dataset, *, r: float = 0.5) -> hv.Bars:
     """Share of final samples within r of any training point, per cell."""
     mc = analysis.mode_counts(ds, r=r)["share_any"].compute()
-    rows = [(_label(c), float(mc.sel(c))) for c in _cells(ds)]
+    rows = [(_label(c), float(mc.sel(c))) for c in store_cells(ds)]
     return hv.Bars(rows, kdims=["cell"], vdims=["share near a training point"]).opts(
         title=f"mode counts (r = {r})")
 
@@ -154,7 +148,7 @@ def theory_scatter(ds: xr.Dataset, *, cells: Sequence[dict] | None = None) -> hv
     """Slide vs time-integrated tangential residual per trajectory, per cell."""
     tc = analysis.theory_check(ds).compute()
     items = {}
-    for cell in cells or _cells(ds):
+    for cell in cells or store_cells(ds):
         c = tc.sel(cell)
         items[_label(cell)] = hv.Scatter((c["integrated_tangent"].values, c["slide_chord"].values),
                                          kdims=["integrated tangential residual"], vdims=["slide (chord)"])

@@ -9,6 +9,7 @@ import holoviews as hv
 import xarray as xr
 
 from . import analysis, plot
+from .store import cells
 
 __all__ = ["make_report"]
 
@@ -53,15 +54,13 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
         x = "tau" if "tau" in ds.dims else "width"
         figures["phase_diagram"] = plot.phase_diagram(ds, x=x)
     if "dataset_provenance" in ds.attrs and '"mnist"' in ds.attrs["dataset_provenance"]:
-        cells = [c for c in plot._cells(ds) if c.get("schedule") != "exact"][:1] + \
-            [c for c in plot._cells(ds) if c.get("schedule") == "exact"][:1]
-        for i, cell in enumerate(cells):
+        picked = [c for c in cells(ds) if c.get("schedule") != "exact"][:1] + \
+            [c for c in cells(ds) if c.get("schedule") == "exact"][:1]
+        for i, cell in enumerate(picked):
             figures[f"decoded_samples_{i}"] = plot.decoded_samples(ds, **cell)
             figures[f"decoded_trajectories_{i}"] = plot.decoded_trajectories(ds, **cell)
     if ds.sizes["dim"] == 2:
-        cell = {d: ds[d].values[0].item() if hasattr(ds[d].values[0], "item") else ds[d].values[0]
-                for d in ("schedule", "width", "tau") if d in ds.dims}
-        figures["samples"] = plot.samples_over_time(ds, **cell, n_frames=frames)
+        figures["samples"] = plot.samples_over_time(ds, **cells(ds)[0], n_frames=frames)
     for name, fig in figures.items():
         logs = dict(logx=True, logy=name == "distance_curves") if name.endswith("curves") else {}
         figures[name] = _style(fig, **logs)

@@ -35,7 +35,7 @@ SCHEMA_VERSION = "1.0"
 LOCK_NAME = ".ridgexr-lock"
 
 __all__ = ["SCHEMA_VERSION", "StoreLayout", "create_store", "write_block", "write_cell_end", "open_store",
-           "StoreLock", "StoreLockedError", "complete_cells", "cell_label", "VARIABLE_ATTRS"]
+           "StoreLock", "StoreLockedError", "cells", "complete_cells", "cell_label", "VARIABLE_ATTRS"]
 
 VARIABLE_ATTRS: dict[str, tuple[str, str]] = {
     "trajectory": ("sampler state x at each recorded step", "data units"),
@@ -228,6 +228,12 @@ def open_store(path: str | Path, **kwargs) -> xr.Dataset:
             except json.JSONDecodeError:
                 pass
     return ds
+
+
+def cells(ds: xr.Dataset) -> list[dict]:
+    """Labels of every cell (``schedule``, ``width`` [, ``tau``]) of a store's Dataset, in C order."""
+    dims = [d for d in ("schedule", "width", "tau") if d in ds.dims]
+    return [cell_label(ds, dims, idx) for idx in np.ndindex(*(ds.sizes[d] for d in dims))]
 
 
 def complete_cells(ds: xr.Dataset) -> list[dict]:
