@@ -33,6 +33,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from .analysis.arrays import memorized
 from .catalog import Experiment, resolve_store
 from .empirical import SmoothedEmpirical
 from .models import ExactDenoiser, RandomFeatureDenoiser
@@ -335,18 +336,18 @@ def summarize(path: str | Path) -> list[dict]:
     """Per-cell summary rows read back from the store, at the final step.
 
     Columns: mean ridge distance, share of SCMS-converged projections, rms normal and
-    tangent residual, memorized share (nearest / second-nearest training distance < 1/3,
-    training points scaled by alpha_t), diverged trajectories, held-out excess loss.
+    tangent residual, memorized share (:func:`ridgexr.analysis.arrays.memorized`, d1/d2 < 1/3
+    over the finite final states, as ``memorization_fraction``), diverged trajectories,
+    held-out excess loss.
     """
     ds = open_store(path)
     dims = ds["cell_complete"].dims
     last = ds.isel(step=-1)
-    train = ds["train_data"].values * float(last["alpha"])
-    x = last["trajectory"].values  # (cells..., sample, d)
-    dist = np.linalg.norm(x[..., None, :] - train, axis=-1)  # (cells..., sample, N)
+    train = ds["train_data"].values
+    x = last["trajectory"].values / float(last["alpha"])  # (cells..., sample, d); d1/d2 is scale-free
     if train.shape[0] >= 2:
-        two = np.sort(dist, axis=-1)[..., :2]
-        memo = np.nanmean(two[..., 0] / two[..., 1] < 1 / 3, axis=-1)
+        with np.errstate(invalid="ignore"):  # cells not yet written are all-NaN
+            memo = np.nanmean(memorized(x, train, 1 / 3), axis=-1)
     else:
         memo = np.full(x.shape[:-2], np.nan)
     rms = lambda v: np.sqrt(np.nanmean((v**2).sum(-1), axis=-1))  # noqa: E731
