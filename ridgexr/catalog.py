@@ -66,6 +66,11 @@ class DatasetSpec(_Spec):
     file: str | None = None
     mnist: MnistSpec | None = None
 
+    @property
+    def label(self) -> str:
+        """A short name of the data source (point-set name, file path or "mnist")."""
+        return self.points or self.file or "mnist"
+
     @model_validator(mode="after")
     def _one_source(self):
         if sum(v is not None for v in (self.points, self.file, self.mnist)) != 1:
@@ -361,7 +366,7 @@ def describe(exp: Experiment) -> dict[str, Any]:
     """A short dict summary of an experiment (for listings)."""
     return {
         "name": exp.name,
-        "dataset": exp.dataset.points or exp.dataset.file or f"mnist {exp.dataset.mnist.digits}",
+        "dataset": exp.dataset.label + (f" {exp.dataset.mnist.digits}" if exp.dataset.mnist else ""),
         "schedules": ",".join(exp.cell_schedules), "widths": ",".join(map(str, exp.model.widths)),
         "samples": exp.n_samples, "steps": exp.process.n_steps, "d*": exp.d_star, "store": exp.store,
     }

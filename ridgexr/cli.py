@@ -159,7 +159,7 @@ def info(store: str = typer.Argument(..., help="store path or catalog entry name
     """Describe a store: dims, variables, completed cells and provenance."""
     import json
 
-    from .run import summarize
+    from .run import store_path, summarize
 
     ds = _open_or_exit(store)
     console.print(f"[bold]{ds.attrs.get('title', store)}[/]  schema {ds.attrs.get('schema_version')}")
@@ -169,7 +169,7 @@ def info(store: str = typer.Argument(..., help="store path or catalog entry name
     console.print("provenance: " + ", ".join(f"{k}={v}" for k, v in prov.items()))
     done = int(ds["cell_complete"].sum())
     console.print(f"complete cells: {done} of {ds['cell_complete'].size}")
-    _summary_table(summarize(_store_path(store)), "cells")
+    _summary_table(summarize(store_path(store)), "cells")
 
 
 def _open_or_exit(name: str):
@@ -181,18 +181,6 @@ def _open_or_exit(name: str):
     except FileNotFoundError as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2)
-
-
-def _store_path(name: str):
-    from pathlib import Path
-
-    from .catalog import open_catalog, resolve_store
-
-    p = Path(name)
-    if (p / "zarr.json").is_file():
-        return p
-    cat = open_catalog()
-    return resolve_store(cat[name], None, cat.root)
 
 
 @app.command()
@@ -239,9 +227,10 @@ def report(
     from pathlib import Path
 
     from .report import make_report
+    from .run import store_path
 
     ds = _open_or_exit(name)
-    target = Path(out) if out else Path(str(_store_path(name)).rstrip("/") + ".report")
+    target = Path(out) if out else Path(str(store_path(name)).rstrip("/") + ".report")
     with console.status("rendering figures"):
         paths = make_report(ds, target, title=str(ds.attrs.get("title", name)), frames=frames)
     for k, p in paths.items():

@@ -45,7 +45,7 @@ from .store import StoreLayout, StoreLock, cell_label, create_store, open_store,
 from .training import fit_sweep, fits_to_dataset
 
 __all__ = ["run_experiment", "RunResult", "ConfigMismatchError", "plan_layout", "run_cell", "CellTask",
-           "open_dataset", "summarize"]
+           "open_dataset", "store_path", "summarize"]
 
 
 class ConfigMismatchError(RuntimeError):
@@ -186,7 +186,7 @@ def _store_attrs(exp: Experiment, config_hash: str, device: str, scheduler: str 
         "title": f"ridgexr experiment {exp.name}", "experiment": exp.name, "description": exp.description,
         "config": exp.model_dump_json(), "config_hash": config_hash, "provenance": json.dumps(prov),
         "seeds": json.dumps(exp.seeds.model_dump()), "d_star": int(exp.d_star), "device": device,
-        "dataset": exp.dataset.points or (str(exp.dataset.file) if exp.dataset.file else "mnist"),
+        "dataset": exp.dataset.label,
         "sampler": exp.sampler.kind,
         "note_exact": "schedule 'exact' is the exact (memorizing) denoiser: it does not depend on width, "
                       "every width holds the same trajectories",
@@ -208,7 +208,7 @@ def resolve_d_star(exp: Experiment, train: np.ndarray) -> tuple[Experiment, dict
 def dataset_provenance(exp: Experiment) -> dict:
     """Where the training set came from (MNIST: source, VAE cache key, reconstruction error)."""
     if exp.dataset.mnist is None:
-        return {"dataset": exp.dataset.points or str(exp.dataset.file)}
+        return {"dataset": exp.dataset.label}
     from .catalog import mnist_images, mnist_latents
 
     _, labels, source = mnist_images(exp.dataset.mnist)
@@ -291,7 +291,8 @@ def run_experiment(exp: Experiment, *, out_dir: str | Path | None = None, store:
             attrs["top_k"] = -1 if exp.ridge.top_k is None else int(exp.ridge.top_k)
             attrs["top_k_bound"] = float(exp.ridge.top_k_bound)
             create_store(path, layout, train, attrs)
-        tasks = [t for t in tasks if t.index in set(todo)]
+        todo_set = set(todo)
+        tasks = [t for t in tasks if t.index in todo_set]
         _execute(exp, path, layout, tasks, device, scheduler, n_workers, progress)
     return RunResult(store=path, cells_run=len(tasks), cells_skipped=len(done), summary=summarize(path))
 
@@ -300,17 +301,16 @@ def _execute(exp, path, layout, tasks, device, scheduler, n_workers, progress):
     exp_json = exp.model_dump_json()
     n_blocks = math.ceil(layout.n_steps / layout.block_steps)
     overall = progress.add_task("cells", total=len(tasks)) if progress is not None else None
-    out = []
     if scheduler is None:
         for task in tasks:
             label = "/".join(str(v) for v in task.labels.values())
             bar = progress.add_task(f"cell {label}", total=n_blocks) if progress is not None else None
             cb = (lambda k, bar=bar: progress.advance(bar, k)) if progress is not None else None
-            out.append(run_cell(exp_json, str(path), layout, task, device, on_block=cb))
+            run_cell(exp_json, str(path), layout, task, device, on_block=cb)
             if progress is not None:
                 progress.remove_task(bar)
                 progress.advance(overall)
-        return out
+        return
     from dask.distributed import Client, LocalCluster, as_completed
 
     cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
@@ -322,14 +322,13 @@ def _execute(exp, path, layout, tasks, device, scheduler, n_workers, progress):
                                  key=f"ridgexr-cell-{'-'.join(map(str, task.index))}-{os.getpid()}")
                    for task in tasks]
         for fut in as_completed(futures):
-            out.append(fut.result())
+            fut.result()  # re-raises a worker's exception here
             if progress is not None:
                 progress.advance(overall)
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
-    return out
 
 
 def summarize(path: str | Path) -> list[dict]:
@@ -370,6 +369,20 @@ def summarize(path: str | Path) -> list[dict]:
     return rows
 
 
+def store_path(name_or_path: str | Path, *, out_dir: str | Path | None = None, catalog: Any = None) -> Path:
+    """The store a path or catalog entry name refers to (``FileNotFoundError`` if neither)."""
+    from .catalog import open_catalog
+
+    p = Path(name_or_path)
+    if (p / "zarr.json").is_file():
+        return p
+    cat = catalog if catalog is not None else open_catalog()
+    if str(name_or_path) not in cat.experiments:
+        raise FileNotFoundError(f"{str(name_or_path)!r} is neither a store path nor a catalog entry "
+                                f"(known: {sorted(cat.experiments)})")
+    return resolve_store(cat[str(name_or_path)], out_dir, cat.root)
+
+
 def open_dataset(name_or_path: str | Path, *, out_dir: str | Path | None = None, catalog: Any = None,
                  complete_only: bool = False):
     """Open an experiment's store lazily (dask-backed ``xarray.Dataset``).
@@ -388,16 +401,7 @@ def open_dataset(name_or_path: str | Path, *, out_dir: str | Path | None = None,
     The Dataset's ``cell_complete`` variable tells which cells are complete; its attrs hold
     the configuration (``config``, JSON) and provenance.
     """
-    from .catalog import open_catalog
-
-    p = Path(name_or_path)
-    if not (p / "zarr.json").is_file():
-        cat = catalog if catalog is not None else open_catalog()
-        if str(name_or_path) not in cat.experiments:
-            raise FileNotFoundError(f"{str(name_or_path)!r} is neither a store path nor a catalog entry "
-                                    f"(known: {sorted(cat.experiments)})")
-        p = resolve_store(cat[str(name_or_path)], out_dir, cat.root)
-    ds = open_store(p)
+    ds = open_store(store_path(name_or_path, out_dir=out_dir, catalog=catalog))
     if complete_only:
         ds = ds.where(ds["cell_complete"])
     return ds
