@@ -69,22 +69,31 @@ def cache_dir() -> Path:
     return Path(os.environ.get("RIDGEXR_CACHE", Path.home() / ".cache" / "ridgexr"))
 
 
+BATCH_SIZE = 128
+LEARNING_RATE = 1e-3
+
+
+def _vae_config(n_pixels: int, latent_dim: int, seed: int, epochs: int, batch_size: int, lr: float) -> dict:
+    """Everything that determines a trained VAE besides the pixels (part of the cache key)."""
+    return dict(arch="vae", n_pixels=int(n_pixels), hidden=[400, 200], latent_dim=int(latent_dim), seed=int(seed),
+                epochs=int(epochs), batch_size=int(batch_size), lr=float(lr))
+
+
 def _key(images: np.ndarray, config: dict) -> str:
     h = hashlib.sha256(np.ascontiguousarray(images, dtype=np.float64).tobytes())
     h.update(json.dumps(config, sort_keys=True).encode())
     return h.hexdigest()
 
 
-def train_vae(images: np.ndarray, *, latent_dim: int = 32, epochs: int = 60, seed: int = 0, batch_size: int = 128,
-              lr: float = 1e-3, progress=None) -> AutoencoderResult:
+def train_vae(images: np.ndarray, *, latent_dim: int = 32, epochs: int = 60, seed: int = 0,
+              batch_size: int = BATCH_SIZE, lr: float = LEARNING_RATE, progress=None) -> AutoencoderResult:
     """Train the VAE on ``images`` (n, 784) in [0, 1] (float32 on CPU, fixed seed)."""
     x = np.asarray(images, dtype=np.float64)
     if x.ndim != 2 or x.shape[0] < 2 or not np.all(np.isfinite(x)) or x.min() < 0 or x.max() > 1:
         raise AutoencoderError("images must be a finite (n >= 2, pixels) array with values in [0, 1]")
     if latent_dim < 1 or epochs < 1:
         raise AutoencoderError(f"latent_dim and epochs must be >= 1, got {latent_dim}, {epochs}")
-    config = dict(arch="vae", n_pixels=int(x.shape[1]), hidden=[400, 200], latent_dim=int(latent_dim),
-                  seed=int(seed), epochs=int(epochs), batch_size=int(batch_size), lr=float(lr))
+    config = _vae_config(x.shape[1], latent_dim, seed, epochs, batch_size, lr)
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     model = VAE(x.shape[1], latent_dim)
@@ -118,8 +127,7 @@ def cached_vae(images: np.ndarray, *, latent_dim: int = 32, epochs: int = 60, se
                directory: str | Path | None = None, progress=None) -> AutoencoderResult:
     """Load the VAE for (images, architecture, seed, epochs) from the cache, or train and cache it."""
     x = np.asarray(images, dtype=np.float64)
-    config = dict(arch="vae", n_pixels=int(x.shape[1]), hidden=[400, 200], latent_dim=int(latent_dim),
-                  seed=int(seed), epochs=int(epochs), batch_size=128, lr=1e-3)
+    config = _vae_config(x.shape[1], latent_dim, seed, epochs, BATCH_SIZE, LEARNING_RATE)
     key = _key(x, config)
     d = Path(directory) if directory is not None else cache_dir()
     path = d / f"vae-{key[:20]}.pt"
