@@ -196,13 +196,9 @@ def analyze(
     from . import analysis
 
     ds = _open_or_exit(name)
-    client_cm = nullcontext()
-    if scheduler:
-        from dask.distributed import Client, LocalCluster
+    from .run import dask_client
 
-        client_cm = Client(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                        dashboard_address=None)) if scheduler == "local" else Client(scheduler)
-    with client_cm:
+    with dask_client(scheduler, workers) if scheduler else nullcontext():
         t0 = time.perf_counter()
         table = analysis.summary_table(ds, r=r).compute()
         elapsed = time.perf_counter() - t0

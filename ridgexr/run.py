@@ -25,6 +25,7 @@ import os
 import platform
 import shutil
 import socket
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -45,7 +46,7 @@ from .store import StoreLayout, StoreLock, cell_label, create_store, open_store,
 from .training import fit_sweep, fits_to_dataset
 
 __all__ = ["run_experiment", "RunResult", "ConfigMismatchError", "plan_layout", "run_cell", "CellTask",
-           "open_dataset", "store_path", "summarize"]
+           "open_dataset", "store_path", "summarize", "dask_client"]
 
 
 class ConfigMismatchError(RuntimeError):
@@ -297,6 +298,21 @@ def run_experiment(exp: Experiment, *, out_dir: str | Path | None = None, store:
     return RunResult(store=path, cells_run=len(tasks), cells_skipped=len(done), summary=summarize(path))
 
 
+@contextmanager
+def dask_client(scheduler: str, n_workers: int = 2):
+    """A dask.distributed Client: "local" starts (and afterwards closes) a LocalCluster of
+    ``n_workers`` single-threaded processes; anything else is a scheduler address."""
+    from dask.distributed import Client, LocalCluster
+
+    if scheduler == "local":
+        with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                          dashboard_address=None) as cluster, Client(cluster) as client:
+            yield client
+    else:
+        with Client(scheduler) as client:
+            yield client
+
+
 def _execute(exp, path, layout, tasks, device, scheduler, n_workers, progress):
     exp_json = exp.model_dump_json()
     n_blocks = math.ceil(layout.n_steps / layout.block_steps)
@@ -311,13 +327,10 @@ def _execute(exp, path, layout, tasks, device, scheduler, n_workers, progress):
                 progress.remove_task(bar)
                 progress.advance(overall)
         return
-    from dask.distributed import Client, LocalCluster, as_completed
+    from dask.distributed import as_completed
 
-    cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                           dashboard_address=None) if scheduler == "local" else None
-    client = Client(cluster) if cluster is not None else Client(scheduler)
-    try:
-        threads = 1 if cluster is not None else None
+    with dask_client(scheduler, n_workers) as client:
+        threads = 1 if scheduler == "local" else None
         futures = [client.submit(run_cell, exp_json, str(path), layout, task, device, threads, pure=False,
                                  key=f"ridgexr-cell-{'-'.join(map(str, task.index))}-{os.getpid()}")
                    for task in tasks]
@@ -325,10 +338,6 @@ def _execute(exp, path, layout, tasks, device, scheduler, n_workers, progress):
             fut.result()  # re-raises a worker's exception here
             if progress is not None:
                 progress.advance(overall)
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
 
 
 def summarize(path: str | Path) -> list[dict]:
