@@ -28,7 +28,8 @@ from _common import machine  # noqa: E402
 import ridgexr  # noqa: E402
 from ridgexr.empirical import SmoothedEmpirical  # noqa: E402
 from ridgexr.observe import step_quantities  # noqa: E402
-from ridgexr.run import _model_kwargs, plan_layout, plan_tasks  # noqa: E402
+from ridgexr.datasets import load_training_set  # noqa: E402
+from ridgexr.run import model_kwargs, plan_layout, plan_tasks  # noqa: E402
 from ridgexr.sampling import sample  # noqa: E402
 from ridgexr.store import STEP_BOOL, STEP_SCALAR, STEP_VECTOR, create_store, write_block  # noqa: E402
 
@@ -40,10 +41,10 @@ def main(argv=None):
     exp = ridgexr.open_catalog()["two-points"]
     if args.quick:
         exp = exp.model_copy(update={"n_samples": 64})
-    train = exp.load_train()
+    train = load_training_set(exp.dataset, base_dir=exp.base_dir)
     layout = plan_layout(exp, train)
     task = [t for t in plan_tasks(exp, train, layout) if t.labels["schedule"] == "h" and t.labels["width"] == 256][0]
-    model = ridgexr.RandomFeatureDenoiser(2, 256, **_model_kwargs(exp)).with_A(task.A)
+    model = ridgexr.RandomFeatureDenoiser(2, 256, **model_kwargs(exp)).with_A(task.A)
     density = SmoothedEmpirical(train, 1.0)
     grid = ridgexr.time_grid(exp.process.n_steps, exp.process.T, exp.process.t_min, exp.process.grid)
     tmp = Path(tempfile.mkdtemp())

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import best_time, machine, matmul_gflops  # noqa: E402
 
 from ridgexr import OU, RandomFeatureDenoiser  # noqa: E402
-from ridgexr.training import GradientFlow, _targets, accumulate_moments, draw_training_sample  # noqa: E402
+from ridgexr.training import GradientFlow, accumulate_moments, targets, draw_training_sample  # noqa: E402
 
 
 def main(argv=None):
@@ -41,7 +41,7 @@ def main(argv=None):
     for p in widths:
         model = RandomFeatureDenoiser(2, p, n_frequencies=K, T=4.0, seed=0)
         s = draw_training_sample(train, t_min=0.01, T=2.0, n_time=32, n_noise=32, seed=0)
-        lam, y = _targets(s, "posterior_mean", "h", OU())
+        lam, y = targets(s, "posterior_mean", "h", OU())
         S, d = s.size, 2
         flops = 2 * S * p * p + 2 * S * d * p + 2 * S * p * (d + 2 * K + 1)
         el = best_time(lambda: accumulate_moments(model, s, lam, y, batch_size=4096), 2)
@@ -49,7 +49,7 @@ def main(argv=None):
         t_eigh = best_time(lambda: torch.linalg.eigh(U), 2)
         fl = GradientFlow(U, V, torch.zeros(2, p, dtype=torch.float64))
         taus = list(np.logspace(-2, 4, 19)) + [math.inf]
-        t_a = best_time(lambda: fl.A(taus), 2)
+        t_a = best_time(lambda: fl.path(taus), 2)
         t_total = t_eigh + t_a  # one eigendecomposition, then every tau from it
         gf = flops / el / 1e9
         print(f"| {p} | {S} | {gf:.1f} | {100 * gf / mm:.0f}% | {t_eigh:.3f} | {t_a:.3f} | "

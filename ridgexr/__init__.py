@@ -14,7 +14,8 @@ from .ridge import RidgeFrame, RidgeProjection, ridge_frame, ridge_residual, pro
 from .models import RandomFeatureDenoiser, ExactDenoiser
 from .training import RandomFeatureFit, fit_random_features, fit_sweep, fits_to_dataset
 from .catalog import open_catalog, Experiment, Catalog
-from .run import open_dataset, run_experiment
+from .reader import open_dataset
+from .run import run_experiment
 from . import labelled
 from . import accessor  # noqa: F401  (registers the .ridge accessor)
 

@@ -1,4 +1,4 @@
-"""Small helpers shared by the array layer: numpy/torch round trips and validation.
+"""Small helpers shared by the array layer: numpy/torch round trips and array checks.
 
 Every array function in ridgexr computes in torch (so the same code runs on CPU and
 CUDA) and hands back the kind of array it was given.  This module holds the few
@@ -18,15 +18,9 @@ __all__ = [
     "as_tensor",
     "broadcast_time",
     "to_like",
-    "is_torch",
     "check_finite",
     "check_positive_time",
 ]
-
-
-def is_torch(x: Any) -> bool:
-    """Return True when ``x`` is a torch tensor."""
-    return isinstance(x, torch.Tensor)
 
 
 def as_tensor(x: Any, *, name: str, dtype: torch.dtype | None = None,
@@ -50,7 +44,7 @@ def as_tensor(x: Any, *, name: str, dtype: torch.dtype | None = None,
             arr = arr.copy()
         t = torch.from_numpy(arr)
     else:
-        raise TypeError(f"{name} must be a float, numpy array or torch tensor, "
+        raise TypeError(f"`{name}` must be a float, numpy array or torch tensor; "
                         f"got {type(x).__name__}")
     if not t.is_floating_point():
         t = t.to(torch.float64)

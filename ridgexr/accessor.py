@@ -1,81 +1,92 @@
 """The ``.ridge`` accessor namespace on xarray objects (third layer).
 
-Importing :mod:`ridgexr` registers it.  Every method forwards to the labelled function of
-the same name in :mod:`ridgexr.labelled`, with the DataArray as ``x``.
+Importing :mod:`ridgexr` registers it.  Every method carries the name of the labelled
+function it forwards to (as xskillscore's accessor does), with the accessor's object
+passed where that function takes it:
+
+- ``DataArray.ridge``: :func:`ridgexr.labelled.project_to_ridge`, ``ridge_residual`` and
+  ``ridge_frame`` with the DataArray as ``x``;
+- ``Dataset.ridge``: the analyses of :mod:`ridgexr.analysis` with the Dataset as ``ds``.
+
+The short names of release 0.1 (``project``, ``residual``, ``frame``, ``position``,
+``memorization``, ``summary``) still work and emit a ``FutureWarning``.
 
 Examples
 --------
 >>> import numpy as np, xarray as xr, ridgexr
 >>> p = ridgexr.SmoothedEmpirical(np.array([[-3.0, 0.0], [3.0, 0.0]]), t=0.5)
 >>> x = xr.DataArray(np.array([[1.0, 2.0]]), dims=("sample", "dim"))
->>> x.ridge.project(p, 1).ridge_projection.values.round(6).tolist()
+>>> x.ridge.project_to_ridge(p, 1).ridge_projection.values.round(6).tolist()
 [[1.0, 0.0]]
 """
 
 from __future__ import annotations
 
+from typing import Callable
+
 import xarray as xr
 
 from . import analysis, labelled
+from ._deprecation import warn_renamed
 
 __all__ = ["RidgeDataArrayAccessor", "RidgeDatasetAccessor"]
 
 
-@xr.register_dataarray_accessor("ridge")
-class RidgeDataArrayAccessor:
-    """``da.ridge``: ridge geometry of the points held in a DataArray."""
+def _forward(func: Callable, position: int) -> Callable:
+    """A method calling ``func`` with the accessor's object inserted at argument ``position``."""
 
-    def __init__(self, obj: xr.DataArray):
+    def method(self, *args, **kwargs):
+        args = args[:position] + (self._obj,) + args[position:]
+        return func(*args, **kwargs)
+
+    method.__name__ = method.__qualname__ = func.__name__
+    method.__doc__ = (f"Forwards to :func:`{func.__module__}.{func.__name__}` with this object as its "
+                      f"argument number {position + 1}.\n\n{func.__doc__ or ''}")
+    return method
+
+
+def _alias(old: str, new: str) -> Callable:
+    """A deprecated short name of method ``new``."""
+
+    def method(self, *args, **kwargs):
+        warn_renamed(f".ridge.{old}()", f".ridge.{new}()")
+        return getattr(self, new)(*args, **kwargs)
+
+    method.__name__ = method.__qualname__ = old
+    method.__doc__ = f"Deprecated alias of :meth:`{new}`."
+    return method
+
+
+class _Accessor:
+    def __init__(self, obj):
         self._obj = obj
 
-    def project(self, density, d_star, **kwargs) -> xr.Dataset:
-        """See :func:`ridgexr.labelled.project_to_ridge`."""
-        return labelled.project_to_ridge(density, self._obj, d_star, **kwargs)
 
-    def residual(self, density, d_star, **kwargs) -> xr.DataArray:
-        """See :func:`ridgexr.labelled.ridge_residual`."""
-        return labelled.ridge_residual(density, self._obj, d_star, **kwargs)
+@xr.register_dataarray_accessor("ridge")
+class RidgeDataArrayAccessor(_Accessor):
+    """``da.ridge``: ridge geometry of the points held in a DataArray (the ``x`` argument)."""
 
-    def frame(self, density, d_star, **kwargs) -> xr.Dataset:
-        """See :func:`ridgexr.labelled.ridge_frame`."""
-        return labelled.ridge_frame(density, self._obj, d_star, **kwargs)
+    project_to_ridge = _forward(labelled.project_to_ridge, 1)
+    ridge_residual = _forward(labelled.ridge_residual, 1)
+    ridge_frame = _forward(labelled.ridge_frame, 1)
+    project = _alias("project", "project_to_ridge")
+    residual = _alias("residual", "ridge_residual")
+    frame = _alias("frame", "ridge_frame")
 
 
 @xr.register_dataset_accessor("ridge")
-class RidgeDatasetAccessor:
+class RidgeDatasetAccessor(_Accessor):
     """``ds.ridge``: the analyses of :mod:`ridgexr.analysis` on a store's Dataset (lazy)."""
 
-    def __init__(self, obj: xr.Dataset):
-        self._obj = obj
-
-    def distance_curves(self, **kwargs) -> xr.Dataset:
-        """See :func:`ridgexr.analysis.distance_curves`."""
-        return analysis.distance_curves(self._obj, **kwargs)
-
-    def phase_times(self, **kwargs) -> xr.Dataset:
-        """See :func:`ridgexr.analysis.phase_times`."""
-        return analysis.phase_times(self._obj, **kwargs)
-
-    def spread_curves(self, **kwargs) -> xr.Dataset:
-        """See :func:`ridgexr.analysis.spread_curves`."""
-        return analysis.spread_curves(self._obj, **kwargs)
-
-    def position(self) -> xr.DataArray:
-        """See :func:`ridgexr.analysis.ridge_position`."""
-        return analysis.ridge_position(self._obj)
-
-    def mode_counts(self, **kwargs) -> xr.Dataset:
-        """See :func:`ridgexr.analysis.mode_counts`."""
-        return analysis.mode_counts(self._obj, **kwargs)
-
-    def memorization(self, **kwargs) -> xr.Dataset:
-        """See :func:`ridgexr.analysis.memorization_fraction`."""
-        return analysis.memorization_fraction(self._obj, **kwargs)
-
-    def theory_check(self, **kwargs) -> xr.Dataset:
-        """See :func:`ridgexr.analysis.theory_check`."""
-        return analysis.theory_check(self._obj, **kwargs)
-
-    def summary(self, **kwargs) -> xr.Dataset:
-        """See :func:`ridgexr.analysis.summary_table`."""
-        return analysis.summary_table(self._obj, **kwargs)
+    distance_curves = _forward(analysis.distance_curves, 0)
+    phase_times = _forward(analysis.phase_times, 0)
+    spread_curves = _forward(analysis.spread_curves, 0)
+    ridge_position = _forward(analysis.ridge_position, 0)
+    position_histogram = _forward(analysis.position_histogram, 0)
+    mode_counts = _forward(analysis.mode_counts, 0)
+    memorization_fraction = _forward(analysis.memorization_fraction, 0)
+    theory_check = _forward(analysis.theory_check, 0)
+    summary_table = _forward(analysis.summary_table, 0)
+    position = _alias("position", "ridge_position")
+    memorization = _alias("memorization", "memorization_fraction")
+    summary = _alias("summary", "summary_table")

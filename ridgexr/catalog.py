@@ -18,18 +18,19 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .datasets import POINT_SETS, load_array_file, point_set
+from ._deprecation import warn_renamed
+from .datasets import POINT_SETS
 from .process import GRID_KINDS
-from .training import SCHEDULES
+from .training.schedules import SCHEDULES
 
 __all__ = ["CatalogError", "Experiment", "Catalog", "open_catalog", "load_catalog_file", "default_catalog_dir",
-           "resolve_store", "data_dir"]
+           "resolve_store", "data_dir", "describe", "experiment_from_file"]
 
 
 class CatalogError(ValueError):
@@ -38,6 +39,21 @@ class CatalogError(ValueError):
 
 class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, ser_json_inf_nan="constants")
+
+    #: deprecated field names of release 0.1 -> their current names (read with a FutureWarning)
+    renamed_fields: ClassVar[dict[str, str]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data):
+        if isinstance(data, dict) and cls.renamed_fields:
+            for old, new in cls.renamed_fields.items():
+                if old in data:
+                    if new in data:
+                        raise ValueError(f"give only {new!r} (its deprecated spelling {old!r} was given too)")
+                    warn_renamed(f"catalog field {cls.__name__}.{old}", new, stacklevel=2)
+                    data = {**{k: v for k, v in data.items() if k != old}, new: data[old]}
+        return data
 
 
 class MnistSpec(_Spec):
@@ -147,11 +163,15 @@ class SamplerSpec(_Spec):
 
 
 class RidgeSpec(_Spec):
+    """Ridge projection settings (names as in :func:`ridgexr.project_to_ridge`)."""
+
+    renamed_fields: ClassVar[dict[str, str]] = {"top_k_bound": "drop_tol", "compare_d_star": "d_star_alt"}
+
     tol: float | None = Field(None, gt=0)
     max_iter: int = Field(200, ge=1)
     top_k: int | None = Field(None, ge=1)
-    top_k_bound: float = Field(1e-6, ge=0, le=1)  # truncate only where the dropped mass is <= this
-    compare_d_star: list[int] = Field(default_factory=list)  # extra d* whose final residual is stored
+    drop_tol: float = Field(1e-6, ge=0, le=1)  # truncate only where the dropped mass is <= this
+    d_star_alt: list[int] = Field(default_factory=list)  # extra d* whose final residual is stored
     auto_t: float = Field(0.05, gt=0)  # probe time for d_star: auto
 
 
@@ -205,16 +225,10 @@ class Experiment(_Spec):
         return v
 
     # ---------------------------------------------------------------- derived
-    def load_train(self) -> np.ndarray:
-        """The training set (N, d) float64 (MNIST: VAE latents, trained or read from the cache)."""
-        if self.dataset.points is not None:
-            return point_set(self.dataset.points)
-        if self.dataset.mnist is not None:
-            return mnist_latents(self.dataset.mnist).latents
-        path = Path(self.dataset.file)
-        if not path.is_absolute() and self.source:
-            path = Path(self.source).parent / path
-        return load_array_file(path)
+    @property
+    def base_dir(self) -> Path | None:
+        """Folder of the catalog file (relative data files are resolved against it)."""
+        return Path(self.source).parent if self.source else None
 
     @property
     def feature_period(self) -> float:
@@ -225,35 +239,15 @@ class Experiment(_Spec):
         """Schedule labels of the store: the loss schedules plus "exact" when included."""
         return list(self.schedules) + (["exact"] if self.model.include_exact else [])
 
-    def config_hash(self, train: np.ndarray | None = None) -> str:
-        """SHA-256 of everything that determines the store's numbers (not its path or text)."""
+    def config_hash(self, train: np.ndarray) -> str:
+        """SHA-256 of everything that determines the store's numbers (not its path or text).
+
+        ``train`` is the loaded training set (:func:`ridgexr.datasets.load_training_set`).
+        """
         cfg = self.model_dump(exclude={"description", "store", "source", "name"})
-        train = self.load_train() if train is None else train
         h = hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode())
         h.update(np.ascontiguousarray(train, dtype=np.float64).tobytes())
         return h.hexdigest()
-
-
-def mnist_images(spec: MnistSpec):
-    """Images, labels and source text of an MNIST spec (memoised per process)."""
-    key = (tuple(spec.digits), spec.source, spec.idx_dir, spec.n_per_digit)
-    if key not in _MNIST_CACHE:
-        from .datasets import load_mnist
-
-        _MNIST_CACHE[key] = load_mnist(spec.digits, source=spec.source, idx_dir=spec.idx_dir,
-                                       n_per_digit=spec.n_per_digit)
-    return _MNIST_CACHE[key]
-
-
-_MNIST_CACHE: dict = {}
-
-
-def mnist_latents(spec: MnistSpec):
-    """The cached VAE result (latents, reconstruction error, cache key) of an MNIST spec."""
-    from .autoencoder import cached_vae
-
-    x, _, _ = mnist_images(spec)
-    return cached_vae(x, latent_dim=spec.latent_dim, epochs=spec.epochs, seed=spec.seed)
 
 
 def _format_error(file: str, entry: str | None, err: ValidationError) -> str:

@@ -157,15 +157,14 @@ def list_experiments():
 @app.command()
 def info(store: str = typer.Argument(..., help="store path or catalog entry name")):
     """Describe a store: dims, variables, completed cells and provenance."""
-    import json
-
-    from .run import store_path, summarize
+    from .reader import store_path, summarize
+    from .store import json_attr
 
     ds = _open_or_exit(store)
     console.print(f"[bold]{ds.attrs.get('title', store)}[/]  schema {ds.attrs.get('schema_version')}")
     console.print("dims: " + ", ".join(f"{k}={v}" for k, v in ds.sizes.items()))
     console.print("variables: " + ", ".join(sorted(ds.data_vars)))
-    prov = json.loads(ds.attrs.get("provenance", "{}"))
+    prov = json_attr(ds, "provenance")
     console.print("provenance: " + ", ".join(f"{k}={v}" for k, v in prov.items()))
     done = int(ds["cell_complete"].sum())
     console.print(f"complete cells: {done} of {ds['cell_complete'].size}")
@@ -174,7 +173,7 @@ def info(store: str = typer.Argument(..., help="store path or catalog entry name
 
 def _open_or_exit(name: str):
     """Open a store (path or catalog entry) or print the reason and exit with status 2."""
-    from .run import open_dataset
+    from .reader import open_dataset
 
     try:
         return open_dataset(name)
@@ -217,18 +216,19 @@ def analyze(
 def report(
     name: str = typer.Argument(..., help="store path or catalog entry name"),
     out: str = typer.Option(None, "--out", help="output directory (default: <store>.report)"),
-    frames: int = typer.Option(12, "--frames", min=1, help="steps on the slider of the sample plot"),
+    n_frames: int = typer.Option(12, "--n-frames", "--frames", min=1,
+                                 help="steps on the slider of the sample plot (--frames: deprecated spelling)"),
 ):
     """Write PNG figures and one self-contained interactive HTML report."""
     from pathlib import Path
 
+    from .reader import store_path
     from .report import make_report
-    from .run import store_path
 
     ds = _open_or_exit(name)
     target = Path(out) if out else Path(str(store_path(name)).rstrip("/") + ".report")
     with console.status("rendering figures"):
-        paths = make_report(ds, target, title=str(ds.attrs.get("title", name)), frames=frames)
+        paths = make_report(ds, target, title=str(ds.attrs.get("title", name)), n_frames=n_frames)
     for k, p in paths.items():
         console.print(f"{k}: {p}")
 

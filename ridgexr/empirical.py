@@ -16,6 +16,12 @@ All moments are computed with one streamed pass over the training set: logits by
 matrix product, an online log-sum-exp across training chunks, and first and second
 moments as matrix products of the (queries x train) weights with the training points
 and their outer products.  Memory is bounded by ``memory_budget`` bytes.
+
+Kernel interface.  Besides the public methods (numpy or torch in, the same kind out),
+:class:`SmoothedEmpirical` offers three documented entry points for the geometry
+kernels of :mod:`ridgexr.scms`, which work on flat, already validated torch tensors:
+:meth:`SmoothedEmpirical.validate_queries`, :meth:`SmoothedEmpirical.moments_flat` and
+:attr:`SmoothedEmpirical.radius`.
 """
 
 from __future__ import annotations
@@ -24,10 +30,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 
 from ._backend import as_tensor, broadcast_time, check_finite, check_positive_time, to_like
+from ._deprecation import warn_renamed
+from ._validation import check_float, check_int, check_optional_int
 from .process import OU
 
 __all__ = ["SmoothedEmpirical", "Moments"]
@@ -41,7 +48,7 @@ class Moments:
 
     Attributes
     ----------
-    log_prob : (*batch,) log p_t(x)
+    log_prob : (*batch,) log p_t(x), natural log of a density in 1 / data units^d
     mean : (*batch, d) E[x0 | x_t = x]
     cov : (*batch, d, d) Cov[x0 | x_t = x] (None when not requested); may underflow to 0
         when the posterior is concentrated on one training point
@@ -136,18 +143,20 @@ class SmoothedEmpirical:
             if bool((w < 0).any()) or float(w.sum()) <= 0:
                 raise ValueError("weights must be non-negative with a positive sum")
             w = w / w.sum()
-        if not (isinstance(drop_tol, (int, float)) and 0 <= drop_tol <= 1):
-            raise ValueError(f"drop_tol must be a number in [0, 1], got {drop_tol!r}")
-        if not isinstance(memory_budget, (int, np.integer)) or memory_budget < 1 << 16:
-            raise ValueError(f"memory_budget must be an integer >= 65536 bytes, got {memory_budget!r}")
+        drop_tol = check_float(drop_tol, "drop_tol", min_val=0, max_val=1)
+        memory_budget = check_int(memory_budget, "memory_budget", min_val=1 << 16)
         self.process = process if process is not None else OU()
         self.train = tr
         self.t = tt
         self.weights = w
-        self.memory_budget = int(memory_budget)
+        self.memory_budget = memory_budget
         self._cache: dict = {}
         self.refine_k = 64  # components used to recompute ill-conditioned covariances
-        self.drop_tol = float(drop_tol)
+        self.drop_tol = drop_tol
+        keep = w > 0
+        x64 = tr[keep.to(tr.device)].to(torch.float64)
+        centred = x64 - (w[keep].to(x64.device)[:, None] * x64).sum(0)
+        self._radius = math.sqrt(float((centred * centred).sum(1).max()))
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -156,9 +165,20 @@ class SmoothedEmpirical:
         return int(self.train.shape[0])
 
     @property
-    def dim(self) -> int:
+    def d(self) -> int:
         """Ambient dimension d."""
         return int(self.train.shape[1])
+
+    @property
+    def dim(self) -> int:
+        """Deprecated spelling of :attr:`d`."""
+        warn_renamed("SmoothedEmpirical.dim", "SmoothedEmpirical.d")
+        return self.d
+
+    @property
+    def radius(self) -> float:
+        """Largest distance of a (weighted) training point from the weighted training mean, data units."""
+        return self._radius
 
     def with_time(self, t: Any) -> "SmoothedEmpirical":
         """The same training set at another time (shares cached training data)."""
@@ -194,14 +214,15 @@ class SmoothedEmpirical:
                                     radius2=float(sq64.max()))
         return self._cache[key]
 
-    def _radius2(self, dtype: torch.dtype, device: torch.device) -> float:
-        """Largest squared distance of a training point from the (weighted) training mean."""
-        return self._train_on(dtype, device)["radius2"]
+    def validate_queries(self, x: Any, name: str = "x") -> tuple[torch.Tensor, torch.Tensor]:
+        """Kernel interface: ``x`` as a finite tensor (..., d) and this density's t broadcast to (...).
 
-    def _prepare(self, x: Any, name: str = "x"):
+        Raises ``ValueError`` naming ``name`` for a wrong shape, non-finite values or times
+        that do not broadcast against the batch shape.
+        """
         xt = as_tensor(x, name=name)
-        if xt.ndim < 1 or xt.shape[-1] != self.dim:
-            raise ValueError(f"{name} must have shape (..., {self.dim}) to match train, "
+        if xt.ndim < 1 or xt.shape[-1] != self.d:
+            raise ValueError(f"`{name}` must have shape (..., {self.d}) to match train; "
                              f"got shape {tuple(xt.shape)}")
         check_finite(xt, name)
         tb = broadcast_time(self.t.to(device=xt.device, dtype=xt.dtype), xt.shape[:-1], name)
@@ -222,24 +243,21 @@ class SmoothedEmpirical:
             out (computed from all N logits), an upper bound on the error weight.
             Queries whose dropped mass would exceed ``drop_tol`` are computed exactly.
         """
-        xt, tb = self._prepare(x)
+        xt, tb = self.validate_queries(x)
         batch = xt.shape[:-1]
-        d = self.dim
-        xf = xt.reshape(-1, d)
-        tf = tb.reshape(-1)
-        if top_k is not None:
-            if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1:
-                raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
-            if top_k >= self.n_train:
-                top_k = None
-        out = self._moments_flat(xf, tf, cov=cov, top_k=top_k)
+        d = self.d
+        top_k = check_optional_int(top_k, "top_k", min_val=1)
+        if top_k is not None and top_k >= self.n_train:
+            top_k = None
+        out = self.moments_flat(xt.reshape(-1, d), tb.reshape(-1), cov=cov, top_k=top_k)
         mat = (d, d)
         shapes = dict(mean=(d,), cov=mat, cov_unit=mat)
-        return Moments(**{key: (out[key].reshape((*batch, *shapes.get(key, ()))) if key in out else None)
+        return Moments(**{key: (None if getattr(out, key) is None else
+                                getattr(out, key).reshape((*batch, *shapes.get(key, ()))))
                           for key in Moments.__dataclass_fields__})
 
     def _chunk_sizes(self, q: int, itemsize: int, cov: bool, top_k: int | None):
-        d = self.dim
+        d = self.d
         n = self.n_train
         elems = max(self.memory_budget // itemsize, 1024)
         per_pair = 3  # logits, exp, temporaries per (query, train) pair
@@ -253,8 +271,26 @@ class SmoothedEmpirical:
         qc = max(1, min(q, elems // per_query))
         return qc, nc
 
-    def _moments_flat(self, xf: torch.Tensor, tf: torch.Tensor, *, cov: bool, top_k: int | None):
-        """Moments at flat queries xf (Q, d), times tf (Q,); returns a dict of tensors."""
+    def moments_flat(self, xf: torch.Tensor, tf: torch.Tensor, *, cov: bool,
+                     top_k: int | None = None) -> Moments:
+        """Kernel interface: :class:`Moments` at flat queries, no validation.
+
+        Parameters
+        ----------
+        xf : tensor (Q, d)
+            Finite queries (as returned by :meth:`validate_queries`, flattened).
+        tf : tensor (Q,)
+            Their diffusion times (> 0), same dtype and device.
+        cov : bool
+            Also compute the covariance fields.
+        top_k : int >= 1, optional
+            Keep the k most responsible training points (already validated; unlike
+            :meth:`moments`, k >= N still takes the truncated, cancellation-free path).
+
+        Returns
+        -------
+        Moments with leading shape (Q,).
+        """
         dtype, device = xf.dtype, xf.device
         tr = self._train_on(dtype, device)
         n, d = tr["xc"].shape
@@ -305,7 +341,7 @@ class SmoothedEmpirical:
             out["log_prob"][q0:q1] = lse - (y * y).sum(1) / (2 * h) - 0.5 * d * (log2pi + torch.log(h))
         if cov:
             out["cov"] = torch.exp(out["log_cov_scale"])[:, None, None] * out["cov_unit"]
-        return out
+        return Moments(**out)
 
     def _full(self, yaug, tr, nc, cov, eps):
         """Exact moments of a query chunk: lse, mean (centred) and (cov_unit, log_cov_scale, cov_error)."""
@@ -482,4 +518,4 @@ class SmoothedEmpirical:
     def __repr__(self) -> str:
         t = self.t
         ts = f"{float(t):g}" if t.numel() == 1 else f"array{tuple(t.shape)}"
-        return f"SmoothedEmpirical(N={self.n_train}, d={self.dim}, t={ts})"
+        return f"SmoothedEmpirical(N={self.n_train}, d={self.d}, t={ts})"

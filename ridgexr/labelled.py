@@ -1,10 +1,12 @@
 """Labelled (xarray) layer over the ridge geometry.
 
-Each function takes DataArrays with a named feature dimension ``dim`` and any number of
-batch dimensions, calls the array layer (:mod:`ridgexr.ridge`) through
+Each function takes DataArrays with a named feature dimension ``feature_dim`` (the
+coordinate axis of a point; ``"dim"`` in ridgexr stores) and any number of batch
+dimensions, calls the array layer (:mod:`ridgexr.ridge`) through
 ``xarray.apply_ufunc(..., dask="parallelized")`` and returns DataArrays/Datasets with the
 batch coordinates kept and ``long_name``/``units`` attrs set.  Dask-backed input stays
-lazy: nothing is computed until ``.compute()``.
+lazy: nothing is computed until ``.compute()``.  Every argument is validated before the
+graph is built, so a bad value fails at the call, not inside a worker at ``.compute()``.
 
 Time: the density's own scalar ``t`` is used unless ``t=`` is given, which may be a
 number or a DataArray that broadcasts against ``x`` (e.g. a ``t(step)`` coordinate).
@@ -17,7 +19,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from . import ridge as _ridge
+from . import ridge
+from ._deprecation import renamed_kwargs
 from .empirical import SmoothedEmpirical
 
 __all__ = ["project_to_ridge", "ridge_residual", "ridge_frame"]
@@ -38,32 +41,33 @@ _PROJECTION_VARS = {
 }
 
 
-def _check_inputs(density: Any, x: Any, dim: str, t: Any):
-    if not isinstance(density, SmoothedEmpirical):
-        raise TypeError(f"density must be a SmoothedEmpirical, got {type(density).__name__}")
+def _check_inputs(density: Any, x: Any, feature_dim: str, t: Any, **ridge_args) -> tuple[Any, dict]:
+    """Validate everything before a graph is built; returns (t, normalised ridge arguments)."""
+    args = ridge.check_ridge_args(density, **ridge_args)
     if not isinstance(x, xr.DataArray):
-        raise TypeError(f"x must be an xarray.DataArray, got {type(x).__name__}")
-    if dim not in x.dims:
-        raise ValueError(f"dim={dim!r} is not a dimension of x (dims {x.dims})")
-    if x.sizes[dim] != density.dim:
-        raise ValueError(f"x has {x.sizes[dim]} entries along dim={dim!r} but the training set has "
-                         f"d={density.dim}")
+        raise TypeError(f"`x` must be an xarray.DataArray; got {type(x).__name__}")
+    if feature_dim not in x.dims:
+        raise ValueError(f"`feature_dim` must be a dimension of x {x.dims}; got {feature_dim!r}")
+    if x.sizes[feature_dim] != density.d:
+        raise ValueError(f"`x` has {x.sizes[feature_dim]} entries along feature_dim={feature_dim!r} but the "
+                         f"training set has d={density.d}")
     if t is None:
         if density.t.numel() != 1:
-            raise ValueError("density.t is an array; pass t= as a DataArray labelled like x")
-        return float(density.t.reshape(()))
+            raise ValueError("`t` must be given (a DataArray labelled like x) when density.t is an array")
+        return float(density.t.reshape(())), args
     if isinstance(t, xr.DataArray):
-        if dim in t.dims:
-            raise ValueError(f"t must not have the feature dim {dim!r}")
-        return t
-    return float(t)
+        if feature_dim in t.dims:
+            raise ValueError(f"`t` must not have the feature dim {feature_dim!r}; got dims {t.dims}")
+        return t, args
+    return float(t), args
 
 
 def _dtype_of(x: xr.DataArray):
     return x.dtype if np.issubdtype(x.dtype, np.floating) else np.float64
 
 
-def project_to_ridge(density: SmoothedEmpirical, x: xr.DataArray, d_star: int, *, dim: str = "dim",
+@renamed_kwargs(dim="feature_dim")
+def project_to_ridge(density: SmoothedEmpirical, x: xr.DataArray, d_star: int, *, feature_dim: str = "dim",
                      t: Any = None, kind: str = "log", tol: float | None = None, max_iter: int = 500,
                      top_k: int | None = None) -> xr.Dataset:
     """Labelled :func:`ridgexr.project_to_ridge`.
@@ -71,10 +75,11 @@ def project_to_ridge(density: SmoothedEmpirical, x: xr.DataArray, d_star: int, *
     Parameters
     ----------
     density : SmoothedEmpirical
-    x : DataArray with dimension ``dim`` of size d (data units), any other dims.
+    x : DataArray with dimension ``feature_dim`` of size d (data units), any other dims.
     d_star : int
-    dim : str
-        Name of the feature dimension.
+    feature_dim : str
+        Name of the dimension that holds a point's coordinates (``dim=`` is its
+        deprecated spelling).
     t : float or DataArray, optional
         Diffusion time(s), broadcast against ``x``; defaults to ``density.t`` (scalar).
     kind, tol, max_iter, top_k
@@ -84,7 +89,7 @@ def project_to_ridge(density: SmoothedEmpirical, x: xr.DataArray, d_star: int, *
     -------
     Dataset with ``ridge_projection`` (x's dims) and per-point ``ridge_converged``,
     ``ridge_iterations``, ``ridge_residual``, ``normal_curvature``, ``eigengap``,
-    ``frame_degenerate``, ``on_ridge``, ``dropped_mass`` (x's dims without ``dim``).
+    ``frame_degenerate``, ``on_ridge``, ``dropped_mass`` (x's dims without ``feature_dim``).
 
     Examples
     --------
@@ -94,23 +99,22 @@ def project_to_ridge(density: SmoothedEmpirical, x: xr.DataArray, d_star: int, *
     >>> project_to_ridge(p, x, 1).ridge_projection.values.round(6).tolist()
     [[1.0, 0.0]]
     """
-    tt = _check_inputs(density, x, dim, t)
-    _ridge._check_d_star(d_star, density.dim)
-    _ridge._check_kind(kind)
+    tt, args = _check_inputs(density, x, feature_dim, t, d_star=d_star, kind=kind, tol=tol, max_iter=max_iter,
+                             top_k=top_k)
+    d_star = args.pop("d_star")
     names = list(_PROJECTION_VARS)
     dtype = _dtype_of(x)
 
     def func(xb, tb):
-        res = _ridge.project_to_ridge(density.with_time(np.asarray(tb, dtype=np.float64)),
-                                      np.asarray(xb, dtype=dtype), d_star, kind=kind, tol=tol,
-                                      max_iter=max_iter, top_k=top_k)
+        res = ridge.project_to_ridge(density.with_time(np.asarray(tb, dtype=np.float64)),
+                                     np.asarray(xb, dtype=dtype), d_star, **args)
         return tuple(getattr(res, _PROJECTION_VARS[n][0]) for n in names)
 
     out_dtypes = [dtype if v[1] is np.float64 else v[1] for v in _PROJECTION_VARS.values()]
     outs = xr.apply_ufunc(
         func, x, tt,
-        input_core_dims=[[dim], []],
-        output_core_dims=[[dim]] + [[] for _ in names[1:]],
+        input_core_dims=[[feature_dim], []],
+        output_core_dims=[[feature_dim]] + [[] for _ in names[1:]],
         dask="parallelized",
         output_dtypes=out_dtypes,
         keep_attrs=False,
@@ -122,9 +126,12 @@ def project_to_ridge(density: SmoothedEmpirical, x: xr.DataArray, d_star: int, *
     return ds
 
 
-def ridge_residual(density: SmoothedEmpirical, x: xr.DataArray, d_star: int, *, dim: str = "dim",
+@renamed_kwargs(dim="feature_dim")
+def ridge_residual(density: SmoothedEmpirical, x: xr.DataArray, d_star: int, *, feature_dim: str = "dim",
                    t: Any = None, kind: str = "log", top_k: int | None = None) -> xr.DataArray:
-    """Labelled :func:`ridgexr.ridge_residual`: |E E^T grad log p_t(x)| over x's dims minus ``dim``.
+    """Labelled :func:`ridgexr.ridge_residual`: |E E^T grad log p_t(x)| over x's dims minus ``feature_dim``.
+
+    Arguments as in :func:`project_to_ridge`; units 1 / data units.
 
     Examples
     --------
@@ -134,44 +141,45 @@ def ridge_residual(density: SmoothedEmpirical, x: xr.DataArray, d_star: int, *, 
     >>> float(ridge_residual(p, x, 1)[0]) < 1e-12
     True
     """
-    tt = _check_inputs(density, x, dim, t)
-    _ridge._check_d_star(d_star, density.dim)
+    tt, args = _check_inputs(density, x, feature_dim, t, d_star=d_star, kind=kind, top_k=top_k)
+    d_star, kind, top_k = args["d_star"], args["kind"], args["top_k"]
     dtype = _dtype_of(x)
 
     def func(xb, tb):
-        return _ridge.ridge_residual(density.with_time(np.asarray(tb, dtype=np.float64)),
-                                     np.asarray(xb, dtype=dtype), d_star, kind=kind, top_k=top_k)
+        return ridge.ridge_residual(density.with_time(np.asarray(tb, dtype=np.float64)),
+                                    np.asarray(xb, dtype=dtype), d_star, kind=kind, top_k=top_k)
 
-    out = xr.apply_ufunc(func, x, tt, input_core_dims=[[dim], []], output_core_dims=[[]],
+    out = xr.apply_ufunc(func, x, tt, input_core_dims=[[feature_dim], []], output_core_dims=[[]],
                          dask="parallelized", output_dtypes=[dtype])
     out.name = "ridge_residual"
     out.attrs.update(long_name="|E E^T grad log p_t(x)|", units="1/data units", d_star=int(d_star))
     return out
 
 
-def ridge_frame(density: SmoothedEmpirical, x: xr.DataArray, d_star: int, *, dim: str = "dim",
+@renamed_kwargs(dim="feature_dim")
+def ridge_frame(density: SmoothedEmpirical, x: xr.DataArray, d_star: int, *, feature_dim: str = "dim",
                 t: Any = None, kind: str = "log", top_k: int | None = None) -> xr.Dataset:
-    """Labelled :func:`ridgexr.ridge_frame`.
+    """Labelled :func:`ridgexr.ridge_frame`; arguments as in :func:`project_to_ridge`.
 
     Returns
     -------
-    Dataset with ``tangent`` (..., dim, tangent_axis), ``normal`` (..., dim, normal_axis),
+    Dataset with ``tangent`` (..., feature_dim, tangent_axis), ``normal`` (..., feature_dim, normal_axis),
     ``eigenvalues`` (..., eigen), ``normal_curvature``, ``eigengap``, ``frame_degenerate``.
     """
-    tt = _check_inputs(density, x, dim, t)
-    d = density.dim
-    d_star = _ridge._check_d_star(d_star, d)
+    tt, args = _check_inputs(density, x, feature_dim, t, d_star=d_star, kind=kind, top_k=top_k)
+    d_star, kind, top_k = args["d_star"], args["kind"], args["top_k"]
+    d = density.d
     dtype = _dtype_of(x)
 
     def func(xb, tb):
-        fr = _ridge.ridge_frame(density.with_time(np.asarray(tb, dtype=np.float64)),
-                                np.asarray(xb, dtype=dtype), d_star, kind=kind, top_k=top_k)
+        fr = ridge.ridge_frame(density.with_time(np.asarray(tb, dtype=np.float64)),
+                               np.asarray(xb, dtype=dtype), d_star, kind=kind, top_k=top_k)
         return fr.tangent, fr.normal, fr.eigenvalues, fr.normal_curvature, fr.eigengap, fr.degenerate
 
     outs = xr.apply_ufunc(
         func, x, tt,
-        input_core_dims=[[dim], []],
-        output_core_dims=[[dim, "tangent_axis"], [dim, "normal_axis"], ["eigen"], [], [], []],
+        input_core_dims=[[feature_dim], []],
+        output_core_dims=[[feature_dim, "tangent_axis"], [feature_dim, "normal_axis"], ["eigen"], [], [], []],
         dask="parallelized",
         output_dtypes=[dtype, dtype, dtype, dtype, dtype, bool],
         dask_gufunc_kwargs={"output_sizes": {"tangent_axis": d_star, "normal_axis": d - d_star,

@@ -32,6 +32,8 @@ import numpy as np
 import torch
 
 from ._backend import as_tensor, broadcast_time, check_finite, check_positive_time, to_like
+from ._deprecation import renamed_kwargs, warn_renamed
+from ._validation import check_float, check_int, check_option, check_optional_int
 from .empirical import SmoothedEmpirical
 from .process import OU
 
@@ -45,21 +47,15 @@ ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 PARAMETRIZATIONS = ("posterior_mean", "score")
 
 
-def _check_int(value: Any, name: str, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    return int(value)
-
-
-def draw_features(dim: int, width: int, n_frequencies: int, seed: int) -> tuple[np.ndarray, ...]:
+def draw_features(d: int, width: int, n_frequencies: int, seed: int) -> tuple[np.ndarray, ...]:
     """The fixed random features (W_x, W_t, b) in float64, nested in ``width``.
 
-    Returns W_x (width, dim) ~ N(0, 1/dim), W_t (width, 2K+1) ~ N(0, 1/(2K+1)), b (width,) ~ N(0, 1).
+    Returns W_x (width, d) ~ N(0, 1/d), W_t (width, 2K+1) ~ N(0, 1/(2K+1)), b (width,) ~ N(0, 1).
     """
     ss = np.random.SeedSequence(seed)
     gx, gt, gb = (np.random.Generator(np.random.PCG64(s)) for s in ss.spawn(3))
     n_time = 2 * n_frequencies + 1
-    w_x = gx.standard_normal((width, dim)) / math.sqrt(dim)
+    w_x = gx.standard_normal((width, d)) / math.sqrt(d)
     w_t = gt.standard_normal((width, n_time)) / math.sqrt(n_time)
     b = gb.standard_normal(width)
     return w_x, w_t, b
@@ -70,8 +66,8 @@ class RandomFeatureDenoiser(torch.nn.Module):
 
     Parameters
     ----------
-    dim : int
-        Data dimension d.
+    d : int
+        Data dimension (``dim=`` is its deprecated spelling).
     width : int
         Number of random features p (>= 1).
     n_frequencies : int
@@ -94,30 +90,34 @@ class RandomFeatureDenoiser(torch.nn.Module):
     torch.Size([5, 2])
     """
 
-    def __init__(self, dim: int, width: int, *, n_frequencies: int = 128, T: float = 2.0,
+    @renamed_kwargs(dim="d")
+    def __init__(self, d: int, width: int, *, n_frequencies: int = 128, T: float = 2.0,
                  activation: str = "relu", parametrization: str = "posterior_mean", seed: int = 0,
                  dtype: torch.dtype = torch.float64, device: Any = None, process: OU | None = None):
         super().__init__()
-        dim = _check_int(dim, "dim", 1)
-        width = _check_int(width, "width", 1)
-        n_frequencies = _check_int(n_frequencies, "n_frequencies", 0)
-        seed = _check_int(seed, "seed", 0)
-        if not (isinstance(T, (int, float)) and math.isfinite(T) and T > 0):
-            raise ValueError(f"T must be a finite number > 0, got {T!r}")
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {tuple(ACTIVATIONS)}, got {activation!r}")
-        if parametrization not in PARAMETRIZATIONS:
-            raise ValueError(f"parametrization must be one of {PARAMETRIZATIONS}, got {parametrization!r}")
-        self.dim, self.width, self.n_frequencies = dim, width, n_frequencies
-        self.T, self.activation, self.parametrization, self.seed = float(T), activation, parametrization, seed
+        d = check_int(d, "d", min_val=1)
+        width = check_int(width, "width", min_val=1)
+        n_frequencies = check_int(n_frequencies, "n_frequencies", min_val=0)
+        seed = check_int(seed, "seed", min_val=0)
+        T = check_float(T, "T", min_val=0, include_boundaries="neither")
+        check_option(activation, "activation", ACTIVATIONS)
+        check_option(parametrization, "parametrization", PARAMETRIZATIONS)
+        self.d, self.width, self.n_frequencies = d, width, n_frequencies
+        self.T, self.activation, self.parametrization, self.seed = T, activation, parametrization, seed
         self.process = process if process is not None else OU()
-        w_x, w_t, b = draw_features(dim, width, n_frequencies, seed)
+        w_x, w_t, b = draw_features(d, width, n_frequencies, seed)
         kw = dict(dtype=dtype, device=device)
         self.register_buffer("w_x", torch.tensor(w_x, **kw))
         self.register_buffer("w_t", torch.tensor(w_t, **kw))
         self.register_buffer("b", torch.tensor(b, **kw))
         self.register_buffer("freqs", torch.arange(1, n_frequencies + 1, **kw))
-        self.A = torch.nn.Parameter(torch.zeros(dim, width, **kw))
+        self.A = torch.nn.Parameter(torch.zeros(d, width, **kw))
+
+    @property
+    def dim(self) -> int:
+        """Deprecated spelling of ``d``."""
+        warn_renamed("RandomFeatureDenoiser.dim", "RandomFeatureDenoiser.d")
+        return self.d
 
     # ------------------------------------------------------------------ features
     def time_features(self, t: torch.Tensor) -> torch.Tensor:
@@ -127,8 +127,8 @@ class RandomFeatureDenoiser(torch.nn.Module):
 
     def _prep(self, x: Any, t: Any) -> tuple[torch.Tensor, torch.Tensor]:
         xt = as_tensor(x, name="x", dtype=self.A.dtype, device=self.A.device)
-        if xt.shape[-1] != self.dim:
-            raise ValueError(f"x must have shape (..., {self.dim}), got {tuple(xt.shape)}")
+        if xt.shape[-1] != self.d:
+            raise ValueError(f"`x` must have shape (..., {self.d}); got {tuple(xt.shape)}")
         tt = as_tensor(t, name="t", dtype=self.A.dtype, device=self.A.device)
         check_positive_time(tt, "t")
         return xt, broadcast_time(tt, xt.shape[:-1], "x")
@@ -169,13 +169,13 @@ class RandomFeatureDenoiser(torch.nn.Module):
         for name, buf in self._buffers.items():
             new.register_buffer(name, buf)
         a = as_tensor(A, name="A", dtype=self.A.dtype, device=self.A.device)
-        if a.shape != (self.dim, self.width):
-            raise ValueError(f"A must have shape ({self.dim}, {self.width}), got {tuple(a.shape)}")
+        if a.shape != (self.d, self.width):
+            raise ValueError(f"`A` must have shape ({self.d}, {self.width}); got {tuple(a.shape)}")
         new.A = torch.nn.Parameter(a.clone())
         return new
 
     def extra_repr(self) -> str:
-        return (f"dim={self.dim}, width={self.width}, n_frequencies={self.n_frequencies}, T={self.T}, "
+        return (f"d={self.d}, width={self.width}, n_frequencies={self.n_frequencies}, T={self.T}, "
                 f"activation={self.activation!r}, parametrization={self.parametrization!r}, seed={self.seed}")
 
 
@@ -207,8 +207,8 @@ class ExactDenoiser:
         check_finite(tr, "train")
         self.density = SmoothedEmpirical(tr, 1.0, process=process, drop_tol=drop_tol)
         self.process = self.density.process
-        self.top_k = top_k
-        self.dim = self.density.dim
+        self.top_k = check_optional_int(top_k, "top_k", min_val=1)
+        self.d = self.density.d
 
     def denoise(self, x: Any, t: Any) -> Any:
         """E[x0 | x_t = x], (..., d)."""
@@ -219,4 +219,4 @@ class ExactDenoiser:
         return self.density.with_time(t).score(x, top_k=self.top_k)
 
     def __repr__(self) -> str:
-        return f"ExactDenoiser(N={self.density.n_train}, d={self.dim})"
+        return f"ExactDenoiser(N={self.density.n_train}, d={self.d})"

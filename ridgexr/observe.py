@@ -22,12 +22,9 @@ import numpy as np
 import torch
 
 from .empirical import SmoothedEmpirical
-from .ridge import _project_onto, _scms
+from .scms import project_onto, scms
 
-__all__ = ["step_quantities", "STEP_VARIABLES"]
-
-STEP_VARIABLES = ("trajectory", "ridge_projection", "ridge_distance", "ridge_residual", "ridge_converged",
-                  "normal_curvature", "residual_normal", "residual_tangent")
+__all__ = ["step_quantities"]
 
 
 def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, d_star: int,
@@ -73,21 +70,20 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
     xf, tf = x[finite], tt[finite]
     mask = out["finite"]
     dens = density.with_time(tf)
-    proj, fr = _scms(dens, xf, tf, d_star, "log", tol, max_iter, top_k)
-    out["ridge_projection"][mask] = proj["point"].cpu().numpy()
-    out["ridge_distance"][mask] = (proj["point"] - xf).norm(dim=-1).cpu().numpy()
-    out["ridge_residual"][mask] = proj["residual"].cpu().numpy()
-    out["ridge_converged"][mask] = proj["converged"].cpu().numpy()
-    out["normal_curvature"][mask] = proj["curvature"].cpu().numpy()
-    out["dropped_mass"][mask] = proj["dropped"].cpu().numpy()
+    proj, fr = scms(dens, xf, tf, d_star, "log", tol, max_iter, top_k)
+    out["ridge_projection"][mask] = proj.point.cpu().numpy()
+    out["ridge_distance"][mask] = (proj.point - xf).norm(dim=-1).cpu().numpy()
+    out["ridge_residual"][mask] = proj.residual.cpu().numpy()
+    out["ridge_converged"][mask] = proj.converged.cpu().numpy()
+    out["normal_curvature"][mask] = proj.normal_curvature.cpu().numpy()
+    out["dropped_mass"][mask] = proj.dropped_mass.cpu().numpy()
     if denoise is None:
         out["residual_normal"][mask] = 0.0
         out["residual_tangent"][mask] = 0.0
         return out
     # the frame at x itself is the first SCMS evaluation: reuse it
-    a = dens.process.alpha(tf)
-    mean = (fr["step"] + xf) / a[:, None]  # step = alpha m - x
+    mean = (fr.step + xf) / fr.alpha[:, None]  # step = alpha m - x
     err = denoise(xf, tf).to(xf.dtype) - mean
-    out["residual_normal"][mask] = _project_onto(fr["normal"], err).cpu().numpy()
-    out["residual_tangent"][mask] = _project_onto(fr["tangent"], err).cpu().numpy()
+    out["residual_normal"][mask] = project_onto(fr.normal, err).cpu().numpy()
+    out["residual_tangent"][mask] = project_onto(fr.tangent, err).cpu().numpy()
     return out

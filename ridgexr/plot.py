@@ -15,6 +15,8 @@ import xarray as xr
 
 from . import analysis
 from .store import cells as store_cells
+from .store import json_attr
+
 
 def ensure_backends() -> None:
     """Load holoviews' bokeh and matplotlib backends once (matplotlib headless: Agg)."""
@@ -29,12 +31,18 @@ def ensure_backends() -> None:
 
 ensure_backends()
 
-__all__ = ["ensure_backends", "decoded_samples", "decoded_trajectories", "ridge_points", "samples_over_time", "distance_curves_plot", "spread_curves_plot", "phase_time_hist",
+__all__ = ["ensure_backends", "cell_selection", "is_mnist", "decoded_samples", "decoded_trajectories",
+           "ridge_points", "samples_over_time", "distance_curves_plot", "spread_curves_plot", "phase_time_hist",
            "phase_diagram", "mode_count_bars", "theory_scatter"]
 
 
 def _label(cell: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in cell.items())
+
+
+def cell_selection(schedule, width, tau=None) -> dict:
+    """The ``.sel`` dict of one store cell (``tau`` only for a training-time sweep)."""
+    return {"schedule": schedule, "width": width} | ({"tau": tau} if tau is not None else {})
 
 
 def _colored(el, color: str, alpha: float):
@@ -63,9 +71,7 @@ def samples_over_time(ds: xr.Dataset, *, schedule, width, tau=None, n_frames: in
     """
     if ds.sizes["dim"] != 2:
         raise ValueError(f"samples_over_time needs 2-D data, the store has dim={ds.sizes['dim']}")
-    sel = {"schedule": schedule, "width": width}
-    if tau is not None:
-        sel["tau"] = tau
+    sel = cell_selection(schedule, width, tau)
     cell = ds.sel(sel)
     steps = np.unique(np.linspace(0, ds.sizes["step"] - 1, n_frames).round().astype(int))
     cell = cell.isel(step=steps, sample=slice(0, max_samples))
@@ -155,12 +161,15 @@ def theory_scatter(ds: xr.Dataset, *, cells: Sequence[dict] | None = None) -> hv
     return hv.NdLayout(items, kdims=["cell"]).cols(3)
 
 
-def _decoder(ds: xr.Dataset):
-    import json
+def is_mnist(ds: xr.Dataset) -> bool:
+    """Whether the store's training set is MNIST latents (attr ``dataset_provenance``)."""
+    return json_attr(ds, "dataset_provenance").get("dataset") == "mnist"
 
+
+def _decoder(ds: xr.Dataset):
     from .autoencoder import load_vae
 
-    prov = json.loads(ds.attrs.get("dataset_provenance", "{}"))
+    prov = json_attr(ds, "dataset_provenance")
     if prov.get("dataset") != "mnist":
         raise ValueError("decoded plots need an MNIST store (attr dataset_provenance.dataset == 'mnist')")
     model = load_vae(prov["vae_cache"])
@@ -192,7 +201,7 @@ def _tile(images: np.ndarray, rows: int, cols: int) -> np.ndarray:
     return canvas
 
 
-def decoded_samples(ds: xr.Dataset, *, schedule, width, tau=None, n: int = 8) -> hv.Layout:
+def decoded_samples(ds: xr.Dataset, *, schedule, width, tau=None, n: int = 8) -> hv.Image:
     """Decoded final samples (top) next to their nearest training images in latent space (bottom).
 
     The title reports the mean latent and pixel distances to those nearest images.
@@ -200,7 +209,7 @@ def decoded_samples(ds: xr.Dataset, *, schedule, width, tau=None, n: int = 8) ->
     from .analysis.arrays import nearest_two
 
     decode = _decoder(ds)
-    sel = {"schedule": schedule, "width": width} | ({"tau": tau} if tau is not None else {})
+    sel = cell_selection(schedule, width, tau)
     last = ds.sel(sel).isel(step=-1, sample=slice(0, n))
     z = last["trajectory"].values / float(last["alpha"])
     train = ds["train_data"].values
@@ -217,7 +226,7 @@ def decoded_trajectories(ds: xr.Dataset, *, schedule, width, tau=None, n_samples
                          n_frames: int = 8) -> hv.Image:
     """A grid of decoded states (rows: trajectories, columns: steps from T to t_min), latents / alpha_t."""
     decode = _decoder(ds)
-    sel = {"schedule": schedule, "width": width} | ({"tau": tau} if tau is not None else {})
+    sel = cell_selection(schedule, width, tau)
     steps = np.unique(np.linspace(0, ds.sizes["step"] - 1, n_frames).round().astype(int))
     cell = ds.sel(sel).isel(step=steps, sample=slice(0, n_samples))
     z = cell["trajectory"].values / cell["alpha"].values[None, :, None]  # (sample, frame, d)

@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ._validation import check_float, check_int, check_option
+
 __all__ = ["OU", "time_grid", "GRID_KINDS"]
 
 GRID_KINDS = ("exponential", "linear", "cosine")
@@ -44,13 +46,26 @@ class OU:
         return -np.expm1(-2.0 * np.asarray(t, dtype=float)) if np.ndim(t) else -math.expm1(-2.0 * float(t))
 
     def drift(self, x: Any, t: Any = None) -> Any:
-        """Forward drift -x."""
+        """Forward drift f(x) = -x."""
         return -x
 
     @property
+    def diffusion_squared(self) -> float:
+        """g^2 = 2, the squared diffusion coefficient of dW."""
+        return 2.0
+
+    @property
     def diffusion(self) -> float:
-        """Diffusion coefficient sqrt(2) of dW."""
-        return math.sqrt(2.0)
+        """Diffusion coefficient g = sqrt(2) of dW."""
+        return math.sqrt(self.diffusion_squared)
+
+    def reverse_drift(self, x: Any, score: Any) -> Any:
+        """Drift of the reverse-time SDE in reverse time, -f(x) + g^2 score = x + 2 score."""
+        return -self.drift(x) + self.diffusion_squared * score
+
+    def flow_velocity(self, x: Any, score: Any) -> Any:
+        """Velocity of the probability-flow ODE in reverse time, -f(x) + g^2/2 score = x + score."""
+        return -self.drift(x) + (0.5 * self.diffusion_squared) * score
 
 
 def time_grid(n_steps: int, T: float, t_min: float, kind: str = "exponential") -> np.ndarray:
@@ -76,6 +91,8 @@ def time_grid(n_steps: int, T: float, t_min: float, kind: str = "exponential") -
 
     Raises
     ------
+    TypeError
+        If ``n_steps`` is not an integer or ``T``/``t_min`` not real numbers.
     ValueError
         If ``n_steps < 1``, ``t_min <= 0``, ``T <= t_min`` or ``kind`` is unknown.
 
@@ -84,22 +101,16 @@ def time_grid(n_steps: int, T: float, t_min: float, kind: str = "exponential") -
     >>> time_grid(2, 1.0, 0.01).round(3).tolist()
     [1.0, 0.1, 0.01]
     """
-    if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
-        raise ValueError(f"n_steps must be an integer >= 1, got {n_steps!r}")
-    T = float(T)
-    t_min = float(t_min)
-    if not (math.isfinite(t_min) and t_min > 0):
-        raise ValueError(f"t_min must be a finite number > 0, got {t_min!r}")
-    if not (math.isfinite(T) and T > t_min):
-        raise ValueError(f"T must be finite and > t_min={t_min}, got {T!r}")
+    n_steps = check_int(n_steps, "n_steps", min_val=1)
+    t_min = check_float(t_min, "t_min", min_val=0, include_boundaries="neither")
+    T = check_float(T, "T", min_val=t_min, include_boundaries="neither")
+    check_option(kind, "kind", GRID_KINDS)
     i = np.arange(n_steps + 1, dtype=float)
     if kind == "exponential":
         grid = T * np.exp(-i / n_steps * math.log(T / t_min))
     elif kind == "linear":
         grid = T + (t_min - T) * i / n_steps
-    elif kind == "cosine":
+    else:  # cosine
         grid = t_min + (T - t_min) * 0.5 * (1.0 + np.cos(np.pi * i / n_steps))
-    else:
-        raise ValueError(f"kind must be one of {GRID_KINDS}, got {kind!r}")
     grid[0], grid[-1] = T, t_min
     return grid

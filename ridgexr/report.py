@@ -9,6 +9,7 @@ import holoviews as hv
 import xarray as xr
 
 from . import analysis, plot
+from ._deprecation import renamed_kwargs
 from .store import cells
 
 __all__ = ["make_report"]
@@ -33,13 +34,15 @@ def _style(fig, **common):
     return fig
 
 
+@renamed_kwargs(frames="n_frames")
 def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr report", r: float = 0.5,
-                frames: int = 12) -> dict:
+                n_frames: int = 12) -> dict:
     """Write PNG figures and ``report.html`` for a store's Dataset; returns {name: path}.
 
     The HTML embeds BokehJS (``resources="inline"``), so it opens offline; the sample
-    scatter (2-D data) has a step slider with ``frames`` steps (each frame is embedded, so
-    the page size and rendering time grow with it).
+    scatter (2-D data) has a step slider with ``n_frames`` steps (each frame is embedded, so
+    the page size and rendering time grow with it).  ``frames=`` is the deprecated
+    spelling of ``n_frames``.
     """
     plot.ensure_backends()
     out = Path(out_dir)
@@ -53,14 +56,14 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
     if ds.sizes.get("train", 0) >= 2:
         x = "tau" if "tau" in ds.dims else "width"
         figures["phase_diagram"] = plot.phase_diagram(ds, x=x)
-    if "dataset_provenance" in ds.attrs and '"mnist"' in ds.attrs["dataset_provenance"]:
+    if plot.is_mnist(ds):
         picked = [c for c in cells(ds) if c.get("schedule") != "exact"][:1] + \
             [c for c in cells(ds) if c.get("schedule") == "exact"][:1]
         for i, cell in enumerate(picked):
             figures[f"decoded_samples_{i}"] = plot.decoded_samples(ds, **cell)
             figures[f"decoded_trajectories_{i}"] = plot.decoded_trajectories(ds, **cell)
     if ds.sizes["dim"] == 2:
-        figures["samples"] = plot.samples_over_time(ds, **cells(ds)[0], n_frames=frames)
+        figures["samples"] = plot.samples_over_time(ds, **cells(ds)[0], n_frames=n_frames)
     for name, fig in figures.items():
         logs = dict(logx=True, logy=name == "distance_curves") if name.endswith("curves") else {}
         figures[name] = _style(fig, **logs)

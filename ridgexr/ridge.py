@@ -22,7 +22,6 @@ space, iterated for all points at once until the normal step is below ``tol``.
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -30,12 +29,12 @@ import numpy as np
 import torch
 
 from ._backend import as_tensor, to_like
+from ._validation import check_float, check_int, check_option, check_optional_int
 from .empirical import SmoothedEmpirical
+from .scms import RIDGE_KINDS, default_tol, frame_flat, project_onto, scms
 
 __all__ = ["RidgeFrame", "RidgeProjection", "ridge_frame", "ridge_residual", "project_to_ridge",
-           "suggest_d_star", "RIDGE_KINDS"]
-
-RIDGE_KINDS = ("log", "density")
+           "suggest_d_star", "check_ridge_args", "default_tol", "RIDGE_KINDS"]
 
 
 @dataclass
@@ -89,120 +88,36 @@ class RidgeProjection:
     on_ridge: Any
     dropped_mass: Any
 
-    def as_dict(self) -> dict:
-        """The fields as a plain dict."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
 
 # ---------------------------------------------------------------------------- validation
-def _check_density(density: Any) -> SmoothedEmpirical:
+def check_ridge_args(density: Any, d_star: Any, *, kind: Any = "log", tol: Any = None, max_iter: Any = 1,
+                     top_k: Any = None) -> dict:
+    """Validate the arguments shared by the ridge functions; returns them normalised.
+
+    The single rule for ``density`` (a :class:`SmoothedEmpirical`), ``d_star`` (integer in
+    [0, d)), ``kind`` (one of :data:`RIDGE_KINDS`), ``tol`` (None or finite > 0),
+    ``max_iter`` (integer >= 1) and ``top_k`` (None or integer >= 1), used by the array
+    functions here and by :mod:`ridgexr.labelled` before it builds a dask graph.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Naming the argument and the bad value.
+    """
     if not isinstance(density, SmoothedEmpirical):
-        raise TypeError(f"density must be a SmoothedEmpirical, got {type(density).__name__}")
-    return density
+        raise TypeError(f"`density` must be a SmoothedEmpirical; got {type(density).__name__}")
+    return dict(
+        d_star=check_int(d_star, "d_star", min_val=0, max_val=density.d - 1),
+        kind=check_option(kind, "kind", RIDGE_KINDS),
+        tol=None if tol is None else check_float(tol, "tol", min_val=0, include_boundaries="neither"),
+        max_iter=check_int(max_iter, "max_iter", min_val=1),
+        top_k=check_optional_int(top_k, "top_k", min_val=1),
+    )
 
 
-def _check_d_star(d_star: Any, d: int) -> int:
-    if isinstance(d_star, bool) or not isinstance(d_star, (int, np.integer)):
-        raise ValueError(f"d_star must be an integer in [0, {d}), got {d_star!r}")
-    if not 0 <= int(d_star) < d:
-        raise ValueError(f"d_star must be in [0, d) = [0, {d}), got {d_star}")
-    return int(d_star)
-
-
-def _check_kind(kind: str) -> str:
-    if kind not in RIDGE_KINDS:
-        raise ValueError(f"kind must be one of {RIDGE_KINDS}, got {kind!r}")
-    return kind
-
-
-# ---------------------------------------------------------------------------- core (flat)
-_EIGH_POOL: ThreadPoolExecutor | None = None
-
-
-def batched_eigh(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``torch.linalg.eigh`` over a batch (B, d, d), split across CPU threads.
-
-    torch's CPU eigh solves batch members one after another on one thread; splitting a
-    large batch into ``torch.get_num_threads()`` parts (the kernels release the GIL)
-    uses every core.  CUDA input goes straight to torch.
-    """
-    global _EIGH_POOL
-    nthreads = torch.get_num_threads()
-    if m.device.type != "cpu" or nthreads < 2 or m.shape[0] < 256:
-        return torch.linalg.eigh(m)
-    if _EIGH_POOL is None or _EIGH_POOL._max_workers != nthreads:
-        _EIGH_POOL = ThreadPoolExecutor(nthreads, thread_name_prefix="ridgexr-eigh")
-    parts = list(_EIGH_POOL.map(torch.linalg.eigh, m.chunk(nthreads)))
-    return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
-
-
-def _fix_signs(vecs: torch.Tensor) -> torch.Tensor:
-    """Make each eigenvector's largest-magnitude entry positive (deterministic output)."""
-    idx = vecs.abs().argmax(dim=-2, keepdim=True)
-    sign = torch.sign(torch.gather(vecs, -2, idx))
-    sign = torch.where(sign == 0, torch.ones_like(sign), sign)
-    return vecs * sign
-
-
-def _frame_flat(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star: int,
-                kind: str, top_k: int | None):
-    """Frame quantities at flat queries xf (Q, d) with times tf (Q,).
-
-    Returns a dict of tensors: mean-shift step (Q, d), normal basis (Q, d, d-d*),
-    tangent basis (Q, d, d*), Hessian eigenvalues descending (Q, d), eigengap,
-    degenerate, h, dropped_mass.
-    """
-    mom = density._moments_flat(xf, tf, cov=True, top_k=top_k)
-    a, h = mom["alpha"], mom["h"]
-    d = xf.shape[-1]
-    step = a[:, None] * mom["mean"] - xf  # = h * grad log p
-    eps = torch.finfo(xf.dtype).eps
-    if kind == "log":
-        # eigenvectors from the O(1)-scaled covariance: resolved even where C underflows
-        mu_unit, vecs = batched_eigh(mom["cov_unit"])  # ascending
-        mu = torch.exp(mom["log_cov_scale"])[:, None] * mu_unit
-        lam = (a[:, None] ** 2 * mu - h[:, None]) / h[:, None] ** 2
-        # eigenvalues of cov_unit are resolved to (Weyl) d x entry error, plus rounding
-        if d_star > 0:
-            floor = 2 * d * mom["cov_error"] + math.sqrt(eps) * mu_unit.abs().amax(-1)
-            gap_c = mu_unit[:, d - d_star] - mu_unit[:, d - d_star - 1]
-    else:
-        g = step / h[:, None]
-        eye = torch.eye(d, dtype=xf.dtype, device=xf.device)
-        hess = (a[:, None, None] ** 2 * mom["cov"] - h[:, None, None] * eye) / h[:, None, None] ** 2
-        m = hess + g[:, :, None] * g[:, None, :]
-        lam, vecs = batched_eigh(0.5 * (m + m.transpose(1, 2)))
-        if d_star > 0:
-            cov_abs_err = mom["cov_error"] * torch.exp(mom["log_cov_scale"])
-            floor = 2 * d * cov_abs_err * (a / h) ** 2 + math.sqrt(eps) * lam.abs().amax(-1)
-            gap_c = lam[:, d - d_star] - lam[:, d - d_star - 1]
-    vecs = _fix_signs(vecs)
-    lam_desc = torch.flip(lam, (-1,))
-    vecs_desc = torch.flip(vecs, (-1,))
-    tangent = vecs_desc[..., :d_star]
-    normal = vecs_desc[..., d_star:]
-    if d_star > 0:
-        gap = lam_desc[:, d_star - 1] - lam_desc[:, d_star]
-        degenerate = gap_c <= floor
-    else:
-        gap = torch.full_like(h, math.inf)
-        degenerate = torch.zeros_like(h, dtype=torch.bool)
-    return dict(step=step, normal=normal, tangent=tangent, eigenvalues=lam_desc, eigengap=gap,
-                degenerate=degenerate, h=h, dropped_mass=mom["dropped_mass"])
-
-
-def _project_onto(basis: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """B B^T v for orthonormal bases B (Q, d, k) and vectors v (Q, d)."""
-    coef = torch.einsum("qdk,qd->qk", basis, v)
-    return torch.einsum("qdk,qk->qd", basis, coef)
-
-
-def _flatten(density: SmoothedEmpirical, x: Any, d_star: Any):
-    density = _check_density(density)
-    xt, tb = density._prepare(x)
-    d = density.dim
-    d_star = _check_d_star(d_star, d)
-    return xt, xt.reshape(-1, d), tb.reshape(-1), d_star
+def _flatten(density: SmoothedEmpirical, x: Any):
+    xt, tb = density.validate_queries(x)
+    return xt, xt.reshape(-1, density.d), tb.reshape(-1)
 
 
 # ---------------------------------------------------------------------------- public
@@ -236,19 +151,19 @@ def ridge_frame(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: str = 
     >>> np.abs(f.tangent[:, 0]).round(6).tolist()
     [1.0, 0.0]
     """
-    _check_kind(kind)
-    xt, xf, tf, d_star = _flatten(density, x, d_star)
+    args = check_ridge_args(density, d_star, kind=kind, top_k=top_k)
+    d_star = args["d_star"]
+    xt, xf, tf = _flatten(density, x)
     batch = xt.shape[:-1]
     d = xt.shape[-1]
-    fr = _frame_flat(density, xf, tf, d_star, kind, top_k)
-    lam = fr["eigenvalues"]
+    fr = frame_flat(density, xf, tf, d_star, args["kind"], args["top_k"])
     out = RidgeFrame(
-        tangent=fr["tangent"].reshape(*batch, d, d_star),
-        normal=fr["normal"].reshape(*batch, d, d - d_star),
-        eigenvalues=lam.reshape(*batch, d),
-        normal_curvature=lam[:, d_star].reshape(batch),
-        eigengap=fr["eigengap"].reshape(batch),
-        degenerate=fr["degenerate"].reshape(batch),
+        tangent=fr.tangent.reshape(*batch, d, d_star),
+        normal=fr.normal.reshape(*batch, d, d - d_star),
+        eigenvalues=fr.eigenvalues.reshape(*batch, d),
+        normal_curvature=fr.normal_curvature.reshape(batch),
+        eigengap=fr.eigengap.reshape(batch),
+        degenerate=fr.degenerate.reshape(batch),
     )
     return RidgeFrame(**{f.name: to_like(getattr(out, f.name), x) for f in fields(out)})
 
@@ -275,17 +190,11 @@ def ridge_residual(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: str
     >>> float(ridge_residual(p, np.array([1.0, 0.0]), 1)) < 1e-12
     True
     """
-    _check_kind(kind)
-    xt, xf, tf, d_star = _flatten(density, x, d_star)
-    fr = _frame_flat(density, xf, tf, d_star, kind, top_k)
-    res = _project_onto(fr["normal"], fr["step"]).norm(dim=-1) / fr["h"]
+    args = check_ridge_args(density, d_star, kind=kind, top_k=top_k)
+    xt, xf, tf = _flatten(density, x)
+    fr = frame_flat(density, xf, tf, args["d_star"], args["kind"], args["top_k"])
+    res = project_onto(fr.normal, fr.step).norm(dim=-1) / fr.h
     return to_like(res.reshape(xt.shape[:-1]), x)
-
-
-def default_tol(dtype: torch.dtype, radius: float) -> float:
-    """Default SCMS stopping tolerance on the normal step (data units)."""
-    base = 1e-9 if dtype == torch.float64 else 2e-5
-    return base * (1.0 + radius)
 
 
 def project_to_ridge(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: str = "log",
@@ -323,9 +232,11 @@ def project_to_ridge(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: s
 
     Raises
     ------
+    TypeError
+        When ``density`` is not a SmoothedEmpirical or an argument has the wrong type.
     ValueError
         On bad shapes, non-finite ``x``, ``d_star`` outside [0, d), bad ``kind``,
-        ``tol <= 0`` or ``max_iter < 1``.
+        ``tol <= 0``, ``max_iter < 1`` or ``top_k < 1``.
 
     Examples
     --------
@@ -335,79 +246,19 @@ def project_to_ridge(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: s
     >>> np.round(r.point, 6).tolist(), bool(r.on_ridge[0])
     ([[1.0, 0.0]], True)
     """
-    _check_kind(kind)
-    xt, xf, tf, d_star = _flatten(density, x, d_star)
-    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
-        raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
-    if tol is not None and not (isinstance(tol, (int, float, np.floating)) and math.isfinite(tol) and tol > 0):
-        raise ValueError(f"tol must be a finite number > 0, got {tol!r}")
+    args = check_ridge_args(density, d_star, kind=kind, tol=tol, max_iter=max_iter, top_k=top_k)
+    xt, xf, tf = _flatten(density, x)
     batch = xt.shape[:-1]
     d = xf.shape[1]
-    out, _ = _scms(density, xf, tf, d_star, kind, tol, max_iter, top_k)
-    point, converged, iterations, residual, curvature, gap, degenerate, dropped = (
-        out[k] for k in ("point", "converged", "iterations", "residual", "curvature", "gap", "degenerate",
-                         "dropped"))
-    on_ridge = converged & (curvature < 0)
-    res = RidgeProjection(
-        point=point.reshape(*batch, d), converged=converged.reshape(batch),
-        iterations=iterations.reshape(batch), residual=residual.reshape(batch),
-        normal_curvature=curvature.reshape(batch), eigengap=gap.reshape(batch),
-        degenerate=degenerate.reshape(batch), on_ridge=on_ridge.reshape(batch),
-        dropped_mass=dropped.reshape(batch),
+    res, _ = scms(density, xf, tf, **args)
+    out = RidgeProjection(
+        point=res.point.reshape(*batch, d), converged=res.converged.reshape(batch),
+        iterations=res.iterations.reshape(batch), residual=res.residual.reshape(batch),
+        normal_curvature=res.normal_curvature.reshape(batch), eigengap=res.eigengap.reshape(batch),
+        degenerate=res.degenerate.reshape(batch), on_ridge=res.on_ridge.reshape(batch),
+        dropped_mass=res.dropped_mass.reshape(batch),
     )
-    return RidgeProjection(**{f.name: to_like(getattr(res, f.name), x) for f in fields(res)})
-
-
-def _scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star: int, kind: str,
-          tol: float | None, max_iter: int, top_k: int | None):
-    """SCMS on flat validated points xf (Q, d) at times tf (Q,); ``tol=None`` = :func:`default_tol`.
-
-    Returns (dict of result tensors, the frame dict of ``_frame_flat`` at the starting points),
-    so callers that also need the frame at x (e.g. the directional residuals) do not
-    evaluate it a second time.
-    """
-    if tol is None:
-        tol = default_tol(xf.dtype, math.sqrt(density._radius2(xf.dtype, xf.device)))
-    q, d = xf.shape
-    dev, dt = xf.device, xf.dtype
-    point = xf.clone()
-    converged = torch.zeros(q, dtype=torch.bool, device=dev)
-    iterations = torch.zeros(q, dtype=torch.int64, device=dev)
-    residual = torch.empty(q, dtype=dt, device=dev)
-    curvature = torch.empty(q, dtype=dt, device=dev)
-    gap = torch.empty(q, dtype=dt, device=dev)
-    degenerate = torch.zeros(q, dtype=torch.bool, device=dev)
-    dropped = torch.zeros(q, dtype=dt, device=dev)
-    active = torch.arange(q, device=dev)
-
-    def record(idx, fr, nstep):
-        residual[idx] = nstep.norm(dim=-1) / fr["h"]
-        curvature[idx] = fr["eigenvalues"][:, d_star]
-        gap[idx] = fr["eigengap"]
-        degenerate[idx] = fr["degenerate"]
-        dropped[idx] = fr["dropped_mass"]
-
-    first = None
-    for _ in range(max_iter + 1):
-        if active.numel() == 0:
-            break
-        fr = _frame_flat(density, point[active], tf[active], d_star, kind, top_k)
-        if first is None:
-            first = fr  # the frame at the starting points, in their order
-        nstep = _project_onto(fr["normal"], fr["step"])
-        small = nstep.norm(dim=-1) < tol
-        record(active, fr, nstep)
-        converged[active[small]] = True
-        still = ~small
-        if _ == max_iter:  # evaluated the final position; no step left
-            break
-        moving = active[still]
-        point[moving] = point[moving] + nstep[still]
-        iterations[moving] += 1
-        active = moving
-    out = dict(point=point, converged=converged, iterations=iterations, residual=residual, curvature=curvature,
-               gap=gap, degenerate=degenerate, dropped=dropped)
-    return out, first
+    return RidgeProjection(**{f.name: to_like(getattr(out, f.name), x) for f in fields(out)})
 
 
 def suggest_d_star(train: Any, t: float, *, n_points: int = 256, seed: int = 0) -> tuple[int, np.ndarray]:
@@ -427,9 +278,12 @@ def suggest_d_star(train: Any, t: float, *, n_points: int = 256, seed: int = 0) 
     1
     """
     tr = np.asarray(as_tensor(train, name="train", dtype=torch.float64).cpu().numpy())
+    n_points = check_int(n_points, "n_points", min_val=1)
+    if tr.ndim != 2:
+        raise ValueError(f"`train` must have shape (N, d); got shape {tr.shape}")
     n, d = tr.shape
     if d < 2:
-        raise ValueError(f"suggest_d_star needs d >= 2, got d={d}")
+        raise ValueError(f"`train` must have d >= 2 columns for suggest_d_star; got d={d}")
     dens = SmoothedEmpirical(tr, t)
     rng = np.random.default_rng(seed)
     idx = rng.choice(n, size=min(n, n_points), replace=False)

@@ -1,13 +1,15 @@
 """Samplers as torch generators that yield blocks of consecutive recorded steps.
 
-Reverse-time SDE (Euler-Maruyama) for the OU forward process, on a decreasing grid
+Reverse-time SDE (Euler-Maruyama) for the forward process dX = f(X) dt + g dW (the OU
+process f(x) = -x, g^2 = 2, see :class:`ridgexr.OU`), on a decreasing grid
 t_0 = T > t_1 > ... > t_n = t_min with steps dt_k = t_k - t_{k+1} > 0:
 
-    x <- x + (x + 2 score(x, t_k)) dt_k + sqrt(2 dt_k) xi,      xi ~ N(0, I)
+    x <- x + (-f(x) + g^2 score(x, t_k)) dt_k + sqrt(g^2 dt_k) xi     (= (x + 2 score) dt + sqrt(2 dt) xi)
 
-Probability-flow ODE (Heun): dx/ds = x + score(x, t) in reverse time s, i.e.
-predictor x' = x + dt (x + score(x, t_k)), corrector
-x <- x + dt/2 [(x + score(x, t_k)) + (x' + score(x', t_{k+1}))].
+Probability-flow ODE (Heun): dx/ds = v(x, t) = -f(x) + g^2/2 score(x, t) (= x + score) in
+reverse time s, i.e. predictor x' = x + dt v(x, t_k), corrector
+x <- x + dt/2 [v(x, t_k) + v(x', t_{k+1})].  The drift terms come from
+:meth:`ridgexr.OU.reverse_drift` and :meth:`ridgexr.OU.flow_velocity`.
 
 The initial state is x_T ~ N(0, I) (the OU stationary law).  Every random number comes
 from one ``torch.Generator`` seeded with ``seed`` on the sampling device: the same seed
@@ -24,6 +26,10 @@ from typing import Callable, Iterator
 
 import numpy as np
 import torch
+
+from ._deprecation import renamed_kwargs
+from ._validation import check_int, check_option
+from .process import OU
 
 __all__ = ["StepBlock", "recorded_steps", "reverse_sde", "probability_flow", "sample", "SAMPLERS"]
 
@@ -50,32 +56,35 @@ class StepBlock:
 
 def recorded_steps(n_steps: int, record_every: int = 1) -> np.ndarray:
     """Step numbers that are recorded: 0, k, 2k, ... and always the last step ``n_steps``."""
-    if isinstance(record_every, bool) or not isinstance(record_every, (int, np.integer)) or record_every < 1:
-        raise ValueError(f"record_every must be an integer >= 1, got {record_every!r}")
+    n_steps = check_int(n_steps, "n_steps", min_val=1)
+    record_every = check_int(record_every, "record_every", min_val=1)
     steps = np.arange(0, n_steps + 1, record_every)
     if steps[-1] != n_steps:
         steps = np.append(steps, n_steps)
     return steps
 
 
-def _validate(grid, n_samples, dim, block_steps):
+def _validate(grid, n_samples, d, block_steps, seed):
     grid = np.asarray(grid, dtype=np.float64)
     if grid.ndim != 1 or grid.size < 2 or not np.all(np.diff(grid) < 0) or grid[-1] <= 0:
-        raise ValueError("grid must be a strictly decreasing 1-D array of times > 0 with >= 2 entries")
-    for name, v in (("n_samples", n_samples), ("dim", dim), ("block_steps", block_steps)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+        raise ValueError("`grid` must be a strictly decreasing 1-D array of times > 0 with >= 2 entries; "
+                         f"got shape {grid.shape}")
+    check_int(n_samples, "n_samples", min_val=1)
+    check_int(d, "d", min_val=1)
+    check_int(block_steps, "block_steps", min_val=1)
+    check_int(seed, "seed", min_val=0, max_val=2**63 - 1)
     return grid
 
 
-def _run(step_fn, score: ScoreFn, n_samples: int, dim: int, grid, *, seed: int, block_steps: int,
-         record_every: int, device, dtype) -> Iterator[StepBlock]:
-    grid = _validate(grid, n_samples, dim, block_steps)
+def _run(step_fn, score: ScoreFn, n_samples: int, d: int, grid, *, seed: int, block_steps: int,
+         record_every: int, device, dtype, process: OU | None) -> Iterator[StepBlock]:
+    grid = _validate(grid, n_samples, d, block_steps, seed)
+    process = process if process is not None else OU()
     n_steps = grid.size - 1
     rec = recorded_steps(n_steps, record_every)
     gen = torch.Generator(device=device)
     gen.manual_seed(int(seed))
-    x = torch.randn(n_samples, dim, generator=gen, device=device, dtype=dtype)
+    x = torch.randn(n_samples, d, generator=gen, device=device, dtype=dtype)
     buf, buf_steps = [], []
     next_index = 0
     rec_set = set(rec.tolist())
@@ -91,37 +100,42 @@ def _run(step_fn, score: ScoreFn, n_samples: int, dim: int, grid, *, seed: int, 
                 buf, buf_steps = [], []
         if k < n_steps:
             with torch.no_grad():  # samplers never need gradients; keeps memory flat
-                x = step_fn(score, x, float(grid[k]), float(grid[k + 1]), gen)
+                x = step_fn(process, score, x, float(grid[k]), float(grid[k + 1]), gen)
 
 
-def _em_step(score, x, t0, t1, gen):
+def _em_step(process, score, x, t0, t1, gen):
     dt = t0 - t1
     noise = torch.randn(x.shape, generator=gen, device=x.device, dtype=x.dtype)
-    return x + (x + 2.0 * score(x, t0)) * dt + math.sqrt(2.0 * dt) * noise
+    return x + process.reverse_drift(x, score(x, t0)) * dt + math.sqrt(process.diffusion_squared * dt) * noise
 
 
-def _heun_step(score, x, t0, t1, gen):
+def _heun_step(process, score, x, t0, t1, gen):
     dt = t0 - t1
-    v0 = x + score(x, t0)
+    v0 = process.flow_velocity(x, score(x, t0))
     xp = x + dt * v0
-    v1 = xp + score(xp, t1)
+    v1 = process.flow_velocity(xp, score(xp, t1))
     return x + 0.5 * dt * (v0 + v1)
 
 
-def reverse_sde(score: ScoreFn, n_samples: int, dim: int, grid, *, seed: int, block_steps: int = 64,
-                record_every: int = 1, device="cpu", dtype=torch.float64) -> Iterator[StepBlock]:
+@renamed_kwargs(dim="d")
+def reverse_sde(score: ScoreFn, n_samples: int, d: int, grid, *, seed: int, block_steps: int = 64,
+                record_every: int = 1, device="cpu", dtype=torch.float64,
+                process: OU | None = None) -> Iterator[StepBlock]:
     """Euler-Maruyama for the reverse-time SDE; yields :class:`StepBlock` s.
 
     Parameters
     ----------
     score : callable (x (n, d) tensor, t float) -> (n, d) tensor
-    n_samples, dim : int
+    n_samples, d : int
+        Number of trajectories and data dimension (``dim=`` is the deprecated spelling of ``d``).
     grid : (n_steps + 1,) decreasing times (see :func:`ridgexr.time_grid`)
     seed : int
     block_steps : int
         Recorded states per block.
     record_every : int
         Record every k-th step (the last step is always recorded).
+    process : OU, optional
+        The forward process whose reverse is sampled (default ``OU()``).
 
     Examples
     --------
@@ -131,15 +145,17 @@ def reverse_sde(score: ScoreFn, n_samples: int, dim: int, grid, *, seed: int, bl
     >>> [b.x.shape[0] for b in blocks], int(blocks[-1].step[-1])
     ([5, 5, 1], 10)
     """
-    return _run(_em_step, score, n_samples, dim, grid, seed=seed, block_steps=block_steps,
-                record_every=record_every, device=device, dtype=dtype)
+    return _run(_em_step, score, n_samples, d, grid, seed=seed, block_steps=block_steps,
+                record_every=record_every, device=device, dtype=dtype, process=process)
 
 
-def probability_flow(score: ScoreFn, n_samples: int, dim: int, grid, *, seed: int, block_steps: int = 64,
-                     record_every: int = 1, device="cpu", dtype=torch.float64) -> Iterator[StepBlock]:
+@renamed_kwargs(dim="d")
+def probability_flow(score: ScoreFn, n_samples: int, d: int, grid, *, seed: int, block_steps: int = 64,
+                     record_every: int = 1, device="cpu", dtype=torch.float64,
+                     process: OU | None = None) -> Iterator[StepBlock]:
     """Heun's method for the probability-flow ODE; same interface as :func:`reverse_sde`."""
-    return _run(_heun_step, score, n_samples, dim, grid, seed=seed, block_steps=block_steps,
-                record_every=record_every, device=device, dtype=dtype)
+    return _run(_heun_step, score, n_samples, d, grid, seed=seed, block_steps=block_steps,
+                record_every=record_every, device=device, dtype=dtype, process=process)
 
 
 SAMPLERS = {"sde": reverse_sde, "ode": probability_flow}
@@ -147,6 +163,4 @@ SAMPLERS = {"sde": reverse_sde, "ode": probability_flow}
 
 def sample(kind: str, *args, **kwargs) -> Iterator[StepBlock]:
     """Dispatch to :data:`SAMPLERS` by name ("sde" or "ode")."""
-    if kind not in SAMPLERS:
-        raise ValueError(f"sampler must be one of {tuple(SAMPLERS)}, got {kind!r}")
-    return SAMPLERS[kind](*args, **kwargs)
+    return SAMPLERS[check_option(kind, "kind", SAMPLERS)](*args, **kwargs)

@@ -31,11 +31,18 @@ import dask.array as da
 import numpy as np
 import xarray as xr
 
-SCHEMA_VERSION = "1.0"
+from .process import OU
+from .training.diagnostics import DIAGNOSTIC_VARIABLES, LOSS_UNITS
+
+SCHEMA_VERSION = "1.1"
 LOCK_NAME = ".ridgexr-lock"
 
 __all__ = ["SCHEMA_VERSION", "StoreLayout", "create_store", "write_block", "write_cell_end", "open_store",
-           "StoreLock", "StoreLockedError", "cells", "complete_cells", "cell_label", "VARIABLE_ATTRS"]
+           "StoreLock", "StoreLockedError", "cells", "complete_cells", "cell_label", "json_attr", "VARIABLE_ATTRS",
+           "CELL_DIAGNOSTICS"]
+
+#: per-cell training diagnostics (float, one value per cell), named once in ridgexr.training
+CELL_DIAGNOSTICS = tuple(DIAGNOSTIC_VARIABLES)
 
 VARIABLE_ATTRS: dict[str, tuple[str, str]] = {
     "trajectory": ("sampler state x at each recorded step", "data units"),
@@ -50,16 +57,10 @@ VARIABLE_ATTRS: dict[str, tuple[str, str]] = {
     "residual_tangent": ("tangent part T T^T e of the model error, frame at x", "data units"),
     "diverged": ("the trajectory left the finite numbers at some step", "1"),
     "train_data": ("training points x_i", "data units"),
-    "loss": ("weighted score-matching training loss L(A)", "loss units"),
-    "optimal_loss": ("loss L* of the exact denoiser on the same sample", "loss units"),
-    "excess_loss": ("L(A) - L* on a held-out sample", "loss units"),
-    "excess_loss_se": ("Monte-Carlo standard error of the held-out excess loss", "loss units"),
-    "excess_loss_insample": ("L(A) - L* on the training sample (biased low by the fit)", "loss units"),
-    "excess_tangent": ("tangent part of the held-out excess loss (ridge frame at x_t)", "loss units"),
-    "excess_normal": ("normal part of the held-out excess loss (ridge frame at x_t)", "loss units"),
+    **{name: (long_name, LOSS_UNITS) for name, long_name in DIAGNOSTIC_VARIABLES.items()},
     "cell_complete": ("every variable of this cell is written", "1"),
     "max_dropped_mass": ("largest posterior mass dropped by top-k truncation over the cell's projections "
-                         "(<= attr top_k_bound)", "1"),
+                         "(<= attr drop_tol)", "1"),
     "final_ridge_residual_alt": ("|E E^T grad log p_t| at the final state for alternative ridge dimensions",
                                  "1/data units"),
     "t": ("diffusion time of the recorded step", "OU time"),
@@ -70,8 +71,6 @@ VARIABLE_ATTRS: dict[str, tuple[str, str]] = {
 STEP_SCALAR = ("ridge_distance", "ridge_residual", "normal_curvature")
 STEP_VECTOR = ("trajectory", "ridge_projection", "residual_normal", "residual_tangent")
 STEP_BOOL = ("ridge_converged",)
-CELL_SCALAR = ("loss", "optimal_loss", "excess_loss", "excess_loss_se", "excess_loss_insample", "excess_tangent",
-               "excess_normal")
 
 
 @dataclass(frozen=True)
@@ -84,10 +83,10 @@ class StoreLayout:
     n_samples: int
     t: np.ndarray  # recorded times (n_rec,)
     sampler_step: np.ndarray  # (n_rec,)
-    dim: int
+    d: int  # data dimension (size of the store's ``dim`` dimension)
     block_steps: int
     sample_chunk: int
-    compare_d_star: tuple[int, ...] = ()
+    d_star_alt: tuple[int, ...] = ()  # extra ridge dimensions of final_ridge_residual_alt
 
     @property
     def cell_dims(self) -> tuple[str, ...]:
@@ -127,7 +126,7 @@ def cell_label(ds: xr.Dataset, dims, idx) -> dict:
 def _template(layout: StoreLayout, train: np.ndarray, attrs: dict) -> xr.Dataset:
     cd, cs = layout.cell_dims, layout.cell_shape
     ones = (1,) * len(cd)
-    S, K, d = layout.n_samples, layout.n_steps, layout.dim
+    S, K, d = layout.n_samples, layout.n_steps, layout.d
     sc, bs = layout.sample_chunk, layout.block_steps
     data = {}
     for name in STEP_VECTOR:
@@ -137,12 +136,12 @@ def _template(layout: StoreLayout, train: np.ndarray, attrs: dict) -> xr.Dataset
     for name in STEP_BOOL:
         data[name] = (cd + ("sample", "step"), da.zeros(cs + (S, K), dtype=bool, chunks=ones + (sc, bs)))
     data["diverged"] = (cd + ("sample",), da.zeros(cs + (S,), dtype=bool, chunks=ones + (S,)))
-    for name in CELL_SCALAR:
+    for name in CELL_DIAGNOSTICS:
         data[name] = (cd, da.full(cs, np.nan, chunks=ones))
     data["cell_complete"] = (cd, da.zeros(cs, dtype=bool, chunks=ones))
     data["max_dropped_mass"] = (cd, da.full(cs, np.nan, chunks=ones))
-    if layout.compare_d_star:
-        nd = len(layout.compare_d_star)
+    if layout.d_star_alt:
+        nd = len(layout.d_star_alt)
         data["final_ridge_residual_alt"] = (cd + ("sample", "d_star_alt"),
                                             da.full(cs + (S, nd), np.nan, chunks=ones + (S, nd)))
     coords = {
@@ -152,14 +151,14 @@ def _template(layout: StoreLayout, train: np.ndarray, attrs: dict) -> xr.Dataset
         "step": np.arange(K, dtype=np.int64),
         "dim": np.arange(d, dtype=np.int64),
         "t": ("step", layout.t),
-        "alpha": ("step", np.exp(-layout.t)),
-        "h": ("step", -np.expm1(-2 * layout.t)),
+        "alpha": ("step", OU().alpha(layout.t)),
+        "h": ("step", OU().h(layout.t)),
         "sampler_step": ("step", layout.sampler_step.astype(np.int64)),
     }
     if layout.taus is not None:
         coords["tau"] = np.array(layout.taus, dtype=np.float64)
-    if layout.compare_d_star:
-        coords["d_star_alt"] = np.array(layout.compare_d_star, dtype=np.int64)
+    if layout.d_star_alt:
+        coords["d_star_alt"] = np.array(layout.d_star_alt, dtype=np.int64)
     ds = xr.Dataset(data, coords=coords)
     ds["train_data"] = (("train", "dim"), np.asarray(train, dtype=np.float64))
     for name, (long_name, units) in VARIABLE_ATTRS.items():
@@ -189,7 +188,7 @@ def write_block(path: str | Path, layout: StoreLayout, cell: tuple[int, ...], st
     data = {}
     for name in STEP_VECTOR:  # (B, n, d) -> (cells..., n, B, d)
         data[name] = (cd + ("sample", "step", "dim"), np.swapaxes(values[name], 0, 1).reshape(lead + (
-            layout.n_samples, B, layout.dim)))
+            layout.n_samples, B, layout.d)))
     for name in STEP_SCALAR + STEP_BOOL:
         data[name] = (cd + ("sample", "step"), values[name].T.reshape(lead + (layout.n_samples, B)))
     region = {**layout.cell_region(cell), "step": slice(start, start + B)}
@@ -198,16 +197,21 @@ def write_block(path: str | Path, layout: StoreLayout, cell: tuple[int, ...], st
 
 def write_cell_end(path: str | Path, layout: StoreLayout, cell: tuple[int, ...], diverged: np.ndarray,
                    diagnostics: dict[str, float], *, max_dropped_mass: float = np.nan,
-                   residual_alt: np.ndarray | None = None) -> None:
-    """Write the per-cell variables, then the completion mark (in that order)."""
+                   final_ridge_residual_alt: np.ndarray | None = None) -> None:
+    """Write the per-cell variables, then the completion mark (in that order).
+
+    ``diagnostics`` maps names of :data:`CELL_DIAGNOSTICS` to floats (missing ones are NaN);
+    ``final_ridge_residual_alt`` is (n_samples, len(layout.d_star_alt)).
+    """
     cd = layout.cell_dims
     lead = (1,) * len(cd)
     data = {"diverged": (cd + ("sample",), np.asarray(diverged, dtype=bool).reshape(lead + (layout.n_samples,))),
             "max_dropped_mass": (cd, np.full(lead, float(max_dropped_mass)))}
-    if layout.compare_d_star:
-        alt = np.asarray(residual_alt, dtype=np.float64).reshape(lead + (layout.n_samples, len(layout.compare_d_star)))
+    if layout.d_star_alt:
+        alt = np.asarray(final_ridge_residual_alt, dtype=np.float64).reshape(
+            lead + (layout.n_samples, len(layout.d_star_alt)))
         data["final_ridge_residual_alt"] = (cd + ("sample", "d_star_alt"), alt)
-    for name in CELL_SCALAR:
+    for name in CELL_DIAGNOSTICS:
         data[name] = (cd, np.full(lead, float(diagnostics.get(name, np.nan))))
     region = layout.cell_region(cell)
     xr.Dataset(data).to_zarr(str(path), region=region, zarr_format=3, consolidated=False)
@@ -220,14 +224,22 @@ def open_store(path: str | Path, **kwargs) -> xr.Dataset:
     p = Path(path)
     if not (p / "zarr.json").is_file():
         raise FileNotFoundError(f"no ridgexr store at {str(p)!r}")
-    ds = xr.open_zarr(str(p), zarr_format=3, consolidated=False, **kwargs)
-    for key in ("config", "provenance"):
-        if isinstance(ds.attrs.get(key), str):
-            try:
-                ds.attrs[key + "_parsed"] = json.loads(ds.attrs[key])
-            except json.JSONDecodeError:
-                pass
-    return ds
+    return xr.open_zarr(str(p), zarr_format=3, consolidated=False, **kwargs)
+
+
+def json_attr(ds: xr.Dataset, key: str) -> dict:
+    """A JSON-valued store attribute (``config``, ``provenance``, ``seeds``, ``d_star_info``,
+    ``dataset_provenance``) parsed to a dict; ``{}`` when the store does not have it.
+
+    Raises ``ValueError`` naming the attribute when its text is not valid JSON.
+    """
+    text = ds.attrs.get(key)
+    if text is None:
+        return {}
+    try:
+        return json.loads(text)
+    except (TypeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"store attribute {key!r} is not valid JSON ({exc}); the store may be damaged") from None
 
 
 def cells(ds: xr.Dataset) -> list[dict]:

@@ -2,7 +2,6 @@ from typer.testing import CliRunner
 
 import ridgexr
 from ridgexr.cli import app
-from test_run import write_catalog
 
 runner = CliRunner()
 
@@ -13,7 +12,7 @@ def test_demo_prints_summary():
     assert "on ridge" in r.output and "100.0%" in r.output
 
 
-def test_run_info_list(tmp_path):
+def test_run_info_list(tmp_path, write_catalog):
     cat = write_catalog(tmp_path, steps=10, samples=8)
     r = runner.invoke(app, ["run", str(cat), "--out", str(tmp_path / "data")])
     assert r.exit_code == 0, r.output
@@ -30,7 +29,7 @@ def test_run_info_list(tmp_path):
     assert r4.exit_code == 0 and "two-points" in r4.output
 
 
-def test_cli_errors_name_the_problem(tmp_path):
+def test_cli_errors_name_the_problem(tmp_path, write_catalog):
     r = runner.invoke(app, ["run", "no-such-experiment"])
     assert r.exit_code != 0 and "no-such-experiment" in r.output
     cat = write_catalog(tmp_path, steps=5, samples=4)

@@ -34,15 +34,15 @@ def test_projection_lazy_labelled_and_equal_to_array_layer(rng):
 def test_residual_and_frame_and_accessor(rng):
     p = SmoothedEmpirical(THREE, 0.5)
     x = lazy_points(rng)
-    r = x.ridge.residual(p, 1)
+    r = x.ridge.ridge_residual(p, 1)
     assert isinstance(r.data, da.Array) and r.dims == ("step", "sample")
     np.testing.assert_allclose(r.values, ridgexr.ridge_residual(p, x.values, 1), rtol=1e-12)
-    fr = x.ridge.frame(p, 1).compute()
+    fr = x.ridge.ridge_frame(p, 1).compute()
     assert fr.tangent.dims == ("step", "sample", "dim", "tangent_axis")
     assert fr.normal.sizes["normal_axis"] == 1
     ref = ridgexr.ridge_frame(p, x.values, 1)
     np.testing.assert_allclose(fr.eigenvalues.values, ref.eigenvalues, rtol=1e-12)
-    acc = x.ridge.project(p, 1).compute()
+    acc = x.ridge.project_to_ridge(p, 1).compute()
     np.testing.assert_allclose(acc.ridge_projection.values, ridgexr.project_to_ridge(p, x.values, 1).point)
 
 
@@ -50,7 +50,7 @@ def test_labelled_bad_input(rng):
     p = SmoothedEmpirical(THREE, 0.5)
     x = lazy_points(rng)
     with pytest.raises(ValueError, match="dim"):
-        labelled.project_to_ridge(p, x, 1, dim="feature")
+        labelled.project_to_ridge(p, x, 1, feature_dim="feature")
     with pytest.raises(ValueError, match="dim"):
         labelled.project_to_ridge(p, x.isel(dim=[0]), 1)
     with pytest.raises(TypeError, match="x"):

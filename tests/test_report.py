@@ -10,13 +10,12 @@ from ridgexr.catalog import experiment_from_file
 from ridgexr.cli import app
 from ridgexr.report import make_report
 from ridgexr.run import run_experiment
-from test_run import write_catalog
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
 @pytest.fixture(scope="module")
-def tiny_store(tmp_path_factory):
+def tiny_store(tmp_path_factory, write_catalog):
     tmp = tmp_path_factory.mktemp("rep")
     exp = experiment_from_file(write_catalog(tmp, steps=12, samples=16))
     return run_experiment(exp, out_dir=tmp / "data").store
@@ -24,7 +23,7 @@ def tiny_store(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def report_paths(tiny_store, tmp_path_factory):
-    return make_report(ridgexr.open_dataset(tiny_store), tmp_path_factory.mktemp("r"), title="tiny", frames=3)
+    return make_report(ridgexr.open_dataset(tiny_store), tmp_path_factory.mktemp("r"), title="tiny", n_frames=3)
 
 
 def test_report_writes_png_and_html(report_paths):

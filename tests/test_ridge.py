@@ -6,7 +6,6 @@ import torch
 from hypothesis import given, strategies as st
 
 from ridgexr import OU, SmoothedEmpirical, project_to_ridge, ridge_frame, ridge_residual
-from conftest import cuda
 
 
 def autograd_geometry(p, x, kind="log"):
@@ -179,13 +178,23 @@ def test_top_k_projection_close_to_full(rng):
 
 
 @pytest.mark.parametrize("kwargs, name", [
-    (dict(d_star=2), "d_star"), (dict(d_star=-1), "d_star"), (dict(d_star=1.5), "d_star"),
+    (dict(d_star=2), "d_star"), (dict(d_star=-1), "d_star"),
     (dict(d_star=1, kind="hessian"), "kind"), (dict(d_star=1, tol=0.0), "tol"),
-    (dict(d_star=1, max_iter=0), "max_iter"),
+    (dict(d_star=1, max_iter=0), "max_iter"), (dict(d_star=1, top_k=0), "top_k"),
 ])
 def test_bad_input(kwargs, name):
     p = SmoothedEmpirical(TWO, 0.5)
     with pytest.raises(ValueError, match=name):
+        project_to_ridge(p, np.zeros((1, 2)), **kwargs)
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(d_star=1.5), "d_star"), (dict(d_star=True), "d_star"), (dict(d_star=1, max_iter=2.0), "max_iter"),
+    (dict(d_star=1, top_k=1.0), "top_k"), (dict(d_star=1, tol="small"), "tol"),
+])
+def test_wrong_types_are_type_errors(kwargs, name):
+    p = SmoothedEmpirical(TWO, 0.5)
+    with pytest.raises(TypeError, match=f"`{name}` must be"):
         project_to_ridge(p, np.zeros((1, 2)), **kwargs)
 
 
@@ -199,7 +208,7 @@ def test_bad_x_and_density():
         project_to_ridge(TWO, np.zeros((1, 2)), 1)
 
 
-@cuda
+@pytest.mark.cuda
 def test_cuda_matches_cpu(rng):
     p = SmoothedEmpirical(THREE, 0.4)
     x = rng.uniform(-1, 6, size=(500, 2))

@@ -14,33 +14,13 @@ import zarr
 import ridgexr
 from ridgexr import SmoothedEmpirical, time_grid
 from ridgexr.catalog import CatalogError, experiment_from_file, load_catalog_file, resolve_store
+from ridgexr.datasets import load_training_set
 from ridgexr.run import ConfigMismatchError, CellTask, plan_layout, run_cell, run_experiment
 from ridgexr.sampling import reverse_sde
 from ridgexr.store import StoreLock, StoreLockedError, create_store
 
-SMALL = """
-experiments:
-  tiny:
-    dataset: {points: two-points}
-    process: {T: 2.0, t_min: 0.01, n_steps: %(steps)d}
-    model: {widths: [8, 16], n_frequencies: 3, include_exact: true}
-    training: {n_time: 4, n_noise: 4}
-    schedules: ["1", "h2"]
-    sampler: {kind: sde, block_steps: 8}
-    n_samples: %(samples)d
-    d_star: 1
-    store: tiny.zarr
-"""
-
-
-def write_catalog(tmp_path, steps=20, samples=16, name="cat.yaml"):
-    f = tmp_path / name
-    f.write_text(SMALL % dict(steps=steps, samples=samples))
-    return f
-
-
 @pytest.fixture(scope="module")
-def small_run(tmp_path_factory):
+def small_run(tmp_path_factory, write_catalog):
     tmp = tmp_path_factory.mktemp("run")
     exp = experiment_from_file(write_catalog(tmp))
     res = run_experiment(exp, out_dir=tmp / "data")
@@ -57,7 +37,7 @@ def test_store_schema_and_invariants(small_run):
     assert list(ds.schedule.values) == ["1", "h2", "exact"] and list(ds.width.values) == [8, 16]
     np.testing.assert_allclose(ds.t.values, time_grid(20, 2.0, 0.01))
     np.testing.assert_allclose(ds.h.values, -np.expm1(-2 * ds.t.values))
-    assert ds.attrs["schema_version"] == "1.0" and len(ds.attrs["config_hash"]) == 64
+    assert ds.attrs["schema_version"] == "1.1" and len(ds.attrs["config_hash"]) == 64
     for key in ("provenance", "config", "seeds", "device", "created"):
         assert key in ds.attrs
     for name in ("trajectory", "ridge_projection", "ridge_distance", "residual_normal", "loss", "excess_tangent"):
@@ -84,7 +64,7 @@ def test_store_schema_and_invariants(small_run):
 def test_trajectory_and_residuals_recomputed_independently(small_run):
     exp, res = small_run
     ds = ridgexr.open_dataset(res.store)
-    train = exp.load_train()
+    train = load_training_set(exp.dataset, base_dir=exp.base_dir)
     fits = ridgexr.fit_sweep(train, widths=[8, 16], schedules=["1", "h2"], taus=[math.inf],
                              model_kwargs=dict(n_frequencies=3, T=4.0, activation="relu",
                                                parametrization="posterior_mean", seed=0),
@@ -107,7 +87,7 @@ def test_trajectory_and_residuals_recomputed_independently(small_run):
     np.testing.assert_allclose(rn[:, 0], 0, atol=1e-9)  # two points: normal = y axis
 
 
-def test_resume_and_config_mismatch(small_run, tmp_path):
+def test_resume_and_config_mismatch(small_run, tmp_path, write_catalog):
     exp, res = small_run
     again = run_experiment(exp, store=res.store)
     assert again.cells_run == 0 and again.cells_skipped == 6
@@ -116,7 +96,7 @@ def test_resume_and_config_mismatch(small_run, tmp_path):
         run_experiment(other, store=res.store)
 
 
-def test_overwrite_replaces(tmp_path):
+def test_overwrite_replaces(tmp_path, write_catalog):
     exp = experiment_from_file(write_catalog(tmp_path, steps=8, samples=4))
     r1 = run_experiment(exp, out_dir=tmp_path)
     other = experiment_from_file(write_catalog(tmp_path, steps=8, samples=5, name="b.yaml"))
@@ -124,7 +104,7 @@ def test_overwrite_replaces(tmp_path):
     assert r2.store == r1.store and ridgexr.open_dataset(r2.store).sizes["sample"] == 5
 
 
-def test_lock_refuses_second_writer_and_takes_over_stale(tmp_path):
+def test_lock_refuses_second_writer_and_takes_over_stale(tmp_path, write_catalog):
     exp = experiment_from_file(write_catalog(tmp_path, steps=8, samples=4))
     store = resolve_store(exp, tmp_path)
     with StoreLock(store):
@@ -139,9 +119,9 @@ def test_lock_refuses_second_writer_and_takes_over_stale(tmp_path):
     assert res.cells_run == 6 and not lock.path.exists()
 
 
-def test_diverged_trajectories_are_flagged(tmp_path):
+def test_diverged_trajectories_are_flagged(tmp_path, write_catalog):
     exp = experiment_from_file(write_catalog(tmp_path, steps=8, samples=4))
-    train = exp.load_train()
+    train = load_training_set(exp.dataset, base_dir=exp.base_dir)
     layout = plan_layout(exp, train)
     store = tmp_path / "div.zarr"
     create_store(store, layout, train, {"config_hash": "x"})
@@ -172,7 +152,7 @@ run_experiment(experiment_from_file(sys.argv[1]), store=sys.argv[2])
 
 
 @pytest.mark.slow
-def test_kill_9_mid_run_then_resume_equals_uninterrupted(tmp_path):
+def test_kill_9_mid_run_then_resume_equals_uninterrupted(tmp_path, write_catalog):
     cat = write_catalog(tmp_path, steps=150, samples=64)
     exp = experiment_from_file(cat)
     ref = run_experiment(exp, store=tmp_path / "ref.zarr")
@@ -192,47 +172,6 @@ def test_kill_9_mid_run_then_resume_equals_uninterrupted(tmp_path):
     a, b = ridgexr.open_dataset(ref.store), ridgexr.open_dataset(store)
     for name in a.data_vars:
         np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
-
-
-def test_catalog_errors_name_file_entry_field(tmp_path):
-    f = tmp_path / "bad.yaml"
-    f.write_text(SMALL.replace("n_samples: %(samples)d", "n_samples: 4\n    colour: red") % dict(steps=5, samples=4))
-    with pytest.raises(CatalogError, match=r"bad.yaml: entry 'tiny': field 'colour'"):
-        load_catalog_file(f)
-    f.write_text((SMALL % dict(steps=5, samples=4)).replace('["1", "h2"]', '["1", "h9"]'))
-    with pytest.raises(CatalogError, match=r"field 'schedules'.*h9"):
-        load_catalog_file(f)
-    f.write_text((SMALL % dict(steps=5, samples=4)).replace("widths: [8, 16]", "widths: [0]"))
-    with pytest.raises(CatalogError, match=r"field 'model.widths'"):
-        load_catalog_file(f)
-    f.write_text((SMALL % dict(steps=5, samples=4)).replace("tiny.zarr", "../escape.zarr"))
-    with pytest.raises(CatalogError, match=r"field 'store'"):
-        load_catalog_file(f)
-    f.write_text("experiments: !!python/object/apply:os.system ['echo hi']")
-    with pytest.raises(CatalogError, match="not valid YAML"):
-        load_catalog_file(f)
-    f.write_text((SMALL % dict(steps=5, samples=4)).replace("{points: two-points}", "{file: missing.npy}"))
-    exp = load_catalog_file(f)["tiny"]
-    with pytest.raises(ValueError, match="missing.npy"):
-        run_experiment(exp, out_dir=tmp_path)
-
-
-def test_user_array_file_dataset(tmp_path):
-    np.save(tmp_path / "pts.npy", np.array([[0.0, 0.0], [4.0, 0.0], [0.0, 4.0]]))
-    f = tmp_path / "c.yaml"
-    f.write_text((SMALL % dict(steps=6, samples=4)).replace("{points: two-points}", "{file: pts.npy}"))
-    exp = experiment_from_file(f)
-    np.testing.assert_array_equal(exp.load_train()[1], [4.0, 0.0])
-    res = run_experiment(exp, out_dir=tmp_path)
-    assert ridgexr.open_dataset(res.store).sizes["train"] == 3
-
-
-def test_builtin_catalog_is_valid():
-    cat = ridgexr.open_catalog()
-    assert "two-points" in cat.experiments
-    exp = cat["two-points"]
-    assert exp.n_samples >= 256 and exp.process.n_steps >= 300 and len(exp.schedules) == 3
-    assert len(exp.model.widths) == 3
 
 
 def test_existing_cluster_by_address_and_env(small_run, tmp_path, monkeypatch):

@@ -52,13 +52,14 @@ def test_blocks_are_consecutive_and_seeded():
 
 
 @pytest.mark.parametrize("kwargs, name", [
-    (dict(kind="euler"), "sampler"), (dict(n_samples=0), "n_samples"), (dict(block_steps=0), "block_steps"),
-    (dict(grid=np.array([1.0, 2.0])), "grid"), (dict(record_every=0), "record_every"),
+    (dict(kind="euler"), "kind"), (dict(n_samples=0), "n_samples"), (dict(block_steps=0), "block_steps"),
+    (dict(grid=np.array([1.0, 2.0])), "grid"), (dict(record_every=0), "record_every"), (dict(d=0), "d"),
+    (dict(seed=-1), "seed"),
 ])
 def test_bad_sampler_args(kwargs, name):
-    args = dict(kind="sde", score=exact_score, n_samples=2, dim=2, grid=time_grid(5, 1.0, 0.1), seed=0,
+    args = dict(kind="sde", score=exact_score, n_samples=2, d=2, grid=time_grid(5, 1.0, 0.1), seed=0,
                 block_steps=2, record_every=1)
     args.update(kwargs)
     kind = args.pop("kind")
     with pytest.raises(ValueError, match=name):
-        list(sample(kind, args.pop("score"), args.pop("n_samples"), args.pop("dim"), args.pop("grid"), **args))
+        list(sample(kind, args.pop("score"), args.pop("n_samples"), args.pop("d"), args.pop("grid"), **args))

@@ -6,7 +6,7 @@ import torch
 from hypothesis import given, strategies as st
 
 from ridgexr import ExactDenoiser, OU, RandomFeatureDenoiser, fit_random_features, fit_sweep, fits_to_dataset
-from ridgexr.training import GradientFlow, accumulate_moments, draw_training_sample, _targets
+from ridgexr.training import GradientFlow, accumulate_moments, draw_training_sample, targets
 
 TWO = np.array([[-3.0, 0.0], [3.0, 0.0]])
 INF = math.inf
@@ -20,7 +20,7 @@ def small_model(width=24, parametrization="posterior_mean", seed=2):
 def test_U_V_C_match_brute_force(parametrization):
     m = small_model(parametrization=parametrization)
     s = draw_training_sample(TWO, t_min=0.05, T=2.0, n_time=4, n_noise=3, seed=0)
-    lam, y = _targets(s, parametrization, "h", OU())
+    lam, y = targets(s, parametrization, "h", OU())
     U, V, C = accumulate_moments(m, s, lam, y, batch_size=5)  # many small batches
     # brute force: one sample at a time
     Ub = np.zeros((24, 24)); Vb = np.zeros((2, 24)); Cb = 0.0
@@ -76,7 +76,7 @@ def test_flow_matches_gradient_descent_and_converges():
                              init="normal", method="gd", lr=lr)
     # GD converges to the flow as lr -> 0; error O(lr mu) relative
     for k in range(3):
-        err = float((gd.A[k] - GradientFlow(flow.U, flow.V, _a0(m)).A([gd.taus[k]])[0]).norm())
+        err = float((gd.A[k] - GradientFlow(flow.U, flow.V, _a0(m)).path([gd.taus[k]]).A[0]).norm())
         assert err <= 0.05 * float(gd.A[k].norm()) + 1e-12
     # the loss decreases along the flow
     losses = [flow.loss(t) for t in taus]
@@ -85,7 +85,7 @@ def test_flow_matches_gradient_descent_and_converges():
 
 def _a0(m):
     g = np.random.default_rng(np.random.SeedSequence([0, 7]))
-    return torch.tensor(g.standard_normal((m.dim, m.width)))
+    return torch.tensor(g.standard_normal((m.d, m.width)))
 
 
 @given(seed=st.integers(0, 10_000), tau=st.floats(0.01, 3.0))
@@ -96,10 +96,10 @@ def test_flow_solves_the_ode(seed, tau):
     V = torch.tensor(rng.normal(size=(2, 6))); A0 = torch.tensor(rng.normal(size=(2, 6)))
     fl = GradientFlow(U, V, A0)
     eps = 1e-5
-    A = fl.A([tau - eps, tau, tau + eps])
+    A = fl.path([tau - eps, tau, tau + eps]).A
     deriv = (A[2] - A[0]) / (2 * eps)
     np.testing.assert_allclose(deriv.numpy(), (-(2 / 2) * (A[1] @ U - V)).numpy(), rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(fl.A([0.0])[0].numpy(), A0.numpy(), atol=1e-12)
+    np.testing.assert_allclose(fl.path([0.0]).A[0].numpy(), A0.numpy(), atol=1e-12)
 
 
 def test_tau_inf_is_minimizer_and_keeps_null_space():
@@ -109,14 +109,14 @@ def test_tau_inf_is_minimizer_and_keeps_null_space():
     V = torch.tensor(rng.normal(size=(2, 3)) @ X.T)  # in the range of U
     A0 = torch.tensor(rng.normal(size=(2, 8)))
     fl = GradientFlow(U, V, A0)
-    A = fl.A([INF])[0]
+    A = fl.path([INF]).A[0]
     np.testing.assert_allclose((A @ U - V).numpy(), 0, atol=1e-10)  # gradient ~ 0
     # null-space part of A(0) untouched, range part = minimum-norm solution
     null = fl.Q[:, ~fl.range]
     np.testing.assert_allclose((A @ null).numpy(), (A0 @ null).numpy(), atol=1e-10)
     Amin = V @ torch.linalg.pinv(U, hermitian=True)
     np.testing.assert_allclose((A - A0 @ null @ null.T).numpy(), Amin.numpy(), atol=1e-9)
-    assert fl.A([1e9])[0].sub(A).abs().max() < 1e-8
+    assert fl.path([1e9]).A[0].sub(A).abs().max() < 1e-8
 
 
 def test_exact_denoiser_has_zero_excess_and_model_excess_nonnegative():
@@ -125,7 +125,7 @@ def test_exact_denoiser_has_zero_excess_and_model_excess_nonnegative():
     fit = fit_random_features(m, TWO, t_min=0.05, T=2.0, n_time=12, n_noise=64, taus=[1.0, INF], schedule="h")
     for tau in fit.taus:
         assert fit.excess_loss(tau) >= -2 * fit.excess_loss_se(tau)
-        mc = fit.evaluate()["excess_loss"][fit._index(tau)]
+        mc = fit.evaluate()["excess_loss"][fit.tau_index(tau)]
         assert fit.excess_loss(tau) == pytest.approx(mc, rel=1e-8, abs=1e-10)  # two computations agree
     # the exact denoiser's outputs have zero excess by construction of f_star: check against ExactDenoiser
     s = fit.sample
@@ -174,7 +174,7 @@ def test_same_seed_same_A_bitwise():
 
 
 @pytest.mark.parametrize("kwargs, name", [
-    (dict(schedule="h3"), "schedule"), (dict(t_min=2.0, T=1.0), "t_min"), (dict(method="adam"), "method"),
+    (dict(schedule="h3"), "schedule"), (dict(t_min=2.0, T=1.0), "`T` must be > 2.0"), (dict(method="adam"), "method"),
     (dict(taus=[-1.0]), "taus"), (dict(n_time=0), "n_time"), (dict(method="gd"), "lr"),
     (dict(method="gd", lr=0.1, taus=[INF]), "taus"),
 ])

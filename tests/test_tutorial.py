@@ -6,13 +6,12 @@ from nbclient import NotebookClient
 
 from ridgexr.catalog import experiment_from_file
 from ridgexr.run import run_experiment
-from test_run import write_catalog
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "docs" / "tutorial.ipynb"
 
 
 @pytest.mark.slow
-def test_tutorial_notebook_executes_against_a_small_store(tmp_path, monkeypatch):
+def test_tutorial_notebook_executes_against_a_small_store(tmp_path, monkeypatch, write_catalog):
     exp = experiment_from_file(write_catalog(tmp_path, steps=30, samples=16))
     store = run_experiment(exp, out_dir=tmp_path / "data").store
     monkeypatch.setenv("RIDGEXR_TUTORIAL_STORE", str(store))

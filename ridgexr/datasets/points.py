@@ -45,19 +45,15 @@ def load_array_file(path: str | Path) -> np.ndarray:
     p = Path(path)
     if not p.is_file():
         raise ValueError(f"training data file {str(p)!r} does not exist")
+    readers = {".npy": lambda: np.load(p, allow_pickle=False),
+               ".csv": lambda: np.loadtxt(p, delimiter=",", ndmin=2),
+               ".txt": lambda: np.loadtxt(p, ndmin=2), ".dat": lambda: np.loadtxt(p, ndmin=2)}
+    if p.suffix not in readers:
+        raise ValueError(f"training data file {str(p)!r}: unsupported suffix {p.suffix!r} "
+                         "(use .npy, .csv or .txt)")
     try:
-        if p.suffix == ".npy":
-            arr = np.load(p, allow_pickle=False)
-        elif p.suffix == ".csv":
-            arr = np.loadtxt(p, delimiter=",", ndmin=2)
-        elif p.suffix in (".txt", ".dat"):
-            arr = np.loadtxt(p, ndmin=2)
-        else:
-            raise ValueError(f"training data file {str(p)!r}: unsupported suffix {p.suffix!r} "
-                             "(use .npy, .csv or .txt)")
+        arr = readers[p.suffix]()
     except (OSError, ValueError) as exc:
-        if "unsupported suffix" in str(exc):
-            raise
         raise ValueError(f"training data file {str(p)!r} could not be read: {exc}") from exc
     arr = np.asarray(arr, dtype=np.float64)
     if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:

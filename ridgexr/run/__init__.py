@@ -1,0 +1,34 @@
+"""Run an experiment: fit every (schedule, width[, tau]) cell, sample, observe, store.
+
+Steps of :func:`run_experiment`:
+
+1. Load the training set and fit all random-feature cells with :func:`ridgexr.fit_sweep`
+   (nested features, one shared training sample; cheap next to sampling).
+2. Create the Zarr v3 store from a lazy template, or reopen it to resume: a store written
+   by a different configuration is refused unless ``overwrite=True``.
+3. Run every cell not yet marked complete, locally one after another, or as tasks on a
+   dask.distributed cluster (each task writes its own region).  A cell streams its
+   trajectory in blocks of ``sampler.block_steps`` recorded steps: each block is observed
+   (ridge projection, residuals) and written before the next is computed.
+4. Mark each cell complete after all of its data is written.
+
+Every cell uses the same sampler seed, so all models start from the same noise and see the
+same Brownian increments (common random numbers): differences between cells come from the
+models alone.  Reruns with the same seeds reproduce the store exactly.
+
+Modules (imports point downward): :mod:`.plan` (layout, fits, one task per cell),
+:mod:`.cell` (sample, observe and write one cell; runs in a worker too),
+:mod:`.provenance` (store attributes), :mod:`.cluster` (dask clients),
+:mod:`.experiment` (:func:`run_experiment`).  Reading stores back is :mod:`ridgexr.reader`.
+"""
+
+from ..reader import open_dataset, store_path, summarize
+from .cell import run_cell
+from .cluster import dask_client, resolve_scheduler
+from .experiment import ConfigMismatchError, RunResult, run_experiment
+from .plan import CellTask, model_kwargs, plan_layout, plan_tasks, resolve_d_star
+from .provenance import provenance, store_attrs
+
+__all__ = ["run_experiment", "RunResult", "ConfigMismatchError", "plan_layout", "plan_tasks", "run_cell",
+           "CellTask", "open_dataset", "store_path", "summarize", "dask_client", "resolve_scheduler",
+           "resolve_d_star", "model_kwargs", "provenance", "store_attrs"]

@@ -1,0 +1,85 @@
+"""Run one cell: sample its trajectories, observe every block, write it, mark the cell complete."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import torch
+
+from ..catalog import Experiment
+from ..datasets import load_training_set
+from ..empirical import SmoothedEmpirical
+from ..models import ExactDenoiser, RandomFeatureDenoiser
+from ..observe import step_quantities
+from ..process import time_grid
+from ..ridge import ridge_residual
+from ..sampling import sample
+from ..store import StoreLayout, write_block, write_cell_end
+from .plan import CellTask, model_kwargs
+
+__all__ = ["run_cell"]
+
+
+def _final_residual_alt(density: SmoothedEmpirical, layout: StoreLayout, x_last: torch.Tensor, t_last: float,
+                        top_k: int | None) -> np.ndarray:
+    """|E E^T grad log p_t| at the final states for each alternative ridge dimension (n_samples, n_alt)."""
+    d = x_last.shape[-1]
+    ok = torch.isfinite(x_last).all(-1)
+    out = np.full((x_last.shape[0], len(layout.d_star_alt)), np.nan)
+    for j, d_alt in enumerate(layout.d_star_alt):  # a few alternative dimensions
+        if 0 <= d_alt < d and bool(ok.any()):
+            out[ok.cpu().numpy(), j] = ridge_residual(density.with_time(t_last), x_last[ok], d_alt,
+                                                      top_k=top_k).cpu().numpy()
+    return out
+
+
+def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, device: str = "cpu",
+             n_threads: int | None = None, on_block: Callable[[int], None] | None = None) -> dict:
+    """Sample, observe and write one cell; returns a small summary. Runs in a dask worker too.
+
+    Parameters
+    ----------
+    exp_json : the experiment as JSON (``Experiment.model_dump_json()``, d_star resolved)
+    store : path of the created store
+    layout : its StoreLayout
+    task : the cell (index, labels, readout A or None for the exact denoiser, diagnostics)
+    device : torch device of the sampler and the observation
+    n_threads : torch threads in this process (workers: 1)
+    on_block : called with 1 after each written block (progress)
+    """
+    if n_threads:
+        torch.set_num_threads(n_threads)
+    exp = Experiment.model_validate_json(exp_json)
+    train = load_training_set(exp.dataset, base_dir=exp.base_dir)
+    d = train.shape[1]
+    dev = torch.device(device)
+    if task.A is None:
+        exact = ExactDenoiser(train, top_k=exp.ridge.top_k, drop_tol=exp.ridge.drop_tol)
+        score, denoise = (lambda x, t: exact.score(x, t)), None
+    else:
+        model = RandomFeatureDenoiser(d, task.labels["width"], device=dev, **model_kwargs(exp)).with_A(task.A)
+        score = lambda x, t: model.score(x, t)  # noqa: E731
+        denoise = lambda x, t: model.denoise(x, t)  # noqa: E731
+    density = SmoothedEmpirical(train, 1.0, drop_tol=exp.ridge.drop_tol)
+    grid = time_grid(exp.process.n_steps, exp.process.T, exp.process.t_min, exp.process.grid)
+    diverged = np.zeros(exp.n_samples, dtype=bool)
+    dropped = 0.0
+    last = None
+    with torch.no_grad():
+        blocks = sample(exp.sampler.kind, score, exp.n_samples, d, grid, seed=exp.seeds.sampler,
+                        block_steps=exp.sampler.block_steps, record_every=exp.sampler.record_every, device=dev)
+        for block in blocks:
+            q = step_quantities(density, block.x, block.t, exp.d_star, denoise, tol=exp.ridge.tol,
+                                max_iter=exp.ridge.max_iter, top_k=exp.ridge.top_k)
+            write_block(store, layout, task.index, int(block.index[0]), q)
+            diverged |= ~q["finite"].all(0)
+            if np.isfinite(q["dropped_mass"]).any():
+                dropped = max(dropped, float(np.nanmax(q["dropped_mass"])))
+            last = (block.x[-1], float(block.t[-1]))
+            if on_block is not None:
+                on_block(1)
+    alt = _final_residual_alt(density, layout, *last, exp.ridge.top_k) if layout.d_star_alt else None
+    write_cell_end(store, layout, task.index, diverged, task.diagnostics, max_dropped_mass=dropped,
+                   final_ridge_residual_alt=alt)
+    return {**task.labels, "diverged": int(diverged.sum())}

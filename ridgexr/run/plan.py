@@ -1,0 +1,84 @@
+"""Planning a run: the store layout, the fitted models, and one task per store cell."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..catalog import Experiment
+from ..process import time_grid
+from ..ridge import suggest_d_star
+from ..sampling import recorded_steps
+from ..store import CELL_DIAGNOSTICS, StoreLayout
+from ..training import fit_sweep, fits_to_dataset
+
+__all__ = ["CellTask", "plan_layout", "model_kwargs", "plan_tasks", "resolve_d_star"]
+
+
+@dataclass
+class CellTask:
+    """Everything a worker needs to run one cell (small and picklable)."""
+
+    index: tuple[int, ...]
+    labels: dict
+    A: np.ndarray | None  # readout (d, p); None for the exact denoiser
+    diagnostics: dict
+
+
+def plan_layout(exp: Experiment, train: np.ndarray) -> StoreLayout:
+    """The store layout of an experiment (``exp.d_star`` already resolved)."""
+    n_steps = exp.process.n_steps
+    grid = time_grid(n_steps, exp.process.T, exp.process.t_min, exp.process.grid)
+    steps = recorded_steps(n_steps, exp.sampler.record_every)
+    return StoreLayout(
+        schedules=tuple(exp.cell_schedules), widths=tuple(exp.model.widths),
+        taus=tuple(exp.model.taus) if exp.model.tau_sweep else None, n_samples=exp.n_samples,
+        t=grid[steps], sampler_step=steps, d=int(train.shape[1]), block_steps=exp.sampler.block_steps,
+        sample_chunk=exp.n_samples if exp.n_samples <= 512 else 256,
+        d_star_alt=tuple(exp.ridge.d_star_alt),
+    )
+
+
+def model_kwargs(exp: Experiment) -> dict:
+    """Keyword arguments of :class:`ridgexr.RandomFeatureDenoiser` for the experiment's model block."""
+    return dict(n_frequencies=exp.model.n_frequencies, T=exp.feature_period, activation=exp.model.activation,
+                parametrization=exp.model.parametrization, seed=exp.seeds.features)
+
+
+def plan_tasks(exp: Experiment, train: np.ndarray, layout: StoreLayout,
+               progress: Callable[[str], None] | None = None) -> list[CellTask]:
+    """Fit every model cell and return one task per store cell, in the layout's order."""
+    fits = fit_sweep(train, widths=exp.model.widths, schedules=exp.schedules, taus=exp.model.taus,
+                     model_kwargs=model_kwargs(exp), method=exp.training.method,
+                     t_min=exp.training.t_min or exp.process.t_min, T=exp.process.T, n_time=exp.training.n_time,
+                     n_noise=exp.training.n_noise, seed=exp.seeds.training, lr=exp.training.lr, progress=progress)
+    diag = fits_to_dataset(fits, d_star=exp.d_star)
+    tasks = []
+    for idx in layout.cells():
+        labels = layout.cell_labels(idx)
+        s, w = labels["schedule"], labels["width"]
+        tau = labels.get("tau", exp.model.taus[0])
+        if s == "exact":  # the exact denoiser is the optimum: its excess is zero by definition
+            opt = float(diag["optimal_loss"].isel(schedule=0).sel(width=w))
+            values = {name: 0.0 for name in CELL_DIAGNOSTICS} | dict(loss=opt, optimal_loss=opt)
+            tasks.append(CellTask(idx, labels, None, values))
+            continue
+        fit = fits[(s, w)]
+        i = fit.tau_index(tau)
+        sel = diag.sel(schedule=s, width=w).isel(tau=i)
+        tasks.append(CellTask(idx, labels, fit.A[i].detach().cpu().numpy(),
+                              {name: float(sel[name]) for name in CELL_DIAGNOSTICS}))
+    return tasks
+
+
+def resolve_d_star(exp: Experiment, train: np.ndarray) -> tuple[Experiment, dict]:
+    """The experiment with an integer d_star, and how it was chosen (for the store attrs)."""
+    if exp.d_star != "auto":
+        return exp, {"d_star": int(exp.d_star), "source": "catalog"}
+    t = exp.ridge.auto_t
+    d, spec = suggest_d_star(train, t, seed=exp.seeds.training)
+    info = {"d_star": d, "source": f"auto: largest gap of the mean posterior-covariance spectrum at t={t}",
+            "spectrum": [float(v) for v in spec]}
+    return exp.model_copy(update={"d_star": d}), info

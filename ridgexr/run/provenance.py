@@ -1,0 +1,51 @@
+"""What a store records about how it was made: configuration, package versions, seeds, device."""
+
+from __future__ import annotations
+
+import json
+import platform
+import socket
+from datetime import datetime, timezone
+
+import numpy as np
+import torch
+
+from ..catalog import Experiment
+from ..datasets import dataset_provenance
+
+__all__ = ["provenance", "store_attrs"]
+
+
+def provenance(device: str, scheduler: str | None) -> dict:
+    """Package versions, host, device, scheduler and creation time (UTC, ISO 8601)."""
+    import dask
+    import xarray
+    import zarr
+
+    from .. import __version__
+
+    return {
+        "ridgexr_version": __version__, "numpy_version": np.__version__, "torch_version": torch.__version__,
+        "xarray_version": xarray.__version__, "zarr_version": zarr.__version__, "dask_version": dask.__version__,
+        "python_version": platform.python_version(), "host": socket.gethostname(), "device": device,
+        "scheduler": scheduler or "in-process", "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def store_attrs(exp: Experiment, config_hash: str, device: str, scheduler: str | None, d_star_info: dict) -> dict:
+    """The root attributes of a new store (JSON-valued ones are strings; see docs/schema.md)."""
+    prov = provenance(device, scheduler)
+    return {
+        "title": f"ridgexr experiment {exp.name}", "experiment": exp.name, "description": exp.description,
+        "config": exp.model_dump_json(), "config_hash": config_hash, "provenance": json.dumps(prov),
+        "seeds": json.dumps(exp.seeds.model_dump()), "d_star": int(exp.d_star), "device": device,
+        "dataset": exp.dataset.label,
+        "sampler": exp.sampler.kind,
+        "note_exact": "schedule 'exact' is the exact (memorizing) denoiser: it does not depend on width, "
+                      "every width holds the same trajectories",
+        "created": prov["created"],
+        "d_star_info": json.dumps(d_star_info),
+        "dataset_provenance": json.dumps(dataset_provenance(exp.dataset)),
+        "top_k": -1 if exp.ridge.top_k is None else int(exp.ridge.top_k),
+        "drop_tol": float(exp.ridge.drop_tol),
+    }

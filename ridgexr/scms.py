@@ -1,0 +1,219 @@
+"""Geometry kernels: the ridge frame and subspace-constrained mean shift on flat tensors.
+
+This is the array kernel behind :mod:`ridgexr.ridge` (which validates, reshapes and
+converts) and :mod:`ridgexr.observe` (which observes sampler blocks).  Every function
+here takes *flat, validated* torch tensors -- queries ``xf`` (Q, d) and times ``tf`` (Q,)
+-- and returns typed results whose field names are the public ones.
+
+The frame at x (see :mod:`ridgexr.ridge` for the definitions) comes from one
+eigendecomposition of the posterior covariance Cov[x0 | x_t = x] (log ridge) or of
+grad^2 p / p (density ridge); SCMS iterates x <- x + E E^T (alpha_t E[x0|x] - x) for all
+points at once with an active set, each point stopping when its normal step is below
+``tol``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import torch
+
+from .empirical import SmoothedEmpirical
+
+__all__ = ["RIDGE_KINDS", "FlatFrame", "ScmsResult", "batched_eigh", "fix_signs", "frame_flat", "project_onto",
+           "default_tol", "scms"]
+
+RIDGE_KINDS = ("log", "density")
+
+
+@dataclass
+class FlatFrame:
+    """The ridge frame at Q flat queries (torch tensors).
+
+    Attributes
+    ----------
+    step : (Q, d)  mean-shift step alpha_t E[x0|x] - x = h_t grad log p_t(x), data units
+    normal : (Q, d, d - d*)  orthonormal normal basis
+    tangent : (Q, d, d*)  orthonormal tangent basis
+    eigenvalues : (Q, d)  Hessian eigenvalues, descending, 1 / data units^2
+    normal_curvature : (Q,)  eigenvalues[:, d*], the largest normal eigenvalue
+    eigengap : (Q,)  eigenvalues[:, d*-1] - eigenvalues[:, d*] (inf for d* = 0)
+    degenerate : (Q,)  the gap is below its certified numerical floor
+    alpha, h : (Q,)  alpha_t and h_t at each query
+    dropped_mass : (Q,)  posterior mass dropped by top-k truncation
+    """
+
+    step: torch.Tensor
+    normal: torch.Tensor
+    tangent: torch.Tensor
+    eigenvalues: torch.Tensor
+    normal_curvature: torch.Tensor
+    eigengap: torch.Tensor
+    degenerate: torch.Tensor
+    alpha: torch.Tensor
+    h: torch.Tensor
+    dropped_mass: torch.Tensor
+
+
+@dataclass
+class ScmsResult:
+    """Result of :func:`scms` at Q flat starting points (fields as in :class:`ridgexr.RidgeProjection`).
+
+    ``residual``, ``normal_curvature``, ``eigengap``, ``degenerate`` and ``dropped_mass``
+    are evaluated at ``point``, the last position of each point.
+    """
+
+    point: torch.Tensor
+    converged: torch.Tensor
+    iterations: torch.Tensor
+    residual: torch.Tensor
+    normal_curvature: torch.Tensor
+    eigengap: torch.Tensor
+    degenerate: torch.Tensor
+    dropped_mass: torch.Tensor
+
+    @property
+    def on_ridge(self) -> torch.Tensor:
+        """Converged and normal curvature < 0."""
+        return self.converged & (self.normal_curvature < 0)
+
+
+@functools.lru_cache(maxsize=None)
+def _eigh_pool(n_threads: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(n_threads, thread_name_prefix="ridgexr-eigh")
+
+
+def batched_eigh(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.linalg.eigh`` over a batch (B, d, d), split across CPU threads.
+
+    torch's CPU eigh solves batch members one after another on one thread; splitting a
+    large batch into ``torch.get_num_threads()`` parts (the kernels release the GIL)
+    uses every core.  CUDA input goes straight to torch.  Returns eigenvalues (B, d)
+    ascending and eigenvectors (B, d, d) as columns.
+    """
+    n_threads = torch.get_num_threads()
+    if m.device.type != "cpu" or n_threads < 2 or m.shape[0] < 256:
+        return torch.linalg.eigh(m)
+    parts = list(_eigh_pool(n_threads).map(torch.linalg.eigh, m.chunk(n_threads)))
+    return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+
+
+def fix_signs(vecs: torch.Tensor) -> torch.Tensor:
+    """Make each eigenvector's (column's) largest-magnitude entry positive (deterministic output)."""
+    idx = vecs.abs().argmax(dim=-2, keepdim=True)
+    sign = torch.sign(torch.gather(vecs, -2, idx))
+    sign = torch.where(sign == 0, torch.ones_like(sign), sign)
+    return vecs * sign
+
+
+def project_onto(basis: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """B B^T v for orthonormal bases B (Q, d, k) and vectors v (Q, d) -> (Q, d)."""
+    coef = torch.einsum("qdk,qd->qk", basis, v)
+    return torch.einsum("qdk,qk->qd", basis, coef)
+
+
+def frame_flat(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star: int, kind: str,
+               top_k: int | None) -> FlatFrame:
+    """The d*-dimensional ridge frame at flat queries xf (Q, d) with times tf (Q,).
+
+    ``kind="log"``: eigenvectors of the O(1)-scaled posterior covariance (resolved even
+    where the covariance underflows), eigenvalues mapped to the Hessian of log p_t.
+    ``kind="density"``: eigh of grad^2 p / p = H + g g^T.  ``degenerate`` compares the
+    tangent/normal gap with the certified error of the matrix (Weyl: d x the entry error)
+    plus rounding.
+    """
+    mom = density.moments_flat(xf, tf, cov=True, top_k=top_k)
+    a, h = mom.alpha, mom.h
+    d = xf.shape[-1]
+    step = a[:, None] * mom.mean - xf  # = h * grad log p
+    eps = torch.finfo(xf.dtype).eps
+    if kind == "log":
+        # eigenvectors from the O(1)-scaled covariance: resolved even where C underflows
+        mu_unit, vecs = batched_eigh(mom.cov_unit)  # ascending
+        mu = torch.exp(mom.log_cov_scale)[:, None] * mu_unit
+        lam = (a[:, None] ** 2 * mu - h[:, None]) / h[:, None] ** 2
+        # eigenvalues of cov_unit are resolved to (Weyl) d x entry error, plus rounding
+        if d_star > 0:
+            floor = 2 * d * mom.cov_error + math.sqrt(eps) * mu_unit.abs().amax(-1)
+            gap_c = mu_unit[:, d - d_star] - mu_unit[:, d - d_star - 1]
+    else:
+        g = step / h[:, None]
+        eye = torch.eye(d, dtype=xf.dtype, device=xf.device)
+        hess = (a[:, None, None] ** 2 * mom.cov - h[:, None, None] * eye) / h[:, None, None] ** 2
+        m = hess + g[:, :, None] * g[:, None, :]
+        lam, vecs = batched_eigh(0.5 * (m + m.transpose(1, 2)))
+        if d_star > 0:
+            cov_abs_err = mom.cov_error * torch.exp(mom.log_cov_scale)
+            floor = 2 * d * cov_abs_err * (a / h) ** 2 + math.sqrt(eps) * lam.abs().amax(-1)
+            gap_c = lam[:, d - d_star] - lam[:, d - d_star - 1]
+    vecs = fix_signs(vecs)
+    lam_desc = torch.flip(lam, (-1,))
+    vecs_desc = torch.flip(vecs, (-1,))
+    if d_star > 0:
+        gap = lam_desc[:, d_star - 1] - lam_desc[:, d_star]
+        degenerate = gap_c <= floor
+    else:
+        gap = torch.full_like(h, math.inf)
+        degenerate = torch.zeros_like(h, dtype=torch.bool)
+    return FlatFrame(step=step, normal=vecs_desc[..., d_star:], tangent=vecs_desc[..., :d_star],
+                     eigenvalues=lam_desc, normal_curvature=lam_desc[:, d_star], eigengap=gap,
+                     degenerate=degenerate, alpha=a, h=h, dropped_mass=mom.dropped_mass)
+
+
+def default_tol(dtype: torch.dtype, radius: float) -> float:
+    """Default SCMS stopping tolerance on the normal step, data units: 1e-9 (1 + R) in
+    float64 and 2e-5 (1 + R) in float32, R the training radius."""
+    base = 1e-9 if dtype == torch.float64 else 2e-5
+    return base * (1.0 + radius)
+
+
+def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star: int, kind: str = "log",
+         tol: float | None = None, max_iter: int = 500,
+         top_k: int | None = None) -> tuple[ScmsResult, FlatFrame]:
+    """SCMS from flat validated points xf (Q, d) at times tf (Q,).
+
+    ``tol=None`` uses :func:`default_tol`.  Returns the result and the frame at the
+    *starting* points (the first iteration's), so callers that also need the frame at x
+    (e.g. the directional residuals of :mod:`ridgexr.observe`) do not evaluate it twice.
+    """
+    if tol is None:
+        tol = default_tol(xf.dtype, density.radius)
+    q, d = xf.shape
+    dev, dt = xf.device, xf.dtype
+    point = xf.clone()
+    converged = torch.zeros(q, dtype=torch.bool, device=dev)
+    iterations = torch.zeros(q, dtype=torch.int64, device=dev)
+    residual = torch.empty(q, dtype=dt, device=dev)
+    curvature = torch.empty(q, dtype=dt, device=dev)
+    gap = torch.empty(q, dtype=dt, device=dev)
+    degenerate = torch.zeros(q, dtype=torch.bool, device=dev)
+    dropped = torch.zeros(q, dtype=dt, device=dev)
+    active = torch.arange(q, device=dev)
+    first = None
+    for it in range(max_iter + 1):
+        if active.numel() == 0:
+            break
+        fr = frame_flat(density, point[active], tf[active], d_star, kind, top_k)
+        if first is None:
+            first = fr  # the frame at the starting points, in their order
+        nstep = project_onto(fr.normal, fr.step)
+        small = nstep.norm(dim=-1) < tol
+        residual[active] = nstep.norm(dim=-1) / fr.h
+        curvature[active] = fr.normal_curvature
+        gap[active] = fr.eigengap
+        degenerate[active] = fr.degenerate
+        dropped[active] = fr.dropped_mass
+        converged[active[small]] = True
+        if it == max_iter:  # evaluated the final position; no step left
+            break
+        still = ~small
+        moving = active[still]
+        point[moving] = point[moving] + nstep[still]
+        iterations[moving] += 1
+        active = moving
+    result = ScmsResult(point=point, converged=converged, iterations=iterations, residual=residual,
+                        normal_curvature=curvature, eigengap=gap, degenerate=degenerate, dropped_mass=dropped)
+    return result, first

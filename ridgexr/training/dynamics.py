@@ -1,0 +1,102 @@
+"""Training dynamics on the quadratic form: closed-form gradient flow and gradient descent.
+
+Both return a :class:`ReadoutPath` (the readouts A at each training time tau, and the
+taus actually reached), so a caller treats the two methods alike.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Sequence
+
+import numpy as np
+import torch
+
+from .._deprecation import warn_renamed
+from .._validation import check_float
+
+__all__ = ["ReadoutPath", "GradientFlow", "gradient_descent"]
+
+
+class ReadoutPath(NamedTuple):
+    """Readouts along training: ``A`` (n_tau, d, p) at training times ``taus`` (n_tau,)."""
+
+    A: torch.Tensor
+    taus: np.ndarray
+
+
+class GradientFlow:
+    """Closed-form gradient flow of L(A) = tr(A U A^T)/d - 2 tr(V A^T)/d + C.
+
+    dA/dtau = -(2/d)(A U - V).  With U = Q diag(mu) Q^T, each column of B = A Q relaxes
+    independently to Vt_j / mu_j at rate 2 mu_j / d; columns with mu_j <= rcond mu_max (the
+    null space) keep B_j(0).
+
+    Parameters
+    ----------
+    U : (p, p) symmetric PSD, V : (d, p), A0 : (d, p)
+    rcond : float, optional
+        Eigenvalues mu <= rcond * mu_max are treated as the null space (default p * eps).
+    """
+
+    def __init__(self, U: torch.Tensor, V: torch.Tensor, A0: torch.Tensor, rcond: float | None = None):
+        self.d, self.p = V.shape
+        mu, Q = torch.linalg.eigh(U)
+        eps = torch.finfo(U.dtype).eps
+        rcond = self.p * eps if rcond is None else rcond
+        self.mu, self.Q = mu, Q
+        self.range = mu > rcond * max(float(mu.max()), 0.0)
+        self.Vt = V @ Q
+        self.B0 = A0 @ Q
+        mu_safe = torch.where(self.range, mu, torch.ones_like(mu))
+        self.B_inf = torch.where(self.range, self.Vt / mu_safe, self.B0)
+
+    def path(self, taus: Sequence[float]) -> ReadoutPath:
+        """A(tau) for each tau (inf allowed), as a :class:`ReadoutPath`."""
+        out = []
+        for tau in taus:  # a handful of training times, each one closed-form matrix expression
+            if math.isinf(tau):
+                out.append(self.B_inf)
+                continue
+            rate = 2.0 * self.mu.clamp_min(0) * tau / self.d
+            decay = torch.exp(-rate)
+            B = torch.where(self.range, self.B0 * decay - self.B_inf * torch.expm1(-rate), self.B0)
+            out.append(B)
+        B = torch.stack(out)
+        return ReadoutPath(B @ self.Q.T, np.asarray(taus, dtype=float))
+
+    def A(self, taus: Sequence[float]) -> torch.Tensor:
+        """Deprecated: ``path(taus).A``."""
+        warn_renamed("GradientFlow.A(taus)", "GradientFlow.path(taus).A")
+        return self.path(taus).A
+
+
+def gradient_descent(U: torch.Tensor, V: torch.Tensor, A0: torch.Tensor, taus: Sequence[float],
+                     lr: float) -> ReadoutPath:
+    """Full-batch gradient descent A <- A - lr (2/d)(A U - V); A at tau = lr * round(tau / lr).
+
+    Raises
+    ------
+    ValueError
+        For a missing, non-positive or unstable ``lr`` (lr >= d / mu_max) or an infinite tau.
+    """
+    d = V.shape[0]
+    if lr is None:
+        raise ValueError("`lr` must be given for method='gd'; got None")
+    lr = check_float(lr, "lr", min_val=0, include_boundaries="neither")
+    if any(math.isinf(t) for t in taus):
+        raise ValueError("`taus` must be finite for method='gd' (tau = inf needs method='flow')")
+    mu_max = float(torch.linalg.matrix_norm(U, ord=2)) if U.shape[0] <= 4096 else float(U.diagonal().sum())
+    if lr * 2 * mu_max / d >= 2:
+        raise ValueError(f"`lr` must be < d / mu_max = {d / mu_max:.4g} for a stable descent; got {lr}")
+    steps = [int(round(t / lr)) for t in taus]
+    order = np.argsort(steps)
+    A = A0.clone()
+    out = [None] * len(taus)
+    k = 0
+    for idx in order:
+        while k < steps[idx]:
+            A = A - lr * (2.0 / d) * (A @ U - V)
+            k += 1
+        out[idx] = A.clone()
+    return ReadoutPath(torch.stack(out), np.asarray([s * lr for s in steps], dtype=float))

@@ -1,0 +1,79 @@
+"""Catalog loading: validation errors that name file, entry and field; renamed fields; data sources."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import ridgexr
+from ridgexr.catalog import CatalogError, experiment_from_file, load_catalog_file
+from ridgexr.datasets import load_training_set
+from ridgexr.run import run_experiment
+
+
+def test_catalog_errors_name_file_entry_field(tmp_path, catalog_text):
+    f = tmp_path / "bad.yaml"
+    f.write_text(catalog_text(5, 4).replace("n_samples: 4", "n_samples: 4\n    colour: red"))
+    with pytest.raises(CatalogError, match=r"bad.yaml: entry 'tiny': field 'colour'"):
+        load_catalog_file(f)
+    f.write_text(catalog_text(5, 4).replace('["1", "h2"]', '["1", "h9"]'))
+    with pytest.raises(CatalogError, match=r"field 'schedules'.*h9"):
+        load_catalog_file(f)
+    f.write_text(catalog_text(5, 4).replace("widths: [8, 16]", "widths: [0]"))
+    with pytest.raises(CatalogError, match=r"field 'model.widths'"):
+        load_catalog_file(f)
+    f.write_text(catalog_text(5, 4).replace("tiny.zarr", "../escape.zarr"))
+    with pytest.raises(CatalogError, match=r"field 'store'"):
+        load_catalog_file(f)
+    f.write_text("experiments: !!python/object/apply:os.system ['echo hi']")
+    with pytest.raises(CatalogError, match="not valid YAML"):
+        load_catalog_file(f)
+    f.write_text(catalog_text(5, 4).replace("{points: two-points}", "{file: missing.npy}"))
+    exp = load_catalog_file(f)["tiny"]
+    with pytest.raises(ValueError, match="missing.npy"):
+        run_experiment(exp, out_dir=tmp_path)
+
+
+def test_user_array_file_dataset(tmp_path, catalog_text):
+    np.save(tmp_path / "pts.npy", np.array([[0.0, 0.0], [4.0, 0.0], [0.0, 4.0]]))
+    f = tmp_path / "c.yaml"
+    f.write_text(catalog_text(6, 4).replace("{points: two-points}", "{file: pts.npy}"))
+    exp = experiment_from_file(f)
+    np.testing.assert_array_equal(load_training_set(exp.dataset, base_dir=exp.base_dir)[1], [4.0, 0.0])
+    res = run_experiment(exp, out_dir=tmp_path)
+    assert ridgexr.open_dataset(res.store).sizes["train"] == 3
+
+
+def test_builtin_catalog_is_valid():
+    cat = ridgexr.open_catalog()
+    assert "two-points" in cat.experiments
+    exp = cat["two-points"]
+    assert exp.n_samples >= 256 and exp.process.n_steps >= 300 and len(exp.schedules) == 3
+    assert len(exp.model.widths) == 3
+
+
+def test_renamed_ridge_fields_warn_and_map_to_the_new_names(tmp_path, catalog_text):
+    f = tmp_path / "old.yaml"
+    f.write_text(catalog_text(5, 4).replace("d_star: 1", "d_star: 1\n    ridge: {top_k_bound: 1.0e-4, compare_d_star: [0]}"))
+    with pytest.warns(FutureWarning, match="top_k_bound"):
+        exp = experiment_from_file(f)
+    assert exp.ridge.drop_tol == 1e-4 and exp.ridge.d_star_alt == [0]
+    f.write_text(catalog_text(5, 4).replace("d_star: 1", "d_star: 1\n    ridge: {drop_tol: 1.0e-4, d_star_alt: [0]}"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the current names do not warn
+        new = experiment_from_file(f)
+    assert new.ridge == exp.ridge
+    f.write_text(catalog_text(5, 4).replace("d_star: 1", "d_star: 1\n    ridge: {drop_tol: 1.0e-4, top_k_bound: 1.0e-3}"))
+    with pytest.raises(CatalogError, match="give only .drop_tol."):
+        load_catalog_file(f)
+
+
+def test_config_hash_tracks_numbers_not_text(tmp_path, catalog_text):
+    f = tmp_path / "c.yaml"
+    f.write_text(catalog_text(5, 4))
+    exp = experiment_from_file(f)
+    train = load_training_set(exp.dataset)
+    h = exp.config_hash(train)
+    assert exp.model_copy(update={"description": "other words"}).config_hash(train) == h
+    assert exp.model_copy(update={"n_samples": 5}).config_hash(train) != h
+    assert exp.config_hash(train + 1e-12) != h  # the data are part of the hash
