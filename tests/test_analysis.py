@@ -139,7 +139,7 @@ def test_phase_transition_crossing():
     widths = np.array([8, 16, 32, 64, 128, 256])
     crit = 40.0
     memo = 1 / (1 + (crit / widths) ** 2)  # logistic in log width, 0.5 at 40
-    da_ = xr.DataArray(np.stack([memo, memo[::-1] * 0 + 0.2]), dims=("schedule", "width"),
+    da_ = xr.DataArray(np.stack([memo, np.full_like(memo, 0.2)]), dims=("schedule", "width"),
                        coords={"schedule": ["a", "b"], "width": widths})
     out = an.phase_transition(da_, dim="width", level=0.5)
     c = out.critical.values
@@ -156,6 +156,12 @@ def test_theory_check_integrals_and_correlation():
     expected = (1.0 + np.arange(S)) * coef.sum()
     np.testing.assert_allclose(tc.integrated_tangent.isel(schedule=0, width=0).values, expected)
     np.testing.assert_allclose(tc.integrated_normal.values, 0.0)
+    # the correlations are Pearson's r over samples, per cell (independent: numpy's corrcoef)
+    for i in range(tc.sizes["schedule"]):
+        for j in range(tc.sizes["width"]):
+            c = tc.isel(schedule=i, width=j)
+            expected_r = np.corrcoef(c.slide_chord.values, c.integrated_tangent.values)[0, 1]
+            np.testing.assert_allclose(float(c.corr_tangent), expected_r, rtol=1e-10)
     assert np.isfinite(tc.corr_tangent.values).all()
 
 
@@ -174,6 +180,7 @@ def test_accessor_and_bad_input():
         an.phase_transition(ds.ridge_distance, dim="tau")
 
 
+@pytest.mark.slow
 def test_same_results_on_a_local_cluster_with_two_processes():
     from dask.distributed import Client, LocalCluster
 

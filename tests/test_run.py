@@ -135,6 +135,7 @@ def test_diverged_trajectories_are_flagged(tmp_path, write_catalog):
     assert bool(cell.cell_complete)
 
 
+@pytest.mark.slow
 def test_dask_local_cluster_gives_the_same_store(small_run, tmp_path):
     exp, res = small_run
     dist = run_experiment(exp, out_dir=tmp_path, scheduler="local", n_workers=2)
@@ -174,6 +175,7 @@ def test_kill_9_mid_run_then_resume_equals_uninterrupted(tmp_path, write_catalog
         np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
 
 
+@pytest.mark.slow
 def test_existing_cluster_by_address_and_env(small_run, tmp_path, monkeypatch):
     from dask.distributed import LocalCluster
 

@@ -1,0 +1,81 @@
+"""The package's shape: no module uses another's underscore names, and module-level imports have no cycle."""
+
+import ast
+from pathlib import Path
+
+import ridgexr
+
+PKG = Path(ridgexr.__file__).parent
+
+
+def _modules():
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG.parent).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        yield ".".join(parts), path, path.name == "__init__.py"
+
+
+def _resolve(module: str, is_pkg: bool, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = module.split(".")
+    base = base if is_pkg else base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def test_no_module_uses_another_modules_underscore_names():
+    offences = []
+    for name, path, is_pkg in _modules():
+        tree = ast.parse(path.read_text())
+        module_aliases = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                src = _resolve(name, is_pkg, node)
+                for alias in node.names:
+                    if alias.name.startswith("_") and not alias.name.startswith("__"):
+                        offences.append(f"{name}: from {src} import {alias.name}")
+                    if src.startswith("ridgexr") and (PKG.parent / (src.replace(".", "/") + "/" + alias.name)).exists():
+                        module_aliases.add(alias.asname or alias.name)  # a subpackage imported as a name
+                    if src.startswith("ridgexr") and (PKG.parent / (src.replace(".", "/") + "/" + alias.name + ".py")).exists():
+                        module_aliases.add(alias.asname or alias.name)
+            elif isinstance(node, ast.Import):
+                module_aliases |= {a.asname or a.name.split(".")[0] for a in node.names if a.name.startswith("ridgexr")}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in module_aliases
+                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+                offences.append(f"{name}: {node.value.id}.{node.attr}")
+    assert not offences, offences
+
+
+def test_module_level_imports_have_no_cycle():
+    graph = {}
+    for name, path, is_pkg in _modules():
+        deps = set()
+        for node in ast.parse(path.read_text()).body:  # module level only; imports inside functions are lazy
+            if isinstance(node, ast.ImportFrom):
+                src = _resolve(name, is_pkg, node)
+                if src.startswith("ridgexr"):
+                    deps.add(src)
+                    deps |= {f"{src}.{a.name}" for a in node.names}
+        graph[name] = {d for d in deps if d != name}
+    known = set(graph)
+    graph = {k: {d for d in v if d in known and not k.startswith(d + ".")} for k, v in graph.items()}
+    # a package's __init__ re-exports its submodules: that is not a cycle
+    state, cycle = {}, []
+
+    def visit(node, stack):
+        state[node] = 1
+        for dep in graph[node]:
+            if state.get(dep) == 1 and not cycle:
+                cycle.extend(stack[stack.index(dep):] + [dep])
+            elif dep not in state:
+                visit(dep, stack + [dep])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert not cycle, " -> ".join(cycle)

@@ -1,0 +1,57 @@
+"""Per-step observation of sampler blocks, against independent computations."""
+
+import numpy as np
+import torch
+
+from ridgexr import SmoothedEmpirical, project_to_ridge, ridge_frame
+from ridgexr.observe import step_quantities
+
+THREE = np.array([[0.0, 0.0], [5.0, 0.0], [0.0, 5.0]])
+
+
+def block(rng, B=3, n=7):
+    return torch.tensor(rng.normal(size=(B, n, 2)) * 2 + 2), np.array([0.6, 0.4, 0.3])[:B]
+
+
+def test_projection_and_distance_match_project_to_ridge(rng):
+    x, t = block(rng)
+    q = step_quantities(SmoothedEmpirical(THREE, 1.0), x, t, 1, None)
+    for k in range(x.shape[0]):
+        ref = project_to_ridge(SmoothedEmpirical(THREE, t[k]), x[k].numpy(), 1, max_iter=200)
+        np.testing.assert_allclose(q["ridge_projection"][k], ref.point, atol=1e-12)
+        np.testing.assert_array_equal(q["ridge_converged"][k], ref.converged)
+        np.testing.assert_allclose(q["normal_curvature"][k], ref.normal_curvature, rtol=1e-12)
+    np.testing.assert_allclose(q["ridge_distance"], np.linalg.norm(q["ridge_projection"] - x.numpy(), axis=-1))
+    assert q["finite"].all() and np.all(q["residual_normal"] == 0) and np.all(q["residual_tangent"] == 0)
+
+
+def test_residuals_split_the_model_error_by_the_frame_at_x(rng):
+    x, t = block(rng)
+    err = torch.tensor(rng.normal(size=(2,)))
+
+    def denoise(xf, tf):  # the exact posterior mean plus a known constant error
+        return torch.stack([torch.as_tensor(SmoothedEmpirical(THREE, float(s)).posterior_mean(xi[None].numpy())[0])
+                            for xi, s in zip(xf, tf)]) + err
+
+    q = step_quantities(SmoothedEmpirical(THREE, 1.0), x, t, 1, denoise)
+    np.testing.assert_allclose(q["residual_normal"] + q["residual_tangent"],
+                               np.broadcast_to(err.numpy(), q["residual_normal"].shape), atol=1e-10)
+    for k in range(x.shape[0]):
+        fr = ridge_frame(SmoothedEmpirical(THREE, t[k]), x[k].numpy(), 1)
+        tangent = fr.tangent[..., 0]  # (n, 2)
+        np.testing.assert_allclose((q["residual_tangent"][k] * fr.normal[..., 0]).sum(-1), 0, atol=1e-10)
+        np.testing.assert_allclose(np.abs((q["residual_tangent"][k] * tangent).sum(-1)),
+                                   np.abs(tangent @ err.numpy()), atol=1e-10)
+
+
+def test_non_finite_states_get_nan_geometry_and_are_not_dropped(rng):
+    x, t = block(rng)
+    x[1, 2, 0] = float("nan")
+    x[2, 4, 1] = float("inf")
+    q = step_quantities(SmoothedEmpirical(THREE, 1.0), x, t, 1, None)
+    assert not q["finite"][1, 2] and not q["finite"][2, 4] and q["finite"].sum() == x.shape[0] * x.shape[1] - 2
+    for key in ("ridge_distance", "ridge_residual", "normal_curvature", "dropped_mass"):
+        assert np.isnan(q[key][1, 2]) and np.isnan(q[key][2, 4]), key
+        assert np.isfinite(np.delete(q[key].ravel(), [1 * 7 + 2, 2 * 7 + 4])).all(), key
+    assert not q["ridge_converged"][1, 2]
+    np.testing.assert_array_equal(q["trajectory"], x.numpy())

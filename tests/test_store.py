@@ -1,0 +1,103 @@
+"""The Zarr v3 store: schema from a layout, region writes, completion marks, JSON attrs, the lock."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+
+from ridgexr import OU
+from ridgexr.store import (CELL_DIAGNOSTICS, SCHEMA_VERSION, StoreLayout, StoreLock, StoreLockedError, cells,
+                           complete_cells, create_store, json_attr, open_store, write_block, write_cell_end)
+
+STEP_NAMES = ("trajectory", "ridge_projection", "ridge_distance", "ridge_residual", "ridge_converged",
+              "normal_curvature", "residual_normal", "residual_tangent")
+
+
+def small_layout(**kw):
+    t = np.array([1.0, 0.5, 0.25, 0.1, 0.05])
+    base = dict(schedules=("1", "exact"), widths=(4, 8), taus=None, n_samples=3, t=t, sampler_step=np.arange(5),
+                d=2, block_steps=2, sample_chunk=3)
+    return StoreLayout(**{**base, **kw})
+
+
+def block_values(rng, B, n, d):
+    return {
+        "trajectory": rng.normal(size=(B, n, d)), "ridge_projection": rng.normal(size=(B, n, d)),
+        "ridge_distance": rng.random((B, n)), "ridge_residual": rng.random((B, n)),
+        "ridge_converged": rng.random((B, n)) > 0.5, "normal_curvature": -rng.random((B, n)),
+        "residual_normal": rng.normal(size=(B, n, d)), "residual_tangent": rng.normal(size=(B, n, d)),
+    }
+
+
+def test_template_schema_coords_and_chunks(tmp_path):
+    layout = small_layout(d_star_alt=(0,))
+    train = np.array([[-3.0, 0.0], [3.0, 0.0]])
+    create_store(tmp_path / "s.zarr", layout, train, {"config": json.dumps({"a": 1})})
+    ds = open_store(tmp_path / "s.zarr")
+    assert zarr.open_group(str(tmp_path / "s.zarr"), mode="r").metadata.zarr_format == 3
+    assert ds.attrs["schema_version"] == SCHEMA_VERSION
+    assert ds.trajectory.dims == ("schedule", "width", "sample", "step", "dim")
+    assert ds.trajectory.encoding["chunks"] == (1, 1, 3, 2, 2)  # one cell, one block of steps per chunk
+    np.testing.assert_array_equal(ds.alpha.values, OU().alpha(layout.t))
+    np.testing.assert_array_equal(ds.h.values, OU().h(layout.t))
+    np.testing.assert_array_equal(ds.train_data.values, train)
+    assert set(CELL_DIAGNOSTICS) <= set(ds.data_vars)
+    assert ds.final_ridge_residual_alt.dims[-1] == "d_star_alt"
+    # nothing written yet: floats read NaN, marks False
+    assert np.isnan(ds.trajectory.values).all() and not ds.cell_complete.values.any()
+    assert cells(ds) == [{"schedule": s, "width": w} for s in ("1", "exact") for w in (4, 8)]
+
+
+def test_region_writes_land_in_their_cell_and_the_mark_comes_last(tmp_path, rng):
+    layout = small_layout()
+    path = tmp_path / "s.zarr"
+    create_store(path, layout, np.zeros((2, 2)), {})
+    b0, b1, b2 = block_values(rng, 2, 3, 2), block_values(rng, 2, 3, 2), block_values(rng, 1, 3, 2)
+    for start, vals in ((0, b0), (2, b1), (4, b2)):
+        write_block(path, layout, (1, 0), start, vals)
+    ds = open_store(path)
+    assert not ds.cell_complete.values.any()  # data without the end mark: still incomplete
+    cell = ds.isel(schedule=1, width=0)
+    for name in STEP_NAMES:
+        expected = np.concatenate([b0[name], b1[name], b2[name]])  # (step, sample, ...)
+        np.testing.assert_array_equal(np.swapaxes(cell[name].values, 0, 1), expected, err_msg=name)
+    assert np.isnan(ds.isel(schedule=0).trajectory.values).all()  # other cells untouched
+    diag = {name: float(i) for i, name in enumerate(CELL_DIAGNOSTICS)}
+    write_cell_end(path, layout, (1, 0), np.array([True, False, False]), diag, max_dropped_mass=1e-9)
+    ds = open_store(path)
+    assert complete_cells(ds) == [{"schedule": "exact", "width": 4}]
+    assert ds.isel(schedule=1, width=0).diverged.values.tolist() == [True, False, False]
+    for name, value in diag.items():
+        assert float(ds[name].isel(schedule=1, width=0)) == value
+
+
+def test_json_attr_parses_and_names_damage(tmp_path):
+    ds = xr.Dataset(attrs={"provenance": json.dumps({"device": "cpu"}), "config": "{not json"})
+    assert json_attr(ds, "provenance") == {"device": "cpu"}
+    assert json_attr(ds, "seeds") == {}
+    with pytest.raises(ValueError, match="'config' is not valid JSON"):
+        json_attr(ds, "config")
+
+
+def test_open_store_names_the_missing_path(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no ridgexr store"):
+        open_store(tmp_path / "nothing.zarr")
+
+
+def test_lock_refuses_a_second_writer_and_takes_over_a_dead_ones(tmp_path):
+    store = tmp_path / "s.zarr"
+    with StoreLock(store):
+        with pytest.raises(StoreLockedError, match="being written by pid"):
+            StoreLock(store).acquire()
+    assert not StoreLock(store).path.exists()  # released
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    lock = StoreLock(store)
+    lock.path.write_text(json.dumps({"pid": proc.pid, "host": os.uname().nodename, "since": "x"}))
+    with StoreLock(store) as taken:  # the holder is gone: stale, taken over
+        assert json.loads(taken.path.read_text())["pid"] == os.getpid()
