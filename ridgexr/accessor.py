@@ -40,8 +40,9 @@ def _forward(func: Callable, position: int) -> Callable:
         return func(*args, **kwargs)
 
     method.__name__ = method.__qualname__ = func.__name__
-    method.__doc__ = (f"Forwards to :func:`{func.__module__}.{func.__name__}` with this object as its "
-                      f"argument number {position + 1}.\n\n{func.__doc__ or ''}")
+    summary = (func.__doc__ or "").strip().split("\n\n")[0]
+    method.__doc__ = (f"{summary}\n\nForwards to :func:`{func.__module__}.{func.__name__}` with this object as "
+                      f"its argument number {position + 1}; see there for the parameters.")
     return method
 
 
@@ -62,31 +63,30 @@ class _Accessor:
         self._obj = obj
 
 
+def _forwarding(module, position: int, names: tuple[str, ...], aliases: dict[str, str]):
+    """Class decorator: one forwarding method per function name of ``module``, plus deprecated aliases."""
+
+    def decorate(cls):
+        for name in names:
+            setattr(cls, name, _forward(getattr(module, name), position))
+        for old, new in aliases.items():
+            setattr(cls, old, _alias(old, new))
+        cls.__doc__ += "\n\nMethods: " + ", ".join(f":meth:`{n}`" for n in names) + "."
+        return cls
+
+    return decorate
+
+
 @xr.register_dataarray_accessor("ridge")
+@_forwarding(labelled, 1, ("project_to_ridge", "ridge_residual", "ridge_frame"),
+             {"project": "project_to_ridge", "residual": "ridge_residual", "frame": "ridge_frame"})
 class RidgeDataArrayAccessor(_Accessor):
     """``da.ridge``: ridge geometry of the points held in a DataArray (the ``x`` argument)."""
 
-    project_to_ridge = _forward(labelled.project_to_ridge, 1)
-    ridge_residual = _forward(labelled.ridge_residual, 1)
-    ridge_frame = _forward(labelled.ridge_frame, 1)
-    project = _alias("project", "project_to_ridge")
-    residual = _alias("residual", "ridge_residual")
-    frame = _alias("frame", "ridge_frame")
-
 
 @xr.register_dataset_accessor("ridge")
+@_forwarding(analysis, 0, ("distance_curves", "phase_times", "spread_curves", "ridge_position", "position_histogram",
+                           "mode_counts", "memorization_fraction", "theory_check", "summary_table"),
+             {"position": "ridge_position", "memorization": "memorization_fraction", "summary": "summary_table"})
 class RidgeDatasetAccessor(_Accessor):
     """``ds.ridge``: the analyses of :mod:`ridgexr.analysis` on a store's Dataset (lazy)."""
-
-    distance_curves = _forward(analysis.distance_curves, 0)
-    phase_times = _forward(analysis.phase_times, 0)
-    spread_curves = _forward(analysis.spread_curves, 0)
-    ridge_position = _forward(analysis.ridge_position, 0)
-    position_histogram = _forward(analysis.position_histogram, 0)
-    mode_counts = _forward(analysis.mode_counts, 0)
-    memorization_fraction = _forward(analysis.memorization_fraction, 0)
-    theory_check = _forward(analysis.theory_check, 0)
-    summary_table = _forward(analysis.summary_table, 0)
-    position = _alias("position", "ridge_position")
-    memorization = _alias("memorization", "memorization_fraction")
-    summary = _alias("summary", "summary_table")
