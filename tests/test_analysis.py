@@ -168,7 +168,7 @@ def test_theory_check_integrals_and_correlation():
 def test_accessor_and_bad_input():
     ds, k, t = synthetic_store()
     np.testing.assert_allclose(ds.ridge.phase_times().reach_time.values, an.phase_times(ds).reach_time.values)
-    with pytest.raises(ValueError, match="r must be"):
+    with pytest.raises(ValueError, match="`r` must be > 0"):
         an.phase_times(ds, r=0)
     with pytest.raises(ValueError, match="ratio"):
         an.memorization_fraction(ds, ratio=2)
@@ -176,8 +176,12 @@ def test_accessor_and_bad_input():
         an.mode_counts(ds, step=K + 5)
     with pytest.raises(ValueError, match="lacks"):
         an.phase_times(ds.drop_vars("ridge_projection"))
-    with pytest.raises(ValueError, match="dim"):
+    with pytest.raises(ValueError, match="`dim` must be a dimension"):
         an.phase_transition(ds.ridge_distance, dim="tau")
+    with pytest.raises(ValueError, match="`dim` must be a dimension"):
+        an.distance_curves(ds, dim="samples")  # validated before any graph is built
+    with pytest.raises(TypeError, match="`n_boot` must be an integer"):
+        an.memorization_fraction(ds, n_boot=10.5)
 
 
 @pytest.mark.slow

@@ -25,6 +25,7 @@ import numpy as np
 import xarray as xr
 
 from .._deprecation import warn_renamed
+from .._validation import check_float, check_int
 from . import arrays
 
 __all__ = ["distance_curves", "phase_times", "phase_summary", "spread_curves", "ridge_position",
@@ -34,12 +35,19 @@ __all__ = ["distance_curves", "phase_times", "phase_summary", "spread_curves", "
 _UNITS = "data units"
 
 
-def _check(ds: xr.Dataset, *names: str) -> None:
+def _check(ds: xr.Dataset, *names: str, dim: str | None = None) -> None:
+    """``ds`` is a Dataset holding ``names``, and ``dim`` (the dimension reduced over) is one of its dims."""
     if not isinstance(ds, xr.Dataset):
-        raise TypeError(f"ds must be an xarray.Dataset (from ridgexr.open_dataset), got {type(ds).__name__}")
+        raise TypeError(f"`ds` must be an xarray.Dataset (from ridgexr.open_dataset); got {type(ds).__name__}")
     missing = [n for n in names if n not in ds.variables]
     if missing:
-        raise ValueError(f"ds lacks variable(s) {missing} needed here")
+        raise ValueError(f"`ds` lacks variable(s) {missing} needed here")
+    if dim is not None and dim not in ds.dims:
+        raise ValueError(f"`dim` must be a dimension of ds {tuple(ds.dims)}; got {dim!r}")
+
+
+def _check_radius(r) -> float:
+    return check_float(r, "r", min_val=0, include_boundaries="neither")
 
 
 def _attrs(da: xr.DataArray, long_name: str, units: str, **extra) -> xr.DataArray:
@@ -48,11 +56,8 @@ def _attrs(da: xr.DataArray, long_name: str, units: str, **extra) -> xr.DataArra
 
 
 def _at_step(ds: xr.Dataset, step: int) -> xr.Dataset:
-    if not isinstance(step, (int, np.integer)):
-        raise ValueError(f"step must be an integer index, got {step!r}")
     n = ds.sizes["step"]
-    if not -n <= step < n:
-        raise ValueError(f"step={step} is out of range for {n} recorded steps")
+    step = check_int(step, "step", min_val=-n, max_val=n - 1)
     return ds.isel(step=step)
 
 
@@ -63,9 +68,8 @@ def distance_curves(ds: xr.Dataset, *, quantiles: Sequence[float] = (0.1, 0.5, 0
     Returns a Dataset with ``distance_mean``, ``distance_median`` (cells, step) and
     ``distance_quantile`` (cells, quantile, step); the ``t`` coordinate is kept.
     """
-    _check(ds, "ridge_distance")
-    if any(not 0 <= q <= 1 for q in quantiles):
-        raise ValueError(f"quantiles must lie in [0, 1], got {list(quantiles)}")
+    _check(ds, "ridge_distance", dim=dim)
+    quantiles = [check_float(q, "quantiles[i]", min_val=0, max_val=1) for q in quantiles]
     d = ds["ridge_distance"].chunk({dim: -1})
     out = xr.Dataset({
         "distance_mean": _attrs(d.mean(dim), "mean ridge distance", _UNITS),
@@ -83,10 +87,9 @@ def phase_times(ds: xr.Dataset, *, r: float = 0.5, align_factor: float = 2.0, at
     ``slide_chord``, ``slide_path`` (data units).
     """
     _check(ds, "ridge_distance", "ridge_projection", "t")
-    if not r > 0:
-        raise ValueError(f"r must be > 0, got {r!r}")
-    if not align_factor >= 1:
-        raise ValueError(f"align_factor must be >= 1, got {align_factor!r}")
+    r = _check_radius(r)
+    align_factor = check_float(align_factor, "align_factor", min_val=1)
+    atol = check_float(atol, "atol", min_val=0)
     t = ds["t"].values
     dist = ds["ridge_distance"].chunk({"step": -1})
     proj = ds["ridge_projection"].chunk({"step": -1, "dim": -1})
@@ -129,7 +132,8 @@ def spread_curves(ds: xr.Dataset, *, quantiles: Sequence[float] = (0.1, 0.5, 0.9
 
     Returns ``spread_mean`` (cells, step) and ``spread_quantile`` (cells, quantile, step).
     """
-    _check(ds, "ridge_projection", "train_data", "alpha")
+    _check(ds, "ridge_projection", "train_data", "alpha", dim=dim)
+    quantiles = [check_float(q, "quantiles[i]", min_val=0, max_val=1) for q in quantiles]
     train = ds["train_data"].values
     alpha = ds["alpha"]
     proj = ds["ridge_projection"].chunk({"dim": -1})
@@ -169,6 +173,8 @@ def ridge_position(ds: xr.Dataset) -> xr.DataArray:
 
 def position_histogram(ds: xr.Dataset, *, bins: int = 40, step: int = -1, dim: str = "sample") -> xr.Dataset:
     """Histogram of :func:`ridge_position` at one step per cell: ``density`` (cells, bin)."""
+    _check(ds, "ridge_projection", "train_data", dim=dim)
+    bins = check_int(bins, "bins", min_val=1)
     pos = ridge_position(_at_step(ds, step) if "step" in ds.dims else ds).chunk({dim: -1})
     lim = float(np.abs(ds["train_data"].values).max()) * 1.5 + 1.0
     edges = np.linspace(-lim, lim, bins + 1)
@@ -190,9 +196,8 @@ def mode_counts(ds: xr.Dataset, *, r: float = 0.5, step: int = -1, dim: str = "s
 
     Returns ``share`` (cells, train) and ``share_any`` (cells).
     """
-    _check(ds, "trajectory", "train_data", "alpha")
-    if not r > 0:
-        raise ValueError(f"r must be > 0, got {r!r}")
+    _check(ds, "trajectory", "train_data", "alpha", dim=dim)
+    r = _check_radius(r)
     last = _at_step(ds, step)
     pts = last["train_data"] * last["alpha"]
     x = last["trajectory"]
@@ -213,11 +218,11 @@ def memorization_fraction(ds: xr.Dataset, *, ratio: float = 1 / 3, step: int = -
 
     Returns ``memorized``, ``memorized_low``, ``memorized_high`` over the cells (lazy).
     """
-    _check(ds, "trajectory", "train_data", "alpha")
-    if not 0 < ratio < 1:
-        raise ValueError(f"ratio must be in (0, 1), got {ratio!r}")
-    if not 0 < ci < 1:
-        raise ValueError(f"ci must be in (0, 1), got {ci!r}")
+    _check(ds, "trajectory", "train_data", "alpha", dim=dim)
+    ratio = check_float(ratio, "ratio", min_val=0, max_val=1, include_boundaries="neither")
+    ci = check_float(ci, "ci", min_val=0, max_val=1, include_boundaries="neither")
+    n_boot = check_int(n_boot, "n_boot", min_val=1)
+    seed = check_int(seed, "seed", min_val=0)
     if ds.sizes.get("train", 0) < 2:
         raise ValueError("memorization needs at least two training points")
     last = _at_step(ds, step)
@@ -253,7 +258,7 @@ def phase_transition(metric: xr.DataArray | xr.Dataset, *, dim: str = "width", l
     else:
         main, low, high = metric, None, None
     if dim not in main.dims:
-        raise ValueError(f"dim={dim!r} is not a dimension of the metric (dims {main.dims})")
+        raise ValueError(f"`dim` must be a dimension of the metric {main.dims}; got {dim!r}")
     x = main[dim].values.astype(float)
 
     def _cross(y):
@@ -283,7 +288,7 @@ def theory_check(ds: xr.Dataset, *, r: float = 0.5, align_factor: float = 2.0, d
     ``slide_chord``, ``integrated_tangent``; per cell: Pearson ``corr_normal`` and
     ``corr_tangent`` over samples.
     """
-    _check(ds, "residual_normal", "residual_tangent", "ridge_distance", "t")
+    _check(ds, "residual_normal", "residual_tangent", "ridge_distance", "t", dim=dim)
     t = ds["t"].values
 
     def _integ(res):
