@@ -225,6 +225,13 @@ class Experiment(_Spec):
         return v
 
     # ---------------------------------------------------------------- derived
+    def load_train(self) -> np.ndarray:
+        """Deprecated: ``ridgexr.datasets.load_training_set(exp.dataset, base_dir=exp.base_dir)``."""
+        from .datasets import load_training_set
+
+        warn_renamed("Experiment.load_train()", "ridgexr.datasets.load_training_set(exp.dataset, base_dir=exp.base_dir)")
+        return load_training_set(self.dataset, base_dir=self.base_dir)
+
     @property
     def base_dir(self) -> Path | None:
         """Folder of the catalog file (relative data files are resolved against it)."""

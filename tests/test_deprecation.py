@@ -76,3 +76,13 @@ def test_summary_table_mode_r_is_r():
         old = summary_table(ds, r=0.5, mode_r=0.25, n_boot=10).compute()
     new = summary_table(ds, r=0.25, n_boot=10).compute()
     np.testing.assert_array_equal(old.mode_share_any.values, new.mode_share_any.values)
+
+
+def test_experiment_load_train_forwards_to_datasets():
+    from ridgexr import open_catalog
+    from ridgexr.datasets import load_training_set
+
+    exp = open_catalog()["two-points"]
+    with pytest.warns(FutureWarning, match="load_training_set"):
+        old = exp.load_train()
+    np.testing.assert_array_equal(old, load_training_set(exp.dataset))
