@@ -18,7 +18,8 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+import re
+from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
 import yaml
@@ -33,12 +34,16 @@ __all__ = ["CatalogError", "Experiment", "Catalog", "open_catalog", "load_catalo
            "resolve_store", "data_dir", "describe", "experiment_from_file"]
 
 
+STORE_NAME = re.compile(r"[A-Za-z0-9_./-]+")
+
+
 class CatalogError(ValueError):
     """A catalog file or entry is invalid (the message names file, entry and field)."""
 
 
 class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_inf_nan="constants")
+    # strict: no bool-as-int (`n_samples: true`), no str-as-number; ints are accepted where floats are asked
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, ser_json_inf_nan="constants")
 
     #: deprecated field names of release 0.1 -> their current names (read with a FutureWarning)
     renamed_fields: ClassVar[dict[str, str]] = {}
@@ -171,14 +176,19 @@ class RidgeSpec(_Spec):
     max_iter: int = Field(200, ge=1)
     top_k: int | None = Field(None, ge=1)
     drop_tol: float = Field(1e-6, ge=0, le=1)  # truncate only where the dropped mass is <= this
-    d_star_alt: list[int] = Field(default_factory=list)  # extra d* whose final residual is stored
+    d_star_alt: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list)  # extra d* (1..d-1) stored
     auto_t: float = Field(0.05, gt=0)  # probe time for d_star: auto
 
 
+SEED_MAX = 2**63 - 1
+
+
 class SeedSpec(_Spec):
-    features: int = Field(0, ge=0)
-    training: int = Field(0, ge=0)
-    sampler: int = Field(0, ge=0)
+    """Seeds (0 .. 2**63 - 1) of the random features, the training sample and the sampler."""
+
+    features: int = Field(0, ge=0, le=SEED_MAX)
+    training: int = Field(0, ge=0, le=SEED_MAX)
+    sampler: int = Field(0, ge=0, le=SEED_MAX)
 
 
 class Experiment(_Spec):
@@ -220,8 +230,10 @@ class Experiment(_Spec):
     @classmethod
     def _store(cls, v):
         p = Path(v)
-        if p.is_absolute() or ".." in p.parts or not v.endswith(".zarr"):
-            raise ValueError("store must be a relative path ending in .zarr without '..'")
+        if (p.is_absolute() or ".." in p.parts or not v.endswith(".zarr") or not STORE_NAME.fullmatch(v)
+                or any(part.startswith(".") for part in p.parts)):
+            raise ValueError("store must be a relative path of letters, digits, '_', '-', '.' and '/' ending in "
+                             "NAME.zarr (no '..', no hidden parts such as '.zarr' alone)")
         return v
 
     # ---------------------------------------------------------------- derived
@@ -265,11 +277,24 @@ def _format_error(file: str, entry: str | None, err: ValidationError) -> str:
     return "\n".join(lines)
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a mapping with a repeated key (YAML would keep the last)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_catalog_file(path: str | Path) -> dict[str, Experiment]:
     """Read and validate one catalog file; returns {name: Experiment}."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:
         raise CatalogError(f"{path}: not valid YAML (safe loader): {exc}") from None
     except OSError as exc:

@@ -10,12 +10,14 @@ empirical density of the training set:
 - ``residual_normal`` / ``residual_tangent``: the model's error e = denoise(x, t) - E[x0 | x_t = x]
   split by the ridge frame *at x*: N N^T e and T T^T e (data units)
 
-States that are not finite (a diverged sampler) get NaN geometry and are counted in
-``diverged``; nothing is silently dropped.
+States that are not finite, or beyond the divergence bound (|x| > ``bound``, see
+:func:`divergence_bound`), count as diverged: they get NaN geometry and are flagged in
+``finite``/``diverged``; nothing is silently dropped and no huge state is ever "projected".
 """
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import numpy as np
@@ -24,12 +26,22 @@ import torch
 from .empirical import SmoothedEmpirical
 from .scms import project_onto, scms
 
-__all__ = ["step_quantities"]
+__all__ = ["step_quantities", "divergence_bound", "DIVERGENCE_FACTOR"]
+
+#: a state farther than this many data scales from the origin has diverged
+DIVERGENCE_FACTOR = 1e6
+
+
+def divergence_bound(train: np.ndarray) -> float:
+    """|x| beyond which a sampler state counts as diverged: 1e6 x max(1, max_i |x_i|), data units."""
+    scale = float(np.sqrt((np.asarray(train, dtype=np.float64) ** 2).sum(-1).max())) if len(train) else 1.0
+    return DIVERGENCE_FACTOR * max(1.0, scale)
 
 
 def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, d_star: int,
                     denoise: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None, *,
-                    tol: float | None = None, max_iter: int = 200, top_k: int | None = None) -> dict:
+                    tol: float | None = None, max_iter: int = 200, top_k: int | None = None,
+                    bound: float = math.inf) -> dict:
     """All per-step quantities of a block, as numpy arrays.
 
     Parameters
@@ -41,16 +53,22 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
     d_star : int
     denoise : callable (x (M, d), t (M,)) -> (M, d), or None for the exact denoiser
         (whose error is zero by definition).
+    tol, max_iter, top_k : SCMS settings (see :func:`ridgexr.project_to_ridge`)
+    bound : float
+        States with |x| > bound (or not finite) get no geometry (data units; default: none).
 
     Returns
     -------
     dict with ``trajectory`` (B, n, d), ``ridge_projection`` (B, n, d), ``ridge_distance``
     (B, n), ``ridge_residual`` (B, n), ``ridge_converged`` (B, n) bool, ``normal_curvature``
-    (B, n), ``residual_normal`` (B, n, d), ``residual_tangent`` (B, n, d), ``finite`` (B, n) and
+    (B, n), ``residual_normal`` (B, n, d), ``residual_tangent`` (B, n, d), ``finite`` (B, n)
+    (finite and within ``bound``) and
     ``dropped_mass`` (B, n) (top-k truncation of the projection; 0 without it).
     """
     B, n, d = x.shape
-    finite = torch.isfinite(x).all(-1)
+    with torch.no_grad():
+        finite = torch.isfinite(x).all(-1)
+        finite &= torch.linalg.vector_norm(torch.where(finite[..., None], x, 0), dim=-1) <= bound
     out = {
         "trajectory": x.detach().cpu().numpy().astype(np.float64),
         "ridge_projection": np.full((B, n, d), np.nan),

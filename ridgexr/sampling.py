@@ -31,7 +31,8 @@ from ._deprecation import renamed_kwargs
 from ._validation import check_int, check_option
 from .process import OU
 
-__all__ = ["StepBlock", "recorded_steps", "reverse_sde", "probability_flow", "sample", "SAMPLERS"]
+__all__ = ["StepBlock", "recorded_steps", "reverse_sde", "probability_flow", "sample", "SAMPLERS",
+           "guard_divergence"]
 
 ScoreFn = Callable[[torch.Tensor, float], torch.Tensor]
 
@@ -101,6 +102,27 @@ def _run(step_fn, score: ScoreFn, n_samples: int, d: int, grid, *, seed: int, bl
         if k < n_steps:
             with torch.no_grad():  # samplers never need gradients; keeps memory flat
                 x = step_fn(process, score, x, float(grid[k]), float(grid[k + 1]), gen)
+
+
+def guard_divergence(score: ScoreFn, bound: float) -> ScoreFn:
+    """``score`` evaluated only on states that are finite with |x| <= ``bound``; NaN for the others.
+
+    A diverged trajectory then stays NaN (and is flagged by the observer) instead of
+    aborting the run inside a denoiser that refuses non-finite input.  Where every state is
+    within the bound, ``score`` is called exactly as without the guard.
+    """
+
+    def guarded(x: torch.Tensor, t: float) -> torch.Tensor:
+        ok = torch.isfinite(x).all(-1)
+        ok &= torch.linalg.vector_norm(torch.where(ok[:, None], x, 0), dim=-1) <= bound
+        if bool(ok.all()):
+            return score(x, t)
+        out = torch.full_like(x, float("nan"))
+        if bool(ok.any()):
+            out[ok] = score(x[ok], t)
+        return out
+
+    return guarded
 
 
 def _em_step(process, score, x, t0, t1, gen):

@@ -8,7 +8,11 @@ Layout (see ``docs/schema.md`` for every variable):
 - ``train_data(train, dim)``; per-cell training diagnostics; ``cell_complete`` (cell dims).
 
 The store is created once from a lazy (dask) template with ``compute=False``, so only
-metadata is written.  Each cell then writes its blocks of steps with region writes whose
+metadata is written, in a hidden sibling folder that is renamed into place when complete:
+a store path either holds a whole store or nothing (a crash during creation leaves only the
+sibling, which the next run removes).  Every chunk carries a CRC32C checksum after its
+zstd compression, and every chunk of a written region is stored (``write_empty_chunks``), so
+:func:`verify_store` can tell a damaged or missing chunk from an unwritten one.  Each cell then writes its blocks of steps with region writes whose
 boundaries coincide with chunk boundaries (chunks are 1 along every cell dim, ``sample_chunk``
 along ``sample`` and ``block_steps`` along ``step``), so concurrent writers never touch the
 same chunk.  ``cell_complete`` is written last, after every block and the diagnostics: a cell
@@ -18,10 +22,12 @@ as NaN.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shutil
 import socket
-import time
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -30,6 +36,8 @@ from typing import Any
 import dask.array as da
 import numpy as np
 import xarray as xr
+import zarr
+from zarr.codecs import Crc32cCodec, ZstdCodec
 
 from .process import OU
 from .training.diagnostics import DIAGNOSTIC_VARIABLES, LOSS_UNITS
@@ -39,7 +47,11 @@ LOCK_NAME = ".ridgexr-lock"
 
 __all__ = ["SCHEMA_VERSION", "StoreLayout", "create_store", "write_block", "write_cell_end", "open_store",
            "StoreLock", "StoreLockedError", "cells", "complete_cells", "cell_label", "json_attr", "VARIABLE_ATTRS",
-           "CELL_DIAGNOSTICS"]
+           "CELL_DIAGNOSTICS", "is_store", "remove_partial_creations", "replace_store", "Damage", "verify_store",
+           "clear_completion", "CODECS"]
+
+#: compression then checksum, for every array of a store
+CODECS = (ZstdCodec(), Crc32cCodec())
 
 #: per-cell training diagnostics (float, one value per cell), named once in ridgexr.training
 CELL_DIAGNOSTICS = tuple(DIAGNOSTIC_VARIABLES)
@@ -168,15 +180,84 @@ def _template(layout: StoreLayout, train: np.ndarray, attrs: dict) -> xr.Dataset
     return ds
 
 
-def create_store(path: str | Path, layout: StoreLayout, train: np.ndarray, attrs: dict) -> None:
-    """Write the store's metadata and coordinates (no data chunks) from a lazy template."""
+def is_store(path: str | Path) -> bool:
+    """Whether ``path`` holds a whole ridgexr store (root metadata with a schema version)."""
+    meta = Path(path) / "zarr.json"
+    if not meta.is_file():
+        return False
+    try:
+        return "schema_version" in json.loads(meta.read_text()).get("attributes", {})
+    except (OSError, json.JSONDecodeError):
+        return False
+
+
+def _creation_prefix(path: Path) -> str:
+    return f".{path.name}.creating-"
+
+
+def remove_partial_creations(path: str | Path) -> list[Path]:
+    """Remove folders left beside ``path`` by creations that were killed; returns them.
+
+    Call only while holding the store's :class:`StoreLock` (no creation is then running).
+    """
+    path = Path(path)
+    if not path.parent.is_dir():
+        return []
+    left = sorted(path.parent.glob(_creation_prefix(path) + "*"))
+    for p in left:
+        shutil.rmtree(p, ignore_errors=True)
+    return left
+
+
+def _write_template(target: Path, layout: StoreLayout, train: np.ndarray, attrs: dict) -> None:
     ds = _template(layout, train, {"schema_version": SCHEMA_VERSION, **attrs})
     encoding = {}
-    for name, var in ds.data_vars.items():
+    for name, var in ds.variables.items():
+        enc = {"compressors": CODECS}
         if isinstance(var.data, da.Array):
-            encoding[name] = {"chunks": tuple(c[0] for c in var.data.chunks)}
-    ds.to_zarr(str(path), mode="w", compute=False, zarr_format=3, consolidated=False, encoding=encoding)
-    # the template wrote train_data eagerly (numpy); the dask variables hold no chunks yet
+            enc["chunks"] = tuple(c[0] for c in var.data.chunks)
+        encoding[name] = enc
+    ds.to_zarr(str(target), mode="w-", compute=False, zarr_format=3, consolidated=False, encoding=encoding,
+               write_empty_chunks=True)
+    # the template wrote train_data and the coordinates eagerly; the dask variables hold no chunks yet
+
+
+def create_store(path: str | Path, layout: StoreLayout, train: np.ndarray, attrs: dict) -> None:
+    """Create the store's metadata and coordinates (no data chunks) from a lazy template, atomically.
+
+    The template is written into a hidden sibling folder and renamed to ``path`` when whole,
+    so ``path`` never holds half a store.  ``path`` must not exist (see :func:`replace_store`).
+    """
+    path = Path(path)
+    tmp = path.parent / f"{_creation_prefix(path)}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        _write_template(tmp, layout, train, attrs)
+        os.rename(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def replace_store(path: str | Path, layout: StoreLayout, train: np.ndarray, attrs: dict) -> None:
+    """Create a new store and only then swap it in for the one at ``path`` (``--overwrite``).
+
+    The new store is written beside the old one; the old one is moved aside, the new one
+    renamed into place, and the old one deleted.  A crash before the swap leaves the old
+    store untouched.
+    """
+    path = Path(path)
+    tmp = path.parent / f"{_creation_prefix(path)}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    old = path.parent / f"{_creation_prefix(path)}{os.getpid()}-old-{uuid.uuid4().hex[:8]}"
+    try:
+        _write_template(tmp, layout, train, attrs)
+        os.rename(path, old)
+        os.rename(tmp, path)
+    except BaseException:
+        if old.exists() and not path.exists():
+            os.rename(old, path)  # put the old store back
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def write_block(path: str | Path, layout: StoreLayout, cell: tuple[int, ...], start: int,
@@ -192,7 +273,7 @@ def write_block(path: str | Path, layout: StoreLayout, cell: tuple[int, ...], st
     for name in STEP_SCALAR + STEP_BOOL:
         data[name] = (cd + ("sample", "step"), values[name].T.reshape(lead + (layout.n_samples, B)))
     region = {**layout.cell_region(cell), "step": slice(start, start + B)}
-    xr.Dataset(data).to_zarr(str(path), region=region, zarr_format=3, consolidated=False)
+    xr.Dataset(data).to_zarr(str(path), region=region, zarr_format=3, consolidated=False, write_empty_chunks=True)
 
 
 def write_cell_end(path: str | Path, layout: StoreLayout, cell: tuple[int, ...], diverged: np.ndarray,
@@ -214,9 +295,14 @@ def write_cell_end(path: str | Path, layout: StoreLayout, cell: tuple[int, ...],
     for name in CELL_DIAGNOSTICS:
         data[name] = (cd, np.full(lead, float(diagnostics.get(name, np.nan))))
     region = layout.cell_region(cell)
-    xr.Dataset(data).to_zarr(str(path), region=region, zarr_format=3, consolidated=False)
-    xr.Dataset({"cell_complete": (cd, np.ones(lead, dtype=bool))}).to_zarr(
-        str(path), region=region, zarr_format=3, consolidated=False)
+    xr.Dataset(data).to_zarr(str(path), region=region, zarr_format=3, consolidated=False, write_empty_chunks=True)
+    _write_marks(path, cd, region, True)
+
+
+def _write_marks(path: str | Path, cell_dims: tuple[str, ...], region: dict, value: bool) -> None:
+    lead = (1,) * len(cell_dims)
+    xr.Dataset({"cell_complete": (cell_dims, np.full(lead, value))}).to_zarr(
+        str(path), region=region, zarr_format=3, consolidated=False, write_empty_chunks=True)
 
 
 def open_store(path: str | Path, **kwargs) -> xr.Dataset:
@@ -255,68 +341,143 @@ def complete_cells(ds: xr.Dataset) -> list[dict]:
     return [cell_label(ds, dims, idx) for idx in zip(*np.nonzero(done))]
 
 
+# ---------------------------------------------------------------------------- verify
+@dataclass(frozen=True)
+class Damage:
+    """One damaged (variable, cell): ``cell`` maps cell dims to labels (empty for store-level arrays)."""
+
+    variable: str
+    cell: dict
+    reason: str
+
+    def __str__(self) -> str:
+        where = " ".join(f"{k}={v}" for k, v in self.cell.items()) or "(whole store)"
+        return f"{self.variable} {where}: {self.reason}"
+
+
+def _cell_dims(ds: xr.Dataset) -> tuple[str, ...]:
+    return tuple(ds["cell_complete"].dims)
+
+
+def verify_store(path: str | Path) -> tuple[list[Damage], int]:
+    """Read every chunk of every complete cell (and of the store-level arrays) and check it.
+
+    A chunk is damaged when it is missing (every chunk of a written region is stored), does
+    not decode, or fails its CRC32C checksum.  Returns the damage found and the number of
+    chunks read.
+    """
+    path = Path(path)
+    ds = open_store(path)
+    cell_dims = _cell_dims(ds)
+    done = ds["cell_complete"].values
+    group = zarr.open_group(str(path), mode="r", zarr_format=3)
+    damage: list[Damage] = []
+    n_read = 0
+    complete = [tuple(int(i) for i in idx) for idx in zip(*np.nonzero(done))]
+    for name in sorted(group.array_keys()):
+        arr = group[name]
+        dims = tuple(arr.metadata.dimension_names or ())
+        chunks = arr.metadata.chunk_grid.chunk_shape
+        grid = [int(np.ceil(s / c)) if s else 0 for s, c in zip(arr.shape, chunks)]
+        if dims[:len(cell_dims)] == cell_dims and cell_dims:
+            targets = [(idx, cell_label(ds, cell_dims, idx)) for idx in complete]
+            n_cell = len(cell_dims)
+        else:
+            targets, n_cell = [((), {})], 0
+        encode = arr.metadata.chunk_key_encoding.encode_chunk_key
+        for idx, labels in targets:
+            rest = [range(g) for g in grid[n_cell:]]
+            bad = None
+            for tail in np.ndindex(*[len(r) for r in rest]):
+                coords = tuple(idx) + tuple(tail)
+                if not (path / name / encode(coords)).is_file():
+                    bad = f"chunk {coords} is missing"
+                    break
+                try:
+                    arr.get_block_selection(coords)
+                    n_read += 1
+                except Exception as exc:  # any decode or checksum failure marks the chunk damaged
+                    bad = f"chunk {coords} does not decode ({type(exc).__name__}: {exc})"
+                    break
+            if bad is not None:
+                damage.append(Damage(name, labels, bad))
+    return damage, n_read
+
+
+def clear_completion(path: str | Path, cells: list[dict]) -> None:
+    """Unset ``cell_complete`` for the cells labelled ``cells`` so that a rerun recomputes them."""
+    ds = open_store(path)
+    cell_dims = _cell_dims(ds)
+    for labels in cells:
+        region = {d: slice(i, i + 1) for d, i in
+                  ((d, int(np.flatnonzero(ds[d].values == labels[d])[0])) for d in cell_dims)}
+        _write_marks(path, cell_dims, region, False)
+
+
+def set_root_attrs(path: str | Path, **attrs) -> None:
+    """Update root attributes of a store (the caller holds its :class:`StoreLock`)."""
+    zarr.open_group(str(path), mode="r+", zarr_format=3).attrs.update(attrs)
+
+
 # ---------------------------------------------------------------------------- lock
 class StoreLockedError(RuntimeError):
     """Another writer holds the store."""
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class StoreLock:
-    """An exclusive writer lock: a file created with O_CREAT | O_EXCL beside the store.
+    """An exclusive writer lock: ``fcntl.flock`` on a file beside the store.
 
-    A lock left by a process that no longer runs on this host (kill -9, power loss) is
-    stale and taken over; a live holder makes :meth:`acquire` raise :class:`StoreLockedError`.
+    The operating system releases the lock when its holder exits, however it exits
+    (kill -9, power loss), so a crashed writer never leaves a stale lock and there is no
+    take-over race.  The file itself stays (deleting it would let two processes lock two
+    different files); its content -- pid, host, time -- only feeds the error message, so
+    an empty or garbage lock file is harmless.  POSIX only.
     """
 
     def __init__(self, store: str | Path):
         self.path = Path(str(store).rstrip("/") + LOCK_NAME)
-        self.held = False
+        self._fd: int | None = None
 
-    def _read(self) -> dict:
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def _holder(self) -> dict:
         try:
-            return json.loads(self.path.read_text())
-        except (OSError, json.JSONDecodeError):
+            info = json.loads(self.path.read_text())
+            return info if isinstance(info, dict) else {}
+        except (OSError, ValueError):
             return {}
 
     def acquire(self) -> "StoreLock":
+        """Take the lock or raise :class:`StoreLockedError` naming the holder."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        info = {"pid": os.getpid(), "host": socket.gethostname(),
-                "since": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-        for _ in range(2):
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                held = self._read()
-                same_host = held.get("host") == socket.gethostname()
-                if same_host and isinstance(held.get("pid"), int) and not _pid_alive(held["pid"]):
-                    self.path.unlink(missing_ok=True)  # stale: its process is gone
-                    continue
-                if not held:  # being written right now, or unreadable: give it a moment
-                    time.sleep(0.2)
-                    held = self._read()
-                raise StoreLockedError(
-                    f"store {str(self.path)[:-len(LOCK_NAME)]!r} is being written by pid {held.get('pid')} on host "
-                    f"{held.get('host')!r} since {held.get('since')}; wait for it to finish, or remove "
-                    f"{str(self.path)!r} if that process is gone") from None
-            with os.fdopen(fd, "w") as fh:
-                json.dump(info, fh)
-            self.held = True
-            return self
-        raise StoreLockedError(f"could not take the lock {str(self.path)!r}")
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            held = self._holder()
+            raise StoreLockedError(
+                f"store {str(self.path)[:-len(LOCK_NAME)]!r} is being written by pid {held.get('pid', '?')} on host "
+                f"{held.get('host', '?')!r} since {held.get('since', '?')}; wait for it to finish "
+                "(the lock is released when that process exits)") from None
+        note = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                           "since": datetime.now(timezone.utc).isoformat(timespec="seconds")}).encode()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, note, 0)
+        self._fd = fd
+        return self
 
     def release(self) -> None:
-        if self.held:
-            self.path.unlink(missing_ok=True)
-            self.held = False
+        """Release the lock (the file stays)."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            try:
+                os.ftruncate(fd, 0)
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
 
     def __enter__(self):
         return self.acquire()

@@ -54,11 +54,11 @@ def test_builtin_catalog_is_valid():
 
 def test_renamed_ridge_fields_warn_and_map_to_the_new_names(tmp_path, catalog_text):
     f = tmp_path / "old.yaml"
-    f.write_text(catalog_text(5, 4).replace("d_star: 1", "d_star: 1\n    ridge: {top_k_bound: 1.0e-4, compare_d_star: [0]}"))
+    f.write_text(catalog_text(5, 4).replace("d_star: 1", "d_star: 1\n    ridge: {top_k_bound: 1.0e-4, compare_d_star: [1]}"))
     with pytest.warns(FutureWarning, match="top_k_bound"):
         exp = experiment_from_file(f)
-    assert exp.ridge.drop_tol == 1e-4 and exp.ridge.d_star_alt == [0]
-    f.write_text(catalog_text(5, 4).replace("d_star: 1", "d_star: 1\n    ridge: {drop_tol: 1.0e-4, d_star_alt: [0]}"))
+    assert exp.ridge.drop_tol == 1e-4 and exp.ridge.d_star_alt == [1]
+    f.write_text(catalog_text(5, 4).replace("d_star: 1", "d_star: 1\n    ridge: {drop_tol: 1.0e-4, d_star_alt: [1]}"))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the current names do not warn
         new = experiment_from_file(f)

@@ -94,10 +94,9 @@ def test_lock_refuses_a_second_writer_and_takes_over_a_dead_ones(tmp_path):
     with StoreLock(store):
         with pytest.raises(StoreLockedError, match="being written by pid"):
             StoreLock(store).acquire()
-    assert not StoreLock(store).path.exists()  # released
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
     lock = StoreLock(store)
     lock.path.write_text(json.dumps({"pid": proc.pid, "host": os.uname().nodename, "since": "x"}))
-    with StoreLock(store) as taken:  # the holder is gone: stale, taken over
+    with StoreLock(store) as taken:  # the note of a gone process does not block
         assert json.loads(taken.path.read_text())["pid"] == os.getpid()

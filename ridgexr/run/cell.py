@@ -11,10 +11,10 @@ from ..catalog import Experiment
 from ..datasets import load_training_set
 from ..empirical import SmoothedEmpirical
 from ..models import ExactDenoiser, RandomFeatureDenoiser
-from ..observe import step_quantities
+from ..observe import divergence_bound, step_quantities
 from ..process import time_grid
 from ..ridge import ridge_residual
-from ..sampling import sample
+from ..sampling import guard_divergence, sample
 from ..store import StoreLayout, write_block, write_cell_end
 from .plan import CellTask, model_kwargs
 
@@ -22,10 +22,10 @@ __all__ = ["run_cell"]
 
 
 def _final_residual_alt(density: SmoothedEmpirical, layout: StoreLayout, x_last: torch.Tensor, t_last: float,
-                        top_k: int | None) -> np.ndarray:
-    """|E E^T grad log p_t| at the final states for each alternative ridge dimension (n_samples, n_alt)."""
+                        ok: torch.Tensor, top_k: int | None) -> np.ndarray:
+    """|E E^T grad log p_t| at the final states ``ok`` (not diverged) for each alternative ridge
+    dimension, (n_samples, n_alt); NaN elsewhere."""
     d = x_last.shape[-1]
-    ok = torch.isfinite(x_last).all(-1)
     out = np.full((x_last.shape[0], len(layout.d_star_alt)), np.nan)
     for j, d_alt in enumerate(layout.d_star_alt):  # a few alternative dimensions
         if 0 <= d_alt < d and bool(ok.any()):
@@ -61,6 +61,8 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
         model = RandomFeatureDenoiser(d, task.labels["width"], device=dev, **model_kwargs(exp)).with_A(task.A)
         score = lambda x, t: model.score(x, t)  # noqa: E731
         denoise = lambda x, t: model.denoise(x, t)  # noqa: E731
+    bound = divergence_bound(train)
+    score = guard_divergence(score, bound)
     density = SmoothedEmpirical(train, 1.0, drop_tol=exp.ridge.drop_tol)
     grid = time_grid(exp.process.n_steps, exp.process.T, exp.process.t_min, exp.process.grid)
     diverged = np.zeros(exp.n_samples, dtype=bool)
@@ -71,12 +73,12 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
                         block_steps=exp.sampler.block_steps, record_every=exp.sampler.record_every, device=dev)
         for block in blocks:
             q = step_quantities(density, block.x, block.t, exp.d_star, denoise, tol=exp.ridge.tol,
-                                max_iter=exp.ridge.max_iter, top_k=exp.ridge.top_k)
+                                max_iter=exp.ridge.max_iter, top_k=exp.ridge.top_k, bound=bound)
             write_block(store, layout, task.index, int(block.index[0]), q)
             diverged |= ~q["finite"].all(0)
             if np.isfinite(q["dropped_mass"]).any():
                 dropped = max(dropped, float(np.nanmax(q["dropped_mass"])))
-            last = (block.x[-1], float(block.t[-1]))
+            last = (block.x[-1], float(block.t[-1]), torch.as_tensor(q["finite"][-1], device=block.x.device))
             if on_block is not None:
                 on_block(1)
     alt = _final_residual_alt(density, layout, *last, exp.ridge.top_k) if layout.d_star_alt else None

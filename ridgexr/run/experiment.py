@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -9,22 +10,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..catalog import Experiment, resolve_store
 from ..datasets import load_training_set
+from ..observe import divergence_bound
 from ..reader import summarize
-from ..store import StoreLock, create_store, open_store
+from ..store import StoreLock, create_store, is_store, open_store, remove_partial_creations, replace_store
 from .cell import run_cell
 from .cluster import dask_client, resolve_scheduler
-from .plan import plan_layout, plan_tasks, resolve_d_star
+from .plan import estimate_resources, plan_layout, plan_tasks, resolve_d_star
 from .provenance import store_attrs
 
-__all__ = ["run_experiment", "RunResult", "ConfigMismatchError"]
+__all__ = ["run_experiment", "RunResult", "ConfigMismatchError", "ResourceError", "check_scheduler",
+           "check_resources", "validate_experiment", "MAX_DATA_ABS"]
+
+#: training data beyond this magnitude are refused (squared distances would overflow float64)
+MAX_DATA_ABS = 1e100
 
 
 class ConfigMismatchError(RuntimeError):
-    """The store on disk was written by a different configuration."""
+    """The store on disk was written by a different configuration (the message names the fields)."""
+
+
+class ResourceError(ValueError):
+    """The run would need more memory or disk than the machine has (``force=True`` overrides)."""
 
 
 @dataclass
@@ -37,10 +48,93 @@ class RunResult:
     summary: list[dict] = field(default_factory=list)
 
 
+def _config_diff(stored: str | None, exp: Experiment) -> list[str]:
+    """Dotted names of the configuration fields that differ between a store and ``exp``."""
+    try:
+        old = json.loads(stored) if stored else {}
+    except json.JSONDecodeError:
+        return ["config (unreadable in the store)"]
+    new = json.loads(exp.model_dump_json())
+    out = []
+
+    def walk(a, b, prefix):
+        for key in sorted(set(a) | set(b)):
+            if key in ("description", "store", "source", "name"):
+                continue
+            va, vb = a.get(key, "<absent>"), b.get(key, "<absent>")
+            if isinstance(va, dict) and isinstance(vb, dict):
+                walk(va, vb, f"{prefix}{key}.")
+            elif va != vb:
+                out.append(f"{prefix}{key}: {va!r} -> {vb!r}")
+
+    walk(old, new, "")
+    return out
+
+
+def check_scheduler(scheduler: str | None, timeout: float = 10.0) -> None:
+    """Raise ``ValueError`` when a scheduler address does not answer (None and "local" need nothing)."""
+    if scheduler in (None, "local"):
+        return
+    from dask.distributed import Client
+
+    try:
+        with Client(scheduler, timeout=timeout):
+            pass
+    except (OSError, TimeoutError) as exc:
+        raise ValueError(f"`scheduler`: no dask scheduler answers at {scheduler!r} within {timeout:g} s "
+                         f"({type(exc).__name__}: {exc})") from None
+
+
+def _machine_memory() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def _free_disk(path: Path) -> int:
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    return shutil.disk_usage(probe).free
+
+
+def check_resources(exp: Experiment, train, layout, path: Path, *, force: bool = False) -> dict:
+    """Refuse, with the numbers, a run whose estimated peak memory or store size exceeds the machine."""
+    est = estimate_resources(exp, train, layout)
+    mem, disk = _machine_memory(), _free_disk(path)
+    gb = 2**30
+    problems = []
+    if est["peak_memory"] > 0.8 * mem:
+        problems.append(f"peak memory ~{est['peak_memory'] / gb:.3g} GiB > 80% of this machine's {mem / gb:.3g} GiB")
+    if est["store_size"] > disk:
+        problems.append(f"store ~{est['store_size'] / gb:.3g} GiB (uncompressed) > {disk / gb:.3g} GiB free "
+                        f"under {path.parent}")
+    if problems and not force:
+        raise ResourceError(f"experiment {exp.name!r} is too large for this machine: " + "; ".join(problems)
+                            + " (reduce n_samples, n_steps, widths or the training sample, or pass --force)")
+    return est
+
+
+def validate_experiment(exp: Experiment, train) -> None:
+    """Checks that need the training set: data magnitude, d_star and d_star_alt against d."""
+    d = train.shape[1]
+    big = float(np.abs(train).max())
+    if big > MAX_DATA_ABS:
+        raise ValueError(f"training data of {exp.name!r} reach |x| = {big:.3g} > {MAX_DATA_ABS:g}; rescale them")
+    if exp.d_star != "auto" and exp.d_star >= d:
+        raise ValueError(f"`d_star` must be < the data dimension {d}; got {exp.d_star}")
+    bad = [k for k in exp.ridge.d_star_alt if not 1 <= k <= d - 1]
+    if bad:
+        raise ValueError(f"`ridge.d_star_alt` entries must lie in 1..{d - 1} (d = {d}); got {bad}")
+
+
 def run_experiment(exp: Experiment, *, out_dir: str | Path | None = None, store: str | Path | None = None,
                    device: str = "cpu", scheduler: str | None = None, overwrite: bool = False,
-                   n_workers: int = 2, progress: Any = None) -> RunResult:
+                   n_workers: int = 2, progress: Any = None, force: bool = False) -> RunResult:
     """Run (or resume) an experiment into its Zarr store.
+
+    Everything that can fail without touching the store is checked first (device, data,
+    d*, resources, the scheduler address) and the models are fitted; only then is the store
+    created (atomically), or, with ``overwrite``, a new one written beside the old and
+    swapped in.
 
     Parameters
     ----------
@@ -58,38 +152,44 @@ def run_experiment(exp: Experiment, *, out_dir: str | Path | None = None, store:
     n_workers : int
         Workers of ``scheduler="local"``.
     progress : rich.progress.Progress, optional
+    force : bool
+        Run even when the estimated memory or store size exceeds the machine.
 
     Raises
     ------
-    ConfigMismatchError, StoreLockedError, ValueError
+    ConfigMismatchError, StoreLockedError, ResourceError, ValueError, OSError
     """
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"`device` {device!r} was requested but CUDA is not available")
     torch.device(device)  # validates the name
     train = load_training_set(exp.dataset, base_dir=exp.base_dir)
+    validate_experiment(exp, train)
     config_hash = exp.config_hash(train)  # of the entry as written (d_star may be "auto")
     path = Path(store).resolve() if store is not None else resolve_store(exp, out_dir)
     exp, d_star_info = resolve_d_star(exp, train)
-    if exp.d_star >= train.shape[1]:
-        raise ValueError(f"`d_star` must be < the data dimension {train.shape[1]}; got {exp.d_star}")
     layout = plan_layout(exp, train)
+    check_resources(exp, train, layout, path, force=force)
     scheduler = resolve_scheduler(scheduler)
+    check_scheduler(scheduler)
     with StoreLock(path):
-        exists = (path / "zarr.json").is_file()
+        remove_partial_creations(path)
+        exists = is_store(path)
+        if not exists and path.exists():
+            if path.is_dir() and not any(path.iterdir()):
+                path.rmdir()
+            else:
+                raise ConfigMismatchError(f"{str(path)!r} exists and is not a ridgexr store; remove it yourself "
+                                          "or choose another store path (--overwrite only replaces ridgexr stores)")
         done: set[tuple] = set()
-        if exists and overwrite:
-            shutil.rmtree(path)
-            exists = False
-        elif path.exists() and not exists:
-            if any(path.iterdir()):
-                raise ConfigMismatchError(f"{path} exists and is not a ridgexr store; use --overwrite to replace it")
-        if exists:
+        if exists and not overwrite:
             ds = open_store(path)
             if ds.attrs.get("config_hash") != config_hash:
+                diff = _config_diff(ds.attrs.get("config"), exp)
                 raise ConfigMismatchError(
                     f"store {str(path)!r} was written by a different configuration "
-                    f"(hash {str(ds.attrs.get('config_hash'))[:12]} != {config_hash[:12]}); "
-                    "refusing to mix results: use --overwrite to replace it or choose another --out")
+                    f"(hash {str(ds.attrs.get('config_hash'))[:12]} != {config_hash[:12]}; differing fields: "
+                    f"{'; '.join(diff) or 'the training data'}); refusing to mix results: use --overwrite to "
+                    "replace it or choose another --out")
             marks = ds["cell_complete"].values
             done = {idx for idx in layout.cells() if bool(marks[idx])}
         todo = [idx for idx in layout.cells() if idx not in done]
@@ -97,9 +197,13 @@ def run_experiment(exp: Experiment, *, out_dir: str | Path | None = None, store:
         tasks = plan_tasks(exp, train, layout) if todo else []
         if progress is not None:
             progress.remove_task(task_bar)
+        attrs = store_attrs(exp, config_hash, device, scheduler, d_star_info)
+        attrs["divergence_bound"] = divergence_bound(train)
         if not exists:
             path.parent.mkdir(parents=True, exist_ok=True)
-            create_store(path, layout, train, store_attrs(exp, config_hash, device, scheduler, d_star_info))
+            create_store(path, layout, train, attrs)
+        elif overwrite:
+            replace_store(path, layout, train, attrs)
         todo_set = set(todo)
         tasks = [t for t in tasks if t.index in todo_set]
         _execute(exp, path, layout, tasks, device, scheduler, n_workers, progress)

@@ -82,3 +82,30 @@ def resolve_d_star(exp: Experiment, train: np.ndarray) -> tuple[Experiment, dict
     info = {"d_star": d, "source": f"auto: largest gap of the mean posterior-covariance spectrum at t={t}",
             "spectrum": [float(v) for v in spec]}
     return exp.model_copy(update={"d_star": d}), info
+
+
+#: bytes of the imported libraries (torch, xarray, dask, zarr) before any work, measured ~0.4 GB
+BASE_BYTES = 400 * 2**20
+
+
+def estimate_resources(exp: Experiment, train: np.ndarray, layout: StoreLayout,
+                       memory_budget: int = 1 << 30) -> dict:
+    """Rough peak memory of a run and the uncompressed size of its store, in bytes, from the config.
+
+    Fitting holds the training sample (S = N n_time n_noise points, twice with the held-out
+    sample), its exact posterior means and tangent frames, and the (p x p) moments of the
+    largest width; sampling holds one block of ``block_steps x n_samples`` states with their
+    frames and the density's scratch memory (at most ``memory_budget``).  The estimate is
+    meant to refuse impossible configurations before any work, not to predict within 10 %.
+    """
+    n, d = train.shape
+    p = max(exp.model.widths)
+    d_star = exp.d_star if isinstance(exp.d_star, int) else d - 1
+    n_tau = len(exp.model.taus)
+    s_fit = float(n) * exp.training.n_time * exp.training.n_noise
+    fit = 2 * s_fit * 8 * (3 * d + 3 + 2 * d + d * d_star + 3 * n_tau) + 8.0 * p * p * 4 + 8.0 * 2048 * p * 2
+    q = float(exp.sampler.block_steps) * exp.n_samples
+    sampling = q * 8 * (12 * d + 3 * d * d + 10) + min(float(memory_budget), q * n * 8 * 4 + q * d * d * 8 * 4)
+    n_cells = float(np.prod(layout.cell_shape))
+    store = n_cells * exp.n_samples * (layout.n_steps * 8 * (4 * d + 4) + len(layout.d_star_alt) * 8 + 1)
+    return {"peak_memory": BASE_BYTES + max(fit, sampling), "store_size": store + train.size * 8.0}
