@@ -77,7 +77,7 @@ def main(argv=None):
     for n, q, d in configs:
         train, x = make_problem(n, q, d)
         p = ridgexr.SmoothedEmpirical(train, T_QUERY)
-        tol = ridgexr.ridge.default_tol(torch.float64, math.sqrt(p._radius2(torch.float64, torch.device("cpu"))))
+        tol = ridgexr.ridge.default_tol(torch.float64, p.radius)
         ridgexr.project_to_ridge(p, x[:50], 1)  # warm-up
         t0 = time.perf_counter()
         res = ridgexr.project_to_ridge(p, x, 1, tol=tol, max_iter=200)

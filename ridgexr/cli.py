@@ -1,8 +1,17 @@
-"""Command-line interface (typer): a thin layer over the library."""
+"""Command-line interface (typer): a thin layer over the library.
+
+A user error (bad input, a refused store, a file system problem) is one line on stderr and
+exit status 2; ``--debug`` shows the traceback instead.  Ctrl-C and SIGTERM stop a run
+cleanly: the lock is released and the store resumes with the next ``ridgexr run``
+(exit status 130).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import math
+import signal
 import sys
 import time
 
@@ -14,6 +23,50 @@ from rich.table import Table
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="ridgexr: where diffusion samples go when they do not memorize.")
 console = Console() if sys.stdout.isatty() else Console(width=140)
+err_console = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=200)
+_STATE = {"debug": False}
+
+
+def _describe(exc: BaseException) -> str:
+    """One line on what went wrong: OS errors name the path and the cause."""
+    if isinstance(exc, OSError) and exc.errno is not None:
+        where = f" {exc.filename!r}" if exc.filename else ""
+        cause = {errno.ENOSPC: "the disk is full", errno.EACCES: "permission denied",
+                 errno.ENOTDIR: "a path component is a file, not a folder",
+                 errno.EROFS: "read-only file system"}.get(exc.errno, exc.strerror or str(exc))
+        return f"cannot use{where}: {cause}"
+    if isinstance(exc, MemoryError):
+        return "out of memory (reduce n_samples, block_steps or the training sample)"
+    return str(exc).replace("\n", " | ")
+
+
+@contextlib.contextmanager
+def user_errors():
+    """Turn user errors into one line and exit status 2 (``--debug``: re-raise with the traceback)."""
+    from pydantic import ValidationError
+
+    from .catalog import CatalogError
+    from .run import ConfigMismatchError
+    from .store import StoreLockedError
+
+    expected = (CatalogError, ConfigMismatchError, StoreLockedError, ValueError, TypeError, OSError, MemoryError,
+                ValidationError, KeyError, FileNotFoundError)
+    try:
+        yield
+    except KeyboardInterrupt:
+        if _STATE["debug"]:
+            raise
+        err_console.print("[yellow]interrupted:[/] stopped cleanly; rerun the same command to resume")
+        raise typer.Exit(130) from None
+    except expected as exc:
+        if _STATE["debug"]:
+            raise
+        err_console.print(f"[red]error:[/] {_describe(exc)}", soft_wrap=True, highlight=False)
+        raise typer.Exit(2) from None
+
+
+def _sigterm_as_interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 @app.command()
@@ -86,16 +139,19 @@ def run(
                                   help="'local' (LocalCluster of processes) or a dask scheduler address; "
                                        "default: in-process, or $DASK_SCHEDULER_ADDRESS"),
     workers: int = typer.Option(2, "--workers", min=1, help="workers of --scheduler local"),
-    overwrite: bool = typer.Option(False, "--overwrite", help="replace an existing store"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace an existing store (the new one is "
+                                   "written beside it and swapped in only once created)"),
+    force: bool = typer.Option(False, "--force", help="run even when the estimated memory or store size "
+                               "exceeds this machine"),
 ):
     """Train every (schedule, width) cell, sample, and stream everything into a Zarr v3 store."""
-    from .catalog import CatalogError, resolve_store
-    from .run import ConfigMismatchError, run_experiment
-    from .store import StoreLockedError
+    from .catalog import resolve_store
+    from .run import run_experiment
 
     if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
         raise typer.BadParameter(f"device must be cpu or cuda, got {device!r}", param_hint="--device")
-    try:
+    previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    with user_errors():
         exp, root = _load_experiment(name)
         store = resolve_store(exp, out, root)
         console.print(f"[bold]ridgexr run[/] {exp.name}: {len(exp.cell_schedules)} schedule(s) x "
@@ -104,11 +160,9 @@ def run(
         t0 = time.perf_counter()
         with _progress() as progress:
             res = run_experiment(exp, store=store, device=device, scheduler=scheduler, overwrite=overwrite,
-                                 n_workers=workers, progress=progress)
+                                 n_workers=workers, progress=progress, force=force)
         elapsed = time.perf_counter() - t0
-    except (CatalogError, ConfigMismatchError, StoreLockedError, ValueError) as exc:
-        console.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(2)
+    signal.signal(signal.SIGTERM, previous)
     _summary_table(res.summary, f"{exp.name}: final step (t = {exp.process.t_min:g})")
     console.print(f"ran {res.cells_run} cell(s), kept {res.cells_skipped} complete cell(s) in {elapsed:.1f} s")
     console.print(f"store: [bold]{res.store}[/]  (open with ridgexr.open_dataset({str(res.store)!r}))")
@@ -160,26 +214,28 @@ def info(store: str = typer.Argument(..., help="store path or catalog entry name
     from .reader import store_path, summarize
     from .store import json_attr
 
-    ds = _open_or_exit(store)
-    console.print(f"[bold]{ds.attrs.get('title', store)}[/]  schema {ds.attrs.get('schema_version')}")
-    console.print("dims: " + ", ".join(f"{k}={v}" for k, v in ds.sizes.items()))
-    console.print("variables: " + ", ".join(sorted(ds.data_vars)))
-    prov = json_attr(ds, "provenance")
-    console.print("provenance: " + ", ".join(f"{k}={v}" for k, v in prov.items()))
-    done = int(ds["cell_complete"].sum())
-    console.print(f"complete cells: {done} of {ds['cell_complete'].size}")
-    _summary_table(summarize(store_path(store)), "cells")
+    with user_errors():
+        ds = _open_or_exit(store)
+        console.print(f"[bold]{ds.attrs.get('title', store)}[/]  schema {ds.attrs.get('schema_version')}")
+        console.print("dims: " + ", ".join(f"{k}={v}" for k, v in ds.sizes.items()))
+        console.print("variables: " + ", ".join(sorted(ds.data_vars)))
+        prov = json_attr(ds, "provenance")
+        console.print("provenance: " + ", ".join(f"{k}={v}" for k, v in prov.items()))
+        done = int(ds["cell_complete"].sum())
+        console.print(f"complete cells: {done} of {ds['cell_complete'].size}")
+        ver = json_attr(ds, "verified")
+        console.print("verified: " + (f"{ver['time']}, {ver['chunks_read']} chunks read, "
+                                      f"{len(ver['damaged'])} damaged" + (" (repaired)" if ver.get("repaired") else "")
+                                      if ver else "never ('ridgexr verify' checks every chunk)"))
+        _summary_table(summarize(store_path(store)), "cells")
 
 
 def _open_or_exit(name: str):
     """Open a store (path or catalog entry) or print the reason and exit with status 2."""
     from .reader import open_dataset
 
-    try:
+    with user_errors():
         return open_dataset(name)
-    except FileNotFoundError as exc:
-        console.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(2)
 
 
 @app.command()
@@ -199,7 +255,8 @@ def analyze(
 
     with dask_client(scheduler, workers) if scheduler else nullcontext():
         t0 = time.perf_counter()
-        table = analysis.summary_table(ds, r=r).compute()
+        with user_errors():
+            table = analysis.summary_table(ds, r=r).compute()
         elapsed = time.perf_counter() - t0
     df = table.to_dataframe().reset_index()
     keep = [c for c in df.columns if c in ("schedule", "width", "tau") or c in table.data_vars]
@@ -227,15 +284,53 @@ def report(
 
     ds = _open_or_exit(name)
     target = Path(out) if out else Path(str(store_path(name)).rstrip("/") + ".report")
-    with console.status("rendering figures"):
+    with console.status("rendering figures"), user_errors():
         paths = make_report(ds, target, title=str(ds.attrs.get("title", name)), n_frames=n_frames)
     for k, p in paths.items():
         console.print(f"{k}: {p}")
 
 
+@app.command()
+def verify(
+    store: str = typer.Argument(..., help="store path or catalog entry name"),
+    repair: bool = typer.Option(False, "--repair", help="clear the completion marks of damaged cells so that "
+                                "'ridgexr run' recomputes exactly them"),
+):
+    """Read every chunk of every complete cell; report damaged (variable, cell) pairs (exit 1 when any)."""
+    import json
+    from datetime import datetime, timezone
+
+    from .reader import store_path
+    from .store import StoreLock, clear_completion, set_root_attrs, verify_store
+
+    with user_errors():
+        path = store_path(store)
+        with StoreLock(path):
+            damage, n_read = verify_store(path)
+            cells = [dict(c) for c in {tuple(d.cell.items()) for d in damage if d.cell}]
+            whole = [d for d in damage if not d.cell]
+            if repair and cells:
+                clear_completion(path, cells)
+            set_root_attrs(path, verified=json.dumps({
+                "time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "chunks_read": n_read,
+                "damaged": [str(d) for d in damage], "repaired": bool(repair and cells)}))
+    for d in damage:
+        console.print(f"[red]damaged:[/] {d}", soft_wrap=True, highlight=False)
+    if not damage:
+        console.print(f"ok: {n_read} chunks read, every checksum matches, no complete cell misses a chunk")
+        return
+    if repair and cells:
+        console.print(f"repaired: {len(cells)} cell(s) marked incomplete; run 'ridgexr run' on this entry to "
+                      "recompute them")
+    if whole:
+        console.print("store-level arrays are damaged; they cannot be recomputed cell by cell: rerun with --overwrite")
+    raise typer.Exit(1)
+
+
 @app.callback()
-def main():
+def main(debug: bool = typer.Option(False, "--debug", help="show Python tracebacks for errors")):
     """ridgexr command-line interface."""
+    _STATE["debug"] = debug
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -27,21 +28,11 @@ def summarize(path: str | Path) -> list[dict]:
     last = ds.isel(step=-1)
     train = ds["train_data"].values
     x = last["trajectory"].values / float(last["alpha"])  # (cells..., sample, d); d1/d2 is scale-free
-    if train.shape[0] >= 2:
-        with np.errstate(invalid="ignore"):  # cells not yet written are all-NaN
-            memo = np.nanmean(memorized(x, train, 1 / 3), axis=-1)
-    else:
-        memo = np.full(x.shape[:-2], np.nan)
-    rms = lambda v: np.sqrt(np.nanmean((v**2).sum(-1), axis=-1))  # noqa: E731
-    cols = {
-        "ridge_distance": last["ridge_distance"].mean("sample").values,
-        "converged": last["ridge_converged"].mean("sample").values,
-        "rms_residual_normal": rms(last["residual_normal"].values),
-        "rms_residual_tangent": rms(last["residual_tangent"].values),
-        "memorized": memo,
-        "diverged": ds["diverged"].sum("sample").values,
-        "excess_loss": ds["excess_loss"].values,
-    }
+    with warnings.catch_warnings():  # unwritten cells and fully diverged cells are all-NaN: NaN rows
+        warnings.simplefilter("ignore", RuntimeWarning)
+        memo = (np.nanmean(memorized(x, train, 1 / 3), axis=-1) if train.shape[0] >= 2
+                else np.full(x.shape[:-2], np.nan))
+        cols = _summary_columns(ds, last, memo)
     done = ds["cell_complete"].values
     rows = []
     for idx in np.ndindex(*done.shape):
@@ -50,6 +41,19 @@ def summarize(path: str | Path) -> list[dict]:
         row.update({k: (int(v[idx]) if k == "diverged" else float(v[idx])) for k, v in cols.items()})
         rows.append(row)
     return rows
+
+
+def _summary_columns(ds, last, memo) -> dict:
+    rms = lambda v: np.sqrt(np.nanmean((v**2).sum(-1), axis=-1))  # noqa: E731
+    return {
+        "ridge_distance": last["ridge_distance"].mean("sample").values,
+        "converged": last["ridge_converged"].mean("sample").values,
+        "rms_residual_normal": rms(last["residual_normal"].values),
+        "rms_residual_tangent": rms(last["residual_tangent"].values),
+        "memorized": memo,
+        "diverged": ds["diverged"].sum("sample").values,
+        "excess_loss": ds["excess_loss"].values,
+    }
 
 
 def store_path(name_or_path: str | Path, *, out_dir: str | Path | None = None, catalog: Any = None) -> Path:

@@ -71,7 +71,7 @@ def _config_diff(stored: str | None, exp: Experiment) -> list[str]:
     return out
 
 
-def check_scheduler(scheduler: str | None, timeout: float = 10.0) -> None:
+def check_scheduler(scheduler: str | None, timeout: float = 5.0) -> None:
     """Raise ``ValueError`` when a scheduler address does not answer (None and "local" need nothing)."""
     if scheduler in (None, "local"):
         return
@@ -96,9 +96,9 @@ def _free_disk(path: Path) -> int:
     return shutil.disk_usage(probe).free
 
 
-def check_resources(exp: Experiment, train, layout, path: Path, *, force: bool = False) -> dict:
+def check_resources(exp: Experiment, train, path: Path, *, force: bool = False) -> dict:
     """Refuse, with the numbers, a run whose estimated peak memory or store size exceeds the machine."""
-    est = estimate_resources(exp, train, layout)
+    est = estimate_resources(exp, train)
     mem, disk = _machine_memory(), _free_disk(path)
     gb = 2**30
     problems = []
@@ -166,9 +166,9 @@ def run_experiment(exp: Experiment, *, out_dir: str | Path | None = None, store:
     validate_experiment(exp, train)
     config_hash = exp.config_hash(train)  # of the entry as written (d_star may be "auto")
     path = Path(store).resolve() if store is not None else resolve_store(exp, out_dir)
+    check_resources(exp, train, path, force=force)
     exp, d_star_info = resolve_d_star(exp, train)
     layout = plan_layout(exp, train)
-    check_resources(exp, train, layout, path, force=force)
     scheduler = resolve_scheduler(scheduler)
     check_scheduler(scheduler)
     with StoreLock(path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -88,15 +89,16 @@ def resolve_d_star(exp: Experiment, train: np.ndarray) -> tuple[Experiment, dict
 BASE_BYTES = 400 * 2**20
 
 
-def estimate_resources(exp: Experiment, train: np.ndarray, layout: StoreLayout,
-                       memory_budget: int = 1 << 30) -> dict:
-    """Rough peak memory of a run and the uncompressed size of its store, in bytes, from the config.
+def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 1 << 30) -> dict:
+    """Rough peak memory of a run and the uncompressed size of its store, in bytes, from the config alone.
 
     Fitting holds the training sample (S = N n_time n_noise points, twice with the held-out
     sample), its exact posterior means and tangent frames, and the (p x p) moments of the
-    largest width; sampling holds one block of ``block_steps x n_samples`` states with their
-    frames and the density's scratch memory (at most ``memory_budget``).  The estimate is
-    meant to refuse impossible configurations before any work, not to predict within 10 %.
+    largest width; sampling holds the time grid and one block of ``block_steps x n_samples``
+    states with their frames and the density's scratch memory (at most ``memory_budget``).
+    Nothing is allocated here, so an absurd configuration is refused in milliseconds.  The
+    estimate is meant to refuse impossible configurations before any work, not to predict
+    within 10 %.
     """
     n, d = train.shape
     p = max(exp.model.widths)
@@ -105,7 +107,9 @@ def estimate_resources(exp: Experiment, train: np.ndarray, layout: StoreLayout,
     s_fit = float(n) * exp.training.n_time * exp.training.n_noise
     fit = 2 * s_fit * 8 * (3 * d + 3 + 2 * d + d * d_star + 3 * n_tau) + 8.0 * p * p * 4 + 8.0 * 2048 * p * 2
     q = float(exp.sampler.block_steps) * exp.n_samples
-    sampling = q * 8 * (12 * d + 3 * d * d + 10) + min(float(memory_budget), q * n * 8 * 4 + q * d * d * 8 * 4)
-    n_cells = float(np.prod(layout.cell_shape))
-    store = n_cells * exp.n_samples * (layout.n_steps * 8 * (4 * d + 4) + len(layout.d_star_alt) * 8 + 1)
+    n_rec = math.ceil(exp.process.n_steps / exp.sampler.record_every) + 1
+    sampling = (q * 8 * (12 * d + 3 * d * d + 10) + min(float(memory_budget), q * n * 8 * 4 + q * d * d * 8 * 4)
+                + 8.0 * 4 * (exp.process.n_steps + 1))
+    n_cells = float(len(exp.cell_schedules) * len(exp.model.widths) * (n_tau if exp.model.tau_sweep else 1))
+    store = n_cells * exp.n_samples * (n_rec * 8 * (4 * d + 4) + len(exp.ridge.d_star_alt) * 8 + 1)
     return {"peak_memory": BASE_BYTES + max(fit, sampling), "store_size": store + train.size * 8.0}
