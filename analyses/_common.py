@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def parser(doc: str) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default=None, help="data directory for the stores (default: <repo>/ridgexr-data)")
+    ap.add_argument("--data", default=None, help="data folder of the stores (default: $RIDGEXR_DATA, else the user data folder)")
     ap.add_argument("--figures", default=str(ROOT / "docs" / "figures"), help="where PNG figures go")
     return ap
 
@@ -24,7 +24,7 @@ def parser(doc: str) -> argparse.ArgumentParser:
 def store_for(name: str, data: str | None):
     """Run (or resume) a catalog entry and open its store lazily."""
     exp = ridgexr.open_catalog()[name]
-    res = run_experiment(exp, out_dir=data)
+    res = run_experiment(exp, data_dir=data)
     return ridgexr.open_dataset(res.store)
 
 

@@ -39,16 +39,16 @@ def main(argv=None) -> int:
     cat = ridgexr.open_catalog()
     paper = cat["mnist48-paper"]
     t0 = time.perf_counter()
-    res = run_experiment(paper, out_dir=out / "gpu", device="cuda", overwrite=True)
+    res = run_experiment(paper, data_dir=out / "gpu", device="cuda", overwrite=True)
     t_gpu = time.perf_counter() - t0
     print(f"mnist48-paper on {torch.cuda.get_device_name(0)}: {res.cells_run} cells in {t_gpu:.0f} s")
     small = paper.model_copy(update={"n_samples": 16, "schedules": ["h"],
                                      "model": paper.model.model_copy(update={"widths": [1024]})})
     t0 = time.perf_counter()
-    cpu = run_experiment(small, out_dir=out / "cpu", device="cpu", overwrite=True)
+    cpu = run_experiment(small, data_dir=out / "cpu", device="cpu", overwrite=True)
     t_cpu = time.perf_counter() - t0
     t0 = time.perf_counter()
-    gpu = run_experiment(small, out_dir=out / "gpu-small", device="cuda", overwrite=True)
+    gpu = run_experiment(small, data_dir=out / "gpu-small", device="cuda", overwrite=True)
     t_gpu_small = time.perf_counter() - t0
     a, b = ridgexr.open_dataset(cpu.store), ridgexr.open_dataset(gpu.store)
     early = slice(0, 50)

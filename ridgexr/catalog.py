@@ -1,19 +1,27 @@
-"""YAML experiment catalogs, validated with pydantic.
+"""YAML experiment catalogs, validated with pydantic: configuration only, no data loading.
 
-A catalog file holds ``experiments: {name: entry}``; every ``*.yaml`` file in the catalog
-directory is read (names must be unique across files).  YAML is loaded with
-``yaml.safe_load`` (no Python tags).  A malformed or unknown field raises
+A catalog file holds ``experiments: {name: entry}``.  YAML is read with a safe loader (no
+Python tags, duplicate keys refused).  A malformed or unknown field raises
 :class:`CatalogError` naming the file, the entry and the field.
 
-Where stores go: an entry's ``store`` is a relative path resolved under the *data
-directory*: ``--out DIR`` / ``out_dir=`` when given, else ``$RIDGEXR_DATA``, else
-``<catalog root>/ridgexr-data`` where the catalog root is the folder that holds
-``catalogs/``.  A store path that escapes its data directory is refused.
+**Where catalogs come from** (entry names must be unique across all of them):
+
+1. the built-in catalogs, installed as package data ``ridgexr.catalogs``;
+2. ``$RIDGEXR_CATALOGS``: folders or files, separated by ``os.pathsep``;
+3. ``<data folder>/catalogs/*.yaml``;
+4. files given explicitly (``ridgexr ... --catalog FILE``, ``open_catalog(files=[...])``).
+
+**Where stores go**: an entry's ``store`` is a relative path resolved under the *data
+folder*: ``--data-dir DIR`` / ``data_dir=`` when given, else ``$RIDGEXR_DATA``, else the
+user data folder of the platform (``platformdirs.user_data_dir("ridgexr")``, e.g.
+``~/.local/share/ridgexr`` on Linux), the same from every working directory.  A store path
+that escapes its data folder is refused.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.resources
 import json
 import math
 import os
@@ -22,6 +30,7 @@ import re
 from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
+import platformdirs
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -30,8 +39,8 @@ from .datasets import POINT_SETS
 from .process import GRID_KINDS
 from .training.schedules import SCHEDULES
 
-__all__ = ["CatalogError", "Experiment", "Catalog", "open_catalog", "load_catalog_file", "default_catalog_dir",
-           "resolve_store", "data_dir", "describe", "experiment_from_file"]
+__all__ = ["CatalogError", "Experiment", "Catalog", "open_catalog", "load_catalog_file", "builtin_catalog_files",
+           "catalog_files", "resolve_store", "default_data_dir", "data_dir_source", "describe", "experiment_from_file"]
 
 
 STORE_NAME = re.compile(r"[A-Za-z0-9_./-]+")
@@ -314,34 +323,50 @@ def load_catalog_file(path: str | Path) -> dict[str, Experiment]:
     return out
 
 
-def default_catalog_dir() -> Path:
-    """``$RIDGEXR_CATALOGS`` or the ``catalogs/`` folder of the source tree."""
-    env = os.environ.get("RIDGEXR_CATALOGS")
-    return Path(env) if env else Path(__file__).resolve().parent.parent / "catalogs"
+def builtin_catalog_files() -> list[Path]:
+    """The YAML files of the built-in catalogs (package data ``ridgexr.catalogs``)."""
+    root = importlib.resources.files("ridgexr.catalogs")
+    return sorted(Path(str(f)) for f in root.iterdir() if f.name.endswith(".yaml"))
+
+
+def _yaml_files(location: str | Path) -> list[Path]:
+    p = Path(location).expanduser()
+    if p.is_dir():
+        return sorted(p.glob("*.yaml")) + sorted(p.glob("*.yml"))
+    if p.is_file():
+        return [p]
+    raise CatalogError(f"catalog location {str(p)!r} (from $RIDGEXR_CATALOGS or --catalog) does not exist")
+
+
+def catalog_files(data_dir: str | Path | None = None, files: list[str | Path] = ()) -> list[Path]:
+    """Every catalog file, in the order of the module docstring (built-in, env, data folder, explicit)."""
+    out = builtin_catalog_files()
+    for loc in filter(None, os.environ.get("RIDGEXR_CATALOGS", "").split(os.pathsep)):
+        out += _yaml_files(loc)
+    user = default_data_dir(data_dir) / "catalogs"
+    if user.is_dir():
+        out += _yaml_files(user)
+    for f in files:
+        out += _yaml_files(f)
+    return list(dict.fromkeys(p.resolve() for p in out))
 
 
 class Catalog:
-    """All experiments of a catalog directory."""
+    """All experiments of the catalog files (see the module docstring for where they come from)."""
 
-    def __init__(self, directory: str | Path | None = None):
-        self.directory = Path(directory) if directory is not None else default_catalog_dir()
-        if not self.directory.is_dir():
-            raise CatalogError(f"catalog directory {str(self.directory)!r} does not exist")
+    def __init__(self, files: list[str | Path] | None = None, *, data_dir: str | Path | None = None):
+        self.files = [Path(f) for f in files] if files is not None else catalog_files(data_dir)
         self.experiments: dict[str, Experiment] = {}
-        for f in sorted(self.directory.glob("*.yaml")):
+        for f in self.files:
             for name, exp in load_catalog_file(f).items():
                 if name in self.experiments:
                     raise CatalogError(f"{f}: entry {name!r} is already defined in {self.experiments[name].source}")
                 self.experiments[name] = exp
 
-    @property
-    def root(self) -> Path:
-        """The folder that holds the catalog directory."""
-        return self.directory.resolve().parent
-
     def __getitem__(self, name: str) -> Experiment:
         if name not in self.experiments:
-            raise KeyError(f"no experiment {name!r} in {self.directory}; known: {sorted(self.experiments)}")
+            raise KeyError(f"no experiment {name!r} in the catalogs {[str(f) for f in self.files]}; "
+                           f"known: {sorted(self.experiments)}")
         return self.experiments[name]
 
     def __iter__(self):
@@ -351,25 +376,44 @@ class Catalog:
         return len(self.experiments)
 
 
-def open_catalog(directory: str | Path | None = None) -> Catalog:
-    """Open the experiment catalog (default: :func:`default_catalog_dir`)."""
-    return Catalog(directory)
+def open_catalog(directory: str | Path | None = None, *, files: list[str | Path] = (),
+                 data_dir: str | Path | None = None) -> Catalog:
+    """Open the experiment catalogs.
+
+    Parameters
+    ----------
+    directory : path, optional
+        Read only the ``*.yaml`` files of this folder (no built-in catalogs).
+    files : list of paths
+        Extra catalog files, read after the built-in, ``$RIDGEXR_CATALOGS`` and data-folder ones.
+    data_dir : path, optional
+        The data folder whose ``catalogs/`` subfolder is read (see :func:`default_data_dir`).
+    """
+    if directory is not None:
+        return Catalog(_yaml_files(directory))
+    return Catalog(catalog_files(data_dir, list(files)))
 
 
-def data_dir(out_dir: str | Path | None = None, catalog_root: str | Path | None = None) -> Path:
-    """The directory stores are resolved in (see module docstring)."""
-    if out_dir is not None:
-        return Path(out_dir).resolve()
+def default_data_dir(data_dir: str | Path | None = None) -> Path:
+    """The data folder: ``data_dir`` when given, else ``$RIDGEXR_DATA``, else the platform's user data folder."""
+    if data_dir is not None:
+        return Path(data_dir).expanduser().resolve()
     env = os.environ.get("RIDGEXR_DATA")
     if env:
-        return Path(env).resolve()
-    root = Path(catalog_root) if catalog_root is not None else default_catalog_dir().resolve().parent
-    return (root / "ridgexr-data").resolve()
+        return Path(env).expanduser().resolve()
+    return Path(platformdirs.user_data_dir("ridgexr", appauthor=False)).resolve()
 
 
-def resolve_store(exp: Experiment, out_dir: str | Path | None = None, catalog_root: str | Path | None = None) -> Path:
-    """Absolute store path of ``exp``; refuses a path that escapes the data directory."""
-    base = data_dir(out_dir, catalog_root)
+def data_dir_source(data_dir: str | Path | None = None) -> str:
+    """Where the data folder came from, for messages: "--data-dir", "$RIDGEXR_DATA" or "the default"."""
+    if data_dir is not None:
+        return "--data-dir / data_dir="
+    return "$RIDGEXR_DATA" if os.environ.get("RIDGEXR_DATA") else "the default (no --data-dir, no $RIDGEXR_DATA)"
+
+
+def resolve_store(exp: Experiment, data_dir: str | Path | None = None) -> Path:
+    """Absolute store path of ``exp`` under the data folder; refuses a path that escapes it."""
+    base = default_data_dir(data_dir)
     path = (base / exp.store).resolve()
     if base != path and base not in path.parents:
         raise CatalogError(f"store path {exp.store!r} of entry {exp.name!r} escapes the data directory {base}")

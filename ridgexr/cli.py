@@ -69,6 +69,18 @@ def _sigterm_as_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+@contextlib.contextmanager
+def _dask_progress(scheduler):
+    """dask's progress bar for a computation: the local one in-process, ``progress`` of futures on a cluster."""
+    if scheduler:
+        yield  # the cluster's dashboard shows the task stream; nothing is printed per task
+        return
+    from dask.diagnostics import ProgressBar
+
+    with ProgressBar(minimum=1.0, dt=0.5, out=sys.stderr):
+        yield
+
+
 @app.command()
 def demo(
     n_points: int = typer.Option(2000, min=1, help="points in the random cloud"),
@@ -115,25 +127,45 @@ def _progress():
                     MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=False)
 
 
-def _load_experiment(name: str):
+DATA_DIR_HELP = ("data folder of the stores (default: $RIDGEXR_DATA, else the platform's user data folder, "
+                 "e.g. ~/.local/share/ridgexr)")
+CATALOG_HELP = "an extra catalog YAML file (repeatable), read after the built-in ones"
+
+
+def _data_dir_option():
+    return typer.Option(None, "--data-dir", help=DATA_DIR_HELP)
+
+
+def _catalog_option():
+    return typer.Option(None, "--catalog", help=CATALOG_HELP)
+
+
+def _catalog(catalog_files, data_dir):
+    from .catalog import open_catalog
+
+    return open_catalog(files=list(catalog_files or ()), data_dir=data_dir)
+
+
+def _load_experiment(name: str, catalog_files=(), data_dir=None):
     from pathlib import Path
 
-    from .catalog import experiment_from_file, open_catalog
+    from .catalog import experiment_from_file
 
     p = Path(name)
     if p.suffix in (".yaml", ".yml") and p.is_file():
-        return experiment_from_file(p), p.resolve().parent.parent
-    cat = open_catalog()
+        return experiment_from_file(p)
+    cat = _catalog(catalog_files, data_dir)
     if name not in cat.experiments:
-        raise typer.BadParameter(f"no experiment {name!r} in {cat.directory}; known: {', '.join(sorted(cat))}",
-                                 param_hint="NAME")
-    return cat[name], cat.root
+        raise typer.BadParameter(f"no experiment {name!r} in the catalogs; known: {', '.join(sorted(cat))} "
+                                 "(add one with --catalog FILE or $RIDGEXR_CATALOGS)", param_hint="NAME")
+    return cat[name]
 
 
 @app.command()
 def run(
     name: str = typer.Argument("two-points", help="catalog entry name, or a catalog YAML file with one entry"),
-    out: str = typer.Option(None, "--out", help="data directory for the store (default: <root>/ridgexr-data)"),
+    data_dir: str = typer.Option(None, "--data-dir", "--out", help=DATA_DIR_HELP + "; --out is an alias"),
+    catalog: list[str] = _catalog_option(),
     device: str = typer.Option("cpu", "--device", help="torch device: cpu or cuda"),
     scheduler: str = typer.Option(None, "--scheduler",
                                   help="'local' (LocalCluster of processes) or a dask scheduler address; "
@@ -152,8 +184,8 @@ def run(
         raise typer.BadParameter(f"device must be cpu or cuda, got {device!r}", param_hint="--device")
     previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     with user_errors():
-        exp, root = _load_experiment(name)
-        store = resolve_store(exp, out, root)
+        exp = _load_experiment(name, catalog, data_dir)
+        store = resolve_store(exp, data_dir)
         console.print(f"[bold]ridgexr run[/] {exp.name}: {len(exp.cell_schedules)} schedule(s) x "
                       f"{len(exp.model.widths)} width(s){' x ' + str(len(exp.model.taus)) + ' tau' if exp.model.tau_sweep else ''}"
                       f", {exp.n_samples} samples, {exp.process.n_steps} steps -> {store}")
@@ -194,12 +226,13 @@ def _summary_table(rows, title):
 
 
 @app.command("list")
-def list_experiments():
-    """List the catalog's experiments."""
-    from .catalog import describe, open_catalog
+def list_experiments(data_dir: str = _data_dir_option(), catalog: list[str] = _catalog_option()):
+    """List the catalogs' experiments."""
+    from .catalog import describe
 
-    cat = open_catalog()
-    table = Table(title=f"experiments in {cat.directory}")
+    with user_errors():
+        cat = _catalog(catalog, data_dir)
+    table = Table(title=f"experiments in {len(cat.files)} catalog file(s)")
     rows = [describe(cat[n]) for n in cat]
     for k in rows[0] if rows else []:
         table.add_column(k)
@@ -209,13 +242,15 @@ def list_experiments():
 
 
 @app.command()
-def info(store: str = typer.Argument(..., help="store path or catalog entry name")):
+def info(store: str = typer.Argument(..., help="store path or catalog entry name"),
+         data_dir: str = _data_dir_option(), catalog: list[str] = _catalog_option()):
     """Describe a store: dims, variables, completed cells and provenance."""
-    from .reader import store_path, summarize
+    from .reader import summarize
     from .store import json_attr
 
     with user_errors():
-        ds = _open_or_exit(store)
+        path = _store(store, data_dir, catalog)
+        ds = _open_store(path)
         console.print(f"[bold]{ds.attrs.get('title', store)}[/]  schema {ds.attrs.get('schema_version')}")
         console.print("dims: " + ", ".join(f"{k}={v}" for k, v in ds.sizes.items()))
         console.print("variables: " + ", ".join(sorted(ds.data_vars)))
@@ -227,15 +262,20 @@ def info(store: str = typer.Argument(..., help="store path or catalog entry name
         console.print("verified: " + (f"{ver['time']}, {ver['chunks_read']} chunks read, "
                                       f"{len(ver['damaged'])} damaged" + (" (repaired)" if ver.get("repaired") else "")
                                       if ver else "never ('ridgexr verify' checks every chunk)"))
-        _summary_table(summarize(store_path(store)), "cells")
+        _summary_table(summarize(path), "cells")
 
 
-def _open_or_exit(name: str):
-    """Open a store (path or catalog entry) or print the reason and exit with status 2."""
-    from .reader import open_dataset
+def _store(name: str, data_dir, catalog_files):
+    """The store path of an entry name or path (``FileNotFoundError`` says where it looked)."""
+    from .reader import store_path
 
-    with user_errors():
-        return open_dataset(name)
+    return store_path(name, data_dir=data_dir, catalog=_catalog(catalog_files, data_dir))
+
+
+def _open_store(path):
+    from .store import open_store
+
+    return open_store(path)
 
 
 @app.command()
@@ -244,20 +284,23 @@ def analyze(
     scheduler: str = typer.Option(None, "--scheduler", help="'local' (LocalCluster of processes) or an address"),
     workers: int = typer.Option(2, "--workers", min=1),
     r: float = typer.Option(0.5, "--r", min=0.0, help="tube radius for reach times and mode counts"),
+    data_dir: str = _data_dir_option(),
+    catalog: list[str] = _catalog_option(),
 ):
     """Print phase times, spread, mode counts and memorization fraction per cell."""
     from contextlib import nullcontext
 
     from . import analysis
+    from .run import check_scheduler, dask_client
 
-    ds = _open_or_exit(name)
-    from .run import dask_client
-
-    with dask_client(scheduler, workers) if scheduler else nullcontext():
-        t0 = time.perf_counter()
-        with user_errors():
-            table = analysis.summary_table(ds, r=r).compute()
-        elapsed = time.perf_counter() - t0
+    with user_errors():
+        ds = _open_store(_store(name, data_dir, catalog))
+        check_scheduler(scheduler)
+        with dask_client(scheduler, workers) if scheduler else nullcontext():
+            t0 = time.perf_counter()
+            with _dask_progress(scheduler):
+                table = analysis.summary_table(ds, r=r).compute()
+            elapsed = time.perf_counter() - t0
     df = table.to_dataframe().reset_index()
     keep = [c for c in df.columns if c in ("schedule", "width", "tau") or c in table.data_vars]
     rich_table = Table(title=f"{ds.attrs.get('experiment', name)}: analyses (r = {r})")
@@ -275,17 +318,20 @@ def report(
     out: str = typer.Option(None, "--out", help="output directory (default: <store>.report)"),
     n_frames: int = typer.Option(12, "--n-frames", "--frames", min=1,
                                  help="steps on the slider of the sample plot (--frames: deprecated spelling)"),
+    data_dir: str = _data_dir_option(),
+    catalog: list[str] = _catalog_option(),
 ):
     """Write PNG figures and one self-contained interactive HTML report."""
     from pathlib import Path
 
-    from .reader import store_path
     from .report import make_report
 
-    ds = _open_or_exit(name)
-    target = Path(out) if out else Path(str(store_path(name)).rstrip("/") + ".report")
-    with console.status("rendering figures"), user_errors():
-        paths = make_report(ds, target, title=str(ds.attrs.get("title", name)), n_frames=n_frames)
+    with user_errors():
+        path = _store(name, data_dir, catalog)
+        ds = _open_store(path)
+        target = Path(out) if out else Path(str(path).rstrip("/") + ".report")
+        with console.status("rendering figures"):
+            paths = make_report(ds, target, title=str(ds.attrs.get("title", name)), n_frames=n_frames)
     for k, p in paths.items():
         console.print(f"{k}: {p}")
 
@@ -295,16 +341,17 @@ def verify(
     store: str = typer.Argument(..., help="store path or catalog entry name"),
     repair: bool = typer.Option(False, "--repair", help="clear the completion marks of damaged cells so that "
                                 "'ridgexr run' recomputes exactly them"),
+    data_dir: str = _data_dir_option(),
+    catalog: list[str] = _catalog_option(),
 ):
     """Read every chunk of every complete cell; report damaged (variable, cell) pairs (exit 1 when any)."""
     import json
     from datetime import datetime, timezone
 
-    from .reader import store_path
     from .store import StoreLock, clear_completion, set_root_attrs, verify_store
 
     with user_errors():
-        path = store_path(store)
+        path = _store(store, data_dir, catalog)
         with StoreLock(path):
             damage, n_read = verify_store(path)
             cells = [dict(c) for c in {tuple(d.cell.items()) for d in damage if d.cell}]

@@ -9,8 +9,9 @@ from typing import Any
 import numpy as np
 
 from .analysis.arrays import memorized
-from .catalog import open_catalog, resolve_store
-from .store import cell_label, open_store
+from ._deprecation import renamed_kwargs
+from .catalog import data_dir_source, open_catalog, resolve_store
+from .store import cell_label, is_store, open_store
 
 __all__ = ["open_dataset", "store_path", "summarize"]
 
@@ -56,19 +57,30 @@ def _summary_columns(ds, last, memo) -> dict:
     }
 
 
-def store_path(name_or_path: str | Path, *, out_dir: str | Path | None = None, catalog: Any = None) -> Path:
-    """The store a path or catalog entry name refers to (``FileNotFoundError`` if neither)."""
+def store_path(name_or_path: str | Path, *, data_dir: str | Path | None = None, catalog: Any = None) -> Path:
+    """The store a path or catalog entry name refers to.
+
+    Raises ``FileNotFoundError`` saying where it looked (and where the data folder came
+    from) when ``name_or_path`` is neither a store nor an entry whose store exists.
+    """
     p = Path(name_or_path)
-    if (p / "zarr.json").is_file():
+    if is_store(p):
         return p
-    cat = catalog if catalog is not None else open_catalog()
+    cat = catalog if catalog is not None else open_catalog(data_dir=data_dir)
     if str(name_or_path) not in cat.experiments:
-        raise FileNotFoundError(f"{str(name_or_path)!r} is neither a store path nor a catalog entry "
-                                f"(known: {sorted(cat.experiments)})")
-    return resolve_store(cat[str(name_or_path)], out_dir, cat.root)
+        raise FileNotFoundError(f"{str(name_or_path)!r} is neither a ridgexr store nor a catalog entry "
+                                f"(known entries: {', '.join(sorted(cat.experiments))})")
+    path = resolve_store(cat[str(name_or_path)], data_dir)
+    if not is_store(path):
+        raise FileNotFoundError(
+            f"no ridgexr store for {str(name_or_path)!r} at {str(path)!r} (data folder from "
+            f"{data_dir_source(data_dir)}); run 'ridgexr run {name_or_path}' first, or point to the folder that "
+            "holds it with --data-dir DIR / data_dir=DIR or $RIDGEXR_DATA")
+    return path
 
 
-def open_dataset(name_or_path: str | Path, *, out_dir: str | Path | None = None, catalog: Any = None,
+@renamed_kwargs(out_dir="data_dir")
+def open_dataset(name_or_path: str | Path, *, data_dir: str | Path | None = None, catalog: Any = None,
                  complete_only: bool = False):
     """Open an experiment's store lazily (dask-backed ``xarray.Dataset``).
 
@@ -76,17 +88,19 @@ def open_dataset(name_or_path: str | Path, *, out_dir: str | Path | None = None,
     ----------
     name_or_path : str or path
         A catalog entry name (resolved like ``ridgexr run NAME``) or a store path.
-    out_dir : path, optional
-        Data directory used when ``name_or_path`` is an entry name.
+    data_dir : path, optional
+        Data folder used when ``name_or_path`` is an entry name (default ``$RIDGEXR_DATA`` or
+        the platform's user data folder; ``out_dir=`` is the deprecated spelling).
     catalog : Catalog, optional
     complete_only : bool
-        Keep only cells whose ``cell_complete`` mark is set (cells along ``schedule``/
-        ``width``/``tau`` with any incomplete cell are masked to NaN).
+        Mask the per-cell data of incomplete cells (NaN for floats; boolean variables keep
+        their dtype and read False there).
 
     The Dataset's ``cell_complete`` variable tells which cells are complete; its attrs hold
-    the configuration (``config``, JSON; parsed by :func:`ridgexr.store.json_attr`) and provenance.
+    the configuration (``config``, JSON) and provenance; ``ds.ridge.config`` and
+    ``ds.ridge.provenance`` return them parsed.
     """
-    ds = open_store(store_path(name_or_path, out_dir=out_dir, catalog=catalog))
+    ds = open_store(store_path(name_or_path, data_dir=data_dir, catalog=catalog))
     if complete_only:
         ds = ds.where(ds["cell_complete"])
     return ds

@@ -31,7 +31,7 @@ def test_catalog_errors_name_file_entry_field(tmp_path, catalog_text):
     f.write_text(catalog_text(5, 4).replace("{points: two-points}", "{file: missing.npy}"))
     exp = load_catalog_file(f)["tiny"]
     with pytest.raises(ValueError, match="missing.npy"):
-        run_experiment(exp, out_dir=tmp_path)
+        run_experiment(exp, data_dir=tmp_path)
 
 
 def test_user_array_file_dataset(tmp_path, catalog_text):
@@ -40,7 +40,7 @@ def test_user_array_file_dataset(tmp_path, catalog_text):
     f.write_text(catalog_text(6, 4).replace("{points: two-points}", "{file: pts.npy}"))
     exp = experiment_from_file(f)
     np.testing.assert_array_equal(load_training_set(exp.dataset, base_dir=exp.base_dir)[1], [4.0, 0.0])
-    res = run_experiment(exp, out_dir=tmp_path)
+    res = run_experiment(exp, data_dir=tmp_path)
     assert ridgexr.open_dataset(res.store).sizes["train"] == 3
 
 

@@ -1,3 +1,4 @@
+import pytest
 from typer.testing import CliRunner
 
 import ridgexr
@@ -14,14 +15,14 @@ def test_demo_prints_summary():
 
 def test_run_info_list(tmp_path, write_catalog):
     cat = write_catalog(tmp_path, steps=10, samples=8)
-    r = runner.invoke(app, ["run", str(cat), "--out", str(tmp_path / "data")])
+    r = runner.invoke(app, ["run", str(cat), "--data-dir", str(tmp_path / "data")])
     assert r.exit_code == 0, r.output
     store = tmp_path / "data" / "tiny.zarr"
     assert "store:" in r.output and str(store) in r.output.replace("\n", "")
     assert "ran 6 cell(s)" in r.output
     ds = ridgexr.open_dataset(store)
     assert bool(ds.cell_complete.all())
-    r2 = runner.invoke(app, ["run", str(cat), "--out", str(tmp_path / "data")])
+    r2 = runner.invoke(app, ["run", str(cat), "--data-dir", str(tmp_path / "data")])
     assert "kept 6 complete" in r2.output
     r3 = runner.invoke(app, ["info", str(store)])
     assert r3.exit_code == 0 and "complete cells: 6 of 6" in r3.output
@@ -36,4 +37,27 @@ def test_cli_errors_name_the_problem(tmp_path, write_catalog):
     r = runner.invoke(app, ["run", str(cat), "--device", "tpu"])
     assert r.exit_code != 0 and "--device" in r.output
     r = runner.invoke(app, ["info", str(tmp_path / "nothing.zarr")])
-    assert r.exit_code == 2 and "neither a store path" in r.output
+    assert r.exit_code == 2 and "neither a ridgexr store nor a catalog entry" in r.output
+
+
+def test_entry_names_resolve_in_the_data_folder_and_missing_stores_say_where(tmp_path, write_catalog, monkeypatch):
+    cat = write_catalog(tmp_path, steps=5, samples=4)
+    data = tmp_path / "elsewhere"
+    r = runner.invoke(app, ["run", str(cat), "--data-dir", str(data)])
+    assert r.exit_code == 0 and (data / "tiny.zarr" / "zarr.json").is_file()
+    # an entry name from an extra catalog file, with the data folder given three ways
+    missing = runner.invoke(app, ["info", "tiny", "--catalog", str(cat), "--data-dir", str(tmp_path / "empty")])
+    assert missing.exit_code == 2 and str(tmp_path / "empty" / "tiny.zarr") in missing.output
+    assert "--data-dir" in missing.output and "RIDGEXR_DATA" in missing.output
+    found = runner.invoke(app, ["info", "tiny", "--catalog", str(cat), "--data-dir", str(data)])
+    assert found.exit_code == 0 and "complete cells: 6 of 6" in found.output
+    monkeypatch.setenv("RIDGEXR_DATA", str(data))
+    monkeypatch.setenv("RIDGEXR_CATALOGS", str(cat))
+    assert "complete cells: 6 of 6" in runner.invoke(app, ["info", "tiny"]).output
+    import ridgexr
+
+    assert ridgexr.open_dataset("tiny").sizes["sample"] == 4
+    monkeypatch.delenv("RIDGEXR_DATA")
+    assert ridgexr.open_dataset("tiny", data_dir=data).sizes["sample"] == 4
+    with pytest.warns(FutureWarning, match="data_dir"):
+        assert ridgexr.open_dataset("tiny", out_dir=data).sizes["sample"] == 4

@@ -129,7 +129,7 @@ experiments:
     ridge: {top_k: 16, d_star_alt: [1, 3]}
     store: tiny-mnist.zarr
 """)
-    res = run_experiment(experiment_from_file(f), out_dir=tmp_path / "data")
+    res = run_experiment(experiment_from_file(f), data_dir=tmp_path / "data")
     ds = ridgexr.open_dataset(res.store)
     assert bool(ds.cell_complete.all()) and ds.sizes["dim"] == 6
     info = __import__("json").loads(ds.attrs["d_star_info"])

@@ -18,7 +18,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shuti
 def tiny_store(tmp_path_factory, write_catalog):
     tmp = tmp_path_factory.mktemp("rep")
     exp = experiment_from_file(write_catalog(tmp, steps=12, samples=16))
-    return run_experiment(exp, out_dir=tmp / "data").store
+    return run_experiment(exp, data_dir=tmp / "data").store
 
 
 @pytest.fixture(scope="module")

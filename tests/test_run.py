@@ -23,7 +23,7 @@ from ridgexr.store import StoreLock, StoreLockedError, create_store
 def small_run(tmp_path_factory, write_catalog):
     tmp = tmp_path_factory.mktemp("run")
     exp = experiment_from_file(write_catalog(tmp))
-    res = run_experiment(exp, out_dir=tmp / "data")
+    res = run_experiment(exp, data_dir=tmp / "data")
     return exp, res
 
 
@@ -98,9 +98,9 @@ def test_resume_and_config_mismatch(small_run, tmp_path, write_catalog):
 
 def test_overwrite_replaces(tmp_path, write_catalog):
     exp = experiment_from_file(write_catalog(tmp_path, steps=8, samples=4))
-    r1 = run_experiment(exp, out_dir=tmp_path)
+    r1 = run_experiment(exp, data_dir=tmp_path)
     other = experiment_from_file(write_catalog(tmp_path, steps=8, samples=5, name="b.yaml"))
-    r2 = run_experiment(other, out_dir=tmp_path, overwrite=True)
+    r2 = run_experiment(other, data_dir=tmp_path, overwrite=True)
     assert r2.store == r1.store and ridgexr.open_dataset(r2.store).sizes["sample"] == 5
 
 
@@ -140,7 +140,7 @@ def test_diverged_trajectories_are_flagged(tmp_path, write_catalog):
 @pytest.mark.slow
 def test_dask_local_cluster_gives_the_same_store(small_run, tmp_path):
     exp, res = small_run
-    dist = run_experiment(exp, out_dir=tmp_path, scheduler="local", n_workers=2)
+    dist = run_experiment(exp, data_dir=tmp_path, scheduler="local", n_workers=2)
     a, b = ridgexr.open_dataset(res.store), ridgexr.open_dataset(dist.store)
     for name in ("trajectory", "ridge_projection", "residual_normal", "ridge_converged", "loss", "cell_complete"):
         np.testing.assert_array_equal(a[name].values, b[name].values)
@@ -183,9 +183,9 @@ def test_existing_cluster_by_address_and_env(small_run, tmp_path, monkeypatch):
 
     exp, res = small_run
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        by_address = run_experiment(exp, out_dir=tmp_path / "a", scheduler=cluster.scheduler_address)
+        by_address = run_experiment(exp, data_dir=tmp_path / "a", scheduler=cluster.scheduler_address)
         monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", cluster.scheduler_address)
-        by_env = run_experiment(exp, out_dir=tmp_path / "b")
+        by_env = run_experiment(exp, data_dir=tmp_path / "b")
     ref = ridgexr.open_dataset(res.store)
     for r in (by_address, by_env):
         ds = ridgexr.open_dataset(r.store)

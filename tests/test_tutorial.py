@@ -13,7 +13,7 @@ NOTEBOOK = Path(__file__).resolve().parent.parent / "docs" / "tutorial.ipynb"
 @pytest.mark.slow
 def test_tutorial_notebook_executes_against_a_small_store(tmp_path, monkeypatch, write_catalog):
     exp = experiment_from_file(write_catalog(tmp_path, steps=30, samples=16))
-    store = run_experiment(exp, out_dir=tmp_path / "data").store
+    store = run_experiment(exp, data_dir=tmp_path / "data").store
     monkeypatch.setenv("RIDGEXR_TUTORIAL_STORE", str(store))
     nb = nbformat.read(NOTEBOOK, as_version=4)
     NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._deprecation import renamed_kwargs
 from ..catalog import Experiment, resolve_store
 from ..datasets import load_training_set
 from ..observe import divergence_bound
@@ -126,7 +127,8 @@ def validate_experiment(exp: Experiment, train) -> None:
         raise ValueError(f"`ridge.d_star_alt` entries must lie in 1..{d - 1} (d = {d}); got {bad}")
 
 
-def run_experiment(exp: Experiment, *, out_dir: str | Path | None = None, store: str | Path | None = None,
+@renamed_kwargs(out_dir="data_dir")
+def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store: str | Path | None = None,
                    device: str = "cpu", scheduler: str | None = None, overwrite: bool = False,
                    n_workers: int = 2, progress: Any = None, force: bool = False) -> RunResult:
     """Run (or resume) an experiment into its Zarr store.
@@ -139,10 +141,10 @@ def run_experiment(exp: Experiment, *, out_dir: str | Path | None = None, store:
     Parameters
     ----------
     exp : Experiment
-    out_dir : path, optional
-        Data directory for the store (see :mod:`ridgexr.catalog`).
+    data_dir : path, optional
+        Data folder of the store (see :mod:`ridgexr.catalog`; ``out_dir=`` is the deprecated spelling).
     store : path, optional
-        Explicit store path (overrides ``out_dir`` resolution).
+        Explicit store path (overrides ``data_dir`` resolution).
     device : {"cpu", "cuda", ...}
     scheduler : None, "local" or a dask scheduler address
         None runs cells in this process (or on ``$DASK_SCHEDULER_ADDRESS`` when set);
@@ -165,7 +167,7 @@ def run_experiment(exp: Experiment, *, out_dir: str | Path | None = None, store:
     train = load_training_set(exp.dataset, base_dir=exp.base_dir)
     validate_experiment(exp, train)
     config_hash = exp.config_hash(train)  # of the entry as written (d_star may be "auto")
-    path = Path(store).resolve() if store is not None else resolve_store(exp, out_dir)
+    path = Path(store).resolve() if store is not None else resolve_store(exp, data_dir)
     check_resources(exp, train, path, force=force)
     exp, d_star_info = resolve_d_star(exp, train)
     layout = plan_layout(exp, train)
