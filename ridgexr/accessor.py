@@ -90,3 +90,17 @@ class RidgeDataArrayAccessor(_Accessor):
              {"position": "ridge_position", "memorization": "memorization_fraction", "summary": "summary_table"})
 class RidgeDatasetAccessor(_Accessor):
     """``ds.ridge``: the analyses of :mod:`ridgexr.analysis` on a store's Dataset (lazy)."""
+
+    @property
+    def config(self) -> dict:
+        """The store's configuration (attr ``config``, the validated catalog entry) as a dict."""
+        from .store import json_attr
+
+        return json_attr(self._obj, "config")
+
+    @property
+    def provenance(self) -> dict:
+        """Package versions, host, device, scheduler and creation time (attr ``provenance``) as a dict."""
+        from .store import json_attr
+
+        return json_attr(self._obj, "provenance")

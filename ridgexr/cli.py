@@ -348,7 +348,7 @@ def verify(
     import json
     from datetime import datetime, timezone
 
-    from .store import StoreLock, clear_completion, set_root_attrs, verify_store
+    from .store import StoreLock, clear_completion, consolidate, set_root_attrs, verify_store
 
     with user_errors():
         path = _store(store, data_dir, catalog)
@@ -361,6 +361,7 @@ def verify(
             set_root_attrs(path, verified=json.dumps({
                 "time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "chunks_read": n_read,
                 "damaged": [str(d) for d in damage], "repaired": bool(repair and cells)}))
+            consolidate(path)
     for d in damage:
         console.print(f"[red]damaged:[/] {d}", soft_wrap=True, highlight=False)
     if not damage:

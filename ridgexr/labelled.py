@@ -21,20 +21,21 @@ import xarray as xr
 
 from . import ridge
 from ._deprecation import renamed_kwargs
+from . import units
 from .empirical import SmoothedEmpirical
 
 __all__ = ["project_to_ridge", "ridge_residual", "ridge_frame"]
 
 _PROJECTION_VARS = {
     # name: (field, dtype, long_name, units)
-    "ridge_projection": ("point", np.float64, "ridge projection (SCMS fixed point)", "data units"),
+    "ridge_projection": ("point", np.float64, "ridge projection (SCMS fixed point)", units.DATA),
     "ridge_converged": ("converged", bool, "SCMS converged within max_iter", "1"),
     "ridge_iterations": ("iterations", np.int64, "SCMS iterations used", "1"),
-    "ridge_residual": ("residual", np.float64, "|E E^T grad log p_t| at the projection", "1/data units"),
+    "ridge_residual": ("residual", np.float64, "|E E^T grad log p_t| at the projection", units.INV_DATA),
     "normal_curvature": ("normal_curvature", np.float64,
-                         "largest normal Hessian eigenvalue of log p_t at the projection", "1/data units^2"),
+                         "largest normal Hessian eigenvalue of log p_t at the projection", units.INV_DATA2),
     "eigengap": ("eigengap", np.float64, "Hessian eigengap between tangent and normal space",
-                 "1/data units^2"),
+                 units.INV_DATA2),
     "frame_degenerate": ("degenerate", bool, "tangent/normal split numerically undetermined", "1"),
     "on_ridge": ("on_ridge", bool, "converged and normal curvature < 0", "1"),
     "dropped_mass": ("dropped_mass", np.float64, "posterior mass dropped by top-k truncation", "1"),
@@ -152,7 +153,7 @@ def ridge_residual(density: SmoothedEmpirical, x: xr.DataArray, d_star: int, *, 
     out = xr.apply_ufunc(func, x, tt, input_core_dims=[[feature_dim], []], output_core_dims=[[]],
                          dask="parallelized", output_dtypes=[dtype])
     out.name = "ridge_residual"
-    out.attrs.update(long_name="|E E^T grad log p_t(x)|", units="1/data units", d_star=int(d_star))
+    out.attrs.update(long_name="|E E^T grad log p_t(x)|", units=units.INV_DATA, d_star=int(d_star))
     return out
 
 
@@ -189,10 +190,10 @@ def ridge_frame(density: SmoothedEmpirical, x: xr.DataArray, d_star: int, *, fea
     ds = xr.Dataset(dict(zip(names, outs)))
     ds["tangent"].attrs.update(long_name="tangent basis (top-d* Hessian eigenvectors)", units="1")
     ds["normal"].attrs.update(long_name="normal basis", units="1")
-    ds["eigenvalues"].attrs.update(long_name="Hessian eigenvalues, descending", units="1/data units^2")
+    ds["eigenvalues"].attrs.update(long_name="Hessian eigenvalues, descending", units=units.INV_DATA2)
     ds["normal_curvature"].attrs.update(long_name="largest normal Hessian eigenvalue",
-                                        units="1/data units^2")
-    ds["eigengap"].attrs.update(long_name="tangent/normal Hessian eigengap", units="1/data units^2")
+                                        units=units.INV_DATA2)
+    ds["eigengap"].attrs.update(long_name="tangent/normal Hessian eigengap", units=units.INV_DATA2)
     ds["frame_degenerate"].attrs.update(long_name="frame numerically undetermined", units="1")
     ds.attrs.update(d_star=d_star, ridge_kind=kind)
     return ds

@@ -13,7 +13,7 @@ from ._deprecation import renamed_kwargs
 from .catalog import data_dir_source, open_catalog, resolve_store
 from .store import cell_label, is_store, open_store
 
-__all__ = ["open_dataset", "store_path", "summarize"]
+__all__ = ["open_dataset", "store_path", "summarize", "mask_incomplete"]
 
 
 def summarize(path: str | Path) -> list[dict]:
@@ -101,6 +101,15 @@ def open_dataset(name_or_path: str | Path, *, data_dir: str | Path | None = None
     ``ds.ridge.provenance`` return them parsed.
     """
     ds = open_store(store_path(name_or_path, data_dir=data_dir, catalog=catalog))
-    if complete_only:
-        ds = ds.where(ds["cell_complete"])
-    return ds
+    return mask_incomplete(ds) if complete_only else ds
+
+
+def mask_incomplete(ds):
+    """Mask the per-cell variables of incomplete cells: NaN for floats, False for booleans (dtypes kept)."""
+    done = ds["cell_complete"]
+    masked = {}
+    for name, var in ds.data_vars.items():
+        if name == "cell_complete" or not set(done.dims) <= set(var.dims):
+            continue
+        masked[name] = (var & done) if var.dtype == bool else var.where(done)
+    return ds.assign(masked)

@@ -28,6 +28,7 @@ import os
 import shutil
 import socket
 import uuid
+import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -40,12 +41,13 @@ import zarr
 from zarr.codecs import Crc32cCodec, ZstdCodec
 
 from .process import OU
+from . import units
 from .training.diagnostics import DIAGNOSTIC_VARIABLES, LOSS_UNITS
 
 SCHEMA_VERSION = "1.1"
 LOCK_NAME = ".ridgexr-lock"
 
-__all__ = ["SCHEMA_VERSION", "StoreLayout", "create_store", "write_block", "write_cell_end", "open_store",
+__all__ = ["consolidate", "is_consolidated", "COORD_ATTRS", "SCHEMA_VERSION", "StoreLayout", "create_store", "write_block", "write_cell_end", "open_store",
            "StoreLock", "StoreLockedError", "cells", "complete_cells", "cell_label", "json_attr", "VARIABLE_ATTRS",
            "CELL_DIAGNOSTICS", "is_store", "remove_partial_creations", "replace_store", "Damage", "verify_store",
            "clear_completion", "CODECS"]
@@ -57,29 +59,45 @@ CODECS = (ZstdCodec(), Crc32cCodec())
 CELL_DIAGNOSTICS = tuple(DIAGNOSTIC_VARIABLES)
 
 VARIABLE_ATTRS: dict[str, tuple[str, str]] = {
-    "trajectory": ("sampler state x at each recorded step", "data units"),
-    "ridge_projection": ("SCMS projection of the state onto the log-density ridge R_t", "data units"),
-    "ridge_distance": ("|state - ridge_projection|", "data units"),
-    "ridge_residual": ("|E E^T grad log p_t| at the projection (0 on the ridge)", "1/data units"),
+    "trajectory": ("sampler state x at each recorded step", units.DATA),
+    "ridge_projection": ("SCMS projection of the state onto the log-density ridge R_t", units.DATA),
+    "ridge_distance": ("|state - ridge_projection|", units.DATA),
+    "ridge_residual": ("|E E^T grad log p_t| at the projection (0 on the ridge)", units.INV_DATA),
     "ridge_converged": ("SCMS converged for this state", "1"),
     "normal_curvature": ("largest normal Hessian eigenvalue of log p_t at the projection (< 0 on a ridge)",
-                         "1/data units^2"),
+                         units.INV_DATA2),
     "residual_normal": ("normal part N N^T e of the model error e = denoise(x,t) - E[x0|x_t=x], frame at x",
-                        "data units"),
-    "residual_tangent": ("tangent part T T^T e of the model error, frame at x", "data units"),
+                        units.DATA),
+    "residual_tangent": ("tangent part T T^T e of the model error, frame at x", units.DATA),
     "diverged": ("the trajectory left the finite numbers at some step", "1"),
-    "train_data": ("training points x_i", "data units"),
+    "train_data": ("training points x_i", units.DATA),
     **{name: (long_name, LOSS_UNITS) for name, long_name in DIAGNOSTIC_VARIABLES.items()},
     "cell_complete": ("every variable of this cell is written", "1"),
     "max_dropped_mass": ("largest posterior mass dropped by top-k truncation over the cell's projections "
                          "(<= attr drop_tol)", "1"),
     "final_ridge_residual_alt": ("|E E^T grad log p_t| at the final state for alternative ridge dimensions",
-                                 "1/data units"),
-    "t": ("diffusion time of the recorded step", "OU time"),
+                                 units.INV_DATA),
+    "t": ("diffusion time of the recorded step", units.TIME),
     "alpha": ("alpha_t = exp(-t)", "1"),
     "h": ("h_t = 1 - exp(-2t)", "1"),
     "sampler_step": ("sampler step number of the recorded state (0 = start at T)", "1"),
 }
+#: long_name and units of every coordinate (dimension coordinates included)
+COORD_ATTRS: dict[str, tuple[str, str]] = {
+    "schedule": ("loss-weight schedule w(t) of the model ('exact': the exact, memorizing denoiser)", units.DIMENSIONLESS),
+    "width": ("number of random features p", units.DIMENSIONLESS),
+    "tau": ("training time of the gradient flow", units.DIMENSIONLESS),
+    "sample": ("trajectory index", units.DIMENSIONLESS),
+    "step": ("index of the recorded step (sampling order: t decreases)", units.DIMENSIONLESS),
+    "dim": ("data coordinate index", units.DIMENSIONLESS),
+    "train": ("training point index", units.DIMENSIONLESS),
+    "d_star_alt": ("alternative ridge dimension", units.DIMENSIONLESS),
+}
+ROOT_ATTRS = {
+    "Conventions": "CF-1.10",
+    "references": "He, Qiu & Tao (2026), the ridge-manifold account of diffusion generalization",
+}
+
 STEP_SCALAR = ("ridge_distance", "ridge_residual", "normal_curvature")
 STEP_VECTOR = ("trajectory", "ridge_projection", "residual_normal", "residual_tangent")
 STEP_BOOL = ("ridge_converged",)
@@ -171,11 +189,15 @@ def _template(layout: StoreLayout, train: np.ndarray, attrs: dict) -> xr.Dataset
         coords["tau"] = np.array(layout.taus, dtype=np.float64)
     if layout.d_star_alt:
         coords["d_star_alt"] = np.array(layout.d_star_alt, dtype=np.int64)
+    coords["train"] = np.arange(len(train), dtype=np.int64)
     ds = xr.Dataset(data, coords=coords)
     ds["train_data"] = (("train", "dim"), np.asarray(train, dtype=np.float64))
-    for name, (long_name, units) in VARIABLE_ATTRS.items():
+    for name, (long_name, unit) in {**VARIABLE_ATTRS, **COORD_ATTRS}.items():
         if name in ds.variables:
-            ds[name].attrs.update(long_name=long_name, units=units)
+            ds[name].attrs.update(long_name=long_name, units=unit)
+    from . import __version__
+
+    ds.attrs.update({k: v for k, v in ROOT_ATTRS.items() if v}, source=f"ridgexr {__version__}")
     ds.attrs.update(attrs)
     return ds
 
@@ -305,12 +327,42 @@ def _write_marks(path: str | Path, cell_dims: tuple[str, ...], region: dict, val
         str(path), region=region, zarr_format=3, consolidated=False, write_empty_chunks=True)
 
 
+#: small step coordinates loaded eagerly when a store is opened (``t`` becomes an index)
+EAGER_COORDS = ("t", "alpha", "h", "sampler_step")
+
+
+def is_consolidated(path: str | Path) -> bool:
+    """Whether the store's root metadata holds consolidated metadata."""
+    try:
+        return json.loads((Path(path) / "zarr.json").read_text()).get("consolidated_metadata") is not None
+    except (OSError, json.JSONDecodeError):
+        return False
+
+
+def consolidate(path: str | Path) -> None:
+    """Write consolidated metadata (done when a run finishes and after verify), so a plain
+    ``xr.open_zarr(path)`` opens the store silently with one metadata read."""
+    with warnings.catch_warnings():  # zarr notes that v3 consolidation is not (yet) in the spec; it is documented
+        warnings.filterwarnings("ignore", message="Consolidated metadata is currently not part",
+                                category=UserWarning)
+        zarr.consolidate_metadata(str(path), zarr_format=3)
+
+
 def open_store(path: str | Path, **kwargs) -> xr.Dataset:
-    """Open a store lazily (dask-backed) with xarray."""
+    """Open a store lazily (dask-backed) with xarray, with ``t`` as an indexed coordinate.
+
+    The step coordinates ``t``, ``alpha``, ``h`` and ``sampler_step`` are tiny and loaded
+    eagerly; ``t`` gets an index along ``step``, so ``ds.sel(t=0.1, method="nearest")``,
+    ``ds.sel(t=slice(0.5, 0.01))`` (t decreases along ``step``: a window runs from the
+    larger time to the smaller) and ``ds.where(ds.t < 0.5, drop=True)`` work.
+    """
     p = Path(path)
     if not (p / "zarr.json").is_file():
         raise FileNotFoundError(f"no ridgexr store at {str(p)!r}")
-    return xr.open_zarr(str(p), zarr_format=3, consolidated=False, **kwargs)
+    ds = xr.open_zarr(str(p), zarr_format=3, consolidated=is_consolidated(p), **kwargs)
+    eager = {name: ds[name].load() for name in EAGER_COORDS if name in ds.coords}
+    ds = ds.assign_coords(eager)
+    return ds.set_xindex("t") if "t" in ds.coords and "step" in ds["t"].dims else ds
 
 
 def json_attr(ds: xr.Dataset, key: str) -> dict:

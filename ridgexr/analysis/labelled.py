@@ -26,13 +26,13 @@ import xarray as xr
 
 from .._deprecation import warn_renamed
 from .._validation import check_float, check_int
+from .. import units
 from . import arrays
 
 __all__ = ["distance_curves", "phase_times", "phase_summary", "spread_curves", "ridge_position",
            "position_histogram", "mode_counts", "memorization_fraction", "phase_transition", "theory_check",
            "summary_table"]
 
-_UNITS = "data units"
 
 
 def _check(ds: xr.Dataset, *names: str, dim: str | None = None) -> None:
@@ -55,10 +55,17 @@ def _attrs(da: xr.DataArray, long_name: str, units: str, **extra) -> xr.DataArra
     return da
 
 
-def _at_step(ds: xr.Dataset, step: int) -> xr.Dataset:
+def _step_index(ds: xr.Dataset, step: int = -1, t: float | None = None) -> int:
+    """Index of the recorded step ``step`` (negative counts from the end), or of the step nearest to time ``t``."""
     n = ds.sizes["step"]
-    step = check_int(step, "step", min_val=-n, max_val=n - 1)
-    return ds.isel(step=step)
+    if t is not None:
+        t = check_float(t, "t", min_val=0, include_boundaries="neither")
+        return int(np.argmin(np.abs(np.asarray(ds["t"].values) - t)))
+    return check_int(step, "step", min_val=-n, max_val=n - 1) % n
+
+
+def _at_step(ds: xr.Dataset, step: int = -1, t: float | None = None) -> xr.Dataset:
+    return ds.isel(step=_step_index(ds, step, t))
 
 
 def distance_curves(ds: xr.Dataset, *, quantiles: Sequence[float] = (0.1, 0.5, 0.9),
@@ -72,10 +79,10 @@ def distance_curves(ds: xr.Dataset, *, quantiles: Sequence[float] = (0.1, 0.5, 0
     quantiles = [check_float(q, "quantiles[i]", min_val=0, max_val=1) for q in quantiles]
     d = ds["ridge_distance"].chunk({dim: -1})
     out = xr.Dataset({
-        "distance_mean": _attrs(d.mean(dim), "mean ridge distance", _UNITS),
+        "distance_mean": _attrs(d.mean(dim), "mean ridge distance", units.DATA),
         "distance_median": _attrs(d.median(dim).drop_vars("quantile", errors="ignore"), "median ridge distance",
-                                  _UNITS),
-        "distance_quantile": _attrs(d.quantile(list(quantiles), dim=dim), "ridge-distance quantiles", _UNITS),
+                                  units.DATA),
+        "distance_quantile": _attrs(d.quantile(list(quantiles), dim=dim), "ridge-distance quantiles", units.DATA),
     })
     return out
 
@@ -104,10 +111,10 @@ def phase_times(ds: xr.Dataset, *, r: float = 0.5, align_factor: float = 2.0, at
                           output_core_dims=[[], [], [], []], dask="parallelized",
                           output_dtypes=[float] * 4)
     res = xr.Dataset(dict(zip(("reach_time", "align_time", "slide_chord", "slide_path"), outs)))
-    _attrs(res["reach_time"], f"time of entering and staying in the tube ridge_distance <= {r}", "OU time")
-    _attrs(res["align_time"], f"time from which ridge_distance stays <= {align_factor} x its final value", "OU time")
-    _attrs(res["slide_chord"], "|P_end - P_align| of the ridge projections", _UNITS)
-    _attrs(res["slide_path"], "path length of the ridge projections after the align time", _UNITS)
+    _attrs(res["reach_time"], f"time of entering and staying in the tube ridge_distance <= {r}", units.TIME)
+    _attrs(res["align_time"], f"time from which ridge_distance stays <= {align_factor} x its final value", units.TIME)
+    _attrs(res["slide_chord"], "|P_end - P_align| of the ridge projections", units.DATA)
+    _attrs(res["slide_path"], "path length of the ridge projections after the align time", units.DATA)
     res.attrs.update(r=float(r), align_factor=float(align_factor))
     return res
 
@@ -117,10 +124,10 @@ def phase_summary(phases: xr.Dataset, dim: str = "sample") -> xr.Dataset:
     phases = phases.chunk({dim: -1}) if phases.chunks else phases
     out = xr.Dataset({
         "reached": _attrs(phases["reach_time"].notnull().mean(dim), "share that reached the tube", "1"),
-        "reach_time_median": _attrs(phases["reach_time"].median(dim), "median reach time", "OU time"),
-        "align_time_median": _attrs(phases["align_time"].median(dim), "median align time", "OU time"),
-        "slide_chord_median": _attrs(phases["slide_chord"].median(dim), "median slide (chord)", _UNITS),
-        "slide_path_median": _attrs(phases["slide_path"].median(dim), "median slide (path)", _UNITS),
+        "reach_time_median": _attrs(phases["reach_time"].median(dim), "median reach time", units.TIME),
+        "align_time_median": _attrs(phases["align_time"].median(dim), "median align time", units.TIME),
+        "slide_chord_median": _attrs(phases["slide_chord"].median(dim), "median slide (chord)", units.DATA),
+        "slide_path_median": _attrs(phases["slide_path"].median(dim), "median slide (path)", units.DATA),
     })
     out.attrs.update(phases.attrs)
     return out
@@ -146,9 +153,9 @@ def spread_curves(ds: xr.Dataset, *, quantiles: Sequence[float] = (0.1, 0.5, 0.9
                           output_dtypes=[float])
     near = near.chunk({dim: -1})
     return xr.Dataset({
-        "spread_mean": _attrs(near.mean(dim), "mean distance of projections to the nearest alpha_t x_i", _UNITS),
+        "spread_mean": _attrs(near.mean(dim), "mean distance of projections to the nearest alpha_t x_i", units.DATA),
         "spread_quantile": _attrs(near.quantile(list(quantiles), dim=dim),
-                                  "quantiles of the distance of projections to the nearest alpha_t x_i", _UNITS),
+                                  "quantiles of the distance of projections to the nearest alpha_t x_i", units.DATA),
     })
 
 
@@ -168,14 +175,18 @@ def ridge_position(ds: xr.Dataset) -> xr.DataArray:
         axis = np.eye(train.shape[1])[0]
     ax = xr.DataArray(axis, dims="dim")
     pos = ((ds["ridge_projection"] - xr.DataArray(center, dims="dim") * ds["alpha"]) * ax).sum("dim")
-    return _attrs(pos, "position along the first principal axis of the training set", _UNITS)
+    return _attrs(pos, "position along the first principal axis of the training set", units.DATA)
 
 
-def position_histogram(ds: xr.Dataset, *, bins: int = 40, step: int = -1, dim: str = "sample") -> xr.Dataset:
-    """Histogram of :func:`ridge_position` at one step per cell: ``density`` (cells, bin)."""
+def position_histogram(ds: xr.Dataset, *, bins: int = 40, step: int = -1, t: float | None = None,
+                       dim: str = "sample") -> xr.Dataset:
+    """Histogram of :func:`ridge_position` at one step per cell: ``density`` (cells, bin).
+
+    The step is ``step`` (index) or, when ``t`` is given, the recorded step nearest to time ``t``.
+    """
     _check(ds, "ridge_projection", "train_data", dim=dim)
     bins = check_int(bins, "bins", min_val=1)
-    pos = ridge_position(_at_step(ds, step) if "step" in ds.dims else ds).chunk({dim: -1})
+    pos = ridge_position(_at_step(ds, step, t) if "step" in ds.dims else ds).chunk({dim: -1})
     lim = float(np.abs(ds["train_data"].values).max()) * 1.5 + 1.0
     edges = np.linspace(-lim, lim, bins + 1)
 
@@ -188,17 +199,18 @@ def position_histogram(ds: xr.Dataset, *, bins: int = 40, step: int = -1, dim: s
     h = xr.apply_ufunc(_hist, pos, input_core_dims=[[dim]], output_core_dims=[["bin"]], dask="parallelized",
                        output_dtypes=[float], dask_gufunc_kwargs={"output_sizes": {"bin": bins}})
     h = h.assign_coords(bin=0.5 * (edges[1:] + edges[:-1]))
-    return xr.Dataset({"density": _attrs(h, "density of positions along the ridge", f"1/{_UNITS}")})
+    return xr.Dataset({"density": _attrs(h, "density of positions along the ridge", units.INV_DATA)})
 
 
-def mode_counts(ds: xr.Dataset, *, r: float = 0.5, step: int = -1, dim: str = "sample") -> xr.Dataset:
-    """Share of samples within ``r`` of each scaled training point, and of any, at ``step``.
+def mode_counts(ds: xr.Dataset, *, r: float = 0.5, step: int = -1, t: float | None = None,
+                dim: str = "sample") -> xr.Dataset:
+    """Share of samples within ``r`` of each scaled training point, and of any, at ``step`` (or nearest ``t``).
 
     Returns ``share`` (cells, train) and ``share_any`` (cells).
     """
     _check(ds, "trajectory", "train_data", "alpha", dim=dim)
     r = _check_radius(r)
-    last = _at_step(ds, step)
+    last = _at_step(ds, step, t)
     pts = last["train_data"] * last["alpha"]
     x = last["trajectory"]
     dist = np.sqrt(((x - pts) ** 2).sum("dim"))  # (cells, sample, train), lazy
@@ -208,12 +220,12 @@ def mode_counts(ds: xr.Dataset, *, r: float = 0.5, step: int = -1, dim: str = "s
     share_any = within.max("train").mean(dim)
     out = xr.Dataset({"share": _attrs(share, f"share of samples within {r} of alpha_t x_i", "1"),
                       "share_any": _attrs(share_any, f"share of samples within {r} of any alpha_t x_i", "1")})
-    out.attrs.update(r=float(r), step=int(step))
+    out.attrs.update(r=float(r), step=_step_index(ds, step, t))
     return out
 
 
-def memorization_fraction(ds: xr.Dataset, *, ratio: float = 1 / 3, step: int = -1, n_boot: int = 1000,
-                          ci: float = 0.95, seed: int = 0, dim: str = "sample") -> xr.Dataset:
+def memorization_fraction(ds: xr.Dataset, *, ratio: float = 1 / 3, step: int = -1, t: float | None = None,
+                          n_boot: int = 1000, ci: float = 0.95, seed: int = 0, dim: str = "sample") -> xr.Dataset:
     """Share of samples with d1/d2 < ``ratio`` at ``step``, with a percentile-bootstrap CI.
 
     Returns ``memorized``, ``memorized_low``, ``memorized_high`` over the cells (lazy).
@@ -225,7 +237,7 @@ def memorization_fraction(ds: xr.Dataset, *, ratio: float = 1 / 3, step: int = -
     seed = check_int(seed, "seed", min_val=0)
     if ds.sizes.get("train", 0) < 2:
         raise ValueError("memorization needs at least two training points")
-    last = _at_step(ds, step)
+    last = _at_step(ds, step, t)
     train = last["train_data"].values
     a = float(last["alpha"])
     x = last["trajectory"].chunk({dim: -1, "dim": -1})
@@ -242,7 +254,7 @@ def memorization_fraction(ds: xr.Dataset, *, ratio: float = 1 / 3, step: int = -
         "memorized_low": _attrs(stats.isel(stat=1), f"lower {ci:.0%} bootstrap bound", "1"),
         "memorized_high": _attrs(stats.isel(stat=2), f"upper {ci:.0%} bootstrap bound", "1"),
     })
-    out.attrs.update(ratio=float(ratio), ci=float(ci), n_boot=int(n_boot), step=int(step))
+    out.attrs.update(ratio=float(ratio), ci=float(ci), n_boot=int(n_boot), step=_step_index(ds, step, t))
     return out
 
 
@@ -300,10 +312,10 @@ def theory_check(ds: xr.Dataset, *, r: float = 0.5, align_factor: float = 2.0, d
 
     ph = phase_times(ds, r=r, align_factor=align_factor)
     out = xr.Dataset({
-        "final_distance": _attrs(ds["ridge_distance"].isel(step=-1), "final ridge distance", _UNITS),
-        "integrated_normal": _attrs(integ("residual_normal"), "sum_k 2 dt alpha/h |residual_normal|", _UNITS),
+        "final_distance": _attrs(ds["ridge_distance"].isel(step=-1), "final ridge distance", units.DATA),
+        "integrated_normal": _attrs(integ("residual_normal"), "sum_k 2 dt alpha/h |residual_normal|", units.DATA),
         "slide_chord": ph["slide_chord"],
-        "integrated_tangent": _attrs(integ("residual_tangent"), "sum_k 2 dt alpha/h |residual_tangent|", _UNITS),
+        "integrated_tangent": _attrs(integ("residual_tangent"), "sum_k 2 dt alpha/h |residual_tangent|", units.DATA),
     })
     out["corr_normal"] = _attrs(xr.corr(out["final_distance"], out["integrated_normal"], dim=dim),
                                 "Pearson correlation, final distance vs integrated normal residual", "1")

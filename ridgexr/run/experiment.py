@@ -18,7 +18,7 @@ from ..catalog import Experiment, resolve_store
 from ..datasets import load_training_set
 from ..observe import divergence_bound
 from ..reader import summarize
-from ..store import StoreLock, create_store, is_store, open_store, remove_partial_creations, replace_store
+from ..store import StoreLock, consolidate, create_store, is_store, open_store, remove_partial_creations, replace_store
 from .cell import run_cell
 from .cluster import dask_client, resolve_scheduler
 from .plan import estimate_resources, plan_layout, plan_tasks, resolve_d_star
@@ -209,6 +209,7 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
         todo_set = set(todo)
         tasks = [t for t in tasks if t.index in todo_set]
         _execute(exp, path, layout, tasks, device, scheduler, n_workers, progress)
+        consolidate(path)
     return RunResult(store=path, cells_run=len(tasks), cells_skipped=len(done), summary=summarize(path))
 
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import units
+
 __all__ = ["DIAGNOSTIC_VARIABLES", "LOSS_UNITS", "fits_to_dataset"]
 
-LOSS_UNITS = "loss units (weighted squared error / d)"
+LOSS_UNITS = units.LOSS
 
 #: name -> long_name of every per-cell diagnostic, as estimated by :func:`fits_to_dataset`
 #: with ``heldout=True`` (the store's setting)

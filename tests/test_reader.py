@@ -1,0 +1,98 @@
+"""Opening stores: time as an index, CF labels, masking without changing dtypes, netCDF round trips."""
+
+import warnings
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import ridgexr
+from ridgexr import analysis
+from ridgexr.catalog import experiment_from_file
+from ridgexr.run import run_experiment
+from ridgexr.store import StoreLayout, create_store
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, write_catalog):
+    tmp = tmp_path_factory.mktemp("reader")
+    return run_experiment(experiment_from_file(write_catalog(tmp, steps=12, samples=8)), data_dir=tmp).store
+
+
+def test_time_is_an_index_and_windows_follow_sampling_order(store):
+    ds = ridgexr.open_dataset(store)
+    t = ds.t.values
+    assert "t" in ds.indexes and isinstance(ds.t.data, np.ndarray)  # loaded eagerly
+    assert np.all(np.diff(t) < 0)  # sampling order: t decreases along step
+    k = int(np.argmin(np.abs(t - 0.1)))
+    assert int(ds.sel(t=0.1, method="nearest").step) == k
+    window = ds.sel(t=slice(0.5, 0.05))  # from the larger time to the smaller
+    np.testing.assert_array_equal(window.t.values, t[(t <= 0.5) & (t >= 0.05)])
+    late = ds.where(ds.t < 0.5, drop=True)
+    np.testing.assert_array_equal(late.t.values, t[t < 0.5])
+    np.testing.assert_array_equal(late.trajectory.values, ds.trajectory.values[..., t < 0.5, :])
+
+
+def test_analyses_accept_t_where_they_accept_step(store):
+    ds = ridgexr.open_dataset(store)
+    k = int(np.argmin(np.abs(ds.t.values - 0.2)))
+    by_t = analysis.mode_counts(ds, t=0.2).compute()
+    by_step = analysis.mode_counts(ds, step=k).compute()
+    xr.testing.assert_identical(by_t, by_step)
+    a = analysis.memorization_fraction(ds, t=0.2, n_boot=20).compute()
+    b = analysis.memorization_fraction(ds, step=k, n_boot=20).compute()
+    xr.testing.assert_identical(a, b)
+    with pytest.raises(ValueError, match="`t` must be > 0"):
+        analysis.mode_counts(ds, t=-1.0)
+
+
+def test_every_coordinate_is_labelled_and_attrs_are_strings(store):
+    ds = ridgexr.open_dataset(store)
+    for name in ds.coords:
+        assert ds[name].attrs.get("long_name") and ds[name].attrs.get("units"), name
+    for name in ds.data_vars:
+        assert ds[name].attrs.get("long_name") and "units" in ds[name].attrs, name
+    assert ds.attrs["Conventions"].startswith("CF-") and "He, Qiu & Tao" in ds.attrs["references"]
+    assert all(isinstance(v, (str, int, float)) for v in ds.attrs.values())  # no dict attrs
+    np.testing.assert_array_equal(ds.train.values, np.arange(ds.sizes["train"]))
+    assert ds.ridge.config["n_samples"] == 8 and ds.ridge.provenance["device"] == "cpu"
+
+
+def test_slice_to_netcdf_round_trip(store, tmp_path):
+    ds = ridgexr.open_dataset(store)
+    part = ds.sel(schedule="h2", width=16).sel(t=slice(1.0, 0.05)).isel(sample=slice(0, 3))
+    part.to_netcdf(tmp_path / "part.nc")
+    back = xr.open_dataset(tmp_path / "part.nc").load()
+    for name in part.data_vars:
+        np.testing.assert_array_equal(back[name].values, part[name].values, err_msg=name)
+        assert back[name].dtype == part[name].dtype, name
+    np.testing.assert_array_equal(back.t.values, part.t.values)
+
+
+def test_plain_open_zarr_is_silent_and_consolidated(store):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plain = xr.open_zarr(store)
+    assert "trajectory" in plain
+
+
+def test_complete_only_masks_without_changing_dtypes(tmp_path):
+    layout = StoreLayout(schedules=("1",), widths=(4, 8), taus=None, n_samples=2, t=np.array([1.0, 0.1]),
+                         sampler_step=np.arange(2), d=2, block_steps=2, sample_chunk=2)
+    path = tmp_path / "s.zarr"
+    create_store(path, layout, np.zeros((2, 2)), {})
+    from ridgexr.store import write_block, write_cell_end, CELL_DIAGNOSTICS
+
+    vals = {n: np.ones((2, 2, 2)) for n in ("trajectory", "ridge_projection", "residual_normal", "residual_tangent")}
+    vals |= {n: np.ones((2, 2)) for n in ("ridge_distance", "ridge_residual", "normal_curvature")}
+    vals["ridge_converged"] = np.ones((2, 2), dtype=bool)
+    for cell in ((0, 0), (0, 1)):
+        write_block(path, layout, cell, 0, vals)
+    write_cell_end(path, layout, (0, 1), np.array([True, False]), {n: 1.0 for n in CELL_DIAGNOSTICS})
+    full = ridgexr.open_dataset(path)
+    masked = ridgexr.open_dataset(path, complete_only=True)
+    for name in full.data_vars:
+        assert masked[name].dtype == full[name].dtype, name
+    assert not masked.ridge_converged.sel(width=4).values.any() and masked.ridge_converged.sel(width=8).values.all()
+    assert np.isnan(masked.trajectory.sel(width=4).values).all()
+    np.testing.assert_array_equal(masked.trajectory.sel(width=8).values, 1.0)
