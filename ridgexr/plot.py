@@ -45,6 +45,12 @@ def cell_selection(schedule, width, tau=None) -> dict:
     return {"schedule": schedule, "width": width} | ({"tau": tau} if tau is not None else {})
 
 
+def both(obj, **options):
+    """Apply ``options`` on both backends (holoviews keeps options per backend, and an option given
+    without ``backend=`` only reaches the current one, which ``hv.save``/``hv.render`` may have changed)."""
+    return obj.opts(**options, backend="bokeh").opts(**options, backend="matplotlib")
+
+
 def _colored(el, color: str, alpha: float):
     """The same colour on both backends (holoviews stores options per backend)."""
     return el.opts(hv.opts.Points(color=color, alpha=alpha, backend="bokeh"),
@@ -92,30 +98,50 @@ def samples_over_time(ds: xr.Dataset, *, schedule, width, tau=None, n_frames: in
             rid = _colored(hv.Points(ridge_points(train, float(t[k]), d_star=d_star, lim=lim), kdims=["x0", "x1"],
                                      label="ridge R_t"), "#bbbbbb", 0.6)
             layers = rid * layers
-        frames[int(step)] = layers.opts(title=f"{_label(sel)}  t = {t[k]:.3g}")
+        frames[int(step)] = both(layers, title=f"{_label(sel)}  t = {t[k]:.3g}")
     hm = hv.HoloMap(frames, kdims=["step"])
     return hm.redim.range(x0=(-lim, lim), x1=(-lim, lim))
 
 
-def distance_curves_plot(ds: xr.Dataset, *, statistic: str = "mean") -> hv.NdOverlay:
-    """Mean (or median) ridge distance vs t, one curve per cell (log-log axes)."""
+def _value_dim(name: str, label: str, unit: str | None) -> hv.Dimension:
+    """A plot dimension whose axis label carries the unit (none shown for dimensionless "1")."""
+    return hv.Dimension(name, label=label, unit=None if unit in (None, "", "1") else unit)
+
+
+def _time_dim(ds: xr.Dataset) -> hv.Dimension:
+    return _value_dim("t", "diffusion time t (OU, dimensionless)", ds["t"].attrs.get("units"))
+
+
+def distance_curves_plot(ds: xr.Dataset, *, statistic: str = "mean") -> hv.NdLayout:
+    """Mean (or median) ridge distance vs t with the 10-90 % band, one panel per cell (log-log axes)."""
     if statistic not in ("mean", "median"):
-        raise ValueError(f"statistic must be 'mean' or 'median', got {statistic!r}")
-    curves = analysis.distance_curves(ds)[f"distance_{statistic}"].compute()
+        raise ValueError(f"`statistic` must be 'mean' or 'median'; got {statistic!r}")
+    curves = analysis.distance_curves(ds, quantiles=(0.1, 0.9)).compute()
     t = ds["t"].values
-    overlay = {}
+    unit = ds["ridge_distance"].attrs.get("units", "")
+    ydim = _value_dim("distance", f"{statistic} ridge distance", unit)
+    items = {}
     for cell in store_cells(ds):
-        y = curves.sel(cell).values
-        overlay[_label(cell)] = hv.Curve((t, y), kdims=["t"], vdims=[f"{statistic} ridge distance"])
-    return hv.NdOverlay(overlay, kdims=["cell"]).opts(title=f"{statistic} ridge distance")
+        c = curves.sel(cell)
+        band = hv.Area((t, c["distance_quantile"].sel(quantile=0.1).values,
+                        c["distance_quantile"].sel(quantile=0.9).values),
+                       kdims=[_time_dim(ds)], vdims=[ydim, "distance_high"])
+        band = both(band, alpha=0.3)
+        line = hv.Curve((t, c[f"distance_{statistic}"].values), kdims=[_time_dim(ds)], vdims=[ydim])
+        items[tuple(cell.values())] = band * line
+    layout = hv.NdLayout(items, kdims=list(store_cells(ds)[0]), sort=False).cols(len(ds["width"]))
+    return both(layout, title=f"{statistic} ridge distance and its 10-90 % band over samples")
 
 
 def spread_curves_plot(ds: xr.Dataset) -> hv.NdOverlay:
-    """Mean distance of ridge projections to the nearest alpha_t x_i vs t, one curve per cell."""
+    """Mean distance of ridge projections to the nearest alpha_t x_i vs t, one curve per schedule and width."""
     sp = analysis.spread_curves(ds)["spread_mean"].compute()
     t = ds["t"].values
-    overlay = {_label(c): hv.Curve((t, sp.sel(c).values), kdims=["t"], vdims=["spread"]) for c in store_cells(ds)}
-    return hv.NdOverlay(overlay, kdims=["cell"]).opts(title="tangential spread")
+    ydim = _value_dim("spread", "mean distance of projections to the nearest alpha_t x_i",
+                      sp.attrs.get("units", ""))
+    overlay = {_label(c): hv.Curve((t, sp.sel(c).values), kdims=[_time_dim(ds)], vdims=[ydim])
+               for c in store_cells(ds)}
+    return both(hv.NdOverlay(overlay, kdims=["cell"]), title="tangential spread along the ridge")
 
 
 def phase_time_hist(ds: xr.Dataset, *, which: str = "reach_time", r: float = 0.5, bins: int = 30) -> hv.NdLayout:
@@ -128,26 +154,45 @@ def phase_time_hist(ds: xr.Dataset, *, which: str = "reach_time", r: float = 0.5
         if v.size == 0:
             continue
         freq, edges = np.histogram(v, bins=bins)
-        items[_label(cell)] = hv.Histogram((edges, freq), kdims=[which], vdims=["count"])
-    return hv.NdLayout(items, kdims=["cell"]).cols(3)
+        items[_label(cell)] = hv.Histogram((edges, freq), kdims=[_value_dim(which, which.replace("_", " "),
+                                                                             ph.attrs.get("units", ""))],
+                                           vdims=["count"])
+    return both(hv.NdLayout(items, kdims=["cell"]).cols(3), title=f"{which.replace('_', ' ')} per cell (r = {r})")
 
 
-def phase_diagram(ds: xr.Dataset, *, x: str = "width", y: str = "schedule", n_boot: int = 300) -> hv.HeatMap:
-    """Memorization fraction over (x, y) cells, e.g. width x schedule or tau x schedule."""
-    memo = analysis.memorization_fraction(ds, n_boot=n_boot)["memorized"].compute()
+def phase_diagram(ds: xr.Dataset, *, x: str = "width", y: str = "schedule") -> hv.Overlay:
+    """Memorization fraction over (x, y) cells, e.g. width x schedule or tau x schedule, values printed.
+
+    Drawn as an ``hv.Image`` on integer positions with labelled ticks (plus the values as
+    text), not as ``hv.HeatMap``: holoviews' matplotlib HeatMap draws categorical cells
+    flipped against their tick labels, which put values in the wrong cells of the PNG.
+    Other cell dims are fixed at their first label.
+    """
+    memo = analysis.memorization_fraction(ds)["memorized"].compute()
     other = [d for d in memo.dims if d not in (x, y)]
     if other:
         memo = memo.isel({d: 0 for d in other})
-    rows = [(str(a), str(b), float(memo.sel({x: a, y: b}))) for a in memo[x].values for b in memo[y].values]
-    return hv.HeatMap(rows, kdims=[x, y], vdims=["memorized"]).opts(title="memorization fraction")
+    memo = memo.transpose(y, x)
+    xl, yl = [str(v) for v in memo[x].values], [str(v) for v in memo[y].values]
+    z = memo.values.astype(float)
+    img = hv.Image((np.arange(len(xl)), np.arange(len(yl)), z), kdims=[x, y], vdims=["memorized"],
+                   label="memorization fraction")
+    img = both(img, xticks=list(enumerate(xl)), yticks=list(enumerate(yl)), clim=(0.0, 1.0), cmap="viridis",
+               colorbar=True)
+    xx, yy = np.meshgrid(np.arange(len(xl)), np.arange(len(yl)))
+    text = hv.Labels((xx.ravel(), yy.ravel(), [f"{v:.2f}" for v in z.ravel()]), kdims=[x, y], vdims=["value"])
+    text = text.opts(hv.opts.Labels(text_color="white", backend="bokeh"),
+                     hv.opts.Labels(color="white", backend="matplotlib"))
+    ticks = dict(xticks=list(enumerate(xl)), yticks=list(enumerate(yl)))  # on the overlay too: bokeh reads its axes there
+    return both(img * text, title=f"memorized share by {y} and {x}", **ticks)
 
 
 def mode_count_bars(ds: xr.Dataset, *, r: float = 0.5) -> hv.Bars:
     """Share of final samples within r of any training point, per cell."""
     mc = analysis.mode_counts(ds, r=r)["share_any"].compute()
     rows = [(_label(c), float(mc.sel(c))) for c in store_cells(ds)]
-    return hv.Bars(rows, kdims=["cell"], vdims=["share near a training point"]).opts(
-        title=f"mode counts (r = {r})")
+    bars = hv.Bars(rows, kdims=["cell"], vdims=["share near a training point"])
+    return both(bars, title=f"mode counts (r = {r})")
 
 
 def theory_scatter(ds: xr.Dataset, *, cells: Sequence[dict] | None = None) -> hv.NdLayout:

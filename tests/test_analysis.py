@@ -3,6 +3,9 @@ import math
 import dask.array as da
 import holoviews as hv
 import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+from scipy.stats import binomtest
 import pytest
 import xarray as xr
 from hypothesis import given, strategies as st
@@ -101,12 +104,27 @@ def test_mode_counts_and_memorization():
     mc = an.mode_counts(ds, r=0.5).compute()
     np.testing.assert_allclose(mc.share_any.values, 30 / 50)
     np.testing.assert_allclose(mc.share.isel(schedule=0, width=0).values, [15 / 50, 15 / 50])
-    memo = an.memorization_fraction(ds, n_boot=400, seed=1)
+    memo = an.memorization_fraction(ds)
     assert isinstance(memo.memorized.data, da.Array)
     memo = memo.compute()
     np.testing.assert_allclose(memo.memorized.values, 30 / 50)
-    assert np.all(memo.memorized_low.values < 0.6) and np.all(memo.memorized_high.values > 0.6)
-    assert np.all(memo.memorized_high - memo.memorized_low < 0.35)
+    lo, hi = binomtest(30, 50).proportion_ci(0.95, method="wilson")  # independent: scipy
+    np.testing.assert_allclose(memo.memorized_low.values, lo, rtol=1e-12)
+    np.testing.assert_allclose(memo.memorized_high.values, hi, rtol=1e-12)
+    cp = an.memorization_fraction(ds, ci=0.9, ci_method="clopper-pearson").compute()
+    lo, hi = binomtest(30, 50).proportion_ci(0.9, method="exact")
+    np.testing.assert_allclose([float(cp.memorized_low.max()), float(cp.memorized_high.max())], [lo, hi], rtol=1e-9)
+
+
+@given(n=st.integers(1, 400), frac=st.floats(0, 1), ci=st.sampled_from([0.8, 0.9, 0.95, 0.99]),
+       method=st.sampled_from(["wilson", "clopper-pearson"]))
+def test_proportion_ci_matches_scipy_including_all_and_none(n, frac, ci, method):
+    k = int(round(frac * n))
+    lo, hi = arrays.proportion_ci(np.array([k]), np.array([n]), ci, method)
+    ref = binomtest(k, n).proportion_ci(ci, method="exact" if method == "clopper-pearson" else method)
+    np.testing.assert_allclose([lo[0], hi[0]], [ref.low, ref.high], atol=1e-10)
+    if k == n:
+        assert lo[0] < 1.0  # never the degenerate [1, 1] of a percentile bootstrap
 
 
 def test_bootstrap_ci_covers_binomial_truth():
@@ -180,8 +198,8 @@ def test_accessor_and_bad_input():
         an.phase_transition(ds.ridge_distance, dim="tau")
     with pytest.raises(ValueError, match="`dim` must be a dimension"):
         an.distance_curves(ds, dim="samples")  # validated before any graph is built
-    with pytest.raises(TypeError, match="`n_boot` must be an integer"):
-        an.memorization_fraction(ds, n_boot=10.5)
+    with pytest.raises(ValueError, match="`ci_method` must be one of"):
+        an.memorization_fraction(ds, ci_method="bootstrap")
 
 
 @pytest.mark.slow
@@ -189,11 +207,11 @@ def test_same_results_on_a_local_cluster_with_two_processes():
     from dask.distributed import Client, LocalCluster
 
     ds, k, t = synthetic_store()
-    local = an.summary_table(ds, n_boot=200).compute(scheduler="synchronous")
+    local = an.summary_table(ds).compute(scheduler="synchronous")
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             Client(cluster) as client:
         assert len(client.scheduler_info()["workers"]) == 2
-        dist = an.summary_table(ds, n_boot=200).compute()
+        dist = an.summary_table(ds).compute()
     xr.testing.assert_allclose(local, dist)
 
 
@@ -201,9 +219,16 @@ def test_plots_are_holoviews_objects():
     ds, k, t = synthetic_store(chunks=False)
     from ridgexr import plot
 
-    assert isinstance(plot.distance_curves_plot(ds), hv.NdOverlay)
+    lay = plot.distance_curves_plot(ds)
+    assert isinstance(lay, hv.NdLayout) and len(lay) == ds.sizes["schedule"] * ds.sizes["width"]
+    mean = an.distance_curves(ds).distance_mean.compute()
+    for key, panel in lay.items():  # the values drawn are the analysis' values, cell by cell
+        cell = dict(zip(("schedule", "width"), key))
+        curve = panel.Curve.I
+        np.testing.assert_allclose(curve.dimension_values(1), mean.sel(cell).values)
+        np.testing.assert_allclose(curve.dimension_values(0), ds.t.values)
     assert isinstance(plot.samples_over_time(ds, schedule="1", width=8, n_frames=5), hv.HoloMap)
-    assert isinstance(plot.phase_diagram(ds, n_boot=50), hv.HeatMap)
+    assert isinstance(plot.phase_diagram(ds), hv.Overlay)
     assert isinstance(plot.mode_count_bars(ds), hv.Bars)
     assert isinstance(plot.phase_time_hist(ds), hv.NdLayout)
     assert isinstance(plot.theory_scatter(ds), hv.NdLayout)

@@ -73,8 +73,8 @@ def test_summary_table_mode_r_is_r():
         coords={"schedule": ["1"], "width": [8], "t": ("step", np.linspace(1, 0.1, 5)),
                 "alpha": ("step", np.exp(-np.linspace(1, 0.1, 5)))})
     with pytest.warns(FutureWarning, match="mode_r"):
-        old = summary_table(ds, r=0.5, mode_r=0.25, n_boot=10).compute()
-    new = summary_table(ds, r=0.25, n_boot=10).compute()
+        old = summary_table(ds, r=0.5, mode_r=0.25).compute()
+    new = summary_table(ds, r=0.25).compute()
     np.testing.assert_array_equal(old.mode_share_any.values, new.mode_share_any.values)
 
 
@@ -86,3 +86,16 @@ def test_experiment_load_train_forwards_to_datasets():
     with pytest.warns(FutureWarning, match="load_training_set"):
         old = exp.load_train()
     np.testing.assert_array_equal(old, load_training_set(exp.dataset))
+
+
+def test_bootstrap_arguments_of_memorization_warn_and_are_ignored():
+    from ridgexr.analysis import memorization_fraction
+
+    rng = np.random.default_rng(1)
+    walk = rng.normal(size=(1, 1, 6, 3, 2)) * 3
+    ds = xr.Dataset({"trajectory": (("schedule", "width", "sample", "step", "dim"), walk),
+                     "train_data": (("train", "dim"), TWO)},
+                    coords={"schedule": ["1"], "width": [8], "alpha": ("step", [0.5, 0.7, 0.9])})
+    with pytest.warns(FutureWarning, match="n_boot"):
+        old = memorization_fraction(ds, n_boot=100, seed=3).compute()
+    xr.testing.assert_identical(old, memorization_fraction(ds).compute())

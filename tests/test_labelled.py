@@ -23,7 +23,7 @@ def test_projection_lazy_labelled_and_equal_to_array_layer(rng):
     assert isinstance(ds.ridge_projection.data, da.Array)  # still lazy
     assert ds.ridge_projection.dims == ("step", "sample", "dim")
     assert ds.on_ridge.dims == ("step", "sample")
-    assert ds.ridge_residual.attrs["units"] == "1/data units"
+    assert ds.ridge_residual.attrs["units"] == "data_unit-1"
     np.testing.assert_array_equal(ds.sample.values, np.arange(40))
     res = ds.compute()
     ref = ridgexr.project_to_ridge(SmoothedEmpirical(THREE, t.values[:, None]), x.values, 1)

@@ -21,3 +21,8 @@ def test_tutorial_notebook_executes_against_a_small_store(tmp_path, monkeypatch,
     assert not [o for o in outputs if o.output_type == "error"]
     text = "".join(str(o.get("data", {}).get("text/plain", "")) + o.get("text", "") for o in outputs)
     assert "memorized" in text and "reach_time_median" in text
+    assert (tmp_path / "distance_curves.png").read_bytes()[:4] == b"\x89PNG"  # the saved figure
+    import xarray as xr
+
+    back = xr.open_dataset(tmp_path / "slice.nc")  # the exported slice: 16 samples, t within the window
+    assert back.sizes["sample"] == 16 and float(back.t.max()) <= 0.5 and float(back.t.min()) >= 0.01

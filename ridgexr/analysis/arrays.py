@@ -9,7 +9,7 @@ import numpy as np
 
 from ..process import OU
 
-__all__ = ["enter_and_stay_time", "reach_time", "align_time", "slide_distance", "nearest_two",
+__all__ = ["proportion_ci", "share_with_ci", "CI_METHODS", "enter_and_stay_time", "reach_time", "align_time", "slide_distance", "nearest_two",
            "memorized", "bootstrap_mean_ci", "crossing", "integrated_residual"]
 
 
@@ -128,6 +128,52 @@ def memorized(x: np.ndarray, points: np.ndarray, ratio: float = 1 / 3) -> np.nda
     d1, d2, _ = nearest_two(x, points)
     out = (d1 / d2 < ratio).astype(float)
     return np.where(np.isfinite(d1), out, np.nan)
+
+
+CI_METHODS = ("wilson", "clopper-pearson")
+
+
+def proportion_ci(k: np.ndarray, n: np.ndarray, ci: float = 0.95,
+                  method: str = "wilson") -> tuple[np.ndarray, np.ndarray]:
+    """Confidence interval of a binomial proportion k / n, vectorised over any shape.
+
+    ``wilson``: the Wilson score interval (z = Phi^-1((1 + ci) / 2));
+    ``clopper-pearson``: the exact interval from beta quantiles.  Both stay inside [0, 1] and
+    are not degenerate at k = 0 or k = n (unlike a percentile bootstrap).  NaN where n = 0.
+    Matches ``scipy.stats.binomtest(k, n).proportion_ci(ci, method)`` (tested).
+    """
+    from scipy import stats
+
+    k = np.asarray(k, dtype=float)
+    n = np.asarray(n, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if method == "wilson":
+            z = stats.norm.ppf(0.5 + ci / 2)
+            p = k / n
+            denom = 1 + z * z / n
+            center = (p + z * z / (2 * n)) / denom
+            half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+            low, high = np.clip(center - half, 0, 1), np.clip(center + half, 0, 1)
+        elif method == "clopper-pearson":
+            alpha = 1 - ci
+            low = np.where(k > 0, stats.beta.ppf(alpha / 2, k, n - k + 1), 0.0)
+            high = np.where(k < n, stats.beta.ppf(1 - alpha / 2, k + 1, n - k), 1.0)
+        else:
+            raise ValueError(f"`method` must be one of {CI_METHODS}; got {method!r}")
+    bad = ~(n > 0)
+    return np.where(bad, np.nan, low), np.where(bad, np.nan, high)
+
+
+def share_with_ci(flags: np.ndarray, ci: float = 0.95, method: str = "wilson") -> np.ndarray:
+    """Share of 1s among the finite entries of ``flags`` (..., S) and its CI: (..., 3) share, low, high."""
+    f = np.asarray(flags, dtype=float)
+    valid = np.isfinite(f)
+    n = valid.sum(-1)
+    k = np.where(valid, f, 0.0).sum(-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(n > 0, k / np.maximum(n, 1), np.nan)
+    low, high = proportion_ci(k, n, ci, method)
+    return np.stack([share, low, high], -1)
 
 
 def bootstrap_mean_ci(values: np.ndarray, n_boot: int = 1000, ci: float = 0.95, seed: int = 0,

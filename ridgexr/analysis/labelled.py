@@ -25,7 +25,7 @@ import numpy as np
 import xarray as xr
 
 from .._deprecation import warn_renamed
-from .._validation import check_float, check_int
+from .._validation import check_float, check_int, check_option
 from .. import units
 from . import arrays
 
@@ -225,16 +225,23 @@ def mode_counts(ds: xr.Dataset, *, r: float = 0.5, step: int = -1, t: float | No
 
 
 def memorization_fraction(ds: xr.Dataset, *, ratio: float = 1 / 3, step: int = -1, t: float | None = None,
-                          n_boot: int = 1000, ci: float = 0.95, seed: int = 0, dim: str = "sample") -> xr.Dataset:
-    """Share of samples with d1/d2 < ``ratio`` at ``step``, with a percentile-bootstrap CI.
+                          ci: float = 0.95, ci_method: str = "wilson", dim: str = "sample",
+                          n_boot: int | None = None, seed: int | None = None) -> xr.Dataset:
+    """Share of samples with d1/d2 < ``ratio`` at ``step`` (or nearest ``t``), with a binomial CI.
+
+    The CI of the share is Wilson's score interval (``ci_method="wilson"``, default) or the
+    exact Clopper-Pearson interval, over the samples with finite states; it does not
+    collapse to [1, 1] at 256 / 256 as a percentile bootstrap does.  ``n_boot`` and ``seed``
+    (the bootstrap's, release 0.1) are deprecated and ignored.
 
     Returns ``memorized``, ``memorized_low``, ``memorized_high`` over the cells (lazy).
     """
+    if n_boot is not None or seed is not None:
+        warn_renamed("memorization_fraction(n_boot=..., seed=...)", "memorization_fraction(ci_method=...)")
     _check(ds, "trajectory", "train_data", "alpha", dim=dim)
     ratio = check_float(ratio, "ratio", min_val=0, max_val=1, include_boundaries="neither")
     ci = check_float(ci, "ci", min_val=0, max_val=1, include_boundaries="neither")
-    n_boot = check_int(n_boot, "n_boot", min_val=1)
-    seed = check_int(seed, "seed", min_val=0)
+    check_option(ci_method, "ci_method", arrays.CI_METHODS)
     if ds.sizes.get("train", 0) < 2:
         raise ValueError("memorization needs at least two training points")
     last = _at_step(ds, step, t)
@@ -243,18 +250,17 @@ def memorization_fraction(ds: xr.Dataset, *, ratio: float = 1 / 3, step: int = -
     x = last["trajectory"].chunk({dim: -1, "dim": -1})
 
     def _memo(xx):
-        m = arrays.memorized(xx / a, train, ratio)  # ratio is scale-free
-        return arrays.bootstrap_mean_ci(m, n_boot=n_boot, ci=ci, seed=seed)
+        return arrays.share_with_ci(arrays.memorized(xx / a, train, ratio), ci, ci_method)  # ratio is scale-free
 
     stats = xr.apply_ufunc(_memo, x, input_core_dims=[[dim, "dim"]], output_core_dims=[["stat"]],
                            dask="parallelized", output_dtypes=[float],
                            dask_gufunc_kwargs={"output_sizes": {"stat": 3}})
     out = xr.Dataset({
         "memorized": _attrs(stats.isel(stat=0), f"share of samples with d1/d2 < {ratio:.3g}", "1"),
-        "memorized_low": _attrs(stats.isel(stat=1), f"lower {ci:.0%} bootstrap bound", "1"),
-        "memorized_high": _attrs(stats.isel(stat=2), f"upper {ci:.0%} bootstrap bound", "1"),
+        "memorized_low": _attrs(stats.isel(stat=1), f"lower end of the {ci:.0%} {ci_method} interval", "1"),
+        "memorized_high": _attrs(stats.isel(stat=2), f"upper end of the {ci:.0%} {ci_method} interval", "1"),
     })
-    out.attrs.update(ratio=float(ratio), ci=float(ci), n_boot=int(n_boot), step=_step_index(ds, step, t))
+    out.attrs.update(ratio=float(ratio), ci=float(ci), ci_method=ci_method, step=_step_index(ds, step, t))
     return out
 
 
@@ -324,7 +330,8 @@ def theory_check(ds: xr.Dataset, *, r: float = 0.5, align_factor: float = 2.0, d
     return out
 
 
-def summary_table(ds: xr.Dataset, *, r: float = 0.5, n_boot: int = 500, mode_r: float | None = None) -> xr.Dataset:
+def summary_table(ds: xr.Dataset, *, r: float = 0.5, ci: float = 0.95, mode_r: float | None = None,
+                  n_boot: int | None = None) -> xr.Dataset:
     """Everything ``ridgexr analyze`` prints, per cell, as one lazy Dataset.
 
     ``r`` is the radius of both the tube of :func:`phase_times` and the modes of
@@ -332,10 +339,12 @@ def summary_table(ds: xr.Dataset, *, r: float = 0.5, n_boot: int = 500, mode_r: 
     """
     if mode_r is not None:
         warn_renamed("summary_table(mode_r=...)", "summary_table(r=...)")
+    if n_boot is not None:
+        warn_renamed("summary_table(n_boot=...)", "summary_table(ci=...) (Wilson intervals, no bootstrap)")
     ph = phase_summary(phase_times(ds, r=r))
     sp = spread_curves(ds)["spread_mean"].isel(step=-1).rename("spread_final")
     mc = mode_counts(ds, r=r if mode_r is None else mode_r)["share_any"].rename("mode_share_any")
     parts = [ph, sp.to_dataset(), mc.to_dataset()]
     if ds.sizes.get("train", 0) >= 2:
-        parts.append(memorization_fraction(ds, n_boot=n_boot))
+        parts.append(memorization_fraction(ds, ci=ci))
     return xr.merge(parts, compat="override")
