@@ -6,27 +6,45 @@ Array layer (numpy/torch in, same out): :class:`OU`, :func:`time_grid`,
 ``DataArray.ridge``.
 """
 
+import importlib
 from importlib.metadata import PackageNotFoundError, version
 
-from .process import OU, time_grid
-from .empirical import SmoothedEmpirical, Moments
-from .ridge import RidgeFrame, RidgeProjection, ridge_frame, ridge_residual, project_to_ridge
-from .models import RandomFeatureDenoiser, ExactDenoiser
-from .training import RandomFeatureFit, fit_random_features, fit_sweep, fits_to_dataset
-from .catalog import open_catalog, Experiment, Catalog
-from .reader import open_dataset
-from .run import run_experiment
-from . import labelled
-from . import accessor  # noqa: F401  (registers the .ridge accessor)
+from . import accessor  # noqa: F401  (registers the .ridge accessor; imports xarray only)
 
 try:
     __version__ = version("ridgexr")
 except PackageNotFoundError:  # running from a source tree without installation
     __version__ = "0+unknown"
 
-__all__ = [
-    "OU", "time_grid", "SmoothedEmpirical", "Moments", "RidgeFrame", "RidgeProjection",
-    "ridge_frame", "ridge_residual", "project_to_ridge", "labelled", "__version__",
-    "RandomFeatureDenoiser", "ExactDenoiser", "RandomFeatureFit", "fit_random_features", "fit_sweep",
-    "fits_to_dataset", "open_catalog", "open_dataset", "run_experiment", "Experiment", "Catalog",
-]
+#: public name -> the module that defines it; imported on first access (PEP 562), so that
+#: ``import ridgexr`` and ``ridgexr --help`` do not import torch
+_LAZY = {
+    "OU": "process", "time_grid": "process",
+    "SmoothedEmpirical": "empirical", "Moments": "empirical",
+    "RidgeFrame": "ridge", "RidgeProjection": "ridge", "ridge_frame": "ridge", "ridge_residual": "ridge",
+    "project_to_ridge": "ridge",
+    "RandomFeatureDenoiser": "models", "ExactDenoiser": "models",
+    "RandomFeatureFit": "training", "fit_random_features": "training", "fit_sweep": "training",
+    "fits_to_dataset": "training",
+    "open_catalog": "catalog", "Experiment": "catalog", "Catalog": "catalog",
+    "open_dataset": "reader", "run_experiment": "run",
+}
+_SUBMODULES = ("labelled", "analysis", "plot", "report", "store", "catalog", "datasets", "training", "run", "ridge",
+               "scms", "empirical", "models", "process", "sampling", "observe", "reader", "units", "cli")
+
+__all__ = sorted(_LAZY) + ["labelled", "__version__"]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module 'ridgexr' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY) | set(_SUBMODULES))

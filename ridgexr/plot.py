@@ -175,7 +175,8 @@ def phase_diagram(ds: xr.Dataset, *, x: str = "width", y: str = "schedule") -> h
     memo = memo.transpose(y, x)
     xl, yl = [str(v) for v in memo[x].values], [str(v) for v in memo[y].values]
     z = memo.values.astype(float)
-    img = hv.Image((np.arange(len(xl)), np.arange(len(yl)), z), kdims=[x, y], vdims=["memorized"],
+    # an array with explicit bounds (row 0 on top), so one width or one schedule still has extent
+    img = hv.Image(z[::-1], bounds=(-0.5, -0.5, len(xl) - 0.5, len(yl) - 0.5), kdims=[x, y], vdims=["memorized"],
                    label="memorization fraction")
     img = both(img, xticks=list(enumerate(xl)), yticks=list(enumerate(yl)), clim=(0.0, 1.0), cmap="viridis",
                colorbar=True)

@@ -1,6 +1,7 @@
 """Catalog loading: validation errors that name file, entry and field; renamed fields; data sources."""
 
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -77,3 +78,26 @@ def test_config_hash_tracks_numbers_not_text(tmp_path, catalog_text):
     assert exp.model_copy(update={"description": "other words"}).config_hash(train) == h
     assert exp.model_copy(update={"n_samples": 5}).config_hash(train) != h
     assert exp.config_hash(train + 1e-12) != h  # the data are part of the hash
+
+
+def test_published_catalog_reference_is_current():
+    from pathlib import Path
+
+    from ridgexr.catalog import schema_markdown
+
+    page = Path(__file__).resolve().parent.parent / "docs" / "catalogs.md"
+    assert page.read_text() == schema_markdown(), (
+        "docs/catalogs.md is stale: regenerate it with python -c \"from ridgexr.catalog import schema_markdown; "
+        "open('docs/catalogs.md', 'w').write(schema_markdown())\"")
+    for field in ("drop_tol", "d_star_alt", "feature_period", "block_steps", "n_samples"):
+        assert f"`{field}`" in page.read_text()
+
+
+def test_builtin_catalogs_are_package_data():
+    import importlib.resources
+
+    from ridgexr.catalog import builtin_catalog_files
+
+    files = builtin_catalog_files()
+    assert {f.name for f in files} >= {"points2d.yaml", "mnist.yaml"}
+    assert all(f.parent == Path(str(importlib.resources.files("ridgexr.catalogs"))) for f in files)

@@ -133,3 +133,16 @@ def test_cli_analyze_on_local_cluster(tiny_store):
     r = CliRunner().invoke(app, ["analyze", str(tiny_store), "--scheduler", "local", "--workers", "2"])
     assert r.exit_code == 0, r.output
     assert "on local" in r.output
+
+
+def test_phase_diagram_with_a_single_width(tiny_store):
+    import holoviews as hv
+
+    from ridgexr import analysis, plot
+
+    ds = ridgexr.open_dataset(tiny_store).isel(width=[1])
+    plot.ensure_backends()
+    memo = analysis.memorization_fraction(ds).memorized.compute()
+    width = str(int(ds.width.values[0]))
+    expected = {(width, str(s)): float(memo.sel(schedule=s).squeeze()) for s in memo.schedule.values}
+    assert _drawn_matplotlib_image(hv.render(plot.phase_diagram(ds), backend="matplotlib")) == pytest.approx(expected)
