@@ -130,7 +130,7 @@ def project_to_ridge(density: SmoothedEmpirical, x: xr.DataArray, d_star: int, *
 @renamed_kwargs(dim="feature_dim")
 def ridge_residual(density: SmoothedEmpirical, x: xr.DataArray, d_star: int, *, feature_dim: str = "dim",
                    t: Any = None, kind: str = "log", top_k: int | None = None) -> xr.DataArray:
-    """Labelled :func:`ridgexr.ridge_residual`: |E E^T grad log p_t(x)| over x's dims minus ``feature_dim``.
+    """Labelled :func:`ridgexr.ridge_residual`: ``|E E^T grad log p_t(x)|`` over x's dims minus ``feature_dim``.
 
     Arguments as in :func:`project_to_ridge`; units 1 / data units.
 

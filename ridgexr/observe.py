@@ -55,7 +55,7 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
         (whose error is zero by definition).
     tol, max_iter, top_k : SCMS settings (see :func:`ridgexr.project_to_ridge`)
     bound : float
-        States with |x| > bound (or not finite) get no geometry (data units; default: none).
+        States with ``|x| > bound`` (or not finite) get no geometry (data units; default: none).
 
     Returns
     -------

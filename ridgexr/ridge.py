@@ -170,7 +170,7 @@ def ridge_frame(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: str = 
 
 def ridge_residual(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: str = "log",
                    top_k: int | None = None) -> Any:
-    """Norm of the normal part of the score, |E E^T grad log p_t(x)|.
+    """Norm of the normal part of the score, ``|E E^T grad log p_t(x)|``.
 
     Zero exactly on the ridge (first-order condition).  Units: 1 / data units.
 
@@ -203,7 +203,7 @@ def project_to_ridge(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: s
     """Project points onto the d*-dimensional ridge by subspace-constrained mean shift.
 
     Iterates x <- x + E E^T (alpha_t E[x0|x] - x) for all points at once, each point
-    stopping when its normal step |E E^T (alpha_t E[x0|x] - x)| < ``tol``.  Points that
+    stopping when its normal step ``|E E^T (alpha_t E[x0|x] - x)|`` < ``tol``.  Points that
     do not converge, or whose normal curvature is not negative, have ``on_ridge = False``.
 
     Parameters

@@ -302,7 +302,7 @@ def phase_transition(metric: xr.DataArray | xr.Dataset, *, dim: str = "width", l
 def theory_check(ds: xr.Dataset, *, r: float = 0.5, align_factor: float = 2.0, dim: str = "sample") -> xr.Dataset:
     """Final ridge distance vs integrated normal residual, slide vs integrated tangential residual.
 
-    Per trajectory: ``final_distance``, ``integrated_normal`` (sum 2 dt alpha/h |e_N|),
+    Per trajectory: ``final_distance``, ``integrated_normal`` (``sum 2 dt alpha/h |e_N|``),
     ``slide_chord``, ``integrated_tangent``; per cell: Pearson ``corr_normal`` and
     ``corr_tangent`` over samples.
     """

@@ -1,0 +1,29 @@
+"""The documentation builds with warnings as errors, and the built pages show what a reader needs."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from bs4 import BeautifulSoup
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+@pytest.mark.slow
+def test_sphinx_build_with_warnings_as_errors(tmp_path):
+    out = tmp_path / "html"
+    proc = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", str(DOCS),
+                           str(out)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    tutorial = BeautifulSoup((out / "tutorial.html").read_text(), "html.parser")
+    text = tutorial.get_text()
+    assert "reach_time_median" in text and "memorized_low" in text  # executed: the outputs are on the page
+    assert "Traceback" not in text
+    reference = BeautifulSoup((out / "reference.html").read_text(), "html.parser")
+    linked = {a.get_text(strip=True) for a in reference.select("table.autosummary a")}
+    assert {"project_to_ridge", "open_dataset", "memorization_fraction"} <= {n.split(".")[-1] for n in linked}
+    api = BeautifulSoup((out / "generated" / "ridgexr.project_to_ridge.html").read_text(), "html.parser")
+    assert "Parameters" in api.get_text() and "d_star" in api.get_text()  # numpydoc rendered the docstring
+    catalogs = BeautifulSoup((out / "catalogs.html").read_text(), "html.parser")
+    assert any("drop_tol" in row.get_text() for row in catalogs.select("table tr"))
