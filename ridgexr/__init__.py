@@ -7,9 +7,23 @@ Array layer (numpy/torch in, same out): :class:`OU`, :func:`time_grid`,
 """
 
 import importlib
+import sys
 from importlib.metadata import PackageNotFoundError, version
 
-from . import accessor  # noqa: F401  (registers the .ridge accessor; imports xarray only)
+import wrapt
+
+
+def _register_accessors(_module=None) -> None:
+    """Register the ``.ridge`` accessors on xarray's DataArray and Dataset."""
+    from . import accessor  # noqa: F401
+
+
+# The accessors are registered as soon as xarray is imported -- now if it already is, else by a
+# post-import hook -- so ``import ridgexr`` and ``ridgexr --help`` import neither xarray nor torch.
+if "xarray" in sys.modules:
+    _register_accessors()
+else:
+    wrapt.register_post_import_hook(_register_accessors, "xarray")
 
 try:
     __version__ = version("ridgexr")
@@ -29,7 +43,7 @@ _LAZY = {
     "open_catalog": "catalog", "Experiment": "catalog", "Catalog": "catalog",
     "open_dataset": "reader", "run_experiment": "run",
 }
-_SUBMODULES = ("labelled", "analysis", "plot", "report", "store", "catalog", "datasets", "training", "run", "ridge",
+_SUBMODULES = ("accessor", "labelled", "analysis", "plot", "report", "store", "catalog", "datasets", "training", "run", "ridge",
                "scms", "empirical", "models", "process", "sampling", "observe", "reader", "units", "cli")
 
 __all__ = sorted(_LAZY) + ["labelled", "__version__"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import math
 import signal
 import sys
@@ -55,6 +56,10 @@ def user_errors():
     except KeyboardInterrupt:
         if _STATE["debug"]:
             raise
+        # zarr's I/O runs on an asyncio loop in a background thread; the writes abandoned by the
+        # interrupt fail at interpreter shutdown and asyncio would log each one. The store does not
+        # need them (the interrupted cell is not marked complete and is redone on resume).
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
         err_console.print("[yellow]interrupted:[/] stopped cleanly; rerun the same command to resume")
         raise typer.Exit(130) from None
     except expected as exc:

@@ -61,3 +61,18 @@ def test_entry_names_resolve_in_the_data_folder_and_missing_stores_say_where(tmp
     assert ridgexr.open_dataset("tiny", data_dir=data).sizes["sample"] == 4
     with pytest.warns(FutureWarning, match="data_dir"):
         assert ridgexr.open_dataset("tiny", out_dir=data).sizes["sample"] == 4
+
+
+def test_import_and_help_load_neither_torch_nor_xarray_and_the_accessor_still_registers():
+    import subprocess
+    import sys
+
+    code = ("import sys, ridgexr, ridgexr.cli; heavy = [m for m in ('torch', 'xarray') if m in sys.modules]; "
+            "import xarray as xr; print(heavy, hasattr(xr.Dataset, 'ridge'), hasattr(xr.DataArray, 'ridge'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[] True True"
+    code = "import xarray as xr, ridgexr; print(hasattr(xr.Dataset, 'ridge'))"  # xarray imported first
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() \
+        == "True"
+    r = runner.invoke(app, ["--version"])
+    assert r.exit_code == 0 and r.output.strip() == f"ridgexr {ridgexr.__version__}"
