@@ -31,6 +31,9 @@ __all__ = ["step_quantities", "divergence_bound", "DIVERGENCE_FACTOR"]
 #: a state farther than this many data scales from the origin has diverged
 DIVERGENCE_FACTOR = 1e6
 
+#: points per call of the model's denoiser when a block is observed (bounds its scratch memory)
+DENOISE_CHUNK = 8192
+
 
 def divergence_bound(train: np.ndarray) -> float:
     """|x| beyond which a sampler state counts as diverged: 1e6 x max(1, max_i |x_i|), data units."""
@@ -101,7 +104,12 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
         return out
     # the frame at x itself is the first SCMS evaluation: reuse it
     mean = (fr.step + xf) / fr.alpha[:, None]  # step = alpha m - x
-    err = denoise(xf, tf).to(xf.dtype) - mean
+    # the model is evaluated in chunks of points: a block holds block_steps x n_samples states, and a
+    # width-p random-feature model needs ~3 x 8p bytes per point (the whole block at once held
+    # 1.5 GB for p = 1024, the default entry's peak memory)
+    pred = torch.cat([denoise(xf[i:i + DENOISE_CHUNK], tf[i:i + DENOISE_CHUNK]).to(xf.dtype)
+                      for i in range(0, xf.shape[0], DENOISE_CHUNK)])
+    err = pred - mean
     out["residual_normal"][mask] = project_onto(fr.normal, err).cpu().numpy()
     out["residual_tangent"][mask] = project_onto(fr.tangent, err).cpu().numpy()
     return out

@@ -55,3 +55,23 @@ def test_non_finite_states_get_nan_geometry_and_are_not_dropped(rng):
         assert np.isfinite(np.delete(q[key].ravel(), [1 * 7 + 2, 2 * 7 + 4])).all(), key
     assert not q["ridge_converged"][1, 2]
     np.testing.assert_array_equal(q["trajectory"], x.numpy())
+
+
+def test_the_model_is_evaluated_in_bounded_chunks_with_the_same_result(rng, monkeypatch):
+    import ridgexr.observe as observe
+
+    x = torch.tensor(rng.normal(size=(5, 40, 2)) * 2 + 2)
+    t = np.linspace(0.6, 0.2, 5)
+    sizes = []
+
+    def denoise(xf, tf):
+        sizes.append(xf.shape[0])
+        return 0.5 * xf + tf[:, None]  # any model: a known function of (x, t)
+
+    whole = step_quantities(SmoothedEmpirical(THREE, 1.0), x, t, 1, denoise)
+    monkeypatch.setattr(observe, "DENOISE_CHUNK", 7)
+    sizes.clear()
+    chunked = step_quantities(SmoothedEmpirical(THREE, 1.0), x, t, 1, denoise)
+    assert max(sizes) == 7 and sum(sizes) == 200
+    for key in ("residual_normal", "residual_tangent"):
+        np.testing.assert_array_equal(chunked[key], whole[key])
