@@ -201,3 +201,32 @@ def test_heldout_excess_is_not_biased_by_overfitting():
     ev = fit.evaluate(hold, d_star=1)
     assert ev["excess_loss"][0] > 0
     assert ev["excess_tangent"][0] + ev["excess_normal"][0] == pytest.approx(ev["excess_loss"][0], rel=0.5)
+
+
+def test_ideal_target_fit_is_the_weighted_least_squares_fit_to_the_exact_outputs():
+    from ridgexr.training import draw_training_sample, exact_outputs
+
+    m = RandomFeatureDenoiser(2, 12, n_frequencies=2, T=4.0, seed=3)
+    fit = fit_random_features(m, TWO, t_min=0.05, T=2.0, n_time=6, n_noise=8, seed=2, target="ideal")
+    s = draw_training_sample(TWO, t_min=0.05, T=2.0, n_time=6, n_noise=8, seed=2)
+    psi = m.features(torch.as_tensor(s.xt), torch.as_tensor(s.t)).numpy()  # (S, p), computed independently
+    lam, _ = targets(s, "posterior_mean", "1", OU())
+    f_star = exact_outputs(TWO, s, "posterior_mean", OU())
+    w = np.sqrt(s.weight * lam)[:, None]
+    A_ls = np.linalg.lstsq(psi * w, f_star * w, rcond=None)[0].T  # min-norm weighted least squares
+    np.testing.assert_allclose(fit.readout().numpy(), A_ls, rtol=1e-6, atol=1e-8)
+    assert fit.quadratic.optimal_loss == 0.0  # the exact denoiser fits the ideal target exactly
+
+
+def test_dsm_and_ideal_fits_converge_as_the_noise_draws_grow():
+    grid_x = torch.as_tensor(np.random.default_rng(0).normal(size=(200, 2)) * 3)
+    grid_t = torch.full((200,), 0.3, dtype=torch.float64)
+    gaps = []
+    for n_noise in (4, 64, 1024):
+        m = RandomFeatureDenoiser(2, 24, n_frequencies=2, T=4.0, seed=3)
+        kw = dict(t_min=0.05, T=2.0, n_time=6, n_noise=n_noise, seed=5)
+        dsm = fit_random_features(m, TWO, **kw).denoiser().denoise(grid_x, grid_t)
+        ideal = fit_random_features(m, TWO, target="ideal", **kw).denoiser().denoise(grid_x, grid_t)
+        gaps.append(float((dsm - ideal).norm() / ideal.norm()))
+    # the DSM target's noise averages out like 1 / sqrt(n_noise): 16x more draws, ~4x smaller gap
+    assert gaps[1] < 0.5 * gaps[0] and gaps[2] < 0.5 * gaps[1] and gaps[2] < 0.05, gaps

@@ -55,12 +55,12 @@ eigenvectors).  This direct estimate equals the excess loss in expectation.
 
 from .schedules import SCHEDULES, schedule_name, schedule_weight
 from .sample import TrainingSample, draw_training_sample
-from .quadratic import QuadraticLoss, accumulate_moments, exact_outputs, quadratic_loss, targets
+from .quadratic import TARGETS, QuadraticLoss, accumulate_moments, exact_outputs, quadratic_loss, targets
 from .dynamics import GradientFlow, ReadoutPath, gradient_descent
 from .fit import METHODS, RandomFeatureFit, fit_random_features, fit_sweep
 from .diagnostics import DIAGNOSTIC_VARIABLES, fits_to_dataset
 
-__all__ = ["SCHEDULES", "schedule_weight", "schedule_name", "TrainingSample", "draw_training_sample",
+__all__ = ["TARGETS", "SCHEDULES", "schedule_weight", "schedule_name", "TrainingSample", "draw_training_sample",
            "QuadraticLoss", "accumulate_moments", "exact_outputs", "quadratic_loss", "targets", "GradientFlow",
            "ReadoutPath", "gradient_descent", "METHODS", "RandomFeatureFit", "fit_random_features", "fit_sweep",
            "DIAGNOSTIC_VARIABLES", "fits_to_dataset"]

@@ -13,7 +13,7 @@ from .._backend import as_tensor, check_finite
 from .._validation import check_int, check_option
 from ..models import RandomFeatureDenoiser
 from .dynamics import GradientFlow, gradient_descent
-from .quadratic import QuadraticLoss, exact_outputs, quadratic_loss, targets
+from .quadratic import TARGETS, QuadraticLoss, exact_outputs, quadratic_loss, targets
 from .sample import TrainingSample, batches, draw_training_sample
 from .schedules import schedule_name, schedule_weight
 
@@ -189,7 +189,8 @@ def _solve(model: RandomFeatureDenoiser, train: np.ndarray, schedule, taus: np.n
 def fit_random_features(model: RandomFeatureDenoiser, train: Any, *, schedule: str | Callable = "1",
                         taus: Sequence[float] = (math.inf,), method: str = "flow", t_min: float = 1e-3,
                         T: float | None = None, n_time: int = 32, n_noise: int = 16, seed: int = 0,
-                        lr: float | None = None, init: Any = "zeros", batch_size: int = 2048) -> RandomFeatureFit:
+                        lr: float | None = None, init: Any = "zeros", batch_size: int = 2048,
+                        target: str = "dsm") -> RandomFeatureFit:
     """Fit the readout A of a random-feature denoiser by weighted denoising score matching.
 
     Parameters
@@ -215,6 +216,10 @@ def fit_random_features(model: RandomFeatureDenoiser, train: Any, *, schedule: s
         A(0).
     batch_size : int
         Sample points per feature batch when accumulating U and V.
+    target : {"dsm", "ideal"}
+        Fit the noisy DSM target or its conditional expectation, the exact denoiser's output
+        (see :func:`ridgexr.training.quadratic_loss`).  Held-out diagnostics always use the
+        DSM loss, so fits with either target compare directly.
 
     Returns
     -------
@@ -232,6 +237,7 @@ def fit_random_features(model: RandomFeatureDenoiser, train: Any, *, schedule: s
     if not isinstance(model, RandomFeatureDenoiser):
         raise TypeError(f"`model` must be a RandomFeatureDenoiser; got {type(model).__name__}")
     check_option(method, "method", METHODS)
+    check_option(target, "target", TARGETS)
     schedule_weight(schedule, np.array([0.5]), model.process)  # validates the schedule
     taus = _check_taus(taus)
     batch_size = check_int(batch_size, "batch_size", min_val=1)
@@ -239,7 +245,7 @@ def fit_random_features(model: RandomFeatureDenoiser, train: Any, *, schedule: s
     T = model.T / 2 if T is None else T
     sample = draw_training_sample(train_np, t_min=t_min, T=T, n_time=n_time, n_noise=n_noise, seed=seed,
                                   process=model.process)
-    quad = quadratic_loss(model, train_np, sample, schedule, batch_size=batch_size)
+    quad = quadratic_loss(model, train_np, sample, schedule, batch_size=batch_size, target=target)
     return _solve(model, train_np, schedule, taus, method, quad, lr, _initial_A(model, init, seed), seed)
 
 
@@ -261,7 +267,7 @@ def fit_sweep(train: Any, *, widths: Sequence[int], schedules: Sequence[str | Ca
               taus: Sequence[float] = (math.inf,), model_kwargs: dict | None = None, method: str = "flow",
               t_min: float = 1e-3, T: float | None = None, n_time: int = 32, n_noise: int = 16, seed: int = 0,
               lr: float | None = None, batch_size: int = 2048, device: Any = None,
-              progress: Callable[[str], None] | None = None) -> dict:
+              progress: Callable[[str], None] | None = None, target: str = "dsm") -> dict:
     """Fit every (schedule, width) cell on nested features and one shared sample.
 
     The raw feature moments are accumulated once per schedule at the largest width; the
@@ -279,6 +285,7 @@ def fit_sweep(train: Any, *, widths: Sequence[int], schedules: Sequence[str | Ca
     if not schedules:
         raise ValueError("`schedules` must be a non-empty list")
     check_option(method, "method", METHODS)
+    check_option(target, "target", TARGETS)
     train_np = _check_train(train)
     d = train_np.shape[1]
     pmax = max(widths)
@@ -290,7 +297,8 @@ def fit_sweep(train: Any, *, widths: Sequence[int], schedules: Sequence[str | Ca
     f_star = exact_outputs(train_np, sample, big.parametrization, big.process)
     fits = {}
     for schedule in schedules:
-        raw = quadratic_loss(big, train_np, sample, schedule, batch_size=batch_size, normalized=False, f_star=f_star)
+        raw = quadratic_loss(big, train_np, sample, schedule, batch_size=batch_size, normalized=False, f_star=f_star,
+                             target=target)
         for p in widths:
             model = RandomFeatureDenoiser(d, p, device=device, **model_kwargs)
             quad = raw.width_block(p)

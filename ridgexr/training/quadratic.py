@@ -19,7 +19,9 @@ from ..process import OU
 from .sample import TrainingSample, batches
 from .schedules import schedule_weight
 
-__all__ = ["targets", "exact_outputs", "accumulate_moments", "QuadraticLoss", "quadratic_loss"]
+TARGETS = ("dsm", "ideal")
+
+__all__ = ["TARGETS", "targets", "exact_outputs", "accumulate_moments", "QuadraticLoss", "quadratic_loss"]
 
 
 def targets(sample: TrainingSample, parametrization: str, schedule: str | Callable,
@@ -114,10 +116,19 @@ class QuadraticLoss:
 
 def quadratic_loss(model: RandomFeatureDenoiser, train: np.ndarray, sample: TrainingSample,
                    schedule: str | Callable, *, batch_size: int = 2048, normalized: bool = True,
-                   f_star: np.ndarray | None = None) -> QuadraticLoss:
-    """Assemble :class:`QuadraticLoss` for ``model`` and ``schedule`` on ``sample``."""
+                   f_star: np.ndarray | None = None, target: str = "dsm") -> QuadraticLoss:
+    """Assemble :class:`QuadraticLoss` for ``model`` and ``schedule`` on ``sample``.
+
+    ``target="dsm"`` fits the denoising score-matching target (alpha_t x0, or -z / sqrt(h_t));
+    ``target="ideal"`` fits its conditional expectation given x_t, the exact denoiser's output f*
+    (E[alpha_t x0 | x_t], or the exact score) on the same (x_t, t) sample: both targets have the
+    same expectation, so any difference between the two fits comes from the finite number of
+    noise draws (generalization through variance, issue 15).
+    """
     lam, y = targets(sample, model.parametrization, schedule, model.process)
-    U, V, C = accumulate_moments(model, sample, lam, y, batch_size=batch_size, normalized=normalized)
     if f_star is None:
         f_star = exact_outputs(train, sample, model.parametrization, model.process)
+    if target == "ideal":
+        y = f_star
+    U, V, C = accumulate_moments(model, sample, lam, y, batch_size=batch_size, normalized=normalized)
     return QuadraticLoss(U=U, V=V, C=C, sample=sample, lam=lam, y=y, f_star=f_star)
