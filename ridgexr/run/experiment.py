@@ -191,7 +191,7 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
                     f"store {str(path)!r} was written by a different configuration "
                     f"(hash {str(ds.attrs.get('config_hash'))[:12]} != {config_hash[:12]}; differing fields: "
                     f"{'; '.join(diff) or 'the training data'}); refusing to mix results: use --overwrite to "
-                    "replace it or choose another --out")
+                    "replace it or choose another --data-dir")
             marks = ds["cell_complete"].values
             done = {idx for idx in layout.cells() if bool(marks[idx])}
         todo = [idx for idx in layout.cells() if idx not in done]
