@@ -12,7 +12,8 @@ metadata is written, in a hidden sibling folder that is renamed into place when 
 a store path either holds a whole store or nothing (a crash during creation leaves only the
 sibling, which the next run removes).  Every chunk carries a CRC32C checksum after its
 zstd compression, and every chunk of a written region is stored (``write_empty_chunks``), so
-:func:`verify_store` can tell a damaged or missing chunk from an unwritten one.  Each cell then writes its blocks of steps with region writes whose
+:func:`verify_store` can tell a damaged or missing chunk from an unwritten one.  Each cell
+then writes its blocks of steps with region writes whose
 boundaries coincide with chunk boundaries (chunks are 1 along every cell dim, ``sample_chunk``
 along ``sample`` and ``block_steps`` along ``step``), so concurrent writers never touch the
 same chunk.  ``cell_complete`` is written last, after every block and the diagnostics: a cell
@@ -197,24 +198,32 @@ def _template(layout: StoreLayout, train: np.ndarray, attrs: dict) -> xr.Dataset
             ds[name].attrs.update(long_name=long_name, units=unit)
     from . import __version__
 
-    ds.attrs.update({k: v for k, v in ROOT_ATTRS.items() if v}, source=f"ridgexr {__version__}")
+    ds.attrs.update(ROOT_ATTRS, source=f"ridgexr {__version__}")
     ds.attrs.update(attrs)
     return ds
 
 
+def _root_metadata(path: str | Path) -> dict:
+    """The store's root ``zarr.json`` as a dict; {} when it is missing or unreadable."""
+    try:
+        meta = json.loads((Path(path) / "zarr.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
 def is_store(path: str | Path) -> bool:
     """Whether ``path`` holds a whole ridgexr store (root metadata with a schema version)."""
-    meta = Path(path) / "zarr.json"
-    if not meta.is_file():
-        return False
-    try:
-        return "schema_version" in json.loads(meta.read_text()).get("attributes", {})
-    except (OSError, json.JSONDecodeError):
-        return False
+    return "schema_version" in _root_metadata(path).get("attributes", {})
 
 
 def _creation_prefix(path: Path) -> str:
     return f".{path.name}.creating-"
+
+
+def _sibling(path: Path, tag: str = "") -> Path:
+    """A fresh hidden folder name beside ``path`` that :func:`remove_partial_creations` recognises."""
+    return path.parent / f"{_creation_prefix(path)}{os.getpid()}-{tag}{uuid.uuid4().hex[:8]}"
 
 
 def remove_partial_creations(path: str | Path) -> list[Path]:
@@ -251,7 +260,7 @@ def create_store(path: str | Path, layout: StoreLayout, train: np.ndarray, attrs
     so ``path`` never holds half a store.  ``path`` must not exist (see :func:`replace_store`).
     """
     path = Path(path)
-    tmp = path.parent / f"{_creation_prefix(path)}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp = _sibling(path)
     try:
         _write_template(tmp, layout, train, attrs)
         os.rename(tmp, path)
@@ -268,8 +277,7 @@ def replace_store(path: str | Path, layout: StoreLayout, train: np.ndarray, attr
     store untouched.
     """
     path = Path(path)
-    tmp = path.parent / f"{_creation_prefix(path)}{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    old = path.parent / f"{_creation_prefix(path)}{os.getpid()}-old-{uuid.uuid4().hex[:8]}"
+    tmp, old = _sibling(path), _sibling(path, "old-")
     try:
         _write_template(tmp, layout, train, attrs)
         os.rename(path, old)
@@ -333,10 +341,7 @@ EAGER_COORDS = ("t", "alpha", "h", "sampler_step")
 
 def is_consolidated(path: str | Path) -> bool:
     """Whether the store's root metadata holds consolidated metadata."""
-    try:
-        return json.loads((Path(path) / "zarr.json").read_text()).get("consolidated_metadata") is not None
-    except (OSError, json.JSONDecodeError):
-        return False
+    return _root_metadata(path).get("consolidated_metadata") is not None
 
 
 def consolidate(path: str | Path) -> None:
