@@ -11,7 +11,7 @@ empirical density of the training set:
   split by the ridge frame *at x*: N N^T e and T T^T e (data units)
 
 States that are not finite, or beyond the divergence bound (|x| > ``bound``, see
-:func:`divergence_bound`), count as diverged: they get NaN geometry and are flagged in
+:func:`ridgexr.sampling.divergence_bound`), count as diverged: they get NaN geometry and are flagged in
 ``finite``/``diverged``; nothing is silently dropped and no huge state is ever "projected".
 """
 
@@ -24,21 +24,13 @@ import numpy as np
 import torch
 
 from .empirical import SmoothedEmpirical
+from .sampling import within_bound
 from .scms import project_onto, scms
 
-__all__ = ["step_quantities", "divergence_bound", "DIVERGENCE_FACTOR"]
-
-#: a state farther than this many data scales from the origin has diverged
-DIVERGENCE_FACTOR = 1e6
+__all__ = ["step_quantities"]
 
 #: points per call of the model's denoiser when a block is observed (bounds its scratch memory)
 DENOISE_CHUNK = 8192
-
-
-def divergence_bound(train: np.ndarray) -> float:
-    """|x| beyond which a sampler state counts as diverged: 1e6 x max(1, max_i |x_i|), data units."""
-    scale = float(np.sqrt((np.asarray(train, dtype=np.float64) ** 2).sum(-1).max())) if len(train) else 1.0
-    return DIVERGENCE_FACTOR * max(1.0, scale)
 
 
 def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, d_star: int,
@@ -69,9 +61,7 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
     ``dropped_mass`` (B, n) (top-k truncation of the projection; 0 without it).
     """
     B, n, d = x.shape
-    with torch.no_grad():
-        finite = torch.isfinite(x).all(-1)
-        finite &= torch.linalg.vector_norm(torch.where(finite[..., None], x, 0), dim=-1) <= bound
+    finite = within_bound(x, bound)
     out = {
         "trajectory": x.detach().cpu().numpy().astype(np.float64),
         "ridge_projection": np.full((B, n, d), np.nan),

@@ -32,7 +32,23 @@ from ._validation import check_int, check_option
 from .process import OU
 
 __all__ = ["StepBlock", "recorded_steps", "reverse_sde", "probability_flow", "sample", "SAMPLERS",
-           "guard_divergence"]
+           "guard_divergence", "within_bound", "divergence_bound", "DIVERGENCE_FACTOR"]
+
+#: a state farther than this many data scales from the origin has diverged
+DIVERGENCE_FACTOR = 1e6
+
+
+def divergence_bound(train: np.ndarray) -> float:
+    """|x| beyond which a sampler state counts as diverged: 1e6 x max(1, max_i |x_i|), data units."""
+    scale = float(np.sqrt((np.asarray(train, dtype=np.float64) ** 2).sum(-1).max())) if len(train) else 1.0
+    return DIVERGENCE_FACTOR * max(1.0, scale)
+
+
+def within_bound(x: torch.Tensor, bound: float) -> torch.Tensor:
+    """The states of ``x`` (..., d) that have not diverged: finite with |x| <= ``bound``; bool (...)."""
+    with torch.no_grad():
+        ok = torch.isfinite(x).all(-1)
+        return ok & (torch.linalg.vector_norm(torch.where(ok[..., None], x, 0), dim=-1) <= bound)
 
 ScoreFn = Callable[[torch.Tensor, float], torch.Tensor]
 
@@ -113,8 +129,7 @@ def guard_divergence(score: ScoreFn, bound: float) -> ScoreFn:
     """
 
     def guarded(x: torch.Tensor, t: float) -> torch.Tensor:
-        ok = torch.isfinite(x).all(-1)
-        ok &= torch.linalg.vector_norm(torch.where(ok[:, None], x, 0), dim=-1) <= bound
+        ok = within_bound(x, bound)
         if bool(ok.all()):
             return score(x, t)
         out = torch.full_like(x, float("nan"))

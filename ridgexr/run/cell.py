@@ -11,10 +11,10 @@ from ..catalog import Experiment
 from ..datasets import load_training_set
 from ..empirical import SmoothedEmpirical
 from ..models import ExactDenoiser, RandomFeatureDenoiser
-from ..observe import divergence_bound, step_quantities
+from ..observe import step_quantities
 from ..process import time_grid
 from ..ridge import ridge_residual
-from ..sampling import guard_divergence, sample
+from ..sampling import divergence_bound, guard_divergence, sample
 from ..store import StoreLayout, write_block, write_cell_end
 from .plan import CellTask, model_kwargs
 
