@@ -211,6 +211,10 @@ class SeedSpec(_Spec):
     sampler: int = Field(0, ge=0, le=SEED_MAX, description="seed of the sampler's noise (shared by every cell)")
 
 
+#: Experiment fields that do not change a store's numbers (left out of the config hash)
+NOT_HASHED = ("description", "store", "source", "name")
+
+
 class Experiment(_Spec):
     """One catalog entry."""
 
@@ -284,7 +288,7 @@ class Experiment(_Spec):
 
         ``train`` is the loaded training set (:func:`ridgexr.datasets.load_training_set`).
         """
-        cfg = self.model_dump(exclude={"description", "store", "source", "name"})
+        cfg = self.model_dump(exclude=set(NOT_HASHED))
         h = hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode())
         h.update(np.ascontiguousarray(train, dtype=np.float64).tobytes())
         return h.hexdigest()

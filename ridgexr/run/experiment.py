@@ -14,9 +14,9 @@ import numpy as np
 import torch
 
 from .._deprecation import renamed_kwargs
-from ..catalog import Experiment, resolve_store
+from ..catalog import NOT_HASHED, Experiment, resolve_store
 from ..datasets import load_training_set
-from ..observe import divergence_bound
+from ..sampling import divergence_bound
 from ..reader import summarize
 from ..store import StoreLock, consolidate, create_store, is_store, open_store, remove_partial_creations, replace_store
 from .cell import run_cell
@@ -60,7 +60,7 @@ def _config_diff(stored: str | None, exp: Experiment) -> list[str]:
 
     def walk(a, b, prefix):
         for key in sorted(set(a) | set(b)):
-            if key in ("description", "store", "source", "name"):
+            if key in NOT_HASHED:
                 continue
             va, vb = a.get(key, "<absent>"), b.get(key, "<absent>")
             if isinstance(va, dict) and isinstance(vb, dict):
@@ -199,13 +199,14 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
         tasks = plan_tasks(exp, train, layout) if todo else []
         if progress is not None:
             progress.remove_task(task_bar)
-        attrs = store_attrs(exp, config_hash, device, scheduler, d_star_info)
-        attrs["divergence_bound"] = divergence_bound(train)
-        if not exists:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            create_store(path, layout, train, attrs)
-        elif overwrite:
-            replace_store(path, layout, train, attrs)
+        if not exists or overwrite:  # the attributes (and MNIST's dataset provenance) only for a new store
+            attrs = store_attrs(exp, config_hash, device, scheduler, d_star_info)
+            attrs["divergence_bound"] = divergence_bound(train)
+            if not exists:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                create_store(path, layout, train, attrs)
+            else:
+                replace_store(path, layout, train, attrs)
         todo_set = set(todo)
         tasks = [t for t in tasks if t.index in todo_set]
         _execute(exp, path, layout, tasks, device, scheduler, n_workers, progress)
