@@ -50,7 +50,7 @@ def user_errors():
     from .store import StoreLockedError
 
     expected = (CatalogError, ConfigMismatchError, StoreLockedError, ValueError, TypeError, OSError, MemoryError,
-                ValidationError, KeyError, FileNotFoundError)
+                ValidationError, KeyError)  # FileNotFoundError is an OSError
     try:
         yield
     except KeyboardInterrupt:
@@ -189,7 +189,9 @@ def run(
     if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
         raise typer.BadParameter(f"device must be cpu or cuda, got {device!r}", param_hint="--device")
     previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
-    with user_errors():
+    with contextlib.ExitStack() as stack:
+        stack.callback(signal.signal, signal.SIGTERM, previous)  # restored on every way out
+        stack.enter_context(user_errors())
         exp = _load_experiment(name, catalog, data_dir)
         store = resolve_store(exp, data_dir)
         console.print(f"[bold]ridgexr run[/] {exp.name}: {len(exp.cell_schedules)} schedule(s) x "
@@ -200,7 +202,6 @@ def run(
             res = run_experiment(exp, store=store, device=device, scheduler=scheduler, overwrite=overwrite,
                                  n_workers=workers, progress=progress, force=force)
         elapsed = time.perf_counter() - t0
-    signal.signal(signal.SIGTERM, previous)
     _summary_table(res.summary, f"{exp.name}: final step (t = {exp.process.t_min:g})")
     console.print(f"ran {res.cells_run} cell(s), kept {res.cells_skipped} complete cell(s) in {elapsed:.1f} s")
     console.print(f"store: [bold]{res.store}[/]  (open with ridgexr.open_dataset({str(res.store)!r}))")
