@@ -39,7 +39,7 @@ def main(argv=None):
     print("| width p | samples S | U/V GFLOP/s | % of matmul | eigh(U) s | A(tau) x20 s | ratio |")
     print("|---|---|---|---|---|---|---|")
     for p in widths:
-        model = RandomFeatureDenoiser(2, p, n_frequencies=K, T=4.0, seed=0)
+        model = RandomFeatureDenoiser(2, p, n_frequencies=K, feature_period=4.0, seed=0)
         s = draw_training_sample(train, t_min=0.01, T=2.0, n_time=32, n_noise=32, seed=0)
         lam, y = targets(s, "posterior_mean", "h", OU())
         S, d = s.size, 2

@@ -61,7 +61,7 @@ def _tutorial_store() -> str:
     dataset: {points: two-points}
     process: {T: 3.0, t_min: 0.001, n_steps: 60}
     model: {widths: [64, 256], n_frequencies: 16}
-    training: {n_time: 16, n_noise: 32}
+    training: {quadrature: gauss-legendre-log-t, n_time: 16, n_noise: 32}
     schedules: ["1", "h", "h2"]
     n_samples: 64
     d_star: 1

@@ -1,7 +1,8 @@
 """Deprecated names that still work for one release, with a ``FutureWarning``.
 
 Renames of public arguments and methods go through here, so the old spelling keeps
-working, warns once per call site, and is removed in one place later (release 0.3).
+working, warns once per call site, and is removed in one place later (release 0.4; 0.3 changed units, so the
+old spellings stay one more release).
 This module imports nothing from ridgexr.
 """
 
@@ -13,7 +14,7 @@ from typing import Callable
 
 __all__ = ["renamed_kwargs", "warn_renamed", "REMOVAL"]
 
-REMOVAL = "0.3"
+REMOVAL = "0.4"
 
 
 def warn_renamed(old: str, new: str, *, stacklevel: int = 3) -> None:

@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ._deprecation import warn_renamed
 from .datasets import POINT_SETS
 from .process import GRID_KINDS
+from .training.quadrature import DEFAULT_QUADRATURE, PAPER_N_NOISE, PAPER_N_TIME, QUADRATURES
 from .training.schedules import SCHEDULES
 
 __all__ = ["CatalogError", "Experiment", "Catalog", "open_catalog", "load_catalog_file", "builtin_catalog_files",
@@ -116,10 +117,11 @@ class DatasetSpec(_Spec):
 class ProcessSpec(_Spec):
     """Time range and grid of the sampler (OU time units)."""
 
-    T: float = Field(2.0, gt=0, description="start time of the sampler (OU time)")
-    t_min: float = Field(1e-3, gt=0, description="end time of the sampler (OU time)")
-    grid: Literal[GRID_KINDS] = Field("exponential", description="spacing of the time grid (ridgexr.time_grid)")
-    n_steps: int = Field(300, ge=1, description="sampler steps")
+    T: float = Field(10.0, gt=0, description="start time of the sampler (OU time); the paper's 2-D runs: 10")
+    t_min: float = Field(1e-3, gt=0, description="end time of the sampler (OU time); the paper's: 1e-3")
+    grid: Literal[GRID_KINDS] = Field("exponential",
+        description="spacing of the time grid (ridgexr.time_grid); the paper's: exponential")
+    n_steps: int = Field(2000, ge=1, description="sampler steps; the paper's 2-D runs: 2000")
 
     @model_validator(mode="after")
     def _order(self):
@@ -132,14 +134,19 @@ class ModelSpec(_Spec):
     """Random-feature denoisers (one per width) and the exact reference."""
 
     widths: list[int] = Field(min_length=1, description="random-feature widths p (distinct; each is a cell)")
-    n_frequencies: int = Field(16, ge=0, description="K, Fourier time frequencies (phi has 2K+1 entries)")
+    n_frequencies: int = Field(128, ge=0,
+        description="K, Fourier time frequencies (phi has 2K+1 entries); the paper's: 128")
     parametrization: Literal["posterior_mean", "score"] = Field("posterior_mean",
         description="what the network outputs: alpha_t E[x0|x_t] or the score")
     activation: Literal["relu", "tanh", "sigmoid"] = Field("relu", description="feature nonlinearity")
     tau: float | list[float] = Field(math.inf,
-        description="training time(s) of the gradient flow; a list makes a tau dimension; .inf = converged")
-    feature_period: float | None = Field(None, gt=0,
-        description="period of the Fourier time features (OU time); null = 2 T")
+        description="training time(s) of the gradient flow in the paper's units (dA/dtau = -grad L, L the time "
+                    "integral summed over coordinates); a list makes a tau dimension; .inf = converged")
+    feature_period: float | Literal["T"] = Field("T",
+        description="period of the Fourier time features (OU time), or 'T' for the sampler's T (the paper's: "
+                    "phi(T) = phi(0)); 0.1 used 2 T")
+    init: Literal["normal", "zeros"] = Field("normal",
+        description="A(0): iid N(0, 1) entries from seeds.init (the paper's), or zeros")
     include_exact: bool = Field(True, description="also run the exact (memorizing) denoiser as schedule 'exact'")
 
     @field_validator("widths")
@@ -148,6 +155,13 @@ class ModelSpec(_Spec):
         if any(w < 1 for w in v) or len(set(v)) != len(v):
             raise ValueError("widths must be distinct integers >= 1")
         return sorted(v)
+
+    @field_validator("feature_period")
+    @classmethod
+    def _period(cls, v):
+        if v != "T" and not v > 0:
+            raise ValueError("feature_period must be a number > 0 or 'T'")
+        return v
 
     @field_validator("tau")
     @classmethod
@@ -169,11 +183,24 @@ class ModelSpec(_Spec):
 class TrainingSpec(_Spec):
     """Sample and method of the score-matching fit."""
 
-    n_time: int = Field(32, ge=1, description="Gauss-Legendre time nodes in log t of the loss")
-    n_noise: int = Field(32, ge=1, description="noise draws per (training point, time node)")
+    quadrature: Literal[QUADRATURES] = Field(DEFAULT_QUADRATURE,
+        description="time rule of the loss's integral: 'simpson-t' (the paper's), 'trapezoid-log-t' or "
+                    "'gauss-legendre-log-t' (cheap at few nodes)")
+    n_time: int = Field(PAPER_N_TIME, ge=1,
+        description="time nodes of the quadrature (odd for simpson-t); the paper's: 2001")
+    n_noise: int = Field(PAPER_N_NOISE, ge=1,
+        description="noise draws per (training point, time node); the paper's: 2000")
     method: Literal["flow", "gd"] = Field("flow", description="closed-form gradient 'flow' or gradient descent 'gd'")
     lr: float | None = Field(None, gt=0, description="learning rate of method 'gd'")
     t_min: float | None = Field(None, gt=0, description="smallest time of the loss (null: the sampler's t_min)")
+
+    @model_validator(mode="after")
+    def _nodes(self):
+        if self.quadrature == "simpson-t" and (self.n_time < 3 or self.n_time % 2 == 0):
+            raise ValueError(f"n_time must be odd and >= 3 for quadrature 'simpson-t'; got {self.n_time}")
+        if self.quadrature == "trapezoid-log-t" and self.n_time < 2:
+            raise ValueError(f"n_time must be >= 2 for quadrature 'trapezoid-log-t'; got {self.n_time}")
+        return self
 
 
 class SamplerSpec(_Spec):
@@ -209,6 +236,7 @@ class SeedSpec(_Spec):
     features: int = Field(0, ge=0, le=SEED_MAX, description="seed of the random features")
     training: int = Field(0, ge=0, le=SEED_MAX, description="seed of the training sample (and of d_star: auto)")
     sampler: int = Field(0, ge=0, le=SEED_MAX, description="seed of the sampler's noise (shared by every cell)")
+    init: int = Field(0, ge=0, le=SEED_MAX, description="seed of A(0) when model.init is 'normal'")
 
 
 #: Experiment fields that do not change a store's numbers (left out of the config hash)
@@ -226,7 +254,7 @@ class Experiment(_Spec):
     training: TrainingSpec = Field(TrainingSpec(), description="the score-matching fit")
     schedules: list[str] = Field(min_length=1, description="loss-weight schedules w(t): '1', 'h', 'h2'")
     sampler: SamplerSpec = Field(SamplerSpec(), description="the sampler")
-    n_samples: int = Field(256, ge=1, description="trajectories per cell")
+    n_samples: int = Field(2000, ge=1, description="trajectories per cell; the paper's 2-D runs: 2000")
     d_star: int | Literal["auto"] = Field(1,
         description="ridge dimension, or 'auto' (largest gap of the posterior-covariance spectrum)")
     ridge: RidgeSpec = Field(RidgeSpec(), description="ridge projection settings")
@@ -276,7 +304,8 @@ class Experiment(_Spec):
 
     @property
     def feature_period(self) -> float:
-        return self.model.feature_period or 2.0 * self.process.T
+        """The time features' period in OU time ('T' resolved to the sampler's T)."""
+        return self.process.T if self.model.feature_period == "T" else float(self.model.feature_period)
 
     @property
     def cell_schedules(self) -> list[str]:

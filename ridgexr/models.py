@@ -3,12 +3,13 @@
 A random-feature denoiser is
 
     f(x, t) = A . act(W_x x + W_t phi(t) + b) / sqrt(p),
-    phi(t)  = [1, sin(2 pi k t / T), cos(2 pi k t / T)]_{k = 1..K},
+    phi(t)  = [1, sin(2 pi k t / P), cos(2 pi k t / P)]_{k = 1..K},
 
 with W_x ~ N(0, 1/d) (p x d), W_t ~ N(0, 1/(2K+1)) (p x (2K+1)), b ~ N(0, 1) (p) fixed
-and only A (d x p) trained.  ``T`` is the period of the time features; choose it larger
-than the largest diffusion time used (the catalogs use twice the sampler's T) so that
-phi does not wrap around.
+and only A (d x p) trained.  P = ``feature_period`` is the period of the time features.
+The authors' code uses P = T, the sampler's start time (so phi(T) = phi(0)); the catalogs
+default to that (``model.feature_period: T``).  A period of 2T (ridgexr 0.1's choice)
+avoids the wrap-around and changes the results: see docs/findings.md.
 
 Parametrizations (both expose ``denoise`` = estimate of E[x0 | x_t = x] and ``score``):
 
@@ -72,8 +73,9 @@ class RandomFeatureDenoiser(torch.nn.Module):
         Number of random features p (>= 1).
     n_frequencies : int
         K, the number of Fourier time frequencies (phi has 2K + 1 entries).
-    T : float
-        Period of the time features (> 0), in OU time units.
+    feature_period : float
+        Period P of the time features (> 0), OU time units (``T=`` is its deprecated
+        spelling).  Use the sampler's T for the paper's model.
     activation : {"relu", "tanh", "sigmoid"}
     parametrization : {"posterior_mean", "score"}
     seed : int
@@ -90,8 +92,8 @@ class RandomFeatureDenoiser(torch.nn.Module):
     torch.Size([5, 2])
     """
 
-    @renamed_kwargs(dim="d")
-    def __init__(self, d: int, width: int, *, n_frequencies: int = 128, T: float = 2.0,
+    @renamed_kwargs(dim="d", T="feature_period")
+    def __init__(self, d: int, width: int, *, n_frequencies: int = 128, feature_period: float = 2.0,
                  activation: str = "relu", parametrization: str = "posterior_mean", seed: int = 0,
                  dtype: torch.dtype = torch.float64, device: Any = None, process: OU | None = None):
         super().__init__()
@@ -99,11 +101,12 @@ class RandomFeatureDenoiser(torch.nn.Module):
         width = check_int(width, "width", min_val=1)
         n_frequencies = check_int(n_frequencies, "n_frequencies", min_val=0)
         seed = check_int(seed, "seed", min_val=0)
-        T = check_float(T, "T", min_val=0, include_boundaries="neither")
+        feature_period = check_float(feature_period, "feature_period", min_val=0, include_boundaries="neither")
         check_option(activation, "activation", ACTIVATIONS)
         check_option(parametrization, "parametrization", PARAMETRIZATIONS)
         self.d, self.width, self.n_frequencies = d, width, n_frequencies
-        self.T, self.activation, self.parametrization, self.seed = T, activation, parametrization, seed
+        self.feature_period = feature_period
+        self.activation, self.parametrization, self.seed = activation, parametrization, seed
         self.process = process if process is not None else OU()
         w_x, w_t, b = draw_features(d, width, n_frequencies, seed)
         kw = dict(dtype=dtype, device=device)
@@ -114,6 +117,12 @@ class RandomFeatureDenoiser(torch.nn.Module):
         self.A = torch.nn.Parameter(torch.zeros(d, width, **kw))
 
     @property
+    def T(self) -> float:
+        """Deprecated spelling of ``feature_period``."""
+        warn_renamed("RandomFeatureDenoiser.T", "RandomFeatureDenoiser.feature_period")
+        return self.feature_period
+
+    @property
     def dim(self) -> int:
         """Deprecated spelling of ``d``."""
         warn_renamed("RandomFeatureDenoiser.dim", "RandomFeatureDenoiser.d")
@@ -121,23 +130,29 @@ class RandomFeatureDenoiser(torch.nn.Module):
 
     # ------------------------------------------------------------------ features
     def time_features(self, t: torch.Tensor) -> torch.Tensor:
-        """phi(t) = [1, sin(2 pi k t/T), cos(2 pi k t/T)]_k; t (...) -> (..., 2K+1)."""
-        ang = (2 * math.pi / self.T) * t[..., None] * self.freqs
+        """phi(t) = [1, sin(2 pi k t/P), cos(2 pi k t/P)]_k (P the feature period); t (...) -> (..., 2K+1)."""
+        ang = (2 * math.pi / self.feature_period) * t[..., None] * self.freqs
         return torch.cat([torch.ones_like(t)[..., None], torch.sin(ang), torch.cos(ang)], -1)
 
-    def _prep(self, x: Any, t: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def _prep(self, x: Any, t: Any, broadcast: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
         xt = as_tensor(x, name="x", dtype=self.A.dtype, device=self.A.device)
         if xt.shape[-1] != self.d:
             raise ValueError(f"`x` must have shape (..., {self.d}); got {tuple(xt.shape)}")
         tt = as_tensor(t, name="t", dtype=self.A.dtype, device=self.A.device)
         check_positive_time(tt, "t")
+        if not broadcast and tt.numel() == 1:
+            return xt, tt.reshape(())
         return xt, broadcast_time(tt, xt.shape[:-1], "x")
 
     def features(self, x: Any, t: Any) -> torch.Tensor:
-        """act(W_x x + W_t phi(t) + b) / sqrt(p); x (..., d), t broadcastable -> (..., p)."""
-        xt, tt = self._prep(x, t)
-        pre = xt @ self.w_x.T + self.time_features(tt) @ self.w_t.T + self.b
-        return ACTIVATIONS[self.activation](pre) / math.sqrt(self.width)
+        """act(W_x x + W_t phi(t) + b) / sqrt(p); x (..., d), t broadcastable -> (..., p).
+
+        A single time (a scalar t, as in a sampler step or a quadrature node) computes the
+        time term W_t phi(t) + b once for all rows.
+        """
+        xt, tt = self._prep(x, t, broadcast=False)
+        time_term = self.time_features(tt) @ self.w_t.T + self.b  # (p,) for one t, else (..., p)
+        return ACTIVATIONS[self.activation](xt @ self.w_x.T + time_term) / math.sqrt(self.width)
 
     def forward(self, x: Any, t: Any) -> torch.Tensor:
         """Network output f(x, t) (..., d) (torch tensor)."""
@@ -175,7 +190,8 @@ class RandomFeatureDenoiser(torch.nn.Module):
         return new
 
     def extra_repr(self) -> str:
-        return (f"d={self.d}, width={self.width}, n_frequencies={self.n_frequencies}, T={self.T}, "
+        return (f"d={self.d}, width={self.width}, n_frequencies={self.n_frequencies}, "
+                f"feature_period={self.feature_period}, "
                 f"activation={self.activation!r}, parametrization={self.parametrization!r}, seed={self.seed}")
 
 

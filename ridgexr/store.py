@@ -45,7 +45,7 @@ from .process import OU
 from . import units
 from .training.diagnostics import DIAGNOSTIC_VARIABLES, LOSS_UNITS
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 LOCK_NAME = ".ridgexr-lock"
 
 __all__ = ["consolidate", "is_consolidated", "COORD_ATTRS", "SCHEMA_VERSION", "StoreLayout", "create_store", "write_block", "write_cell_end", "open_store",
@@ -87,7 +87,7 @@ VARIABLE_ATTRS: dict[str, tuple[str, str]] = {
 COORD_ATTRS: dict[str, tuple[str, str]] = {
     "schedule": ("loss-weight schedule w(t) of the model ('exact': the exact, memorizing denoiser)", units.DIMENSIONLESS),
     "width": ("number of random features p", units.DIMENSIONLESS),
-    "tau": ("training time of the gradient flow", units.DIMENSIONLESS),
+    "tau": ("training time of the gradient flow, paper units (root attr tau_units)", units.TAU),
     "sample": ("trajectory index", units.DIMENSIONLESS),
     "step": ("index of the recorded step (sampling order: t decreases)", units.DIMENSIONLESS),
     "dim": ("data coordinate index", units.DIMENSIONLESS),

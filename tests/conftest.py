@@ -35,7 +35,7 @@ experiments:
     dataset: {points: two-points}
     process: {T: 2.0, t_min: 0.01, n_steps: %(steps)d}
     model: {widths: [8, 16], n_frequencies: 3, include_exact: true}
-    training: {n_time: 4, n_noise: 4}
+    training: {quadrature: gauss-legendre-log-t, n_time: 4, n_noise: 4}
     schedules: ["1", "h2"]
     sampler: {kind: sde, block_steps: 8}
     n_samples: %(samples)d

@@ -38,6 +38,17 @@ def test_dataarray_accessor_short_names(old, new, args):
     xr.testing.assert_identical(a, getattr(labelled, new)(p, x, *args))
 
 
+def test_model_T_is_feature_period():
+    with pytest.warns(FutureWarning, match=r"T=\.\.\..*feature_period"):
+        m = RandomFeatureDenoiser(2, 4, n_frequencies=2, T=7.0)
+    assert m.feature_period == 7.0
+    with pytest.warns(FutureWarning, match="RandomFeatureDenoiser.feature_period"):
+        assert m.T == 7.0
+    x = torch.ones(3, 2, dtype=torch.float64)
+    np.testing.assert_array_equal(m.features(x, 0.4).numpy(),
+                                  RandomFeatureDenoiser(2, 4, n_frequencies=2, feature_period=7.0).features(x, 0.4).numpy())
+
+
 def test_size_arguments_are_d():
     with pytest.warns(FutureWarning, match="dim"):
         m = RandomFeatureDenoiser(dim=2, width=4, n_frequencies=1)

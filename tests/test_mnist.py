@@ -121,7 +121,7 @@ experiments:
     dataset: {mnist: {digits: [4, 8], n_per_digit: 30, latent_dim: 6, epochs: 3}}
     process: {T: 2.0, t_min: 0.01, n_steps: 20}
     model: {widths: [16], n_frequencies: 3}
-    training: {n_time: 4, n_noise: 2}
+    training: {quadrature: gauss-legendre-log-t, n_time: 4, n_noise: 2}
     schedules: ["h"]
     sampler: {block_steps: 8}
     n_samples: 6

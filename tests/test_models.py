@@ -9,7 +9,7 @@ from ridgexr import OU, ExactDenoiser, RandomFeatureDenoiser, SmoothedEmpirical
 
 
 def test_forward_matches_formula(rng):
-    m = RandomFeatureDenoiser(3, 20, n_frequencies=5, T=4.0, seed=3)
+    m = RandomFeatureDenoiser(3, 20, n_frequencies=5, feature_period=4.0, seed=3)
     A = rng.normal(size=(3, 20))
     m = m.with_A(A)
     x = rng.normal(size=(7, 3))
@@ -24,27 +24,27 @@ def test_forward_matches_formula(rng):
     a, h = np.exp(-t)[:, None], -np.expm1(-2 * t)[:, None]
     np.testing.assert_allclose(m.denoise(x, t), f / a, rtol=1e-12)
     np.testing.assert_allclose(m.score(x, t), (f - x) / h, rtol=1e-12)
-    s = RandomFeatureDenoiser(3, 20, n_frequencies=5, T=4.0, seed=3, parametrization="score").with_A(A)
+    s = RandomFeatureDenoiser(3, 20, n_frequencies=5, feature_period=4.0, seed=3, parametrization="score").with_A(A)
     np.testing.assert_allclose(s.score(x, t), f, rtol=1e-12)
     np.testing.assert_allclose(s.denoise(x, t), (x + h * f) / a, rtol=1e-12)
 
 
 def test_feature_statistics_and_nesting():
-    big = RandomFeatureDenoiser(4, 4000, n_frequencies=8, T=2.0, seed=11)
-    small = RandomFeatureDenoiser(4, 100, n_frequencies=8, T=2.0, seed=11)
+    big = RandomFeatureDenoiser(4, 4000, n_frequencies=8, feature_period=2.0, seed=11)
+    small = RandomFeatureDenoiser(4, 100, n_frequencies=8, feature_period=2.0, seed=11)
     np.testing.assert_array_equal(big.w_x[:100].numpy(), small.w_x.numpy())
     np.testing.assert_array_equal(big.w_t[:100].numpy(), small.w_t.numpy())
     np.testing.assert_array_equal(big.b[:100].numpy(), small.b.numpy())
     assert big.w_x.var().item() == pytest.approx(1 / 4, rel=0.05)
     assert big.w_t.var().item() == pytest.approx(1 / 17, rel=0.05)
     assert big.b.var().item() == pytest.approx(1.0, rel=0.05)
-    other = RandomFeatureDenoiser(4, 100, n_frequencies=8, T=2.0, seed=12)
+    other = RandomFeatureDenoiser(4, 100, n_frequencies=8, feature_period=2.0, seed=12)
     assert not torch.equal(other.w_x, small.w_x)
 
 
 @pytest.mark.parametrize("act, fn", [("tanh", np.tanh), ("sigmoid", lambda z: 1 / (1 + np.exp(-z)))])
 def test_activations(act, fn, rng):
-    m = RandomFeatureDenoiser(2, 8, n_frequencies=2, T=2.0, seed=0, activation=act)
+    m = RandomFeatureDenoiser(2, 8, n_frequencies=2, feature_period=2.0, seed=0, activation=act)
     x, t = rng.normal(size=(3, 2)), 0.4
     k = np.arange(1, 3)
     phi = np.concatenate([[1.0], np.sin(2 * np.pi * k * t / 2), np.cos(2 * np.pi * k * t / 2)])
@@ -67,7 +67,7 @@ def test_exact_denoiser_is_posterior_mean(t, seed):
     (dict(d=2, width=0), "width"), (dict(d=0, width=3), "d"),
     (dict(d=2, width=3, activation="gelu"), "activation"),
     (dict(d=2, width=3, parametrization="eps"), "parametrization"),
-    (dict(d=2, width=3, T=0.0), "T"), (dict(d=2, width=3, seed=-1), "seed"),
+    (dict(d=2, width=3, feature_period=0.0), "feature_period"), (dict(d=2, width=3, seed=-1), "seed"),
 ])
 def test_bad_model_args(kwargs, name):
     with pytest.raises(ValueError, match=name):

@@ -37,7 +37,8 @@ def test_store_schema_and_invariants(small_run):
     assert list(ds.schedule.values) == ["1", "h2", "exact"] and list(ds.width.values) == [8, 16]
     np.testing.assert_allclose(ds.t.values, time_grid(20, 2.0, 0.01))
     np.testing.assert_allclose(ds.h.values, -np.expm1(-2 * ds.t.values))
-    assert ds.attrs["schema_version"] == "1.1" and len(ds.attrs["config_hash"]) == 64
+    assert ds.attrs["tau_units"].startswith("paper") and ds.attrs["init"] == "normal"
+    assert ds.attrs["schema_version"] == "1.2" and len(ds.attrs["config_hash"]) == 64
     for key in ("provenance", "config", "seeds", "device", "created"):
         assert key in ds.attrs
     for name in ("trajectory", "ridge_projection", "ridge_distance", "residual_normal", "loss", "excess_tangent"):
@@ -66,9 +67,10 @@ def test_trajectory_and_residuals_recomputed_independently(small_run):
     ds = ridgexr.open_dataset(res.store)
     train = load_training_set(exp.dataset, base_dir=exp.base_dir)
     fits = ridgexr.fit_sweep(train, widths=[8, 16], schedules=["1", "h2"], taus=[math.inf],
-                             model_kwargs=dict(n_frequencies=3, T=4.0, activation="relu",
+                             model_kwargs=dict(n_frequencies=3, feature_period=2.0, activation="relu",
                                                parametrization="posterior_mean", seed=0),
-                             t_min=0.01, T=2.0, n_time=4, n_noise=4, seed=0)
+                             t_min=0.01, T=2.0, quadrature="gauss-legendre-log-t", n_time=4, n_noise=4, seed=0,
+                             init="normal", init_seed=0)
     model = fits[("h2", 16)].denoiser(math.inf)
     grid = time_grid(20, 2.0, 0.01)
     blocks = list(reverse_sde(lambda x, t: model.score(x, t), 16, 2, grid, seed=0, block_steps=8))

@@ -197,7 +197,7 @@ experiments:
     dataset: {points: two-points}
     process: {T: 20000.0, t_min: 1.0, grid: linear, n_steps: 200}
     model: {widths: [8], n_frequencies: 3, include_exact: true}
-    training: {n_time: 4, n_noise: 4}
+    training: {quadrature: gauss-legendre-log-t, n_time: 4, n_noise: 4}
     schedules: ["1"]
     sampler: {kind: sde, block_steps: 64}
     n_samples: 8

@@ -44,7 +44,8 @@ def plan_layout(exp: Experiment, train: np.ndarray) -> StoreLayout:
 
 def model_kwargs(exp: Experiment) -> dict:
     """Keyword arguments of :class:`ridgexr.RandomFeatureDenoiser` for the experiment's model block."""
-    return dict(n_frequencies=exp.model.n_frequencies, T=exp.feature_period, activation=exp.model.activation,
+    return dict(n_frequencies=exp.model.n_frequencies, feature_period=exp.feature_period,
+                activation=exp.model.activation,
                 parametrization=exp.model.parametrization, seed=exp.seeds.features)
 
 
@@ -53,8 +54,10 @@ def plan_tasks(exp: Experiment, train: np.ndarray, layout: StoreLayout,
     """Fit every model cell and return one task per store cell, in the layout's order."""
     fits = fit_sweep(train, widths=exp.model.widths, schedules=exp.schedules, taus=exp.model.taus,
                      model_kwargs=model_kwargs(exp), method=exp.training.method,
-                     t_min=exp.training.t_min or exp.process.t_min, T=exp.process.T, n_time=exp.training.n_time,
-                     n_noise=exp.training.n_noise, seed=exp.seeds.training, lr=exp.training.lr, progress=progress)
+                     t_min=exp.training.t_min or exp.process.t_min, T=exp.process.T,
+                     quadrature=exp.training.quadrature, n_time=exp.training.n_time, n_noise=exp.training.n_noise,
+                     seed=exp.seeds.training, lr=exp.training.lr, init=exp.model.init, init_seed=exp.seeds.init,
+                     progress=progress)
     diag = fits_to_dataset(fits, d_star=exp.d_star)
     tasks = []
     for idx in layout.cells():

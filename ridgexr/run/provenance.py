@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 import numpy as np
 import torch
 
+from .. import units
 from ..catalog import Experiment
 from ..datasets import dataset_provenance
 
@@ -48,4 +49,9 @@ def store_attrs(exp: Experiment, config_hash: str, device: str, scheduler: str |
         "dataset_provenance": json.dumps(dataset_provenance(exp.dataset)),
         "top_k": -1 if exp.ridge.top_k is None else int(exp.ridge.top_k),
         "drop_tol": float(exp.ridge.drop_tol),
+        "tau_units": units.TAU_UNITS,
+        "loss_units": "paper: int_{t_min}^{T} lambda(t) E|f - y|^2 dt summed over coordinates, lambda = w / h_t^2",
+        "feature_period": float(exp.feature_period),
+        "quadrature": f"{exp.training.quadrature}, {exp.training.n_time} nodes, {exp.training.n_noise} noise draws",
+        "init": exp.model.init,
     }

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import units
+from .fit import evaluate_fits
 
 __all__ = ["DIAGNOSTIC_VARIABLES", "LOSS_UNITS", "fits_to_dataset"]
 
@@ -45,13 +46,14 @@ def fits_to_dataset(fits: dict, *, d_star: int | None = None, heldout: bool = Tr
     taus = first.taus
     shape = (len(schedules), len(widths), len(taus))
     hold = first.heldout_sample() if heldout else None
+    stats = evaluate_fits(fits, hold, d_star)  # one streamed pass over the sample for every cell
     names = [n for n in DIAGNOSTIC_VARIABLES if n != "optimal_loss"
              and (d_star is not None or n not in ("excess_tangent", "excess_normal"))]
     data = {n: np.full(shape, np.nan) for n in names}
     optimal = np.full((len(schedules), len(widths)), np.nan)
     for (s, w), fit in fits.items():
         i, j = schedules.index(s), widths.index(w)
-        ev = fit.evaluate(hold, d_star)
+        ev = stats[(s, w)]
         optimal[i, j] = ev["optimal_loss"]
         data["loss"][i, j] = [fit.loss(tau) for tau in fit.taus]
         data["excess_loss_insample"][i, j] = [fit.excess_loss(tau) for tau in fit.taus]
@@ -66,7 +68,7 @@ def fits_to_dataset(fits: dict, *, d_star: int | None = None, heldout: bool = Tr
         if n in ds:
             text = long_name if heldout else long_name.replace("held-out sample", "training sample")
             ds[n].attrs.update(long_name=text, units=LOSS_UNITS)
-    ds["tau"].attrs.update(long_name="training time (gradient-flow time of L)", units="1")
+    ds["tau"].attrs.update(long_name="training time (gradient-flow time of L)", units=units.TAU)
     if d_star is not None:
         ds.attrs["d_star"] = int(d_star)
     return ds

@@ -26,11 +26,12 @@ class ReadoutPath(NamedTuple):
 
 
 class GradientFlow:
-    """Closed-form gradient flow of L(A) = tr(A U A^T)/d - 2 tr(V A^T)/d + C.
+    """Closed-form gradient flow of L(A) = tr(A U A^T) - 2 tr(V A^T) + C (paper units).
 
-    dA/dtau = -(2/d)(A U - V).  With U = Q diag(mu) Q^T, each column of B = A Q relaxes
-    independently to Vt_j / mu_j at rate 2 mu_j / d; columns with mu_j <= rcond mu_max (the
-    null space) keep B_j(0).
+    dA/dtau = -grad L = -2 (A U - V), so A(tau) = A_inf + (A(0) - A_inf) exp(-2 tau U).
+    With U = Q diag(mu) Q^T, each column of B = A Q relaxes independently to Vt_j / mu_j at
+    rate 2 mu_j; columns with mu_j <= rcond mu_max (the null space) keep B_j(0).  tau is the
+    paper's training time: L is an integral over t summed over coordinates.
 
     Parameters
     ----------
@@ -47,6 +48,7 @@ class GradientFlow:
         self.mu, self.Q = mu, Q
         self.range = mu > rcond * max(float(mu.max()), 0.0)
         self.Vt = V @ Q
+        self.A0 = A0
         self.B0 = A0 @ Q
         mu_safe = torch.where(self.range, mu, torch.ones_like(mu))
         self.B_inf = torch.where(self.range, self.Vt / mu_safe, self.B0)
@@ -55,15 +57,16 @@ class GradientFlow:
         """A(tau) for each tau (inf allowed), as a :class:`ReadoutPath`."""
         out = []
         for tau in taus:  # a handful of training times, each one closed-form matrix expression
-            if math.isinf(tau):
-                out.append(self.B_inf)
+            if tau == 0:
+                out.append(self.A0)  # exactly A(0), not A(0) Q Q^T
                 continue
-            rate = 2.0 * self.mu.clamp_min(0) * tau / self.d
-            decay = torch.exp(-rate)
-            B = torch.where(self.range, self.B0 * decay - self.B_inf * torch.expm1(-rate), self.B0)
-            out.append(B)
-        B = torch.stack(out)
-        return ReadoutPath(B @ self.Q.T, np.asarray(taus, dtype=float))
+            if math.isinf(tau):
+                B = self.B_inf
+            else:
+                rate = 2.0 * self.mu.clamp_min(0) * tau
+                B = torch.where(self.range, self.B0 * torch.exp(-rate) - self.B_inf * torch.expm1(-rate), self.B0)
+            out.append(B @ self.Q.T)
+        return ReadoutPath(torch.stack(out), np.asarray(taus, dtype=float))
 
     def A(self, taus: Sequence[float]) -> torch.Tensor:
         """Deprecated: ``path(taus).A``."""
@@ -73,22 +76,21 @@ class GradientFlow:
 
 def gradient_descent(U: torch.Tensor, V: torch.Tensor, A0: torch.Tensor, taus: Sequence[float],
                      lr: float) -> ReadoutPath:
-    """Full-batch gradient descent A <- A - lr (2/d)(A U - V); A at tau = lr * round(tau / lr).
+    """Full-batch gradient descent A <- A - lr 2 (A U - V); A at tau = lr * round(tau / lr).
 
     Raises
     ------
     ValueError
-        For a missing, non-positive or unstable ``lr`` (lr >= d / mu_max) or an infinite tau.
+        For a missing, non-positive or unstable ``lr`` (lr >= 1 / mu_max) or an infinite tau.
     """
-    d = V.shape[0]
     if lr is None:
         raise ValueError("`lr` must be given for method='gd'; got None")
     lr = check_float(lr, "lr", min_val=0, include_boundaries="neither")
     if any(math.isinf(t) for t in taus):
         raise ValueError("`taus` must be finite for method='gd' (tau = inf needs method='flow')")
     mu_max = float(torch.linalg.matrix_norm(U, ord=2)) if U.shape[0] <= 4096 else float(U.diagonal().sum())
-    if lr * 2 * mu_max / d >= 2:
-        raise ValueError(f"`lr` must be < d / mu_max = {d / mu_max:.4g} for a stable descent; got {lr}")
+    if lr * mu_max >= 1:
+        raise ValueError(f"`lr` must be < 1 / mu_max = {1 / mu_max:.4g} for a stable descent; got {lr}")
     steps = [int(round(t / lr)) for t in taus]
     order = np.argsort(steps)
     A = A0.clone()
@@ -96,7 +98,7 @@ def gradient_descent(U: torch.Tensor, V: torch.Tensor, A0: torch.Tensor, taus: S
     k = 0
     for idx in order:
         while k < steps[idx]:
-            A = A - lr * (2.0 / d) * (A @ U - V)
+            A = A - lr * 2.0 * (A @ U - V)
             k += 1
         out[idx] = A.clone()
     return ReadoutPath(torch.stack(out), np.asarray([s * lr for s in steps], dtype=float))

@@ -13,11 +13,13 @@ from .._backend import as_tensor, check_finite
 from .._validation import check_int, check_option
 from ..models import RandomFeatureDenoiser
 from .dynamics import GradientFlow, gradient_descent
-from .quadratic import TARGETS, QuadraticLoss, exact_outputs, quadratic_loss, targets
-from .sample import TrainingSample, batches, draw_training_sample
+from .quadratic import TARGETS, QuadraticLoss, accumulate, targets
+from .quadrature import DEFAULT_QUADRATURE, PAPER_N_NOISE, PAPER_N_TIME
+from .sample import TrainingSample, block_posterior_mean, block_tangent_frames, draw_training_sample
 from .schedules import schedule_name, schedule_weight
 
-__all__ = ["METHODS", "RandomFeatureFit", "fit_random_features", "fit_sweep"]
+__all__ = ["METHODS", "INITS", "PAPER_N_TIME", "PAPER_N_NOISE", "RandomFeatureFit", "evaluate_fits", "initial_readout",
+           "fit_random_features", "fit_sweep"]
 
 METHODS = ("flow", "gd")
 
@@ -31,12 +33,13 @@ class RandomFeatureFit:
     model : the untrained model (fixed features, A(0))
     train : (N, d) training data
     schedule : name of the loss-weight schedule
-    taus : (n_tau,) training times (gradient-flow time of L)
+    taus : (n_tau,) training times (gradient-flow time of the paper's L)
     A : (n_tau, d, p) readouts
     quadratic : QuadraticLoss -- U, V, C, the sample, lambda, y and f* (also readable as
         ``fit.U``, ``fit.V``, ``fit.C``, ``fit.sample``, ``fit.lam``, ``fit.y``, ``fit.f_star``)
     method : "flow" or "gd"
     seed : int, seed of the training sample
+    init : how A(0) was set ("normal", "zeros" or "array")
     schedule_spec : the schedule as given (name or callable)
     """
 
@@ -49,6 +52,7 @@ class RandomFeatureFit:
     method: str
     seed: int = 0
     schedule_spec: Any = None
+    init: str = "normal"
     _stats: dict = field(default_factory=dict, repr=False)
 
     # the quadratic form's parts, under the names of release 0.1
@@ -56,9 +60,9 @@ class RandomFeatureFit:
     V = property(lambda self: self.quadratic.V, doc="(d, p) target-feature moments")
     C = property(lambda self: self.quadratic.C, doc="constant term of the loss")
     sample = property(lambda self: self.quadratic.sample, doc="the TrainingSample")
-    lam = property(lambda self: self.quadratic.lam, doc="(S,) loss weights")
-    y = property(lambda self: self.quadratic.y, doc="(S, d) targets")
-    f_star = property(lambda self: self.quadratic.f_star, doc="(S, d) exact-denoiser outputs")
+    lam = property(lambda self: self.quadratic.lam, doc="(S,) loss weights (materialises the sample)")
+    y = property(lambda self: self.quadratic.y, doc="(S, d) targets (materialises the sample)")
+    f_star = property(lambda self: self.quadratic.f_star, doc="(S, d) exact outputs (materialises the sample)")
     optimal_loss = property(lambda self: self.quadratic.optimal_loss, doc="L* on the training sample")
 
     def tau_index(self, tau: float) -> int:
@@ -77,73 +81,24 @@ class RandomFeatureFit:
         return self.model.with_A(self.readout(tau))
 
     def loss(self, tau: float = math.inf) -> float:
-        """L(A(tau)) from the quadratic form."""
+        """L(A(tau)) from the quadratic form (paper units)."""
         return self.quadratic.loss(self.readout(tau))
 
     def evaluate(self, sample: TrainingSample | None = None, d_star: int | None = None) -> dict:
-        """Losses of every A(tau) on ``sample`` (default: the training sample), one batched pass.
+        """Losses of every A(tau) on ``sample`` (default: the training sample), one streamed pass.
 
-        Returns a dict of arrays over taus: ``loss``, ``excess_loss`` (paired with the exact
-        denoiser), ``excess_loss_se`` (Monte-Carlo SE from the noise draws; NaN when
-        n_noise = 1), and with ``d_star`` the split ``excess_tangent``/``excess_normal`` of
-        E lambda |f - f*|^2 / d by the ridge frame at (x_t, t); plus the scalar
-        ``optimal_loss``.  Use :meth:`heldout_sample` for an estimate that is not biased by
-        fitting the sample.  Results are cached per (sample, d_star).
+        See :func:`evaluate_fits` for the returned statistics; results are cached per
+        (sample, d_star).  Use :meth:`heldout_sample` for an estimate that is not biased by
+        fitting the sample.
         """
         key = (None if sample is None else sample.key, d_star)
-        if key in self._stats:
-            return self._stats[key]
-        s = self.sample if sample is None else sample
-        proc = self.model.process
-        if sample is None:
-            lam, y, f_star = self.lam, self.y, self.f_star
-        else:
-            lam, y = targets(s, self.model.parametrization, self.schedule_spec, proc)
-            f_star = exact_outputs(self.train, s, self.model.parametrization, proc)
-        tang = None if d_star is None else s.tangent_frames(self.train, d_star, proc)
-        dev, dt = self.model.A.device, self.model.A.dtype
-        d = self.model.d
-        n_tau = len(self.taus)
-        l_model = np.empty((n_tau, s.size))
-        l_tan = np.empty((n_tau, s.size))
-        l_err = np.empty((n_tau, s.size))
-        with torch.no_grad():
-            for sl in batches(s.size, 2048):
-                psi = self.model.features(torch.as_tensor(s.xt[sl], dtype=dt, device=dev),
-                                          torch.as_tensor(s.t[sl], dtype=dt, device=dev))
-                f = (psi @ self.A.transpose(1, 2)).cpu().numpy()  # (n_tau, B, d)
-                l_model[:, sl] = ((f - y[sl]) ** 2).sum(-1) / d
-                e = f - f_star[sl]
-                l_err[:, sl] = (e**2).sum(-1) / d
-                if tang is not None:
-                    l_tan[:, sl] = (np.einsum("kbd,bdj->kbj", e, tang[sl]) ** 2).sum(-1) / d
-        l_star = ((f_star - y) ** 2).sum(-1) / d
-        c = s.weight * lam
-        delta = lam * (l_model - l_star)  # per-sample loss difference to the exact denoiser
-        # Var(sum_s c_s delta_s), noise draws iid within each (point, time) group
-        g = s.group
-        ng = int(g.max()) + 1
-        se = np.full(n_tau, np.nan)
-        if s.n_noise > 1:
-            cg = np.bincount(g, weights=s.weight, minlength=ng)
-            for k in range(n_tau):  # a handful of taus; each is one vectorised pass
-                mean = np.bincount(g, weights=delta[k], minlength=ng) / s.n_noise
-                var = np.bincount(g, weights=(delta[k] - mean[g]) ** 2, minlength=ng) / (s.n_noise - 1)
-                se[k] = math.sqrt(float(np.sum(cg**2 * var / s.n_noise)))
-        out = dict(loss=l_model @ c, optimal_loss=float(l_star @ c), excess_loss=delta @ s.weight,
-                   excess_loss_se=se)
-        if tang is not None:
-            out["excess_tangent"] = l_tan @ c
-            out["excess_normal"] = (l_err - l_tan) @ c
-        self._stats[key] = out
-        return out
+        if key not in self._stats:
+            self._stats[key] = evaluate_fits({0: self}, sample, d_star)[0]
+        return self._stats[key]
 
     def heldout_sample(self, seed: int | None = None) -> TrainingSample:
-        """A fresh sample with the same sizes and time nodes and new noise (default seed: training seed + 1)."""
-        s = self.sample
-        return draw_training_sample(self.train, t_min=s.t_min, T=s.T, n_time=int(np.unique(s.t).size),
-                                    n_noise=s.n_noise, seed=(self.seed + 1) if seed is None else seed,
-                                    process=self.model.process)
+        """A fresh sample with the same nodes and sizes and new noise (default seed: training seed + 1)."""
+        return self.sample.with_seed((self.seed + 1) if seed is None else seed)
 
     def excess_loss(self, tau: float = math.inf) -> float:
         """L(A(tau)) - L* on the training sample (in-sample; can be < 0 when p ~ sample size)."""
@@ -155,10 +110,100 @@ class RandomFeatureFit:
 
     def excess_loss_split(self, tau: float = math.inf, d_star: int = 1,
                           sample: TrainingSample | None = None) -> tuple[float, float]:
-        """(tangent, normal) parts of E lambda |f - f*|^2 / d, frame from ``ridge_frame`` at (x_t, t)."""
+        """(tangent, normal) parts of sum c lambda |f - f*|^2, frame from ``ridge_frame`` at (x_t, t)."""
         ev = self.evaluate(sample, int(d_star))
         i = self.tau_index(tau)
         return float(ev["excess_tangent"][i]), float(ev["excess_normal"][i])
+
+
+def evaluate_fits(fits: dict, sample: TrainingSample | None = None, d_star: int | None = None,
+                  batch_size: int = 8192) -> dict:
+    """Losses of every fit's A(tau) on one sample, in one streamed pass shared by all fits.
+
+    Per block of the sample the exact outputs f*, the DSM targets and (with ``d_star``) the
+    ridge tangent frames are computed once; the features once per distinct feature set at
+    its largest width (nested widths are leading columns).  Held-out diagnostics always use
+    the DSM loss, so fits with either target compare directly.
+
+    Parameters
+    ----------
+    fits : dict key -> RandomFeatureFit, all trained on the same training set
+    sample : TrainingSample, optional (default: the first fit's training sample)
+    d_star : int, optional; ridge dimension of the tangent/normal split
+
+    Returns
+    -------
+    dict key -> dict of arrays over taus (paper units): ``loss`` = sum c lambda |f - y|^2,
+    ``excess_loss`` (paired with the exact denoiser), ``excess_loss_se`` (Monte-Carlo SE from
+    the noise draws; NaN when n_noise = 1), with ``d_star`` ``excess_tangent`` /
+    ``excess_normal`` = the split of sum c lambda |f - f*|^2 by the ridge frame at (x_t, t);
+    and the scalar ``optimal_loss``.
+    """
+    first = next(iter(fits.values()))
+    s = first.sample if sample is None else sample
+    proc = first.model.process
+    n_tau = {k: len(f.taus) for k, f in fits.items()}
+    acc = {k: dict(loss=np.zeros(n), excess=np.zeros(n), var=np.zeros(n), tan=np.zeros(n), err=np.zeros(n),
+                   opt=0.0) for k, n in n_tau.items()}
+    groups: dict[tuple, list] = {}
+    for k, f in fits.items():  # fits sharing features (same seed and settings) share one feature pass
+        m = f.model
+        groups.setdefault((m.d, m.n_frequencies, m.feature_period, m.activation, m.seed, str(m.A.device)),
+                          []).append(k)
+    with torch.no_grad():
+        for block in s.blocks(batch_size, by_node=True):
+            m_star = block_posterior_mean(s, block)
+            tang = None
+            if d_star is not None:
+                tang = block_tangent_frames(s, block, d_star)
+            tj = float(s.t_nodes[block.node])
+            for keys in groups.values():
+                big = max((fits[k].model for k in keys), key=lambda m: m.width)
+                dev, dt = big.A.device, big.A.dtype
+                raw = big.features(torch.as_tensor(block.xt, dtype=dt, device=dev),
+                                   torch.tensor(tj, dtype=dt, device=dev)) * math.sqrt(big.width)
+                for k in keys:
+                    fit = fits[k]
+                    par = fit.model.parametrization
+                    psi = raw[:, :fit.model.width] / math.sqrt(fit.model.width)
+                    f = (psi @ fit.A.transpose(1, 2)).cpu().numpy()  # (n_tau, B, d)
+                    lam, y = targets(block, par, fit.schedule_spec, proc)
+                    f_star = _from_mean(m_star, block, par, proc)
+                    _accumulate_stats(acc[k], f, f_star, y, lam, block, s.n_noise, tang)
+    out = {}
+    for k, a in acc.items():
+        se = np.sqrt(a["var"]) if s.n_noise > 1 else np.full(n_tau[k], np.nan)
+        res = dict(loss=a["loss"], optimal_loss=a["opt"], excess_loss=a["excess"], excess_loss_se=se)
+        if d_star is not None:
+            res["excess_tangent"] = a["tan"]
+            res["excess_normal"] = a["err"] - a["tan"]
+        out[k] = res
+    return out
+
+
+def _from_mean(m: np.ndarray, block, parametrization: str, process) -> np.ndarray:
+    a = process.alpha(block.t)[:, None]
+    return a * m if parametrization == "posterior_mean" else (a * m - block.xt) / process.h(block.t)[:, None]
+
+
+def _accumulate_stats(a: dict, f: np.ndarray, f_star: np.ndarray, y: np.ndarray, lam: np.ndarray, block,
+                      n_noise: int, tang: np.ndarray | None) -> None:
+    """Add one block's weighted sums to the running statistics ``a`` of one fit."""
+    c = block.weight * lam
+    l_model = ((f - y) ** 2).sum(-1)  # (n_tau, B)
+    l_star = ((f_star - y) ** 2).sum(-1)
+    e = f - f_star
+    a["loss"] += l_model @ c
+    a["opt"] += float(l_star @ c)
+    delta = lam * (l_model - l_star)  # per-row loss difference to the exact denoiser
+    a["excess"] += delta @ block.weight
+    if n_noise > 1:  # Var(sum c delta): draws iid within each (point, node) group of n_noise consecutive rows
+        dg = delta.reshape(delta.shape[0], -1, n_noise)
+        cg = block.weight.reshape(-1, n_noise).sum(1)
+        a["var"] += (cg**2 * dg.var(-1, ddof=1) / n_noise).sum(-1)
+    a["err"] += (e**2).sum(-1) @ c
+    if tang is not None:
+        a["tan"] += (np.einsum("kbd,bdj->kbj", e, tang) ** 2).sum(-1) @ c
 
 
 def _check_taus(taus) -> np.ndarray:
@@ -177,21 +222,55 @@ def _check_train(train: Any, d: int | None = None) -> np.ndarray:
 
 
 def _solve(model: RandomFeatureDenoiser, train: np.ndarray, schedule, taus: np.ndarray, method: str,
-           quad: QuadraticLoss, lr, A0: torch.Tensor, seed: int) -> RandomFeatureFit:
+           quad: QuadraticLoss, lr, A0: torch.Tensor, seed: int, init: str) -> RandomFeatureFit:
     if method == "flow":
         path = GradientFlow(quad.U, quad.V, A0).path(taus.tolist())
     else:
         path = gradient_descent(quad.U, quad.V, A0, taus.tolist(), lr)
     return RandomFeatureFit(model=model, train=train, schedule=schedule_name(schedule), taus=path.taus, A=path.A,
-                            quadratic=quad, method=method, seed=int(seed), schedule_spec=schedule)
+                            quadratic=quad, method=method, seed=int(seed), schedule_spec=schedule, init=init)
+
+
+INITS = ("normal", "zeros")
+
+
+def initial_readout(d: int, width: int, init: Any = "normal", init_seed: int = 0, *, dtype=torch.float64,
+                    device: Any = None) -> torch.Tensor:
+    """A(0) (d, width): ``"normal"`` -- entries iid N(0, 1) (the paper's), ``"zeros"``, or an array.
+
+    ``"normal"`` draws a (width, d) array from ``numpy.random.default_rng(init_seed)`` in row
+    order and transposes it, so A(0) of width p is the first p columns of A(0) of any larger
+    width (nested like the features).
+    """
+    kw = dict(dtype=dtype, device=device)
+    if isinstance(init, str):
+        check_option(init, "init", INITS)
+        if init == "zeros":
+            return torch.zeros(d, width, **kw)
+        init_seed = check_int(init_seed, "init_seed", min_val=0)
+        return torch.tensor(np.random.default_rng(init_seed).standard_normal((width, d)).T.copy(), **kw)
+    a = as_tensor(init, name="init", **kw)
+    if a.shape != (d, width):
+        raise ValueError(f"`init` must have shape ({d}, {width}); got {tuple(a.shape)}")
+    return a
+
+
+def _init_label(init: Any) -> str:
+    return init if isinstance(init, str) else "array"
 
 
 def fit_random_features(model: RandomFeatureDenoiser, train: Any, *, schedule: str | Callable = "1",
                         taus: Sequence[float] = (math.inf,), method: str = "flow", t_min: float = 1e-3,
-                        T: float | None = None, n_time: int = 32, n_noise: int = 16, seed: int = 0,
-                        lr: float | None = None, init: Any = "zeros", batch_size: int = 2048,
+                        T: float | None = None, quadrature: str = DEFAULT_QUADRATURE, n_time: int = PAPER_N_TIME,
+                        n_noise: int = PAPER_N_NOISE, seed: int = 0, lr: float | None = None,
+                        init: Any = "normal", init_seed: int = 0, batch_size: int = 8192,
                         target: str = "dsm") -> RandomFeatureFit:
     """Fit the readout A of a random-feature denoiser by weighted denoising score matching.
+
+    The loss is the paper's, L(A) = int_{t_min}^T lambda(t) E|A psi(x_t, t) - y|^2 dt summed over
+    coordinates (see :mod:`ridgexr.training`), and tau its gradient-flow time.  The defaults
+    are the authors' choices: Simpson's rule in t on 2001 nodes, 2000 noise draws per
+    (point, node), A(0) ~ N(0, 1), T = the features' period.
 
     Parameters
     ----------
@@ -199,27 +278,29 @@ def fit_random_features(model: RandomFeatureDenoiser, train: Any, *, schedule: s
         Fixed features; its A is not modified.
     train : array (N, d)
     schedule : {"1", "h", "h2"} or callable
-        Loss weight w(t) of the score-matching loss.
+        Loss weight w(t) of the score-matching loss (lambda = w / h_t^2 on the denoising loss).
     taus : sequence of float
-        Training times (gradient-flow time of L); ``inf`` = converged.
+        Training times (the paper's units); ``inf`` = converged.
     method : {"flow", "gd"}
         Closed-form gradient flow, or full-batch gradient descent with ``lr``.
     t_min, T : float
-        Time range of the loss (default T = model.T / 2).
+        Time range of the loss, OU time (default T = ``model.feature_period``, the paper's).
+    quadrature : {"simpson-t", "trapezoid-log-t", "gauss-legendre-log-t"}
+        Time rule (:func:`ridgexr.training.time_nodes`).
     n_time, n_noise : int
-        Gauss-Legendre nodes in log t; noise draws per (point, node).
+        Time nodes; noise draws per (point, node).
     seed : int
-        Seed of the noise draws (and of A(0) when ``init="normal"``).
+        Seed of the noise draws.
     lr : float
         Learning rate for ``method="gd"``.
-    init : "zeros", "normal" or array (d, p)
-        A(0).
+    init : "normal", "zeros" or array (d, p)
+        A(0); ``"normal"`` draws N(0, 1) entries from ``init_seed`` (:func:`initial_readout`).
+    init_seed : int
     batch_size : int
-        Sample points per feature batch when accumulating U and V.
+        Sample rows per block when accumulating U and V.
     target : {"dsm", "ideal"}
         Fit the noisy DSM target or its conditional expectation, the exact denoiser's output
-        (see :func:`ridgexr.training.quadratic_loss`).  Held-out diagnostics always use the
-        DSM loss, so fits with either target compare directly.
+        (see :func:`ridgexr.training.quadratic_loss`).
 
     Returns
     -------
@@ -228,9 +309,9 @@ def fit_random_features(model: RandomFeatureDenoiser, train: Any, *, schedule: s
     Examples
     --------
     >>> import numpy as np
-    >>> m = RandomFeatureDenoiser(2, 64, n_frequencies=4, T=4.0, seed=1)
-    >>> fit = fit_random_features(m, np.array([[-3.0, 0.0], [3.0, 0.0]]), t_min=0.01, T=2.0,
-    ...                           n_time=8, n_noise=4, taus=[1.0, float("inf")])
+    >>> m = RandomFeatureDenoiser(2, 64, n_frequencies=4, feature_period=2.0, seed=1)
+    >>> fit = fit_random_features(m, np.array([[-3.0, 0.0], [3.0, 0.0]]), t_min=0.01, n_time=9,
+    ...                           n_noise=4, taus=[1.0, float("inf")])
     >>> fit.loss(1.0) >= fit.loss(float("inf"))
     True
     """
@@ -242,37 +323,27 @@ def fit_random_features(model: RandomFeatureDenoiser, train: Any, *, schedule: s
     taus = _check_taus(taus)
     batch_size = check_int(batch_size, "batch_size", min_val=1)
     train_np = _check_train(train, model.d)
-    T = model.T / 2 if T is None else T
+    T = model.feature_period if T is None else T
+    A0 = initial_readout(model.d, model.width, init, init_seed, dtype=model.A.dtype, device=model.A.device)
     sample = draw_training_sample(train_np, t_min=t_min, T=T, n_time=n_time, n_noise=n_noise, seed=seed,
-                                  process=model.process)
-    quad = quadratic_loss(model, train_np, sample, schedule, batch_size=batch_size, target=target)
-    return _solve(model, train_np, schedule, taus, method, quad, lr, _initial_A(model, init, seed), seed)
-
-
-def _initial_A(model: RandomFeatureDenoiser, init: Any, seed: int) -> torch.Tensor:
-    kw = dict(dtype=model.A.dtype, device=model.A.device)
-    if isinstance(init, str):
-        check_option(init, "init", ("zeros", "normal"))
-        if init == "zeros":
-            return torch.zeros(model.d, model.width, **kw)
-        g = np.random.default_rng(np.random.SeedSequence([seed, 7]))
-        return torch.tensor(g.standard_normal((model.d, model.width)), **kw)
-    a = as_tensor(init, name="init", **kw)
-    if a.shape != (model.d, model.width):
-        raise ValueError(f"`init` must have shape ({model.d}, {model.width}); got {tuple(a.shape)}")
-    return a
+                                  process=model.process, quadrature=quadrature)
+    quad = accumulate(model, sample, [schedule], target=target, batch_size=batch_size)[schedule_name(schedule)]
+    return _solve(model, train_np, schedule, taus, method, quad, lr, A0, seed, _init_label(init))
 
 
 def fit_sweep(train: Any, *, widths: Sequence[int], schedules: Sequence[str | Callable],
               taus: Sequence[float] = (math.inf,), model_kwargs: dict | None = None, method: str = "flow",
-              t_min: float = 1e-3, T: float | None = None, n_time: int = 32, n_noise: int = 16, seed: int = 0,
-              lr: float | None = None, batch_size: int = 2048, device: Any = None,
+              t_min: float = 1e-3, T: float | None = None, quadrature: str = DEFAULT_QUADRATURE,
+              n_time: int = PAPER_N_TIME, n_noise: int = PAPER_N_NOISE, seed: int = 0, lr: float | None = None,
+              init: str = "normal", init_seed: int = 0, batch_size: int = 8192, device: Any = None,
               progress: Callable[[str], None] | None = None, target: str = "dsm") -> dict:
-    """Fit every (schedule, width) cell on nested features and one shared sample.
+    """Fit every (schedule, width) cell on nested features, one shared sample and one streamed pass.
 
-    The raw feature moments are accumulated once per schedule at the largest width; the
-    moments of width p are the leading p x p (resp. d x p) blocks, scaled by 1/p (1/sqrt(p)).
-    Every fit starts from A(0) = 0.
+    The raw feature moments of every schedule are accumulated together at the largest width
+    (one Gram matrix per time node, reweighted per schedule); the moments of width p are the
+    leading p x p (resp. d x p) blocks, scaled by 1/p (1/sqrt(p)).  A(0) is nested too
+    (:func:`initial_readout`).  Arguments as in :func:`fit_random_features`; ``progress`` is
+    called with a short text after each stage.
 
     Returns
     -------
@@ -286,24 +357,27 @@ def fit_sweep(train: Any, *, widths: Sequence[int], schedules: Sequence[str | Ca
         raise ValueError("`schedules` must be a non-empty list")
     check_option(method, "method", METHODS)
     check_option(target, "target", TARGETS)
+    if isinstance(init, str):
+        check_option(init, "init", INITS)
     train_np = _check_train(train)
     d = train_np.shape[1]
     pmax = max(widths)
     big = RandomFeatureDenoiser(d, pmax, device=device, **model_kwargs)
-    T = big.T / 2 if T is None else T
+    T = big.feature_period if T is None else T
     taus = _check_taus(taus)
     sample = draw_training_sample(train_np, t_min=t_min, T=T, n_time=n_time, n_noise=n_noise, seed=seed,
-                                  process=big.process)
-    f_star = exact_outputs(train_np, sample, big.parametrization, big.process)
+                                  process=big.process, quadrature=quadrature)
+    A0_big = initial_readout(d, pmax, init, init_seed, dtype=big.A.dtype, device=big.A.device)
+    tick = None if progress is None else (lambda j, n: progress(f"time node {j}/{n}") if j % 100 == 0 or j == n
+                                          else None)
+    raw = accumulate(big, sample, schedules, target=target, normalized=False, batch_size=batch_size, progress=tick)
     fits = {}
     for schedule in schedules:
-        raw = quadratic_loss(big, train_np, sample, schedule, batch_size=batch_size, normalized=False, f_star=f_star,
-                             target=target)
+        name = schedule_name(schedule)
         for p in widths:
             model = RandomFeatureDenoiser(d, p, device=device, **model_kwargs)
-            quad = raw.width_block(p)
-            A0 = torch.zeros(d, p, dtype=quad.U.dtype, device=quad.U.device)
-            fits[(schedule_name(schedule), p)] = _solve(model, train_np, schedule, taus, method, quad, lr, A0, seed)
+            fits[(name, p)] = _solve(model, train_np, schedule, taus, method, raw[name].width_block(p), lr,
+                                     A0_big[:, :p].clone(), seed, init)
             if progress is not None:
-                progress(f"{schedule_name(schedule)}/{p}")
+                progress(f"{name}/{p}")
     return fits

@@ -1,58 +1,84 @@
 """The loss as a quadratic form in the readout A: targets, U, V, C and L*.
 
-L(A) = tr(A U A^T)/d - 2 tr(V A^T)/d + C over a fixed :class:`TrainingSample`, with
-U = sum_s c_s lambda_s psi_s psi_s^T, V = sum_s c_s lambda_s y_s psi_s^T and
-C = sum_s c_s lambda_s |y_s|^2 / d (see :mod:`ridgexr.training`).
+In the paper's units (an integral over t, summed over coordinates):
+
+    L(A) = sum_s c_s lambda_s |A psi_s - y_s|^2 = tr(A U A^T) - 2 tr(V A^T) + C,
+    U = sum_s c_s lambda_s psi_s psi_s^T,  V = sum_s c_s lambda_s y_s psi_s^T,
+    C = sum_s c_s lambda_s |y_s|^2,
+
+over a :class:`TrainingSample` (c_s = w_j / (N n_noise), w_j the time-quadrature weight).
+Because lambda depends on t only, the schedules differ only in how they weight the time
+nodes: :func:`accumulate` computes each node's feature Gram matrix once and adds it to every
+schedule's U with that schedule's lambda(t_j) (see :mod:`ridgexr.training`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
 from ..models import RandomFeatureDenoiser
 from ..process import OU
-from .sample import TrainingSample, batches
-from .schedules import schedule_weight
+from .sample import SampleBlock, TrainingSample, batches, block_posterior_mean
+from .schedules import schedule_name, schedule_weight
 
 TARGETS = ("dsm", "ideal")
 
-__all__ = ["TARGETS", "targets", "exact_outputs", "accumulate_moments", "QuadraticLoss", "quadratic_loss"]
+__all__ = ["TARGETS", "targets", "exact_outputs", "accumulate_moments", "accumulate", "QuadraticLoss",
+           "quadratic_loss"]
 
 
-def targets(sample: TrainingSample, parametrization: str, schedule: str | Callable,
+def loss_weight(schedule: str | Callable, t: np.ndarray, parametrization: str, process: OU) -> np.ndarray:
+    """lambda(t): w / h_t^2 for ``posterior_mean`` (the denoising loss's weight), w for ``score``."""
+    w = schedule_weight(schedule, t, process)
+    return w / process.h(t) ** 2 if parametrization == "posterior_mean" else w
+
+
+def targets(sample: TrainingSample | SampleBlock, parametrization: str, schedule: str | Callable,
             process: OU) -> tuple[np.ndarray, np.ndarray]:
-    """Per-sample loss weight lambda_s (S,) and target y_s (S, d).
+    """Per-row loss weight lambda_s (S,) and DSM target y_s (S, d).
 
     ``posterior_mean``: lambda = w / h^2, y = alpha_t x0 (data units);
     ``score``: lambda = w, y = -z / sqrt(h_t) (1 / data units).
     """
-    w = schedule_weight(schedule, sample.t, process)
-    h = process.h(sample.t)
+    lam = loss_weight(schedule, sample.t, parametrization, process)
     if parametrization == "posterior_mean":
-        return w / h**2, process.alpha(sample.t)[:, None] * sample.x0
-    return w, -sample.z / np.sqrt(h)[:, None]
+        return lam, process.alpha(sample.t)[:, None] * sample.x0
+    return lam, -sample.z / np.sqrt(process.h(sample.t))[:, None]
 
 
-def exact_outputs(train: np.ndarray, sample: TrainingSample, parametrization: str, process: OU) -> np.ndarray:
-    """Output f* (S, d) of the exact denoiser at every sample point, in the model's parametrization."""
-    m = sample.posterior_mean(train, process)
-    a = process.alpha(sample.t)[:, None]
+def _outputs_from_mean(m: np.ndarray, block, parametrization: str, process: OU) -> np.ndarray:
+    a = process.alpha(block.t)[:, None]
     if parametrization == "posterior_mean":
         return a * m
-    return (a * m - sample.xt) / process.h(sample.t)[:, None]
+    return (a * m - block.xt) / process.h(block.t)[:, None]
+
+
+def exact_outputs(train: np.ndarray, sample: TrainingSample | SampleBlock, parametrization: str, process: OU,
+                  owner: TrainingSample | None = None) -> np.ndarray:
+    """Output f* (S, d) of the exact denoiser at every row, in the model's parametrization.
+
+    For a whole :class:`TrainingSample` the posterior means are cached on the sample (this
+    materialises it); for a :class:`SampleBlock` pass the sample it came from as ``owner``.
+    """
+    if isinstance(sample, TrainingSample):
+        m = sample.posterior_mean()
+    else:
+        m = block_posterior_mean(owner, sample)
+    return _outputs_from_mean(m, sample, parametrization, process)
 
 
 def accumulate_moments(model: RandomFeatureDenoiser, sample: TrainingSample, lam: np.ndarray, y: np.ndarray,
                        *, batch_size: int = 2048, normalized: bool = True):
-    """U (p, p), V (d, p), C (scalar) of the quadratic loss, accumulated in batches.
+    """U (p, p), V (d, p), C (scalar) for arbitrary per-row weights ``lam`` (S,) and targets ``y`` (S, d).
 
-    With ``normalized=False`` the features are the raw activations (no 1/sqrt(p)), which
-    lets a sweep derive every nested width's moments from the largest width's.
+    The general (per-row) accumulation over the materialised sample; :func:`accumulate` is
+    the streamed one used for fitting.  With ``normalized=False`` the features are the raw
+    activations (no 1/sqrt(p)).
     """
     dev, dt = model.A.device, model.A.dtype
     p, d = model.width, model.d
@@ -68,7 +94,7 @@ def accumulate_moments(model: RandomFeatureDenoiser, sample: TrainingSample, lam
             wpsi = psi * cl[sl, None]
             U.addmm_(psi.T, wpsi)
             V.addmm_(yt[sl].T, wpsi)
-    C = float((cl * (yt * yt).sum(1)).sum()) / d
+    C = float((cl * (yt * yt).sum(1)).sum())
     return 0.5 * (U + U.T), V, C
 
 
@@ -79,56 +105,134 @@ class QuadraticLoss:
     Attributes
     ----------
     U : (p, p) tensor, V : (d, p) tensor, C : float
-        Coefficients of L(A) = tr(A U A^T)/d - 2 tr(V A^T)/d + C.
+        Coefficients of L(A) = tr(A U A^T) - 2 tr(V A^T) + C (paper units).
+    optimal_loss : float
+        L* of the exact denoiser on the same sample (0 for ``target="ideal"``).
     sample : TrainingSample
-    lam : (S,) loss weights lambda_s;  y : (S, d) targets y_s
-    f_star : (S, d) exact-denoiser outputs on the sample
+    schedule : the schedule as given;  parametrization : the model's;  target : "dsm" or "ideal"
     """
 
     U: torch.Tensor
     V: torch.Tensor
     C: float
+    optimal_loss: float
     sample: TrainingSample
-    lam: np.ndarray
-    y: np.ndarray
-    f_star: np.ndarray
+    schedule: str | Callable
+    parametrization: str
+    target: str = "dsm"
 
     @property
     def d(self) -> int:
         return int(self.V.shape[0])
 
-    @property
-    def optimal_loss(self) -> float:
-        """L* of the exact denoiser on the same sample."""
-        s = self.sample
-        return float(np.sum(s.weight * self.lam * ((self.f_star - self.y) ** 2).sum(1)) / self.d)
-
     def loss(self, A: torch.Tensor) -> float:
         """L(A) for one readout A (d, p)."""
-        d = self.d
-        return float(torch.trace(A @ self.U @ A.T) / d - 2 * torch.trace(self.V @ A.T) / d) + self.C
+        return float(torch.trace(A @ self.U @ A.T) - 2 * torch.trace(self.V @ A.T)) + self.C
 
     def width_block(self, p: int) -> "QuadraticLoss":
         """The form of the nested width-p model, from raw (unnormalised) moments: leading blocks / p."""
-        return QuadraticLoss(U=self.U[:p, :p] / p, V=self.V[:, :p] / math.sqrt(p), C=self.C, sample=self.sample,
-                             lam=self.lam, y=self.y, f_star=self.f_star)
+        return QuadraticLoss(U=self.U[:p, :p] / p, V=self.V[:, :p] / math.sqrt(p), C=self.C,
+                             optimal_loss=self.optimal_loss, sample=self.sample, schedule=self.schedule,
+                             parametrization=self.parametrization, target=self.target)
+
+    # per-row quantities over the materialised sample (small samples; tests and inspection)
+    @property
+    def lam(self) -> np.ndarray:
+        """(S,) loss weights lambda_s (materialises the sample)."""
+        return loss_weight(self.schedule, self.sample.t, self.parametrization, self.sample.process)
+
+    @property
+    def f_star(self) -> np.ndarray:
+        """(S, d) exact-denoiser outputs (materialises the sample)."""
+        s = self.sample
+        return exact_outputs(s.train, s, self.parametrization, s.process)
+
+    @property
+    def y(self) -> np.ndarray:
+        """(S, d) targets (materialises the sample)."""
+        if self.target == "ideal":
+            return self.f_star
+        return targets(self.sample, self.parametrization, self.schedule, self.sample.process)[1]
 
 
-def quadratic_loss(model: RandomFeatureDenoiser, train: np.ndarray, sample: TrainingSample,
-                   schedule: str | Callable, *, batch_size: int = 2048, normalized: bool = True,
-                   f_star: np.ndarray | None = None, target: str = "dsm") -> QuadraticLoss:
-    """Assemble :class:`QuadraticLoss` for ``model`` and ``schedule`` on ``sample``.
+def accumulate(model: RandomFeatureDenoiser, sample: TrainingSample, schedules: Sequence[str | Callable], *,
+               target: str = "dsm", normalized: bool = True, batch_size: int = 8192,
+               progress: Callable[[int, int], None] | None = None) -> dict[str, QuadraticLoss]:
+    """The quadratic form of every schedule in one streamed pass over ``sample``.
+
+    Per time node j (in blocks of at most ``batch_size`` rows): the weighted Gram matrix
+    G_j = sum c_s psi_s psi_s^T, H_j = sum c_s y_s psi_s^T and the scalars sum c_s |y_s|^2 and
+    sum c_s |f*_s - y_s|^2 are computed once; each schedule adds them times lambda(t_j).
+    Memory: O(p^2 n_schedules + batch_size p), independent of the sample size.
+
+    Parameters
+    ----------
+    model : RandomFeatureDenoiser (its features; A is not used)
+    sample : TrainingSample
+    schedules : names or callables w(t)
+    target : {"dsm", "ideal"}
+        The DSM target, or its conditional expectation given x_t (the exact denoiser's output).
+    normalized : bool
+        False: raw activations (no 1/sqrt(p)), so nested widths' forms are leading blocks.
+    batch_size : int
+        Rows per block.
+    progress : callable(done, total), optional
+        Called after each time node.
+
+    Returns
+    -------
+    dict schedule name -> QuadraticLoss
+    """
+    dev, dt = model.A.device, model.A.dtype
+    p, d = model.width, model.d
+    proc, par = sample.process, model.parametrization
+    names = [schedule_name(s) for s in schedules]
+    if len(set(names)) != len(names):
+        raise ValueError(f"`schedules` must have distinct names; got {names}")
+    lam_nodes = np.stack([loss_weight(s, sample.t_nodes, par, proc) for s in schedules])  # (n_sched, n_time)
+    k = len(schedules)
+    U = torch.zeros(k, p, p, dtype=dt, device=dev)
+    V = torch.zeros(k, d, p, dtype=dt, device=dev)
+    C = np.zeros(k)
+    L_star = np.zeros(k)
+    scale = 1.0 if normalized else math.sqrt(p)
+    done = -1
+    with torch.no_grad():
+        for block in sample.blocks(batch_size, by_node=True):
+            j = block.node
+            tj = torch.tensor(float(sample.t_nodes[j]), dtype=dt, device=dev)
+            psi = model.features(torch.as_tensor(block.xt, dtype=dt, device=dev), tj) * scale
+            f_star = exact_outputs(sample.train, block, par, proc, owner=sample)
+            y = f_star if target == "ideal" else targets(block, par, "1", proc)[1]
+            c = torch.as_tensor(block.weight, dtype=dt, device=dev)
+            cpsi = psi * c[:, None]
+            G = psi.T @ cpsi
+            H = torch.as_tensor(y, dtype=dt, device=dev).T @ cpsi
+            cy = float(block.weight @ (y * y).sum(1))
+            cs = float(block.weight @ ((f_star - y) ** 2).sum(1))
+            for i in range(k):  # a handful of schedules: one scaled add of the shared Gram each
+                U[i].add_(G, alpha=float(lam_nodes[i, j]))
+                V[i].add_(H, alpha=float(lam_nodes[i, j]))
+            C += lam_nodes[:, j] * cy
+            L_star += lam_nodes[:, j] * cs
+            if progress is not None and j != done:
+                done = j
+                progress(j + 1, sample.n_time)
+    U = 0.5 * (U + U.transpose(1, 2))
+    return {name: QuadraticLoss(U=U[i], V=V[i], C=float(C[i]), optimal_loss=float(L_star[i]), sample=sample,
+                                schedule=s, parametrization=par, target=target)
+            for i, (name, s) in enumerate(zip(names, schedules))}
+
+
+def quadratic_loss(model: RandomFeatureDenoiser, train: np.ndarray | None, sample: TrainingSample,
+                   schedule: str | Callable, *, batch_size: int = 8192, normalized: bool = True,
+                   target: str = "dsm") -> QuadraticLoss:
+    """:class:`QuadraticLoss` of one schedule (``train`` is the sample's, kept for the 0.1 signature).
 
     ``target="dsm"`` fits the denoising score-matching target (alpha_t x0, or -z / sqrt(h_t));
     ``target="ideal"`` fits its conditional expectation given x_t, the exact denoiser's output f*
-    (E[alpha_t x0 | x_t], or the exact score) on the same (x_t, t) sample: both targets have the
-    same expectation, so any difference between the two fits comes from the finite number of
-    noise draws (generalization through variance, issue 15).
+    on the same (x_t, t) sample: both targets have the same expectation, so any difference between
+    the two fits comes from the finite number of noise draws (generalization through variance).
     """
-    lam, y = targets(sample, model.parametrization, schedule, model.process)
-    if f_star is None:
-        f_star = exact_outputs(train, sample, model.parametrization, model.process)
-    if target == "ideal":
-        y = f_star
-    U, V, C = accumulate_moments(model, sample, lam, y, batch_size=batch_size, normalized=normalized)
-    return QuadraticLoss(U=U, V=V, C=C, sample=sample, lam=lam, y=y, f_star=f_star)
+    return next(iter(accumulate(model, sample, [schedule], target=target, normalized=normalized,
+                                batch_size=batch_size).values()))

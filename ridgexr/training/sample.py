@@ -1,43 +1,39 @@
-"""The fixed Monte-Carlo/quadrature sample over which the loss's quadratic form is computed."""
+"""The fixed Monte-Carlo/quadrature sample over which the loss is computed, streamed by time node.
+
+A sample is (training point i, time node j, noise draw k) for every i, j and k: S = N n_time
+n_noise points with x_t = alpha_t x0 + sqrt(h_t) z.  Nothing of size S is held: the noise of
+node j is drawn from its own stream (``numpy.random.default_rng([seed, j])``) whenever the
+node is visited, so the paper's 8 M-point sample (2 points x 2001 nodes x 2000 draws) is
+accumulated in bounded memory, and any block can be regenerated bit for bit.
+"""
 
 from __future__ import annotations
 
-import math
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from functools import cached_property
+from typing import Any, Iterator
 
 import numpy as np
 import torch
 
 from .._backend import as_tensor
-from .._validation import check_float, check_int
+from .._validation import check_int
 from ..empirical import SmoothedEmpirical
 from ..process import OU
 from ..ridge import ridge_frame
+from .quadrature import DEFAULT_QUADRATURE, time_nodes
 
-__all__ = ["TrainingSample", "draw_training_sample", "batches"]
+__all__ = ["SampleBlock", "TrainingSample", "draw_training_sample", "batches"]
 
 
 @dataclass
-class TrainingSample:
-    """A fixed Monte-Carlo/quadrature sample of (x0, t, z) (numpy float64).
+class SampleBlock:
+    """Consecutive rows of a :class:`TrainingSample` (numpy float64).
 
-    Attributes
-    ----------
-    x0 : (S, d) training point of each sample
-    t : (S,) time node
-    z : (S, d) standard normal noise
-    xt : (S, d) alpha_t x0 + sqrt(h_t) z
-    weight : (S,) c_s, the measure weight (sums to the time average, ~1)
-    group : (S,) index of the (point, time) cell; noise draws share it
-    n_noise : int
-    t_min, T : float, the time range
-    key : str, unique per drawn sample (a cache key that outlives ``id()``)
-    cache : per-sample results that do not depend on the model (exact posterior means,
-        ridge frames), filled on first use by :meth:`posterior_mean` and
-        :meth:`tangent_frames` and shared by every fit evaluated on this sample; valid for
-        the training set the sample was drawn from
+    x0, z, xt : (B, d);  t, weight : (B,);  group : (B,) (point, node) cell of each row
+    (noise draws of one cell are consecutive and never split between blocks);
+    node : the time node's index when every row shares it, else None.
     """
 
     x0: np.ndarray
@@ -46,47 +42,169 @@ class TrainingSample:
     xt: np.ndarray
     weight: np.ndarray
     group: np.ndarray
+    node: int | None
+
+    @property
+    def size(self) -> int:
+        return int(self.t.shape[0])
+
+
+@dataclass(eq=False)
+class TrainingSample:
+    """The sample of (x0, t, z) that defines the loss as a quadrature over t and an average over z.
+
+    Attributes
+    ----------
+    train : (N, d) training data
+    t_nodes, t_weights : (n_time,) quadrature nodes and weights, int f dt ~ sum w_j f(t_j)
+    n_noise : noise draws per (point, node)
+    seed : seed of the noise (node j draws from ``default_rng([seed, j])``)
+    t_min, T : the time range;  quadrature : the rule's name
+    process : the OU process
+    key : unique per drawn sample (a cache key that outlives ``id()``)
+    cache : per-sample results that do not depend on the model, shared by every fit
+
+    Each row's measure weight is c_s = w_j / (N n_noise), so sum_s c_s g(s) estimates
+    int_{t_min}^T E_{x0, z} g dt.  :meth:`blocks` streams the rows; the whole-sample arrays
+    (``x0``, ``t``, ``z``, ``xt``, ``weight``, ``group``) are built on first access, for
+    small samples only.
+    """
+
+    train: np.ndarray
+    t_nodes: np.ndarray
+    t_weights: np.ndarray
     n_noise: int
+    seed: int
     t_min: float
     T: float
+    quadrature: str = DEFAULT_QUADRATURE
+    process: OU = field(default_factory=OU)
     key: str = field(default_factory=lambda: uuid.uuid4().hex, compare=False)
     cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
-    def size(self) -> int:
-        """Number of sample points S."""
-        return int(self.t.shape[0])
+    def n_train(self) -> int:
+        return int(self.train.shape[0])
 
-    def posterior_mean(self, train: np.ndarray, process: OU) -> np.ndarray:
-        """E[x0 | x_t] of the training set's p_t at every sample point (S, d), cached."""
+    @property
+    def n_time(self) -> int:
+        return int(self.t_nodes.shape[0])
+
+    @property
+    def size(self) -> int:
+        """Number of sample points S = N n_time n_noise."""
+        return self.n_train * self.n_time * self.n_noise
+
+    def node_blocks(self, j: int, points_per_block: int | None = None) -> Iterator[SampleBlock]:
+        """Rows of time node ``j``, all draws of ``points_per_block`` training points per block
+        (default: the whole node in one block)."""
+        n, d = self.train.shape
+        z_all = np.random.default_rng([self.seed, j]).standard_normal((n, self.n_noise, d))
+        tj = np.array(float(self.t_nodes[j]))
+        a, sh = float(self.process.alpha(tj)), float(np.sqrt(self.process.h(tj)))
+        step = n if points_per_block is None else max(1, int(points_per_block))
+        for s in range(0, n, step):  # a few point chunks of one node, each one vectorised block
+            pts = slice(s, min(n, s + step))
+            z = z_all[pts].reshape(-1, d)
+            x0 = np.repeat(self.train[pts], self.n_noise, axis=0)
+            rows = x0.shape[0]
+            yield SampleBlock(x0=x0, t=np.full(rows, float(tj)), z=z, xt=a * x0 + sh * z,
+                              weight=np.full(rows, self.t_weights[j] / (n * self.n_noise)),
+                              group=np.repeat(np.arange(pts.start, pts.stop) * self.n_time + j, self.n_noise),
+                              node=j)
+
+    def blocks(self, max_rows: int = 8192, *, by_node: bool = True) -> Iterator[SampleBlock]:
+        """Stream the sample in blocks of at most ``max_rows`` rows (at least one point's draws).
+
+        ``by_node=True``: each block holds rows of one time node (a node with more rows is
+        split over its points).  ``by_node=False``: consecutive small nodes are merged.
+        """
+        max_rows = check_int(max_rows, "max_rows", min_val=1)
+        per_node = self.n_train * self.n_noise
+        split = per_node > max_rows
+        pts = max(1, max_rows // self.n_noise) if split else None
+        pending: list[SampleBlock] = []
+        rows = 0
+        for j in range(self.n_time):  # one vectorised block per node (or per point chunk of a node)
+            if by_node or split:
+                yield from self.node_blocks(j, pts)
+                continue
+            if rows + per_node > max_rows and pending:
+                yield _concat(pending)
+                pending, rows = [], 0
+            pending.extend(self.node_blocks(j))
+            rows += per_node
+        if pending:
+            yield _concat(pending)
+
+    # -------------------------------------------------------------- whole-sample arrays (small samples)
+    @cached_property
+    def _whole(self) -> SampleBlock:
+        return _concat(list(self.blocks(max(self.size, 1), by_node=False)))
+
+    x0 = property(lambda self: self._whole.x0, doc="(S, d) training point of each row (materialised)")
+    t = property(lambda self: self._whole.t, doc="(S,) time of each row (materialised)")
+    z = property(lambda self: self._whole.z, doc="(S, d) noise (materialised)")
+    xt = property(lambda self: self._whole.xt, doc="(S, d) noisy point (materialised)")
+    weight = property(lambda self: self._whole.weight, doc="(S,) measure weight c_s (materialised)")
+    group = property(lambda self: self._whole.group, doc="(S,) (point, node) cell (materialised)")
+
+    def posterior_mean(self, train: np.ndarray | None = None, process: OU | None = None) -> np.ndarray:
+        """E[x0 | x_t] of the training set's p_t at every row (S, d), cached (materialises the sample)."""
         if "posterior_mean" not in self.cache:
-            self.cache["posterior_mean"] = SmoothedEmpirical(train, self.t, process=process).posterior_mean(self.xt)
+            self.cache["posterior_mean"] = block_posterior_mean(self, self._whole)
         return self.cache["posterior_mean"]
 
-    def tangent_frames(self, train: np.ndarray, d_star: int, process: OU) -> np.ndarray:
-        """Tangent bases (S, d, d*) of the ridge frame at every sample point, cached per d*."""
+    def tangent_frames(self, train: np.ndarray | None, d_star: int, process: OU | None = None) -> np.ndarray:
+        """Tangent bases (S, d, d*) of the ridge frame at every row, cached per d* (materialises)."""
         key = ("tangent", int(d_star))
         if key not in self.cache:
-            self.cache[key] = ridge_frame(SmoothedEmpirical(train, self.t, process=process), self.xt,
-                                          int(d_star)).tangent
+            self.cache[key] = block_tangent_frames(self, self._whole, d_star)
         return self.cache[key]
+
+    def with_seed(self, seed: int) -> "TrainingSample":
+        """The same nodes, weights and sizes with the noise of another seed (e.g. held out)."""
+        return TrainingSample(train=self.train, t_nodes=self.t_nodes, t_weights=self.t_weights,
+                              n_noise=self.n_noise, seed=int(seed), t_min=self.t_min, T=self.T,
+                              quadrature=self.quadrature, process=self.process)
+
+
+def block_posterior_mean(sample: TrainingSample, block: SampleBlock) -> np.ndarray:
+    """E[x0 | x_t] (B, d) of the sample's training set at the rows of ``block``."""
+    return SmoothedEmpirical(sample.train, block.t, process=sample.process).posterior_mean(block.xt)
+
+
+def block_tangent_frames(sample: TrainingSample, block: SampleBlock, d_star: int) -> np.ndarray:
+    """Ridge tangent bases (B, d, d*) at the rows of ``block``."""
+    dens = SmoothedEmpirical(sample.train, block.t, process=sample.process)
+    return ridge_frame(dens, block.xt, int(d_star)).tangent
+
+
+def _concat(blocks: list[SampleBlock]) -> SampleBlock:
+    if len(blocks) == 1:
+        return blocks[0]
+    cat = lambda name: np.concatenate([getattr(b, name) for b in blocks])  # noqa: E731
+    nodes = {b.node for b in blocks}
+    return SampleBlock(x0=cat("x0"), t=cat("t"), z=cat("z"), xt=cat("xt"), weight=cat("weight"),
+                       group=cat("group"), node=nodes.pop() if len(nodes) == 1 else None)
 
 
 def draw_training_sample(train: Any, *, t_min: float, T: float, n_time: int, n_noise: int, seed: int,
-                         process: OU | None = None) -> TrainingSample:
-    """Draw the sample over which U, V, C and the losses are computed.
+                         process: OU | None = None, quadrature: str = DEFAULT_QUADRATURE) -> TrainingSample:
+    """Define the sample over which U, V, C and the losses are computed (nothing is drawn yet).
 
-    Time: ``n_time`` Gauss-Legendre nodes in log t on [t_min, T], weights normalised to the
-    uniform time average.  Noise: ``n_noise`` draws per (training point, time node) from
-    ``numpy.random.default_rng(seed)``.
+    Time: ``n_time`` nodes of ``quadrature`` on [t_min, T] (:func:`ridgexr.training.time_nodes`;
+    weights integrate, they do not average).  Noise: ``n_noise`` draws per (training point,
+    time node), node j from ``numpy.random.default_rng([seed, j])``.
 
     Parameters
     ----------
     train : array (N, d), finite
     t_min, T : float, 0 < t_min < T (OU time)
-    n_time, n_noise : int >= 1
+    n_time, n_noise : int >= 1 (``n_time`` odd and >= 3 for Simpson's rule)
     seed : int >= 0
     process : OU, optional
+    quadrature : {"simpson-t", "trapezoid-log-t", "gauss-legendre-log-t"}
 
     Returns
     -------
@@ -98,30 +216,14 @@ def draw_training_sample(train: Any, *, t_min: float, T: float, n_time: int, n_n
         raise ValueError(f"`train` must have shape (N, d) with N >= 1; got {x.shape}")
     if not np.all(np.isfinite(x)):
         raise ValueError("`train` contains non-finite values")
-    n_time = check_int(n_time, "n_time", min_val=1)
     n_noise = check_int(n_noise, "n_noise", min_val=1)
-    check_int(seed, "seed", min_val=0)
-    t_min = check_float(t_min, "t_min", min_val=0, include_boundaries="neither")
-    T = check_float(T, "T", min_val=t_min, include_boundaries="neither")
-    n, d = x.shape
-    xi, gw = np.polynomial.legendre.leggauss(n_time)
-    lo, hi = math.log(t_min), math.log(T)
-    u = 0.5 * (lo + hi) + 0.5 * (hi - lo) * xi
-    tn = np.exp(u)
-    qw = gw * 0.5 * (hi - lo) * tn / (T - t_min)  # int f dt / (T - t_min) ~ sum qw f(t_j)
-    ii, jj, kk = np.meshgrid(np.arange(n), np.arange(n_time), np.arange(n_noise), indexing="ij")
-    ii, jj = ii.ravel(), jj.ravel()
-    rng = np.random.default_rng(seed)
-    z = rng.standard_normal((ii.size, d))
-    t = tn[jj]
-    x0 = x[ii]
-    xt = process.alpha(t)[:, None] * x0 + np.sqrt(process.h(t))[:, None] * z
-    weight = qw[jj] / (n * n_noise)
-    return TrainingSample(x0=x0, t=t, z=z, xt=xt, weight=weight, group=ii * n_time + jj,
-                          n_noise=n_noise, t_min=t_min, T=T)
+    seed = check_int(seed, "seed", min_val=0)
+    tn, tw = time_nodes(quadrature, n_time, t_min, T)
+    return TrainingSample(train=x, t_nodes=tn, t_weights=tw, n_noise=n_noise, seed=seed, t_min=float(t_min),
+                          T=float(T), quadrature=quadrature, process=process)
 
 
-def batches(n: int, size: int) -> Iterable[slice]:
+def batches(n: int, size: int):
     """Consecutive slices of ``size`` covering range(n)."""
     for s in range(0, n, size):
         yield slice(s, min(n, s + size))
