@@ -208,7 +208,7 @@ def run(
 
 
 _SHORT = {"ridge_distance": "ridge dist", "converged": "conv", "rms_residual_normal": "rms e_N",
-          "rms_residual_tangent": "rms e_T", "memorized": "memo", "diverged": "div", "excess_loss": "excess",
+          "rms_residual_tangent": "rms e_T", "near_mode": "near", "memorized": "memo", "diverged": "div", "excess_loss": "excess",
           "schedule": "sched"}
 
 
@@ -217,7 +217,8 @@ def _summary_table(rows, title):
         console.print("(no cells)")
         return
     table = Table(title=title, caption="ridge dist: mean |x - proj|; conv: SCMS converged; rms e_N / e_T: "
-                                        "normal / tangent model error; memo: d1/d2 < 1/3; div: diverged; "
+                                        "normal / tangent model error; near: within 0.5 of a training point (the paper's count); "
+                                        "memo: d1/d2 < 1/3; div: diverged; "
                                         "excess: held-out excess loss")
     keys = [k for k in rows[0] if k != "complete"]
     table.add_column("done", no_wrap=True)

@@ -14,6 +14,7 @@ import numpy as np
 import xarray as xr
 
 from . import analysis
+from ._validation import check_option
 from .store import cells as store_cells
 from .store import json_attr
 
@@ -160,15 +161,28 @@ def phase_time_hist(ds: xr.Dataset, *, which: str = "reach_time", r: float = 0.5
     return both(hv.NdLayout(items, kdims=["cell"]).cols(3), title=f"{which.replace('_', ' ')} per cell (r = {r})")
 
 
-def phase_diagram(ds: xr.Dataset, *, x: str = "width", y: str = "schedule") -> hv.Overlay:
-    """Memorization fraction over (x, y) cells, e.g. width x schedule or tau x schedule, values printed.
+#: the memorization measures a phase diagram can show: name -> (function, description)
+PHASE_METRICS = {
+    "memorized": ("memorization_fraction", "memorized share (d1/d2 < 1/3)"),
+    "near_mode": ("near_mode_fraction", "near-mode share (within 0.5 of a training point)"),
+}
+
+
+def phase_diagram(ds: xr.Dataset, *, x: str = "width", y: str = "schedule", metric: str = "memorized") -> hv.Overlay:
+    """A memorization measure over (x, y) cells, e.g. width x schedule or tau x schedule, values printed.
+
+    ``metric``: ``"memorized"`` (d1/d2 < 1/3, :func:`ridgexr.analysis.memorization_fraction`) or
+    ``"near_mode"`` (within 0.5 of a training point, the paper's count,
+    :func:`ridgexr.analysis.near_mode_fraction`).
 
     Drawn as an ``hv.Image`` on integer positions with labelled ticks (plus the values as
     text), not as ``hv.HeatMap``: holoviews' matplotlib HeatMap draws categorical cells
     flipped against their tick labels, which put values in the wrong cells of the PNG.
     Other cell dims are fixed at their first label.
     """
-    memo = analysis.memorization_fraction(ds)["memorized"].compute()
+    check_option(metric, "metric", PHASE_METRICS)
+    func, label = PHASE_METRICS[metric]
+    memo = getattr(analysis, func)(ds)[metric].compute()
     other = [d for d in memo.dims if d not in (x, y)]
     if other:
         memo = memo.isel({d: 0 for d in other})
@@ -176,8 +190,8 @@ def phase_diagram(ds: xr.Dataset, *, x: str = "width", y: str = "schedule") -> h
     xl, yl = [str(v) for v in memo[x].values], [str(v) for v in memo[y].values]
     z = memo.values.astype(float)
     # an array with explicit bounds (row 0 on top), so one width or one schedule still has extent
-    img = hv.Image(z[::-1], bounds=(-0.5, -0.5, len(xl) - 0.5, len(yl) - 0.5), kdims=[x, y], vdims=["memorized"],
-                   label="memorization fraction")
+    img = hv.Image(z[::-1], bounds=(-0.5, -0.5, len(xl) - 0.5, len(yl) - 0.5), kdims=[x, y], vdims=[metric],
+                   label=label)
     img = both(img, xticks=list(enumerate(xl)), yticks=list(enumerate(yl)), clim=(0.0, 1.0), cmap="viridis",
                colorbar=True)
     xx, yy = np.meshgrid(np.arange(len(xl)), np.arange(len(yl)))
@@ -185,7 +199,7 @@ def phase_diagram(ds: xr.Dataset, *, x: str = "width", y: str = "schedule") -> h
     text = text.opts(hv.opts.Labels(text_color="white", backend="bokeh"),
                      hv.opts.Labels(color="white", backend="matplotlib"))
     ticks = dict(xticks=list(enumerate(xl)), yticks=list(enumerate(yl)))  # on the overlay too: bokeh reads its axes there
-    return both(img * text, title=f"memorized share by {y} and {x}", **ticks)
+    return both(img * text, title=f"{label} by {y} and {x}", **ticks)
 
 
 def mode_count_bars(ds: xr.Dataset, *, r: float = 0.5) -> hv.Bars:

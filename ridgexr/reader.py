@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .analysis.arrays import memorized
+from .analysis.arrays import memorized, near_mode
 from ._deprecation import renamed_kwargs
 from .catalog import data_dir_source, open_catalog, resolve_store
 from .store import cell_label, is_store, open_store
@@ -20,20 +20,22 @@ def summarize(path: str | Path) -> list[dict]:
     """Per-cell summary rows read back from the store, at the final step.
 
     Columns: mean ridge distance, share of SCMS-converged projections, rms normal and
-    tangent residual, memorized share (:func:`ridgexr.analysis.arrays.memorized`, d1/d2 < 1/3
-    over the finite final states, as ``memorization_fraction``), diverged trajectories,
-    held-out excess loss.
+    tangent residual, near-mode share (within 0.5 of a scaled training point, the paper's
+    count, as ``near_mode_fraction``), memorized share (d1/d2 < 1/3, as
+    ``memorization_fraction``), diverged trajectories, held-out excess loss.
     """
     ds = open_store(path)
     dims = ds["cell_complete"].dims
     last = ds.isel(step=-1)
     train = ds["train_data"].values
-    x = last["trajectory"].values / float(last["alpha"])  # (cells..., sample, d); d1/d2 is scale-free
+    a = float(last["alpha"])
+    x = last["trajectory"].values / a  # (cells..., sample, d); d1/d2 is scale-free
     with warnings.catch_warnings():  # unwritten cells and fully diverged cells are all-NaN: NaN rows
         warnings.simplefilter("ignore", RuntimeWarning)
         memo = (np.nanmean(memorized(x, train, 1 / 3), axis=-1) if train.shape[0] >= 2
                 else np.full(x.shape[:-2], np.nan))
-        cols = _summary_columns(ds, last, memo)
+        near = np.nanmean(near_mode(x * a, train * a, 0.5), axis=-1)
+        cols = _summary_columns(ds, last, memo, near)
     done = ds["cell_complete"].values
     rows = []
     for idx in np.ndindex(*done.shape):
@@ -44,13 +46,14 @@ def summarize(path: str | Path) -> list[dict]:
     return rows
 
 
-def _summary_columns(ds, last, memo) -> dict:
+def _summary_columns(ds, last, memo, near) -> dict:
     rms = lambda v: np.sqrt(np.nanmean((v**2).sum(-1), axis=-1))  # noqa: E731
     return {
         "ridge_distance": last["ridge_distance"].mean("sample").values,
         "converged": last["ridge_converged"].mean("sample").values,
         "rms_residual_normal": rms(last["residual_normal"].values),
         "rms_residual_tangent": rms(last["residual_tangent"].values),
+        "near_mode": near,
         "memorized": memo,
         "diverged": ds["diverged"].sum("sample").values,
         "excess_loss": ds["excess_loss"].values,

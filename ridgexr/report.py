@@ -155,6 +155,10 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
         x = "tau" if "tau" in ds.dims else "width"
         figures["phase_diagram"] = (plot.phase_diagram(ds, x=x), "Share of final samples with d1/d2 < 1/3 "
                                     "(nearest over second-nearest training distance) per cell.")
+    figures["near_mode_diagram"] = (plot.phase_diagram(ds, x="tau" if "tau" in ds.dims else "width",
+                                                       metric="near_mode"),
+                                    "Share of final samples within 0.5 of a training point (the paper's "
+                                    "memorization count) per cell.")
     if plot.is_mnist(ds):
         picked = [c for c in cells(ds) if c.get("schedule") != "exact"][:1] + \
             [c for c in cells(ds) if c.get("schedule") == "exact"][:1]

@@ -236,3 +236,50 @@ def test_plots_are_holoviews_objects():
     pts = plot.ridge_points(TRAIN, 0.5, lim=6.0, n_grid=15)
     assert len(pts) > 50
     np.testing.assert_allclose(pts[:, 1], 0.0, atol=1e-9)
+
+
+@given(seed=st.integers(0, 10_000), r=st.floats(0.05, 3.0), n=st.integers(1, 60),
+       ci_method=st.sampled_from(["wilson", "clopper-pearson"]))
+def test_near_mode_fraction_is_a_direct_count_with_its_binomial_ci(seed, r, n, ci_method):
+    """The paper's count: share of final samples within r of some alpha_t x_i, per cell, against
+    a brute-force double loop and scipy's binomial interval."""
+    rng = np.random.default_rng(seed)
+    train = rng.normal(size=(3, 2)) * 2
+    t = np.array([1.0, 0.01])
+    alpha = np.exp(-t)
+    x = rng.normal(size=(2, 1, n, 2, 2)) * 2  # (schedule, width, sample, step, dim)
+    x[0, 0, : n // 3, -1] = train[0] * alpha[-1] + 0.01  # some samples on a mode
+    x[1, 0, 0, -1] = np.nan  # a diverged sample is left out, not counted
+    ds = xr.Dataset({"trajectory": (("schedule", "width", "sample", "step", "dim"), x),
+                     "train_data": (("train", "dim"), train)},
+                    coords={"schedule": ["a", "b"], "width": [8], "t": ("step", t), "alpha": ("step", alpha)})
+    out = an.near_mode_fraction(ds.chunk({"sample": 7}), r=r, ci_method=ci_method)
+    assert isinstance(out.near_mode.data, da.Array)
+    out = out.compute()
+    for i in range(2):
+        pts = [x[i, 0, j, -1] for j in range(n) if np.all(np.isfinite(x[i, 0, j, -1]))]
+        k = sum(any(np.hypot(*(p - alpha[-1] * q)) <= r for q in train) for p in pts)
+        assert out.near_mode.values[i, 0] == pytest.approx(k / len(pts)) if pts else np.isnan(out.near_mode[i, 0])
+        if pts:
+            ref = binomtest(k, len(pts)).proportion_ci(0.95, method="exact" if ci_method == "clopper-pearson"
+                                                       else "wilson")
+            assert [out.near_mode_low.values[i, 0], out.near_mode_high.values[i, 0]] == pytest.approx(
+                [ref.low, ref.high], abs=1e-9)
+
+
+def test_position_density_is_a_normalised_kde_peaking_where_the_samples_are():
+    ds, k, t = synthetic_store()
+    ds["ridge_projection"] = ds["trajectory"] * 0 + xr.DataArray([1.0, 0.0], dims="dim") * ds["alpha"] \
+        * xr.DataArray(np.where(np.arange(S) % 2, 3.0, -3.0), dims="sample")
+    dens = an.position_density(ds, n_points=801)
+    assert isinstance(dens.density.data, da.Array)
+    dens = dens.density.compute()
+    grid = dens.position.values
+    pos = np.where(np.arange(S) % 2, 3.0, -3.0) * math.exp(-t[-1])
+    bw = S ** (-1 / 5) * pos.std(ddof=1)  # Scott's rule, by hand: a Gaussian mixture on the samples
+    by_hand = np.exp(-0.5 * ((grid[:, None] - pos) / bw) ** 2).mean(1) / (bw * math.sqrt(2 * math.pi))
+    np.testing.assert_allclose(dens.isel(schedule=1, width=0).values, by_hand, rtol=1e-10, atol=1e-14)
+    peaks = grid[np.argsort(dens.isel(schedule=0, width=0).values)[-1]]
+    assert abs(abs(peaks) - 3.0 * math.exp(-t[-1])) < 0.1
+    with pytest.raises(ValueError, match="n_points"):
+        an.position_density(ds, n_points=1)

@@ -10,7 +10,7 @@ import numpy as np
 from ..process import OU
 
 __all__ = ["sliced_wasserstein", "mmd2", "hausdorff", "novelty", "rate_fit", "proportion_ci", "share_with_ci", "CI_METHODS", "enter_and_stay_time", "reach_time", "align_time", "slide_distance", "nearest_two",
-           "memorized", "bootstrap_mean_ci", "crossing", "integrated_residual"]
+           "memorized", "near_mode", "bootstrap_mean_ci", "crossing", "integrated_residual"]
 
 
 def enter_and_stay_time(inside: np.ndarray, t: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
@@ -128,6 +128,13 @@ def memorized(x: np.ndarray, points: np.ndarray, ratio: float = 1 / 3) -> np.nda
     d1, d2, _ = nearest_two(x, points)
     out = (d1 / d2 < ratio).astype(float)
     return np.where(np.isfinite(d1), out, np.nan)
+
+
+def near_mode(x: np.ndarray, points: np.ndarray, r: float = 0.5) -> np.ndarray:
+    """1.0 where x lies within ``r`` of one of ``points`` (the paper's memorization count), 0.0
+    elsewhere, NaN for non-finite x; x (..., d), points (N, d) -> (...)."""
+    d1, _, _ = nearest_two(x, points)
+    return np.where(np.isfinite(d1), (d1 <= r).astype(float), np.nan)
 
 
 CI_METHODS = ("wilson", "clopper-pearson")

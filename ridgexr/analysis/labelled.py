@@ -30,8 +30,8 @@ from .. import units
 from . import arrays
 
 __all__ = ["distance_curves", "phase_times", "phase_summary", "spread_curves", "ridge_position",
-           "position_histogram", "mode_counts", "memorization_fraction", "phase_transition", "theory_check",
-           "summary_table"]
+           "position_histogram", "position_density", "mode_counts", "memorization_fraction", "near_mode_fraction",
+           "phase_transition", "theory_check", "summary_table"]
 
 
 
@@ -202,6 +202,76 @@ def position_histogram(ds: xr.Dataset, *, bins: int = 40, step: int = -1, t: flo
     return xr.Dataset({"density": _attrs(h, "density of positions along the ridge", units.INV_DATA)})
 
 
+def position_density(ds: xr.Dataset, *, n_points: int = 201, bw_method: str | float = "scott", step: int = -1,
+                     t: float | None = None, dim: str = "sample") -> xr.Dataset:
+    """Gaussian KDE of :func:`ridge_position` at one step per cell (the paper's 1-D density along the ridge).
+
+    ``scipy.stats.gaussian_kde`` with ``bw_method`` over the finite positions of each cell,
+    evaluated on ``n_points`` positions spanning the scaled training set +- 50 % (coordinate
+    ``position``, data units).  Returns ``density`` (cells, position), 1 / data units, lazy.
+    """
+    from scipy.stats import gaussian_kde
+
+    _check(ds, "ridge_projection", "train_data", dim=dim)
+    n_points = check_int(n_points, "n_points", min_val=2)
+    if not (isinstance(bw_method, str) and bw_method in ("scott", "silverman")):
+        check_float(bw_method, "bw_method", min_val=0, include_boundaries="neither")
+    pos = ridge_position(_at_step(ds, step, t) if "step" in ds.dims else ds).chunk({dim: -1})
+    lim = float(np.abs(ds["train_data"].values).max()) * 1.5 + 1.0
+    grid = np.linspace(-lim, lim, n_points)
+
+    def _kde(p):
+        flat = p.reshape(-1, p.shape[-1])
+        out = np.full((flat.shape[0], n_points), np.nan)
+        for i, row in enumerate(flat):  # one KDE per cell (a handful), each vectorised over samples
+            row = row[np.isfinite(row)]
+            if row.size >= 2 and np.ptp(row) > 0:
+                out[i] = gaussian_kde(row, bw_method=bw_method)(grid)
+        return out.reshape(p.shape[:-1] + (n_points,))
+
+    dens = xr.apply_ufunc(_kde, pos, input_core_dims=[[dim]], output_core_dims=[["position"]],
+                          dask="parallelized", output_dtypes=[float],
+                          dask_gufunc_kwargs={"output_sizes": {"position": n_points}})
+    dens = dens.assign_coords(position=grid)
+    dens["position"].attrs.update(long_name="position along the ridge (first principal axis)", units=units.DATA)
+    return xr.Dataset({"density": _attrs(dens, "KDE of positions along the ridge", units.INV_DATA)})
+
+
+def near_mode_fraction(ds: xr.Dataset, *, r: float = 0.5, step: int = -1, t: float | None = None,
+                       ci: float = 0.95, ci_method: str = "wilson", dim: str = "sample") -> xr.Dataset:
+    """Share of samples within ``r`` of a scaled training point alpha_t x_i (the paper's count), with a CI.
+
+    The paper counts a sample as memorized when it lies within 0.5 of a training point
+    (at t_min, alpha_t ~ 1); :func:`memorization_fraction` (d1/d2 < 1/3) is ridgexr's other
+    measure, and the two disagree off the modes (a sample at the midpoint of two points is
+    far from both, but one far from the data along the ridge has d1/d2 small), so both are
+    reported.  CI: Wilson's (default) or Clopper-Pearson's over the finite samples.
+
+    Returns ``near_mode``, ``near_mode_low``, ``near_mode_high`` over the cells (lazy).
+    """
+    _check(ds, "trajectory", "train_data", "alpha", dim=dim)
+    r = _check_radius(r)
+    ci = check_float(ci, "ci", min_val=0, max_val=1, include_boundaries="neither")
+    check_option(ci_method, "ci_method", arrays.CI_METHODS)
+    last = _at_step(ds, step, t)
+    pts = last["train_data"].values * float(last["alpha"])
+    x = last["trajectory"].chunk({dim: -1, "dim": -1})
+
+    def _near(xx):
+        return arrays.share_with_ci(arrays.near_mode(xx, pts, r), ci, ci_method)
+
+    stats = xr.apply_ufunc(_near, x, input_core_dims=[[dim, "dim"]], output_core_dims=[["stat"]],
+                           dask="parallelized", output_dtypes=[float],
+                           dask_gufunc_kwargs={"output_sizes": {"stat": 3}})
+    out = xr.Dataset({
+        "near_mode": _attrs(stats.isel(stat=0), f"share of samples within {r:g} of some alpha_t x_i", "1"),
+        "near_mode_low": _attrs(stats.isel(stat=1), f"lower end of the {ci:.0%} {ci_method} interval", "1"),
+        "near_mode_high": _attrs(stats.isel(stat=2), f"upper end of the {ci:.0%} {ci_method} interval", "1"),
+    })
+    out.attrs.update(r=float(r), ci=float(ci), ci_method=ci_method, step=_step_index(ds, step, t))
+    return out
+
+
 def mode_counts(ds: xr.Dataset, *, r: float = 0.5, step: int = -1, t: float | None = None,
                 dim: str = "sample") -> xr.Dataset:
     """Share of samples within ``r`` of each scaled training point, and of any, at ``step`` (or nearest ``t``).
@@ -344,7 +414,7 @@ def summary_table(ds: xr.Dataset, *, r: float = 0.5, ci: float = 0.95, mode_r: f
     ph = phase_summary(phase_times(ds, r=r))
     sp = spread_curves(ds)["spread_mean"].isel(step=-1).rename("spread_final")
     mc = mode_counts(ds, r=r if mode_r is None else mode_r)["share_any"].rename("mode_share_any")
-    parts = [ph, sp.to_dataset(), mc.to_dataset()]
+    parts = [ph, sp.to_dataset(), mc.to_dataset(), near_mode_fraction(ds, r=r, ci=ci)]
     if ds.sizes.get("train", 0) >= 2:
         parts.append(memorization_fraction(ds, ci=ci))
     return xr.merge(parts, compat="override")
