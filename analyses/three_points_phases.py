@@ -21,7 +21,8 @@ def main(argv=None):
     ds = store_for("three-points", args.data)
     summ = analysis.summary_table(ds, r=0.5).compute().to_dataframe().reset_index()
     cols = ["schedule", "width", "reached", "reach_time_median", "align_time_median", "slide_chord_median",
-            "spread_final", "mode_share_any", "memorized", "memorized_low", "memorized_high"]
+            "spread_final", "near_mode", "near_mode_low", "near_mode_high", "memorized", "memorized_low",
+            "memorized_high"]
     print("## three-points: phases, spread, modes, memorization\n")
     print(markdown_table(summ[cols]))
     save_png(plot.distance_curves_plot(ds), figs / "three_points_distance.png", logx=True, logy=True)

@@ -310,12 +310,18 @@ def analyze(
                 table = analysis.summary_table(ds, r=r).compute()
             elapsed = time.perf_counter() - t0
     df = table.to_dataframe().reset_index()
-    keep = [c for c in df.columns if c in ("schedule", "width", "tau") or c in table.data_vars]
-    rich_table = Table(title=f"{ds.attrs.get('experiment', name)}: analyses (r = {r})")
-    for c in keep:
-        rich_table.add_column(c.replace("_", " "), justify="right")
-    for _, row in df[keep].iterrows():
-        rich_table.add_row(*[f"{v:.3g}" if isinstance(v, float) else str(v) for v in row])
+    labels = [c for c in df.columns if c in ("schedule", "width", "tau")]
+    shares = [v for v in table.data_vars if f"{v}_low" in table.data_vars]  # shown as "share [low, high]"
+    values = [v for v in table.data_vars if v not in shares and not v.endswith(("_low", "_high"))]
+    rich_table = Table(title=f"{ds.attrs.get('experiment', name)}: analyses (r = {r})",
+                       caption="near mode: within r of a training point (the paper's count); memorized: d1/d2 < 1/3; "
+                               "[95% Wilson interval]")
+    for c in labels + values + shares:
+        rich_table.add_column(c.replace("_", " "), justify="right", no_wrap=c in shares or c in labels)
+    fmt = lambda v: f"{v:.3g}" if isinstance(v, float) else str(v)  # noqa: E731
+    for _, row in df.iterrows():
+        rich_table.add_row(*[fmt(row[c]) for c in labels + values],
+                           *[f"{row[c]:.2f} [{row[c + '_low']:.2f}, {row[c + '_high']:.2f}]" for c in shares])
     console.print(rich_table)
     console.print(f"computed in {elapsed:.1f} s{' on ' + scheduler if scheduler else ''}")
 

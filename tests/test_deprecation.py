@@ -86,7 +86,7 @@ def test_summary_table_mode_r_is_r():
     with pytest.warns(FutureWarning, match="mode_r"):
         old = summary_table(ds, r=0.5, mode_r=0.25).compute()
     new = summary_table(ds, r=0.25).compute()
-    np.testing.assert_array_equal(old.mode_share_any.values, new.mode_share_any.values)
+    np.testing.assert_array_equal(old.near_mode.values, new.near_mode.values)
 
 
 def test_experiment_load_train_forwards_to_datasets():

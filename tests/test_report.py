@@ -108,6 +108,13 @@ def test_report_page_in_headless_chromium_shows_title_tables_and_figures(report_
     assert len(rows) == ds.sizes["schedule"] * ds.sizes["width"]  # one row per cell
     first = [td.get_text(strip=True) for td in rows[0].find_all("td")]
     assert first[:2] == [str(ds.schedule.values[0]), str(ds.width.values[0])]
+    heads = [th.get_text(strip=True) for th in dom.select("table#summary thead th")]
+    from ridgexr import analysis
+
+    near = float(analysis.near_mode_fraction(ds).near_mode.values.flat[0])  # the paper's count, beside d1/d2
+    heads = heads[-len(first):]  # header rows may carry an index row; align with the cells
+    assert "near_mode" in heads and "memorized" in heads
+    assert float(first[heads.index("near_mode")]) == pytest.approx(near, abs=1e-4)
     assert dom.select_one("table#config") and "n_samples" in dom.select_one("table#config").get_text()
     assert "torch_version" in dom.select_one("table#provenance").get_text()
     figures = {f["id"] for f in dom.find_all("figure")}
@@ -122,7 +129,7 @@ def test_cli_report_and_analyze(tiny_store, tmp_path):
     runner = CliRunner()
     r = runner.invoke(app, ["analyze", str(tiny_store)])
     assert r.exit_code == 0, r.output
-    assert "memorized" in r.output and "reach" in r.output
+    assert "memorized" in r.output and "reach" in r.output and "near mode" in r.output
     r = runner.invoke(app, ["report", str(tiny_store), "--out", str(tmp_path / "rep"), "--n-frames", "2"])
     assert r.exit_code == 0, r.output
     assert (tmp_path / "rep" / "report.html").is_file()

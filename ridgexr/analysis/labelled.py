@@ -413,8 +413,7 @@ def summary_table(ds: xr.Dataset, *, r: float = 0.5, ci: float = 0.95, mode_r: f
         warn_renamed("summary_table(n_boot=...)", "summary_table(ci=...) (Wilson intervals, no bootstrap)")
     ph = phase_summary(phase_times(ds, r=r))
     sp = spread_curves(ds)["spread_mean"].isel(step=-1).rename("spread_final")
-    mc = mode_counts(ds, r=r if mode_r is None else mode_r)["share_any"].rename("mode_share_any")
-    parts = [ph, sp.to_dataset(), mc.to_dataset(), near_mode_fraction(ds, r=r, ci=ci)]
+    parts = [ph, sp.to_dataset(), near_mode_fraction(ds, r=r if mode_r is None else mode_r, ci=ci)]
     if ds.sizes.get("train", 0) >= 2:
         parts.append(memorization_fraction(ds, ci=ci))
     return xr.merge(parts, compat="override")
