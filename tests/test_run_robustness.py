@@ -252,7 +252,10 @@ BAD_INPUTS = {
     "absurd sample count": ("n_samples: 16", "n_samples: 1000000000"),
     "absurd step count": ("n_steps: 20", "n_steps: 1000000000"),
     "absurd width": ("widths: [8, 16]", "widths: [8, 1000000000]"),
-    "absurd training sample": ("n_time: 4, n_noise: 4", "n_time: 100000, n_noise: 100000"),
+    "even node count for Simpson's rule": ("quadrature: gauss-legendre-log-t, n_time: 4",
+                                           "quadrature: simpson-t, n_time: 4"),
+    "unknown quadrature": ("quadrature: gauss-legendre-log-t", "quadrature: midpoint"),
+    "feature period of zero": ("n_frequencies: 3", "n_frequencies: 3, feature_period: 0"),
     "top_k of zero": ("d_star: 1", "d_star: 1\n    ridge: {top_k: 0}"),
     "string for a number": ("n_samples: 16", "n_samples: '16'"),
 }

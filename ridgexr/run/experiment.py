@@ -196,7 +196,8 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
             done = {idx for idx in layout.cells() if bool(marks[idx])}
         todo = [idx for idx in layout.cells() if idx not in done]
         task_bar = progress.add_task("fitting models", total=None) if progress is not None else None
-        tasks = plan_tasks(exp, train, layout) if todo else []
+        note = (lambda msg: progress.update(task_bar, description=f"fitting models: {msg}")) if progress else None
+        tasks = plan_tasks(exp, train, layout, progress=note) if todo else []
         if progress is not None:
             progress.remove_task(task_bar)
         if not exists or overwrite:  # the attributes (and MNIST's dataset provenance) only for a new store

@@ -95,9 +95,9 @@ BASE_BYTES = 400 * 2**20
 def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 1 << 30) -> dict:
     """Rough peak memory of a run and the uncompressed size of its store, in bytes, from the config alone.
 
-    Fitting holds the training sample (S = N n_time n_noise points, twice with the held-out
-    sample), its exact posterior means and tangent frames, and the (p x p) moments of the
-    largest width; sampling holds the time grid and one block of ``block_steps x n_samples``
+    Fitting streams the training sample (S = N n_time n_noise points) node by node and holds
+    the (p x p) moments of every schedule at the largest width and one block's features;
+    sampling holds the time grid and one block of ``block_steps x n_samples``
     states with their frames and the density's scratch memory (at most ``memory_budget``).
     Nothing is allocated here, so an absurd configuration is refused in milliseconds.  The
     estimate is meant to refuse impossible configurations before any work, not to predict
@@ -105,10 +105,12 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
     """
     n, d = train.shape
     p = max(exp.model.widths)
-    d_star = exp.d_star if isinstance(exp.d_star, int) else d - 1
     n_tau = len(exp.model.taus)
-    s_fit = float(n) * exp.training.n_time * exp.training.n_noise
-    fit = 2 * s_fit * 8 * (3 * d + 3 + 2 * d + d * d_star + 3 * n_tau) + 8.0 * p * p * 4 + 8.0 * 2048 * p * 2
+    n_sched = len(exp.schedules)
+    batch = 8192  # rows per streamed block of the training sample (training.fit)
+    # the training sample is streamed node by node: the moments of every schedule, one block's
+    # features and exact posterior, and the readouts
+    fit = 8.0 * p * p * (n_sched + 3) + 8.0 * batch * (4 * p + n * 2 + 8 * d) + 8.0 * n_sched * n_tau * p * d * 2
     q = float(exp.sampler.block_steps) * exp.n_samples
     n_rec = math.ceil(exp.process.n_steps / exp.sampler.record_every) + 1
     sampling = (q * 8 * (12 * d + 3 * d * d + 10) + min(float(memory_budget), q * n * 8 * 4 + q * d * d * 8 * 4)
