@@ -45,7 +45,7 @@ def main(argv=None):
     x = ds["trajectory"].values / ds["alpha"].values[None, None, None, :, None]
     d1, _, _ = analysis.arrays.nearest_two(x, train)
     near = np.nanmean(d1 * ds["alpha"].values, axis=2)  # (schedule, width, step), scaled units
-    memo = analysis.memorization_fraction(ds, n_boot=500).compute()
+    memo = analysis.memorization_fraction(ds).compute()
     modes = analysis.mode_counts(ds, r=0.5).compute()
     alt = ds["final_ridge_residual_alt"].median("sample").compute()
     steps = ds["sampler_step"].values

@@ -1,7 +1,8 @@
 """Width and tau sweeps on the two-point set: the memorization-to-generalization transition.
 
 Run:  python analyses/sweeps.py [--data DIR]
-Prints the memorization fraction per (schedule, width) and (schedule, tau) with bootstrap
+Prints the near-mode share (the paper's count) and the d1/d2 memorized share per (schedule,
+width) and (schedule, tau) with Wilson
 CIs, and the critical width / tau where it crosses 0.5; writes docs/figures/sweep_*.png.
 """
 
@@ -19,17 +20,19 @@ def main(argv=None):
     figs = Path(args.figures)
     for name, dim in (("two-points-widths", "width"), ("two-points-tau", "tau")):
         ds = store_for(name, args.data)
-        memo = analysis.memorization_fraction(ds, n_boot=500).compute()
-        df = memo.to_dataframe().reset_index()
-        print(f"## {name}: memorization fraction (d1/d2 < 1/3) with 95% bootstrap CI\n")
-        print(markdown_table(df[["schedule", dim, "memorized", "memorized_low", "memorized_high"]]))
-        crit = analysis.phase_transition(memo.squeeze(drop=True) if dim == "tau" else memo.isel(tau=0, drop=True)
-                                         if "tau" in memo.dims else memo, dim=dim, level=0.5).compute()
-        print(f"\ncritical {dim} (memorized = 0.5):\n")
-        print(markdown_table(crit.to_dataframe().reset_index()[["schedule", "critical", "critical_low",
-                                                                   "critical_high"]]))
-        print()
-        save_png(plot.phase_diagram(ds, x=dim), figs / f"sweep_{dim}.png")
+        for func, var in ((analysis.near_mode_fraction, "near_mode"), (analysis.memorization_fraction, "memorized")):
+            share = func(ds).compute()
+            df = share.to_dataframe().reset_index()
+            print(f"## {name}: {var} share with 95% Wilson interval\n")
+            print(markdown_table(df[["schedule", dim, var, f"{var}_low", f"{var}_high"]]))
+            squeezed = share.squeeze(drop=True) if dim == "tau" else (share.isel(tau=0, drop=True)
+                                                                      if "tau" in share.dims else share)
+            crit = analysis.phase_transition(squeezed, dim=dim, level=0.5).compute()
+            print(f"\ncritical {dim} ({var} = 0.5):\n")
+            print(markdown_table(crit.to_dataframe().reset_index()[["schedule", "critical", "critical_low",
+                                                                       "critical_high"]]))
+            print()
+            save_png(plot.phase_diagram(ds, x=dim, metric=var), figs / f"sweep_{dim}_{var}.png")
 
 
 if __name__ == "__main__":

@@ -19,16 +19,18 @@ def table(ds, label_dims):
     rms_n = np.sqrt((last.residual_normal**2).sum("dim").mean("sample"))
     rms_t = np.sqrt((last.residual_tangent**2).sum("dim").mean("sample"))
     pos = analysis.ridge_position(ds).isel(step=-1)
-    out = analysis.memorization_fraction(ds, n_boot=500).compute()
+    out = analysis.memorization_fraction(ds).compute()
+    near = analysis.near_mode_fraction(ds).compute()
     df = (
         rms_n.rename("rms_normal_error").to_dataset()
         .assign(rms_tangent_error=rms_t,
                 ridge_distance=last.ridge_distance.mean("sample"),
                 spread_along_ridge=(np.abs(pos) - 3 * float(last.alpha)).pipe(abs).median("sample"),
-                memorized=out.memorized)
+                near_mode=near.near_mode, memorized=out.memorized)
         .compute().to_dataframe().reset_index()
     )
-    keep = label_dims + ["rms_normal_error", "rms_tangent_error", "ridge_distance", "spread_along_ridge", "memorized"]
+    keep = label_dims + ["rms_normal_error", "rms_tangent_error", "ridge_distance", "spread_along_ridge", "near_mode",
+                         "memorized"]
     return df[[c for c in keep if c in df.columns]]
 
 

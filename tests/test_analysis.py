@@ -164,6 +164,12 @@ def test_phase_transition_crossing():
     assert abs(c[0] - crit) / crit < 0.1  # log-linear interpolation of a logistic
     assert np.isnan(c[1])  # never crosses
     assert arrays.crossing([1, 2, 4], [0.0, 1.0, 1.0], 0.5) == pytest.approx(math.sqrt(2))
+    # a share with its interval (near_mode_fraction's names): the bound curves bracket the crossing
+    share = xr.Dataset({"near_mode": da_, "near_mode_low": da_ * 0.8, "near_mode_high": np.minimum(da_ * 1.2, 1)})
+    out = an.phase_transition(share, dim="width", level=0.5)
+    assert out.critical_low.values[0] < out.critical.values[0] < out.critical_high.values[0]
+    with pytest.raises(ValueError, match="one share"):
+        an.phase_transition(share.assign(other=da_, other_low=da_, other_high=da_), dim="width")
 
 
 def test_theory_check_integrals_and_correlation():

@@ -338,11 +338,16 @@ def phase_transition(metric: xr.DataArray | xr.Dataset, *, dim: str = "width", l
                      log: bool = True) -> xr.Dataset:
     """Critical value of ``dim`` where a metric crosses ``level`` (interpolated in log ``dim``).
 
-    ``metric`` is a DataArray over ``dim`` (and other dims), or the Dataset of
-    :func:`memorization_fraction`, whose bootstrap bounds then give a CI of the crossing.
+    ``metric`` is a DataArray over ``dim`` (and other dims), or a Dataset holding one share
+    ``X`` with its interval ``X_low``, ``X_high`` (:func:`memorization_fraction`,
+    :func:`near_mode_fraction`), whose bound curves then give a CI of the crossing.
     """
     if isinstance(metric, xr.Dataset):
-        main, low, high = metric["memorized"], metric["memorized_low"], metric["memorized_high"]
+        names = [v for v in metric.data_vars if f"{v}_low" in metric and f"{v}_high" in metric]
+        if len(names) != 1:
+            raise ValueError("`metric` must be a DataArray or a Dataset with one share X and its X_low, X_high; "
+                             f"got variables {list(metric.data_vars)}")
+        main, low, high = metric[names[0]], metric[f"{names[0]}_low"], metric[f"{names[0]}_high"]
     else:
         main, low, high = metric, None, None
     if dim not in main.dims:
@@ -361,9 +366,9 @@ def phase_transition(metric: xr.DataArray | xr.Dataset, *, dim: str = "width", l
         # each bootstrap bound curve crosses the level somewhere; NaN (propagated) when a bound
         # does not cross inside the swept range: the CI then extends beyond the sweep
         a, b = run(low), run(high)
-        out["critical_low"] = _attrs(np.minimum(a, b), "lower end of the crossing's CI (bootstrap bounds); "
+        out["critical_low"] = _attrs(np.minimum(a, b), "lower end of the crossing's CI (interval bounds); "
                                      "NaN: beyond the swept range", dim)
-        out["critical_high"] = _attrs(np.maximum(a, b), "upper end of the crossing's CI (bootstrap bounds); "
+        out["critical_high"] = _attrs(np.maximum(a, b), "upper end of the crossing's CI (interval bounds); "
                                       "NaN: beyond the swept range", dim)
     out.attrs.update(level=float(level), dim=dim)
     return out
