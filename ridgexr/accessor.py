@@ -90,7 +90,7 @@ class RidgeDataArrayAccessor(_Accessor):
 
 @xr.register_dataset_accessor("ridge")
 @_forwarding("analysis", 0, ("distance_curves", "phase_times", "spread_curves", "ridge_position", "position_histogram",
-                           "mode_counts", "memorization_fraction", "near_mode_fraction", "position_density", "theory_check",
+                           "mode_counts", "memorization_fraction", "near_mode_fraction", "position_density", "target_effect", "theory_check",
               "summary_table"),
              {"position": "ridge_position", "memorization": "memorization_fraction", "summary": "summary_table"})
 class RidgeDatasetAccessor(_Accessor):

@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ._deprecation import warn_renamed
 from .datasets import POINT_SETS
 from .process import GRID_KINDS
+from .training.quadratic import TARGETS
 from .training.quadrature import DEFAULT_QUADRATURE, PAPER_N_NOISE, PAPER_N_TIME, QUADRATURES
 from .training.schedules import SCHEDULES
 
@@ -188,11 +189,40 @@ class TrainingSpec(_Spec):
                     "'gauss-legendre-log-t' (cheap at few nodes)")
     n_time: int = Field(PAPER_N_TIME, ge=1,
         description="time nodes of the quadrature (odd for simpson-t); the paper's: 2001")
-    n_noise: int = Field(PAPER_N_NOISE, ge=1,
-        description="noise draws per (training point, time node); the paper's: 2000")
+    n_noise: Annotated[int, Field(ge=1)] | list[Annotated[int, Field(ge=1)]] = Field(PAPER_N_NOISE,
+        description="noise draws per (training point, time node); the paper's: 2000; a list makes an n_noise "
+                    "cell dimension (one fit per value)")
+    target: Literal[TARGETS] | list[Literal[TARGETS]] = Field("dsm",
+        description="fitted target: 'dsm' (alpha_t x0, the denoising score-matching target) or 'ideal' (its "
+                    "conditional mean E[alpha_t x0 | x_t], the exact denoiser's output on the same sample); a "
+                    "list makes a target cell dimension")
     method: Literal["flow", "gd"] = Field("flow", description="closed-form gradient 'flow' or gradient descent 'gd'")
     lr: float | None = Field(None, gt=0, description="learning rate of method 'gd'")
     t_min: float | None = Field(None, gt=0, description="smallest time of the loss (null: the sampler's t_min)")
+
+    @field_validator("n_noise", "target")
+    @classmethod
+    def _sweep_list(cls, v):
+        if isinstance(v, list) and (not v or len(set(v)) != len(v)):
+            raise ValueError("a swept list must be non-empty with distinct values")
+        return v
+
+    @property
+    def n_noises(self) -> list[int]:
+        return list(self.n_noise) if isinstance(self.n_noise, list) else [self.n_noise]
+
+    @property
+    def targets(self) -> list[str]:
+        return list(self.target) if isinstance(self.target, list) else [self.target]
+
+    def sweeps(self) -> tuple[tuple[str, tuple], ...]:
+        """The cell dimensions this block adds, (name, labels), in store order."""
+        out = []
+        if isinstance(self.target, list):
+            out.append(("target", tuple(self.target)))
+        if isinstance(self.n_noise, list):
+            out.append(("n_noise", tuple(sorted(self.n_noise))))
+        return tuple(out)
 
     @model_validator(mode="after")
     def _nodes(self):

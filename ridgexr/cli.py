@@ -196,6 +196,7 @@ def run(
         store = resolve_store(exp, data_dir)
         console.print(f"[bold]ridgexr run[/] {exp.name}: {len(exp.cell_schedules)} schedule(s) x "
                       f"{len(exp.model.widths)} width(s){' x ' + str(len(exp.model.taus)) + ' tau' if exp.model.tau_sweep else ''}"
+                      f"{''.join(f' x {len(v)} {n}' for n, v in exp.training.sweeps())}"
                       f", {exp.n_samples} samples, {exp.process.n_steps} steps -> {store}")
         t0 = time.perf_counter()
         with _progress() as progress:
@@ -300,6 +301,7 @@ def analyze(
 
     from . import analysis
     from .run import check_scheduler, dask_client
+    from .store import CELL_DIMS
 
     with user_errors():
         ds = _open_store(_store(name, data_dir, catalog))
@@ -310,7 +312,7 @@ def analyze(
                 table = analysis.summary_table(ds, r=r).compute()
             elapsed = time.perf_counter() - t0
     df = table.to_dataframe().reset_index()
-    labels = [c for c in df.columns if c in ("schedule", "width", "tau")]
+    labels = [c for c in df.columns if c in CELL_DIMS]
     shares = [v for v in table.data_vars if f"{v}_low" in table.data_vars]  # shown as "share [low, high]"
     values = [v for v in table.data_vars if v not in shares and not v.endswith(("_low", "_high"))]
     rich_table = Table(title=f"{ds.attrs.get('experiment', name)}: analyses (r = {r})",

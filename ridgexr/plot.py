@@ -41,9 +41,10 @@ def _label(cell: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in cell.items())
 
 
-def cell_selection(schedule, width, tau=None) -> dict:
-    """The ``.sel`` dict of one store cell (``tau`` only for a training-time sweep)."""
-    return {"schedule": schedule, "width": width} | ({"tau": tau} if tau is not None else {})
+def cell_selection(schedule, width, tau=None, **sweeps) -> dict:
+    """The ``.sel`` dict of one store cell (``tau`` only for a training-time sweep; ``target``,
+    ``n_noise`` only where the entry sweeps them)."""
+    return {"schedule": schedule, "width": width} | ({"tau": tau} if tau is not None else {}) | sweeps
 
 
 def both(obj, **options):
@@ -70,7 +71,7 @@ def ridge_points(train: np.ndarray, t: float, *, d_star: int = 1, lim: float = 8
 
 
 def samples_over_time(ds: xr.Dataset, *, schedule, width, tau=None, n_frames: int = 25,
-                      max_samples: int = 256, show_ridge: bool = True) -> hv.HoloMap:
+                      max_samples: int = 256, show_ridge: bool = True, **sweeps) -> hv.HoloMap:
     """Samples, their ridge projections, the ridge R_t and the scaled training points (2-D data).
 
     A step slider runs over ``n_frames`` steps of one cell (only those are loaded); the
@@ -78,7 +79,7 @@ def samples_over_time(ds: xr.Dataset, *, schedule, width, tau=None, n_frames: in
     """
     if ds.sizes["dim"] != 2:
         raise ValueError(f"samples_over_time needs 2-D data, the store has dim={ds.sizes['dim']}")
-    sel = cell_selection(schedule, width, tau)
+    sel = cell_selection(schedule, width, tau, **sweeps)
     cell = ds.sel(sel)
     steps = np.unique(np.linspace(0, ds.sizes["step"] - 1, n_frames).round().astype(int))
     cell = cell.isel(step=steps, sample=slice(0, max_samples))
@@ -261,7 +262,7 @@ def _tile(images: np.ndarray, rows: int, cols: int) -> np.ndarray:
     return canvas
 
 
-def decoded_samples(ds: xr.Dataset, *, schedule, width, tau=None, n: int = 8) -> hv.Image:
+def decoded_samples(ds: xr.Dataset, *, schedule, width, tau=None, n: int = 8, **sweeps) -> hv.Image:
     """Decoded final samples (top) next to their nearest training images in latent space (bottom).
 
     The title reports the mean latent and pixel distances to those nearest images.
@@ -269,7 +270,7 @@ def decoded_samples(ds: xr.Dataset, *, schedule, width, tau=None, n: int = 8) ->
     from .analysis.arrays import nearest_two
 
     decode = _decoder(ds)
-    sel = cell_selection(schedule, width, tau)
+    sel = cell_selection(schedule, width, tau, **sweeps)
     last = ds.sel(sel).isel(step=-1, sample=slice(0, n))
     z = last["trajectory"].values / float(last["alpha"])
     train = ds["train_data"].values
@@ -283,10 +284,10 @@ def decoded_samples(ds: xr.Dataset, *, schedule, width, tau=None, n: int = 8) ->
 
 
 def decoded_trajectories(ds: xr.Dataset, *, schedule, width, tau=None, n_samples: int = 4,
-                         n_frames: int = 8) -> hv.Image:
+                         n_frames: int = 8, **sweeps) -> hv.Image:
     """A grid of decoded states (rows: trajectories, columns: steps from T to t_min), latents / alpha_t."""
     decode = _decoder(ds)
-    sel = cell_selection(schedule, width, tau)
+    sel = cell_selection(schedule, width, tau, **sweeps)
     steps = np.unique(np.linspace(0, ds.sizes["step"] - 1, n_frames).round().astype(int))
     cell = ds.sel(sel).isel(step=steps, sample=slice(0, n_samples))
     z = cell["trajectory"].values / cell["alpha"].values[None, :, None]  # (sample, frame, d)

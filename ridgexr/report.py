@@ -21,7 +21,7 @@ from jinja2 import Template
 
 from . import analysis, plot
 from ._deprecation import renamed_kwargs
-from .store import cells, json_attr
+from .store import CELL_DIMS, cells, json_attr
 
 __all__ = ["make_report", "snapshot_cell"]
 
@@ -183,8 +183,8 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
             model.name = name
             rendered[name] = model
     summary = analysis.summary_table(ds, r=r).compute().to_dataframe().reset_index()
-    keep = [c for c in summary.columns if c in ("schedule", "width", "tau")] + \
-        [c for c in summary.columns if c not in ("schedule", "width", "tau", "quantile", "step", "t", "alpha", "h",
+    keep = [c for c in summary.columns if c in CELL_DIMS] + \
+        [c for c in summary.columns if c not in CELL_DIMS + ("quantile", "step", "t", "alpha", "h",
                                                    "sampler_step", "stat")]
     summary_html = summary[keep].round(4).to_html(index=False, border=0, classes="ridgexr", table_id="summary")
     page = file_html(

@@ -48,7 +48,7 @@ from .training.diagnostics import DIAGNOSTIC_VARIABLES, LOSS_UNITS
 SCHEMA_VERSION = "1.2"
 LOCK_NAME = ".ridgexr-lock"
 
-__all__ = ["consolidate", "is_consolidated", "COORD_ATTRS", "SCHEMA_VERSION", "StoreLayout", "create_store", "write_block", "write_cell_end", "open_store",
+__all__ = ["CELL_DIMS", "consolidate", "is_consolidated", "COORD_ATTRS", "SCHEMA_VERSION", "StoreLayout", "create_store", "write_block", "write_cell_end", "open_store",
            "StoreLock", "StoreLockedError", "cells", "complete_cells", "cell_label", "json_attr", "VARIABLE_ATTRS",
            "CELL_DIAGNOSTICS", "is_store", "remove_partial_creations", "replace_store", "Damage", "verify_store",
            "clear_completion", "CODECS"]
@@ -88,6 +88,9 @@ COORD_ATTRS: dict[str, tuple[str, str]] = {
     "schedule": ("loss-weight schedule w(t) of the model ('exact': the exact, memorizing denoiser)", units.DIMENSIONLESS),
     "width": ("number of random features p", units.DIMENSIONLESS),
     "tau": ("training time of the gradient flow, paper units (root attr tau_units)", units.TAU),
+    "target": ("fitted target: 'dsm' (alpha_t x0, noisy) or 'ideal' (its mean E[alpha_t x0 | x_t])",
+               units.DIMENSIONLESS),
+    "n_noise": ("noise draws per (training point, time node) of the fit", units.DIMENSIONLESS),
     "sample": ("trajectory index", units.DIMENSIONLESS),
     "step": ("index of the recorded step (sampling order: t decreases)", units.DIMENSIONLESS),
     "dim": ("data coordinate index", units.DIMENSIONLESS),
@@ -98,6 +101,10 @@ ROOT_ATTRS = {
     "Conventions": "CF-1.10",
     "references": "He, Qiu & Tao (2026), the ridge-manifold account of diffusion generalization",
 }
+
+#: every cell dimension a store can have, in store order (schedule and width always; the rest
+#: when the entry sweeps them: model.tau, training.target, training.n_noise)
+CELL_DIMS = ("schedule", "width", "tau", "target", "n_noise")
 
 STEP_SCALAR = ("ridge_distance", "ridge_residual", "normal_curvature")
 STEP_VECTOR = ("trajectory", "ridge_projection", "residual_normal", "residual_tangent")
@@ -118,14 +125,22 @@ class StoreLayout:
     block_steps: int
     sample_chunk: int
     d_star_alt: tuple[int, ...] = ()  # extra ridge dimensions of final_ridge_residual_alt
+    sweeps: tuple[tuple[str, tuple], ...] = ()  # further cell dims after tau, (name, labels), in CELL_DIMS order
+
+    def __post_init__(self):
+        names = [n for n, _ in self.sweeps]
+        if any(n not in CELL_DIMS[3:] for n in names) or names != sorted(names, key=CELL_DIMS.index):
+            raise ValueError(f"`sweeps` must name cell dims among {CELL_DIMS[3:]} in that order; got {names}")
 
     @property
     def cell_dims(self) -> tuple[str, ...]:
-        return ("schedule", "width") + (("tau",) if self.taus is not None else ())
+        return (("schedule", "width") + (("tau",) if self.taus is not None else ())
+                + tuple(n for n, _ in self.sweeps))
 
     @property
     def cell_shape(self) -> tuple[int, ...]:
-        return (len(self.schedules), len(self.widths)) + ((len(self.taus),) if self.taus is not None else ())
+        return ((len(self.schedules), len(self.widths)) + ((len(self.taus),) if self.taus is not None else ())
+                + tuple(len(v) for _, v in self.sweeps))
 
     @property
     def n_steps(self) -> int:
@@ -140,8 +155,12 @@ class StoreLayout:
 
     def cell_labels(self, index: tuple[int, ...]) -> dict[str, Any]:
         labels = {"schedule": self.schedules[index[0]], "width": self.widths[index[1]]}
+        k = 2
         if self.taus is not None:
             labels["tau"] = self.taus[index[2]]
+            k = 3
+        for j, (name, values) in enumerate(self.sweeps):
+            labels[name] = values[index[k + j]]
         return labels
 
 
@@ -188,6 +207,8 @@ def _template(layout: StoreLayout, train: np.ndarray, attrs: dict) -> xr.Dataset
     }
     if layout.taus is not None:
         coords["tau"] = np.array(layout.taus, dtype=np.float64)
+    for name, values in layout.sweeps:
+        coords[name] = np.array(values, dtype=object if isinstance(values[0], str) else np.int64)
     if layout.d_star_alt:
         coords["d_star_alt"] = np.array(layout.d_star_alt, dtype=np.int64)
     coords["train"] = np.arange(len(train), dtype=np.int64)
@@ -386,8 +407,8 @@ def json_attr(ds: xr.Dataset, key: str) -> dict:
 
 
 def cells(ds: xr.Dataset) -> list[dict]:
-    """Labels of every cell (``schedule``, ``width`` [, ``tau``]) of a store's Dataset, in C order."""
-    dims = [d for d in ("schedule", "width", "tau") if d in ds.dims]
+    """Labels of every cell (``schedule``, ``width`` [, ``tau``, ``target``, ``n_noise``]) of a store, in C order."""
+    dims = [d for d in CELL_DIMS if d in ds.dims]
     return [cell_label(ds, dims, idx) for idx in np.ndindex(*(ds.sizes[d] for d in dims))]
 
 

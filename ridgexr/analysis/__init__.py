@@ -3,8 +3,8 @@
 from . import arrays
 from .labelled import (distance_curves, memorization_fraction, mode_counts, near_mode_fraction, phase_summary,
                        phase_times, phase_transition, position_density, position_histogram, ridge_position,
-                       spread_curves, summary_table, theory_check)
+                       spread_curves, summary_table, target_effect, theory_check)
 
 __all__ = ["arrays", "distance_curves", "phase_times", "phase_summary", "spread_curves", "ridge_position",
            "position_histogram", "position_density", "mode_counts", "memorization_fraction", "near_mode_fraction",
-           "phase_transition", "theory_check", "summary_table"]
+           "phase_transition", "theory_check", "summary_table", "target_effect"]

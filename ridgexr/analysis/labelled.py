@@ -30,7 +30,7 @@ from .. import units
 from . import arrays
 
 __all__ = ["distance_curves", "phase_times", "phase_summary", "spread_curves", "ridge_position",
-           "position_histogram", "position_density", "mode_counts", "memorization_fraction", "near_mode_fraction",
+           "position_histogram", "position_density", "target_effect", "mode_counts", "memorization_fraction", "near_mode_fraction",
            "phase_transition", "theory_check", "summary_table"]
 
 
@@ -269,6 +269,71 @@ def near_mode_fraction(ds: xr.Dataset, *, r: float = 0.5, step: int = -1, t: flo
         "near_mode_high": _attrs(stats.isel(stat=2), f"upper end of the {ci:.0%} {ci_method} interval", "1"),
     })
     out.attrs.update(r=float(r), ci=float(ci), ci_method=ci_method, step=_step_index(ds, step, t))
+    return out
+
+
+def target_effect(ds: xr.Dataset, *, r: float = 0.5, ci: float = 0.95, n_boot: int = 2000, seed: int = 0,
+                  step: int = -1, t: float | None = None, dim: str = "sample") -> xr.Dataset:
+    """What fitting the noisy DSM target instead of its mean does to the samples: paired differences.
+
+    For a store with a ``target`` dimension holding ``dsm`` and ``ideal`` (``training.target:
+    [dsm, ideal]``), per remaining cell and at ``step`` (or the step nearest ``t``):
+
+    - ``near_mode_diff`` = near-mode share (within ``r`` of some alpha_t x_i) of the DSM fit
+      minus that of the ideal fit; negative: the DSM target's variance moved samples off the modes;
+    - ``spread_diff`` = mean distance of the ridge projections to the nearest alpha_t x_i
+      (the tangential spread, data units), DSM minus ideal; positive: more spread along the ridge.
+
+    Both cells of a pair use the same sampler noise (common random numbers), so the
+    differences are paired over samples; ``*_low`` / ``*_high`` are percentile-bootstrap
+    intervals over samples (``n_boot`` replicates, ``seed``).  Samples not finite in both
+    cells are left out.  Lazy.
+    """
+    _check(ds, "trajectory", "ridge_projection", "train_data", "alpha", dim=dim)
+    r = _check_radius(r)
+    ci = check_float(ci, "ci", min_val=0, max_val=1, include_boundaries="neither")
+    n_boot = check_int(n_boot, "n_boot", min_val=10)
+    seed = check_int(seed, "seed", min_val=0)
+    if "target" not in ds.dims or not {"dsm", "ideal"} <= {str(v) for v in ds["target"].values}:
+        raise ValueError("`ds` must have a 'target' dimension holding 'dsm' and 'ideal' "
+                         "(an entry with training.target: [dsm, ideal])")
+    last = _at_step(ds, step, t)
+    pts = last["train_data"].values * float(last["alpha"])
+
+    def _near(xx):
+        return arrays.near_mode(xx, pts, r)
+
+    def _spread(pp):
+        d1, _, _ = arrays.nearest_two(pp, pts)
+        return np.where(np.isfinite(d1), d1, np.nan)
+
+    per_sample = {}
+    for name, var, fn in (("near_mode", "trajectory", _near), ("spread", "ridge_projection", _spread)):
+        per_sample[name] = xr.apply_ufunc(fn, last[var].chunk({"dim": -1}), input_core_dims=[["dim"]],
+                                          dask="parallelized", output_dtypes=[float])
+
+    def _paired(a, b):
+        diff = a - b  # NaN where either is missing
+        return arrays.bootstrap_mean_ci(diff, n_boot=n_boot, ci=ci, seed=seed)
+
+    out = xr.Dataset()
+    meaning = {"near_mode": ("near-mode share, DSM minus ideal target", "1"),
+               "spread": ("mean distance of projections to the nearest alpha_t x_i, DSM minus ideal", units.DATA)}
+    for name, v in per_sample.items():
+        a, b = (v.sel(target=k, drop=True).chunk({dim: -1}) for k in ("dsm", "ideal"))
+        stats = xr.apply_ufunc(_paired, a, b, input_core_dims=[[dim], [dim]], output_core_dims=[["stat"]],
+                               dask="parallelized", output_dtypes=[float],
+                               dask_gufunc_kwargs={"output_sizes": {"stat": 3}})
+        long_name, unit = meaning[name]
+        out[f"{name}_diff"] = _attrs(stats.isel(stat=0, drop=True), long_name, unit)
+        out[f"{name}_diff_low"] = _attrs(stats.isel(stat=1, drop=True), f"lower end of the {ci:.0%} bootstrap "
+                                         "interval (paired over samples)", unit)
+        out[f"{name}_diff_high"] = _attrs(stats.isel(stat=2, drop=True), f"upper end of the {ci:.0%} bootstrap "
+                                          "interval (paired over samples)", unit)
+        for k in ("dsm", "ideal"):
+            out[f"{name}_{k}"] = _attrs(v.sel(target=k, drop=True).mean(dim), f"{name.replace('_', '-')} "
+                                        f"{'share' if name == 'near_mode' else 'mean'}, {k} target", unit)
+    out.attrs.update(r=float(r), ci=float(ci), n_boot=n_boot, step=_step_index(ds, step, t))
     return out
 
 

@@ -53,5 +53,6 @@ def store_attrs(exp: Experiment, config_hash: str, device: str, scheduler: str |
         "loss_units": "paper: int_{t_min}^{T} lambda(t) E|f - y|^2 dt summed over coordinates, lambda = w / h_t^2",
         "feature_period": float(exp.feature_period),
         "quadrature": f"{exp.training.quadrature}, {exp.training.n_time} nodes, {exp.training.n_noise} noise draws",
+        "target": ", ".join(exp.training.targets),
         "init": exp.model.init,
     }

@@ -1,0 +1,114 @@
+"""Generalization through variance: the target and n_noise cell dimensions, and target_effect."""
+
+import math
+
+import dask.array as da
+import numpy as np
+import pytest
+import torch
+import xarray as xr
+
+import ridgexr
+from ridgexr import analysis, time_grid
+from ridgexr.catalog import CatalogError, load_catalog_file
+from ridgexr.datasets import load_training_set
+from ridgexr.run import run_experiment
+from ridgexr.sampling import reverse_sde
+
+CATALOG = """
+experiments:
+  var:
+    dataset: {points: two-points}
+    process: {T: 2.0, t_min: 0.01, n_steps: 12}
+    model: {widths: [8], n_frequencies: 3, include_exact: false}
+    training: {quadrature: gauss-legendre-log-t, n_time: 4, n_noise: [8, 2], target: [dsm, ideal]}
+    schedules: ["1", "h2"]
+    sampler: {kind: sde, block_steps: 8}
+    n_samples: 6
+    d_star: 1
+    store: var.zarr
+"""
+
+
+@pytest.fixture(scope="module")
+def var_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("var")
+    f = root / "cat.yaml"
+    f.write_text(CATALOG)
+    exp = load_catalog_file(f)["var"]
+    res = run_experiment(exp, data_dir=root / "data")
+    return exp, res
+
+
+def test_target_and_n_noise_are_cell_dims_with_labelled_coords(var_run):
+    exp, res = var_run
+    ds = ridgexr.open_dataset(res.store)
+    assert ds["trajectory"].dims == ("schedule", "width", "target", "n_noise", "sample", "step", "dim")
+    assert list(ds.target.values) == ["dsm", "ideal"] and list(ds.n_noise.values) == [2, 8]  # sorted
+    assert ds.target.attrs["long_name"].startswith("fitted target") and "units" in ds.n_noise.attrs
+    assert bool(ds.cell_complete.all()) and res.cells_run == 2 * 1 * 2 * 2
+    assert ds.attrs["target"] == "dsm, ideal"
+
+
+@pytest.mark.parametrize("target, n_noise", [("ideal", 8), ("dsm", 2)])
+def test_each_target_cell_is_the_fit_with_that_target_and_sample(var_run, target, n_noise):
+    """The trajectories of a (target, n_noise) cell equal sampling an independently fitted model."""
+    exp, res = var_run
+    ds = ridgexr.open_dataset(res.store)
+    train = load_training_set(exp.dataset, base_dir=exp.base_dir)
+    fits = ridgexr.fit_sweep(train, widths=[8], schedules=["h2"], taus=[math.inf],
+                             model_kwargs=dict(n_frequencies=3, feature_period=2.0, seed=0), t_min=0.01, T=2.0,
+                             quadrature="gauss-legendre-log-t", n_time=4, n_noise=n_noise, seed=0, target=target)
+    model = fits[("h2", 8)].denoiser(math.inf)
+    blocks = list(reverse_sde(lambda x, t: model.score(x, t), 6, 2, time_grid(12, 2.0, 0.01), seed=0, block_steps=8))
+    traj = torch.cat([b.x for b in blocks]).numpy()
+    cell = ds.sel(schedule="h2", width=8, target=target, n_noise=n_noise)
+    np.testing.assert_array_equal(cell.trajectory.values, np.swapaxes(traj, 0, 1))
+    other = ds.sel(schedule="h2", width=8, target="dsm" if target == "ideal" else "ideal", n_noise=n_noise)
+    assert not np.array_equal(other.trajectory.values, cell.trajectory.values)
+
+
+def test_target_effect_on_a_run_is_lazy_and_labelled(var_run):
+    exp, res = var_run
+    ds = ridgexr.open_dataset(res.store)
+    eff = ds.ridge.target_effect(n_boot=50)
+    assert isinstance(eff.near_mode_diff.data, da.Array)
+    eff = eff.compute()
+    assert eff.near_mode_diff.dims == ("schedule", "width", "n_noise")
+    near = analysis.near_mode_fraction(ds).near_mode
+    np.testing.assert_allclose(eff.near_mode_diff.values,
+                               (near.sel(target="dsm") - near.sel(target="ideal")).values, atol=1e-12)
+
+
+def test_target_effect_paired_differences_are_known_by_construction():
+    """DSM cells put the first half of the samples on a mode and the rest at the midpoint; ideal
+    cells put every sample on a mode: near_mode_diff = -1/2, spread_diff = 3 alpha / 2."""
+    train = np.array([[-3.0, 0.0], [3.0, 0.0]])
+    t = np.array([1.0, 0.01])
+    a = np.exp(-t)
+    S = 40
+    on = np.where((np.arange(S) % 2)[:, None] == 0, train[0], train[1]) * a[-1]
+    dsm = np.where((np.arange(S) < S // 2)[:, None], on, 0.0)
+    x = np.zeros((1, 2, S, 2, 2))
+    x[0, 0, :, -1] = dsm
+    x[0, 1, :, -1] = on
+    ds = xr.Dataset({"trajectory": (("width", "target", "sample", "step", "dim"), x),
+                     "ridge_projection": (("width", "target", "sample", "step", "dim"), x),
+                     "train_data": (("train", "dim"), train)},
+                    coords={"width": [8], "target": ["dsm", "ideal"], "t": ("step", t), "alpha": ("step", a)})
+    eff = analysis.target_effect(ds.chunk({"sample": 9}), n_boot=400).compute().squeeze()
+    assert float(eff.near_mode_diff) == pytest.approx(-0.5)
+    assert float(eff.spread_diff) == pytest.approx(3 * a[-1] / 2)
+    assert float(eff.near_mode_diff_low) < -0.5 < float(eff.near_mode_diff_high)
+    assert float(eff.near_mode_dsm) == pytest.approx(0.5) and float(eff.near_mode_ideal) == 1.0
+    with pytest.raises(ValueError, match="target"):
+        analysis.target_effect(ds.isel(target=[0]))
+
+
+def test_swept_lists_are_validated(tmp_path):
+    f = tmp_path / "c.yaml"
+    for bad, msg in (("n_noise: [8, 8]", "distinct"), ("n_noise: []", "non-empty"), ("target: [dsm, exact]", "target"),
+                     ("n_noise: [0, 2]", "n_noise")):
+        f.write_text(CATALOG.replace("n_noise: [8, 2], target: [dsm, ideal]", bad))
+        with pytest.raises(CatalogError, match=msg):
+            load_catalog_file(f)
