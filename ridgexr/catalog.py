@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ._deprecation import warn_renamed
 from .datasets import POINT_SETS
+from .datasets.manifolds import DENSITIES, MANIFOLD_KINDS
 from .process import GRID_KINDS
 from .training.quadratic import TARGETS
 from .training.quadrature import DEFAULT_QUADRATURE, PAPER_N_NOISE, PAPER_N_TIME, QUADRATURES
@@ -93,23 +94,68 @@ class MnistSpec(_Spec):
         return v
 
 
+class ManifoldSpec(_Spec):
+    """Points on a known k-manifold in R^D (ridgexr.datasets.Manifold), with a fresh population sample."""
+
+    kind: Literal[MANIFOLD_KINDS] = Field(description="'circle' (k = 1), 'sphere' or 'torus' (k = 2)")
+    ambient_dim: int = Field(ge=2, description="D (>= k + 1); the manifold lies in the first k + 1 coordinates, "
+                                               "then turned by a random rotation")
+    radius: float = Field(1.0, gt=0, description="radius (circle, sphere) or major radius (torus), data units")
+    minor_radius: float = Field(0.3, gt=0, description="tube radius of the torus (< radius)")
+    density: Literal[DENSITIES] = Field("uniform",
+        description="density of the manifold coordinate relative to the surface measure: 'uniform', 'von_mises' "
+                    "(concentration kappa) or 'piecewise' (twice as dense on one half; not smooth)")
+    kappa: float = Field(2.0, ge=0, description="concentration of 'von_mises'")
+    rotation_seed: int = Field(0, ge=0, le=2**32 - 1, description="seed of the random rotation R (Haar on SO(D))")
+    n: int = Field(ge=1, description="training points N")
+    seed: int = Field(0, ge=0, le=2**32 - 2, description="seed of the training draw (the population uses seed + 1)")
+    n_population: int = Field(2000, ge=2,
+        description="size of the fresh population sample stored as population_data (distribution metrics)")
+
+
 class DatasetSpec(_Spec):
-    """Training data: a built-in point set (``points``), an array file (``file``) or ``mnist`` latents."""
+    """Training data: a built-in point set (``points``), an array file (``file``), ``mnist`` latents
+    or points on a known ``manifold``."""
 
     points: str | None = Field(None, description="a built-in point set (see datasets.POINT_SETS)")
     file: str | None = Field(None,
         description="an array file (.npy, .csv, .txt) of shape (N, d), relative to the catalog file")
     mnist: MnistSpec | None = Field(None, description="MNIST digits encoded by a cached VAE")
+    manifold: ManifoldSpec | None = Field(None, description="points on a circle, sphere or torus in R^D")
+    n_train: Annotated[int, Field(ge=1)] | list[Annotated[int, Field(ge=1)]] | None = Field(None,
+        description="train on the first n points of the set (nested subsets of one draw); a list makes an "
+                    "n_train cell dimension; null: all points")
+
+    @field_validator("n_train")
+    @classmethod
+    def _n_train(cls, v):
+        if isinstance(v, list) and (not v or len(set(v)) != len(v)):
+            raise ValueError("a swept list must be non-empty with distinct values")
+        return v
+
+    @property
+    def n_trains(self) -> list[int | None]:
+        """The training-set sizes (None: the whole set)."""
+        return sorted(self.n_train) if isinstance(self.n_train, list) else [self.n_train]
 
     @property
     def label(self) -> str:
-        """A short name of the data source (point-set name, file path or "mnist")."""
+        """A short name of the data source (point-set name, file path, "mnist" or the manifold)."""
+        if self.manifold is not None:
+            return f"{self.manifold.kind} in R^{self.manifold.ambient_dim}"
         return self.points or self.file or "mnist"
 
     @model_validator(mode="after")
     def _one_source(self):
-        if sum(v is not None for v in (self.points, self.file, self.mnist)) != 1:
-            raise ValueError("give exactly one of 'points', 'file' or 'mnist'")
+        if sum(v is not None for v in (self.points, self.file, self.mnist, self.manifold)) != 1:
+            raise ValueError("give exactly one of 'points', 'file', 'mnist' or 'manifold'")
+        m = self.manifold
+        if m is not None:
+            k = 1 if m.kind == "circle" else 2
+            if m.ambient_dim < k + 1:
+                raise ValueError(f"manifold.ambient_dim must be >= {k + 1} for a {m.kind}; got {m.ambient_dim}")
+            if m.kind == "torus" and not m.minor_radius < m.radius:
+                raise ValueError("manifold.minor_radius must be < manifold.radius for a torus")
         if self.points is not None and self.points not in POINT_SETS:
             raise ValueError(f"unknown point set {self.points!r}; choose from {sorted(POINT_SETS)}")
         return self
@@ -336,6 +382,11 @@ class Experiment(_Spec):
     def feature_period(self) -> float:
         """The time features' period in OU time ('T' resolved to the sampler's T)."""
         return self.process.T if self.model.feature_period == "T" else float(self.model.feature_period)
+
+    def sweeps(self) -> tuple[tuple[str, tuple], ...]:
+        """Cell dimensions beyond schedule, width and tau, (name, labels), in store order."""
+        n = self.dataset.n_train
+        return self.training.sweeps() + ((("n_train", tuple(sorted(n))),) if isinstance(n, list) else ())
 
     @property
     def cell_schedules(self) -> list[str]:

@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 
-from .analysis.arrays import memorized, near_mode
 from ._deprecation import renamed_kwargs
 from .catalog import data_dir_source, open_catalog, resolve_store
 from .store import cell_label, is_store, open_store
@@ -24,17 +23,17 @@ def summarize(path: str | Path) -> list[dict]:
     count, as ``near_mode_fraction``), memorized share (d1/d2 < 1/3, as
     ``memorization_fraction``), diverged trajectories, held-out excess loss.
     """
+    from .analysis import memorization_fraction, near_mode_fraction
+
     ds = open_store(path)
     dims = ds["cell_complete"].dims
     last = ds.isel(step=-1)
-    train = ds["train_data"].values
-    a = float(last["alpha"])
-    x = last["trajectory"].values / a  # (cells..., sample, d); d1/d2 is scale-free
     with warnings.catch_warnings():  # unwritten cells and fully diverged cells are all-NaN: NaN rows
         warnings.simplefilter("ignore", RuntimeWarning)
-        memo = (np.nanmean(memorized(x, train, 1 / 3), axis=-1) if train.shape[0] >= 2
-                else np.full(x.shape[:-2], np.nan))
-        near = np.nanmean(near_mode(x * a, train * a, 0.5), axis=-1)
+        # each cell against its own training set (nested subsets of an n_train sweep)
+        near = near_mode_fraction(ds, r=0.5)["near_mode"].transpose(*dims).values
+        memo = (memorization_fraction(ds)["memorized"].transpose(*dims).values if ds.sizes["train"] >= 2
+                else np.full(near.shape, np.nan))
         cols = _summary_columns(ds, last, memo, near)
     done = ds["cell_complete"].values
     rows = []

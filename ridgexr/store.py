@@ -72,6 +72,8 @@ VARIABLE_ATTRS: dict[str, tuple[str, str]] = {
     "residual_tangent": ("tangent part T T^T e of the model error, frame at x", units.DATA),
     "diverged": ("the trajectory left the finite numbers at some step", "1"),
     "train_data": ("training points x_i", units.DATA),
+    "population_data": ("fresh sample of the training law (manifold datasets)", units.DATA),
+    "manifold_rotation": ("rotation R of the manifold: x = R (manifold point, 0, ..., 0)", units.DIMENSIONLESS),
     **{name: (long_name, LOSS_UNITS) for name, long_name in DIAGNOSTIC_VARIABLES.items()},
     "cell_complete": ("every variable of this cell is written", "1"),
     "max_dropped_mass": ("largest posterior mass dropped by top-k truncation over the cell's projections "
@@ -91,6 +93,8 @@ COORD_ATTRS: dict[str, tuple[str, str]] = {
     "target": ("fitted target: 'dsm' (alpha_t x0, noisy) or 'ideal' (its mean E[alpha_t x0 | x_t])",
                units.DIMENSIONLESS),
     "n_noise": ("noise draws per (training point, time node) of the fit", units.DIMENSIONLESS),
+    "n_train": ("training-set size: the cell was trained (and observed) on train_data[:n_train]",
+                units.DIMENSIONLESS),
     "sample": ("trajectory index", units.DIMENSIONLESS),
     "step": ("index of the recorded step (sampling order: t decreases)", units.DIMENSIONLESS),
     "dim": ("data coordinate index", units.DIMENSIONLESS),
@@ -103,8 +107,8 @@ ROOT_ATTRS = {
 }
 
 #: every cell dimension a store can have, in store order (schedule and width always; the rest
-#: when the entry sweeps them: model.tau, training.target, training.n_noise)
-CELL_DIMS = ("schedule", "width", "tau", "target", "n_noise")
+#: when the entry sweeps them: model.tau, training.target, training.n_noise, dataset.n_train)
+CELL_DIMS = ("schedule", "width", "tau", "target", "n_noise", "n_train")
 
 STEP_SCALAR = ("ridge_distance", "ridge_residual", "normal_curvature")
 STEP_VECTOR = ("trajectory", "ridge_projection", "residual_normal", "residual_tangent")
@@ -173,7 +177,7 @@ def cell_label(ds: xr.Dataset, dims, idx) -> dict:
     return out
 
 
-def _template(layout: StoreLayout, train: np.ndarray, attrs: dict) -> xr.Dataset:
+def _template(layout: StoreLayout, train: np.ndarray, attrs: dict, extra: dict | None = None) -> xr.Dataset:
     cd, cs = layout.cell_dims, layout.cell_shape
     ones = (1,) * len(cd)
     S, K, d = layout.n_samples, layout.n_steps, layout.d
@@ -214,6 +218,8 @@ def _template(layout: StoreLayout, train: np.ndarray, attrs: dict) -> xr.Dataset
     coords["train"] = np.arange(len(train), dtype=np.int64)
     ds = xr.Dataset(data, coords=coords)
     ds["train_data"] = (("train", "dim"), np.asarray(train, dtype=np.float64))
+    for name, (dims, values) in (extra or {}).items():  # dataset extras (population sample, rotation)
+        ds[name] = (dims, np.asarray(values, dtype=np.float64))
     for name, (long_name, unit) in {**VARIABLE_ATTRS, **COORD_ATTRS}.items():
         if name in ds.variables:
             ds[name].attrs.update(long_name=long_name, units=unit)
@@ -261,8 +267,9 @@ def remove_partial_creations(path: str | Path) -> list[Path]:
     return left
 
 
-def _write_template(target: Path, layout: StoreLayout, train: np.ndarray, attrs: dict) -> None:
-    ds = _template(layout, train, {"schema_version": SCHEMA_VERSION, **attrs})
+def _write_template(target: Path, layout: StoreLayout, train: np.ndarray, attrs: dict,
+                    extra: dict | None = None) -> None:
+    ds = _template(layout, train, {"schema_version": SCHEMA_VERSION, **attrs}, extra)
     encoding = {}
     for name, var in ds.variables.items():
         enc = {"compressors": CODECS}
@@ -274,8 +281,12 @@ def _write_template(target: Path, layout: StoreLayout, train: np.ndarray, attrs:
     # the template wrote train_data and the coordinates eagerly; the dask variables hold no chunks yet
 
 
-def create_store(path: str | Path, layout: StoreLayout, train: np.ndarray, attrs: dict) -> None:
+def create_store(path: str | Path, layout: StoreLayout, train: np.ndarray, attrs: dict,
+                 extra: dict | None = None) -> None:
     """Create the store's metadata and coordinates (no data chunks) from a lazy template, atomically.
+
+    ``extra`` maps further variable names to ``(dims, array)`` written eagerly beside
+    ``train_data`` (:func:`ridgexr.datasets.dataset_extras`).
 
     The template is written into a hidden sibling folder and renamed to ``path`` when whole,
     so ``path`` never holds half a store.  ``path`` must not exist (see :func:`replace_store`).
@@ -283,14 +294,15 @@ def create_store(path: str | Path, layout: StoreLayout, train: np.ndarray, attrs
     path = Path(path)
     tmp = _sibling(path)
     try:
-        _write_template(tmp, layout, train, attrs)
+        _write_template(tmp, layout, train, attrs, extra)
         os.rename(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 
-def replace_store(path: str | Path, layout: StoreLayout, train: np.ndarray, attrs: dict) -> None:
+def replace_store(path: str | Path, layout: StoreLayout, train: np.ndarray, attrs: dict,
+                  extra: dict | None = None) -> None:
     """Create a new store and only then swap it in for the one at ``path`` (``--overwrite``).
 
     The new store is written beside the old one; the old one is moved aside, the new one
@@ -300,7 +312,7 @@ def replace_store(path: str | Path, layout: StoreLayout, train: np.ndarray, attr
     path = Path(path)
     tmp, old = _sibling(path), _sibling(path, "old-")
     try:
-        _write_template(tmp, layout, train, attrs)
+        _write_template(tmp, layout, train, attrs, extra)
         os.rename(path, old)
         os.rename(tmp, path)
     except BaseException:
@@ -407,7 +419,7 @@ def json_attr(ds: xr.Dataset, key: str) -> dict:
 
 
 def cells(ds: xr.Dataset) -> list[dict]:
-    """Labels of every cell (``schedule``, ``width`` [, ``tau``, ``target``, ``n_noise``]) of a store, in C order."""
+    """Labels of every cell (``schedule``, ``width`` [, ``tau``, ``target``, ``n_noise``, ``n_train``]), in C order."""
     dims = [d for d in CELL_DIMS if d in ds.dims]
     return [cell_label(ds, dims, idx) for idx in np.ndindex(*(ds.sizes[d] for d in dims))]
 

@@ -112,3 +112,72 @@ def test_swept_lists_are_validated(tmp_path):
         f.write_text(CATALOG.replace("n_noise: [8, 2], target: [dsm, ideal]", bad))
         with pytest.raises(CatalogError, match=msg):
             load_catalog_file(f)
+
+
+MANIFOLD_CATALOG = """
+experiments:
+  circ:
+    dataset:
+      manifold: {kind: circle, ambient_dim: 3, radius: 2.0, density: von_mises, kappa: 1.0, rotation_seed: 4,
+                 n: 12, seed: 3, n_population: 50}
+      n_train: [12, 4]
+    process: {T: 2.0, t_min: 0.01, n_steps: 10}
+    model: {widths: [8], n_frequencies: 3, include_exact: true}
+    training: {quadrature: gauss-legendre-log-t, n_time: 4, n_noise: 3}
+    schedules: ["h2"]
+    sampler: {kind: sde, block_steps: 6}
+    n_samples: 5
+    d_star: 1
+    store: circ.zarr
+"""
+
+
+@pytest.fixture(scope="module")
+def circle_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("circ")
+    f = root / "cat.yaml"
+    f.write_text(MANIFOLD_CATALOG)
+    exp = load_catalog_file(f)["circ"]
+    return exp, run_experiment(exp, data_dir=root / "data")
+
+
+def test_manifold_dataset_and_nested_n_train_cells(circle_run):
+    exp, res = circle_run
+    ds = ridgexr.open_dataset(res.store)
+    m = ridgexr.datasets.manifold_of(exp.dataset.manifold)
+    train = ds.train_data.values
+    assert train.shape == (12, 3) and np.allclose(m.distance(train), 0, atol=1e-12)
+    assert ds.population_data.shape == (50, 3) and np.allclose(m.distance(ds.population_data.values), 0, atol=1e-12)
+    assert not np.isin(ds.population_data.values, train).any()  # a fresh draw, not the training points
+    np.testing.assert_allclose(ds.manifold_rotation.values, m.rotation)
+    assert list(ds.n_train.values) == [4, 12] and ds.trajectory.dims[:3] == ("schedule", "width", "n_train")
+    # the n_train = 4 cell is the model fitted on the first 4 points (independent fit and sampler)
+    fits = ridgexr.fit_sweep(train[:4], widths=[8], schedules=["h2"], taus=[math.inf],
+                             model_kwargs=dict(n_frequencies=3, feature_period=2.0, seed=0), t_min=0.01, T=2.0,
+                             quadrature="gauss-legendre-log-t", n_time=4, n_noise=3, seed=0)
+    model = fits[("h2", 8)].denoiser(math.inf)
+    blocks = list(reverse_sde(lambda x, t: model.score(x, t), 5, 3, time_grid(10, 2.0, 0.01), seed=0, block_steps=6))
+    traj = torch.cat([b.x for b in blocks]).numpy()
+    np.testing.assert_array_equal(ds.trajectory.sel(schedule="h2", width=8, n_train=4).values, np.swapaxes(traj, 0, 1))
+
+
+def test_analyses_use_each_cells_own_training_subset(circle_run):
+    """near_mode_fraction / memorization_fraction against a direct count with train[:n_train]."""
+    exp, res = circle_run
+    ds = ridgexr.open_dataset(res.store)
+    near = analysis.near_mode_fraction(ds, r=1.0).near_mode.compute()
+    memo = analysis.memorization_fraction(ds).memorized.compute()
+    last = ds.isel(step=-1)
+    a = float(last.alpha)
+    for s in ds.schedule.values:
+        for n in ds.n_train.values:
+            x = last.trajectory.sel(schedule=s, width=8, n_train=n).values
+            pts = ds.train_data.values[:n] * a
+            d = np.linalg.norm(x[:, None] - pts[None], axis=-1)
+            assert float(near.sel(schedule=s, width=8, n_train=n)) == pytest.approx(np.mean(d.min(1) <= 1.0))
+            two = np.sort(d, axis=1)[:, :2]
+            assert float(memo.sel(schedule=s, width=8, n_train=n)) == pytest.approx(np.mean(two[:, 0] / two[:, 1] < 1 / 3))
+    spread = analysis.spread_curves(ds).spread_mean.isel(step=-1).compute()
+    x = last.ridge_projection.sel(schedule="h2", width=8, n_train=4).values
+    d = np.linalg.norm(x[:, None] - ds.train_data.values[None, :4] * a, axis=-1).min(1)
+    assert float(spread.sel(schedule="h2", width=8, n_train=4)) == pytest.approx(d.mean())

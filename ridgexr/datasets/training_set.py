@@ -14,10 +14,30 @@ from typing import Any
 
 import numpy as np
 
+from .manifolds import Manifold
 from .mnist import load_mnist
 from .points import load_array_file, point_set
 
-__all__ = ["load_training_set", "mnist_images", "mnist_latents", "dataset_provenance"]
+__all__ = ["load_training_set", "mnist_images", "mnist_latents", "dataset_provenance", "manifold_of",
+           "dataset_extras"]
+
+
+def manifold_of(spec: Any) -> Manifold:
+    """The :class:`Manifold` of a validated ``dataset.manifold`` block."""
+    return Manifold(spec.kind, ambient_dim=spec.ambient_dim, radius=spec.radius, minor_radius=spec.minor_radius,
+                    rotation_seed=spec.rotation_seed)
+
+
+def dataset_extras(dataset: Any) -> dict[str, tuple[tuple[str, ...], np.ndarray]]:
+    """Store variables that come with a dataset beyond ``train_data``: for a manifold, a fresh
+    ``population_data`` (population, dim) sample of the same law (seed + 1) and the rotation
+    ``manifold_rotation`` (dim, dim_in) with x = R @ (manifold point, 0, ..., 0)."""
+    spec = getattr(dataset, "manifold", None)
+    if spec is None:
+        return {}
+    m = manifold_of(spec)
+    pop, _ = m.sample(spec.n_population, density=spec.density, kappa=spec.kappa, seed=spec.seed + 1)
+    return {"population_data": (("population", "dim"), pop), "manifold_rotation": (("dim", "dim_in"), m.rotation)}
 
 
 @functools.lru_cache(maxsize=8)
@@ -44,18 +64,22 @@ def load_training_set(dataset: Any, *, base_dir: str | Path | None = None) -> np
     Parameters
     ----------
     dataset : DatasetSpec
-        Exactly one of ``points`` (a built-in set), ``file`` (an array file) or ``mnist``.
+        Exactly one of ``points`` (a built-in set), ``file`` (an array file), ``mnist`` or
+        ``manifold`` (``n`` points drawn with ``seed``).
     base_dir : path, optional
         Folder a relative ``file`` is resolved against (the catalog file's folder).
 
     Examples
     --------
     >>> from types import SimpleNamespace
-    >>> load_training_set(SimpleNamespace(points="two-points", file=None, mnist=None)).tolist()
+    >>> load_training_set(SimpleNamespace(points="two-points", file=None, mnist=None, manifold=None)).tolist()
     [[-3.0, 0.0], [3.0, 0.0]]
     """
     if dataset.points is not None:
         return point_set(dataset.points)
+    if getattr(dataset, "manifold", None) is not None:
+        spec = dataset.manifold
+        return manifold_of(spec).sample(spec.n, density=spec.density, kappa=spec.kappa, seed=spec.seed)[0]
     if dataset.mnist is not None:
         return mnist_latents(dataset.mnist).latents
     path = Path(dataset.file)
@@ -66,6 +90,8 @@ def load_training_set(dataset: Any, *, base_dir: str | Path | None = None) -> np
 
 def dataset_provenance(dataset: Any) -> dict:
     """Where the training set came from (MNIST: source, VAE cache key, reconstruction error)."""
+    if getattr(dataset, "manifold", None) is not None:
+        return {"dataset": "manifold", **dataset.manifold.model_dump()}
     if dataset.mnist is None:
         return {"dataset": dataset.points or dataset.file}
     _, labels, source = mnist_images(dataset.mnist)

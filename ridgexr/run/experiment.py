@@ -15,7 +15,7 @@ import torch
 
 from .._deprecation import renamed_kwargs
 from ..catalog import NOT_HASHED, Experiment, resolve_store
-from ..datasets import load_training_set
+from ..datasets import dataset_extras, load_training_set
 from ..sampling import divergence_bound
 from ..reader import summarize
 from ..store import StoreLock, consolidate, create_store, is_store, open_store, remove_partial_creations, replace_store
@@ -122,6 +122,9 @@ def validate_experiment(exp: Experiment, train) -> None:
         raise ValueError(f"training data of {exp.name!r} reach |x| = {big:.3g} > {MAX_DATA_ABS:g}; rescale them")
     if exp.d_star != "auto" and exp.d_star >= d:
         raise ValueError(f"`d_star` must be < the data dimension {d}; got {exp.d_star}")
+    big_n = [n for n in exp.dataset.n_trains if n is not None and n > train.shape[0]]
+    if big_n:
+        raise ValueError(f"`dataset.n_train` must be <= the {train.shape[0]} points of the training set; got {big_n}")
     bad = [k for k in exp.ridge.d_star_alt if not 1 <= k <= d - 1]
     if bad:
         raise ValueError(f"`ridge.d_star_alt` entries must lie in 1..{d - 1} (d = {d}); got {bad}")
@@ -203,11 +206,12 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
         if not exists or overwrite:  # the attributes (and MNIST's dataset provenance) only for a new store
             attrs = store_attrs(exp, config_hash, device, scheduler, d_star_info)
             attrs["divergence_bound"] = divergence_bound(train)
+            extra = dataset_extras(exp.dataset)
             if not exists:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                create_store(path, layout, train, attrs)
+                create_store(path, layout, train, attrs, extra)
             else:
-                replace_store(path, layout, train, attrs)
+                replace_store(path, layout, train, attrs, extra)
         todo_set = set(todo)
         tasks = [t for t in tasks if t.index in todo_set]
         _execute(exp, path, layout, tasks, device, scheduler, n_workers, progress)

@@ -38,7 +38,7 @@ def plan_layout(exp: Experiment, train: np.ndarray) -> StoreLayout:
         taus=tuple(exp.model.taus) if exp.model.tau_sweep else None, n_samples=exp.n_samples,
         t=grid[steps], sampler_step=steps, d=int(train.shape[1]), block_steps=exp.sampler.block_steps,
         sample_chunk=exp.n_samples if exp.n_samples <= 512 else 256,
-        d_star_alt=tuple(exp.ridge.d_star_alt), sweeps=exp.training.sweeps(),
+        d_star_alt=tuple(exp.ridge.d_star_alt), sweeps=exp.sweeps(),
     )
 
 
@@ -54,27 +54,31 @@ def plan_tasks(exp: Experiment, train: np.ndarray, layout: StoreLayout,
     """Fit every model cell and return one task per store cell, in the layout's order.
 
     One :func:`ridgexr.fit_sweep` (every schedule and width in one streamed pass) per
-    combination of the swept training settings (``target``, ``n_noise``).
+    combination of the swept settings (``target``, ``n_noise``, ``n_train``; the cell with
+    ``n_train = n`` is trained on ``train[:n]``).
     """
     fits, diags = {}, {}
-    for target in exp.training.targets:  # a few training settings, each one streamed fit of every cell
-        for n_noise in exp.training.n_noises:
-            note = None if progress is None else (lambda msg, tg=target, nn=n_noise: progress(
-                f"target {tg}, n_noise {nn}: {msg}" if exp.training.sweeps() else msg))
-            fits[target, n_noise] = fit_sweep(
-                train, widths=exp.model.widths, schedules=exp.schedules, taus=exp.model.taus,
-                model_kwargs=model_kwargs(exp), method=exp.training.method,
-                t_min=exp.training.t_min or exp.process.t_min, T=exp.process.T,
-                quadrature=exp.training.quadrature, n_time=exp.training.n_time, n_noise=n_noise,
-                seed=exp.seeds.training, lr=exp.training.lr, init=exp.model.init, init_seed=exp.seeds.init,
-                target=target, progress=note)
-            diags[target, n_noise] = fits_to_dataset(fits[target, n_noise], d_star=exp.d_star)
+    combos = [(tg, nn, nt) for tg in exp.training.targets for nn in exp.training.n_noises
+              for nt in exp.dataset.n_trains]
+    for target, n_noise, n_train in combos:  # a few settings, each one streamed fit of every cell
+        note = None if progress is None else (lambda msg, c=(target, n_noise, n_train): progress(
+            f"target {c[0]}, n_noise {c[1]}, n_train {c[2]}: {msg}" if exp.sweeps() else msg))
+        key = (target, n_noise, n_train)
+        fits[key] = fit_sweep(
+            train[:n_train], widths=exp.model.widths, schedules=exp.schedules, taus=exp.model.taus,
+            model_kwargs=model_kwargs(exp), method=exp.training.method,
+            t_min=exp.training.t_min or exp.process.t_min, T=exp.process.T,
+            quadrature=exp.training.quadrature, n_time=exp.training.n_time, n_noise=n_noise,
+            seed=exp.seeds.training, lr=exp.training.lr, init=exp.model.init, init_seed=exp.seeds.init,
+            target=target, progress=note)
+        diags[key] = fits_to_dataset(fits[key], d_star=exp.d_star)
     tasks = []
     for idx in layout.cells():
         labels = layout.cell_labels(idx)
         s, w = labels["schedule"], labels["width"]
         tau = labels.get("tau", exp.model.taus[0])
-        key = (labels.get("target", exp.training.targets[0]), labels.get("n_noise", exp.training.n_noises[0]))
+        key = (labels.get("target", exp.training.targets[0]), labels.get("n_noise", exp.training.n_noises[0]),
+               labels.get("n_train", exp.dataset.n_trains[0]))
         diag = diags[key]
         if s == "exact":  # the exact denoiser is the optimum: its excess is zero by definition
             opt = float(diag["optimal_loss"].isel(schedule=0).sel(width=w))
@@ -128,6 +132,6 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
     sampling = (q * 8 * (12 * d + 3 * d * d + 10) + min(float(memory_budget), q * n * 8 * 4 + q * d * d * 8 * 4)
                 + 8.0 * 4 * (exp.process.n_steps + 1))
     n_cells = float(len(exp.cell_schedules) * len(exp.model.widths) * (n_tau if exp.model.tau_sweep else 1)
-                    * len(exp.training.targets) * len(exp.training.n_noises))
+                    * len(exp.training.targets) * len(exp.training.n_noises) * len(exp.dataset.n_trains))
     store = n_cells * exp.n_samples * (n_rec * 8 * (4 * d + 4) + len(exp.ridge.d_star_alt) * 8 + 1)
     return {"peak_memory": BASE_BYTES + max(fit, sampling), "store_size": store + train.size * 8.0}
