@@ -121,8 +121,8 @@ def project_to_ridge(density: SmoothedEmpirical, x: xr.DataArray, d_star: int, *
         keep_attrs=False,
     )
     ds = xr.Dataset({n: o for n, o in zip(names, outs)})
-    for n, (_, _, long_name, units) in _PROJECTION_VARS.items():
-        ds[n].attrs.update(long_name=long_name, units=units)
+    for n, (_, _, long_name, unit) in _PROJECTION_VARS.items():
+        ds[n].attrs.update(long_name=long_name, units=unit)
     ds.attrs.update(d_star=int(d_star), ridge_kind=kind)
     return ds
 

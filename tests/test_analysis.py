@@ -8,7 +8,6 @@ from hypothesis import strategies as st
 from scipy.stats import binomtest
 import pytest
 import xarray as xr
-from hypothesis import given, strategies as st
 
 from ridgexr import analysis as an
 from ridgexr.analysis import arrays

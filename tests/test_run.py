@@ -13,7 +13,7 @@ import zarr
 
 import ridgexr
 from ridgexr import SmoothedEmpirical, time_grid
-from ridgexr.catalog import CatalogError, experiment_from_file, load_catalog_file, resolve_store
+from ridgexr.catalog import experiment_from_file, resolve_store
 from ridgexr.datasets import load_training_set
 from ridgexr.run import ConfigMismatchError, CellTask, plan_layout, run_cell, run_experiment
 from ridgexr.sampling import reverse_sde

@@ -30,70 +30,12 @@ from .._deprecation import warn_renamed
 from .._validation import check_float, check_int, check_option
 from .. import units
 from . import arrays
+from ._helpers import at_step, by_train, cell_train, check_radius, check_vars, step_index, with_attrs
 
 __all__ = ["cell_train", "distance_curves", "phase_times", "phase_summary", "spread_curves", "ridge_position",
            "position_histogram", "position_density", "target_effect", "mode_counts", "memorization_fraction", "near_mode_fraction",
            "phase_transition", "theory_check", "summary_table"]
 
-
-
-def _check(ds: xr.Dataset, *names: str, dim: str | None = None) -> None:
-    """``ds`` is a Dataset holding ``names``, and ``dim`` (the dimension reduced over) is one of its dims."""
-    if not isinstance(ds, xr.Dataset):
-        raise TypeError(f"`ds` must be an xarray.Dataset (from ridgexr.open_dataset); got {type(ds).__name__}")
-    missing = [n for n in names if n not in ds.variables]
-    if missing:
-        raise ValueError(f"`ds` lacks variable(s) {missing} needed here")
-    if dim is not None and dim not in ds.dims:
-        raise ValueError(f"`dim` must be a dimension of ds {tuple(ds.dims)}; got {dim!r}")
-
-
-def _check_radius(r) -> float:
-    return check_float(r, "r", min_val=0, include_boundaries="neither")
-
-
-def _attrs(da: xr.DataArray, long_name: str, units: str, **extra) -> xr.DataArray:
-    da.attrs.update(long_name=long_name, units=units, **extra)
-    return da
-
-
-def _step_index(ds: xr.Dataset, step: int = -1, t: float | None = None) -> int:
-    """Index of the recorded step ``step`` (negative counts from the end), or of the step nearest to time ``t``."""
-    n = ds.sizes["step"]
-    if t is not None:
-        t = check_float(t, "t", min_val=0, include_boundaries="neither")
-        return int(np.argmin(np.abs(np.asarray(ds["t"].values) - t)))
-    return check_int(step, "step", min_val=-n, max_val=n - 1) % n
-
-
-def cell_train(ds: xr.Dataset) -> xr.DataArray:
-    """The training set of every cell: ``train_data`` (train, dim), and for a store that sweeps
-    ``n_train`` the nested subsets, NaN beyond ``n_train`` (dims n_train, train, dim)."""
-    train = ds["train_data"]
-    if "n_train" in ds.dims:
-        train = train.where(ds["train"] < ds["n_train"])
-    return train
-
-
-def _by_train(fn, x: np.ndarray, tr: np.ndarray) -> np.ndarray:
-    """``fn(x, train)`` for each distinct training set: x (..., core) and tr (..., N, d) with the
-    leading dims aligned by ``apply_ufunc`` (size 1 where tr does not vary, i.e. everywhere but
-    ``n_train``).  One call per training set, each vectorised over the cells and samples."""
-    lead = tr.shape[:-2]
-    if all(n == 1 for n in lead):
-        return fn(x, tr.reshape(tr.shape[-2:]))
-    out = None
-    for idx in np.ndindex(*lead):  # one training subset per n_train label (a handful)
-        sel = tuple(i if n > 1 else slice(None) for i, n in zip(idx, lead))
-        part = fn(x[sel], tr[idx])
-        if out is None:
-            out = np.empty(x.shape[:len(lead)] + part.shape[len(lead) - sum(n > 1 for n in lead):])
-        out[sel] = part
-    return out
-
-
-def _at_step(ds: xr.Dataset, step: int = -1, t: float | None = None) -> xr.Dataset:
-    return ds.isel(step=_step_index(ds, step, t))
 
 
 def distance_curves(ds: xr.Dataset, *, quantiles: Sequence[float] = (0.1, 0.5, 0.9),
@@ -103,14 +45,14 @@ def distance_curves(ds: xr.Dataset, *, quantiles: Sequence[float] = (0.1, 0.5, 0
     Returns a Dataset with ``distance_mean``, ``distance_median`` (cells, step) and
     ``distance_quantile`` (cells, quantile, step); the ``t`` coordinate is kept.
     """
-    _check(ds, "ridge_distance", dim=dim)
+    check_vars(ds, "ridge_distance", dim=dim)
     quantiles = [check_float(q, "quantiles[i]", min_val=0, max_val=1) for q in quantiles]
     d = ds["ridge_distance"].chunk({dim: -1})
     out = xr.Dataset({
-        "distance_mean": _attrs(d.mean(dim), "mean ridge distance", units.DATA),
-        "distance_median": _attrs(d.median(dim).drop_vars("quantile", errors="ignore"), "median ridge distance",
+        "distance_mean": with_attrs(d.mean(dim), "mean ridge distance", units.DATA),
+        "distance_median": with_attrs(d.median(dim).drop_vars("quantile", errors="ignore"), "median ridge distance",
                                   units.DATA),
-        "distance_quantile": _attrs(d.quantile(list(quantiles), dim=dim), "ridge-distance quantiles", units.DATA),
+        "distance_quantile": with_attrs(d.quantile(list(quantiles), dim=dim), "ridge-distance quantiles", units.DATA),
     })
     return out
 
@@ -121,8 +63,8 @@ def phase_times(ds: xr.Dataset, *, r: float = 0.5, align_factor: float = 2.0, at
     Returns a Dataset over (cells, sample): ``reach_time``, ``align_time`` (OU time),
     ``slide_chord``, ``slide_path`` (data units).
     """
-    _check(ds, "ridge_distance", "ridge_projection", "t")
-    r = _check_radius(r)
+    check_vars(ds, "ridge_distance", "ridge_projection", "t")
+    r = check_radius(r)
     align_factor = check_float(align_factor, "align_factor", min_val=1)
     atol = check_float(atol, "atol", min_val=0)
     t = ds["t"].values
@@ -139,10 +81,10 @@ def phase_times(ds: xr.Dataset, *, r: float = 0.5, align_factor: float = 2.0, at
                           output_core_dims=[[], [], [], []], dask="parallelized",
                           output_dtypes=[float] * 4)
     res = xr.Dataset(dict(zip(("reach_time", "align_time", "slide_chord", "slide_path"), outs)))
-    _attrs(res["reach_time"], f"time of entering and staying in the tube ridge_distance <= {r}", units.TIME)
-    _attrs(res["align_time"], f"time from which ridge_distance stays <= {align_factor} x its final value", units.TIME)
-    _attrs(res["slide_chord"], "|P_end - P_align| of the ridge projections", units.DATA)
-    _attrs(res["slide_path"], "path length of the ridge projections after the align time", units.DATA)
+    with_attrs(res["reach_time"], f"time of entering and staying in the tube ridge_distance <= {r}", units.TIME)
+    with_attrs(res["align_time"], f"time from which ridge_distance stays <= {align_factor} x its final value", units.TIME)
+    with_attrs(res["slide_chord"], "|P_end - P_align| of the ridge projections", units.DATA)
+    with_attrs(res["slide_path"], "path length of the ridge projections after the align time", units.DATA)
     res.attrs.update(r=float(r), align_factor=float(align_factor))
     return res
 
@@ -151,11 +93,11 @@ def phase_summary(phases: xr.Dataset, dim: str = "sample") -> xr.Dataset:
     """Per-cell medians of the phase times and the share of trajectories that reached the tube."""
     phases = phases.chunk({dim: -1}) if phases.chunks else phases
     out = xr.Dataset({
-        "reached": _attrs(phases["reach_time"].notnull().mean(dim), "share that reached the tube", "1"),
-        "reach_time_median": _attrs(phases["reach_time"].median(dim), "median reach time", units.TIME),
-        "align_time_median": _attrs(phases["align_time"].median(dim), "median align time", units.TIME),
-        "slide_chord_median": _attrs(phases["slide_chord"].median(dim), "median slide (chord)", units.DATA),
-        "slide_path_median": _attrs(phases["slide_path"].median(dim), "median slide (path)", units.DATA),
+        "reached": with_attrs(phases["reach_time"].notnull().mean(dim), "share that reached the tube", "1"),
+        "reach_time_median": with_attrs(phases["reach_time"].median(dim), "median reach time", units.TIME),
+        "align_time_median": with_attrs(phases["align_time"].median(dim), "median align time", units.TIME),
+        "slide_chord_median": with_attrs(phases["slide_chord"].median(dim), "median slide (chord)", units.DATA),
+        "slide_path_median": with_attrs(phases["slide_path"].median(dim), "median slide (path)", units.DATA),
     })
     out.attrs.update(phases.attrs)
     return out
@@ -167,7 +109,7 @@ def spread_curves(ds: xr.Dataset, *, quantiles: Sequence[float] = (0.1, 0.5, 0.9
 
     Returns ``spread_mean`` (cells, step) and ``spread_quantile`` (cells, quantile, step).
     """
-    _check(ds, "ridge_projection", "train_data", "alpha", dim=dim)
+    check_vars(ds, "ridge_projection", "train_data", "alpha", dim=dim)
     quantiles = [check_float(q, "quantiles[i]", min_val=0, max_val=1) for q in quantiles]
     train = cell_train(ds)
     alpha = ds["alpha"]
@@ -176,12 +118,12 @@ def spread_curves(ds: xr.Dataset, *, quantiles: Sequence[float] = (0.1, 0.5, 0.9
     def _nearest(p, tr):
         return arrays.nearest_two(p, tr)[0]
 
-    near = xr.apply_ufunc(partial(_by_train, _nearest), unscaled, train, input_core_dims=[["dim"], ["train", "dim"]],
+    near = xr.apply_ufunc(partial(by_train, _nearest), unscaled, train, input_core_dims=[["dim"], ["train", "dim"]],
                           dask="parallelized", output_dtypes=[float]) * alpha  # back to data units at t
     near = near.chunk({dim: -1})
     return xr.Dataset({
-        "spread_mean": _attrs(near.mean(dim), "mean distance of projections to the nearest alpha_t x_i", units.DATA),
-        "spread_quantile": _attrs(near.quantile(list(quantiles), dim=dim),
+        "spread_mean": with_attrs(near.mean(dim), "mean distance of projections to the nearest alpha_t x_i", units.DATA),
+        "spread_quantile": with_attrs(near.quantile(list(quantiles), dim=dim),
                                   "quantiles of the distance of projections to the nearest alpha_t x_i", units.DATA),
     })
 
@@ -192,7 +134,7 @@ def ridge_position(ds: xr.Dataset) -> xr.DataArray:
     For a 1-d ridge through collinear points (e.g. two points) this is the coordinate along
     the ridge; (cells, sample, step), data units, lazy.
     """
-    _check(ds, "ridge_projection", "train_data")
+    check_vars(ds, "ridge_projection", "train_data")
     train = ds["train_data"].values
     center = train.mean(0)
     if train.shape[0] >= 2:
@@ -202,7 +144,7 @@ def ridge_position(ds: xr.Dataset) -> xr.DataArray:
         axis = np.eye(train.shape[1])[0]
     ax = xr.DataArray(axis, dims="dim")
     pos = ((ds["ridge_projection"] - xr.DataArray(center, dims="dim") * ds["alpha"]) * ax).sum("dim")
-    return _attrs(pos, "position along the first principal axis of the training set", units.DATA)
+    return with_attrs(pos, "position along the first principal axis of the training set", units.DATA)
 
 
 def position_histogram(ds: xr.Dataset, *, bins: int = 40, step: int = -1, t: float | None = None,
@@ -211,9 +153,9 @@ def position_histogram(ds: xr.Dataset, *, bins: int = 40, step: int = -1, t: flo
 
     The step is ``step`` (index) or, when ``t`` is given, the recorded step nearest to time ``t``.
     """
-    _check(ds, "ridge_projection", "train_data", dim=dim)
+    check_vars(ds, "ridge_projection", "train_data", dim=dim)
     bins = check_int(bins, "bins", min_val=1)
-    pos = ridge_position(_at_step(ds, step, t) if "step" in ds.dims else ds).chunk({dim: -1})
+    pos = ridge_position(at_step(ds, step, t) if "step" in ds.dims else ds).chunk({dim: -1})
     lim = float(np.abs(ds["train_data"].values).max()) * 1.5 + 1.0
     edges = np.linspace(-lim, lim, bins + 1)
 
@@ -226,7 +168,7 @@ def position_histogram(ds: xr.Dataset, *, bins: int = 40, step: int = -1, t: flo
     h = xr.apply_ufunc(_hist, pos, input_core_dims=[[dim]], output_core_dims=[["bin"]], dask="parallelized",
                        output_dtypes=[float], dask_gufunc_kwargs={"output_sizes": {"bin": bins}})
     h = h.assign_coords(bin=0.5 * (edges[1:] + edges[:-1]))
-    return xr.Dataset({"density": _attrs(h, "density of positions along the ridge", units.INV_DATA)})
+    return xr.Dataset({"density": with_attrs(h, "density of positions along the ridge", units.INV_DATA)})
 
 
 def position_density(ds: xr.Dataset, *, n_points: int = 201, bw_method: str | float = "scott", step: int = -1,
@@ -239,11 +181,11 @@ def position_density(ds: xr.Dataset, *, n_points: int = 201, bw_method: str | fl
     """
     from scipy.stats import gaussian_kde
 
-    _check(ds, "ridge_projection", "train_data", dim=dim)
+    check_vars(ds, "ridge_projection", "train_data", dim=dim)
     n_points = check_int(n_points, "n_points", min_val=2)
     if not (isinstance(bw_method, str) and bw_method in ("scott", "silverman")):
         check_float(bw_method, "bw_method", min_val=0, include_boundaries="neither")
-    pos = ridge_position(_at_step(ds, step, t) if "step" in ds.dims else ds).chunk({dim: -1})
+    pos = ridge_position(at_step(ds, step, t) if "step" in ds.dims else ds).chunk({dim: -1})
     lim = float(np.abs(ds["train_data"].values).max()) * 1.5 + 1.0
     grid = np.linspace(-lim, lim, n_points)
 
@@ -261,7 +203,7 @@ def position_density(ds: xr.Dataset, *, n_points: int = 201, bw_method: str | fl
                           dask_gufunc_kwargs={"output_sizes": {"position": n_points}})
     dens = dens.assign_coords(position=grid)
     dens["position"].attrs.update(long_name="position along the ridge (first principal axis)", units=units.DATA)
-    return xr.Dataset({"density": _attrs(dens, "KDE of positions along the ridge", units.INV_DATA)})
+    return xr.Dataset({"density": with_attrs(dens, "KDE of positions along the ridge", units.INV_DATA)})
 
 
 def near_mode_fraction(ds: xr.Dataset, *, r: float = 0.5, step: int = -1, t: float | None = None,
@@ -276,26 +218,26 @@ def near_mode_fraction(ds: xr.Dataset, *, r: float = 0.5, step: int = -1, t: flo
 
     Returns ``near_mode``, ``near_mode_low``, ``near_mode_high`` over the cells (lazy).
     """
-    _check(ds, "trajectory", "train_data", "alpha", dim=dim)
-    r = _check_radius(r)
+    check_vars(ds, "trajectory", "train_data", "alpha", dim=dim)
+    r = check_radius(r)
     ci = check_float(ci, "ci", min_val=0, max_val=1, include_boundaries="neither")
     check_option(ci_method, "ci_method", arrays.CI_METHODS)
-    last = _at_step(ds, step, t)
+    last = at_step(ds, step, t)
     pts = cell_train(last) * float(last["alpha"])
     x = last["trajectory"].chunk({dim: -1, "dim": -1})
 
     def _near(xx, pp):
         return arrays.share_with_ci(arrays.near_mode(xx, pp, r), ci, ci_method)
 
-    stats = xr.apply_ufunc(partial(_by_train, _near), x, pts, input_core_dims=[[dim, "dim"], ["train", "dim"]],
+    stats = xr.apply_ufunc(partial(by_train, _near), x, pts, input_core_dims=[[dim, "dim"], ["train", "dim"]],
                            output_core_dims=[["stat"]], dask="parallelized", output_dtypes=[float],
                            dask_gufunc_kwargs={"output_sizes": {"stat": 3}})
     out = xr.Dataset({
-        "near_mode": _attrs(stats.isel(stat=0), f"share of samples within {r:g} of some alpha_t x_i", "1"),
-        "near_mode_low": _attrs(stats.isel(stat=1), f"lower end of the {ci:.0%} {ci_method} interval", "1"),
-        "near_mode_high": _attrs(stats.isel(stat=2), f"upper end of the {ci:.0%} {ci_method} interval", "1"),
+        "near_mode": with_attrs(stats.isel(stat=0), f"share of samples within {r:g} of some alpha_t x_i", "1"),
+        "near_mode_low": with_attrs(stats.isel(stat=1), f"lower end of the {ci:.0%} {ci_method} interval", "1"),
+        "near_mode_high": with_attrs(stats.isel(stat=2), f"upper end of the {ci:.0%} {ci_method} interval", "1"),
     })
-    out.attrs.update(r=float(r), ci=float(ci), ci_method=ci_method, step=_step_index(ds, step, t))
+    out.attrs.update(r=float(r), ci=float(ci), ci_method=ci_method, step=step_index(ds, step, t))
     return out
 
 
@@ -316,15 +258,15 @@ def target_effect(ds: xr.Dataset, *, r: float = 0.5, ci: float = 0.95, n_boot: i
     intervals over samples (``n_boot`` replicates, ``seed``).  Samples not finite in both
     cells are left out.  Lazy.
     """
-    _check(ds, "trajectory", "ridge_projection", "train_data", "alpha", dim=dim)
-    r = _check_radius(r)
+    check_vars(ds, "trajectory", "ridge_projection", "train_data", "alpha", dim=dim)
+    r = check_radius(r)
     ci = check_float(ci, "ci", min_val=0, max_val=1, include_boundaries="neither")
     n_boot = check_int(n_boot, "n_boot", min_val=10)
     seed = check_int(seed, "seed", min_val=0)
     if "target" not in ds.dims or not {"dsm", "ideal"} <= {str(v) for v in ds["target"].values}:
         raise ValueError("`ds` must have a 'target' dimension holding 'dsm' and 'ideal' "
                          "(an entry with training.target: [dsm, ideal])")
-    last = _at_step(ds, step, t)
+    last = at_step(ds, step, t)
     pts = cell_train(last) * float(last["alpha"])
 
     def _near(xx, pp):
@@ -336,7 +278,7 @@ def target_effect(ds: xr.Dataset, *, r: float = 0.5, ci: float = 0.95, n_boot: i
 
     per_sample = {}
     for name, var, fn in (("near_mode", "trajectory", _near), ("spread", "ridge_projection", _spread)):
-        per_sample[name] = xr.apply_ufunc(partial(_by_train, fn), last[var].chunk({"dim": -1}), pts,
+        per_sample[name] = xr.apply_ufunc(partial(by_train, fn), last[var].chunk({"dim": -1}), pts,
                                           input_core_dims=[["dim"], ["train", "dim"]],
                                           dask="parallelized", output_dtypes=[float])
 
@@ -353,15 +295,15 @@ def target_effect(ds: xr.Dataset, *, r: float = 0.5, ci: float = 0.95, n_boot: i
                                dask="parallelized", output_dtypes=[float],
                                dask_gufunc_kwargs={"output_sizes": {"stat": 3}})
         long_name, unit = meaning[name]
-        out[f"{name}_diff"] = _attrs(stats.isel(stat=0, drop=True), long_name, unit)
-        out[f"{name}_diff_low"] = _attrs(stats.isel(stat=1, drop=True), f"lower end of the {ci:.0%} bootstrap "
+        out[f"{name}_diff"] = with_attrs(stats.isel(stat=0, drop=True), long_name, unit)
+        out[f"{name}_diff_low"] = with_attrs(stats.isel(stat=1, drop=True), f"lower end of the {ci:.0%} bootstrap "
                                          "interval (paired over samples)", unit)
-        out[f"{name}_diff_high"] = _attrs(stats.isel(stat=2, drop=True), f"upper end of the {ci:.0%} bootstrap "
+        out[f"{name}_diff_high"] = with_attrs(stats.isel(stat=2, drop=True), f"upper end of the {ci:.0%} bootstrap "
                                           "interval (paired over samples)", unit)
         for k in ("dsm", "ideal"):
-            out[f"{name}_{k}"] = _attrs(v.sel(target=k, drop=True).mean(dim), f"{name.replace('_', '-')} "
+            out[f"{name}_{k}"] = with_attrs(v.sel(target=k, drop=True).mean(dim), f"{name.replace('_', '-')} "
                                         f"{'share' if name == 'near_mode' else 'mean'}, {k} target", unit)
-    out.attrs.update(r=float(r), ci=float(ci), n_boot=n_boot, step=_step_index(ds, step, t))
+    out.attrs.update(r=float(r), ci=float(ci), n_boot=n_boot, step=step_index(ds, step, t))
     return out
 
 
@@ -371,9 +313,9 @@ def mode_counts(ds: xr.Dataset, *, r: float = 0.5, step: int = -1, t: float | No
 
     Returns ``share`` (cells, train) and ``share_any`` (cells).
     """
-    _check(ds, "trajectory", "train_data", "alpha", dim=dim)
-    r = _check_radius(r)
-    last = _at_step(ds, step, t)
+    check_vars(ds, "trajectory", "train_data", "alpha", dim=dim)
+    r = check_radius(r)
+    last = at_step(ds, step, t)
     pts = cell_train(last) * last["alpha"]
     x = last["trajectory"]
     dist = np.sqrt(((x - pts) ** 2).sum("dim", skipna=False))  # (cells, sample, train), lazy; NaN beyond n_train
@@ -381,9 +323,9 @@ def mode_counts(ds: xr.Dataset, *, r: float = 0.5, step: int = -1, t: float | No
     within = (dist <= r).where(valid)
     share = within.mean(dim).where(pts.notnull().all("dim"))
     share_any = within.max("train").mean(dim)
-    out = xr.Dataset({"share": _attrs(share, f"share of samples within {r} of alpha_t x_i", "1"),
-                      "share_any": _attrs(share_any, f"share of samples within {r} of any alpha_t x_i", "1")})
-    out.attrs.update(r=float(r), step=_step_index(ds, step, t))
+    out = xr.Dataset({"share": with_attrs(share, f"share of samples within {r} of alpha_t x_i", "1"),
+                      "share_any": with_attrs(share_any, f"share of samples within {r} of any alpha_t x_i", "1")})
+    out.attrs.update(r=float(r), step=step_index(ds, step, t))
     return out
 
 
@@ -401,13 +343,13 @@ def memorization_fraction(ds: xr.Dataset, *, ratio: float = 1 / 3, step: int = -
     """
     if n_boot is not None or seed is not None:
         warn_renamed("memorization_fraction(n_boot=..., seed=...)", "memorization_fraction(ci_method=...)")
-    _check(ds, "trajectory", "train_data", "alpha", dim=dim)
+    check_vars(ds, "trajectory", "train_data", "alpha", dim=dim)
     ratio = check_float(ratio, "ratio", min_val=0, max_val=1, include_boundaries="neither")
     ci = check_float(ci, "ci", min_val=0, max_val=1, include_boundaries="neither")
     check_option(ci_method, "ci_method", arrays.CI_METHODS)
     if ds.sizes.get("train", 0) < 2:
         raise ValueError("memorization needs at least two training points")
-    last = _at_step(ds, step, t)
+    last = at_step(ds, step, t)
     train = cell_train(last)
     a = float(last["alpha"])
     x = last["trajectory"].chunk({dim: -1, "dim": -1})
@@ -415,15 +357,15 @@ def memorization_fraction(ds: xr.Dataset, *, ratio: float = 1 / 3, step: int = -
     def _memo(xx, tr):
         return arrays.share_with_ci(arrays.memorized(xx / a, tr, ratio), ci, ci_method)  # ratio is scale-free
 
-    stats = xr.apply_ufunc(partial(_by_train, _memo), x, train, input_core_dims=[[dim, "dim"], ["train", "dim"]],
+    stats = xr.apply_ufunc(partial(by_train, _memo), x, train, input_core_dims=[[dim, "dim"], ["train", "dim"]],
                            output_core_dims=[["stat"]], dask="parallelized", output_dtypes=[float],
                            dask_gufunc_kwargs={"output_sizes": {"stat": 3}})
     out = xr.Dataset({
-        "memorized": _attrs(stats.isel(stat=0), f"share of samples with d1/d2 < {ratio:.3g}", "1"),
-        "memorized_low": _attrs(stats.isel(stat=1), f"lower end of the {ci:.0%} {ci_method} interval", "1"),
-        "memorized_high": _attrs(stats.isel(stat=2), f"upper end of the {ci:.0%} {ci_method} interval", "1"),
+        "memorized": with_attrs(stats.isel(stat=0), f"share of samples with d1/d2 < {ratio:.3g}", "1"),
+        "memorized_low": with_attrs(stats.isel(stat=1), f"lower end of the {ci:.0%} {ci_method} interval", "1"),
+        "memorized_high": with_attrs(stats.isel(stat=2), f"upper end of the {ci:.0%} {ci_method} interval", "1"),
     })
-    out.attrs.update(ratio=float(ratio), ci=float(ci), ci_method=ci_method, step=_step_index(ds, step, t))
+    out.attrs.update(ratio=float(ratio), ci=float(ci), ci_method=ci_method, step=step_index(ds, step, t))
     return out
 
 
@@ -454,14 +396,14 @@ def phase_transition(metric: xr.DataArray | xr.Dataset, *, dim: str = "width", l
         return xr.apply_ufunc(_cross, da.chunk({dim: -1}) if da.chunks else da, input_core_dims=[[dim]],
                               dask="parallelized", output_dtypes=[float])
 
-    out = xr.Dataset({"critical": _attrs(run(main), f"{dim} where the metric crosses {level}", "same as " + dim)})
+    out = xr.Dataset({"critical": with_attrs(run(main), f"{dim} where the metric crosses {level}", "same as " + dim)})
     if low is not None:
         # each bootstrap bound curve crosses the level somewhere; NaN (propagated) when a bound
         # does not cross inside the swept range: the CI then extends beyond the sweep
         a, b = run(low), run(high)
-        out["critical_low"] = _attrs(np.minimum(a, b), "lower end of the crossing's CI (interval bounds); "
+        out["critical_low"] = with_attrs(np.minimum(a, b), "lower end of the crossing's CI (interval bounds); "
                                      "NaN: beyond the swept range", dim)
-        out["critical_high"] = _attrs(np.maximum(a, b), "upper end of the crossing's CI (interval bounds); "
+        out["critical_high"] = with_attrs(np.maximum(a, b), "upper end of the crossing's CI (interval bounds); "
                                       "NaN: beyond the swept range", dim)
     out.attrs.update(level=float(level), dim=dim)
     return out
@@ -474,7 +416,7 @@ def theory_check(ds: xr.Dataset, *, r: float = 0.5, align_factor: float = 2.0, d
     ``slide_chord``, ``integrated_tangent``; per cell: Pearson ``corr_normal`` and
     ``corr_tangent`` over samples.
     """
-    _check(ds, "residual_normal", "residual_tangent", "ridge_distance", "t", dim=dim)
+    check_vars(ds, "residual_normal", "residual_tangent", "ridge_distance", "t", dim=dim)
     t = ds["t"].values
 
     def _integ(res):
@@ -486,14 +428,14 @@ def theory_check(ds: xr.Dataset, *, r: float = 0.5, align_factor: float = 2.0, d
 
     ph = phase_times(ds, r=r, align_factor=align_factor)
     out = xr.Dataset({
-        "final_distance": _attrs(ds["ridge_distance"].isel(step=-1), "final ridge distance", units.DATA),
-        "integrated_normal": _attrs(integ("residual_normal"), "sum_k 2 dt alpha/h |residual_normal|", units.DATA),
+        "final_distance": with_attrs(ds["ridge_distance"].isel(step=-1), "final ridge distance", units.DATA),
+        "integrated_normal": with_attrs(integ("residual_normal"), "sum_k 2 dt alpha/h |residual_normal|", units.DATA),
         "slide_chord": ph["slide_chord"],
-        "integrated_tangent": _attrs(integ("residual_tangent"), "sum_k 2 dt alpha/h |residual_tangent|", units.DATA),
+        "integrated_tangent": with_attrs(integ("residual_tangent"), "sum_k 2 dt alpha/h |residual_tangent|", units.DATA),
     })
-    out["corr_normal"] = _attrs(xr.corr(out["final_distance"], out["integrated_normal"], dim=dim),
+    out["corr_normal"] = with_attrs(xr.corr(out["final_distance"], out["integrated_normal"], dim=dim),
                                 "Pearson correlation, final distance vs integrated normal residual", "1")
-    out["corr_tangent"] = _attrs(xr.corr(out["slide_chord"], out["integrated_tangent"], dim=dim),
+    out["corr_tangent"] = with_attrs(xr.corr(out["slide_chord"], out["integrated_tangent"], dim=dim),
                                  "Pearson correlation, slide vs integrated tangential residual", "1")
     return out
 

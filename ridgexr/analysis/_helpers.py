@@ -1,0 +1,72 @@
+"""Helpers shared by the labelled analyses (:mod:`.labelled`, :mod:`.manifold`): input checks,
+attributes, the step selection and the per-cell training sets."""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from .._validation import check_float, check_int
+
+__all__ = ["check_vars", "check_radius", "with_attrs", "step_index", "cell_train", "by_train", "at_step"]
+
+
+def check_vars(ds: xr.Dataset, *names: str, dim: str | None = None) -> None:
+    """``ds`` is a Dataset holding ``names``, and ``dim`` (the dimension reduced over) is one of its dims."""
+    if not isinstance(ds, xr.Dataset):
+        raise TypeError(f"`ds` must be an xarray.Dataset (from ridgexr.open_dataset); got {type(ds).__name__}")
+    missing = [n for n in names if n not in ds.variables]
+    if missing:
+        raise ValueError(f"`ds` lacks variable(s) {missing} needed here")
+    if dim is not None and dim not in ds.dims:
+        raise ValueError(f"`dim` must be a dimension of ds {tuple(ds.dims)}; got {dim!r}")
+
+
+def check_radius(r) -> float:
+    return check_float(r, "r", min_val=0, include_boundaries="neither")
+
+
+def with_attrs(da: xr.DataArray, long_name: str, units: str, **extra) -> xr.DataArray:
+    da.attrs.update(long_name=long_name, units=units, **extra)
+    return da
+
+
+def step_index(ds: xr.Dataset, step: int = -1, t: float | None = None) -> int:
+    """Index of the recorded step ``step`` (negative counts from the end), or of the step nearest to time ``t``."""
+    n = ds.sizes["step"]
+    if t is not None:
+        t = check_float(t, "t", min_val=0, include_boundaries="neither")
+        return int(np.argmin(np.abs(np.asarray(ds["t"].values) - t)))
+    return check_int(step, "step", min_val=-n, max_val=n - 1) % n
+
+
+def cell_train(ds: xr.Dataset) -> xr.DataArray:
+    """The training set of every cell: ``train_data`` (train, dim), and for a store that sweeps
+    ``n_train`` the nested subsets, NaN beyond ``n_train`` (dims n_train, train, dim)."""
+    train = ds["train_data"]
+    if "n_train" in ds.dims:
+        train = train.where(ds["train"] < ds["n_train"])
+    return train
+
+
+def by_train(fn, x: np.ndarray, tr: np.ndarray) -> np.ndarray:
+    """``fn(x, train)`` for each distinct training set: x (..., core) and tr (..., N, d) with the
+    leading dims aligned by ``apply_ufunc`` (size 1 where tr does not vary, i.e. everywhere but
+    ``n_train``).  One call per training set, each vectorised over the cells and samples."""
+    lead = tr.shape[:-2]
+    if all(n == 1 for n in lead):
+        return fn(x, tr.reshape(tr.shape[-2:]))
+    out = None
+    for idx in np.ndindex(*lead):  # one training subset per n_train label (a handful)
+        sel = tuple(i if n > 1 else slice(None) for i, n in zip(idx, lead))
+        part = fn(x[sel], tr[idx])
+        if out is None:
+            out = np.empty(x.shape[:len(lead)] + part.shape[len(lead) - sum(n > 1 for n in lead):])
+        out[sel] = part
+    return out
+
+
+def at_step(ds: xr.Dataset, step: int = -1, t: float | None = None) -> xr.Dataset:
+    return ds.isel(step=step_index(ds, step, t))
+
+
