@@ -90,8 +90,9 @@ class RidgeDataArrayAccessor(_Accessor):
 
 @xr.register_dataset_accessor("ridge")
 @_forwarding("analysis", 0, ("distance_curves", "phase_times", "spread_curves", "ridge_position", "position_histogram",
-                           "mode_counts", "memorization_fraction", "near_mode_fraction", "position_density", "target_effect", "theory_check",
-              "summary_table"),
+                           "mode_counts", "memorization_fraction", "near_mode_fraction", "position_density",
+                           "target_effect", "theory_check", "summary_table", "manifold_distance", "novelty",
+                           "manifold_density", "distribution_distance", "ridge_vs_manifold"),
              {"position": "ridge_position", "memorization": "memorization_fraction", "summary": "summary_table"})
 class RidgeDatasetAccessor(_Accessor):
     """``ds.ridge``: the analyses of :mod:`ridgexr.analysis` on a store's Dataset (lazy)."""

@@ -181,3 +181,71 @@ def test_analyses_use_each_cells_own_training_subset(circle_run):
     x = last.ridge_projection.sel(schedule="h2", width=8, n_train=4).values
     d = np.linalg.norm(x[:, None] - ds.train_data.values[None, :4] * a, axis=-1).min(1)
     assert float(spread.sel(schedule="h2", width=8, n_train=4)) == pytest.approx(d.mean())
+
+
+def test_manifold_distance_and_novelty_against_brute_force(circle_run):
+    from ridgexr.analysis import manifold as man
+
+    exp, res = circle_run
+    ds = ridgexr.open_dataset(res.store)
+    m = man.store_manifold(ds)
+    d = man.manifold_distance(ds)
+    assert isinstance(d.data, da.Array) and d.attrs["units"] == "data_unit"
+    cell = dict(schedule="h2", width=8, n_train=12)
+    k = 4
+    a = float(ds.alpha[k])
+    x = ds.trajectory.sel(cell).isel(step=k).values
+    dense, _ = m.sample(200_000, seed=1)  # brute force: distance to a dense sample of alpha_t M
+    brute = np.sqrt(((x[:, None, :] - a * dense[None]) ** 2).sum(-1)).min(1)
+    got = d.sel(cell).isel(step=k).values
+    assert np.all(got <= brute + 1e-9) and np.allclose(got, brute, atol=2e-3 * a * m.radius)
+    nov = man.novelty(ds).sel(cell).values
+    train = ds.train_data.values
+    nn = np.sort(np.linalg.norm(train[:, None] - train[None], axis=-1), axis=1)[:, 1]
+    last = ds.trajectory.sel(cell).isel(step=-1).values / float(ds.alpha[-1])
+    direct = np.linalg.norm(last[:, None] - train[None], axis=-1).min(1) / np.median(nn)
+    np.testing.assert_allclose(nov, direct, rtol=1e-10)
+
+
+def test_manifold_density_and_distribution_distance_on_known_samples(circle_run):
+    from ridgexr.analysis import manifold as man
+
+    exp, res = circle_run
+    ds = ridgexr.open_dataset(res.store).load()
+    pop = ds.population_data.values
+    m = man.store_manifold(ds)
+    same = ds.isel(sample=[0]).copy()
+    # a store whose final samples are the population itself (/alpha scaled back) vs one shifted off M
+    a = float(ds.alpha[-1])
+    traj = np.broadcast_to((pop * a)[:, None, :], (1, 1, 2, len(pop), 1, 3)).copy()
+    fake = xr.Dataset({"trajectory": (("schedule", "width", "n_train", "sample", "step", "dim"), traj),
+                       "population_data": ds.population_data, "train_data": ds.train_data},
+                      coords={"schedule": ["h2"], "width": [8], "n_train": [4, 12], "alpha": ("step", [a]),
+                              "t": ("step", [float(ds.t[-1])])}, attrs=same.attrs)
+    dens = man.manifold_density(fake, bins=8).compute()
+    np.testing.assert_allclose(dens.ratio_max.values, 1.0) and np.testing.assert_allclose(dens.ratio_min.values, 1.0)
+    np.testing.assert_allclose(dens.in_tube.values, 1.0)
+    dd = man.distribution_distance(fake, n_boot=20).compute()
+    assert np.all(dd.sliced_w2.values < 1e-12)  # the same points: every 1-D quantile function agrees
+    assert np.all(np.abs(dd.mmd2.values) < 0.05)  # unbiased: O(1/n) around 0 for one law (here slightly < 0)
+    shifted = fake.copy()
+    shifted["trajectory"] = fake.trajectory + 2.0 * float(ds.alpha[-1])
+    far = man.distribution_distance(shifted, n_boot=20).compute()
+    assert np.all(far.sliced_w2.values > 0.2) and np.all(far.mmd2_low.values > 10 * np.abs(dd.mmd2.values))
+    rv = man.ridge_vs_manifold(fake.rename(trajectory="ridge_projection"), n_dense=500).compute()
+    assert np.all(rv.to_manifold.values < 1e-9) and np.all(rv.hausdorff.values == rv.from_manifold.values)
+    assert m.k == 1
+
+
+def test_rate_fit_recovers_a_known_slope_per_cell():
+    from ridgexr.analysis import manifold as man
+
+    n = np.array([8, 32, 128, 512, 2048])
+    rng = np.random.default_rng(0)
+    metric = xr.DataArray(np.stack([3 * n**-0.5, 2 * n**-1.0]) * np.exp(rng.normal(0, 0.02, (2, 5))),
+                          dims=("schedule", "n_train"), coords={"schedule": ["a", "b"], "n_train": n})
+    out = man.rate_fit(metric.chunk({"n_train": 2}), n_boot=500).compute()
+    np.testing.assert_allclose(out.slope.values, [-0.5, -1.0], atol=0.02)
+    assert np.all(out.slope_low.values <= out.slope.values) and np.all(out.slope.values <= out.slope_high.values)
+    with pytest.raises(ValueError, match="dim"):
+        man.rate_fit(metric, dim="width")

@@ -96,7 +96,7 @@ def manifold_density(ds: xr.Dataset, *, bins: int = 24, tube: float | None = Non
     tube = 0.1 * a * m.radius if tube is None else check_float(tube, "tube", min_val=0, include_boundaries="neither")
     edges = np.linspace(-np.pi, np.pi, bins + 1)
     width = edges[1] - edges[0]
-    pop = np.histogram(m.coordinates(ds["population_data"].values)[:, 0], bins=edges)[0]
+    pop = np.histogram(m.coordinates(ds["population_data"].transpose("population", "dim").values)[:, 0], bins=edges)[0]
     pop_density = pop / (pop.sum() * width)
     x = (last["trajectory"] / a).chunk({dim: -1, "dim": -1})
 
@@ -153,7 +153,7 @@ def distribution_distance(ds: xr.Dataset, *, step: int = -1, t: float | None = N
     seed = check_int(seed, "seed", min_val=0)
     last = at_step(ds, step, t)
     a = float(last["alpha"])
-    pop = ds["population_data"].values
+    pop = ds["population_data"].transpose("population", "dim").values
     x = (last["trajectory"] / a).chunk({dim: -1, "dim": -1})
     lo_q, hi_q = (1 - ci) / 2, 1 - (1 - ci) / 2
 
