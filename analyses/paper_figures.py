@@ -42,7 +42,9 @@ def cell_table(ds: xr.Dataset) -> "pandas.DataFrame":  # noqa: F821
     near = analysis.near_mode_fraction(ds, r=0.5)
     memo = analysis.memorization_fraction(ds)
     rms = lambda v: np.sqrt((v**2).sum("dim").mean("sample"))  # noqa: E731
+    phases = analysis.phase_summary(analysis.phase_times(ds, r=0.5))
     out = xr.Dataset({
+        "reach_t": phases.reach_time_median, "align_t": phases.align_time_median,
         "near_mode": near.near_mode, "near_low": near.near_mode_low, "near_high": near.near_mode_high,
         "memorized": memo.memorized, "memo_low": memo.memorized_low, "memo_high": memo.memorized_high,
         "median_abs_x1": np.abs(last.trajectory.isel(dim=0)).median("sample"),

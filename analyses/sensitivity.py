@@ -88,6 +88,7 @@ def run(width: int, n_noise: int, n_samples: int, seeds: list[int]) -> pd.DataFr
                                  "median |x1|": float(np.median(np.abs(x[ok, 0]))) if n else np.nan,
                                  "diverged": len(x) - n})
             print(f"{name} (seed {seed}): {time.perf_counter() - t0:.0f} s", flush=True)
+            print(markdown_table(pd.DataFrame(rows[-len(SCHEDULES) * len(TAUS):])), flush=True)
     return pd.DataFrame(rows)
 
 
