@@ -117,9 +117,11 @@ def split_figure(ds: xr.Dataset) -> hv.Layout | None:
     pos = np.where(np.isfinite(taus), taus, finite.max() * 2 if finite.size else 1.0)  # tau = inf drawn at 2 x max
     panels = []
     for s in ds.schedule.values:
-        curves = {name: hv.Curve((pos, ds[name].sel(schedule=s).isel(width=0).values), "tau (paper units; inf at right)",
-                                 "held-out loss")
-                  for name in ("excess_loss", "excess_tangent", "excess_normal")}
+        vals = {name: ds[name].sel(schedule=s).isel(width=0).values for name in ("excess_loss", "excess_tangent",
+                                                                                     "excess_normal")}
+        # a log axis cannot show 0 (the normal part at tau = inf for collinear data): left out, said in the text
+        curves = {name: hv.Curve((pos, np.where(v > 0, v, np.nan)), "tau (paper units; inf drawn at 2 x max)",
+                                 "held-out loss") for name, v in vals.items()}
         panels.append(hv.NdOverlay(curves, kdims=["part"]).opts(title=f"w = {s}: excess loss and its split",
                                                              logx=True, logy=True, backend="matplotlib"))
     return hv.Layout(panels).opts(sublabel_format="", backend="matplotlib").cols(3)
