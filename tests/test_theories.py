@@ -249,3 +249,40 @@ def test_rate_fit_recovers_a_known_slope_per_cell():
     assert np.all(out.slope_low.values <= out.slope.values) and np.all(out.slope.values <= out.slope_high.values)
     with pytest.raises(ValueError, match="dim"):
         man.rate_fit(metric, dim="width")
+
+
+def test_distribution_distance_is_small_for_one_law_and_grows_with_a_shift(circle_run):
+    """Two independent samples of one law vs the same sample shifted by 0, 0.5, 1, 2 (data units)."""
+    from ridgexr.analysis import manifold as man
+
+    exp, res = circle_run
+    ds = ridgexr.open_dataset(res.store).load()
+    m = man.store_manifold(ds)
+    spec = exp.dataset.manifold
+    fresh, _ = m.sample(400, density=spec.density, kappa=spec.kappa, seed=99)  # same law, new draw
+    pop, _ = m.sample(400, density=spec.density, kappa=spec.kappa, seed=98)
+    a = float(ds.alpha[-1])
+    w2, mmd = [], []
+    for shift in (0.0, 0.5, 1.0, 2.0):
+        traj = ((fresh + shift) * a)[None, None, :, None, :]
+        fake = xr.Dataset({"trajectory": (("schedule", "width", "sample", "step", "dim"), traj),
+                           "population_data": (("population", "dim"), pop)},
+                          coords={"schedule": ["h2"], "width": [8], "alpha": ("step", [a]), "t": ("step", [0.01])},
+                          attrs=ds.attrs)
+        out = man.distribution_distance(fake, n_boot=0).compute().squeeze()
+        w2.append(float(out.sliced_w2)), mmd.append(float(out.mmd2))
+    assert w2[0] < 0.15 and abs(mmd[0]) < 0.01  # sampling noise only, at n = 400
+    assert np.all(np.diff(w2) > 0) and np.all(np.diff(mmd) > 0)
+
+
+def test_manifold_analyses_are_lazy(circle_run):
+    from ridgexr.analysis import manifold as man
+
+    exp, res = circle_run
+    ds = ridgexr.open_dataset(res.store)
+    outs = [man.manifold_distance(ds), man.novelty(ds), man.manifold_density(ds).density,
+            man.distribution_distance(ds, n_boot=5).sliced_w2, man.ridge_vs_manifold(ds).hausdorff,
+            ds.ridge.novelty()]
+    assert all(isinstance(o.data, da.Array) for o in outs)
+    with pytest.raises(ValueError, match="manifold"):
+        man.manifold_distance(ds.assign_attrs(config="{}"))
