@@ -25,7 +25,7 @@ def main(argv=None):
             "memorized_high"]
     print("## three-points: phases, spread, modes, memorization\n")
     print(markdown_table(summ[cols]))
-    save_png(plot.distance_curves_plot(ds), figs / "three_points_distance.png", logx=True, logy=True)
+    save_png(plot.distance_curves_plot(ds), figs / "three_points_distance.png")  # log axes set by the plot
     save_png(plot.spread_curves_plot(ds), figs / "three_points_spread.png", logx=True)
     save_png(plot.samples_over_time(ds, schedule="h2", width=64, n_frames=3).last, figs / "three_points_h2_w64.png")
     save_png(plot.samples_over_time(ds, schedule="exact", width=64, n_frames=3).last,

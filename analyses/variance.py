@@ -36,8 +36,8 @@ def effect_table(ds):
 
 def effect_figure(df, name: str) -> hv.Layout:
     panels = []
-    for var, label in (("near_mode_diff", "near-mode share, DSM - ideal"),
-                       ("spread_diff", "spread along the ridge, DSM - ideal")):
+    for var, label, lim in (("near_mode_diff", "near-mode share, DSM - ideal", 1.0),
+                            ("spread_diff", "spread along the ridge, DSM - ideal", 1.0)):
         curves, bands = {}, {}
         for (s, w), g in df.groupby(["schedule", "width"]):
             g = g.sort_values("n_noise")
@@ -47,9 +47,11 @@ def effect_figure(df, name: str) -> hv.Layout:
                                  [label, "high"]).opts(alpha=0.15, backend="matplotlib")
         zero = hv.HLine(0).opts(color="black", linewidth=0.8, backend="matplotlib")
         panels.append((hv.NdOverlay(bands, kdims=["cell"]) * hv.NdOverlay(curves, kdims=["cell"]) * zero)
-                      .opts(logx=True, title=f"{name}: {label}", legend_position="right", fig_inches=(7, 3),
-                            fontsize={"legend": 7}, backend="matplotlib"))
-    return hv.Layout(panels).opts(sublabel_format="", backend="matplotlib").cols(1)
+                      .opts(logx=True, ylim=(-lim, lim), title=f"{name}: {label}", legend_position="right",
+                            aspect=2.5, fontsize={"legend": 7}, backend="matplotlib"))
+    # cells whose samples left the data (differences of 1e4) fall off the axis: they are in the tables
+    return hv.Layout(panels).opts(sublabel_format="", shared_axes=False, fig_inches=8,
+                                  backend="matplotlib").cols(1)
 
 
 def main(argv=None):
