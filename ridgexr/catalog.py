@@ -240,7 +240,7 @@ class TrainingSpec(_Spec):
                     "cell dimension (one fit per value)")
     target: Literal[TARGETS] | list[Literal[TARGETS]] = Field("dsm",
         description="fitted target: 'dsm' (alpha_t x0, the denoising score-matching target) or 'ideal' (its "
-                    "conditional mean E[alpha_t x0 | x_t], the exact denoiser's output on the same sample); a "
+                    "conditional mean E[alpha_t x0 given x_t], the exact denoiser's output on the same sample); a "
                     "list makes a target cell dimension")
     method: Literal["flow", "gd"] = Field("flow", description="closed-form gradient 'flow' or gradient descent 'gd'")
     lr: float | None = Field(None, gt=0, description="learning rate of method 'gd'")
@@ -577,6 +577,9 @@ def schema_markdown() -> str:
                       if key in sub]
         return ", ".join(parts)
 
+    def cell(text: str) -> str:  # a '|' inside a table cell must be escaped in Markdown
+        return text.replace("|", "\\|")
+
     def table(title: str, model: dict) -> list[str]:
         required = set(model.get("required", []))
         rows = [f"## {title}", "", (model.get("description") or "").strip(), "",
@@ -584,7 +587,7 @@ def schema_markdown() -> str:
         for name, prop in model["properties"].items():
             default = "required" if name in required else repr(prop.get("default", "[]" if prop.get("type") == "array"
                                                                          else None))
-            rows.append(f"| `{name}` | {kind(prop)} | {default} | {bounds(prop)} | {prop.get('description', '')} |")
+            rows.append(f"| `{name}` | {kind(prop)} | {default} | {bounds(prop)} | {cell(prop.get('description', ''))} |")
         return rows + [""]
 
     lines = ["# Catalog reference", "",
