@@ -48,9 +48,9 @@ nb_execution_raise_on_error = True
 
 
 def _tutorial_store() -> str:
-    """A small two-point store for the tutorial (rebuilt only when missing)."""
+    """A small two-point store for the tutorial (rebuilt when missing or written by another configuration)."""
     from ridgexr.catalog import experiment_from_file
-    from ridgexr.run import run_experiment
+    from ridgexr.run import ConfigMismatchError, run_experiment
 
     folder = HERE / "_build" / "tutorial-store"
     folder.mkdir(parents=True, exist_ok=True)
@@ -67,7 +67,11 @@ def _tutorial_store() -> str:
     d_star: 1
     store: two-points-docs.zarr
 """)
-    return str(run_experiment(experiment_from_file(catalog), data_dir=folder).store)
+    exp = experiment_from_file(catalog)
+    try:
+        return str(run_experiment(exp, data_dir=folder).store)
+    except ConfigMismatchError:  # a build folder left by an older ridgexr: replace its store
+        return str(run_experiment(exp, data_dir=folder, overwrite=True).store)
 
 
 os.environ.setdefault("RIDGEXR_TUTORIAL_STORE", _tutorial_store())

@@ -13,7 +13,7 @@ from .._backend import as_tensor, check_finite
 from .._validation import check_int, check_option
 from ..models import RandomFeatureDenoiser
 from .dynamics import GradientFlow, gradient_descent
-from .quadratic import TARGETS, QuadraticLoss, accumulate, targets
+from .quadratic import TARGETS, QuadraticLoss, accumulate, outputs_from_mean, targets
 from .quadrature import DEFAULT_QUADRATURE, PAPER_N_NOISE, PAPER_N_TIME
 from .sample import TrainingSample, block_posterior_mean, block_tangent_frames, draw_training_sample
 from .schedules import schedule_name, schedule_weight
@@ -168,7 +168,7 @@ def evaluate_fits(fits: dict, sample: TrainingSample | None = None, d_star: int 
                     psi = raw[:, :fit.model.width] / math.sqrt(fit.model.width)
                     f = (psi @ fit.A.transpose(1, 2)).cpu().numpy()  # (n_tau, B, d)
                     lam, y = targets(block, par, fit.schedule_spec, proc)
-                    f_star = _from_mean(m_star, block, par, proc)
+                    f_star = outputs_from_mean(m_star, block, par, proc)
                     _accumulate_stats(acc[k], f, f_star, y, lam, block, s.n_noise, tang)
     out = {}
     for k, a in acc.items():
@@ -179,11 +179,6 @@ def evaluate_fits(fits: dict, sample: TrainingSample | None = None, d_star: int 
             res["excess_normal"] = a["err"] - a["tan"]
         out[k] = res
     return out
-
-
-def _from_mean(m: np.ndarray, block, parametrization: str, process) -> np.ndarray:
-    a = process.alpha(block.t)[:, None]
-    return a * m if parametrization == "posterior_mean" else (a * m - block.xt) / process.h(block.t)[:, None]
 
 
 def _accumulate_stats(a: dict, f: np.ndarray, f_star: np.ndarray, y: np.ndarray, lam: np.ndarray, block,

@@ -28,7 +28,7 @@ from .schedules import schedule_name, schedule_weight
 
 TARGETS = ("dsm", "ideal")
 
-__all__ = ["TARGETS", "targets", "exact_outputs", "accumulate_moments", "accumulate", "QuadraticLoss",
+__all__ = ["TARGETS", "targets", "exact_outputs", "outputs_from_mean", "accumulate_moments", "accumulate", "QuadraticLoss",
            "quadratic_loss"]
 
 
@@ -51,7 +51,8 @@ def targets(sample: TrainingSample | SampleBlock, parametrization: str, schedule
     return lam, -sample.z / np.sqrt(process.h(sample.t))[:, None]
 
 
-def _outputs_from_mean(m: np.ndarray, block, parametrization: str, process: OU) -> np.ndarray:
+def outputs_from_mean(m: np.ndarray, block, parametrization: str, process: OU) -> np.ndarray:
+    """The exact denoiser's output (S, d) in a parametrization, from posterior means m (S, d) at ``block``'s rows."""
     a = process.alpha(block.t)[:, None]
     if parametrization == "posterior_mean":
         return a * m
@@ -69,7 +70,7 @@ def exact_outputs(train: np.ndarray, sample: TrainingSample | SampleBlock, param
         m = sample.posterior_mean()
     else:
         m = block_posterior_mean(owner, sample)
-    return _outputs_from_mean(m, sample, parametrization, process)
+    return outputs_from_mean(m, sample, parametrization, process)
 
 
 def accumulate_moments(model: RandomFeatureDenoiser, sample: TrainingSample, lam: np.ndarray, y: np.ndarray,
