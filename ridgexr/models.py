@@ -93,7 +93,7 @@ class RandomFeatureDenoiser(torch.nn.Module):
     Examples
     --------
     >>> import torch
-    >>> m = RandomFeatureDenoiser(2, 16, n_frequencies=4, T=2.0, seed=0)
+    >>> m = RandomFeatureDenoiser(2, 16, n_frequencies=4, feature_period=2.0, seed=0)
     >>> m(torch.zeros(5, 2), 0.5).shape  # A starts at zero
     torch.Size([5, 2])
     """

@@ -110,7 +110,7 @@ class RandomFeatureFit:
 
     def excess_loss_split(self, tau: float = math.inf, d_star: int = 1,
                           sample: TrainingSample | None = None) -> tuple[float, float]:
-        """(tangent, normal) parts of sum c lambda |f - f*|^2, frame from ``ridge_frame`` at (x_t, t)."""
+        """(tangent, normal) parts of ``sum c lambda |f - f*|^2``, frame from ``ridge_frame`` at (x_t, t)."""
         ev = self.evaluate(sample, int(d_star))
         i = self.tau_index(tau)
         return float(ev["excess_tangent"][i]), float(ev["excess_normal"][i])
@@ -133,10 +133,10 @@ def evaluate_fits(fits: dict, sample: TrainingSample | None = None, d_star: int 
 
     Returns
     -------
-    dict key -> dict of arrays over taus (paper units): ``loss`` = sum c lambda |f - y|^2,
+    dict key -> dict of arrays over taus (paper units): ``loss`` = ``sum c lambda |f - y|^2``,
     ``excess_loss`` (paired with the exact denoiser), ``excess_loss_se`` (Monte-Carlo SE from
     the noise draws; NaN when n_noise = 1), with ``d_star`` ``excess_tangent`` /
-    ``excess_normal`` = the split of sum c lambda |f - f*|^2 by the ridge frame at (x_t, t);
+    ``excess_normal`` = the split of ``sum c lambda |f - f*|^2`` by the ridge frame at (x_t, t);
     and the scalar ``optimal_loss``.
     """
     first = next(iter(fits.values()))
@@ -262,7 +262,7 @@ def fit_random_features(model: RandomFeatureDenoiser, train: Any, *, schedule: s
                         target: str = "dsm") -> RandomFeatureFit:
     """Fit the readout A of a random-feature denoiser by weighted denoising score matching.
 
-    The loss is the paper's, L(A) = int_{t_min}^T lambda(t) E|A psi(x_t, t) - y|^2 dt summed over
+    The loss is the paper's, ``L(A) = int_{t_min}^T lambda(t) E|A psi(x_t, t) - y|^2 dt`` summed over
     coordinates (see :mod:`ridgexr.training`), and tau its gradient-flow time.  The defaults
     are the authors' choices: Simpson's rule in t on 2001 nodes, 2000 noise draws per
     (point, node), A(0) ~ N(0, 1), T = the features' period.

@@ -172,8 +172,9 @@ def accumulate(model: RandomFeatureDenoiser, sample: TrainingSample, schedules: 
     """The quadratic form of every schedule in one streamed pass over ``sample``.
 
     Per time node j (in blocks of at most ``batch_size`` rows): the weighted Gram matrix
-    G_j = sum c_s psi_s psi_s^T, H_j = sum c_s y_s psi_s^T and the scalars sum c_s |y_s|^2 and
-    sum c_s |f*_s - y_s|^2 are computed once; each schedule adds them times lambda(t_j).
+    ``G_j = sum c_s psi_s psi_s^T``, ``H_j = sum c_s y_s psi_s^T`` and the scalars
+    ``sum c_s |y_s|^2`` and ``sum c_s |f*_s - y_s|^2`` are computed once; each schedule adds
+    them times lambda(t_j).
     Memory: O(p^2 n_schedules + batch_size p), independent of the sample size.
 
     Parameters
