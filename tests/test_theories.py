@@ -286,3 +286,14 @@ def test_manifold_analyses_are_lazy(circle_run):
     assert all(isinstance(o.data, da.Array) for o in outs)
     with pytest.raises(ValueError, match="manifold"):
         man.manifold_distance(ds.assign_attrs(config="{}"))
+
+
+@pytest.mark.slow
+def test_swept_cells_run_on_a_local_cluster_to_the_same_store(circle_run, tmp_path):
+    """The n_train (and manifold) cells of a run on a LocalCluster of processes equal the in-process run."""
+    exp, res = circle_run
+    dist = run_experiment(exp, data_dir=tmp_path, scheduler="local", n_workers=2)
+    a, b = ridgexr.open_dataset(res.store), ridgexr.open_dataset(dist.store)
+    for name in ("trajectory", "ridge_projection", "residual_tangent", "excess_loss", "population_data",
+                 "cell_complete"):
+        np.testing.assert_array_equal(a[name].values, b[name].values)
