@@ -23,7 +23,7 @@ import torch
 
 from .empirical import SmoothedEmpirical
 
-__all__ = ["RIDGE_KINDS", "FlatFrame", "ScmsResult", "batched_eigh", "fix_signs", "frame_flat", "project_onto",
+__all__ = ["eigh_2x2", "CLOSED_FORM_MAX_D", "RIDGE_KINDS", "FlatFrame", "ScmsResult", "batched_eigh", "fix_signs", "frame_flat", "project_onto",
            "default_tol", "scms"]
 
 RIDGE_KINDS = ("log", "density")
@@ -86,14 +86,41 @@ def _eigh_pool(n_threads: int) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(n_threads, thread_name_prefix="ridgexr-eigh")
 
 
+#: batches of symmetric matrices up to this size use the closed form (2 x 2: one rotation angle)
+CLOSED_FORM_MAX_D = 2
+
+
+def eigh_2x2(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Closed-form eigendecomposition of symmetric 2 x 2 matrices (B, 2, 2), vectorised.
+
+    For [[a, b], [b, c]]: eigenvalues (a + c)/2 -+ hypot((a - c)/2, b) (ascending), the
+    eigenvector of the larger one at the angle theta = atan2(b, (a - c)/2) / 2.  The absolute
+    error is O(eps |M|), the same guarantee as LAPACK's ``syevd``; a repeated eigenvalue
+    returns the identity basis (any basis is valid, and the callers flag such frames).
+    """
+    a, c = m[:, 0, 0], m[:, 1, 1]
+    b = 0.5 * (m[:, 0, 1] + m[:, 1, 0])
+    half = 0.5 * (a - c)
+    r = torch.hypot(half, b)
+    mean = 0.5 * (a + c)
+    theta = 0.5 * torch.atan2(b, half)
+    cos, sin = torch.cos(theta), torch.sin(theta)
+    vals = torch.stack([mean - r, mean + r], -1)
+    vecs = torch.stack([torch.stack([-sin, cos], -1), torch.stack([cos, sin], -1)], -1)  # columns: small, large
+    return vals, vecs
+
+
 def batched_eigh(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``torch.linalg.eigh`` over a batch (B, d, d), split across CPU threads.
+    """``torch.linalg.eigh`` over a batch (B, d, d), split across CPU threads; closed form for d = 2.
 
     torch's CPU eigh solves batch members one after another on one thread; splitting a
     large batch into ``torch.get_num_threads()`` parts (the kernels release the GIL)
-    uses every core.  CUDA input goes straight to torch.  Returns eigenvalues (B, d)
-    ascending and eigenvectors (B, d, d) as columns.
+    uses every core.  2 x 2 matrices use :func:`eigh_2x2` (a few vectorised passes instead
+    of one LAPACK call per matrix).  CUDA input goes straight to torch.  Returns eigenvalues
+    (B, d) ascending and eigenvectors (B, d, d) as columns.
     """
+    if m.shape[-1] == 2 and CLOSED_FORM_MAX_D >= 2:
+        return eigh_2x2(m)
     n_threads = torch.get_num_threads()
     if m.device.type != "cpu" or n_threads < 2 or m.shape[0] < 256:
         return torch.linalg.eigh(m)

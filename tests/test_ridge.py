@@ -219,3 +219,39 @@ def test_cuda_matches_cpu(rng):
     assert gpu.point.device.type == "cuda"
     ok = cpu.on_ridge & gpu.on_ridge.cpu().numpy() & ~cpu.degenerate
     np.testing.assert_allclose(gpu.point.cpu().numpy()[ok], cpu.point[ok], atol=1e-8)
+
+
+@given(a=st.floats(-1e3, 1e3), b=st.floats(-1e3, 1e3), c=st.floats(-1e3, 1e3), scale=st.sampled_from([1e-30, 1.0, 1e30]))
+def test_closed_form_2x2_eigh_matches_lapack(a, b, c, scale):
+    from ridgexr.scms import eigh_2x2
+
+    m = torch.tensor([[[a, b], [b, c]]], dtype=torch.float64) * scale
+    vals, vecs = eigh_2x2(m)
+    ref = torch.linalg.eigh(m)[0]
+    norm = float(m.abs().max()) + 1e-300
+    assert float((vals - ref).abs().max()) <= 1e-14 * norm  # the same absolute accuracy as LAPACK
+    assert vals[0, 0] <= vals[0, 1]  # ascending, as torch.linalg.eigh
+    np.testing.assert_allclose((vecs.mT @ vecs).numpy()[0], np.eye(2), atol=1e-14)
+    assert float((m @ vecs - vecs * vals[:, None, :]).abs().max()) <= 1e-14 * norm
+
+
+@given(n=st.integers(2, 7), t=st.floats(0.05, 2.0), seed=st.integers(0, 10_000))
+def test_closed_form_frames_give_the_full_eigh_projection(n, t, seed):
+    """2-D ridge projection with the closed-form 2 x 2 eigh equals the LAPACK path: converged
+    points to 1e-9, the same converged and degenerate flags."""
+    import ridgexr.scms as scms
+
+    rng = np.random.default_rng(seed)
+    p = SmoothedEmpirical(rng.normal(size=(n, 2)) * 3, t)
+    x = rng.normal(size=(64, 2)) * 4
+    fast = project_to_ridge(p, x, 1)
+    saved = scms.CLOSED_FORM_MAX_D
+    scms.CLOSED_FORM_MAX_D = 0  # the LAPACK path, for comparison
+    try:
+        full = project_to_ridge(p, x, 1)
+    finally:
+        scms.CLOSED_FORM_MAX_D = saved
+    ok = fast.converged & full.converged
+    np.testing.assert_array_equal(fast.degenerate, full.degenerate)
+    np.testing.assert_array_equal(fast.converged, full.converged)
+    np.testing.assert_allclose(fast.point[ok], full.point[ok], atol=1e-9)
