@@ -37,7 +37,7 @@ _LAZY = {
     "SmoothedEmpirical": "empirical", "Moments": "empirical",
     "RidgeFrame": "ridge", "RidgeProjection": "ridge", "ridge_frame": "ridge", "ridge_residual": "ridge",
     "project_to_ridge": "ridge",
-    "RandomFeatureDenoiser": "models", "ExactDenoiser": "models",
+    "RandomFeatureDenoiser": "models", "ExactDenoiser": "models", "MLPDenoiser": "neural",
     "RandomFeatureFit": "training", "fit_random_features": "training", "fit_sweep": "training",
     "fits_to_dataset": "training",
     "open_catalog": "catalog", "Experiment": "catalog", "Catalog": "catalog",
