@@ -40,6 +40,16 @@ def _describe(exc: BaseException) -> str:
     return str(exc).replace("\n", " | ")
 
 
+def _quiet_abandoned_coroutines(unraisable) -> None:
+    """After an interrupt: drop the reports of coroutines finalised after their event loop closed
+    (zarr's abandoned background writes); anything else goes to Python's default hook."""
+    import inspect
+
+    if inspect.iscoroutine(unraisable.object) or inspect.isasyncgen(unraisable.object):
+        return
+    sys.__unraisablehook__(unraisable)
+
+
 @contextlib.contextmanager
 def user_errors():
     """Turn user errors into one line and exit status 2 (``--debug``: re-raise with the traceback)."""
@@ -60,6 +70,9 @@ def user_errors():
         # interrupt fail at interpreter shutdown and asyncio would log each one. The store does not
         # need them (the interrupted cell is not marked complete and is redone on resume).
         logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+        # the same abandoned coroutines, collected when the loop is already closed, are reported as
+        # "Exception ignored in <coroutine ...>" by the unraisable hook: silence those, only those
+        sys.unraisablehook = _quiet_abandoned_coroutines
         err_console.print("[yellow]interrupted:[/] stopped cleanly; rerun the same command to resume")
         raise typer.Exit(130) from None
     except expected as exc:

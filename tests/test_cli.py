@@ -76,3 +76,24 @@ def test_import_and_help_load_neither_torch_nor_xarray_and_the_accessor_still_re
         == "True"
     r = runner.invoke(app, ["--version"])
     assert r.exit_code == 0 and r.output.strip() == f"ridgexr {ridgexr.__version__}"
+
+
+def test_after_an_interrupt_only_abandoned_coroutines_are_silenced(capsys):
+    """The interrupt path's unraisable hook drops reports of coroutines (zarr's abandoned writes)
+    and passes anything else to Python's default hook."""
+    import types
+
+    from ridgexr.cli import _quiet_abandoned_coroutines
+
+    async def work():
+        return 1
+
+    coro = work()
+    err = RuntimeError("Event loop is closed")
+    _quiet_abandoned_coroutines(types.SimpleNamespace(object=coro, exc_type=RuntimeError, exc_value=err,
+                                                      exc_traceback=None, err_msg=None))
+    assert capsys.readouterr().err == ""
+    coro.close()
+    _quiet_abandoned_coroutines(types.SimpleNamespace(object=object(), exc_type=RuntimeError, exc_value=err,
+                                                      exc_traceback=None, err_msg=None))
+    assert "Event loop is closed" in capsys.readouterr().err
