@@ -1,3 +1,4 @@
+import sys
 import pytest
 from typer.testing import CliRunner
 
@@ -94,6 +95,19 @@ def test_after_an_interrupt_only_abandoned_coroutines_are_silenced(capsys):
                                                       exc_traceback=None, err_msg=None))
     assert capsys.readouterr().err == ""
     coro.close()
-    _quiet_abandoned_coroutines(types.SimpleNamespace(object=object(), exc_type=RuntimeError, exc_value=err,
-                                                      exc_traceback=None, err_msg=None))
+
+    class Broken:  # a real unraisable exception (from __del__), collected with its real hook arguments
+        def __del__(self):
+            raise RuntimeError("Event loop is closed")
+
+    seen = []
+    saved, sys.unraisablehook = sys.unraisablehook, seen.append
+    try:
+        Broken()
+        import gc
+
+        gc.collect()
+    finally:
+        sys.unraisablehook = saved
+    _quiet_abandoned_coroutines(seen[0])
     assert "Event loop is closed" in capsys.readouterr().err
