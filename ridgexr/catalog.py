@@ -53,6 +53,18 @@ class CatalogError(ValueError):
     """A catalog file or entry is invalid (the message names file, entry and field)."""
 
 
+def _as_list(v) -> list:
+    """A field that is one value or a swept list, as a list."""
+    return list(v) if isinstance(v, list) else [v]
+
+
+def _distinct_sweep(v):
+    """A swept list must be non-empty with distinct values (a single value passes)."""
+    if isinstance(v, list) and (not v or len(set(v)) != len(v)):
+        raise ValueError("a swept list must be non-empty with distinct values")
+    return v
+
+
 class _Spec(BaseModel):
     # strict: no bool-as-int (`n_samples: true`), no str-as-number; ints are accepted where floats are asked
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, ser_json_inf_nan="constants")
@@ -129,9 +141,7 @@ class DatasetSpec(_Spec):
     @field_validator("n_train")
     @classmethod
     def _n_train(cls, v):
-        if isinstance(v, list) and (not v or len(set(v)) != len(v)):
-            raise ValueError("a swept list must be non-empty with distinct values")
-        return v
+        return _distinct_sweep(v)
 
     @property
     def n_trains(self) -> list[int | None]:
@@ -220,7 +230,7 @@ class ModelSpec(_Spec):
 
     @property
     def taus(self) -> list[float]:
-        return list(self.tau) if isinstance(self.tau, list) else [self.tau]
+        return _as_list(self.tau)
 
     @property
     def tau_sweep(self) -> bool:
@@ -249,17 +259,15 @@ class TrainingSpec(_Spec):
     @field_validator("n_noise", "target")
     @classmethod
     def _sweep_list(cls, v):
-        if isinstance(v, list) and (not v or len(set(v)) != len(v)):
-            raise ValueError("a swept list must be non-empty with distinct values")
-        return v
+        return _distinct_sweep(v)
 
     @property
     def n_noises(self) -> list[int]:
-        return list(self.n_noise) if isinstance(self.n_noise, list) else [self.n_noise]
+        return _as_list(self.n_noise)
 
     @property
     def targets(self) -> list[str]:
-        return list(self.target) if isinstance(self.target, list) else [self.target]
+        return _as_list(self.target)
 
     def sweeps(self) -> tuple[tuple[str, tuple], ...]:
         """The cell dimensions this block adds, (name, labels), in store order."""

@@ -206,6 +206,23 @@ def position_density(ds: xr.Dataset, *, n_points: int = 201, bw_method: str | fl
     return xr.Dataset({"density": with_attrs(dens, "KDE of positions along the ridge", units.INV_DATA)})
 
 
+def _share_per_cell(flag, x: xr.DataArray, train: xr.DataArray, name: str, long_name: str, ci: float,
+                    ci_method: str, dim: str) -> xr.Dataset:
+    """``name``, ``name_low``, ``name_high``: the share of samples (over ``dim``) where
+    ``flag(points, training set)`` is 1, with its binomial interval, per cell (lazy)."""
+    def _share(xx, tr):
+        return arrays.share_with_ci(flag(xx, tr), ci, ci_method)
+
+    stats = xr.apply_ufunc(partial(by_train, _share), x, train, input_core_dims=[[dim, "dim"], ["train", "dim"]],
+                           output_core_dims=[["stat"]], dask="parallelized", output_dtypes=[float],
+                           dask_gufunc_kwargs={"output_sizes": {"stat": 3}})
+    return xr.Dataset({
+        name: with_attrs(stats.isel(stat=0), long_name, "1"),
+        f"{name}_low": with_attrs(stats.isel(stat=1), f"lower end of the {ci:.0%} {ci_method} interval", "1"),
+        f"{name}_high": with_attrs(stats.isel(stat=2), f"upper end of the {ci:.0%} {ci_method} interval", "1"),
+    })
+
+
 def near_mode_fraction(ds: xr.Dataset, *, r: float = 0.5, step: int = -1, t: float | None = None,
                        ci: float = 0.95, ci_method: str = "wilson", dim: str = "sample") -> xr.Dataset:
     """Share of samples within ``r`` of a scaled training point alpha_t x_i (the paper's count), with a CI.
@@ -226,17 +243,8 @@ def near_mode_fraction(ds: xr.Dataset, *, r: float = 0.5, step: int = -1, t: flo
     pts = cell_train(last) * float(last["alpha"])
     x = last["trajectory"].chunk({dim: -1, "dim": -1})
 
-    def _near(xx, pp):
-        return arrays.share_with_ci(arrays.near_mode(xx, pp, r), ci, ci_method)
-
-    stats = xr.apply_ufunc(partial(by_train, _near), x, pts, input_core_dims=[[dim, "dim"], ["train", "dim"]],
-                           output_core_dims=[["stat"]], dask="parallelized", output_dtypes=[float],
-                           dask_gufunc_kwargs={"output_sizes": {"stat": 3}})
-    out = xr.Dataset({
-        "near_mode": with_attrs(stats.isel(stat=0), f"share of samples within {r:g} of some alpha_t x_i", "1"),
-        "near_mode_low": with_attrs(stats.isel(stat=1), f"lower end of the {ci:.0%} {ci_method} interval", "1"),
-        "near_mode_high": with_attrs(stats.isel(stat=2), f"upper end of the {ci:.0%} {ci_method} interval", "1"),
-    })
+    out = _share_per_cell(lambda xx, pp: arrays.near_mode(xx, pp, r), x, pts, "near_mode",
+                          f"share of samples within {r:g} of some alpha_t x_i", ci, ci_method, dim)
     out.attrs.update(r=float(r), ci=float(ci), ci_method=ci_method, step=step_index(ds, step, t))
     return out
 
@@ -354,17 +362,8 @@ def memorization_fraction(ds: xr.Dataset, *, ratio: float = 1 / 3, step: int = -
     a = float(last["alpha"])
     x = last["trajectory"].chunk({dim: -1, "dim": -1})
 
-    def _memo(xx, tr):
-        return arrays.share_with_ci(arrays.memorized(xx / a, tr, ratio), ci, ci_method)  # ratio is scale-free
-
-    stats = xr.apply_ufunc(partial(by_train, _memo), x, train, input_core_dims=[[dim, "dim"], ["train", "dim"]],
-                           output_core_dims=[["stat"]], dask="parallelized", output_dtypes=[float],
-                           dask_gufunc_kwargs={"output_sizes": {"stat": 3}})
-    out = xr.Dataset({
-        "memorized": with_attrs(stats.isel(stat=0), f"share of samples with d1/d2 < {ratio:.3g}", "1"),
-        "memorized_low": with_attrs(stats.isel(stat=1), f"lower end of the {ci:.0%} {ci_method} interval", "1"),
-        "memorized_high": with_attrs(stats.isel(stat=2), f"upper end of the {ci:.0%} {ci_method} interval", "1"),
-    })
+    out = _share_per_cell(lambda xx, tr: arrays.memorized(xx / a, tr, ratio), x, train,  # ratio is scale-free
+                          "memorized", f"share of samples with d1/d2 < {ratio:.3g}", ci, ci_method, dim)
     out.attrs.update(ratio=float(ratio), ci=float(ci), ci_method=ci_method, step=step_index(ds, step, t))
     return out
 
