@@ -20,15 +20,7 @@ import xarray as xr
 from _common import markdown_table, parser, save_png, store_for
 
 from ridgexr import analysis
-
-CELL_DIMS = ("schedule", "width", "tau")
-
-
-def cells(ds: xr.Dataset) -> list[dict]:
-    """Labels of every cell, in store order."""
-    dims = [d for d in CELL_DIMS if d in ds.dims]
-    grids = np.meshgrid(*[ds[d].values for d in dims], indexing="ij")
-    return [dict(zip(dims, vals)) for vals in zip(*[g.ravel() for g in grids])]
+from ridgexr.store import CELL_DIMS, cells
 
 
 def label(cell: dict) -> str:
