@@ -39,12 +39,13 @@ _LAZY = {
     "project_to_ridge": "ridge",
     "RandomFeatureDenoiser": "models", "ExactDenoiser": "models", "MLPDenoiser": "neural",
     "RandomFeatureFit": "training", "fit_random_features": "training", "fit_sweep": "training",
-    "fits_to_dataset": "training",
+    "fits_to_dataset": "training", "fit_neural": "training", "NeuralFit": "training",
+    "ModuleDenoiser": "external",
     "open_catalog": "catalog", "Experiment": "catalog", "Catalog": "catalog",
     "open_dataset": "reader", "run_experiment": "run",
 }
 _SUBMODULES = ("accessor", "labelled", "analysis", "plot", "report", "store", "catalog", "datasets", "training", "run", "ridge",
-               "scms", "empirical", "models", "process", "sampling", "observe", "reader", "units", "cli")
+               "scms", "empirical", "models", "neural", "external", "process", "sampling", "observe", "reader", "units", "cli")
 
 __all__ = sorted(_LAZY) + ["labelled", "__version__"]
 

@@ -27,7 +27,7 @@ def test_an_output_that_is_exact_in_each_parametrization_gives_the_exact_denoise
     proc = OU()
     a, h = proc.alpha(t)[:, None], proc.h(t)[:, None]
     score = torch.as_tensor(ex.score(x, t))
-    expected = {"posterior_mean": a * m, "score": score, "epsilon": -torch.sqrt(h) * score}[parametrization]
+    expected = {"posterior_mean": a * m, "score": score, "epsilon": -torch.sqrt(h) * score, "x0": m}[parametrization]
     np.testing.assert_allclose(f.numpy(), expected.numpy(), rtol=1e-9, atol=1e-9)
 
 

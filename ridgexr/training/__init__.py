@@ -1,4 +1,4 @@
-"""Training random-feature denoisers by weighted denoising score matching.
+"""Training denoisers by weighted denoising score matching: random features and neural networks.
 
 Modules (imports point downward in this list):
 
@@ -8,7 +8,9 @@ Modules (imports point downward in this list):
 - :mod:`.quadratic` -- targets, the quadratic form (U, V, C) and :class:`QuadraticLoss`;
 - :mod:`.dynamics` -- closed-form gradient flow and gradient descent on that form;
 - :mod:`.fit` -- :class:`RandomFeatureFit`, :func:`fit_random_features`, :func:`fit_sweep`;
-- :mod:`.diagnostics` -- the per-cell diagnostic variables and :func:`fits_to_dataset`.
+- :mod:`.diagnostics` -- the per-cell diagnostic variables and :func:`fits_to_dataset`;
+- :mod:`.neural` -- :func:`fit_neural`: minibatch training of any torch model (Monte-Carlo t),
+  resumable checkpoints.
 
 
 **The loss (the paper's definition and units).**  With x_t = alpha_t x0 + sqrt(h_t) z,
@@ -69,12 +71,14 @@ from .sample import SampleBlock, TrainingSample, draw_training_sample
 from .quadratic import (TARGETS, QuadraticLoss, accumulate, accumulate_moments, exact_outputs, loss_weight,
                         quadratic_loss, targets)
 from .dynamics import GradientFlow, ReadoutPath, gradient_descent
-from .fit import (INITS, METHODS, PAPER_N_NOISE, PAPER_N_TIME, RandomFeatureFit, evaluate_fits, fit_random_features,
-                  fit_sweep, initial_readout)
+from .fit import (INITS, METHODS, PAPER_N_NOISE, PAPER_N_TIME, RandomFeatureFit, evaluate_denoiser, evaluate_fits,
+                  fit_random_features, fit_sweep, initial_readout)
+from .neural import OPTIMIZERS, NeuralFit, fit_neural, resolve_device
 from .diagnostics import DIAGNOSTIC_VARIABLES, fits_to_dataset
 
 __all__ = ["DEFAULT_QUADRATURE", "QUADRATURES", "time_nodes", "SampleBlock", "accumulate", "loss_weight",
-           "INITS", "PAPER_N_TIME", "PAPER_N_NOISE", "evaluate_fits", "initial_readout", "TARGETS", "SCHEDULES", "schedule_weight", "schedule_name", "TrainingSample", "draw_training_sample",
+           "INITS", "PAPER_N_TIME", "PAPER_N_NOISE", "evaluate_fits", "evaluate_denoiser", "OPTIMIZERS", "NeuralFit",
+           "fit_neural", "resolve_device", "initial_readout", "TARGETS", "SCHEDULES", "schedule_weight", "schedule_name", "TrainingSample", "draw_training_sample",
            "QuadraticLoss", "accumulate_moments", "exact_outputs", "quadratic_loss", "targets", "GradientFlow",
            "ReadoutPath", "gradient_descent", "METHODS", "RandomFeatureFit", "fit_random_features", "fit_sweep",
            "DIAGNOSTIC_VARIABLES", "fits_to_dataset"]

@@ -12,13 +12,14 @@ import torch
 from .._backend import as_tensor, check_finite
 from .._validation import check_int, check_option
 from ..models import RandomFeatureDenoiser
+from ..process import OU
 from .dynamics import GradientFlow, gradient_descent
 from .quadratic import TARGETS, QuadraticLoss, accumulate, outputs_from_mean, targets
 from .quadrature import DEFAULT_QUADRATURE, PAPER_N_NOISE, PAPER_N_TIME
 from .sample import TrainingSample, block_posterior_mean, block_tangent_frames, draw_training_sample
 from .schedules import schedule_name, schedule_weight
 
-__all__ = ["METHODS", "INITS", "PAPER_N_TIME", "PAPER_N_NOISE", "RandomFeatureFit", "evaluate_fits", "initial_readout",
+__all__ = ["METHODS", "INITS", "PAPER_N_TIME", "PAPER_N_NOISE", "RandomFeatureFit", "evaluate_fits", "evaluate_denoiser", "initial_readout",
            "fit_random_features", "fit_sweep"]
 
 METHODS = ("flow", "gd")
@@ -179,6 +180,42 @@ def evaluate_fits(fits: dict, sample: TrainingSample | None = None, d_star: int 
             res["excess_normal"] = a["err"] - a["tan"]
         out[k] = res
     return out
+
+
+def evaluate_denoiser(denoise: Callable, sample: TrainingSample, *, schedule: str | Callable = "1",
+                      d_star: int | None = None, batch_size: int = 8192) -> dict:
+    """The per-cell diagnostics of :func:`evaluate_fits` for any denoiser, on one sample.
+
+    ``denoise(x, t)`` -> E[x0 | x_t = x] (B, d) for x (B, d) and a scalar t (a torch tensor
+    in, numpy or torch out): a trained MLP, a user's module, a random-feature model.  The
+    loss is read in the ``posterior_mean`` form f = alpha_t denoise(x_t, t), which is the
+    same number in every parametrization (:mod:`ridgexr.training`).
+
+    Returns
+    -------
+    dict of floats (paper units): ``loss`` = sum c lambda |f - y|^2, ``optimal_loss``,
+    ``excess_loss`` (paired with the exact denoiser), ``excess_loss_se`` (NaN when
+    n_noise = 1), and with ``d_star`` ``excess_tangent`` / ``excess_normal``.
+    """
+    proc = OU()
+    a = dict(loss=np.zeros(1), excess=np.zeros(1), var=np.zeros(1), tan=np.zeros(1), err=np.zeros(1), opt=0.0)
+    with torch.no_grad():
+        for block in sample.blocks(batch_size, by_node=True):
+            m_star = block_posterior_mean(sample, block)
+            tang = None if d_star is None else block_tangent_frames(sample, block, d_star)
+            tj = float(sample.t_nodes[block.node])
+            m = denoise(torch.as_tensor(block.xt, dtype=torch.float64), torch.tensor(tj, dtype=torch.float64))
+            m = m.detach().cpu().numpy() if isinstance(m, torch.Tensor) else np.asarray(m, dtype=np.float64)
+            f = (proc.alpha(block.t)[:, None] * m)[None]
+            lam, y = targets(block, "posterior_mean", schedule, proc)
+            f_star = outputs_from_mean(m_star, block, "posterior_mean", proc)
+            _accumulate_stats(a, f, f_star, y, lam, block, sample.n_noise, tang)
+    res = dict(loss=float(a["loss"][0]), optimal_loss=float(a["opt"]), excess_loss=float(a["excess"][0]),
+               excess_loss_se=float(np.sqrt(a["var"][0])) if sample.n_noise > 1 else math.nan)
+    if d_star is not None:
+        res["excess_tangent"] = float(a["tan"][0])
+        res["excess_normal"] = float(a["err"][0] - a["tan"][0])
+    return res
 
 
 def _accumulate_stats(a: dict, f: np.ndarray, f_star: np.ndarray, y: np.ndarray, lam: np.ndarray, block,

@@ -1,0 +1,329 @@
+"""Training neural denoisers by minibatch denoising score matching, with resumable checkpoints.
+
+The loss is the package's one definition (:mod:`ridgexr.training`), estimated by Monte Carlo:
+
+    L(f) = int_{t_min}^{T} E_{x0, z} w(t) |s_f(x_t, t) + z / sqrt(h_t)|^2 dt
+         ~ (T - t_min) mean_rows w(t) |s_f(x_t, t) + z / sqrt(h_t)|^2,   t ~ U(t_min, T),
+
+x0 a training point, z ~ N(0, I), one (t, z) draw per point per epoch
+(:func:`ridgexr.neural.dsm_row_loss` writes the per-row term for each parametrization).
+Uniform t is the Monte-Carlo counterpart of the random-feature fit's quadrature in t, so
+the two losses estimate the same number (tested on a shared sample).
+
+**Reproducibility.**  Epoch k's shuffling, times and noise come from a CPU generator seeded
+by (seed, k), so they depend on nothing but the seed and the epoch; with the model,
+optimizer and EMA state of a checkpoint a resumed run continues exactly where the first one
+stopped (bit for bit on CPU with the same torch thread count).
+
+**Checkpoints.**  ``checkpoint_dir/checkpoint.pt`` holds the model, optimizer and EMA
+states, the epoch, the losses so far, the kept snapshots and the configuration; it is written
+to a temporary file, flushed to disk and renamed over the old one, so a kill at any instant
+leaves either the previous or the new checkpoint, never a torn one.  A later call with the
+same configuration resumes from it; a different configuration is refused.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from .._validation import check_float, check_int, check_option
+from ..neural import dsm_row_loss
+from ..process import OU
+from .schedules import schedule_name, schedule_weight
+
+__all__ = ["OPTIMIZERS", "NeuralFit", "fit_neural", "dsm_loss_rows", "resolve_device"]
+
+OPTIMIZERS = ("adam", "adamw", "sgd")
+CHECKPOINT_NAME = "checkpoint.pt"
+CHECKPOINT_FORMAT = 1
+
+
+def resolve_device(device: Any) -> torch.device:
+    """``"auto"`` -> CUDA when available, else CPU; anything else through ``torch.device``."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"`device` must be 'auto', 'cpu', 'cuda' or 'cuda:N'; got {device!r}") from None
+
+
+def dsm_loss_rows(model: Callable, x0: torch.Tensor, t: torch.Tensor, z: torch.Tensor, w: torch.Tensor,
+                  parametrization: str, process: OU | None = None) -> torch.Tensor:
+    """Per-row loss w(t) |s(x_t, t) + z / sqrt(h_t)|^2 (B,) of ``model`` at x_t = alpha_t x0 + sqrt(h_t) z.
+
+    x0, z (B, d), t, w (B,) in the model's dtype; the row term of :func:`fit_neural`'s loss
+    (:func:`ridgexr.neural.dsm_row_loss` on the model's output).
+    """
+    process = process or OU()
+    xt = process.alpha(t)[:, None] * x0 + torch.sqrt(process.h(t))[:, None] * z
+    return dsm_row_loss(model(xt, t), x0, z, t, w, parametrization, process)
+
+
+def _epoch_generator(seed: int, epoch: int) -> torch.Generator:
+    state = np.random.SeedSequence([seed, epoch]).generate_state(2, np.uint32)
+    return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
+
+
+def _train_digest(train: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(train, dtype=np.float64).tobytes()).hexdigest()[:16]
+
+
+@dataclass
+class NeuralFit:
+    """A neural denoiser trained by :func:`fit_neural`.
+
+    Attributes
+    ----------
+    model : torch.nn.Module
+        The trained network on its device, in eval mode; with ``ema`` the EMA weights.
+    schedule : str
+        The loss-weight schedule's name.
+    epochs : int
+        Epochs trained in total.
+    losses : (epochs,) ndarray
+        Mean training loss of each epoch (paper units: the time integral, summed over coordinates).
+    snapshots : dict epoch -> state dict
+        The model's weights (EMA weights with ``ema``) after each epoch in ``save_epochs``, on CPU.
+    seconds : float
+        Wall time of this call's training (a resumed call counts only its own epochs).
+    resumed_from : int
+        Epoch of the checkpoint this call started from (0: a fresh start).
+    config : dict
+        Everything that determines the weights (the checkpoint's identity).
+    """
+
+    model: torch.nn.Module
+    schedule: str
+    epochs: int
+    losses: np.ndarray
+    snapshots: dict[int, dict] = field(default_factory=dict)
+    seconds: float = 0.0
+    resumed_from: int = 0
+    config: dict = field(default_factory=dict)
+
+    def at_epoch(self, epoch: int) -> torch.nn.Module:
+        """A copy of the model carrying the weights saved after ``epoch`` (one of ``save_epochs``)."""
+        if epoch not in self.snapshots:
+            raise ValueError(f"`epoch` must be one of the saved epochs {sorted(self.snapshots)}; got {epoch!r}")
+        m = copy.deepcopy(self.model)
+        m.load_state_dict(self.snapshots[epoch])
+        return m.eval()
+
+
+def _atomic_save(obj: dict, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as fh:
+        torch.save(obj, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr)
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=lr)
+    return torch.optim.SGD(params, lr=lr)
+
+
+def _rich_progress(total: int, start: int):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    bar = Progress(TextColumn("training"), BarColumn(), MofNCompleteColumn(), TextColumn("loss {task.fields[loss]}"),
+                   TimeRemainingColumn(), transient=True)
+    task = bar.add_task("fit", total=total, completed=start, loss="-")
+    return bar, (lambda epoch, n, loss: bar.update(task, completed=epoch, loss=f"{loss:.4g}"))
+
+
+def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable = "1", epochs: int = 150,
+               batch_size: int = 128, lr: float = 1e-3, optimizer: str = "adam", ema: float | None = None,
+               t_min: float = 1e-3, T: float = 10.0, seed: int = 0, device: Any = "auto",
+               parametrization: str | None = None, checkpoint_dir: str | Path | None = None,
+               checkpoint_every: int | None = None, save_epochs: Sequence[int] = (),
+               progress: bool | Callable[[int, int, float], None] = False,
+               process: OU | None = None) -> NeuralFit:
+    """Train ``model`` by minibatch denoising score matching (the package's loss; module doc).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        ``model(x_t, t) -> output`` (B, d) for x_t (B, d) and t (B,) in its parameters' dtype
+        (float32 by default: networks train in float32), e.g. :class:`ridgexr.MLPDenoiser`.
+        Trained in place.
+    train : (N, d) array
+        Training points (data units).
+    schedule : {"1", "h", "h2"} or callable
+        Loss weight w(t) of the score-matching loss.
+    epochs : int
+        Passes over the training set (the paper's MNIST network: 150).
+    batch_size : int
+        Training points per optimizer step (one (t, z) draw each).
+    lr : float
+        Learning rate (the paper's: 1e-3 with Adam).
+    optimizer : {"adam", "adamw", "sgd"}
+    ema : float, optional
+        Decay of an exponential moving average of the weights (e.g. 0.999); the EMA weights
+        are the returned model's and the snapshots'.  None: no averaging.
+    t_min, T : float
+        Time range of the loss (OU time).
+    seed : int
+        Seed of every epoch's shuffling, times and noise (the model's own seed sets its init).
+    device : "auto", "cpu", "cuda", ...
+        Where to train ("auto": CUDA when available).
+    parametrization : str, optional
+        How the output is read (default: ``model.parametrization``).
+    checkpoint_dir : path, optional
+        Folder of the resumable checkpoint (module doc); resumed when it holds one of the
+        same configuration.
+    checkpoint_every : int, optional
+        Write the checkpoint every this many epochs (and after the last); default: every epoch
+        when ``checkpoint_dir`` is set.
+    save_epochs : sequence of int
+        Epochs (1..epochs) after which the weights are kept as snapshots (an ``epoch`` dimension).
+    progress : bool or callable(epoch, epochs, loss)
+        True: a rich progress bar with the loss.
+    process : OU, optional
+
+    Returns
+    -------
+    NeuralFit
+
+    Raises
+    ------
+    ValueError
+        For a bad argument (named), non-finite training data, a diverging loss, or a checkpoint
+        of another configuration in ``checkpoint_dir``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ridgexr import MLPDenoiser
+    >>> net = MLPDenoiser(2, hidden=(32, 32), embed_dim=16)
+    >>> fit = fit_neural(net, np.array([[-1.0, 0.0], [1.0, 0.0]]), epochs=3, batch_size=2, device="cpu")
+    >>> fit.losses.shape
+    (3,)
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"`model` must be a torch.nn.Module; got {type(model).__name__}")
+    parametrization = parametrization or getattr(model, "parametrization", None)
+    if parametrization is None:
+        raise ValueError("`parametrization` must be given for a model without a `parametrization` attribute")
+    from ..neural import NEURAL_PARAMETRIZATIONS
+
+    check_option(parametrization, "parametrization", NEURAL_PARAMETRIZATIONS)
+    arr = np.asarray(train, dtype=np.float64)
+    if arr.ndim != 2 or arr.shape[0] < 1 or not np.isfinite(arr).all():
+        raise ValueError(f"`train` must be a finite (N, d) array; got shape {arr.shape}")
+    epochs = check_int(epochs, "epochs", min_val=1)
+    batch_size = check_int(batch_size, "batch_size", min_val=1)
+    lr = check_float(lr, "lr", min_val=0, include_boundaries="neither")
+    check_option(optimizer, "optimizer", OPTIMIZERS)
+    if ema is not None:
+        ema = check_float(ema, "ema", min_val=0, max_val=1, include_boundaries="left")
+    t_min = check_float(t_min, "t_min", min_val=0, include_boundaries="neither")
+    T = check_float(T, "T", min_val=t_min, include_boundaries="neither")
+    seed = check_int(seed, "seed", min_val=0)
+    save_epochs = sorted({check_int(e, "save_epochs[i]", min_val=1, max_val=epochs) for e in save_epochs})
+    if checkpoint_every is not None:
+        checkpoint_every = check_int(checkpoint_every, "checkpoint_every", min_val=1)
+    dev = resolve_device(device)
+    process = process or OU()
+    schedule_weight(schedule, np.array([t_min, T]), process)  # validates the schedule
+    n, d = arr.shape
+
+    model.to(dev).train()
+    dtype = next(model.parameters()).dtype
+    opt = _make_optimizer(optimizer, model.parameters(), lr)
+    averaged = None
+    if ema is not None:
+        from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+        averaged = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(ema), use_buffers=True)
+    config = dict(format=CHECKPOINT_FORMAT, model=type(model).__name__,
+                  n_parameters=int(sum(p.numel() for p in model.parameters())), parametrization=parametrization,
+                  schedule=schedule_name(schedule), epochs=epochs, batch_size=batch_size, lr=lr, optimizer=optimizer,
+                  ema=ema, t_min=t_min, T=T, seed=seed, train=_train_digest(arr), save_epochs=save_epochs,
+                  dtype=str(dtype))
+    losses: list[float] = []
+    snapshots: dict[int, dict] = {}
+    start = 0
+    ckpt = None
+    if checkpoint_dir is not None:
+        ckpt_dir = Path(checkpoint_dir)
+        ckpt_dir.mkdir(parents=True, exist_ok=True)
+        ckpt = ckpt_dir / CHECKPOINT_NAME
+        if ckpt.exists():
+            state = torch.load(ckpt, map_location=dev, weights_only=False)
+            if state["config"] != config:
+                diff = sorted(k for k in set(config) | set(state["config"]) if config.get(k) != state["config"].get(k))
+                raise ValueError(f"`checkpoint_dir` {str(ckpt_dir)!r} holds a checkpoint of another configuration "
+                                 f"(differs in {diff}); use another folder or delete it")
+            model.load_state_dict(state["model"])
+            opt.load_state_dict(state["optimizer"])
+            if averaged is not None:
+                averaged.load_state_dict(state["ema"])
+            losses, snapshots, start = list(state["losses"]), dict(state["snapshots"]), int(state["epoch"])
+        every = checkpoint_every or 1
+
+    x_all = torch.as_tensor(arr, dtype=dtype, device=dev)
+    scale = T - t_min
+    bar, report = (None, progress) if callable(progress) else (_rich_progress(epochs, start) if progress else (None, None))
+    t0 = time.perf_counter()
+    if bar is not None:
+        bar.start()
+    try:
+        for epoch in range(start + 1, epochs + 1):
+            g = _epoch_generator(seed, epoch)
+            perm = torch.randperm(n, generator=g)
+            t = t_min + scale * torch.rand(n, generator=g, dtype=torch.float64)
+            z = torch.randn(n, d, generator=g, dtype=torch.float64)
+            w = torch.as_tensor(schedule_weight(schedule, t.numpy(), process))
+            t_d, z_d, w_d = t.to(dtype).to(dev), z.to(dtype).to(dev), w.to(dtype).to(dev)
+            total = 0.0
+            for lo in range(0, n, batch_size):  # minibatch steps: the optimizer's loop
+                idx = perm[lo:lo + batch_size].to(dev)
+                rows = dsm_loss_rows(model, x_all[idx], t_d[idx], z_d[idx], w_d[idx], parametrization, process)
+                loss = scale * rows.mean()
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                if averaged is not None:
+                    averaged.update_parameters(model)
+                total += float(rows.detach().sum())
+            mean = scale * total / n
+            if not math.isfinite(mean):
+                raise ValueError(f"training diverged at epoch {epoch} (loss {mean}); lower `lr`")
+            losses.append(mean)
+            if epoch in save_epochs:
+                src = averaged.module if averaged is not None else model
+                snapshots[epoch] = {k: v.detach().cpu().clone() for k, v in src.state_dict().items()}
+            if ckpt is not None and (epoch % every == 0 or epoch == epochs):
+                _atomic_save(dict(config=config, epoch=epoch, model=model.state_dict(), optimizer=opt.state_dict(),
+                                  ema=None if averaged is None else averaged.state_dict(), losses=losses,
+                                  snapshots=snapshots), ckpt)
+            if report is not None:
+                report(epoch, epochs, mean)
+    finally:
+        if bar is not None:
+            bar.stop()
+    final = averaged.module if averaged is not None else model
+    return NeuralFit(model=final.eval(), schedule=schedule_name(schedule), epochs=epochs, losses=np.array(losses),
+                     snapshots=snapshots, seconds=time.perf_counter() - t0, resumed_from=start, config=config)

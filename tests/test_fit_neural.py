@@ -1,0 +1,149 @@
+"""fit_neural: one loss definition with the random-feature fit, reproducibility, checkpoints, kill -9 resume."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, strategies as st
+
+from ridgexr import OU, ExactDenoiser, MLPDenoiser, RandomFeatureDenoiser
+from ridgexr.neural import NEURAL_PARAMETRIZATIONS, dsm_row_loss, output_from_denoised
+from ridgexr.training import (draw_training_sample, evaluate_denoiser, fit_neural, fit_random_features,
+                              schedule_weight)
+from ridgexr.training.neural import dsm_loss_rows
+
+TWO = np.array([[-1.0, 0.0], [1.0, 0.0]])
+THREE = np.array([[0.0, 0.0], [2.0, 0.0], [0.0, 2.0]])
+
+
+@given(t=st.floats(0.005, 3.0), seed=st.integers(0, 1000), par=st.sampled_from(NEURAL_PARAMETRIZATIONS),
+       sched=st.sampled_from(["1", "h", "h2"]))
+def test_row_loss_is_lambda_times_squared_error_of_alpha_m_in_every_parametrization(t, seed, par, sched):
+    """dsm_row_loss(f) = (w / h^2) |alpha m - alpha x0|^2 for the m that f encodes, whatever the parametrization."""
+    rng = np.random.default_rng(seed)
+    x0, z, m = (torch.tensor(rng.normal(size=(6, 3))) for _ in range(3))
+    tt = torch.full((6,), t, dtype=torch.float64)
+    proc = OU()
+    a, h = proc.alpha(tt)[:, None], proc.h(tt)[:, None]
+    xt = a * x0 + torch.sqrt(h) * z
+    f = output_from_denoised(m, xt, tt, par)
+    w = torch.as_tensor(schedule_weight(sched, tt.numpy()))
+    direct = w / h[:, 0] ** 2 * ((a * m - a * x0) ** 2).sum(-1)
+    np.testing.assert_allclose(dsm_row_loss(f, x0, z, tt, w, par).numpy(), direct.numpy(), rtol=1e-9)
+
+
+def test_evaluate_denoiser_equals_the_quadratic_form_and_zero_excess_for_the_exact_denoiser():
+    """The direct loss of a random-feature model on its training sample equals tr(AUA^T) - 2tr(VA^T) + C;
+    the exact denoiser's excess is 0 and its loss L*."""
+    m = RandomFeatureDenoiser(2, 12, n_frequencies=3, seed=1, dtype=torch.float64)
+    fit = fit_random_features(m, TWO, schedule="h", taus=[3.0], t_min=0.02, T=2.0, n_time=5, n_noise=4, seed=0)
+    model = fit.denoiser(3.0)
+    got = evaluate_denoiser(model.denoise, fit.sample, schedule="h", d_star=1)
+    assert got["loss"] == pytest.approx(fit.loss(3.0), rel=1e-9)
+    assert got["excess_loss"] == pytest.approx(fit.loss(3.0) - fit.optimal_loss, rel=1e-7, abs=1e-10)
+    assert got["excess_tangent"] > 0 and got["excess_normal"] > 0  # the split of sum c lambda |f - f*|^2
+    exact = evaluate_denoiser(ExactDenoiser(TWO).denoise, fit.sample, schedule="h", d_star=1)
+    assert exact["excess_loss"] == pytest.approx(0.0, abs=1e-12)
+    assert abs(exact["excess_tangent"]) < 1e-12 and abs(exact["excess_normal"]) < 1e-12
+    assert exact["loss"] == pytest.approx(fit.optimal_loss, rel=1e-9)
+
+
+@pytest.mark.parametrize("par", ["score", "epsilon", "posterior_mean"])
+def test_fit_neural_row_loss_is_the_random_feature_loss_on_a_shared_sample(par):
+    """On one TrainingSample, sum_s c_s * (fit_neural's row loss) = evaluate_denoiser's loss = the RF definition."""
+    net = MLPDenoiser(2, hidden=(16, 16), embed_dim=8, parametrization=par, seed=3, dtype=torch.float64)
+    s = draw_training_sample(THREE, t_min=0.02, T=2.0, n_time=5, n_noise=3, seed=1)
+    w = schedule_weight("h", s.t)
+    rows = dsm_loss_rows(net, torch.as_tensor(s.x0), torch.as_tensor(s.t), torch.as_tensor(s.z), torch.as_tensor(w), par)
+    by_rows = float(rows.detach().numpy() @ s.weight)
+    direct = evaluate_denoiser(net.denoise, s, schedule="h")["loss"]
+    assert by_rows == pytest.approx(direct, rel=1e-9)
+
+
+def _small_fit(**kw):
+    net = MLPDenoiser(2, hidden=(32, 32), embed_dim=16, seed=kw.pop("model_seed", 0))
+    args = dict(epochs=4, batch_size=4, device="cpu", t_min=0.01, T=2.0, seed=0) | kw
+    return fit_neural(net, np.repeat(THREE, 4, axis=0), **args)
+
+
+def test_same_seed_same_weights_and_another_seed_differs():
+    a, b, c = _small_fit(), _small_fit(), _small_fit(seed=1)
+    assert all(torch.equal(p, q) for p, q in zip(a.model.parameters(), b.model.parameters()))
+    assert np.array_equal(a.losses, b.losses)
+    assert not all(torch.equal(p, q) for p, q in zip(a.model.parameters(), c.model.parameters()))
+
+
+def test_training_lowers_the_heldout_excess_loss():
+    s = draw_training_sample(THREE, t_min=0.01, T=2.0, n_time=9, n_noise=16, seed=5)
+    before = evaluate_denoiser(MLPDenoiser(2, hidden=(32, 32), embed_dim=16, seed=0).denoise, s, schedule="h")
+    fit = _small_fit(epochs=60, batch_size=12, schedule="h", model_seed=0, lr=3e-3)
+    after = evaluate_denoiser(fit.model.denoise, s, schedule="h")
+    assert after["excess_loss"] < 0.5 * before["excess_loss"], (before, after)
+    assert fit.losses[-10:].mean() < fit.losses[:5].mean()
+
+
+def test_snapshots_ema_and_checkpoint_of_another_configuration(tmp_path):
+    fit = _small_fit(save_epochs=[2, 4], ema=0.9, checkpoint_dir=tmp_path / "ck")
+    assert sorted(fit.snapshots) == [2, 4]
+    last = fit.at_epoch(4)
+    assert all(torch.equal(p, q) for p, q in zip(last.parameters(), fit.model.parameters()))  # EMA weights
+    assert not all(torch.equal(p, q) for p, q in zip(fit.at_epoch(2).parameters(), last.parameters()))
+    with pytest.raises(ValueError, match="epoch"):
+        fit.at_epoch(3)
+    again = _small_fit(save_epochs=[2, 4], ema=0.9, checkpoint_dir=tmp_path / "ck")  # complete: nothing to train
+    assert again.resumed_from == 4 and np.array_equal(again.losses, fit.losses)
+    with pytest.raises(ValueError, match=r"another configuration .*lr"):
+        _small_fit(save_epochs=[2, 4], ema=0.9, checkpoint_dir=tmp_path / "ck", lr=5e-4)
+
+
+@pytest.mark.parametrize("kwargs, name", [(dict(epochs=0), "epochs"), (dict(batch_size=0), "batch_size"),
+                                          (dict(lr=0.0), "lr"), (dict(optimizer="lbfgs"), "optimizer"),
+                                          (dict(ema=1.5), "ema"), (dict(device="tpu"), "device"),
+                                          (dict(save_epochs=[9]), "save_epochs"), (dict(schedule="h3"), "schedule")])
+def test_bad_arguments_name_the_argument(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        _small_fit(**kwargs)
+
+
+SCRIPT = textwrap.dedent("""
+    import sys, time, numpy as np, torch
+    torch.set_num_threads(1)
+    from ridgexr import MLPDenoiser, fit_neural
+    ck, out, slow = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    train = np.random.default_rng(0).normal(size=(64, 2))
+    net = MLPDenoiser(2, hidden=(32, 32), embed_dim=16, seed=1)
+    fit = fit_neural(net, train, epochs=12, batch_size=8, device="cpu", ema=0.95, seed=3, save_epochs=[6, 12],
+                     checkpoint_dir=None if ck == "-" else ck, progress=lambda e, n, l: time.sleep(slow))
+    torch.save({"state": fit.model.state_dict(), "losses": fit.losses, "snap": fit.snapshots,
+                "resumed": fit.resumed_from}, out)
+""")
+
+
+def test_kill_9_then_resume_gives_the_weights_of_an_uninterrupted_run(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    subprocess.run([sys.executable, str(script), "-", str(tmp_path / "ref.pt"), "0"], check=True, env=env)
+    ck = tmp_path / "ck"
+    proc = subprocess.Popen([sys.executable, str(script), str(ck), str(tmp_path / "x.pt"), "0.15"], env=env)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # kill once a checkpoint past epoch 3 is on disk, mid-way
+        if (ck / "checkpoint.pt").exists() and torch.load(ck / "checkpoint.pt", weights_only=False)["epoch"] >= 4:
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = torch.load(ck / "checkpoint.pt", weights_only=False)["epoch"]
+    assert 4 <= done < 12 and not (tmp_path / "x.pt").exists()  # killed mid-run
+    subprocess.run([sys.executable, str(script), str(ck), str(tmp_path / "res.pt"), "0"], check=True, env=env)
+    ref, res = torch.load(tmp_path / "ref.pt", weights_only=False), torch.load(tmp_path / "res.pt", weights_only=False)
+    assert res["resumed"] == done
+    assert all(torch.equal(ref["state"][k], res["state"][k]) for k in ref["state"])
+    assert np.array_equal(ref["losses"], res["losses"])
+    assert all(torch.equal(ref["snap"][e][k], res["snap"][e][k]) for e in (6, 12) for k in ref["snap"][e])
