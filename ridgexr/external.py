@@ -184,8 +184,12 @@ class ModuleDenoiser:
     def _output(self, x: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, ...]:
         y, a, b = self.time.frame(x, t, self.process)
         s = self.time.model_time(t)
-        with torch.no_grad():
-            out = self.model(y.to(self._dtype).to(self._device), s.to(self._dtype).to(self._device))
+        try:
+            with torch.no_grad():
+                out = self.model(y.to(self._dtype).to(self._device), s.to(self._dtype).to(self._device))
+        except Exception as err:  # the user's code: one line naming the model, the cause chained
+            raise ModelError(f"model {self.name!r} raised {type(err).__name__} when called as model(y, s) "
+                             f"with y ({tuple(y.shape)}): {err}") from err
         if not isinstance(out, torch.Tensor):
             raise ModelError(f"model {self.name!r} must return a torch tensor; got {type(out).__name__}")
         if tuple(out.shape) != tuple(x.shape):
