@@ -150,7 +150,7 @@ def main():
     for name, n, held in rows:
         print(f"| {name} | {n} | {held} |")
     # checksum overhead on writes: the same block written with the store's codecs and with zstd alone
-    layout = StoreLayout(schedules=("1",), widths=(8,), taus=None, n_samples=256, t=np.linspace(1, 0.01, 256),
+    layout = StoreLayout(coords=(("schedule", ("1",)), ("width", (8,))), n_samples=256, t=np.linspace(1, 0.01, 256),
                          sampler_step=np.arange(256), d=2, block_steps=256, sample_chunk=256)
     g = np.random.default_rng(0)
     vals = {n: g.normal(size=(256, 256, 2)) for n in store_mod.STEP_VECTOR}

@@ -42,7 +42,7 @@ from .training.quadratic import TARGETS
 from .training.quadrature import DEFAULT_QUADRATURE, PAPER_N_NOISE, PAPER_N_TIME, QUADRATURES
 from .training.schedules import SCHEDULES
 
-__all__ = ["CatalogError", "Experiment", "Catalog", "open_catalog", "load_catalog_file", "builtin_catalog_files",
+__all__ = ["CatalogError", "Experiment", "ModelSpec", "MODEL_KINDS", "MODEL_FIELDS", "Catalog", "open_catalog", "load_catalog_file", "builtin_catalog_files",
            "catalog_files", "schema_markdown", "resolve_store", "default_data_dir", "data_dir_source", "describe", "experiment_from_file"]
 
 
@@ -187,31 +187,115 @@ class ProcessSpec(_Spec):
         return self
 
 
-class ModelSpec(_Spec):
-    """Random-feature denoisers (one per width) and the exact reference."""
+MODEL_KINDS = ("random_features", "mlp", "module", "exact")
 
-    widths: list[int] = Field(min_length=1, description="random-feature widths p (distinct; each is a cell)")
+#: the fields each model kind reads (a field of another kind given explicitly is an error)
+_COMMON_FIELDS = {"kind", "name"}
+MODEL_FIELDS: dict[str, set[str]] = {
+    "random_features": _COMMON_FIELDS | {"widths", "n_frequencies", "parametrization", "activation", "tau",
+                                         "feature_period", "init", "include_exact"},
+    "mlp": _COMMON_FIELDS | {"widths", "depth", "embed_dim", "embed_scale", "parametrization", "activation", "epochs",
+                             "batch_size", "lr", "optimizer", "ema"},
+    "module": _COMMON_FIELDS | {"module", "parametrization", "checkpoint", "time", "beta_min", "beta_max", "schedule"},
+    "exact": _COMMON_FIELDS,
+}
+_DEFAULT_PARAMETRIZATION = {"random_features": "posterior_mean", "mlp": "score", "module": "score"}
+_ACTIVATIONS = {"random_features": ("relu", "tanh", "sigmoid"), "mlp": ("relu", "silu", "tanh", "gelu")}
+
+
+class ModelSpec(_Spec):
+    """One model block: random features (the default kind), the paper's MLP, your own module, or the exact denoiser.
+
+    Each kind reads its own fields (listed in docs/models.md); giving a field of another
+    kind is an error.  An entry has one block (``model``) or several (``models``, a ``model``
+    cell dimension).
+    """
+
+    kind: Literal[MODEL_KINDS] = Field("random_features",
+        description="'random_features' (closed-form fit), 'mlp' (the paper's MLP trained by fit_neural), "
+                    "'module' (your own trained model) or 'exact' (the exact, memorizing denoiser)")
+    name: str | None = Field(None, description="label of the block in the model dimension (default: the kind; "
+                                               "module: the factory's name)")
+    widths: list[int] | None = Field(None,
+        description="random features: widths p (required; each a cell); mlp: hidden-layer widths (default [512])")
     n_frequencies: int = Field(128, ge=0,
-        description="K, Fourier time frequencies (phi has 2K+1 entries); the paper's: 128")
-    parametrization: Literal["posterior_mean", "score"] = Field("posterior_mean",
-        description="what the network outputs: alpha_t E[x0|x_t] or the score")
-    activation: Literal["relu", "tanh", "sigmoid"] = Field("relu", description="feature nonlinearity")
+        description="random features: K, Fourier time frequencies (phi has 2K+1 entries); the paper's: 128")
+    parametrization: Literal["posterior_mean", "score", "epsilon", "x0"] | None = Field(None,
+        description="what the network outputs: alpha_t E[x0|x_t] ('posterior_mean'), E[x0|x_t] ('x0'), the score "
+                    "or the noise ('epsilon'); default: posterior_mean for random features (score also allowed), "
+                    "score for mlp and module")
+    activation: Literal["relu", "tanh", "sigmoid", "silu", "gelu"] | None = Field(None,
+        description="nonlinearity (default relu); random features: relu, tanh, sigmoid; mlp: relu, silu, tanh, gelu")
     tau: float | list[float] = Field(math.inf,
-        description="training time(s) of the gradient flow in the paper's units (dA/dtau = -grad L, L the time "
-                    "integral summed over coordinates); a list makes a tau dimension; .inf = converged")
+        description="random features: training time(s) of the gradient flow in the paper's units (dA/dtau = "
+                    "-grad L, L the time integral summed over coordinates); a list makes a tau dimension; .inf = "
+                    "converged")
     feature_period: float | Literal["T"] = Field("T",
-        description="period of the Fourier time features (OU time), or 'T' for the sampler's T (the paper's: "
-                    "phi(T) = phi(0)); 0.1 used 2 T")
+        description="random features: period of the Fourier time features (OU time), or 'T' for the sampler's T "
+                    "(the paper's: phi(T) = phi(0)); 0.1 used 2 T")
     init: Literal["normal", "zeros"] = Field("normal",
-        description="A(0): iid N(0, 1) entries from seeds.init (the paper's), or zeros")
-    include_exact: bool = Field(True, description="also run the exact (memorizing) denoiser as schedule 'exact'")
+        description="random features: A(0), iid N(0, 1) entries from seeds.init (the paper's), or zeros")
+    include_exact: bool | None = Field(None,
+        description="random features, single block only: also run the exact denoiser as schedule 'exact' "
+                    "(default true); with several blocks add a block of kind 'exact' instead")
+    depth: int = Field(2, ge=1, description="mlp: number of hidden layers (the paper's: 2)")
+    embed_dim: int = Field(128, ge=2, description="mlp: Gaussian Fourier time-embedding size (even; the paper's: 128)")
+    embed_scale: float = Field(30.0, gt=0, description="mlp: std of the embedding's frequencies (the paper's: 30)")
+    epochs: Annotated[int, Field(ge=1)] | list[Annotated[int, Field(ge=1)]] = Field(150,
+        description="mlp: training epochs (the paper's: 150); a list trains once to the largest and makes an epoch "
+                    "dimension from the weights after each listed epoch")
+    batch_size: int = Field(128, ge=1, description="mlp: training points per Adam step (not stated by the paper)")
+    lr: float = Field(1e-3, gt=0, description="mlp: learning rate (the paper's: 1e-3)")
+    optimizer: Literal["adam", "adamw", "sgd"] = Field("adam", description="mlp: optimizer (the paper's: Adam)")
+    ema: float | None = Field(None, ge=0, lt=1,
+        description="mlp: decay of an exponential moving average of the weights (null: none; the paper: none stated)")
+    module: str | None = Field(None,
+        description="module: 'package.module:factory' returning an nn.Module or a callable (y, s) -> output "
+                    "(runs your code: use only modules you trust)")
+    checkpoint: str | None = Field(None,
+        description="module: state-dict file loaded into the factory's nn.Module (relative to the catalog file)")
+    time: Literal["ou", "vp", "ve"] = Field("ou",
+        description="module: the model's time convention (docs/models.md): 'ou', 'vp' (linear beta) or 've' (sigma)")
+    beta_min: float = Field(0.1, gt=0, description="module, time vp: beta at s = 0")
+    beta_max: float = Field(20.0, gt=0, description="module, time vp: beta at s = 1")
+    schedule: str | None = Field(None,
+        description="module: the loss-weight schedule it was trained with -- its label on the schedule dimension "
+                    "and the weight of its held-out diagnostics (default: the entry's first schedule, or '1')")
+
+    @model_validator(mode="after")
+    def _fields_of_kind(self):
+        # fields of other kinds that differ from their defaults (a JSON round trip sets every field)
+        extra = sorted(f for f in set(self.model_fields_set) - MODEL_FIELDS[self.kind]
+                       if getattr(self, f) != type(self).model_fields[f].default)
+        if extra:
+            raise ValueError(f"field(s) {extra} do not apply to a model of kind {self.kind!r}")
+        if self.kind == "random_features" and not self.widths:
+            raise ValueError("a random_features model needs `widths`")
+        if self.kind == "random_features" and self.parametrization not in (None, "posterior_mean", "score"):
+            raise ValueError("random features read their output as 'posterior_mean' or 'score'")
+        if self.activation is not None and self.kind in _ACTIVATIONS and self.activation not in _ACTIVATIONS[self.kind]:
+            raise ValueError(f"activation of kind {self.kind!r} must be one of {_ACTIVATIONS[self.kind]}")
+        if self.kind == "module" and not self.module:
+            raise ValueError("a module model needs `module: 'package.module:factory'`")
+        if self.module is not None and (self.module.count(":") != 1 or not all(self.module.split(":"))):
+            raise ValueError(f"module must look like 'package.module:factory'; got {self.module!r}")
+        if self.schedule is not None and self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {list(SCHEDULES)}; got {self.schedule!r}")
+        if self.embed_dim % 2:
+            raise ValueError(f"embed_dim must be even; got {self.embed_dim}")
+        if self.beta_max < self.beta_min:
+            raise ValueError("beta_max must be >= beta_min")
+        ep = self.epochs if isinstance(self.epochs, list) else [self.epochs]
+        if not ep or len(set(ep)) != len(ep):
+            raise ValueError("epochs must be distinct")
+        return self
 
     @field_validator("widths")
     @classmethod
     def _widths(cls, v):
-        if any(w < 1 for w in v) or len(set(v)) != len(v):
+        if v is not None and (not v or any(w < 1 for w in v) or len(set(v)) != len(v)):
             raise ValueError("widths must be distinct integers >= 1")
-        return sorted(v)
+        return None if v is None else sorted(v)
 
     @field_validator("feature_period")
     @classmethod
@@ -229,12 +313,49 @@ class ModelSpec(_Spec):
         return v
 
     @property
+    def label(self) -> str:
+        """The block's label in the ``model`` dimension."""
+        if self.name:
+            return self.name
+        return self.module.split(":")[1] if self.kind == "module" else self.kind
+
+    @property
+    def output(self) -> str:
+        """The parametrization with the kind's default resolved."""
+        return self.parametrization or _DEFAULT_PARAMETRIZATION.get(self.kind, "x0")
+
+    @property
+    def nonlinearity(self) -> str:
+        """The activation with the default resolved."""
+        return self.activation or "relu"
+
+    @property
+    def hidden_widths(self) -> list[int]:
+        """mlp: the hidden widths swept (default [512])."""
+        return self.widths or [512]
+
+    @property
+    def cell_widths(self) -> list[int]:
+        """The widths this block puts on the width dimension (none for module and exact)."""
+        if self.kind == "random_features":
+            return list(self.widths)
+        return self.hidden_widths if self.kind == "mlp" else []
+
+    @property
+    def epoch_list(self) -> list[int]:
+        return sorted(_as_list(self.epochs))
+
+    @property
+    def epoch_sweep(self) -> bool:
+        return self.kind == "mlp" and isinstance(self.epochs, list)
+
+    @property
     def taus(self) -> list[float]:
         return _as_list(self.tau)
 
     @property
     def tau_sweep(self) -> bool:
-        return isinstance(self.tau, list)
+        return self.kind == "random_features" and isinstance(self.tau, list)
 
 
 class TrainingSpec(_Spec):
@@ -334,9 +455,13 @@ class Experiment(_Spec):
     description: str = Field("", description="free text")
     dataset: DatasetSpec = Field(description="the training set")
     process: ProcessSpec = Field(ProcessSpec(), description="the sampler's time grid")
-    model: ModelSpec = Field(description="the denoisers")
+    model: ModelSpec | None = Field(None, description="the denoiser block (one of model and models)")
+    models: list[ModelSpec] | None = Field(None, min_length=1,
+        description="several model blocks, labelled along a `model` cell dimension (one of model and models)")
     training: TrainingSpec = Field(TrainingSpec(), description="the score-matching fit")
-    schedules: list[str] = Field(min_length=1, description="loss-weight schedules w(t): '1', 'h', 'h2'")
+    schedules: list[str] | None = Field(None, min_length=1,
+        description="loss-weight schedules w(t): '1', 'h', 'h2' (required with random_features or mlp models; a "
+                    "label only for modules)")
     sampler: SamplerSpec = Field(SamplerSpec(), description="the sampler")
     n_samples: int = Field(2000, ge=1, description="trajectories per cell; the paper's 2-D runs: 2000")
     d_star: int | Literal["auto"] = Field(1,
@@ -349,6 +474,8 @@ class Experiment(_Spec):
     @field_validator("schedules")
     @classmethod
     def _schedules(cls, v):
+        if v is None:
+            return v
         bad = [s for s in v if s not in SCHEDULES]
         if bad:
             raise ValueError(f"unknown schedule(s) {bad}; choose from {list(SCHEDULES)}")
@@ -373,7 +500,37 @@ class Experiment(_Spec):
                              "NAME.zarr (no '..', no hidden parts such as '.zarr' alone)")
         return v
 
+    @model_validator(mode="after")
+    def _blocks(self):
+        if (self.model is None) == (self.models is None):
+            raise ValueError("give exactly one of `model` (one block) and `models` (several blocks)")
+        blocks = self.blocks
+        labels = [b.label for b in blocks]
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"model blocks need distinct names; got {labels}")
+        trained = [b for b in blocks if b.kind in ("random_features", "mlp")]
+        if trained and not self.schedules:
+            raise ValueError("`schedules` is required with random_features or mlp models")
+        if self.models is not None and any(b.include_exact for b in blocks):
+            raise ValueError("with several model blocks add `{kind: exact}` instead of include_exact")
+        if any(b.kind == "module" and b.schedule and self.schedules and b.schedule not in self.schedules
+               for b in blocks):
+            raise ValueError("a module's `schedule` must be one of the entry's schedules")
+        if any(b.kind == "mlp" for b in blocks) and "dsm" not in self.training.targets:
+            raise ValueError("mlp models are trained on the DSM target: training.target must include 'dsm'")
+        return self
+
     # ---------------------------------------------------------------- derived
+    @property
+    def blocks(self) -> list[ModelSpec]:
+        """The model blocks (``[model]`` or ``models``)."""
+        return [self.model] if self.model is not None else list(self.models)
+
+    @property
+    def model_dim(self) -> bool:
+        """Whether the store has a ``model`` dimension: several blocks, or a module or exact block alone."""
+        return self.models is not None or self.model.kind in ("module", "exact")
+
     def load_train(self) -> np.ndarray:
         """Deprecated: ``ridgexr.datasets.load_training_set(exp.dataset, base_dir=exp.base_dir)``."""
         from .datasets import load_training_set
@@ -386,20 +543,52 @@ class Experiment(_Spec):
         """Folder of the catalog file (relative data files are resolved against it)."""
         return Path(self.source).parent if self.source else None
 
+    def feature_period_of(self, block: ModelSpec) -> float:
+        """A random-feature block's time-feature period in OU time ('T' resolved to the sampler's T)."""
+        return self.process.T if block.feature_period == "T" else float(block.feature_period)
+
     @property
     def feature_period(self) -> float:
-        """The time features' period in OU time ('T' resolved to the sampler's T)."""
-        return self.process.T if self.model.feature_period == "T" else float(self.model.feature_period)
+        """The first random-feature block's time-feature period in OU time (see :meth:`feature_period_of`)."""
+        rf = [b for b in self.blocks if b.kind == "random_features"]
+        return self.feature_period_of(rf[0]) if rf else math.nan
+
+    @property
+    def legacy_exact(self) -> bool:
+        """A single random-feature block with the exact denoiser as schedule 'exact' (the 0.1-0.3 form)."""
+        return (self.model is not None and self.model.kind == "random_features"
+                and self.model.include_exact is not False)
+
+    def cell_coords(self) -> tuple[tuple[str, tuple], ...]:
+        """Every cell dimension of the store, (name, labels), in ``store.CELL_DIMS`` order."""
+        blocks = self.blocks
+        out: list[tuple[str, tuple]] = []
+        if self.model_dim:
+            out.append(("model", tuple(b.label for b in blocks)))
+        if self.cell_schedules:
+            out.append(("schedule", tuple(self.cell_schedules)))
+        widths = sorted({w for b in blocks for w in b.cell_widths})
+        if widths:
+            out.append(("width", tuple(widths)))
+        if any(b.tau_sweep for b in blocks):
+            taus = sorted({t for b in blocks if b.kind == "random_features" for t in b.taus})
+            out.append(("tau", tuple(taus)))
+        if any(b.epoch_sweep for b in blocks):
+            out.append(("epoch", tuple(sorted({e for b in blocks if b.kind == "mlp" for e in b.epoch_list}))))
+        return tuple(out) + self.sweeps()
 
     def sweeps(self) -> tuple[tuple[str, tuple], ...]:
-        """Cell dimensions beyond schedule, width and tau, (name, labels), in store order."""
+        """Cell dimensions from the training and dataset blocks, (name, labels), in store order."""
         n = self.dataset.n_train
         return self.training.sweeps() + ((("n_train", tuple(sorted(n))),) if isinstance(n, list) else ())
 
     @property
     def cell_schedules(self) -> list[str]:
-        """Schedule labels of the store: the loss schedules plus "exact" when included."""
-        return list(self.schedules) + (["exact"] if self.model.include_exact else [])
+        """Schedule labels of the store: the loss schedules plus "exact" in the single random-feature form;
+        a module-only entry without schedules has none (no schedule dimension)."""
+        if self.schedules is None:
+            return []
+        return list(self.schedules) + (["exact"] if self.legacy_exact else [])
 
     def config_hash(self, train: np.ndarray) -> str:
         """SHA-256 of everything that determines the store's numbers (not its path or text).
@@ -626,6 +815,8 @@ def describe(exp: Experiment) -> dict[str, Any]:
     return {
         "name": exp.name,
         "dataset": exp.dataset.label + (f" {exp.dataset.mnist.digits}" if exp.dataset.mnist else ""),
-        "schedules": ",".join(exp.cell_schedules), "widths": ",".join(map(str, exp.model.widths)),
+        "models": ",".join(b.label for b in exp.blocks),
+        "schedules": ",".join(exp.cell_schedules),
+        "widths": ",".join(map(str, sorted({w for b in exp.blocks for w in b.cell_widths}))),
         "samples": exp.n_samples, "steps": exp.process.n_steps, "d*": exp.d_star, "store": exp.store,
     }

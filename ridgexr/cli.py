@@ -207,10 +207,9 @@ def run(
         stack.enter_context(user_errors())
         exp = _load_experiment(name, catalog, data_dir)
         store = resolve_store(exp, data_dir)
-        console.print(f"[bold]ridgexr run[/] {exp.name}: {len(exp.cell_schedules)} schedule(s) x "
-                      f"{len(exp.model.widths)} width(s){' x ' + str(len(exp.model.taus)) + ' tau' if exp.model.tau_sweep else ''}"
-                      f"{''.join(f' x {len(v)} {n}' for n, v in exp.training.sweeps())}"
-                      f", {exp.n_samples} samples, {exp.process.n_steps} steps -> {store}")
+        dims = " x ".join(f"{len(v)} {n}" for n, v in exp.cell_coords())
+        console.print(f"[bold]ridgexr run[/] {exp.name}: {dims or 'one cell'}, {exp.n_samples} samples, "
+                      f"{exp.process.n_steps} steps -> {store}")
         t0 = time.perf_counter()
         with _progress() as progress:
             res = run_experiment(exp, store=store, device=device, scheduler=scheduler, overwrite=overwrite,

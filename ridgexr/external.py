@@ -33,8 +33,10 @@ trust.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -46,7 +48,11 @@ from ._validation import check_float, check_option
 from .neural import NEURAL_PARAMETRIZATIONS, denoised_from_frame
 from .process import OU
 
-__all__ = ["TIME_CONVENTIONS", "TimeConvention", "ModuleDenoiser", "load_factory", "module_from_spec", "ModelError"]
+__all__ = ["TIME_CONVENTIONS", "TimeConvention", "ModuleDenoiser", "load_factory", "module_from_spec", "ModelError",
+           "PYTHON_OBJECT", "model_digest"]
+
+#: the package part of a module block's path when the model was handed to ``run_experiment(model=...)``
+PYTHON_OBJECT = "<python-object>"
 
 TIME_CONVENTIONS = ("ou", "vp", "ve")
 
@@ -227,13 +233,44 @@ class ModuleDenoiser:
         return f"ModuleDenoiser({self.name!r}, parametrization={self.parametrization!r}, time={self.time.label()!r})"
 
 
+def model_digest(model: Callable) -> str:
+    """A short SHA-256 of what determines a model's outputs, for the config hash of a store.
+
+    An ``nn.Module``: its class and every state-dict tensor (names, dtypes, shapes, bytes).
+    Another callable: its qualified name and bytecode -- data it closes over are not seen,
+    so a changed closure must be run with ``overwrite``.
+    """
+    inner = model.model if isinstance(model, ModuleDenoiser) else model
+    h = hashlib.sha256(type(inner).__qualname__.encode())
+    if isinstance(inner, torch.nn.Module):
+        for name, tensor in inner.state_dict().items():
+            t = tensor.detach().cpu().contiguous()
+            h.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())
+            h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    else:
+        h.update(getattr(inner, "__qualname__", repr(inner)).encode())
+        code = getattr(inner, "__code__", None)
+        if code is not None:
+            h.update(code.co_code + repr(code.co_consts).encode())
+    if isinstance(model, ModuleDenoiser):
+        h.update(f"{model.parametrization}:{model.time}".encode())
+    return h.hexdigest()[:16]
+
+
 def module_from_spec(path: str, *, d: int, parametrization: str, time: TimeConvention, checkpoint: str | None = None,
                      base_dir: Path | None = None, device: Any = "cpu") -> ModuleDenoiser:
     """The :class:`ModuleDenoiser` of a catalog ``kind: module`` block.
 
     Calls the factory at ``path`` with no arguments; an ``nn.Module`` result gets the state
     dict at ``checkpoint`` (relative paths against ``base_dir``) and is moved to ``device``.
+    ``base_dir`` (the catalog file's folder) is put on ``sys.path`` first, so a module file
+    beside the catalog imports by its name.
     """
+    if path.startswith(PYTHON_OBJECT + ":"):
+        raise ModelError(f"model {path.split(':')[1].split('@')[0]!r} was handed to run_experiment as a Python "
+                         "object; pass it again with run_experiment(..., model=...)")
+    if base_dir is not None and str(base_dir) not in sys.path:  # a catalog's own folder is importable
+        sys.path.insert(0, str(base_dir))
     factory = load_factory(path)
     try:
         model = factory()

@@ -45,7 +45,7 @@ from .process import OU
 from . import units
 from .training.diagnostics import DIAGNOSTIC_VARIABLES, LOSS_UNITS
 
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 LOCK_NAME = ".ridgexr-lock"
 
 __all__ = ["CELL_DIMS", "consolidate", "is_consolidated", "COORD_ATTRS", "SCHEMA_VERSION", "StoreLayout", "create_store", "write_block", "write_cell_end", "open_store",
@@ -76,6 +76,7 @@ VARIABLE_ATTRS: dict[str, tuple[str, str]] = {
     "manifold_rotation": ("rotation R of the manifold: x = R (manifold point, 0, ..., 0)", units.DIMENSIONLESS),
     **{name: (long_name, LOSS_UNITS) for name, long_name in DIAGNOSTIC_VARIABLES.items()},
     "cell_complete": ("every variable of this cell is written", "1"),
+    "cell_applies": ("the cell is run: its model block uses every label of the cell (masked cells stay NaN)", "1"),
     "max_dropped_mass": ("largest posterior mass dropped by top-k truncation over the cell's projections "
                          "(<= attr drop_tol)", "1"),
     "final_ridge_residual_alt": ("|E E^T grad log p_t| at the final state for alternative ridge dimensions",
@@ -87,8 +88,12 @@ VARIABLE_ATTRS: dict[str, tuple[str, str]] = {
 }
 #: long_name and units of every coordinate (dimension coordinates included)
 COORD_ATTRS: dict[str, tuple[str, str]] = {
+    "model": ("model block (catalog `models`): random features, mlp, a user's module or the exact denoiser",
+              units.DIMENSIONLESS),
+    "epoch": ("training epochs of a neural model (its weights after this many passes over the training set)",
+              units.DIMENSIONLESS),
     "schedule": ("loss-weight schedule w(t) of the model ('exact': the exact, memorizing denoiser)", units.DIMENSIONLESS),
-    "width": ("number of random features p", units.DIMENSIONLESS),
+    "width": ("number of random features p (random features) or hidden-layer width (mlp)", units.DIMENSIONLESS),
     "tau": ("training time of the gradient flow, paper units (root attr tau_units)", units.TAU),
     "target": ("fitted target: 'dsm' (alpha_t x0, noisy) or 'ideal' (its mean E[alpha_t x0 | x_t])",
                units.DIMENSIONLESS),
@@ -106,9 +111,11 @@ ROOT_ATTRS = {
     "references": "He, Qiu & Tao (2026), the ridge-manifold account of diffusion generalization",
 }
 
-#: every cell dimension a store can have, in store order (schedule and width always; the rest
-#: when the entry sweeps them: model.tau, training.target, training.n_noise, dataset.n_train)
-CELL_DIMS = ("schedule", "width", "tau", "target", "n_noise", "n_train")
+#: every cell dimension a store can have, in store order: ``model`` when the entry has several
+#: model blocks (or a module or exact block alone), ``schedule`` and ``width`` when some block
+#: uses them, the rest when the entry sweeps them (model.tau, model.epochs, training.target,
+#: training.n_noise, dataset.n_train)
+CELL_DIMS = ("model", "schedule", "width", "tau", "epoch", "target", "n_noise", "n_train")
 
 STEP_SCALAR = ("ridge_distance", "ridge_residual", "normal_curvature")
 STEP_VECTOR = ("trajectory", "ridge_projection", "residual_normal", "residual_tangent")
@@ -117,11 +124,15 @@ STEP_BOOL = ("ridge_converged",)
 
 @dataclass(frozen=True)
 class StoreLayout:
-    """Shape and chunking of a store."""
+    """Shape and chunking of a store.
 
-    schedules: tuple[str, ...]
-    widths: tuple[int, ...]
-    taus: tuple[float, ...] | None  # None: no tau dim
+    ``coords`` lists the cell dimensions and their labels in :data:`CELL_DIMS` order;
+    ``applies`` lists the cells that are run (a model block is stored once, at the first label
+    of each dimension that does not apply to it; the other cells are masked: ``cell_applies``
+    false, never run, NaN).  ``None`` means every cell.
+    """
+
+    coords: tuple[tuple[str, tuple], ...]
     n_samples: int
     t: np.ndarray  # recorded times (n_rec,)
     sampler_step: np.ndarray  # (n_rec,)
@@ -129,43 +140,51 @@ class StoreLayout:
     block_steps: int
     sample_chunk: int
     d_star_alt: tuple[int, ...] = ()  # extra ridge dimensions of final_ridge_residual_alt
-    sweeps: tuple[tuple[str, tuple], ...] = ()  # further cell dims after tau, (name, labels), in CELL_DIMS order
+    applies: tuple[tuple[int, ...], ...] | None = None
 
     def __post_init__(self):
-        names = [n for n, _ in self.sweeps]
-        if any(n not in CELL_DIMS[3:] for n in names) or names != sorted(names, key=CELL_DIMS.index):
-            raise ValueError(f"`sweeps` must name cell dims among {CELL_DIMS[3:]} in that order; got {names}")
+        names = [n for n, _ in self.coords]
+        if any(n not in CELL_DIMS for n in names) or names != sorted(names, key=CELL_DIMS.index) \
+                or len(set(names)) != len(names):
+            raise ValueError(f"`coords` must name distinct cell dims among {CELL_DIMS} in that order; got {names}")
+        if any(len(v) == 0 for _, v in self.coords):
+            raise ValueError("every cell dimension needs at least one label")
 
     @property
     def cell_dims(self) -> tuple[str, ...]:
-        return (("schedule", "width") + (("tau",) if self.taus is not None else ())
-                + tuple(n for n, _ in self.sweeps))
+        return tuple(n for n, _ in self.coords)
 
     @property
     def cell_shape(self) -> tuple[int, ...]:
-        return ((len(self.schedules), len(self.widths)) + ((len(self.taus),) if self.taus is not None else ())
-                + tuple(len(v) for _, v in self.sweeps))
+        return tuple(len(v) for _, v in self.coords)
+
+    def labels(self, dim: str) -> tuple | None:
+        """The labels of cell dimension ``dim`` (None when the store does not have it)."""
+        return dict(self.coords).get(dim)
 
     @property
     def n_steps(self) -> int:
         return int(self.t.size)
 
+    def applies_mask(self) -> np.ndarray:
+        """Boolean array over the cell dims: True where a cell is run."""
+        if self.applies is None:
+            return np.ones(self.cell_shape, dtype=bool)
+        mask = np.zeros(self.cell_shape, dtype=bool)
+        for idx in self.applies:
+            mask[idx] = True
+        return mask
+
     def cells(self) -> list[tuple[int, ...]]:
-        """Index tuples of every cell, in C order."""
-        return [tuple(int(i) for i in idx) for idx in np.ndindex(*self.cell_shape)]
+        """Index tuples of every cell that is run, in C order."""
+        mask = self.applies_mask()
+        return [tuple(int(i) for i in idx) for idx in np.ndindex(*self.cell_shape) if mask[idx]]
 
     def cell_region(self, index: tuple[int, ...]) -> dict[str, slice]:
         return {d: slice(i, i + 1) for d, i in zip(self.cell_dims, index)}
 
     def cell_labels(self, index: tuple[int, ...]) -> dict[str, Any]:
-        labels = {"schedule": self.schedules[index[0]], "width": self.widths[index[1]]}
-        k = 2
-        if self.taus is not None:
-            labels["tau"] = self.taus[index[2]]
-            k = 3
-        for j, (name, values) in enumerate(self.sweeps):
-            labels[name] = values[index[k + j]]
-        return labels
+        return {name: values[i] for (name, values), i in zip(self.coords, index)}
 
 
 def cell_label(ds: xr.Dataset, dims, idx) -> dict:
@@ -193,14 +212,13 @@ def _template(layout: StoreLayout, train: np.ndarray, attrs: dict, extra: dict |
     for name in CELL_DIAGNOSTICS:
         data[name] = (cd, da.full(cs, np.nan, chunks=ones))
     data["cell_complete"] = (cd, da.zeros(cs, dtype=bool, chunks=ones))
+    data["cell_applies"] = (cd, layout.applies_mask())
     data["max_dropped_mass"] = (cd, da.full(cs, np.nan, chunks=ones))
     if layout.d_star_alt:
         nd = len(layout.d_star_alt)
         data["final_ridge_residual_alt"] = (cd + ("sample", "d_star_alt"),
                                             da.full(cs + (S, nd), np.nan, chunks=ones + (S, nd)))
     coords = {
-        "schedule": np.array(layout.schedules, dtype=object),
-        "width": np.array(layout.widths, dtype=np.int64),
         "sample": np.arange(S, dtype=np.int64),
         "step": np.arange(K, dtype=np.int64),
         "dim": np.arange(d, dtype=np.int64),
@@ -209,10 +227,9 @@ def _template(layout: StoreLayout, train: np.ndarray, attrs: dict, extra: dict |
         "h": ("step", OU().h(layout.t)),
         "sampler_step": ("step", layout.sampler_step.astype(np.int64)),
     }
-    if layout.taus is not None:
-        coords["tau"] = np.array(layout.taus, dtype=np.float64)
-    for name, values in layout.sweeps:
-        coords[name] = np.array(values, dtype=object if isinstance(values[0], str) else np.int64)
+    for name, values in layout.coords:
+        kind = object if isinstance(values[0], str) else np.float64 if name == "tau" else np.int64
+        coords[name] = np.array(values, dtype=kind)
     if layout.d_star_alt:
         coords["d_star_alt"] = np.array(layout.d_star_alt, dtype=np.int64)
     coords["train"] = np.arange(len(train), dtype=np.int64)
@@ -275,6 +292,8 @@ def _write_template(target: Path, layout: StoreLayout, train: np.ndarray, attrs:
         enc = {"compressors": CODECS}
         if isinstance(var.data, da.Array):
             enc["chunks"] = tuple(c[0] for c in var.data.chunks)
+        elif name == "cell_applies":  # written now, one chunk per cell like every per-cell variable
+            enc["chunks"] = (1,) * var.ndim
         encoding[name] = enc
     ds.to_zarr(str(target), mode="w-", compute=False, zarr_format=3, consolidated=False, encoding=encoding,
                write_empty_chunks=True)
@@ -419,9 +438,11 @@ def json_attr(ds: xr.Dataset, key: str) -> dict:
 
 
 def cells(ds: xr.Dataset) -> list[dict]:
-    """Labels of every cell (``schedule``, ``width`` [, ``tau``, ``target``, ``n_noise``, ``n_train``]), in C order."""
+    """Labels of every cell that is run (``cell_applies``; stores before schema 1.3: every cell), in C order."""
     dims = [d for d in CELL_DIMS if d in ds.dims]
-    return [cell_label(ds, dims, idx) for idx in np.ndindex(*(ds.sizes[d] for d in dims))]
+    mask = ds["cell_applies"].transpose(*dims).values if "cell_applies" in ds else None
+    return [cell_label(ds, dims, idx) for idx in np.ndindex(*(ds.sizes[d] for d in dims))
+            if mask is None or mask[idx]]
 
 
 def complete_cells(ds: xr.Dataset) -> list[dict]:

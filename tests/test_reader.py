@@ -77,7 +77,7 @@ def test_plain_open_zarr_is_silent_and_consolidated(store):
 
 
 def test_complete_only_masks_without_changing_dtypes(tmp_path):
-    layout = StoreLayout(schedules=("1",), widths=(4, 8), taus=None, n_samples=2, t=np.array([1.0, 0.1]),
+    layout = StoreLayout(coords=(("schedule", ("1",)), ("width", (4, 8))), n_samples=2, t=np.array([1.0, 0.1]),
                          sampler_step=np.arange(2), d=2, block_steps=2, sample_chunk=2)
     path = tmp_path / "s.zarr"
     create_store(path, layout, np.zeros((2, 2)), {})

@@ -20,7 +20,7 @@ STEP_NAMES = ("trajectory", "ridge_projection", "ridge_distance", "ridge_residua
 
 def small_layout(**kw):
     t = np.array([1.0, 0.5, 0.25, 0.1, 0.05])
-    base = dict(schedules=("1", "exact"), widths=(4, 8), taus=None, n_samples=3, t=t, sampler_step=np.arange(5),
+    base = dict(coords=(("schedule", ("1", "exact")), ("width", (4, 8))), n_samples=3, t=t, sampler_step=np.arange(5),
                 d=2, block_steps=2, sample_chunk=3)
     return StoreLayout(**{**base, **kw})
 

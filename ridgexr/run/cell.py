@@ -11,12 +11,13 @@ from ..catalog import Experiment
 from ..datasets import load_training_set
 from ..empirical import SmoothedEmpirical
 from ..models import ExactDenoiser, RandomFeatureDenoiser
+from ..neural import MLPDenoiser
 from ..observe import step_quantities
 from ..process import time_grid
 from ..ridge import ridge_residual
 from ..sampling import divergence_bound, guard_divergence, sample
 from ..store import StoreLayout, write_block, write_cell_end
-from .plan import CellTask, model_kwargs
+from .plan import CellTask, build_module, mlp_kwargs, model_kwargs
 
 __all__ = ["run_cell"]
 
@@ -54,11 +55,19 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
     train = load_training_set(exp.dataset, base_dir=exp.base_dir)[:task.labels.get("n_train", exp.dataset.n_trains[0])]
     d = train.shape[1]
     dev = torch.device(device)
-    if task.A is None:
+    block = exp.blocks[task.block]
+    if block.kind == "exact" or (block.kind == "random_features" and task.A is None):
         exact = ExactDenoiser(train, top_k=exp.ridge.top_k, drop_tol=exp.ridge.drop_tol)
         score, denoise = (lambda x, t: exact.score(x, t)), None
     else:
-        model = RandomFeatureDenoiser(d, task.labels["width"], device=dev, **model_kwargs(exp)).with_A(task.A)
+        if block.kind == "random_features":
+            model = RandomFeatureDenoiser(d, task.labels["width"], device=dev, **model_kwargs(exp, block)).with_A(task.A)
+        elif block.kind == "mlp":
+            model = MLPDenoiser(d, device=dev, **mlp_kwargs(exp, block, task.labels["width"]))
+            model.load_state_dict(task.state)
+            model.eval()
+        else:
+            model = task.denoiser if task.denoiser is not None else build_module(exp, block, d, device)
         score = lambda x, t: model.score(x, t)  # noqa: E731
         denoise = lambda x, t: model.denoise(x, t)  # noqa: E731
     bound = divergence_bound(train)

@@ -133,7 +133,7 @@ def validate_experiment(exp: Experiment, train) -> None:
 @renamed_kwargs(out_dir="data_dir")
 def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store: str | Path | None = None,
                    device: str = "cpu", scheduler: str | None = None, overwrite: bool = False,
-                   n_workers: int = 2, progress: Any = None, force: bool = False) -> RunResult:
+                   n_workers: int = 2, progress: Any = None, force: bool = False, model: Any = None) -> RunResult:
     """Run (or resume) an experiment into its Zarr store.
 
     Everything that can fail without touching the store is checked first (device, data,
@@ -159,6 +159,12 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
     progress : rich.progress.Progress, optional
     force : bool
         Run even when the estimated memory or store size exceeds the machine.
+    model : ModuleDenoiser, nn.Module or callable (y, s) -> output, optional
+        Your own trained model, run in place of the entry's model blocks: the store gets one
+        ``model`` label (its name) and the entry's dataset, process, sampler and ridge
+        settings.  A bare callable is read as a score in OU time; wrap it in
+        :class:`ridgexr.external.ModuleDenoiser` for another parametrization or time
+        convention.  Its weights (or code) enter the config hash (:func:`ridgexr.external.model_digest`).
 
     Raises
     ------
@@ -168,6 +174,9 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
         raise ValueError(f"`device` {device!r} was requested but CUDA is not available")
     torch.device(device)  # validates the name
     train = load_training_set(exp.dataset, base_dir=exp.base_dir)
+    objects = {}
+    if model is not None:
+        exp, objects = _with_python_model(exp, model, train.shape[1])
     validate_experiment(exp, train)
     config_hash = exp.config_hash(train)  # of the entry as written (d_star may be "auto")
     path = Path(store).resolve() if store is not None else resolve_store(exp, data_dir)
@@ -200,7 +209,9 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
         todo = [idx for idx in layout.cells() if idx not in done]
         task_bar = progress.add_task("fitting models", total=None) if progress is not None else None
         note = (lambda msg: progress.update(task_bar, description=f"fitting models: {msg}")) if progress else None
-        tasks = plan_tasks(exp, train, layout, progress=note) if todo else []
+        ckpt = path.with_name(path.name + ".checkpoints") / config_hash[:12]  # mlp training, resumable
+        tasks = (plan_tasks(exp, train, layout, progress=note, device=device, checkpoint_root=ckpt, objects=objects)
+                 if todo else [])
         if progress is not None:
             progress.remove_task(task_bar)
         if not exists or overwrite:  # the attributes (and MNIST's dataset provenance) only for a new store
@@ -217,6 +228,20 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
         _execute(exp, path, layout, tasks, device, scheduler, n_workers, progress)
         consolidate(path)
     return RunResult(store=path, cells_run=len(tasks), cells_skipped=len(done), summary=summarize(path))
+
+
+def _with_python_model(exp: Experiment, model: Any, d: int) -> tuple[Experiment, dict]:
+    """The entry with one module block standing for ``model``, and {label: ModuleDenoiser}."""
+    from ..catalog import ModelSpec
+    from ..external import PYTHON_OBJECT, ModuleDenoiser, model_digest
+
+    den = model if isinstance(model, ModuleDenoiser) else ModuleDenoiser(model)
+    den.check(d)
+    label = den.name
+    block = ModelSpec(kind="module", name=label, module=f"{PYTHON_OBJECT}:{label}@{model_digest(den)}",
+                      parametrization=den.parametrization, time=den.time.kind, beta_min=den.time.beta_min,
+                      beta_max=den.time.beta_max, schedule=exp.schedules[0] if exp.schedules else None)
+    return Experiment.model_validate(exp.model_dump() | {"model": block.model_dump(), "models": None}), {label: den}
 
 
 def _execute(exp, path, layout, tasks, device, scheduler, n_workers, progress):

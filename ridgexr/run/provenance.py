@@ -36,14 +36,12 @@ def provenance(device: str, scheduler: str | None) -> dict:
 def store_attrs(exp: Experiment, config_hash: str, device: str, scheduler: str | None, d_star_info: dict) -> dict:
     """The root attributes of a new store (JSON-valued ones are strings; see docs/schema.md)."""
     prov = provenance(device, scheduler)
-    return {
+    attrs = {
         "title": f"ridgexr experiment {exp.name}", "experiment": exp.name, "description": exp.description,
         "config": exp.model_dump_json(), "config_hash": config_hash, "provenance": json.dumps(prov),
         "seeds": json.dumps(exp.seeds.model_dump()), "d_star": int(exp.d_star), "device": device,
         "dataset": exp.dataset.label,
         "sampler": exp.sampler.kind,
-        "note_exact": "schedule 'exact' is the exact (memorizing) denoiser: it does not depend on width, "
-                      "every width holds the same trajectories",
         "created": prov["created"],
         "d_star_info": json.dumps(d_star_info),
         "dataset_provenance": json.dumps(dataset_provenance(exp.dataset)),
@@ -51,8 +49,17 @@ def store_attrs(exp: Experiment, config_hash: str, device: str, scheduler: str |
         "drop_tol": float(exp.ridge.drop_tol),
         "tau_units": units.TAU_UNITS,
         "loss_units": "paper: int_{t_min}^{T} lambda(t) E|f - y|^2 dt summed over coordinates, lambda = w / h_t^2",
-        "feature_period": float(exp.feature_period),
         "quadrature": f"{exp.training.quadrature}, {exp.training.n_time} nodes, {exp.training.n_noise} noise draws",
         "target": ", ".join(exp.training.targets),
-        "init": exp.model.init,
+        "models": json.dumps([{"label": b.label, "kind": b.kind, "parametrization": b.output} for b in exp.blocks]),
     }
+    rf = [b for b in exp.blocks if b.kind == "random_features"]
+    if rf:
+        attrs.update(feature_period=float(exp.feature_period_of(rf[0])), init=rf[0].init)
+    if exp.legacy_exact:
+        attrs["note_exact"] = ("schedule 'exact' is the exact (memorizing) denoiser: it does not depend on width, "
+                               "every width holds the same trajectories")
+    if exp.model_dim:
+        attrs["note_masked"] = ("a model block is stored at the first label of each cell dimension it does not use "
+                                "(cell_applies); the other cells are never run and hold NaN")
+    return attrs

@@ -1,0 +1,162 @@
+"""Several model blocks in one store: random features, a trained MLP, a user's module and the exact denoiser."""
+
+import math
+import textwrap
+
+import numpy as np
+import pytest
+
+import ridgexr
+from ridgexr.catalog import CatalogError, load_catalog_file
+from ridgexr.run import run_experiment
+
+CATALOG = """
+experiments:
+  multi:
+    dataset: {points: two-points}
+    process: {T: 2.0, t_min: 0.01, n_steps: 20}
+    models:
+      - {kind: random_features, widths: [8], n_frequencies: 3}
+      - {kind: mlp, widths: [16], embed_dim: 8, epochs: [2, 4], batch_size: 2}
+      - {kind: module, name: mine, module: "exactmods:exact_x0", parametrization: x0%(time)s}
+      - {kind: exact}
+    training: {quadrature: gauss-legendre-log-t, n_time: 4, n_noise: 4}
+    schedules: ["1", "h2"]
+    sampler: {kind: sde, block_steps: 8}
+    n_samples: 16
+    d_star: 1
+    store: multi.zarr
+"""
+
+MODULE = textwrap.dedent("""
+    import torch
+    from ridgexr import ExactDenoiser
+    from ridgexr.datasets import point_set
+
+    def exact_x0():
+        '''E[x0 | x_t] of the two-point set: a user's "model" that is exactly right (OU time).'''
+        ex = ExactDenoiser(point_set("two-points"))
+        return lambda y, t: torch.as_tensor(ex.denoise(y.double(), t.double()))
+""")
+
+
+@pytest.fixture(scope="module")
+def multi_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("multi")
+    (folder / "exactmods.py").write_text(MODULE)
+    cat = folder / "cat.yaml"
+    cat.write_text(CATALOG % dict(time=""))
+    exp = load_catalog_file(cat)["multi"]
+    res = run_experiment(exp, data_dir=folder / "data")
+    return exp, res, folder
+
+
+def test_blocks_share_one_store_and_masked_cells_never_run(multi_run):
+    exp, res, _ = multi_run
+    ds = ridgexr.open_dataset(res.store)
+    assert ds["trajectory"].dims[:4] == ("model", "schedule", "width", "epoch")
+    assert list(ds.model.values) == ["random_features", "mlp", "mine", "exact"]
+    assert list(ds.width.values) == [8, 16] and list(ds.epoch.values) == [2, 4]
+    applies = ds["cell_applies"].values
+    # rf: 2 schedules at width 8 (first epoch); mlp: 2 schedules x 2 epochs at width 16; module and exact: one each
+    assert applies.sum() == 8 and res.cells_run == 8
+    assert applies[0, :, 0, 0].all() and applies[1, :, 1, :].all() and applies[2, 0, 0, 0] and applies[3, 0, 0, 0]
+    np.testing.assert_array_equal(ds["cell_complete"].values, applies)
+    masked = ds["trajectory"].where(~ds["cell_applies"]).values
+    assert np.isnan(masked).all()
+    assert np.isfinite(ds["trajectory"].where(ds["cell_applies"], 0.0).values).all()
+    assert ds.attrs["schema_version"] == "1.3" and "note_masked" in ds.attrs
+
+
+def test_a_module_that_returns_the_exact_posterior_mean_has_zero_residuals(multi_run):
+    _, res, _ = multi_run
+    ds = ridgexr.open_dataset(res.store)
+    cell = ds.sel(model="mine").isel(schedule=0, width=0, epoch=0)
+    for name in ("residual_normal", "residual_tangent"):
+        assert float(np.abs(cell[name]).max()) <= 1e-8, name
+    assert abs(float(cell["excess_loss"])) <= 1e-8 and abs(float(cell["excess_normal"])) <= 1e-8
+    exact = ds.sel(model="exact").isel(schedule=0, width=0, epoch=0)
+    assert float(exact["excess_loss"]) == pytest.approx(0.0, abs=1e-12)
+    assert float(exact["optimal_loss"]) == pytest.approx(float(cell["optimal_loss"]), rel=1e-12)
+
+
+def test_mlp_cells_carry_their_epoch_and_comparable_diagnostics(multi_run):
+    _, res, folder = multi_run
+    ds = ridgexr.open_dataset(res.store)
+    mlp = ds.sel(model="mlp", width=16)
+    ex = mlp["excess_loss"].values  # (schedule, epoch)
+    assert np.isfinite(ex).all() and (ex > 0).all()
+    assert not np.allclose(mlp["trajectory"].isel(schedule=0, epoch=0).values,
+                           mlp["trajectory"].isel(schedule=0, epoch=1).values)  # other weights, other samples
+    # the excess splits into tangent and normal parts of sum c lambda |f - f*|^2 (>= the excess's expectation)
+    assert (mlp["excess_tangent"].values > 0).all() and (mlp["excess_normal"].values > 0).all()
+    rf = ds.sel(model="random_features", width=8).isel(epoch=0)
+    assert np.isfinite(rf["excess_loss"].values).all()
+    assert list(res.store.parent.glob("multi.zarr.checkpoints/*/mlp/*/checkpoint.pt"))  # resumable training
+
+
+def test_rerun_keeps_every_cell(multi_run):
+    exp, res, folder = multi_run
+    again = run_experiment(exp, data_dir=folder / "data")
+    assert again.cells_run == 0 and again.cells_skipped == 8
+
+
+@pytest.mark.parametrize("block, msg", [
+    ("{kind: mlp, widths: [8], tau: 3.0}", r"\['tau'\] do not apply to a model of kind 'mlp'"),
+    ("{kind: random_features}", "needs `widths`"),
+    ("{kind: module}", "needs `module"),
+    ("{kind: module, module: nocolon}", "package.module:factory"),
+    ("{kind: mlp, activation: sigmoid}", "activation of kind 'mlp'"),
+])
+def test_bad_model_blocks_name_the_field(tmp_path, block, msg):
+    f = tmp_path / "c.yaml"
+    f.write_text(CATALOG.replace("- {kind: exact}", "- " + block) % dict(time=""))
+    with pytest.raises(CatalogError, match=msg):
+        load_catalog_file(f)
+
+
+def test_bad_module_path_fails_before_the_store_is_created(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text(CATALOG.replace("exactmods:exact_x0", "exactmods:missing") % dict(time=""))
+    (tmp_path / "exactmods.py").write_text(MODULE)
+    exp = load_catalog_file(f)["multi"]
+    with pytest.raises(ridgexr.external.ModelError, match="no attribute 'missing'"):
+        run_experiment(exp, data_dir=tmp_path / "data")
+    assert not (tmp_path / "data" / "multi.zarr").exists()
+
+
+def test_python_api_takes_your_own_model_and_hashes_its_weights(tmp_path, catalog_text):
+    """run_experiment(model=...): a bare callable (read as an OU score) that is exact gives zero residuals;
+    a trained MLP handed in as a module runs; other weights are refused as another configuration."""
+    import torch
+
+    from ridgexr import ExactDenoiser, MLPDenoiser, fit_neural
+    from ridgexr.datasets import point_set
+    from ridgexr.external import ModuleDenoiser
+    from ridgexr.run import ConfigMismatchError
+
+    f = tmp_path / "c.yaml"
+    f.write_text(catalog_text(12, 8))
+    exp = load_catalog_file(f)["tiny"]
+    ex = ExactDenoiser(point_set("two-points"))
+
+    def exact_score(y, t):
+        return torch.as_tensor(ex.score(y.double(), t.double()))
+
+    res = run_experiment(exp, store=tmp_path / "api.zarr", model=exact_score)
+    ds = ridgexr.open_dataset(res.store)
+    assert list(ds.model.values) == ["exact_score"] and res.cells_run == 1
+    assert float(np.abs(ds["residual_normal"]).max()) <= 1e-8 and float(np.abs(ds["residual_tangent"]).max()) <= 1e-8
+
+    net = MLPDenoiser(2, hidden=(32, 32), embed_dim=8, seed=0)
+    fit = fit_neural(net, point_set("two-points"), epochs=3, batch_size=2, device="cpu", t_min=0.01, T=2.0)
+    mine = ModuleDenoiser(fit.model, parametrization="score", name="my-mlp")
+    res = run_experiment(exp, store=tmp_path / "mlp.zarr", model=mine)
+    ds = ridgexr.open_dataset(res.store)
+    assert list(ds.model.values) == ["my-mlp"] and list(ds.schedule.values) == ["1", "h2"]
+    np.testing.assert_array_equal(ds["cell_complete"].values, [[True, False]])  # stored at schedule '1' only
+    assert float(ds["excess_loss"].sel(schedule="1").squeeze()) > 0
+    with torch.no_grad():
+        next(fit.model.parameters()).add_(0.1)
+    with pytest.raises(ConfigMismatchError, match="module"):
+        run_experiment(exp, store=tmp_path / "mlp.zarr", model=mine)
