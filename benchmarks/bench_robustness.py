@@ -154,7 +154,8 @@ def main():
                          sampler_step=np.arange(256), d=2, block_steps=256, sample_chunk=256)
     g = np.random.default_rng(0)
     vals = {n: g.normal(size=(256, 256, 2)) for n in store_mod.STEP_VECTOR}
-    vals |= {n: g.random((256, 256)) for n in store_mod.STEP_SCALAR} | {"ridge_converged": g.random((256, 256)) > .5}
+    vals |= {n: g.random((256, 256)) for n in store_mod.STEP_SCALAR} | {n: g.random((256, 256)) > .5 for n in store_mod.STEP_BOOL}
+    vals |= {n: g.integers(0, 3, (256, 256)).astype(np.int16) for n in store_mod.STEP_INT}
     mb = sum(v.nbytes for v in vals.values()) / 2**20
     rates = {}
     for label, codecs in (("zstd + crc32c", store_mod.CODECS), ("zstd only", store_mod.CODECS[:1])):

@@ -31,7 +31,7 @@ from ridgexr.observe import step_quantities  # noqa: E402
 from ridgexr.datasets import load_training_set  # noqa: E402
 from ridgexr.run import model_kwargs, plan_layout, plan_tasks  # noqa: E402
 from ridgexr.sampling import sample  # noqa: E402
-from ridgexr.store import STEP_BOOL, STEP_SCALAR, STEP_VECTOR, create_store, write_block  # noqa: E402
+from ridgexr.store import STEP_BOOL, STEP_INT, STEP_SCALAR, STEP_VECTOR, create_store, write_block  # noqa: E402
 
 
 def main(argv=None):
@@ -73,7 +73,7 @@ def main(argv=None):
           f"= {n / total:,.0f} sample-steps/s (sampling {t_sample / total:.0%}, observation {t_obs / total:.0%}, "
           f"zarr writes {t_write / total:.0%})")
     # write throughput, same bytes: zarr region writes vs np.save
-    names = STEP_VECTOR + STEP_SCALAR + STEP_BOOL
+    names = STEP_VECTOR + STEP_SCALAR + STEP_BOOL + STEP_INT
     nbytes = sum(q[k].nbytes for q in blocks for k in names)
     reps = 3
     tz, tn = [], []

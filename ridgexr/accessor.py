@@ -89,7 +89,7 @@ class RidgeDataArrayAccessor(_Accessor):
 
 
 @xr.register_dataset_accessor("ridge")
-@_forwarding("analysis", 0, ("distance_curves", "phase_times", "spread_curves", "ridge_position", "position_histogram",
+@_forwarding("analysis", 0, ("distance_curves", "ridge_dimension", "ridge_motion", "degenerate_share", "phase_times", "spread_curves", "ridge_position", "position_histogram",
                            "mode_counts", "memorization_fraction", "near_mode_fraction", "position_density",
                            "target_effect", "theory_check", "summary_table", "manifold_distance", "novelty",
                            "manifold_density", "distribution_distance", "ridge_vs_manifold"),

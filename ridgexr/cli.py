@@ -222,7 +222,7 @@ def run(
 
 _SHORT = {"ridge_distance": "ridge dist", "converged": "conv", "rms_residual_normal": "rms e_N",
           "rms_residual_tangent": "rms e_T", "near_mode": "near", "memorized": "memo", "diverged": "div", "excess_loss": "excess",
-          "schedule": "sched"}
+          "schedule": "sched", "degenerate": "degen"}
 
 
 def _summary_table(rows, title):
@@ -232,7 +232,8 @@ def _summary_table(rows, title):
     table = Table(title=title, caption="ridge dist: mean |x - proj|; conv: SCMS converged; rms e_N / e_T: "
                                         "normal / tangent model error; near: within 0.5 of a training point (the paper's count); "
                                         "memo: d1/d2 < 1/3; div: diverged; "
-                                        "excess: held-out excess loss")
+                                        "excess: held-out excess loss; degen: share of states whose ridge frame is "
+                                        "numerically undetermined (masked in the averages)")
     keys = [k for k in rows[0] if k != "complete"]
     table.add_column("done", no_wrap=True)
     for k in keys:

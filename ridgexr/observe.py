@@ -9,6 +9,11 @@ empirical density of the training set:
 - ``ridge_residual``, ``ridge_converged``, ``normal_curvature``: diagnostics at the projection
 - ``residual_normal`` / ``residual_tangent``: the model's error e = denoise(x, t) - E[x0 | x_t = x]
   split by the ridge frame *at x*: N N^T e and T T^T e (data units)
+- ``frame_degenerate``: the frame at x is numerically undetermined (tangent/normal eigengap
+  below its certified floor), so the split above is arbitrary there; ``ridge_degenerate``:
+  the same at the projection; ``resolved_rank``: the number of resolved posterior-covariance
+  directions at x (:class:`ridgexr.scms.FlatFrame`), the rule of the time-dependent ridge
+  dimension d*(t)
 
 States that are not finite, or beyond the divergence bound (|x| > ``bound``, see
 :func:`ridgexr.sampling.divergence_bound`), count as diverged: they get NaN geometry and are flagged in
@@ -68,6 +73,9 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
         "ridge_distance": np.full((B, n), np.nan),
         "ridge_residual": np.full((B, n), np.nan),
         "ridge_converged": np.zeros((B, n), dtype=bool),
+        "frame_degenerate": np.zeros((B, n), dtype=bool),
+        "ridge_degenerate": np.zeros((B, n), dtype=bool),
+        "resolved_rank": np.full((B, n), -1, dtype=np.int16),
         "normal_curvature": np.full((B, n), np.nan),
         "residual_normal": np.full((B, n, d), np.nan),
         "residual_tangent": np.full((B, n, d), np.nan),
@@ -88,6 +96,9 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
     out["ridge_converged"][mask] = proj.converged.cpu().numpy()
     out["normal_curvature"][mask] = proj.normal_curvature.cpu().numpy()
     out["dropped_mass"][mask] = proj.dropped_mass.cpu().numpy()
+    out["frame_degenerate"][mask] = fr.degenerate.cpu().numpy()
+    out["ridge_degenerate"][mask] = proj.degenerate.cpu().numpy()
+    out["resolved_rank"][mask] = fr.resolved_rank.cpu().numpy()
     if denoise is None:
         out["residual_normal"][mask] = 0.0
         out["residual_tangent"][mask] = 0.0

@@ -19,7 +19,7 @@ def summarize(path: str | Path) -> list[dict]:
     """Per-cell summary rows read back from the store, at the final step.
 
     Columns: mean ridge distance, share of SCMS-converged projections, rms normal and
-    tangent residual, near-mode share (within 0.5 of a scaled training point, the paper's
+    tangent residual (states with a degenerate frame masked, their share in ``degenerate``), near-mode share (within 0.5 of a scaled training point, the paper's
     count, as ``near_mode_fraction``), memorized share (d1/d2 < 1/3, as
     ``memorization_fraction``), diverged trajectories, held-out excess loss.
     """
@@ -36,8 +36,11 @@ def summarize(path: str | Path) -> list[dict]:
                 else np.full(near.shape, np.nan))
         cols = _summary_columns(ds, last, memo, near)
     done = ds["cell_complete"].values
+    applies = ds["cell_applies"].transpose(*dims).values if "cell_applies" in ds else np.ones(done.shape, bool)
     rows = []
     for idx in np.ndindex(*done.shape):
+        if not applies[idx]:  # masked: the cell's model block does not use one of its labels
+            continue
         row = cell_label(ds, dims, idx)
         row["complete"] = bool(done[idx])
         row.update({k: (int(v[idx]) if k == "diverged" else float(v[idx])) for k, v in cols.items()})
@@ -46,17 +49,22 @@ def summarize(path: str | Path) -> list[dict]:
 
 
 def _summary_columns(ds, last, memo, near) -> dict:
+    from .analysis import degenerate_share, resolved
+
     rms = lambda v: np.sqrt(np.nanmean((v**2).sum(-1), axis=-1))  # noqa: E731
-    return {
-        "ridge_distance": last["ridge_distance"].mean("sample").values,
+    cols = {
+        "ridge_distance": resolved(last, "ridge_distance").mean("sample").values,
         "converged": last["ridge_converged"].mean("sample").values,
-        "rms_residual_normal": rms(last["residual_normal"].values),
-        "rms_residual_tangent": rms(last["residual_tangent"].values),
+        "rms_residual_normal": rms(resolved(last, "residual_normal").values),
+        "rms_residual_tangent": rms(resolved(last, "residual_tangent").values),
         "near_mode": near,
         "memorized": memo,
         "diverged": ds["diverged"].sum("sample").values,
         "excess_loss": ds["excess_loss"].values,
     }
+    if "frame_degenerate" in last.variables:
+        cols["degenerate"] = degenerate_share(last, "frame_degenerate").values
+    return cols
 
 
 def store_path(name_or_path: str | Path, *, data_dir: str | Path | None = None, catalog: Any = None) -> Path:
@@ -96,7 +104,7 @@ def open_dataset(name_or_path: str | Path, *, data_dir: str | Path | None = None
     catalog : Catalog, optional
     complete_only : bool
         Mask the per-cell data of incomplete cells (NaN for floats; boolean variables keep
-        their dtype and read False there).
+        their dtype and read False there; integer ones read -1).
 
     The Dataset's ``cell_complete`` variable tells which cells are complete; its attrs hold
     the configuration (``config``, JSON) and provenance; ``ds.ridge.config`` and
@@ -107,11 +115,17 @@ def open_dataset(name_or_path: str | Path, *, data_dir: str | Path | None = None
 
 
 def mask_incomplete(ds):
-    """Mask the per-cell variables of incomplete cells: NaN for floats, False for booleans (dtypes kept)."""
+    """Mask the per-cell variables of incomplete cells: NaN for floats, False for booleans, -1 for integers
+    (dtypes kept)."""
     done = ds["cell_complete"]
     masked = {}
     for name, var in ds.data_vars.items():
         if name == "cell_complete" or not set(done.dims) <= set(var.dims):
             continue
-        masked[name] = (var & done) if var.dtype == bool else var.where(done)
+        if var.dtype == bool:
+            masked[name] = var & done
+        elif var.dtype.kind == "i":  # integer counts: -1 (the store's "not observed") keeps the dtype
+            masked[name] = var.where(done, -1).astype(var.dtype)
+        else:
+            masked[name] = var.where(done)
     return ds.assign(masked)

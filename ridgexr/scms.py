@@ -44,6 +44,10 @@ class FlatFrame:
     degenerate : (Q,)  the gap is below its certified numerical floor
     alpha, h : (Q,)  alpha_t and h_t at each query
     dropped_mass : (Q,)  posterior mass dropped by top-k truncation
+    resolved_rank : (Q,)  int, posterior-covariance eigenvalues above the numerical floor
+        2 d cov_error + sqrt(eps) mu_max of the O(1)-scaled covariance (the floor of
+        ``degenerate``): the number of directions in which the posterior is resolved;
+        -1 for ``kind="density"`` (not computed)
     """
 
     step: torch.Tensor
@@ -56,6 +60,7 @@ class FlatFrame:
     alpha: torch.Tensor
     h: torch.Tensor
     dropped_mass: torch.Tensor
+    resolved_rank: torch.Tensor | None = None
 
 
 @dataclass
@@ -163,10 +168,12 @@ def frame_flat(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d
         mu = torch.exp(mom.log_cov_scale)[:, None] * mu_unit
         lam = (a[:, None] ** 2 * mu - h[:, None]) / h[:, None] ** 2
         # eigenvalues of cov_unit are resolved to (Weyl) d x entry error, plus rounding
+        floor = 2 * d * mom.cov_error + math.sqrt(eps) * mu_unit.abs().amax(-1)
+        rank = (mu_unit > floor[:, None]).sum(-1)
         if d_star > 0:
-            floor = 2 * d * mom.cov_error + math.sqrt(eps) * mu_unit.abs().amax(-1)
             gap_c = mu_unit[:, d - d_star] - mu_unit[:, d - d_star - 1]
     else:
+        rank = torch.full_like(h, -1, dtype=torch.int64)
         g = step / h[:, None]
         eye = torch.eye(d, dtype=xf.dtype, device=xf.device)
         hess = (a[:, None, None] ** 2 * mom.cov - h[:, None, None] * eye) / h[:, None, None] ** 2
@@ -187,7 +194,7 @@ def frame_flat(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d
         degenerate = torch.zeros_like(h, dtype=torch.bool)
     return FlatFrame(step=step, normal=vecs_desc[..., d_star:], tangent=vecs_desc[..., :d_star],
                      eigenvalues=lam_desc, normal_curvature=lam_desc[:, d_star], eigengap=gap,
-                     degenerate=degenerate, alpha=a, h=h, dropped_mass=mom.dropped_mass)
+                     degenerate=degenerate, alpha=a, h=h, dropped_mass=mom.dropped_mass, resolved_rank=rank)
 
 
 def default_tol(dtype: torch.dtype, radius: float) -> float:

@@ -65,6 +65,11 @@ VARIABLE_ATTRS: dict[str, tuple[str, str]] = {
     "ridge_distance": ("|state - ridge_projection|", units.DATA),
     "ridge_residual": ("|E E^T grad log p_t| at the projection (0 on the ridge)", units.INV_DATA),
     "ridge_converged": ("SCMS converged for this state", "1"),
+    "frame_degenerate": ("the ridge frame at the state is numerically undetermined (eigengap at d* below its "
+                         "certified floor): residual_normal/residual_tangent are arbitrary there", "1"),
+    "ridge_degenerate": ("the ridge frame at the projection is numerically undetermined", "1"),
+    "resolved_rank": ("number of resolved posterior-covariance directions at the state (the time-dependent "
+                      "ridge dimension d*(t)); -1 where not observed", "1"),
     "normal_curvature": ("largest normal Hessian eigenvalue of log p_t at the projection (< 0 on a ridge)",
                          units.INV_DATA2),
     "residual_normal": ("normal part N N^T e of the model error e = denoise(x,t) - E[x0|x_t=x], frame at x",
@@ -119,7 +124,13 @@ CELL_DIMS = ("model", "schedule", "width", "tau", "epoch", "target", "n_noise", 
 
 STEP_SCALAR = ("ridge_distance", "ridge_residual", "normal_curvature")
 STEP_VECTOR = ("trajectory", "ridge_projection", "residual_normal", "residual_tangent")
-STEP_BOOL = ("ridge_converged",)
+STEP_BOOL = ("ridge_converged", "frame_degenerate", "ridge_degenerate")
+STEP_INT = ("resolved_rank",)
+#: per-step variable -> the flag under which it is numerically undetermined (masked, not averaged,
+#: by every summary: :func:`ridgexr.analysis.resolved`)
+DEGENERATE_FLAGS = {"ridge_projection": "ridge_degenerate", "ridge_distance": "ridge_degenerate",
+                    "ridge_residual": "ridge_degenerate", "normal_curvature": "ridge_degenerate",
+                    "residual_normal": "frame_degenerate", "residual_tangent": "frame_degenerate"}
 
 
 @dataclass(frozen=True)
@@ -208,6 +219,8 @@ def _template(layout: StoreLayout, train: np.ndarray, attrs: dict, extra: dict |
         data[name] = (cd + ("sample", "step"), da.full(cs + (S, K), np.nan, chunks=ones + (sc, bs)))
     for name in STEP_BOOL:
         data[name] = (cd + ("sample", "step"), da.zeros(cs + (S, K), dtype=bool, chunks=ones + (sc, bs)))
+    for name in STEP_INT:  # -1: not observed (masked cell, diverged state)
+        data[name] = (cd + ("sample", "step"), da.full(cs + (S, K), -1, dtype=np.int16, chunks=ones + (sc, bs)))
     data["diverged"] = (cd + ("sample",), da.zeros(cs + (S,), dtype=bool, chunks=ones + (S,)))
     for name in CELL_DIAGNOSTICS:
         data[name] = (cd, da.full(cs, np.nan, chunks=ones))
@@ -352,7 +365,7 @@ def write_block(path: str | Path, layout: StoreLayout, cell: tuple[int, ...], st
     for name in STEP_VECTOR:  # (B, n, d) -> (cells..., n, B, d)
         data[name] = (cd + ("sample", "step", "dim"), np.swapaxes(values[name], 0, 1).reshape(lead + (
             layout.n_samples, B, layout.d)))
-    for name in STEP_SCALAR + STEP_BOOL:
+    for name in STEP_SCALAR + STEP_BOOL + STEP_INT:
         data[name] = (cd + ("sample", "step"), values[name].T.reshape(lead + (layout.n_samples, B)))
     region = {**layout.cell_region(cell), "step": slice(start, start + B)}
     xr.Dataset(data).to_zarr(str(path), region=region, zarr_format=3, consolidated=False, write_empty_chunks=True)

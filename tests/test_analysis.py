@@ -288,3 +288,35 @@ def test_position_density_is_a_normalised_kde_peaking_where_the_samples_are():
     assert abs(abs(peaks) - 3.0 * math.exp(-t[-1])) < 0.1
     with pytest.raises(ValueError, match="n_points"):
         an.position_density(ds, n_points=1)
+
+
+def test_degenerate_states_are_masked_not_averaged_and_their_share_reported():
+    ds, k, t = synthetic_store()
+    flag = np.zeros((2, 2, S, K), dtype=bool)
+    flag[:, :, :10, -1] = True  # ten samples' last projections are undetermined
+    ds = ds.assign(ridge_degenerate=(("schedule", "width", "sample", "step"), flag),
+                   frame_degenerate=(("schedule", "width", "sample", "step"), flag))
+    dist = ds["ridge_distance"].values
+    out = an.distance_curves(ds).compute()
+    np.testing.assert_allclose(out["distance_mean"].values[..., -1], dist[:, :, 10:, -1].mean(-1))
+    np.testing.assert_allclose(out["degenerate_share"].values[..., -1], 10 / S)
+    assert float(out["degenerate_share"].isel(step=0).max()) == 0.0
+    th = an.theory_check(ds).compute()
+    assert np.isnan(th["final_distance"].values[..., :10]).all() and np.isfinite(th["final_distance"].values[..., 10:]).all()
+
+
+def test_ridge_dimension_and_ridge_motion_against_numpy():
+    ds, k, t = synthetic_store()
+    rng = np.random.default_rng(3)
+    rank = rng.integers(-1, 3, size=(2, 2, S, K)).astype(np.int16)
+    ds = ds.assign(resolved_rank=(("schedule", "width", "sample", "step"), rank))
+    got = an.ridge_dimension(ds, quantiles=[0.25]).compute()
+    r = np.where(rank >= 0, rank, np.nan)
+    np.testing.assert_allclose(got["d_star_median"].values, np.nanmedian(r, axis=2))
+    np.testing.assert_allclose(got["d_star_quantile"].sel(quantile=0.25).values, np.nanquantile(r, 0.25, axis=2))
+    mo = an.ridge_motion(ds).compute()
+    p = ds["ridge_projection"].values / ds["alpha"].values[:, None]
+    step = np.linalg.norm(np.diff(p, axis=3), axis=-1)  # (cells, sample, K - 1)
+    np.testing.assert_allclose(mo["ridge_step"].values[..., 1:], step)
+    assert np.isnan(mo["ridge_step"].values[..., 0]).all()
+    np.testing.assert_allclose(mo["ridge_path_mean"].values[..., -1], step.mean(2).sum(-1))

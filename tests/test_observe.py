@@ -75,3 +75,35 @@ def test_the_model_is_evaluated_in_bounded_chunks_with_the_same_result(rng, monk
     assert max(sizes) == 7 and sum(sizes) == 200
     for key in ("residual_normal", "residual_tangent"):
         np.testing.assert_array_equal(chunked[key], whole[key])
+
+
+def _brute_cov(train, x, t):
+    """Posterior covariance Cov[x0 | x_t = x] by log-sum-exp weights in numpy (independent of ridgexr)."""
+    a, h = np.exp(-t), -np.expm1(-2 * t)
+    logw = -((x - a * train) ** 2).sum(-1) / (2 * h)
+    w = np.exp(logw - logw.max())
+    w /= w.sum()
+    m = w @ train
+    return (w[:, None] * (train - m)).T @ (train - m)
+
+
+def test_degenerate_flags_and_resolved_rank_against_independent_computations(rng):
+    """frame_degenerate / ridge_degenerate are the frames' flags; resolved_rank counts the posterior-covariance
+    directions resolved in float64: 3 at moderate t, 2 when three points share the posterior, 1 for two, in d = 3."""
+    pts = np.array([[0.0, 0.0, 0.0], [2.0, 0.0, 0.0], [1.0, 1.7320508, 0.0], [1.0, 0.6, 8.0]])
+    centre3 = pts[:3].mean(0)  # equidistant from the three points of the triangle, far from the fourth
+    mid2 = pts[:2].mean(0) - np.array([0.0, 0.5, 0.0])  # equidistant from the first two only
+    x = torch.tensor(np.stack([centre3, mid2, np.array([1.0, 1.0, 2.0])])[None])  # (1, 3, 3)
+    for t, expected in ((0.004, [2, 1, None]), (0.8, [3, 3, 3])):
+        e = np.exp(-t)
+        xs = x * e  # the same geometry in the scaled frame x = alpha y
+        q = step_quantities(SmoothedEmpirical(pts, 1.0), xs, np.array([t]), 1, None)
+        for j, want in enumerate(expected):
+            ev = np.linalg.eigvalsh(_brute_cov(pts, xs[0, j].numpy(), t))
+            if want is None:
+                continue
+            assert (ev > 1e-6 * ev.max()).sum() == want and q["resolved_rank"][0, j] == want, (t, j, ev)
+        fr = ridge_frame(SmoothedEmpirical(pts, t), xs[0].numpy(), 1)
+        np.testing.assert_array_equal(q["frame_degenerate"][0], fr.degenerate)
+        ref = project_to_ridge(SmoothedEmpirical(pts, t), xs[0].numpy(), 1, max_iter=200)
+        np.testing.assert_array_equal(q["ridge_degenerate"][0], ref.degenerate)

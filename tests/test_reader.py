@@ -86,6 +86,8 @@ def test_complete_only_masks_without_changing_dtypes(tmp_path):
     vals = {n: np.ones((2, 2, 2)) for n in ("trajectory", "ridge_projection", "residual_normal", "residual_tangent")}
     vals |= {n: np.ones((2, 2)) for n in ("ridge_distance", "ridge_residual", "normal_curvature")}
     vals["ridge_converged"] = np.ones((2, 2), dtype=bool)
+    vals |= {n: np.zeros((2, 2), dtype=bool) for n in ("frame_degenerate", "ridge_degenerate")}
+    vals["resolved_rank"] = np.ones((2, 2), dtype=np.int16)
     for cell in ((0, 0), (0, 1)):
         write_block(path, layout, cell, 0, vals)
     write_cell_end(path, layout, (0, 1), np.array([True, False]), {n: 1.0 for n in CELL_DIAGNOSTICS})

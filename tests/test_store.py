@@ -15,7 +15,8 @@ from ridgexr.store import (CELL_DIAGNOSTICS, SCHEMA_VERSION, StoreLayout, StoreL
                            complete_cells, create_store, json_attr, open_store, write_block, write_cell_end)
 
 STEP_NAMES = ("trajectory", "ridge_projection", "ridge_distance", "ridge_residual", "ridge_converged",
-              "normal_curvature", "residual_normal", "residual_tangent")
+              "normal_curvature", "residual_normal", "residual_tangent", "frame_degenerate", "ridge_degenerate",
+              "resolved_rank")
 
 
 def small_layout(**kw):
@@ -31,6 +32,8 @@ def block_values(rng, B, n, d):
         "ridge_distance": rng.random((B, n)), "ridge_residual": rng.random((B, n)),
         "ridge_converged": rng.random((B, n)) > 0.5, "normal_curvature": -rng.random((B, n)),
         "residual_normal": rng.normal(size=(B, n, d)), "residual_tangent": rng.normal(size=(B, n, d)),
+        "frame_degenerate": rng.random((B, n)) > 0.8, "ridge_degenerate": rng.random((B, n)) > 0.8,
+        "resolved_rank": rng.integers(0, d + 1, (B, n)).astype(np.int16),
     }
 
 

@@ -7,8 +7,10 @@ import numpy as np
 import xarray as xr
 
 from .._validation import check_float, check_int
+from ..store import DEGENERATE_FLAGS
 
-__all__ = ["check_vars", "check_radius", "with_attrs", "step_index", "cell_train", "by_train", "at_step"]
+__all__ = ["check_vars", "check_radius", "with_attrs", "step_index", "cell_train", "by_train", "at_step", "resolved",
+           "degenerate_share"]
 
 
 def check_vars(ds: xr.Dataset, *names: str, dim: str | None = None) -> None:
@@ -70,3 +72,24 @@ def at_step(ds: xr.Dataset, step: int = -1, t: float | None = None) -> xr.Datase
     return ds.isel(step=step_index(ds, step, t))
 
 
+
+
+def resolved(ds: xr.Dataset, name: str) -> xr.DataArray:
+    """``ds[name]`` with the states whose ridge frame is numerically undetermined masked (NaN).
+
+    The flag of each variable is :data:`ridgexr.store.DEGENERATE_FLAGS` (``ridge_degenerate``
+    for the projection and its distance, ``frame_degenerate`` for the residual split).
+    Stores written before these flags existed are returned unchanged.
+    """
+    flag = DEGENERATE_FLAGS.get(name)
+    if flag is None or flag not in ds.variables:
+        return ds[name]
+    return ds[name].where(~ds[flag])
+
+
+def degenerate_share(ds: xr.Dataset, flag: str = "ridge_degenerate", dim: str = "sample") -> xr.DataArray:
+    """Share of the observed states (finite ridge distance) whose frame is degenerate, over ``dim`` (lazy)."""
+    observed = ds["ridge_distance"].notnull()
+    share = (ds[flag] & observed).sum(dim) / observed.sum(dim)
+    return with_attrs(share, f"share of observed states with {flag.replace('_', ' ')} (masked in the summaries)",
+                      "1")

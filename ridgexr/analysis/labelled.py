@@ -30,9 +30,10 @@ from .._deprecation import warn_renamed
 from .._validation import check_float, check_int, check_option
 from .. import units
 from . import arrays
-from ._helpers import at_step, by_train, cell_train, check_radius, check_vars, step_index, with_attrs
+from ._helpers import (at_step, by_train, cell_train, check_radius, check_vars, degenerate_share, resolved, step_index,
+                       with_attrs)
 
-__all__ = ["cell_train", "distance_curves", "phase_times", "phase_summary", "spread_curves", "ridge_position",
+__all__ = ["cell_train", "distance_curves", "ridge_dimension", "ridge_motion", "resolved", "degenerate_share", "phase_times", "phase_summary", "spread_curves", "ridge_position",
            "position_histogram", "position_density", "target_effect", "mode_counts", "memorization_fraction", "near_mode_fraction",
            "phase_transition", "theory_check", "summary_table"]
 
@@ -42,19 +43,66 @@ def distance_curves(ds: xr.Dataset, *, quantiles: Sequence[float] = (0.1, 0.5, 0
                     dim: str = "sample") -> xr.Dataset:
     """Mean, median and quantiles of ``ridge_distance`` over ``dim`` per cell and step (lazy).
 
+    States whose ridge frame is degenerate are masked, not averaged (:func:`resolved`);
+    ``degenerate_share`` (cells, step) says how many were (stores with the flag).
+
     Returns a Dataset with ``distance_mean``, ``distance_median`` (cells, step) and
-    ``distance_quantile`` (cells, quantile, step); the ``t`` coordinate is kept.
+    ``distance_quantile`` (cells, quantile, step) [, ``degenerate_share``]; the ``t``
+    coordinate is kept.
     """
     check_vars(ds, "ridge_distance", dim=dim)
     quantiles = [check_float(q, "quantiles[i]", min_val=0, max_val=1) for q in quantiles]
-    d = ds["ridge_distance"].chunk({dim: -1})
+    d = resolved(ds, "ridge_distance").chunk({dim: -1})
     out = xr.Dataset({
         "distance_mean": with_attrs(d.mean(dim), "mean ridge distance", units.DATA),
         "distance_median": with_attrs(d.median(dim).drop_vars("quantile", errors="ignore"), "median ridge distance",
                                   units.DATA),
         "distance_quantile": with_attrs(d.quantile(list(quantiles), dim=dim), "ridge-distance quantiles", units.DATA),
     })
+    if "ridge_degenerate" in ds.variables:
+        out["degenerate_share"] = degenerate_share(ds, "ridge_degenerate", dim)
     return out
+
+
+def ridge_dimension(ds: xr.Dataset, *, quantiles: Sequence[float] = (0.1, 0.9), dim: str = "sample") -> xr.Dataset:
+    """The time-dependent ridge dimension d*(t): resolved posterior-covariance directions per step (lazy).
+
+    Rule (``resolved_rank``, :class:`ridgexr.scms.FlatFrame`): at each observed state, the
+    number of eigenvalues of the posterior covariance Cov[x0 | x_t = x] above the numerical
+    floor of the frame's eigengap test.  A d*-dimensional ridge frame is determined only where
+    d* is below this count.  Returns ``d_star_median`` and ``d_star_quantile`` over ``dim``
+    (cells, step) of the observed states (rank >= 0).
+    """
+    check_vars(ds, "resolved_rank", dim=dim)
+    quantiles = [check_float(q, "quantiles[i]", min_val=0, max_val=1) for q in quantiles]
+    rank = ds["resolved_rank"].where(ds["resolved_rank"] >= 0).chunk({dim: -1})
+    return xr.Dataset({
+        "d_star_median": with_attrs(rank.median(dim).drop_vars("quantile", errors="ignore"),
+                                    "median number of resolved posterior-covariance directions (d*(t))", "1"),
+        "d_star_quantile": with_attrs(rank.quantile(list(quantiles), dim=dim),
+                                      "quantiles of the resolved directions", "1"),
+    })
+
+
+def ridge_motion(ds: xr.Dataset, *, dim: str = "sample") -> xr.Dataset:
+    """Motion along the ridge over inference: the displacement of successive ridge projections (lazy).
+
+    In data units (projections divided by alpha_t, so the ridge's own shrinking with t does
+    not count): ``ridge_step`` (cells, sample, step) = |P_k / alpha_k - P_{k-1} / alpha_{k-1}|
+    (NaN at the first step and where either projection is degenerate or missing);
+    ``ridge_step_mean`` (cells, step) its mean over ``dim``; ``ridge_path_mean`` the cumulative
+    sum of that mean from T (how far samples have moved along the ridge by step k).  Both
+    projections lie on the ridge, so the displacement is motion along it (up to the ridge's
+    own change between the two times).
+    """
+    check_vars(ds, "ridge_projection", "alpha", dim=dim)
+    p = resolved(ds, "ridge_projection") / ds["alpha"]
+    step = np.sqrt(((p - p.shift(step=1)) ** 2).sum("dim", skipna=False))
+    step = with_attrs(step, "|P_k/alpha_k - P_(k-1)/alpha_(k-1)| of successive ridge projections", units.DATA)
+    mean = with_attrs(step.mean(dim), "mean displacement along the ridge between recorded steps", units.DATA)
+    path = with_attrs(mean.fillna(0.0).cumsum("step"), "cumulative mean displacement along the ridge from T",
+                      units.DATA)
+    return xr.Dataset({"ridge_step": step, "ridge_step_mean": mean, "ridge_path_mean": path})
 
 
 def phase_times(ds: xr.Dataset, *, r: float = 0.5, align_factor: float = 2.0, atol: float = 0.0) -> xr.Dataset:
@@ -68,8 +116,8 @@ def phase_times(ds: xr.Dataset, *, r: float = 0.5, align_factor: float = 2.0, at
     align_factor = check_float(align_factor, "align_factor", min_val=1)
     atol = check_float(atol, "atol", min_val=0)
     t = ds["t"].values
-    dist = ds["ridge_distance"].chunk({"step": -1})
-    proj = ds["ridge_projection"].chunk({"step": -1, "dim": -1})
+    dist = resolved(ds, "ridge_distance").chunk({"step": -1})
+    proj = resolved(ds, "ridge_projection").chunk({"step": -1, "dim": -1})
 
     def _phases(dd, pp):
         reach = arrays.reach_time(dd, t, r)
@@ -422,12 +470,12 @@ def theory_check(ds: xr.Dataset, *, r: float = 0.5, align_factor: float = 2.0, d
         return arrays.integrated_residual(res, t)
 
     def integ(name):
-        return xr.apply_ufunc(_integ, ds[name].chunk({"step": -1, "dim": -1}), input_core_dims=[["step", "dim"]],
+        return xr.apply_ufunc(_integ, resolved(ds, name).chunk({"step": -1, "dim": -1}), input_core_dims=[["step", "dim"]],
                               dask="parallelized", output_dtypes=[float])
 
     ph = phase_times(ds, r=r, align_factor=align_factor)
     out = xr.Dataset({
-        "final_distance": with_attrs(ds["ridge_distance"].isel(step=-1), "final ridge distance", units.DATA),
+        "final_distance": with_attrs(resolved(ds, "ridge_distance").isel(step=-1), "final ridge distance", units.DATA),
         "integrated_normal": with_attrs(integ("residual_normal"), "sum_k 2 dt alpha/h |residual_normal|", units.DATA),
         "slide_chord": ph["slide_chord"],
         "integrated_tangent": with_attrs(integ("residual_tangent"), "sum_k 2 dt alpha/h |residual_tangent|", units.DATA),
