@@ -1,12 +1,16 @@
-"""MNIST digits 4 and 8 in the 32-d VAE latent: the high-dimensional experiment.
+"""MNIST digits 4 and 8 in the 32-d VAE latent: the paper's MNIST claims, per model.
 
 Run:  python analyses/mnist48.py [--entry mnist48] [--data DIR]
 
-Prints, per (schedule, width): the mean ridge distance at a few steps, the step after
-which it stays within 1.5x of its final value (its floor), the distance to the nearest
-scaled training latent (tangential motion toward training examples) at the same steps,
-the memorization fraction and mode counts in latent space, and the ridge residual at the
-final step for the alternative ridge dimensions; writes docs/figures/mnist_*.png.
+Per run cell (model, schedule, width, epoch) prints, at a few sampler steps: the mean ridge
+distance (d* = 25, degenerate projections masked) with the share of degenerate frames beside
+it, the median time-dependent ridge dimension d*(t) (resolved posterior-covariance
+directions), the mean motion along the ridge per recorded step (``ridge_motion``: successive
+ridge projections, divided by alpha_t) early and late in inference; at the end the memorized
+share (d1/d2 < 1/3), the share within 0.5 of a scaled training latent, the mean distance to
+the nearest training latent, and the mean pixel distance of the decoded samples to their
+nearest training image (nearest over all training images, in pixels); the held-out excess
+loss and its normal part.  Writes docs/figures/mnist_*.png.
 """
 
 from __future__ import annotations
@@ -19,15 +23,22 @@ import numpy as np
 from _common import markdown_table, parser, save_png, store_for
 
 from ridgexr import analysis, plot
+from ridgexr.autoencoder import load_vae
+from ridgexr.catalog import Experiment
+from ridgexr.datasets.training_set import mnist_images
 from ridgexr.store import cells
 
 
-def floor_step(curve: np.ndarray, steps: np.ndarray, factor: float = 1.5) -> int:
-    """First sampler step from which ``curve`` stays <= factor x its final value."""
-    inside = curve <= factor * curve[-1]
-    bad = np.flatnonzero(~inside)
-    k = 0 if bad.size == 0 else bad[-1] + 1
-    return int(steps[min(k, len(steps) - 1)])
+def decoded_nearest_image(ds, z: np.ndarray, images: np.ndarray) -> np.ndarray:
+    """Pixel distance of decode(z) (n, 32) to the nearest training image (N, 784), per sample."""
+    import torch
+
+    vae = load_vae(json.loads(ds.attrs["dataset_provenance"])["vae_cache"])
+    with torch.no_grad():
+        gen = vae.decode(torch.tensor(z, dtype=torch.float32)).numpy().reshape(len(z), -1)
+    imgs = images.reshape(len(images), -1).astype(np.float64)
+    d2 = (gen**2).sum(1)[:, None] - 2 * gen @ imgs.T + (imgs**2).sum(1)[None]
+    return np.sqrt(np.maximum(d2.min(1), 0.0))
 
 
 def main(argv=None):
@@ -36,41 +47,56 @@ def main(argv=None):
     args = ap.parse_args(argv)
     figs = Path(args.figures)
     ds = store_for(args.entry, args.data)
+    exp = Experiment.model_validate_json(ds.attrs["config"])
     info = json.loads(ds.attrs["d_star_info"])
     prov = json.loads(ds.attrs["dataset_provenance"])
-    print(f"d* = {info['d_star']} ({info['source']}); VAE reconstruction MSE {prov['recon_mse']:.4f}, "
-          f"BCE {prov['recon_bce']:.4f}; max dropped mass {float(ds.max_dropped_mass.max()):.2e}\n")
-    dist = analysis.distance_curves(ds)["distance_mean"].compute()
-    train = ds["train_data"].values
-    x = ds["trajectory"].values / ds["alpha"].values[None, None, None, :, None]
-    d1, _, _ = analysis.arrays.nearest_two(x, train)
-    near = np.nanmean(d1 * ds["alpha"].values, axis=2)  # (schedule, width, step), scaled units
+    print(f"d* = {info['d_star']} ({info['source']}); auto would choose {info.get('auto_d_star')}; VAE reconstruction "
+          f"MSE {prov['recon_mse']:.4f}; max dropped mass {float(ds.max_dropped_mass.max()):.2e}\n")
+    images = mnist_images(exp.dataset.mnist)[0]
+    dist = analysis.distance_curves(ds).compute()
+    dims = analysis.ridge_dimension(ds).compute()
+    motion = analysis.ridge_motion(ds).compute()
     memo = analysis.memorization_fraction(ds).compute()
-    modes = analysis.mode_counts(ds, r=0.5).compute()
-    alt = ds["final_ridge_residual_alt"].median("sample").compute()
+    near = analysis.near_mode_fraction(ds, r=0.5).compute()
+    train = ds["train_data"].values
     steps = ds["sampler_step"].values
-    probe = [int(np.searchsorted(steps, s)) for s in (0, 500, 800, 900, steps[-1])]
+    probe = [int(np.searchsorted(steps, s)) for s in (100, 500, 800, 900, steps[-1])]
+    early, late = (steps >= 100) & (steps < 500), steps >= 900
     rows = []
-    for i, s in enumerate(ds.schedule.values):
-        for j, w in enumerate(ds.width.values):
-            curve = dist.values[i, j]
-            row = {"schedule": str(s), "width": int(w)}
-            row.update({f"dist@{steps[k]}": float(curve[k]) for k in probe})
-            row["floor step"] = floor_step(curve, steps)
-            row.update({f"near@{steps[k]}": float(near[i, j, k]) for k in probe[1:]})
-            row["memorized"] = float(memo.memorized.values[i, j])
-            row["near a latent (r=0.5)"] = float(modes.share_any.values[i, j])
-            row.update({f"res d*={d}": float(alt.values[i, j, n]) for n, d in enumerate(ds.d_star_alt.values)})
-            rows.append(row)
+    for c in cells(ds):
+        if not bool(ds["cell_complete"].sel(c)):
+            continue
+        row = {k: v for k, v in c.items() if k in ("model", "schedule")}
+        model = c.get("model", "random_features")
+        row["width"] = c["width"] if model != "exact" else "-"
+        row["epoch"] = c.get("epoch", "-") if model == "mlp" else "-"
+        curve, degen = dist["distance_mean"].sel(c).values, dist["degenerate_share"].sel(c).values
+        row.update({f"dist@{steps[k]}": f"{curve[k]:.3g} ({degen[k]:.0%})" for k in probe})
+        row.update({f"d*(t)@{steps[k]}": float(dims["d_star_median"].sel(c).values[k]) for k in probe[1:]})
+        m = motion["ridge_step_mean"].sel(c).values
+        row["motion 100-500"] = float(np.nanmean(m[early]))
+        row["motion 900-1000"] = float(np.nanmean(m[late]))
+        last = ds.sel(c).isel(step=-1)
+        z = last["trajectory"].values / float(last["alpha"])
+        d1, _, _ = analysis.arrays.nearest_two(z, train)
+        row["memorized"] = float(memo["memorized"].sel(c))
+        row["near (r=0.5)"] = float(near["near_mode"].sel(c))
+        row["latent dist"] = float(np.nanmean(d1))
+        ok = np.isfinite(z).all(1)
+        row["pixel dist"] = float(decoded_nearest_image(ds, z[ok], images).mean()) if ok.any() else float("nan")
+        row["excess"] = float(ds["excess_loss"].sel(c))
+        row["excess_N"] = float(ds["excess_normal"].sel(c))
+        rows.append(row)
     import pandas as pd
 
     print(markdown_table(pd.DataFrame(rows)))
     save_png(plot.distance_curves_plot(ds), figs / "mnist_distance.png", logy=True)
-    picked = [c for c in cells(ds) if c["schedule"] == "h2"][:1] + \
-        [c for c in cells(ds) if c["schedule"] == "exact"][:1]
+    picked = [c for c in cells(ds) if c.get("model") == "mlp" and c["schedule"] == "h"][-1:] + \
+        [c for c in cells(ds) if c.get("model", c["schedule"]) == "exact"][:1]
     for c in picked:
-        save_png(plot.decoded_samples(ds, **c), figs / f"mnist_samples_{c['schedule']}.png")
-        save_png(plot.decoded_trajectories(ds, **c), figs / f"mnist_trajectories_{c['schedule']}.png")
+        tag = c.get("model", c["schedule"])
+        save_png(plot.decoded_samples(ds, **c), figs / f"mnist_samples_{tag}.png")
+        save_png(plot.decoded_trajectories(ds, **c), figs / f"mnist_trajectories_{tag}.png")
 
 
 if __name__ == "__main__":

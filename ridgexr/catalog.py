@@ -427,8 +427,9 @@ class RidgeSpec(_Spec):
         description="truncate the posterior to the k most responsible training points (null: none)")
     drop_tol: float = Field(1e-6, ge=0, le=1,
         description="use the truncation only where the dropped posterior mass is <= this")
-    d_star_alt: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list,
-        description="extra ridge dimensions (1..d-1) whose residual at the final state is stored")
+    d_star_alt: list[Annotated[int, Field(ge=1)] | Literal["auto"]] = Field(default_factory=list,
+        description="extra ridge dimensions (1..d-1) whose residual at the final state is stored; 'auto' adds the "
+                    "dimension d_star: auto would choose (recorded in the attr d_star_info)")
     auto_t: float = Field(0.05, gt=0, description="probe time of d_star: auto")
 
 

@@ -131,7 +131,8 @@ def distance_curves_plot(ds: xr.Dataset, *, statistic: str = "mean") -> hv.NdLay
         band = both(band, alpha=0.3)
         line = hv.Curve((t, c[f"distance_{statistic}"].values), kdims=[_time_dim(ds)], vdims=[ydim])
         items[tuple(cell.values())] = band * line
-    layout = hv.NdLayout(items, kdims=list(store_cells(ds)[0]), sort=False).cols(len(ds["width"]))
+    ncols = ds.sizes["width"] if "width" in ds.dims and "model" not in ds.dims else min(3, len(items))
+    layout = hv.NdLayout(items, kdims=list(store_cells(ds)[0]), sort=False).cols(ncols)
     return both(layout, title=f"{statistic} ridge distance and its 10-90 % band over samples")
 
 
@@ -179,14 +180,16 @@ def phase_diagram(ds: xr.Dataset, *, x: str = "width", y: str = "schedule", metr
     Drawn as an ``hv.Image`` on integer positions with labelled ticks (plus the values as
     text), not as ``hv.HeatMap``: holoviews' matplotlib HeatMap draws categorical cells
     flipped against their tick labels, which put values in the wrong cells of the PNG.
-    Other cell dims are fixed at their first label.
+    Other cell dims are fixed at their first label that is run (a store with a ``model``
+    dimension masks the combinations a block does not use).
     """
     check_option(metric, "metric", PHASE_METRICS)
     func, label = PHASE_METRICS[metric]
     memo = getattr(analysis, func)(ds)[metric].compute()
-    other = [d for d in memo.dims if d not in (x, y)]
-    if other:
-        memo = memo.isel({d: 0 for d in other})
+    if "cell_applies" in ds:
+        memo = memo.where(ds["cell_applies"].compute())
+    for d in [d for d in memo.dims if d not in (x, y)]:
+        memo = memo.isel({d: memo.notnull().argmax(d)})  # per (x, y): the first label that was run
     memo = memo.transpose(y, x)
     xl, yl = [str(v) for v in memo[x].values], [str(v) for v in memo[y].values]
     z = memo.values.astype(float)

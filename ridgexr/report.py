@@ -61,6 +61,16 @@ figcaption { color: #444; margin: 0.3em 0 1.5em 0; }
 """)
 
 
+def phase_axes(ds) -> tuple[str, str]:
+    """(x, y) cell dims of the report's phase diagrams: model against schedule (or width) when the store
+    has a model dimension, else tau or width against schedule."""
+    present = [d for d in ("model", "schedule", "tau", "width", "epoch") if d in ds.dims]
+    if "model" in ds.dims:
+        return next((d for d in ("schedule", "width", "epoch") if d in ds.dims), "model"), "model"
+    x = "tau" if "tau" in ds.dims else "width"
+    return x, "schedule" if "schedule" in ds.dims else present[0]
+
+
 def _kv_table(d: dict, prefix: str = "") -> list[tuple[str, str]]:
     rows = []
     for k, v in d.items():
@@ -151,17 +161,16 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
                         f"and stays in the tube of radius {r} around the ridge."),
         "mode_counts": (plot.mode_count_bars(ds, r=r), f"Share of final samples within {r} of a training point."),
     }
+    x, y = phase_axes(ds)
     if ds.sizes.get("train", 0) >= 2:
-        x = "tau" if "tau" in ds.dims else "width"
-        figures["phase_diagram"] = (plot.phase_diagram(ds, x=x), "Share of final samples with d1/d2 < 1/3 "
+        figures["phase_diagram"] = (plot.phase_diagram(ds, x=x, y=y), "Share of final samples with d1/d2 < 1/3 "
                                     "(nearest over second-nearest training distance) per cell.")
-    figures["near_mode_diagram"] = (plot.phase_diagram(ds, x="tau" if "tau" in ds.dims else "width",
-                                                       metric="near_mode"),
+    figures["near_mode_diagram"] = (plot.phase_diagram(ds, x=x, y=y, metric="near_mode"),
                                     "Share of final samples within 0.5 of a training point (the paper's "
                                     "memorization count) per cell.")
     if plot.is_mnist(ds):
-        picked = [c for c in cells(ds) if c.get("schedule") != "exact"][:1] + \
-            [c for c in cells(ds) if c.get("schedule") == "exact"][:1]
+        is_exact = lambda c: "exact" in (c.get("schedule"), c.get("model"))  # noqa: E731
+        picked = [c for c in cells(ds) if not is_exact(c)][:1] + [c for c in cells(ds) if is_exact(c)][:1]
         for i, cell in enumerate(picked):
             figures[f"decoded_samples_{i}"] = (plot.decoded_samples(ds, **cell), f"Decoded samples of {cell}.")
             figures[f"decoded_trajectories_{i}"] = (plot.decoded_trajectories(ds, **cell),

@@ -61,3 +61,27 @@ def write_catalog():
 def catalog_text():
     """``catalog_text(steps=20, samples=16)``: the text of the ``tiny`` catalog, to edit before writing."""
     return lambda steps=20, samples=16: SMALL_CATALOG % dict(steps=steps, samples=samples)
+
+
+def _drawn_matplotlib_image(fig):
+    """{(x tick label, y tick label): value} of the cells an hv.Image draws on matplotlib."""
+    ax = fig.axes[0]
+    im = ax.images[0]
+    arr = np.asarray(im.get_array())
+    left, right, bottom, top = im.get_extent()
+    ny, nx = arr.shape
+    xt = {round(float(p), 6): lab.get_text() for p, lab in zip(ax.get_xticks(), ax.get_xticklabels())}
+    yt = {round(float(p), 6): lab.get_text() for p, lab in zip(ax.get_yticks(), ax.get_yticklabels())}
+    out = {}
+    for i in range(ny):
+        for j in range(nx):  # row 0 is drawn at the top with origin="upper", at the bottom otherwise
+            y = (top - (i + 0.5) * (top - bottom) / ny) if im.origin == "upper" else bottom + (i + 0.5) * (top - bottom) / ny
+            x = left + (j + 0.5) * (right - left) / nx
+            out[(xt[round(x, 6)], yt[round(y, 6)])] = float(arr[i, j])
+    return out
+
+
+@pytest.fixture(scope="session")
+def drawn_matplotlib_image():
+    """``drawn_matplotlib_image(fig)``: {(x tick label, y tick label): value} of an hv.Image rendered by matplotlib."""
+    return _drawn_matplotlib_image

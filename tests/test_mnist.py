@@ -146,3 +146,21 @@ experiments:
     for name in ("decoded_samples_0", "decoded_trajectories_0", "decoded_samples_1"):
         assert paths[name].read_bytes()[:4] == b"\x89PNG"
     assert "samples" not in paths  # no 2-D scatter for 6-d latents
+
+
+def test_d_star_alt_auto_records_the_automatic_choice_beside_the_catalogs_d_star(tmp_path, catalog_text):
+    """d_star: 2 with d_star_alt [auto, 1] on a noisy plane in 3-d: the main ridge stays the catalog's, the
+    automatic choice (2, the plane) joins the alternatives once, and d_star_info records both."""
+    from ridgexr.catalog import load_catalog_file
+    from ridgexr.run.plan import resolve_d_star
+
+    plane = np.c_[np.random.default_rng(0).uniform(-3, 3, (40, 2)), np.zeros(40)]
+    np.save(tmp_path / "plane.npy", plane)
+    text = catalog_text(5, 4).replace("dataset: {points: two-points}", "dataset: {file: plane.npy}")
+    text = text.replace("d_star: 1", "d_star: 1\n    ridge: {d_star_alt: [auto, 1, 2]}")
+    (tmp_path / "c.yaml").write_text(text)
+    exp = load_catalog_file(tmp_path / "c.yaml")["tiny"]
+    out, info = resolve_d_star(exp, plane)
+    auto, _ = suggest_d_star(plane, exp.ridge.auto_t, seed=exp.seeds.training)
+    assert out.d_star == 1 and info["source"] == "catalog" and info["auto_d_star"] == auto == 2
+    assert out.ridge.d_star_alt == [2, 1]  # auto resolved, duplicates dropped, order kept

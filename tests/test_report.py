@@ -36,24 +36,6 @@ def test_report_writes_png_and_html(report_paths):
     assert "cdn.bokeh.org" not in paths["html"].read_text()  # BokehJS is inlined: the page works offline
 
 
-def _drawn_matplotlib_image(fig):
-    """{(x tick label, y tick label): value} of the cells an hv.Image draws on matplotlib."""
-    ax = fig.axes[0]
-    im = ax.images[0]
-    arr = np.asarray(im.get_array())
-    left, right, bottom, top = im.get_extent()
-    ny, nx = arr.shape
-    xt = {round(float(p), 6): lab.get_text() for p, lab in zip(ax.get_xticks(), ax.get_xticklabels())}
-    yt = {round(float(p), 6): lab.get_text() for p, lab in zip(ax.get_yticks(), ax.get_yticklabels())}
-    out = {}
-    for i in range(ny):
-        for j in range(nx):  # row 0 is drawn at the top with origin="upper", at the bottom otherwise
-            y = (top - (i + 0.5) * (top - bottom) / ny) if im.origin == "upper" else bottom + (i + 0.5) * (top - bottom) / ny
-            x = left + (j + 0.5) * (right - left) / nx
-            out[(xt[round(x, 6)], yt[round(y, 6)])] = float(arr[i, j])
-    return out
-
-
 def _drawn_bokeh_image(model):
     from bokeh.models import FixedTicker, GlyphRenderer, Image
 
@@ -73,7 +55,7 @@ def _drawn_bokeh_image(model):
             for i in range(ny) for j in range(nx)}
 
 
-def test_phase_diagram_draws_each_value_in_its_cell_on_both_backends(tiny_store):
+def test_phase_diagram_draws_each_value_in_its_cell_on_both_backends(tiny_store, drawn_matplotlib_image):
     import holoviews as hv
 
     from ridgexr import analysis, plot
@@ -85,7 +67,7 @@ def test_phase_diagram_draws_each_value_in_its_cell_on_both_backends(tiny_store)
                 for w in memo.width.values}
     assert len(set(expected.values())) > 1  # a test of placement needs distinct values
     fig = plot.phase_diagram(ds)
-    assert _drawn_matplotlib_image(hv.render(fig, backend="matplotlib")) == pytest.approx(expected)
+    assert drawn_matplotlib_image(hv.render(fig, backend="matplotlib")) == pytest.approx(expected)
     assert _drawn_bokeh_image(hv.render(fig, backend="bokeh")) == pytest.approx(expected)
     texts = {t.get_text() for t in hv.render(fig, backend="matplotlib").axes[0].texts}
     assert {f"{v:.2f}" for v in expected.values()} <= texts  # the values are printed too
@@ -142,7 +124,7 @@ def test_cli_analyze_on_local_cluster(tiny_store):
     assert "on local" in r.output
 
 
-def test_phase_diagram_with_a_single_width(tiny_store):
+def test_phase_diagram_with_a_single_width(tiny_store, drawn_matplotlib_image):
     import holoviews as hv
 
     from ridgexr import analysis, plot
@@ -152,4 +134,4 @@ def test_phase_diagram_with_a_single_width(tiny_store):
     memo = analysis.memorization_fraction(ds).memorized.compute()
     width = str(int(ds.width.values[0]))
     expected = {(width, str(s)): float(memo.sel(schedule=s).squeeze()) for s in memo.schedule.values}
-    assert _drawn_matplotlib_image(hv.render(plot.phase_diagram(ds), backend="matplotlib")) == pytest.approx(expected)
+    assert drawn_matplotlib_image(hv.render(plot.phase_diagram(ds), backend="matplotlib")) == pytest.approx(expected)

@@ -160,3 +160,28 @@ def test_python_api_takes_your_own_model_and_hashes_its_weights(tmp_path, catalo
         next(fit.model.parameters()).add_(0.1)
     with pytest.raises(ConfigMismatchError, match="module"):
         run_experiment(exp, store=tmp_path / "mlp.zarr", model=mine)
+
+
+def test_report_of_a_model_store_draws_each_block_at_its_run_cell(multi_run, tmp_path, drawn_matplotlib_image):
+    import holoviews as hv
+
+    from ridgexr import analysis, plot
+    from ridgexr.report import make_report
+
+    _, res, _ = multi_run
+    ds = ridgexr.open_dataset(res.store)
+    plot.ensure_backends()
+    near = analysis.near_mode_fraction(ds)["near_mode"].compute()
+    # the first run cell of every (model, schedule): rf width 8, mlp width 16 epoch 2, module and exact at schedule '1'
+    expected = {("1", "random_features"): near.sel(model="random_features", schedule="1", width=8, epoch=2),
+                ("h2", "random_features"): near.sel(model="random_features", schedule="h2", width=8, epoch=2),
+                ("1", "mlp"): near.sel(model="mlp", schedule="1", width=16, epoch=2),
+                ("h2", "mlp"): near.sel(model="mlp", schedule="h2", width=16, epoch=2),
+                ("1", "mine"): near.sel(model="mine", schedule="1", width=8, epoch=2),
+                ("1", "exact"): near.sel(model="exact", schedule="1", width=8, epoch=2)}
+    drawn = drawn_matplotlib_image(hv.render(plot.phase_diagram(ds, x="schedule", y="model", metric="near_mode"),
+                                             backend="matplotlib"))
+    assert {k: v for k, v in drawn.items() if np.isfinite(v)} == pytest.approx({k: float(v) for k, v in expected.items()})
+    assert math.isnan(drawn[("h2", "exact")]) and math.isnan(drawn[("h2", "mine")])  # never run
+    paths = make_report(ds, tmp_path / "rep", title="multi", n_frames=2)
+    assert paths["near_mode_diagram"].read_bytes()[:4] == b"\x89PNG"

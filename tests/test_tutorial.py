@@ -21,6 +21,8 @@ def test_tutorial_notebook_executes_against_a_small_store(tmp_path, monkeypatch,
     assert not [o for o in outputs if o.output_type == "error"]
     text = "".join(str(o.get("data", {}).get("text/plain", "")) + o.get("text", "") for o in outputs)
     assert "memorized" in text and "reach_time_median" in text
+    assert "model: ['my-mlp']" in text and "near_mode" in text  # your own model, run and analysed
+    assert (tmp_path / "my-model.zarr" / "zarr.json").is_file()
     assert (tmp_path / "distance_curves.png").read_bytes()[:4] == b"\x89PNG"  # the saved figure
     import xarray as xr
 

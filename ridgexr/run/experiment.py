@@ -125,7 +125,7 @@ def validate_experiment(exp: Experiment, train) -> None:
     big_n = [n for n in exp.dataset.n_trains if n is not None and n > train.shape[0]]
     if big_n:
         raise ValueError(f"`dataset.n_train` must be <= the {train.shape[0]} points of the training set; got {big_n}")
-    bad = [k for k in exp.ridge.d_star_alt if not 1 <= k <= d - 1]
+    bad = [k for k in exp.ridge.d_star_alt if k != "auto" and not 1 <= k <= d - 1]
     if bad:
         raise ValueError(f"`ridge.d_star_alt` entries must lie in 1..{d - 1} (d = {d}); got {bad}")
 

@@ -216,7 +216,8 @@ def plan_tasks(exp: Experiment, train: np.ndarray, layout: StoreLayout,
                           key=str)
             for s, w, n_train in runs:
                 net = MLPDenoiser(train.shape[1], **mlp_kwargs(exp, b, w))
-                ck = None if checkpoint_root is None else checkpoint_root / b.label / f"{s}-w{w}-n{n_train}"
+                ck = (None if checkpoint_root is None else
+                      checkpoint_root / b.label / f"{s}-w{w}-n{'all' if n_train is None else n_train}")
                 fit = fit_neural(
                     net, train[:n_train], schedule=s, epochs=max(b.epoch_list), batch_size=b.batch_size, lr=b.lr,
                     optimizer=b.optimizer, ema=b.ema, t_min=exp.training.t_min or exp.process.t_min, T=exp.process.T,
@@ -235,14 +236,23 @@ def plan_tasks(exp: Experiment, train: np.ndarray, layout: StoreLayout,
 
 
 def resolve_d_star(exp: Experiment, train: np.ndarray) -> tuple[Experiment, dict]:
-    """The experiment with an integer d_star, and how it was chosen (for the store attrs)."""
-    if exp.d_star != "auto":
+    """The experiment with an integer d_star (and integer d_star_alt), and how they were chosen (store attrs).
+
+    ``d_star: auto`` and an ``auto`` entry of ``ridge.d_star_alt`` are the largest gap of the
+    mean posterior-covariance spectrum at ``ridge.auto_t`` (:func:`ridgexr.ridge.suggest_d_star`).
+    """
+    alt = list(exp.ridge.d_star_alt)
+    if exp.d_star != "auto" and "auto" not in alt:
         return exp, {"d_star": int(exp.d_star), "source": "catalog"}
     t = exp.ridge.auto_t
     d, spec = suggest_d_star(train, t, seed=exp.seeds.training)
-    info = {"d_star": d, "source": f"auto: largest gap of the mean posterior-covariance spectrum at t={t}",
-            "spectrum": [float(v) for v in spec]}
-    return exp.model_copy(update={"d_star": d}), info
+    rule = f"auto: largest gap of the mean posterior-covariance spectrum at t={t}"
+    main = d if exp.d_star == "auto" else int(exp.d_star)
+    info = {"d_star": main, "source": rule if exp.d_star == "auto" else "catalog", "auto_d_star": d,
+            "auto_rule": rule, "spectrum": [float(v) for v in spec]}
+    resolved = list(dict.fromkeys(d if k == "auto" else k for k in alt))
+    ridge = exp.ridge.model_copy(update={"d_star_alt": resolved})
+    return exp.model_copy(update={"d_star": main, "ridge": ridge}), info
 
 
 #: bytes of the imported libraries (torch, xarray, dask, zarr) before any work, measured ~0.4 GB
