@@ -3,14 +3,16 @@
 Run:  python analyses/mnist48.py [--entry mnist48] [--data DIR]
 
 Per run cell (model, schedule, width, epoch) prints, at a few sampler steps: the mean ridge
-distance (d* = 25, degenerate projections masked) with the share of degenerate frames beside
-it, the median time-dependent ridge dimension d*(t) (resolved posterior-covariance
+distance (d* = 25) with degenerate projections masked / kept, and the share of degenerate
+frames, the median time-dependent ridge dimension d*(t) (resolved posterior-covariance
 directions), the mean motion along the ridge per recorded step (``ridge_motion``: successive
-ridge projections, divided by alpha_t) early and late in inference; at the end the memorized
+ridge projections, divided by alpha_t; degenerate projections kept, there is nothing else
+late in inference) early and late in inference; at the end the memorized
 share (d1/d2 < 1/3), the share within 0.5 of a scaled training latent, the mean distance to
 the nearest training latent, and the mean pixel distance of the decoded samples to their
 nearest training image (nearest over all training images, in pixels); the held-out excess
-loss and its normal part.  Writes docs/figures/mnist_*.png.
+loss and its normal part; the rms normal error at the state's own ridge dimension d*(t)
+(``residual_normal_rank``) late in inference.  Writes docs/figures/mnist_*.png.
 """
 
 from __future__ import annotations
@@ -54,8 +56,9 @@ def main(argv=None):
           f"MSE {prov['recon_mse']:.4f}; max dropped mass {float(ds.max_dropped_mass.max()):.2e}\n")
     images = mnist_images(exp.dataset.mnist)[0]
     dist = analysis.distance_curves(ds).compute()
+    raw = analysis.distance_curves(ds, mask_degenerate=False).compute()  # for comparison: degenerate states kept
     dims = analysis.ridge_dimension(ds).compute()
-    motion = analysis.ridge_motion(ds).compute()
+    motion = analysis.ridge_motion(ds, mask_degenerate=False).compute()
     memo = analysis.memorization_fraction(ds).compute()
     near = analysis.near_mode_fraction(ds, r=0.5).compute()
     train = ds["train_data"].values
@@ -71,11 +74,15 @@ def main(argv=None):
         row["width"] = c["width"] if model != "exact" else "-"
         row["epoch"] = c.get("epoch", "-") if model == "mlp" else "-"
         curve, degen = dist["distance_mean"].sel(c).values, dist["degenerate_share"].sel(c).values
-        row.update({f"dist@{steps[k]}": f"{curve[k]:.3g} ({degen[k]:.0%})" for k in probe})
+        unmasked = raw["distance_mean"].sel(c).values
+        row.update({f"dist@{steps[k]}": f"{curve[k]:.3g} / {unmasked[k]:.3g} ({degen[k]:.0%})" for k in probe})
         row.update({f"d*(t)@{steps[k]}": float(dims["d_star_median"].sel(c).values[k]) for k in probe[1:]})
         m = motion["ridge_step_mean"].sel(c).values
         row["motion 100-500"] = float(np.nanmean(m[early]))
         row["motion 900-1000"] = float(np.nanmean(m[late]))
+        for k in probe[2:]:  # the error split at the state's own ridge dimension d*(t) (never degenerate)
+            part = ds["residual_normal_rank"].sel(c).isel(step=k).values
+            row[f"e_N(d*(t))@{steps[k]}"] = float(np.sqrt(np.nanmean(part**2)))
         last = ds.sel(c).isel(step=-1)
         z = last["trajectory"].values / float(last["alpha"])
         d1, _, _ = analysis.arrays.nearest_two(z, train)
@@ -90,7 +97,7 @@ def main(argv=None):
     import pandas as pd
 
     print(markdown_table(pd.DataFrame(rows)))
-    save_png(plot.distance_curves_plot(ds), figs / "mnist_distance.png", logy=True)
+    save_png(plot.distance_curves_plot(ds), figs / "mnist_distance.png")
     picked = [c for c in cells(ds) if c.get("model") == "mlp" and c["schedule"] == "h"][-1:] + \
         [c for c in cells(ds) if c.get("model", c["schedule"]) == "exact"][:1]
     for c in picked:

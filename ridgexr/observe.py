@@ -13,7 +13,10 @@ empirical density of the training set:
   below its certified floor), so the split above is arbitrary there; ``ridge_degenerate``:
   the same at the projection; ``resolved_rank``: the number of resolved posterior-covariance
   directions at x (:class:`ridgexr.scms.FlatFrame`), the rule of the time-dependent ridge
-  dimension d*(t)
+  dimension d*(t); ``residual_normal_rank`` / ``residual_tangent_rank``: |N N^T e| and
+  |T T^T e| with the frame's tangent space the top ``resolved_rank`` eigenvectors at x (the
+  split at d*(x, t) instead of the fixed d*; never degenerate, the gap at the rank is resolved
+  by construction)
 
 States that are not finite, or beyond the divergence bound (|x| > ``bound``, see
 :func:`ridgexr.sampling.divergence_bound`), count as diverged: they get NaN geometry and are flagged in
@@ -79,6 +82,8 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
         "normal_curvature": np.full((B, n), np.nan),
         "residual_normal": np.full((B, n, d), np.nan),
         "residual_tangent": np.full((B, n, d), np.nan),
+        "residual_normal_rank": np.full((B, n), np.nan),
+        "residual_tangent_rank": np.full((B, n), np.nan),
         "finite": finite.cpu().numpy(),
         "dropped_mass": np.full((B, n), np.nan),
     }
@@ -100,8 +105,8 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
     out["ridge_degenerate"][mask] = proj.degenerate.cpu().numpy()
     out["resolved_rank"][mask] = fr.resolved_rank.cpu().numpy()
     if denoise is None:
-        out["residual_normal"][mask] = 0.0
-        out["residual_tangent"][mask] = 0.0
+        for name in ("residual_normal", "residual_tangent", "residual_normal_rank", "residual_tangent_rank"):
+            out[name][mask] = 0.0
         return out
     # the frame at x itself is the first SCMS evaluation: reuse it
     mean = (fr.step + xf) / fr.alpha[:, None]  # step = alpha m - x
@@ -113,4 +118,10 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
     err = pred - mean
     out["residual_normal"][mask] = project_onto(fr.normal, err).cpu().numpy()
     out["residual_tangent"][mask] = project_onto(fr.tangent, err).cpu().numpy()
+    # the same split with the state's own ridge dimension d*(x, t) = resolved_rank: the frame's
+    # eigenvectors (descending) are tangent up to the rank, normal beyond it
+    coef = torch.einsum("qdk,qd->qk", torch.cat([fr.tangent, fr.normal], -1), err) ** 2
+    inside = torch.arange(coef.shape[-1], device=coef.device)[None, :] < fr.resolved_rank[:, None]
+    out["residual_tangent_rank"][mask] = torch.sqrt((coef * inside).sum(-1)).cpu().numpy()
+    out["residual_normal_rank"][mask] = torch.sqrt((coef * ~inside).sum(-1)).cpu().numpy()
     return out

@@ -68,6 +68,10 @@ VARIABLE_ATTRS: dict[str, tuple[str, str]] = {
     "frame_degenerate": ("the ridge frame at the state is numerically undetermined (eigengap at d* below its "
                          "certified floor): residual_normal/residual_tangent are arbitrary there", "1"),
     "ridge_degenerate": ("the ridge frame at the projection is numerically undetermined", "1"),
+    "residual_normal_rank": ("|N N^T e| with the tangent space of dimension resolved_rank at the state (d*(t))",
+                             units.DATA),
+    "residual_tangent_rank": ("|T T^T e| with the tangent space of dimension resolved_rank at the state (d*(t))",
+                              units.DATA),
     "resolved_rank": ("number of resolved posterior-covariance directions at the state (the time-dependent "
                       "ridge dimension d*(t)); -1 where not observed", "1"),
     "normal_curvature": ("largest normal Hessian eigenvalue of log p_t at the projection (< 0 on a ridge)",
@@ -122,7 +126,7 @@ ROOT_ATTRS = {
 #: training.n_noise, dataset.n_train)
 CELL_DIMS = ("model", "schedule", "width", "tau", "epoch", "target", "n_noise", "n_train")
 
-STEP_SCALAR = ("ridge_distance", "ridge_residual", "normal_curvature")
+STEP_SCALAR = ("ridge_distance", "ridge_residual", "normal_curvature", "residual_normal_rank", "residual_tangent_rank")
 STEP_VECTOR = ("trajectory", "ridge_projection", "residual_normal", "residual_tangent")
 STEP_BOOL = ("ridge_converged", "frame_degenerate", "ridge_degenerate")
 STEP_INT = ("resolved_rank",)

@@ -107,3 +107,27 @@ def test_degenerate_flags_and_resolved_rank_against_independent_computations(rng
         np.testing.assert_array_equal(q["frame_degenerate"][0], fr.degenerate)
         ref = project_to_ridge(SmoothedEmpirical(pts, t), xs[0].numpy(), 1, max_iter=200)
         np.testing.assert_array_equal(q["ridge_degenerate"][0], ref.degenerate)
+
+
+def test_split_at_the_resolved_rank_against_a_brute_force_eigendecomposition(rng):
+    """residual_*_rank: |e| split by the top-`resolved_rank` eigenvectors of the brute-force posterior covariance."""
+    pts = np.array([[0.0, 0.0, 0.0], [2.0, 0.0, 0.0], [1.0, 1.7320508, 0.0], [1.0, 0.6, 8.0]])
+    err = np.array([0.3, -0.2, 0.5])
+    x = torch.tensor(rng.normal(size=(2, 6, 3)) + 1.0)
+    t = np.array([0.7, 0.01])
+
+    def denoise(xf, tf):
+        return torch.stack([torch.as_tensor(SmoothedEmpirical(pts, float(s)).posterior_mean(xi[None].numpy())[0])
+                            for xi, s in zip(xf, tf)]) + torch.as_tensor(err)
+
+    q = step_quantities(SmoothedEmpirical(pts, 1.0), x, t, 1, denoise)
+    for k in range(2):
+        for j in range(6):
+            ev, vecs = np.linalg.eigh(_brute_cov(pts, x[k, j].numpy(), t[k]))
+            r = int(q["resolved_rank"][k, j])
+            top = vecs[:, ::-1][:, :r]
+            tang = np.linalg.norm(top.T @ err)
+            np.testing.assert_allclose(q["residual_tangent_rank"][k, j], tang, atol=1e-7)
+            np.testing.assert_allclose(q["residual_normal_rank"][k, j] ** 2 + tang**2, err @ err, rtol=1e-9)
+    assert (q["resolved_rank"][0] == 3).all()  # t = 0.7: every direction resolved, nothing normal
+    np.testing.assert_allclose(q["residual_normal_rank"][0], 0.0, atol=1e-9)

@@ -84,7 +84,8 @@ def test_complete_only_masks_without_changing_dtypes(tmp_path):
     from ridgexr.store import write_block, write_cell_end, CELL_DIAGNOSTICS
 
     vals = {n: np.ones((2, 2, 2)) for n in ("trajectory", "ridge_projection", "residual_normal", "residual_tangent")}
-    vals |= {n: np.ones((2, 2)) for n in ("ridge_distance", "ridge_residual", "normal_curvature")}
+    vals |= {n: np.ones((2, 2)) for n in ("ridge_distance", "ridge_residual", "normal_curvature",
+                                          "residual_normal_rank", "residual_tangent_rank")}
     vals["ridge_converged"] = np.ones((2, 2), dtype=bool)
     vals |= {n: np.zeros((2, 2), dtype=bool) for n in ("frame_degenerate", "ridge_degenerate")}
     vals["resolved_rank"] = np.ones((2, 2), dtype=np.int16)

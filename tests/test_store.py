@@ -16,7 +16,7 @@ from ridgexr.store import (CELL_DIAGNOSTICS, SCHEMA_VERSION, StoreLayout, StoreL
 
 STEP_NAMES = ("trajectory", "ridge_projection", "ridge_distance", "ridge_residual", "ridge_converged",
               "normal_curvature", "residual_normal", "residual_tangent", "frame_degenerate", "ridge_degenerate",
-              "resolved_rank")
+              "resolved_rank", "residual_normal_rank", "residual_tangent_rank")
 
 
 def small_layout(**kw):
@@ -34,6 +34,7 @@ def block_values(rng, B, n, d):
         "residual_normal": rng.normal(size=(B, n, d)), "residual_tangent": rng.normal(size=(B, n, d)),
         "frame_degenerate": rng.random((B, n)) > 0.8, "ridge_degenerate": rng.random((B, n)) > 0.8,
         "resolved_rank": rng.integers(0, d + 1, (B, n)).astype(np.int16),
+        "residual_normal_rank": rng.random((B, n)), "residual_tangent_rank": rng.random((B, n)),
     }
 
 

@@ -40,11 +40,13 @@ __all__ = ["cell_train", "distance_curves", "ridge_dimension", "ridge_motion", "
 
 
 def distance_curves(ds: xr.Dataset, *, quantiles: Sequence[float] = (0.1, 0.5, 0.9),
-                    dim: str = "sample") -> xr.Dataset:
+                    dim: str = "sample", mask_degenerate: bool = True) -> xr.Dataset:
     """Mean, median and quantiles of ``ridge_distance`` over ``dim`` per cell and step (lazy).
 
     States whose ridge frame is degenerate are masked, not averaged (:func:`resolved`);
     ``degenerate_share`` (cells, step) says how many were (stores with the flag).
+    ``mask_degenerate=False`` averages them too (what a code that trusts arbitrary
+    eigenvectors would report; for comparison only).
 
     Returns a Dataset with ``distance_mean``, ``distance_median`` (cells, step) and
     ``distance_quantile`` (cells, quantile, step) [, ``degenerate_share``]; the ``t``
@@ -52,7 +54,7 @@ def distance_curves(ds: xr.Dataset, *, quantiles: Sequence[float] = (0.1, 0.5, 0
     """
     check_vars(ds, "ridge_distance", dim=dim)
     quantiles = [check_float(q, "quantiles[i]", min_val=0, max_val=1) for q in quantiles]
-    d = resolved(ds, "ridge_distance").chunk({dim: -1})
+    d = (resolved(ds, "ridge_distance") if mask_degenerate else ds["ridge_distance"]).chunk({dim: -1})
     out = xr.Dataset({
         "distance_mean": with_attrs(d.mean(dim), "mean ridge distance", units.DATA),
         "distance_median": with_attrs(d.median(dim).drop_vars("quantile", errors="ignore"), "median ridge distance",
@@ -84,7 +86,7 @@ def ridge_dimension(ds: xr.Dataset, *, quantiles: Sequence[float] = (0.1, 0.9), 
     })
 
 
-def ridge_motion(ds: xr.Dataset, *, dim: str = "sample") -> xr.Dataset:
+def ridge_motion(ds: xr.Dataset, *, dim: str = "sample", mask_degenerate: bool = True) -> xr.Dataset:
     """Motion along the ridge over inference: the displacement of successive ridge projections (lazy).
 
     In data units (projections divided by alpha_t, so the ridge's own shrinking with t does
@@ -93,10 +95,11 @@ def ridge_motion(ds: xr.Dataset, *, dim: str = "sample") -> xr.Dataset:
     ``ridge_step_mean`` (cells, step) its mean over ``dim``; ``ridge_path_mean`` the cumulative
     sum of that mean from T (how far samples have moved along the ridge by step k).  Both
     projections lie on the ridge, so the displacement is motion along it (up to the ridge's
-    own change between the two times).
+    own change between the two times).  ``mask_degenerate=False`` keeps projections whose
+    frame is degenerate (for comparison only).
     """
     check_vars(ds, "ridge_projection", "alpha", dim=dim)
-    p = resolved(ds, "ridge_projection") / ds["alpha"]
+    p = (resolved(ds, "ridge_projection") if mask_degenerate else ds["ridge_projection"]) / ds["alpha"]
     step = np.sqrt(((p - p.shift(step=1)) ** 2).sum("dim", skipna=False))
     step = with_attrs(step, "|P_k/alpha_k - P_(k-1)/alpha_(k-1)| of successive ridge projections", units.DATA)
     mean = with_attrs(step.mean(dim), "mean displacement along the ridge between recorded steps", units.DATA)
