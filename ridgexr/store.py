@@ -48,7 +48,7 @@ from .training.diagnostics import DIAGNOSTIC_VARIABLES, LOSS_UNITS
 SCHEMA_VERSION = "1.3"
 LOCK_NAME = ".ridgexr-lock"
 
-__all__ = ["CELL_DIMS", "consolidate", "is_consolidated", "COORD_ATTRS", "SCHEMA_VERSION", "StoreLayout", "create_store", "write_block", "write_cell_end", "open_store",
+__all__ = ["CELL_DIMS", "CellWriter", "STEP_VARIABLES", "consolidate", "is_consolidated", "COORD_ATTRS", "SCHEMA_VERSION", "StoreLayout", "create_store", "write_block", "write_cell_end", "open_store",
            "StoreLock", "StoreLockedError", "cells", "complete_cells", "cell_label", "json_attr", "VARIABLE_ATTRS",
            "CELL_DIAGNOSTICS", "is_store", "remove_partial_creations", "replace_store", "Damage", "verify_store",
            "clear_completion", "CODECS"]
@@ -359,20 +359,96 @@ def replace_store(path: str | Path, layout: StoreLayout, train: np.ndarray, attr
     shutil.rmtree(old, ignore_errors=True)
 
 
+STEP_VARIABLES = STEP_VECTOR + STEP_SCALAR + STEP_BOOL + STEP_INT
+
+
+def _step_arrays(path: str | Path) -> dict[str, Any]:
+    """The per-step zarr arrays of a store, opened once, writing every chunk (even all-fill ones:
+    ``verify`` expects every chunk of a written region on disk)."""
+    group = zarr.open_group(str(path), mode="r+", zarr_format=3)
+    return {name: group[name].with_config({"write_empty_chunks": True}) for name in STEP_VARIABLES}
+
+
+def _put_block(arrays: dict, layout: StoreLayout, cell: tuple[int, ...], start: int,
+               values: dict[str, np.ndarray]) -> None:
+    B = values["trajectory"].shape[0]
+    where = tuple(int(i) for i in cell) + (slice(None), slice(start, start + B))
+    for name in STEP_VARIABLES:  # (B, n[, d]) -> the store's (sample, step[, dim]) order
+        arrays[name][where] = np.ascontiguousarray(np.swapaxes(values[name], 0, 1))
+
+
 def write_block(path: str | Path, layout: StoreLayout, cell: tuple[int, ...], start: int,
                 values: dict[str, np.ndarray]) -> None:
-    """Write per-step variables of one cell for recorded steps [start, start + B)."""
-    B = values["trajectory"].shape[0]
-    cd = layout.cell_dims
-    lead = (1,) * len(cd)
-    data = {}
-    for name in STEP_VECTOR:  # (B, n, d) -> (cells..., n, B, d)
-        data[name] = (cd + ("sample", "step", "dim"), np.swapaxes(values[name], 0, 1).reshape(lead + (
-            layout.n_samples, B, layout.d)))
-    for name in STEP_SCALAR + STEP_BOOL + STEP_INT:
-        data[name] = (cd + ("sample", "step"), values[name].T.reshape(lead + (layout.n_samples, B)))
-    region = {**layout.cell_region(cell), "step": slice(start, start + B)}
-    xr.Dataset(data).to_zarr(str(path), region=region, zarr_format=3, consolidated=False, write_empty_chunks=True)
+    """Write per-step variables of one cell for recorded steps [start, start + B).
+
+    Straight into the store's zarr arrays (their codecs: compression and CRC32C); the layout
+    is chunk-aligned (a block is ``block_steps`` steps, a chunk along ``step``), so each call
+    writes whole chunks.  For many blocks use :class:`CellWriter`, which opens the arrays once
+    and writes on a background thread.
+    """
+    _put_block(_step_arrays(path), layout, cell, start, values)
+
+
+class CellWriter:
+    """Writes one cell's blocks into the open zarr arrays on a background thread (bounded queue).
+
+    ``write(start, values)`` hands a block over and returns at once unless ``queue_size``
+    blocks are already waiting, so sampling and observation overlap with compression and I/O
+    while memory stays bounded.  A write error is raised by the next ``write`` or by
+    ``close``; ``close`` (also on leaving the ``with`` block, however it is left) waits until
+    every handed-over block is on disk.  Completion marks are not written here: call
+    :func:`write_cell_end` after ``close``.
+    """
+
+    def __init__(self, path: str | Path, layout: StoreLayout, cell: tuple[int, ...], *, queue_size: int = 2):
+        import queue
+        import threading
+
+        self._arrays = _step_arrays(path)
+        self._layout, self._cell = layout, tuple(int(i) for i in cell)
+        self._queue: "queue.Queue" = queue.Queue(maxsize=max(1, int(queue_size)))
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="ridgexr-cell-writer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            if self._error is None:  # after a failure, drain without writing
+                try:
+                    _put_block(self._arrays, self._layout, self._cell, *item)
+                except BaseException as exc:  # handed to the caller by write()/close()
+                    self._error = exc
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            err, self._error = self._error, None
+            raise err
+
+    def write(self, start: int, values: dict[str, np.ndarray]) -> None:
+        """Queue recorded steps [start, start + B) of the cell (``values`` as for :func:`write_block`)."""
+        self._raise()
+        self._queue.put((int(start), values))
+
+    def close(self) -> None:
+        """Wait until every queued block is written; re-raise a write error."""
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+        self._raise()
+
+    def __enter__(self) -> "CellWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:  # already failing: finish the queued writes, keep the original exception
+            if self._thread.is_alive():
+                self._queue.put(None)
+                self._thread.join()
 
 
 def write_cell_end(path: str | Path, layout: StoreLayout, cell: tuple[int, ...], diverged: np.ndarray,

@@ -57,6 +57,34 @@ def test_template_schema_coords_and_chunks(tmp_path):
     assert cells(ds) == [{"schedule": s, "width": w} for s in ("1", "exact") for w in (4, 8)]
 
 
+def test_cell_writer_writes_the_same_chunks_as_write_block_and_reports_errors(tmp_path, rng):
+    """CellWriter (background thread, bounded queue) = write_block, chunk for chunk; a failing write is raised
+    to the caller, not lost; every chunk of the written region is on disk (verify needs them)."""
+    from ridgexr.store import CellWriter, verify_store
+
+    layout = small_layout()
+    blocks = [(0, block_values(rng, 2, 3, 2)), (2, block_values(rng, 2, 3, 2)), (4, block_values(rng, 1, 3, 2))]
+    a, b = tmp_path / "a.zarr", tmp_path / "b.zarr"
+    for p in (a, b):
+        create_store(p, layout, np.zeros((2, 2)), {})
+    for start, vals in blocks:
+        write_block(a, layout, (0, 1), start, vals)
+    with CellWriter(b, layout, (0, 1), queue_size=1) as w:
+        for start, vals in blocks:
+            w.write(start, vals)
+    da_, db_ = open_store(a), open_store(b)
+    for name in STEP_NAMES:
+        np.testing.assert_array_equal(da_[name].values, db_[name].values, err_msg=name)
+    write_cell_end(b, layout, (0, 1), np.zeros(3, bool), {})
+    damage, n_read = verify_store(b)
+    assert damage == [] and n_read > 0
+    bad = dict(blocks[0][1], trajectory=np.zeros((2, 3, 5)))  # wrong shape: the write fails in the thread
+    with pytest.raises(ValueError):
+        with CellWriter(b, layout, (1, 1)) as w:
+            w.write(0, bad)
+            w.write(2, blocks[1][1])
+
+
 def test_region_writes_land_in_their_cell_and_the_mark_comes_last(tmp_path, rng):
     layout = small_layout()
     path = tmp_path / "s.zarr"

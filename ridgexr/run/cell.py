@@ -16,7 +16,7 @@ from ..observe import step_quantities
 from ..process import time_grid
 from ..ridge import ridge_residual
 from ..sampling import divergence_bound, guard_divergence, sample
-from ..store import StoreLayout, write_block, write_cell_end
+from ..store import CellWriter, StoreLayout, write_cell_end
 from .plan import CellTask, build_module, mlp_kwargs, model_kwargs
 
 __all__ = ["run_cell"]
@@ -77,13 +77,14 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
     diverged = np.zeros(exp.n_samples, dtype=bool)
     dropped = 0.0
     last = None
-    with torch.no_grad():
+    # the writer closes (every queued block on disk, errors raised) before the completion mark
+    with torch.no_grad(), CellWriter(store, layout, task.index) as writer:  # writes overlap the next block
         blocks = sample(exp.sampler.kind, score, exp.n_samples, d, grid, seed=exp.seeds.sampler,
                         block_steps=exp.sampler.block_steps, record_every=exp.sampler.record_every, device=dev)
         for block in blocks:
             q = step_quantities(density, block.x, block.t, exp.d_star, denoise, tol=exp.ridge.tol,
                                 max_iter=exp.ridge.max_iter, top_k=exp.ridge.top_k, bound=bound)
-            write_block(store, layout, task.index, int(block.index[0]), q)
+            writer.write(int(block.index[0]), q)
             diverged |= ~q["finite"].all(0)
             if np.isfinite(q["dropped_mass"]).any():
                 dropped = max(dropped, float(np.nanmax(q["dropped_mass"])))
