@@ -95,14 +95,14 @@ def output_from_denoised(m: torch.Tensor, x: torch.Tensor, t: torch.Tensor, para
 
 def dsm_row_loss(f: torch.Tensor, x0: torch.Tensor, z: torch.Tensor, t: torch.Tensor, w: torch.Tensor,
                  parametrization: str, process: OU | None = None) -> torch.Tensor:
-    """Per-row weighted DSM loss w(t) |s_f(x_t, t) + z / sqrt(h_t)|^2, (...,), of outputs f (..., d).
+    """Per-row weighted DSM loss ``w(t) norm(s_f(x_t, t) + z / sqrt(h_t))^2``, (...,), of outputs f (..., d).
 
     The package's one loss (:mod:`ridgexr.training`): with m = E[x0|x_t] read from f, this is
-    lambda(t) |alpha_t m - alpha_t x0|^2 with lambda = w / h_t^2, written per parametrization
-    without the cancellation of forming x_t and the score (so it stays accurate in float32):
-    ``posterior_mean`` (w / h^2) |f - alpha x0|^2; ``x0`` (w alpha^2 / h^2) |f - x0|^2;
-    ``score`` w |f + z / sqrt(h)|^2; ``epsilon`` (w / h) |f - z|^2.  ``x0`` (..., d),
-    ``z`` (..., d), ``t`` and ``w`` (...,) in f's dtype.
+    ``lambda(t) norm(alpha_t m - alpha_t x0)^2`` with lambda = w / h_t^2, written per
+    parametrization without the cancellation of forming x_t and the score (so it stays
+    accurate in float32): ``posterior_mean`` ``(w / h^2) norm(f - alpha x0)^2``; ``x0``
+    ``(w alpha^2 / h^2) norm(f - x0)^2``; ``score`` ``w norm(f + z / sqrt(h))^2``; ``epsilon``
+    ``(w / h) norm(f - z)^2``.  ``x0`` (..., d), ``z`` (..., d), ``t`` and ``w`` (...,) in f's dtype.
     """
     check_option(parametrization, "parametrization", NEURAL_PARAMETRIZATIONS)
     process = process or OU()

@@ -373,6 +373,16 @@ def _put_block(arrays: dict, layout: StoreLayout, cell: tuple[int, ...], start: 
                values: dict[str, np.ndarray]) -> None:
     B = values["trajectory"].shape[0]
     where = tuple(int(i) for i in cell) + (slice(None), slice(start, start + B))
+    missing = [name for name in STEP_VARIABLES if name not in values]
+    if missing:
+        raise ValueError(f"block values lack {missing}")
+    for name in STEP_VARIABLES:  # zarr broadcasts silently: check every shape before writing anything
+        want = (B, layout.n_samples) + ((layout.d,) if name in STEP_VECTOR else ())
+        if np.shape(values[name]) != want:
+            raise ValueError(f"block value {name!r} has shape {np.shape(values[name])}; expected {want} "
+                             "(steps, samples[, dim])")
+    if start < 0 or start + B > layout.n_steps:
+        raise ValueError(f"steps [{start}, {start + B}) lie outside the store's {layout.n_steps} recorded steps")
     for name in STEP_VARIABLES:  # (B, n[, d]) -> the store's (sample, step[, dim]) order
         arrays[name][where] = np.ascontiguousarray(np.swapaxes(values[name], 0, 1))
 

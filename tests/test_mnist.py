@@ -99,7 +99,9 @@ def test_mnist_catalog_entries_validate_and_reject_bad_digits(tmp_path):
     from ridgexr.catalog import open_catalog
 
     cat = open_catalog()
-    assert cat["mnist48"].dataset.mnist.digits == [4, 8] and cat["mnist48"].d_star == "auto"
+    assert cat["mnist48"].dataset.mnist.digits == [4, 8] and cat["mnist48"].d_star == 25  # the paper's
+    assert "auto" in cat["mnist48"].ridge.d_star_alt and {b.kind for b in cat["mnist48"].blocks} == {
+        "mlp", "random_features", "exact"}
     f = tmp_path / "m.yaml"
     f.write_text("experiments:\n  m:\n    dataset: {mnist: {digits: [4, 12]}}\n    model: {widths: [8]}\n"
                  "    schedules: ['1']\n    store: m.zarr\n")

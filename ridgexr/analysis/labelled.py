@@ -90,7 +90,7 @@ def ridge_motion(ds: xr.Dataset, *, dim: str = "sample", mask_degenerate: bool =
     """Motion along the ridge over inference: the displacement of successive ridge projections (lazy).
 
     In data units (projections divided by alpha_t, so the ridge's own shrinking with t does
-    not count): ``ridge_step`` (cells, sample, step) = |P_k / alpha_k - P_{k-1} / alpha_{k-1}|
+    not count): ``ridge_step`` (cells, sample, step) = ``norm(P_k / alpha_k - P_(k-1) / alpha_(k-1))``
     (NaN at the first step and where either projection is degenerate or missing);
     ``ridge_step_mean`` (cells, step) its mean over ``dim``; ``ridge_path_mean`` the cumulative
     sum of that mean from T (how far samples have moved along the ridge by step k).  Both

@@ -193,7 +193,7 @@ def evaluate_denoiser(denoise: Callable, sample: TrainingSample, *, schedule: st
 
     Returns
     -------
-    dict of floats (paper units): ``loss`` = sum c lambda |f - y|^2, ``optimal_loss``,
+    dict of floats (paper units): ``loss`` = ``sum c lambda norm(f - y)^2``, ``optimal_loss``,
     ``excess_loss`` (paired with the exact denoiser), ``excess_loss_se`` (NaN when
     n_noise = 1), and with ``d_star`` ``excess_tangent`` / ``excess_normal``.
     """

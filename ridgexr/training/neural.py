@@ -61,7 +61,7 @@ def resolve_device(device: Any) -> torch.device:
 
 def dsm_loss_rows(model: Callable, x0: torch.Tensor, t: torch.Tensor, z: torch.Tensor, w: torch.Tensor,
                   parametrization: str, process: OU | None = None) -> torch.Tensor:
-    """Per-row loss w(t) |s(x_t, t) + z / sqrt(h_t)|^2 (B,) of ``model`` at x_t = alpha_t x0 + sqrt(h_t) z.
+    """Per-row loss ``w(t) norm(s(x_t, t) + z / sqrt(h_t))^2`` (B,) of ``model`` at x_t = alpha_t x0 + sqrt(h_t) z.
 
     x0, z (B, d), t, w (B,) in the model's dtype; the row term of :func:`fit_neural`'s loss
     (:func:`ridgexr.neural.dsm_row_loss` on the model's output).
