@@ -219,7 +219,6 @@ class ModuleDenoiser:
     def denoise(self, x: Any, t: Any) -> Any:
         """E[x0 | x_t = x] (..., d) in float64; numpy or torch in, the same kind out."""
         xt, tt = self._prep(x, t)
-        batch = xt.shape[:-1]
         f, y, a, b = self._output(xt.reshape(-1, xt.shape[-1]), tt.reshape(-1))
         return to_like(denoised_from_frame(f, y, a, b, self.parametrization).reshape(xt.shape), x)
 

@@ -150,7 +150,6 @@ def plan_tasks(exp: Experiment, train: np.ndarray, layout: StoreLayout,
     cells = [(idx, layout.cell_labels(idx)) for idx in layout.cells()]
     tasks: dict[tuple, CellTask] = {}
     say = progress or (lambda msg: None)
-    first = lambda labels, dim, default: labels.get(dim, default)  # noqa: E731
     n_trains = exp.dataset.n_trains
     for bi, b in enumerate(exp.blocks):
         mine = [(idx, lab) for idx, lab in cells if block_index(exp, lab) == bi]
@@ -158,8 +157,11 @@ def plan_tasks(exp: Experiment, train: np.ndarray, layout: StoreLayout,
             continue
         prefix = f"{b.label}: " if exp.model_dim else ""
         if b.kind == "random_features":
-            combos = sorted({(first(lab, "target", exp.training.targets[0]), first(lab, "n_noise", exp.training.n_noises[0]),
-                              first(lab, "n_train", n_trains[0])) for _, lab in mine}, key=str)
+            def fit_key(lab):  # the fit a cell comes from: (target, n_noise, n_train)
+                return (lab.get("target", exp.training.targets[0]), lab.get("n_noise", exp.training.n_noises[0]),
+                        lab.get("n_train", n_trains[0]))
+
+            combos = sorted({fit_key(lab) for _, lab in mine}, key=str)
             for combo in combos:
                 target, n_noise, n_train = combo
                 note = (lambda msg, c=combo: say(f"{prefix}target {c[0]}, n_noise {c[1]}, n_train {c[2]}: {msg}"
@@ -173,8 +175,7 @@ def plan_tasks(exp: Experiment, train: np.ndarray, layout: StoreLayout,
                     target=target, progress=note)
                 diag = fits_to_dataset(fits, d_star=exp.d_star)
                 for idx, lab in mine:
-                    if (first(lab, "target", exp.training.targets[0]), first(lab, "n_noise", exp.training.n_noises[0]),
-                            first(lab, "n_train", n_trains[0])) != combo:
+                    if fit_key(lab) != combo:
                         continue
                     s, w = lab["schedule"], lab["width"]
                     if s == "exact":  # the exact denoiser is the optimum: its excess is zero by definition
@@ -197,7 +198,7 @@ def plan_tasks(exp: Experiment, train: np.ndarray, layout: StoreLayout,
 
         if b.kind == "exact":
             for idx, lab in mine:
-                n_train = first(lab, "n_train", n_trains[0])
+                n_train = lab.get("n_train", n_trains[0])
                 say(f"{prefix}held-out diagnostics")
                 ex = ExactDenoiser(train[:n_train], top_k=exp.ridge.top_k, drop_tol=exp.ridge.drop_tol)
                 values = _direct_diagnostics(ex.denoise, heldout(n_train), exp.schedules[0] if exp.schedules else "1",
@@ -208,11 +209,11 @@ def plan_tasks(exp: Experiment, train: np.ndarray, layout: StoreLayout,
             den = obj if obj is not None else build_module(exp, b, train.shape[1], device)
             for idx, lab in mine:
                 say(f"{prefix}held-out diagnostics")
-                n_train = first(lab, "n_train", n_trains[-1])
+                n_train = lab.get("n_train", n_trains[-1])
                 values = _direct_diagnostics(den.denoise, heldout(n_train), module_schedule(exp, b), exp.d_star)
                 tasks[idx] = CellTask(idx, lab, None, values, bi, denoiser=obj)
         else:  # mlp: one training run per (schedule, width, n_train), snapshots at the listed epochs
-            runs = sorted({(lab["schedule"], lab["width"], first(lab, "n_train", n_trains[0])) for _, lab in mine},
+            runs = sorted({(lab["schedule"], lab["width"], lab.get("n_train", n_trains[0])) for _, lab in mine},
                           key=str)
             for s, w, n_train in runs:
                 net = MLPDenoiser(train.shape[1], **mlp_kwargs(exp, b, w))
@@ -224,7 +225,7 @@ def plan_tasks(exp: Experiment, train: np.ndarray, layout: StoreLayout,
                     seed=exp.seeds.training, device=device, checkpoint_dir=ck, save_epochs=b.epoch_list,
                     progress=lambda e, n, loss, c=(s, w): say(f"{prefix}{c[0]}/{c[1]} epoch {e}/{n} loss {loss:.4g}"))
                 for idx, lab in mine:
-                    if (lab["schedule"], lab["width"], first(lab, "n_train", n_trains[0])) != (s, w, n_train):
+                    if (lab["schedule"], lab["width"], lab.get("n_train", n_trains[0])) != (s, w, n_train):
                         continue
                     epoch = lab.get("epoch", max(b.epoch_list))
                     model = fit.at_epoch(epoch)

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 import math
 import os
 import time
@@ -38,7 +37,7 @@ import numpy as np
 import torch
 
 from .._validation import check_float, check_int, check_option
-from ..neural import dsm_row_loss
+from ..neural import NEURAL_PARAMETRIZATIONS, dsm_row_loss
 from ..process import OU
 from .schedules import schedule_name, schedule_weight
 
@@ -226,8 +225,6 @@ def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable =
     parametrization = parametrization or getattr(model, "parametrization", None)
     if parametrization is None:
         raise ValueError("`parametrization` must be given for a model without a `parametrization` attribute")
-    from ..neural import NEURAL_PARAMETRIZATIONS
-
     check_option(parametrization, "parametrization", NEURAL_PARAMETRIZATIONS)
     arr = np.asarray(train, dtype=np.float64)
     if arr.ndim != 2 or arr.shape[0] < 1 or not np.isfinite(arr).all():
