@@ -55,19 +55,19 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
     train = load_training_set(exp.dataset, base_dir=exp.base_dir)[:task.labels.get("n_train", exp.dataset.n_trains[0])]
     d = train.shape[1]
     dev = torch.device(device)
-    block = exp.blocks[task.block]
-    if block.kind == "exact" or (block.kind == "random_features" and task.A is None):
+    spec = exp.blocks[task.block]  # the cell's model block
+    if spec.kind == "exact" or (spec.kind == "random_features" and task.A is None):
         exact = ExactDenoiser(train, top_k=exp.ridge.top_k, drop_tol=exp.ridge.drop_tol)
         score, denoise = (lambda x, t: exact.score(x, t)), None
     else:
-        if block.kind == "random_features":
-            model = RandomFeatureDenoiser(d, task.labels["width"], device=dev, **model_kwargs(exp, block)).with_A(task.A)
-        elif block.kind == "mlp":
-            model = MLPDenoiser(d, device=dev, **mlp_kwargs(exp, block, task.labels["width"]))
+        if spec.kind == "random_features":
+            model = RandomFeatureDenoiser(d, task.labels["width"], device=dev, **model_kwargs(exp, spec)).with_A(task.A)
+        elif spec.kind == "mlp":
+            model = MLPDenoiser(d, device=dev, **mlp_kwargs(exp, spec, task.labels["width"]))
             model.load_state_dict(task.state)
             model.eval()
         else:
-            model = task.denoiser if task.denoiser is not None else build_module(exp, block, d, device)
+            model = task.denoiser if task.denoiser is not None else build_module(exp, spec, d, device)
         score = lambda x, t: model.score(x, t)  # noqa: E731
         denoise = lambda x, t: model.denoise(x, t)  # noqa: E731
     bound = divergence_bound(train)
