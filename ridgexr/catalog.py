@@ -431,6 +431,9 @@ class RidgeSpec(_Spec):
         description="extra ridge dimensions (1..d-1) whose residual at the final state is stored; 'auto' adds the "
                     "dimension d_star: auto would choose (recorded in the attr d_star_info)")
     auto_t: float = Field(0.05, gt=0, description="probe time of d_star: auto")
+    stop_degenerate: int | None = Field(None, ge=1,
+        description="stop a projection after this many consecutive iterations with a degenerate frame (its steps "
+                    "are arbitrary there; such states are masked in every summary anyway); null: iterate to tol")
 
 
 SEED_MAX = 2**63 - 1

@@ -199,7 +199,7 @@ def ridge_residual(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: str
 
 def project_to_ridge(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: str = "log",
                      tol: float | None = None, max_iter: int = 500,
-                     top_k: int | None = None) -> RidgeProjection:
+                     top_k: int | None = None, stop_degenerate: int | None = None) -> RidgeProjection:
     """Project points onto the d*-dimensional ridge by subspace-constrained mean shift.
 
     Iterates x <- x + E E^T (alpha_t E[x0|x] - x) for all points at once, each point
@@ -224,6 +224,10 @@ def project_to_ridge(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: s
     top_k : int, optional
         Truncate the posterior to the k most responsible training points
         (``dropped_mass`` reports what was left out).
+    stop_degenerate : int, optional
+        Stop a point after this many consecutive iterations with a degenerate frame (its
+        normal space is numerically arbitrary, so its steps are too); it is reported with
+        ``converged = False`` and ``degenerate = True``.  Default: iterate to ``tol``.
 
     Returns
     -------
@@ -247,10 +251,11 @@ def project_to_ridge(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: s
     ([[1.0, 0.0]], True)
     """
     args = check_ridge_args(density, d_star, kind=kind, tol=tol, max_iter=max_iter, top_k=top_k)
+    stop_degenerate = check_optional_int(stop_degenerate, "stop_degenerate", min_val=1)
     xt, xf, tf = _flatten(density, x)
     batch = xt.shape[:-1]
     d = xf.shape[1]
-    res, _ = scms(density, xf, tf, **args)
+    res, _ = scms(density, xf, tf, **args, stop_degenerate=stop_degenerate)
     out = RidgeProjection(
         point=res.point.reshape(*batch, d), converged=res.converged.reshape(batch),
         iterations=res.iterations.reshape(batch), residual=res.residual.reshape(batch),

@@ -206,10 +206,14 @@ def default_tol(dtype: torch.dtype, radius: float) -> float:
 
 def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star: int, kind: str = "log",
          tol: float | None = None, max_iter: int = 500,
-         top_k: int | None = None) -> tuple[ScmsResult, FlatFrame]:
+         top_k: int | None = None, stop_degenerate: int | None = None) -> tuple[ScmsResult, FlatFrame]:
     """SCMS from flat validated points xf (Q, d) at times tf (Q,).
 
-    ``tol=None`` uses :func:`default_tol`.  Returns the result and the frame at the
+    ``tol=None`` uses :func:`default_tol`.  ``stop_degenerate=k`` stops a point whose frame
+    has been degenerate for k consecutive iterations (its normal space is arbitrary there, so
+    further steps are too): it keeps ``converged = False`` and ``degenerate = True``.  Points
+    whose frame never stays degenerate that long take exactly the steps of the default
+    (``None``: iterate to ``tol`` or ``max_iter``).  Returns the result and the frame at the
     *starting* points (the first iteration's), so callers that also need the frame at x
     (e.g. the directional residuals of :mod:`ridgexr.observe`) do not evaluate it twice.
     """
@@ -226,6 +230,7 @@ def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star:
     degenerate = torch.zeros(q, dtype=torch.bool, device=dev)
     dropped = torch.zeros(q, dtype=dt, device=dev)
     active = torch.arange(q, device=dev)
+    run = torch.zeros(q, dtype=torch.int64, device=dev)  # consecutive degenerate frames (stop_degenerate)
     first = None
     for it in range(max_iter + 1):
         if active.numel() == 0:
@@ -244,6 +249,9 @@ def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star:
         if it == max_iter:  # evaluated the final position; no step left
             break
         still = ~small
+        if stop_degenerate is not None:
+            run[active] = torch.where(fr.degenerate, run[active] + 1, 0)
+            still &= run[active] < stop_degenerate
         moving = active[still]
         point[moving] = point[moving] + nstep[still]
         iterations[moving] += 1

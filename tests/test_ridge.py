@@ -255,3 +255,28 @@ def test_closed_form_frames_give_the_full_eigh_projection(n, t, seed):
     np.testing.assert_array_equal(fast.degenerate, full.degenerate)
     np.testing.assert_array_equal(fast.converged, full.converged)
     np.testing.assert_allclose(fast.point[ok], full.point[ok], atol=1e-9)
+
+
+def test_stop_degenerate_only_removes_points_whose_frame_stays_degenerate():
+    """On the 3 x 3 grid at t = 0.2 (every frame degenerate by symmetry, SCMS crawls ~200 iterations), stopping after
+    5 degenerate iterations: points that still converge take exactly the default path; the others are flagged
+    degenerate and unconverged; two points (never degenerate) are unchanged bit for bit."""
+    from ridgexr.datasets import point_set
+
+    grid = point_set("grid-3x3")
+    rng = np.random.default_rng(0)
+    x = np.exp(-0.2) * grid[rng.integers(0, 9, 300)] + np.sqrt(-np.expm1(-0.4)) * rng.normal(size=(300, 2))
+    dens = SmoothedEmpirical(grid, 0.2)
+    ref = project_to_ridge(dens, x, 1, max_iter=400)
+    fast = project_to_ridge(dens, x, 1, max_iter=400, stop_degenerate=5)
+    same = fast.converged
+    np.testing.assert_array_equal(fast.point[same], ref.point[same])
+    np.testing.assert_array_equal(fast.iterations[same], ref.iterations[same])
+    assert fast.degenerate[~same].all() and not fast.converged[~same].any() and (~same).sum() > 100
+    assert np.median(fast.iterations) < 0.6 * np.median(ref.iterations)  # they crawl toward a degenerate point
+    two = SmoothedEmpirical(np.array([[-3.0, 0.0], [3.0, 0.0]]), 0.3)
+    y = rng.normal(size=(50, 2)) * 2
+    a, b = project_to_ridge(two, y, 1), project_to_ridge(two, y, 1, stop_degenerate=1)
+    np.testing.assert_array_equal(a.point, b.point)
+    with pytest.raises(ValueError, match="stop_degenerate"):
+        project_to_ridge(two, y, 1, stop_degenerate=0)
