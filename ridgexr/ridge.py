@@ -91,12 +91,12 @@ class RidgeProjection:
 
 # ---------------------------------------------------------------------------- validation
 def check_ridge_args(density: Any, d_star: Any, *, kind: Any = "log", tol: Any = None, max_iter: Any = 1,
-                     top_k: Any = None) -> dict:
+                     top_k: Any = None, stop_degenerate: Any = None) -> dict:
     """Validate the arguments shared by the ridge functions; returns them normalised.
 
     The single rule for ``density`` (a :class:`SmoothedEmpirical`), ``d_star`` (integer in
     [0, d)), ``kind`` (one of :data:`RIDGE_KINDS`), ``tol`` (None or finite > 0),
-    ``max_iter`` (integer >= 1) and ``top_k`` (None or integer >= 1), used by the array
+    ``max_iter`` (integer >= 1), ``top_k`` and ``stop_degenerate`` (None or integer >= 1), used by the array
     functions here and by :mod:`ridgexr.labelled` before it builds a dask graph.
 
     Raises
@@ -112,6 +112,7 @@ def check_ridge_args(density: Any, d_star: Any, *, kind: Any = "log", tol: Any =
         tol=None if tol is None else check_float(tol, "tol", min_val=0, include_boundaries="neither"),
         max_iter=check_int(max_iter, "max_iter", min_val=1),
         top_k=check_optional_int(top_k, "top_k", min_val=1),
+        stop_degenerate=check_optional_int(stop_degenerate, "stop_degenerate", min_val=1),
     )
 
 
@@ -250,12 +251,12 @@ def project_to_ridge(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: s
     >>> np.round(r.point, 6).tolist(), bool(r.on_ridge[0])
     ([[1.0, 0.0]], True)
     """
-    args = check_ridge_args(density, d_star, kind=kind, tol=tol, max_iter=max_iter, top_k=top_k)
-    stop_degenerate = check_optional_int(stop_degenerate, "stop_degenerate", min_val=1)
+    args = check_ridge_args(density, d_star, kind=kind, tol=tol, max_iter=max_iter, top_k=top_k,
+                            stop_degenerate=stop_degenerate)
     xt, xf, tf = _flatten(density, x)
     batch = xt.shape[:-1]
     d = xf.shape[1]
-    res, _ = scms(density, xf, tf, **args, stop_degenerate=stop_degenerate)
+    res, _ = scms(density, xf, tf, **args)
     out = RidgeProjection(
         point=res.point.reshape(*batch, d), converged=res.converged.reshape(batch),
         iterations=res.iterations.reshape(batch), residual=res.residual.reshape(batch),

@@ -61,6 +61,7 @@ def test_labelled_bad_input(rng):
 
 @pytest.mark.parametrize("kwargs, name", [
     (dict(kind="hessian"), "kind"), (dict(tol=-1.0), "tol"), (dict(max_iter=0), "max_iter"), (dict(top_k=0), "top_k"),
+    (dict(stop_degenerate=0), "stop_degenerate"),
 ])
 def test_labelled_validates_before_building_the_graph(rng, kwargs, name):
     p = SmoothedEmpirical(THREE, 0.5)
@@ -68,6 +69,6 @@ def test_labelled_validates_before_building_the_graph(rng, kwargs, name):
     assert x.chunks  # dask-backed: a late check would only fire at .compute()
     with pytest.raises(ValueError, match=f"`{name}` must be"):
         labelled.project_to_ridge(p, x, 1, **kwargs)  # raises here, at the call
-    if name != "tol" and name != "max_iter":
+    if name not in ("tol", "max_iter", "stop_degenerate"):
         with pytest.raises(ValueError, match=f"`{name}` must be"):
             labelled.ridge_frame(p, x, 1, **kwargs)
