@@ -185,3 +185,14 @@ def test_report_of_a_model_store_draws_each_block_at_its_run_cell(multi_run, tmp
     assert math.isnan(drawn[("h2", "exact")]) and math.isnan(drawn[("h2", "mine")])  # never run
     paths = make_report(ds, tmp_path / "rep", title="multi", n_frames=2)
     assert paths["near_mode_diagram"].read_bytes()[:4] == b"\x89PNG"
+
+
+def test_model_blocks_run_the_same_on_a_local_cluster_with_processes(multi_run, tmp_path):
+    """The mlp weights, the user's module (imported in each worker from the catalog's folder) and the masks
+    travel to dask worker processes: the store equals the in-process one."""
+    exp, res, _ = multi_run
+    other = run_experiment(exp, store=tmp_path / "dask.zarr", scheduler="local", n_workers=2)
+    a, b = ridgexr.open_dataset(res.store), ridgexr.open_dataset(other.store)
+    assert other.cells_run == 8
+    for name in ("trajectory", "ridge_projection", "residual_normal", "resolved_rank", "excess_loss", "cell_complete"):
+        np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
