@@ -6,7 +6,9 @@ For each (N train, Q queries, d) it prints point-iterations per second of
 ``project_to_ridge`` (float64, d* = 1), the achieved GFLOP/s of the dominant work
 (2 N d^2 flops per point-iteration: the second-moment matrix product), the GFLOP/s of a
 plain 2000x2000 float64 matmul measured in the same run, their ratio, and the speed-up
-over a straightforward per-point SCMS (numpy loop over points, one eigh per point).
+over a straightforward per-point SCMS (numpy loop over points, one eigh per point) and over
+sconce-scms' ``SCMSLog`` on identical inputs when it is installed
+(``pip install --no-deps sconce-scms``).
 All numbers in one table come from one run, so ratios are comparable; absolute times are not.
 """
 
@@ -62,6 +64,30 @@ def reference_scms(train, x, t, d_star, tol, max_iter):
     return evals
 
 
+def sconce_scms(train, x, t, d_star, tol, max_iter):
+    """Point-iterations and seconds of sconce-scms' ``SCMSLog`` on the same problem, or None when it is not
+    installed (``pip install --no-deps sconce-scms``: its ray dependency is only for its parallel variants).
+
+    p_t is a Gaussian KDE of the data alpha_t x_i with bandwidth sqrt(h_t), so ``SCMSLog(x, alpha_t train,
+    d=d_star, h=sqrt(h_t), eps=tol, stop_cri="pts_diff")`` runs the same iteration with the same stopping rule
+    (the normal mean-shift step below ``tol``) as ``project_to_ridge``.
+    """
+    try:
+        from sconce.EucSCMS import SCMSLog
+    except ImportError:
+        return None
+    import contextlib
+    import io
+
+    a, h = math.exp(-t), -math.expm1(-2 * t)
+    t0 = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):  # it prints its progress
+        path = SCMSLog(x, a * train, d=d_star, h=math.sqrt(h), eps=tol, max_iter=max_iter + 1, stop_cri="pts_diff")
+    sec = time.perf_counter() - t0
+    moved = (np.abs(np.diff(path, axis=2)) > 0).any(1).sum(1)  # steps taken per point
+    return int((moved + 1).sum()), sec
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller sizes (smoke test)")
@@ -71,8 +97,9 @@ def main(argv=None):
     print(f"# project_to_ridge benchmark  ({machine()})")
     mm = matmul_gflops()
     print(f"same-run float64 matmul (2000^3): {mm:.1f} GFLOP/s")
-    print("| N | queries | d | point-it/s | GFLOP/s (2Nd^2) | % of matmul | ref point-it/s | speed-up |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| N | queries | d | point-it/s | GFLOP/s (2Nd^2) | % of matmul | ref point-it/s | speed-up | "
+          "sconce-scms point-it/s | vs sconce |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for n, q, d in configs:
         train, x = make_problem(n, q, d)
@@ -89,9 +116,12 @@ def main(argv=None):
         t0 = time.perf_counter()
         ref_evals = reference_scms(train, xr_, T_QUERY, 1, tol, 200)
         ref_pit = ref_evals / (time.perf_counter() - t0)
-        rows.append((n, q, d, pit, gf, 100 * gf / mm, ref_pit, pit / ref_pit))
+        sc = sconce_scms(train, x[: args.ref_points], T_QUERY, 1, tol, 200)
+        sc_pit = math.nan if sc is None else sc[0] / sc[1]
+        rows.append((n, q, d, pit, gf, 100 * gf / mm, ref_pit, pit / ref_pit, sc_pit, pit / sc_pit))
+        sc_cols = "not installed | - |" if sc is None else f"{sc_pit:,.0f} | {pit / sc_pit:.1f}x |"
         print(f"| {n} | {q} | {d} | {pit:,.0f} | {gf:.1f} | {100 * gf / mm:.0f}% | {ref_pit:,.0f} | {pit / ref_pit:.0f}x |"
-              f"  (converged {res.converged.mean():.3f}, mean iterations {res.iterations.mean():.2f})")
+              f" {sc_cols}  (converged {res.converged.mean():.3f}, mean iterations {res.iterations.mean():.2f})")
     return rows
 
 
