@@ -325,7 +325,11 @@ def analyze(
                 table = analysis.summary_table(ds, r=r).compute()
             elapsed = time.perf_counter() - t0
     df = table.to_dataframe().reset_index()
-    labels = [c for c in df.columns if c in CELL_DIMS]
+    if "cell_applies" in ds:  # masked cells (a model block that does not use a label) are never run: no row
+        applies = ds["cell_applies"].to_dataframe().reset_index()
+        df = df.merge(applies, on=[d for d in ds["cell_applies"].dims])
+        df = df[df.pop("cell_applies").astype(bool)]
+    labels = [d for d in CELL_DIMS if d in df.columns]  # in store order: model, schedule, width, ...
     shares = [v for v in table.data_vars if f"{v}_low" in table.data_vars]  # shown as "share [low, high]"
     values = [v for v in table.data_vars if v not in shares and not v.endswith(("_low", "_high"))]
     rich_table = Table(title=f"{ds.attrs.get('experiment', name)}: analyses (r = {r})",

@@ -196,3 +196,18 @@ def test_model_blocks_run_the_same_on_a_local_cluster_with_processes(multi_run, 
     assert other.cells_run == 8
     for name in ("trajectory", "ridge_projection", "residual_normal", "resolved_rank", "excess_loss", "cell_complete"):
         np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
+
+
+def test_cli_analyze_lists_only_the_cells_that_were_run(multi_run):
+    from typer.testing import CliRunner
+
+    from ridgexr.cli import app
+
+    _, res, _ = multi_run
+    out = CliRunner().invoke(app, ["analyze", str(res.store)], terminal_width=250)
+    assert out.exit_code == 0, out.output
+    rows = [line for line in out.output.splitlines() if line.startswith("│")]
+    assert len(rows) == 8  # 8 run cells of 32: no row for a masked cell
+    assert sum(" mine " in r for r in rows) == 1 and sum(" mlp " in r for r in rows) == 4
+    header = next(line for line in out.output.splitlines() if "model" in line and "schedule" in line)
+    assert header.index("model") < header.index("schedule") < header.index("width") < header.index("epoch")
