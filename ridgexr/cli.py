@@ -279,7 +279,10 @@ def info(store: str = typer.Argument(..., help="store path or catalog entry name
         prov = json_attr(ds, "provenance")
         console.print("provenance: " + ", ".join(f"{k}={v}" for k, v in prov.items()))
         done = int(ds["cell_complete"].sum())
-        console.print(f"complete cells: {done} of {ds['cell_complete'].size}")
+        total = ds["cell_complete"].size
+        run = int(ds["cell_applies"].sum()) if "cell_applies" in ds else total
+        masked = f" ({total - run} masked: their model block does not use one of their labels)" if run < total else ""
+        console.print(f"complete cells: {done} of {run}{masked}")
         ver = json_attr(ds, "verified")
         console.print("verified: " + (f"{ver['time']}, {ver['chunks_read']} chunks read, "
                                       f"{len(ver['damaged'])} damaged" + (" (repaired)" if ver.get("repaired") else "")

@@ -209,5 +209,7 @@ def test_cli_analyze_lists_only_the_cells_that_were_run(multi_run):
     rows = [line for line in out.output.splitlines() if line.startswith("│")]
     assert len(rows) == 8  # 8 run cells of 32: no row for a masked cell
     assert sum(" mine " in r for r in rows) == 1 and sum(" mlp " in r for r in rows) == 4
+    info = CliRunner().invoke(app, ["info", str(res.store)], terminal_width=250)
+    assert "complete cells: 8 of 8 (24 masked" in info.output
     header = next(line for line in out.output.splitlines() if "model" in line and "schedule" in line)
     assert header.index("model") < header.index("schedule") < header.index("width") < header.index("epoch")
