@@ -33,7 +33,7 @@ def ensure_backends() -> None:
 ensure_backends()
 
 __all__ = ["ensure_backends", "cell_selection", "is_mnist", "decoded_samples", "decoded_trajectories",
-           "ridge_points", "samples_over_time", "distance_curves_plot", "spread_curves_plot", "phase_time_hist",
+           "ridge_points", "samples_over_time", "distance_curves_plot", "degenerate_share_plot", "spread_curves_plot", "phase_time_hist",
            "phase_diagram", "mode_count_bars", "theory_scatter"]
 
 
@@ -115,7 +115,12 @@ def _time_dim(ds: xr.Dataset) -> hv.Dimension:
 
 
 def distance_curves_plot(ds: xr.Dataset, *, statistic: str = "mean") -> hv.NdLayout:
-    """Mean (or median) ridge distance vs t with the 10-90 % band, one panel per cell (log-log axes)."""
+    """Mean (or median) ridge distance vs t with the 10-90 % band, one panel per cell (log-log axes).
+
+    States whose ridge frame is degenerate are masked (:func:`ridgexr.analysis.distance_curves`);
+    where a cell has any, its curve's label says how many (the largest share over steps and
+    the time from which it is reached), and :func:`degenerate_share_plot` draws the share.
+    """
     if statistic not in ("mean", "median"):
         raise ValueError(f"`statistic` must be 'mean' or 'median'; got {statistic!r}")
     curves = analysis.distance_curves(ds, quantiles=(0.1, 0.9)).compute()
@@ -129,11 +134,29 @@ def distance_curves_plot(ds: xr.Dataset, *, statistic: str = "mean") -> hv.NdLay
                         c["distance_quantile"].sel(quantile=0.9).values),
                        kdims=[_time_dim(ds)], vdims=[ydim, "distance_high"])
         band = both(band, alpha=0.3)
-        line = hv.Curve((t, c[f"distance_{statistic}"].values), kdims=[_time_dim(ds)], vdims=[ydim])
+        label = ""  # unlabelled unless some states are masked
+        if "degenerate_share" in c and float(c["degenerate_share"].max()) > 0:
+            share = c["degenerate_share"].values
+            k = int(np.nanargmax(share))
+            label = f"{statistic} (degenerate frames masked: up to {share[k]:.0%}, at t = {t[k]:.3g})"
+        line = hv.Curve((t, c[f"distance_{statistic}"].values), kdims=[_time_dim(ds)], vdims=[ydim], label=label)
         items[tuple(cell.values())] = band * line
     ncols = ds.sizes["width"] if "width" in ds.dims and "model" not in ds.dims else min(3, len(items))
     layout = hv.NdLayout(items, kdims=list(store_cells(ds)[0]), sort=False).cols(ncols)
     return both(layout, title=f"{statistic} ridge distance and its 10-90 % band over samples")
+
+
+def degenerate_share_plot(ds: xr.Dataset) -> hv.NdOverlay:
+    """Share of the observed states whose ridge frame is degenerate (masked in every summary) vs t, one curve
+    per cell: the companion of :func:`distance_curves_plot`."""
+    share = analysis.distance_curves(ds)["degenerate_share"].compute() if "ridge_degenerate" in ds else None
+    if share is None:
+        raise ValueError("`ds` has no ridge_degenerate flags (stores of schema >= 1.3 have them)")
+    t = ds["t"].values
+    ydim = _value_dim("degenerate_share", "share of states with a degenerate ridge frame", "1")
+    overlay = {_label(c): hv.Curve((t, share.sel(c).values), kdims=[_time_dim(ds)], vdims=[ydim])
+               for c in store_cells(ds)}
+    return both(hv.NdOverlay(overlay, kdims=["cell"]), title="degenerate ridge frames (masked in the summaries)")
 
 
 def spread_curves_plot(ds: xr.Dataset) -> hv.NdOverlay:

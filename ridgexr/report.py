@@ -155,6 +155,10 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
         "distance_curves": (plot.distance_curves_plot(ds), "Mean distance of the samples to the ridge R_t "
                             "against diffusion time (log-log), one panel per cell; the band spans the 10-90 % "
                             "quantiles over samples."),
+        **({"degenerate_share": (plot.degenerate_share_plot(ds), "Share of the observed states whose ridge frame "
+                                 "is numerically undetermined, against t; they are masked (not averaged) in the "
+                                 "distance curves above and every summary.")}
+           if "ridge_degenerate" in ds and bool(ds["ridge_degenerate"].any()) else {}),
         "spread_curves": (plot.spread_curves_plot(ds), "Distance of the ridge projections to the nearest scaled "
                           "training point alpha_t x_i: how far samples slide along the ridge."),
         "reach_times": (plot.phase_time_hist(ds, which="reach_time", r=r), f"Time at which each trajectory enters "

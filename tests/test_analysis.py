@@ -320,3 +320,21 @@ def test_ridge_dimension_and_ridge_motion_against_numpy():
     np.testing.assert_allclose(mo["ridge_step"].values[..., 1:], step)
     assert np.isnan(mo["ridge_step"].values[..., 0]).all()
     np.testing.assert_allclose(mo["ridge_path_mean"].values[..., -1], step.mean(2).sum(-1))
+
+
+def test_degenerate_share_is_drawn_beside_the_distance_curves():
+    from ridgexr import plot
+
+    ds, k, t = synthetic_store()
+    flag = np.zeros((2, 2, S, K), dtype=bool)
+    flag[:, :, :10, -5:] = True  # 20 % of the samples over the last five steps
+    ds = ds.assign(ridge_degenerate=(("schedule", "width", "sample", "step"), flag))
+    over = plot.degenerate_share_plot(ds)
+    for key, curve in over.items():
+        np.testing.assert_allclose(curve.dimension_values(1), np.r_[np.zeros(K - 5), np.full(5, 0.2)])
+    layout = plot.distance_curves_plot(ds)
+    labels = {el.label for panel in layout.values() for el in panel if type(el) is hv.Curve}
+    assert labels == {f"mean (degenerate frames masked: up to 20%, at t = {t[-5]:.3g})"}
+    ds0, _, _ = synthetic_store()
+    with pytest.raises(ValueError, match="ridge_degenerate"):
+        plot.degenerate_share_plot(ds0)
