@@ -98,6 +98,7 @@ def main(argv=None):
 
     print(markdown_table(pd.DataFrame(rows)))
     save_png(plot.distance_curves_plot(ds), figs / "mnist_distance.png")
+    save_png(plot.degenerate_share_plot(ds), figs / "mnist_degenerate.png")
     picked = [c for c in cells(ds) if c.get("model") == "mlp" and c["schedule"] == "h"][-1:] + \
         [c for c in cells(ds) if c.get("model", c["schedule"]) == "exact"][:1]
     for c in picked:

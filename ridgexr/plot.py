@@ -156,7 +156,9 @@ def degenerate_share_plot(ds: xr.Dataset) -> hv.NdOverlay:
     ydim = _value_dim("degenerate_share", "share of states with a degenerate ridge frame", "1")
     overlay = {_label(c): hv.Curve((t, share.sel(c).values), kdims=[_time_dim(ds)], vdims=[ydim])
                for c in store_cells(ds)}
-    return both(hv.NdOverlay(overlay, kdims=["cell"]), title="degenerate ridge frames (masked in the summaries)")
+    over = both(hv.NdOverlay(overlay, kdims=["cell"]), title="degenerate ridge frames (masked in the summaries)",
+                logx=True, legend_position="right")
+    return over.opts(fig_inches=(11, 4), backend="matplotlib").opts(width=1000, height=380, backend="bokeh")
 
 
 def spread_curves_plot(ds: xr.Dataset) -> hv.NdOverlay:
