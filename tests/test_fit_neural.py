@@ -100,6 +100,8 @@ def test_snapshots_ema_and_checkpoint_of_another_configuration(tmp_path):
     assert again.resumed_from == 4 and np.array_equal(again.losses, fit.losses)
     with pytest.raises(ValueError, match=r"another configuration .*lr"):
         _small_fit(save_epochs=[2, 4], ema=0.9, checkpoint_dir=tmp_path / "ck", lr=5e-4)
+    with pytest.raises(ValueError, match=r"another configuration .*initial_weights"):  # another model's weights
+        _small_fit(save_epochs=[2, 4], ema=0.9, checkpoint_dir=tmp_path / "ck", model_seed=1)
 
 
 @pytest.mark.parametrize("kwargs, name", [(dict(epochs=0), "epochs"), (dict(batch_size=0), "batch_size"),

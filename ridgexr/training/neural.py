@@ -19,7 +19,8 @@ stopped (bit for bit on CPU with the same torch thread count).
 states, the epoch, the losses so far, the kept snapshots and the configuration; it is written
 to a temporary file, flushed to disk and renamed over the old one, so a kill at any instant
 leaves either the previous or the new checkpoint, never a torn one.  A later call with the
-same configuration resumes from it; a different configuration is refused.
+same configuration (hyperparameters, training data and the model's initial weights) resumes
+from it; a different configuration is refused.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import numpy as np
 import torch
 
 from .._validation import check_float, check_int, check_option
+from ..external import model_digest
 from ..neural import NEURAL_PARAMETRIZATIONS, dsm_row_loss
 from ..process import OU
 from .schedules import schedule_name, schedule_weight
@@ -254,7 +256,7 @@ def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable =
         from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
         averaged = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(ema), use_buffers=True)
-    config = dict(format=CHECKPOINT_FORMAT, model=type(model).__name__,
+    config = dict(format=CHECKPOINT_FORMAT, model=type(model).__name__, initial_weights=model_digest(model),
                   n_parameters=int(sum(p.numel() for p in model.parameters())), parametrization=parametrization,
                   schedule=schedule_name(schedule), epochs=epochs, batch_size=batch_size, lr=lr, optimizer=optimizer,
                   ema=ema, t_min=t_min, T=T, seed=seed, train=_train_digest(arr), save_epochs=save_epochs,
