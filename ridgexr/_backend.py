@@ -1,4 +1,4 @@
-"""Small helpers shared by the array layer: numpy/torch round trips and array checks.
+"""Small helpers shared by the array layer: numpy/torch round trips, array checks, atomic torch files.
 
 Every array function in ridgexr computes in torch (so the same code runs on CPU and
 CUDA) and hands back the kind of array it was given.  This module holds the few
@@ -9,6 +9,8 @@ other ridgexr module.
 from __future__ import annotations
 
 import numbers
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,6 +22,7 @@ __all__ = [
     "to_like",
     "check_finite",
     "check_positive_time",
+    "save_atomic",
 ]
 
 
@@ -86,3 +89,23 @@ def broadcast_time(t: torch.Tensor, batch_shape: tuple, name: str = "x") -> torc
     except RuntimeError:
         raise ValueError(f"t with shape {tuple(t.shape)} does not broadcast against the batch shape "
                          f"{tuple(batch_shape)} of {name}") from None
+
+
+def save_atomic(obj: Any, path: str | Path) -> None:
+    """``torch.save(obj, path)`` so that a kill at any instant leaves the old file or the new one, never a torn one.
+
+    Written to a hidden temporary file beside ``path`` (named by the process id, so concurrent
+    writers do not share it), flushed to disk, renamed over ``path``, and the folder synced.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as fh:
+        torch.save(obj, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

@@ -19,6 +19,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from ._backend import save_atomic
+
 __all__ = ["VAE", "AutoencoderResult", "train_vae", "cached_vae", "cache_dir", "load_vae", "AutoencoderError"]
 
 
@@ -148,10 +150,8 @@ def cached_vae(images: np.ndarray, *, latent_dim: int = 32, epochs: int = 60, se
                                  recon_mse=blob["recon_mse"], key=key, path=path, config=stored)
     res = train_vae(x, latent_dim=latent_dim, epochs=epochs, seed=seed, progress=progress)
     d.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    torch.save({"state_dict": res.model.state_dict(), "latents": res.latents, "recon_bce": res.recon_bce,
-                "recon_mse": res.recon_mse, "key": res.key, "config": res.config}, tmp)
-    os.replace(tmp, path)  # atomic: never a half-written cache file
+    save_atomic({"state_dict": res.model.state_dict(), "latents": res.latents, "recon_bce": res.recon_bce,
+                 "recon_mse": res.recon_mse, "key": res.key, "config": res.config}, path)  # never half-written
     res.path = path
     return res
 

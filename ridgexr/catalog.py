@@ -547,6 +547,11 @@ class Experiment(_Spec):
         """Folder of the catalog file (relative data files are resolved against it)."""
         return Path(self.source).parent if self.source else None
 
+    @property
+    def loss_t_min(self) -> float:
+        """Smallest time of the training loss: ``training.t_min``, else the sampler's ``process.t_min``."""
+        return self.training.t_min or self.process.t_min
+
     def feature_period_of(self, block: ModelSpec) -> float:
         """A random-feature block's time-feature period in OU time ('T' resolved to the sampler's T)."""
         return self.process.T if block.feature_period == "T" else float(block.feature_period)

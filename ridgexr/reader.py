@@ -19,8 +19,9 @@ def summarize(path: str | Path) -> list[dict]:
     """Per-cell summary rows read back from the store, at the final step.
 
     Columns: mean ridge distance, share of SCMS-converged projections, rms normal and
-    tangent residual (states with a degenerate frame masked, their share in ``degenerate``), near-mode share (within 0.5 of a scaled training point, the paper's
-    count, as ``near_mode_fraction``), memorized share (d1/d2 < 1/3, as
+    tangent residual (states with a degenerate frame masked, their share in ``degenerate``),
+    near-mode share (within 0.5 of a scaled training point, the paper's count, as
+    ``near_mode_fraction``), memorized share (d1/d2 < 1/3, as
     ``memorization_fraction``), diverged trajectories, held-out excess loss.
     """
     from .analysis import memorization_fraction, near_mode_fraction

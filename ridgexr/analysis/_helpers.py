@@ -72,8 +72,6 @@ def at_step(ds: xr.Dataset, step: int = -1, t: float | None = None) -> xr.Datase
     return ds.isel(step=step_index(ds, step, t))
 
 
-
-
 def resolved(ds: xr.Dataset, name: str) -> xr.DataArray:
     """``ds[name]`` with the states whose ridge frame is numerically undetermined masked (NaN).
 

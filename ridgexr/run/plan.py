@@ -62,8 +62,9 @@ def block_index(exp: Experiment, labels: dict) -> int:
     return [b.label for b in exp.blocks].index(labels["model"])
 
 
-def module_schedule(exp: Experiment, block: ModelSpec) -> str:
-    """The schedule label (and diagnostic weight) of a module block."""
+def block_schedule(exp: Experiment, block: ModelSpec) -> str:
+    """The schedule label (and diagnostic weight) of a module or exact block: the module's own
+    ``schedule``, else the entry's first schedule, else '1'."""
     return block.schedule or (exp.schedules[0] if exp.schedules else "1")
 
 
@@ -92,7 +93,7 @@ def cell_applies(exp: Experiment, coords: tuple[tuple[str, tuple], ...], labels:
     if b.kind == "exact":
         return pinned and at("schedule")
     n_train = dict(coords).get("n_train")
-    return (pinned and at("schedule", (module_schedule(exp, b),))
+    return (pinned and at("schedule", (block_schedule(exp, b),))
             and (n_train is None or labels["n_train"] == n_train[-1]))
 
 
@@ -123,7 +124,7 @@ def build_module(exp: Experiment, block: ModelSpec, d: int, device: str = "cpu")
 
 def _heldout(exp: Experiment, train: np.ndarray, n_noise: int):
     """The held-out sample of the per-cell diagnostics (the random-feature fit's, seed + 1)."""
-    return draw_training_sample(train, t_min=exp.training.t_min or exp.process.t_min, T=exp.process.T,
+    return draw_training_sample(train, t_min=exp.loss_t_min, T=exp.process.T,
                                 n_time=exp.training.n_time, n_noise=n_noise, seed=exp.seeds.training + 1,
                                 quadrature=exp.training.quadrature)
 
@@ -169,7 +170,7 @@ def plan_tasks(exp: Experiment, train: np.ndarray, layout: StoreLayout,
                 fits = fit_sweep(
                     train[:n_train], widths=b.widths, schedules=exp.schedules, taus=b.taus,
                     model_kwargs=model_kwargs(exp, b), method=exp.training.method,
-                    t_min=exp.training.t_min or exp.process.t_min, T=exp.process.T,
+                    t_min=exp.loss_t_min, T=exp.process.T,
                     quadrature=exp.training.quadrature, n_time=exp.training.n_time, n_noise=n_noise,
                     seed=exp.seeds.training, lr=exp.training.lr, init=b.init, init_seed=exp.seeds.init,
                     target=target, progress=note)
@@ -201,8 +202,7 @@ def plan_tasks(exp: Experiment, train: np.ndarray, layout: StoreLayout,
                 n_train = lab.get("n_train", n_trains[0])
                 say(f"{prefix}held-out diagnostics")
                 ex = ExactDenoiser(train[:n_train], top_k=exp.ridge.top_k, drop_tol=exp.ridge.drop_tol)
-                values = _direct_diagnostics(ex.denoise, heldout(n_train), exp.schedules[0] if exp.schedules else "1",
-                                             exp.d_star)
+                values = _direct_diagnostics(ex.denoise, heldout(n_train), block_schedule(exp, b), exp.d_star)
                 tasks[idx] = CellTask(idx, lab, None, values | {"loss": values["optimal_loss"]}, bi)
         elif b.kind == "module":
             obj = (objects or {}).get(b.label)
@@ -210,7 +210,7 @@ def plan_tasks(exp: Experiment, train: np.ndarray, layout: StoreLayout,
             for idx, lab in mine:
                 say(f"{prefix}held-out diagnostics")
                 n_train = lab.get("n_train", n_trains[-1])
-                values = _direct_diagnostics(den.denoise, heldout(n_train), module_schedule(exp, b), exp.d_star)
+                values = _direct_diagnostics(den.denoise, heldout(n_train), block_schedule(exp, b), exp.d_star)
                 tasks[idx] = CellTask(idx, lab, None, values, bi, denoiser=obj)
         else:  # mlp: one training run per (schedule, width, n_train), snapshots at the listed epochs
             runs = sorted({(lab["schedule"], lab["width"], lab.get("n_train", n_trains[0])) for _, lab in mine},
@@ -221,7 +221,7 @@ def plan_tasks(exp: Experiment, train: np.ndarray, layout: StoreLayout,
                       checkpoint_root / b.label / f"{s}-w{w}-n{'all' if n_train is None else n_train}")
                 fit = fit_neural(
                     net, train[:n_train], schedule=s, epochs=max(b.epoch_list), batch_size=b.batch_size, lr=b.lr,
-                    optimizer=b.optimizer, ema=b.ema, t_min=exp.training.t_min or exp.process.t_min, T=exp.process.T,
+                    optimizer=b.optimizer, ema=b.ema, t_min=exp.loss_t_min, T=exp.process.T,
                     seed=exp.seeds.training, device=device, checkpoint_dir=ck, save_epochs=b.epoch_list,
                     progress=lambda e, n, loss, c=(s, w): say(f"{prefix}{c[0]}/{c[1]} epoch {e}/{n} loss {loss:.4g}"))
                 for idx, lab in mine:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import math
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +36,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from .._backend import save_atomic
 from .._validation import check_float, check_int, check_option
 from ..external import model_digest
 from ..neural import NEURAL_PARAMETRIZATIONS, dsm_row_loss
@@ -121,20 +121,6 @@ class NeuralFit:
         m = copy.deepcopy(self.model)
         m.load_state_dict(self.snapshots[epoch])
         return m.eval()
-
-
-def _atomic_save(obj: dict, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:
-        torch.save(obj, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def _make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
@@ -315,7 +301,7 @@ def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable =
                 src = averaged.module if averaged is not None else model
                 snapshots[epoch] = {k: v.detach().cpu().clone() for k, v in src.state_dict().items()}
             if ckpt is not None and (epoch % every == 0 or epoch == epochs):
-                _atomic_save(dict(config=config, epoch=epoch, model=model.state_dict(), optimizer=opt.state_dict(),
+                save_atomic(dict(config=config, epoch=epoch, model=model.state_dict(), optimizer=opt.state_dict(),
                                   ema=None if averaged is None else averaged.state_dict(), losses=losses,
                                   snapshots=snapshots), ckpt)
             if report is not None:
