@@ -23,9 +23,8 @@ import torch
 
 from .empirical import Moments, SmoothedEmpirical
 
-__all__ = ["eigh_2x2", "CLOSED_FORM_MAX_D", "FRAME_UPDATES", "RIDGE_KINDS", "FlatFrame", "ScmsResult", "batched_eigh",
-           "fix_signs", "frame_flat", "frame_from_moments", "project_onto", "default_tol", "scms", "subspace_eigenpairs",
-           "uses_subspace"]
+__all__ = ["eigh_2x2", "CLOSED_FORM_MAX_D", "RIDGE_KINDS", "FlatFrame", "ScmsResult", "batched_eigh", "fix_signs",
+           "frame_flat", "frame_from_moments", "project_onto", "default_tol", "scms"]
 
 RIDGE_KINDS = ("log", "density")
 
@@ -213,61 +212,6 @@ def _log_gap_floor(cov_error: torch.Tensor, mu_max: torch.Tensor, d: int) -> tor
     return 2 * d * cov_error + math.sqrt(torch.finfo(mu_max.dtype).eps) * mu_max
 
 
-def _sym(m: torch.Tensor) -> torch.Tensor:
-    return 0.5 * (m + m.transpose(-1, -2))
-
-
-def _ritz_desc(h: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The k largest eigenpairs of small symmetric matrices (B, m, m), descending."""
-    vals, vecs = batched_eigh(_sym(h))
-    return torch.flip(vals[:, -k:], (-1,)), torch.flip(vecs[:, :, -k:], (-1,))
-
-
-def subspace_eigenpairs(cov: torch.Tensor, basis: torch.Tensor, n_tangent: int, *, rtol: float,
-                        max_steps: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The top m eigenpairs of symmetric matrices ``cov`` (Q, d, d), warm-started from ``basis`` (Q, d, m).
-
-    Rayleigh-Ritz on span(basis), then up to ``max_steps`` refinements, each a Rayleigh-Ritz
-    step on span[V, R, P] (V the Ritz vectors, R = C V - V Theta their residuals, P the last
-    update: LOBPCG without a preconditioner), applied only to the rows not yet accepted.  A row
-    is accepted when its top ``n_tangent`` Ritz residuals satisfy
-    ``||C Y_T - Y_T Theta_T||_F <= rtol * (theta_{n_tangent} - theta_{n_tangent + 1})``, the
-    Davis-Kahan bound on the angle between the Ritz tangent space and the exact one (with the
-    Ritz gap standing in for the exact one, so this is an acceptance test, not a certificate).
-
-    Returns
-    -------
-    values (Q, m) descending, vectors (Q, d, m) orthonormal columns, accepted (Q,) bool.
-    Rows that are not accepted hold their last Ritz pairs (callers recompute them exactly).
-    """
-    q, d, m = basis.shape
-    vals, s = _ritz_desc(basis.transpose(1, 2) @ cov @ basis, m)
-    vecs = basis @ s
-    cvecs = cov @ vecs
-    accepted = torch.zeros(q, dtype=torch.bool, device=cov.device)
-    rows = torch.arange(q, device=cov.device)
-    c, v, cv, th, p = cov, vecs, cvecs, vals, None
-    vals, vecs = vals.clone(), vecs.clone()
-    for step in range(max_steps + 1):
-        r = cv - v * th[:, None, :]
-        res = r[..., :n_tangent].square().sum((-1, -2)).sqrt()
-        gap = th[:, n_tangent - 1] - th[:, n_tangent]
-        ok = res <= rtol * gap
-        accepted[rows[ok]] = True
-        vals[rows], vecs[rows] = th, v
-        if step == max_steps or bool(ok.all()):
-            break
-        keep = ~ok
-        rows, c, v, cv, th, r = rows[keep], c[keep], v[keep], cv[keep], th[keep], r[keep]
-        z = torch.cat([v, r] + ([p[keep]] if p is not None else []), -1)
-        qz = torch.linalg.qr(z).Q  # orthonormal even where z is rank deficient (converged columns)
-        cq = c @ qz
-        th, s = _ritz_desc(qz.transpose(1, 2) @ cq, m)
-        p = qz[..., m:] @ s[:, m:, :]  # the new vectors' part outside span(V): LOBPCG's search direction
-        v, cv = qz @ s, cq @ s
-    return vals, vecs, accepted
-
-
 def default_tol(dtype: torch.dtype, radius: float) -> float:
     """Default SCMS stopping tolerance on the normal step, data units: 1e-9 (1 + R) in
     float64 and 2e-5 (1 + R) in float32, R the training radius."""
@@ -275,74 +219,9 @@ def default_tol(dtype: torch.dtype, radius: float) -> float:
     return base * (1.0 + radius)
 
 
-#: frame updates of :func:`scms`: "subspace" (warm-started Rayleigh-Ritz, exact check at the end) or "eigh"
-FRAME_UPDATES = ("subspace", "eigh")
-#: acceptance of a subspace frame: Ritz residual <= FRAME_RTOL x the Ritz eigengap (angle to the exact frame)
-FRAME_RTOL = 1e-11
-#: refinement steps of :func:`subspace_eigenpairs` before a row falls back to a full eigendecomposition
-FRAME_MAX_STEPS = 3
-
-
-def uses_subspace(d: int, d_star: int, kind: str, frame_update: str) -> bool:
-    """Whether :func:`scms` updates frames by subspace iteration: log ridges with 1 <= d* and 3 (d* + 1) <= d
-    (the Rayleigh-Ritz space of d* + 1 vectors, residuals and directions); below that a full eigh is cheaper."""
-    return frame_update == "subspace" and kind == "log" and d_star >= 1 and 3 * (d_star + 1) <= d
-
-
-@dataclass
-class _Eval:
-    """One SCMS evaluation at the active points: what the loop needs (and the basis for the next warm start)."""
-
-    nstep: torch.Tensor
-    curvature: torch.Tensor
-    gap: torch.Tensor
-    degenerate: torch.Tensor
-    basis: torch.Tensor | None  # top d* + 1 eigenvectors of cov_unit, descending (subspace path only)
-
-
-def _eval_exact(fr: FlatFrame, d_star: int, keep_basis: bool) -> _Eval:
-    basis = torch.cat([fr.tangent, fr.normal[..., :1]], -1) if keep_basis else None
-    return _Eval(project_onto(fr.normal, fr.step), fr.normal_curvature, fr.eigengap, fr.degenerate, basis)
-
-
-def _eval_subspace(mom: Moments, xf: torch.Tensor, basis: torch.Tensor, d_star: int) -> tuple[_Eval, torch.Tensor]:
-    """The evaluation from warm-started Ritz pairs and which rows it comes from (Q,) bool; rows not accepted are
-    recomputed with a full eigh here."""
-    a, h = mom.alpha, mom.h
-    d = xf.shape[-1]
-    vals, vecs, ok = subspace_eigenpairs(mom.cov_unit, basis, d_star, rtol=FRAME_RTOL, max_steps=FRAME_MAX_STEPS)
-    # the intermediate degenerate flag (it drives stop_degenerate) from Ritz values; rows within 1 % of the floor
-    # are recomputed exactly so that the flag never differs from the eigh path's
-    floor = _log_gap_floor(mom.cov_error, vals[:, 0], d)
-    gap_c = vals[:, d_star - 1] - vals[:, d_star]
-    ok &= (gap_c - floor).abs() > 0.01 * floor
-    step = a[:, None] * mom.mean - xf
-    tangent = vecs[..., :d_star]
-    mu = torch.exp(mom.log_cov_scale)[:, None] * vals[:, d_star - 1:d_star + 1]
-    lam = (a[:, None] ** 2 * mu - h[:, None]) / h[:, None] ** 2
-    ev = _Eval(step - project_onto(tangent, step), lam[:, 1], lam[:, 0] - lam[:, 1], gap_c <= floor, vecs)
-    bad = (~ok).nonzero().squeeze(-1)
-    if bad.numel():
-        _replace_rows(ev, bad, _exact_rows(mom, xf, bad, d_star))
-    return ev, ok
-
-
-def _exact_rows(mom: Moments, xf: torch.Tensor, rows: torch.Tensor, d_star: int) -> _Eval:
-    sub = Moments(**{f: (None if getattr(mom, f) is None else getattr(mom, f)[rows])
-                     for f in ("log_prob", "mean", "alpha", "h", "dropped_mass", "cov", "cov_unit",
-                               "log_cov_scale", "cov_error")})
-    return _eval_exact(frame_from_moments(sub, xf[rows], d_star, "log", signs=False), d_star, True)
-
-
-def _replace_rows(ev: _Eval, rows: torch.Tensor, sub: _Eval) -> None:
-    for f in ("nstep", "curvature", "gap", "degenerate", "basis"):
-        getattr(ev, f)[rows] = getattr(sub, f)
-
-
 def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star: int, kind: str = "log",
          tol: float | None = None, max_iter: int = 500,
-         top_k: int | None = None, stop_degenerate: int | None = None,
-         frame_update: str = "subspace") -> tuple[ScmsResult, FlatFrame]:
+         top_k: int | None = None, stop_degenerate: int | None = None) -> tuple[ScmsResult, FlatFrame]:
     """SCMS from flat validated points xf (Q, d) at times tf (Q,).
 
     ``tol=None`` uses :func:`default_tol`.  ``stop_degenerate=k`` stops a point whose frame
@@ -351,23 +230,18 @@ def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star:
     whose frame never stays degenerate that long take exactly the steps of the default
     (``None``: iterate to ``tol`` or ``max_iter``).
 
-    ``frame_update="subspace"`` (where :func:`uses_subspace`) computes the frame of every
-    iteration after the first from the previous one by :func:`subspace_eigenpairs` (top d* + 1
-    eigenpairs; rows it does not accept get a full ``eigh``), and every point's *last*
-    evaluation -- where it converges, is stopped, or reaches ``max_iter`` -- is checked with a
-    full ``eigh`` of the same covariance: a point stops only when the exact frame agrees, and
-    ``residual``, ``normal_curvature``, ``eigengap`` and ``degenerate`` always come from the
-    exact frame.  ``"eigh"``: a full eigendecomposition at every iteration.
+    Every iteration diagonalises the posterior covariance in full (a warm-started
+    Rayleigh-Ritz/LOBPCG update of the top d* + 1 eigenpairs was measured slower on the CPU; see
+    docs/performance.md); only the first frame gets deterministic eigenvector signs.
 
-    Returns the result and the frame at the *starting* points (the first iteration's, always
-    a full eigendecomposition), so callers that also need the frame at x (e.g. the directional
-    residuals of :mod:`ridgexr.observe`) do not evaluate it twice.
+    Returns the result and the frame at the *starting* points (the first iteration's), so
+    callers that also need the frame at x (e.g. the directional residuals of
+    :mod:`ridgexr.observe`) do not evaluate it twice.
     """
     if tol is None:
         tol = default_tol(xf.dtype, density.radius)
     q, d = xf.shape
     dev, dt = xf.device, xf.dtype
-    fast = uses_subspace(d, d_star, kind, frame_update)
     point = xf.clone()
     converged = torch.zeros(q, dtype=torch.bool, device=dev)
     iterations = torch.zeros(q, dtype=torch.int64, device=dev)
@@ -376,7 +250,6 @@ def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star:
     gap = torch.empty(q, dtype=dt, device=dev)
     degenerate = torch.zeros(q, dtype=torch.bool, device=dev)
     dropped = torch.zeros(q, dtype=dt, device=dev)
-    basis = torch.empty(q, d, d_star + 1, dtype=dt, device=dev) if fast else None
     active = torch.arange(q, device=dev)
     run = torch.zeros(q, dtype=torch.int64, device=dev)  # consecutive degenerate frames (stop_degenerate)
     first = None
@@ -385,44 +258,25 @@ def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star:
             break
         xa = point[active]
         mom = density.moments_flat(xa, tf[active], cov=True, top_k=top_k)
-        if first is None or not fast:
-            fr = frame_from_moments(mom, xa, d_star, kind, signs=first is None)
-            first = fr if first is None else first  # the frame at the starting points, in their order
-            ev, from_ritz = _eval_exact(fr, d_star, fast), None
-        else:
-            ev, from_ritz = _eval_subspace(mom, xa, basis[active], d_star)
-        small = ev.nstep.norm(dim=-1) < tol
-        if stop_degenerate is not None:
-            runs = torch.where(ev.degenerate, run[active] + 1, 0)
-        stops = small | (it == max_iter)
-        if stop_degenerate is not None:
-            stops |= runs >= stop_degenerate
-        if from_ritz is not None:
-            # every point's last evaluation is exact: recheck the stopping rows that came from Ritz pairs
-            check = (stops & from_ritz).nonzero().squeeze(-1)
-            if check.numel():
-                _replace_rows(ev, check, _exact_rows(mom, xa, check, d_star))
-                small[check] = ev.nstep[check].norm(dim=-1) < tol
-                if stop_degenerate is not None:
-                    runs[check] = torch.where(ev.degenerate[check], run[active[check]] + 1, 0)
-                stops = small | (it == max_iter)
-                if stop_degenerate is not None:
-                    stops |= runs >= stop_degenerate
-        residual[active] = ev.nstep.norm(dim=-1) / mom.h
-        curvature[active] = ev.curvature
-        gap[active] = ev.gap
-        degenerate[active] = ev.degenerate
-        dropped[active] = mom.dropped_mass
+        fr = frame_from_moments(mom, xa, d_star, kind, signs=first is None)  # N N^T does not depend on signs
+        if first is None:
+            first = fr  # the frame at the starting points, in their order
+        nstep = project_onto(fr.normal, fr.step)
+        small = nstep.norm(dim=-1) < tol
+        residual[active] = nstep.norm(dim=-1) / fr.h
+        curvature[active] = fr.normal_curvature
+        gap[active] = fr.eigengap
+        degenerate[active] = fr.degenerate
+        dropped[active] = fr.dropped_mass
         converged[active[small]] = True
-        if fast:
-            basis[active] = ev.basis
         if it == max_iter:  # evaluated the final position; no step left
             break
+        still = ~small
         if stop_degenerate is not None:
-            run[active] = runs
-        still = ~stops
+            run[active] = torch.where(fr.degenerate, run[active] + 1, 0)
+            still &= run[active] < stop_degenerate
         moving = active[still]
-        point[moving] = point[moving] + ev.nstep[still]
+        point[moving] = point[moving] + nstep[still]
         iterations[moving] += 1
         active = moving
     result = ScmsResult(point=point, converged=converged, iterations=iterations, residual=residual,
