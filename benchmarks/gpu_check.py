@@ -51,7 +51,7 @@ def observe_cell(exp, score, denoise, train, device: str, n_samples: int, stop_d
                             device=torch.device(device)):
             q = step_quantities(dens, block.x, block.t, int(exp.d_star), denoise, tol=exp.ridge.tol,
                                 max_iter=exp.ridge.max_iter, top_k=exp.ridge.top_k, bound=bound,
-                                stop_degenerate=stop_degenerate)
+                                stop_degenerate=stop_degenerate, score=block.score)
             n_obs += q["trajectory"].shape[0] * q["trajectory"].shape[1]
     if device.startswith("cuda"):
         torch.cuda.synchronize()

@@ -41,10 +41,12 @@ __all__ = ["step_quantities"]
 DENOISE_CHUNK = 8192
 
 
+@torch.no_grad()  # observation never needs gradients (a trainable model's output would carry them)
 def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, d_star: int,
                     denoise: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None, *,
                     tol: float | None = None, max_iter: int = 200, top_k: int | None = None,
-                    bound: float = math.inf, stop_degenerate: int | None = None) -> dict:
+                    bound: float = math.inf, stop_degenerate: int | None = None,
+                    score: torch.Tensor | None = None) -> dict:
     """All per-step quantities of a block, as numpy arrays.
 
     Parameters
@@ -59,6 +61,11 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
     tol, max_iter, top_k, stop_degenerate : SCMS settings (see :func:`ridgexr.project_to_ridge`)
     bound : float
         States with ``|x| > bound`` (or not finite) get no geometry (data units; default: none).
+    score : (B, n, d) tensor, optional
+        The model's score at each state as the sampler evaluated it (:attr:`ridgexr.sampling.StepBlock.score`);
+        the model's denoiser output is then (x + h_t score) / alpha_t (every model's ``denoise`` and
+        ``score`` are related so), and ``denoise`` is called only where it is NaN (the last step).
+        Ignored when ``denoise`` is None.
 
     Returns
     -------
@@ -113,8 +120,15 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
     # the model is evaluated in chunks of points: a block holds block_steps x n_samples states, and a
     # width-p random-feature model needs ~3 x 8p bytes per point (the whole block at once held
     # 1.5 GB for p = 1024, the default entry's peak memory)
-    pred = torch.cat([denoise(xf[i:i + DENOISE_CHUNK], tf[i:i + DENOISE_CHUNK]).to(xf.dtype)
-                      for i in range(0, xf.shape[0], DENOISE_CHUNK)])
+    if score is not None:  # the sampler's own evaluation: D = (x + h s) / alpha
+        pred = (xf + fr.h[:, None] * score[finite].to(xf.dtype)) / fr.alpha[:, None]
+        todo = (~torch.isfinite(pred).all(-1)).nonzero().squeeze(-1)
+    else:
+        pred = torch.empty_like(xf)
+        todo = torch.arange(xf.shape[0], device=xf.device)
+    if todo.numel():
+        pred[todo] = torch.cat([denoise(xf[todo[i:i + DENOISE_CHUNK]], tf[todo[i:i + DENOISE_CHUNK]]).to(xf.dtype)
+                                for i in range(0, todo.numel(), DENOISE_CHUNK)])
     err = pred - mean
     out["residual_normal"][mask] = project_onto(fr.normal, err).cpu().numpy()
     out["residual_tangent"][mask] = project_onto(fr.tangent, err).cpu().numpy()

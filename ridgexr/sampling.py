@@ -63,12 +63,16 @@ class StepBlock:
     step : (B,) sampler step number of each state (0 = initial state at t = T)
     t : (B,) diffusion time of each state
     x : (B, n_samples, d) states (torch tensor on the sampling device)
+    score : (B, n_samples, d) the score the sampler evaluated at each state, score(x, t) (1 / data
+        units), NaN for the last step (never stepped from) and wherever the divergence guard
+        withheld the model; observers reuse it instead of evaluating the model twice
     """
 
     index: np.ndarray
     step: np.ndarray
     t: np.ndarray
     x: torch.Tensor
+    score: torch.Tensor | None = None
 
 
 def recorded_steps(n_steps: int, record_every: int = 1) -> np.ndarray:
@@ -102,22 +106,26 @@ def _run(step_fn, score: ScoreFn, n_samples: int, d: int, grid, *, seed: int, bl
     gen = torch.Generator(device=device)
     gen.manual_seed(int(seed))
     x = torch.randn(n_samples, d, generator=gen, device=device, dtype=dtype)
-    buf, buf_steps = [], []
+    buf, buf_scores, buf_steps = [], [], []
     next_index = 0
     rec_set = set(rec.tolist())
     for k in range(n_steps + 1):
+        if k < n_steps:
+            with torch.no_grad():  # samplers never need gradients; keeps memory flat
+                x_next, s = step_fn(process, score, x, float(grid[k]), float(grid[k + 1]), gen)
+        else:
+            x_next, s = None, torch.full_like(x, math.nan)
         if k in rec_set:
             buf.append(x)
+            buf_scores.append(s)
             buf_steps.append(k)
             if len(buf) == block_steps or k == n_steps:
                 steps = np.asarray(buf_steps)
                 yield StepBlock(index=np.arange(next_index, next_index + len(buf)), step=steps, t=grid[steps],
-                                x=torch.stack(buf))
+                                x=torch.stack(buf), score=torch.stack(buf_scores))
                 next_index += len(buf)
-                buf, buf_steps = [], []
-        if k < n_steps:
-            with torch.no_grad():  # samplers never need gradients; keeps memory flat
-                x = step_fn(process, score, x, float(grid[k]), float(grid[k + 1]), gen)
+                buf, buf_scores, buf_steps = [], [], []
+        x = x_next
 
 
 def guard_divergence(score: ScoreFn, bound: float) -> ScoreFn:
@@ -141,17 +149,21 @@ def guard_divergence(score: ScoreFn, bound: float) -> ScoreFn:
 
 
 def _em_step(process, score, x, t0, t1, gen):
+    """One Euler-Maruyama step; returns the new state and the score at (x, t0)."""
     dt = t0 - t1
     noise = torch.randn(x.shape, generator=gen, device=x.device, dtype=x.dtype)
-    return x + process.reverse_drift(x, score(x, t0)) * dt + math.sqrt(process.diffusion_squared * dt) * noise
+    s0 = score(x, t0)
+    return x + process.reverse_drift(x, s0) * dt + math.sqrt(process.diffusion_squared * dt) * noise, s0
 
 
 def _heun_step(process, score, x, t0, t1, gen):
+    """One Heun step of the probability flow; returns the new state and the score at (x, t0)."""
     dt = t0 - t1
-    v0 = process.flow_velocity(x, score(x, t0))
+    s0 = score(x, t0)
+    v0 = process.flow_velocity(x, s0)
     xp = x + dt * v0
     v1 = process.flow_velocity(xp, score(xp, t1))
-    return x + 0.5 * dt * (v0 + v1)
+    return x + 0.5 * dt * (v0 + v1), s0
 
 
 @renamed_kwargs(dim="d")

@@ -131,3 +131,29 @@ def test_split_at_the_resolved_rank_against_a_brute_force_eigendecomposition(rng
             np.testing.assert_allclose(q["residual_normal_rank"][k, j] ** 2 + tang**2, err @ err, rtol=1e-9)
     assert (q["resolved_rank"][0] == 3).all()  # t = 0.7: every direction resolved, nothing normal
     np.testing.assert_allclose(q["residual_normal_rank"][0], 0.0, atol=1e-9)
+
+
+def test_the_sampler_score_gives_the_same_residuals_as_calling_the_model_again():
+    """step_quantities(score=block.score) uses D = (x + h s) / alpha and calls the model only at the last step
+    (NaN score); residuals equal those of evaluating the model at every state, to rounding."""
+    import ridgexr
+    from ridgexr.sampling import reverse_sde
+
+    model = ridgexr.RandomFeatureDenoiser(2, 64, seed=1, parametrization="posterior_mean")
+    model = model.with_A(torch.tensor(np.random.default_rng(0).normal(size=(2, 64)) * 3))
+    calls = []
+
+    def denoise(x, t):
+        calls.append(x.shape[0])
+        return model.denoise(x, t)
+
+    grid = ridgexr.time_grid(7, 1.0, 0.05)
+    dens = SmoothedEmpirical(THREE, 1.0)
+    for blk in reverse_sde(lambda x, t: model.score(x, t), 5, 2, grid, seed=0, block_steps=8):
+        again = step_quantities(dens, blk.x, blk.t, 1, denoise)
+        n_again = sum(calls)
+        reused = step_quantities(dens, blk.x, blk.t, 1, denoise, score=blk.score)
+        assert sum(calls) - n_again == 5  # only the last step's five states
+        for name in ("residual_normal", "residual_tangent", "residual_normal_rank", "residual_tangent_rank"):
+            np.testing.assert_allclose(reused[name], again[name], rtol=1e-10, atol=1e-11)
+        assert np.abs(again["residual_tangent"]).max() > 1e-3  # the model is not exact: a real comparison
