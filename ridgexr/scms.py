@@ -177,7 +177,7 @@ def frame_from_moments(mom: Moments, xf: torch.Tensor, d_star: int, kind: str, s
         mu = torch.exp(mom.log_cov_scale)[:, None] * mu_unit
         lam = (a[:, None] ** 2 * mu - h[:, None]) / h[:, None] ** 2
         # eigenvalues of cov_unit are resolved to (Weyl) d x entry error, plus rounding
-        floor = _log_gap_floor(mom.cov_error, mu_unit.abs().amax(-1), d)
+        floor = 2 * d * mom.cov_error + math.sqrt(eps) * mu_unit.abs().amax(-1)
         rank = (mu_unit > floor[:, None]).sum(-1)
         if d_star > 0:
             gap_c = mu_unit[:, d - d_star] - mu_unit[:, d - d_star - 1]
@@ -205,11 +205,6 @@ def frame_from_moments(mom: Moments, xf: torch.Tensor, d_star: int, kind: str, s
     return FlatFrame(step=step, normal=vecs_desc[..., d_star:], tangent=vecs_desc[..., :d_star],
                      eigenvalues=lam_desc, normal_curvature=lam_desc[:, d_star], eigengap=gap,
                      degenerate=degenerate, alpha=a, h=h, dropped_mass=mom.dropped_mass, resolved_rank=rank)
-
-
-def _log_gap_floor(cov_error: torch.Tensor, mu_max: torch.Tensor, d: int) -> torch.Tensor:
-    """Certified floor of a resolved eigengap of ``cov_unit`` (Weyl: 2 d x the entry error, plus rounding)."""
-    return 2 * d * cov_error + math.sqrt(torch.finfo(mu_max.dtype).eps) * mu_max
 
 
 def default_tol(dtype: torch.dtype, radius: float) -> float:
