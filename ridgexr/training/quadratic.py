@@ -157,13 +157,13 @@ class QuadraticLoss:
 
 
 def _weighted_gram(psi: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
-    """Upper triangle of psi^T diag(c) psi (c >= 0): BLAS syrk on CPU float64 (half a GEMM's flops)."""
-    if psi.device.type == "cpu" and psi.dtype == torch.float64:
-        from scipy.linalg.blas import dsyrk
+    """psi^T diag(c) psi (c >= 0) as one torch GEMM; only its upper triangle is used.
 
-        a = (psi * c.sqrt()[:, None]).numpy().T  # (p, B), Fortran-ordered view of a C-ordered array
-        return torch.from_numpy(dsyrk(1.0, a, trans=0))
-    return torch.triu(psi.T @ (psi * c[:, None]))
+    A BLAS ``dsyrk`` (half the flops) through scipy was measured 6x slower inside this loop on
+    2 cores: scipy's OpenBLAS threads and torch's compute threads contend after every call
+    (docs/performance.md).
+    """
+    return psi.T @ (psi * c[:, None])
 
 
 def accumulate(model: RandomFeatureDenoiser, sample: TrainingSample, schedules: Sequence[str | Callable], *,
@@ -229,7 +229,7 @@ def accumulate(model: RandomFeatureDenoiser, sample: TrainingSample, schedules: 
             if progress is not None and j != done:
                 done = j
                 progress(j + 1, sample.n_time)
-    U = torch.triu(U) + torch.triu(U, 1).transpose(1, 2)  # the Gram updates fill the upper triangle
+    U = torch.triu(U) + torch.triu(U, 1).transpose(1, 2)  # exactly symmetric: the upper triangle mirrored
     return {name: QuadraticLoss(U=U[i], V=V[i], C=float(C[i]), optimal_loss=float(L_star[i]), sample=sample,
                                 schedule=s, parametrization=par, target=target)
             for i, (name, s) in enumerate(zip(names, schedules))}
