@@ -31,7 +31,6 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
 
 from .._validation import check_float, check_int, check_option
 
@@ -82,6 +81,7 @@ class Manifold:
             check_float(self.minor_radius, "minor_radius", min_val=0, max_val=self.radius,
                         include_boundaries="neither")
         check_int(self.rotation_seed, "rotation_seed", min_val=0, max_val=2**32 - 1)
+        from scipy import stats  # imported on use: scipy.stats costs ~1 s of start-up
         rot = stats.special_ortho_group.rvs(self.ambient_dim, random_state=self.rotation_seed)
         object.__setattr__(self, "rotation", np.asarray(rot, dtype=np.float64))
 
@@ -96,6 +96,7 @@ class Manifold:
         if density == "uniform":
             return rng.uniform(-math.pi, math.pi, n)
         if density == "von_mises":
+            from scipy import stats
             return stats.vonmises.rvs(kappa, size=n, random_state=rng)
         # piecewise: P(theta in [0, pi)) = 2/3, uniform within each half
         upper = rng.random(n) < 2 / 3
@@ -118,6 +119,7 @@ class Manifold:
             coords = theta[:, None]
         elif self.kind == "sphere":
             if density == "von_mises":  # von Mises-Fisher around +y3
+                from scipy import stats
                 u = stats.vonmises_fisher(np.array([0.0, 0.0, 1.0]), kappa).rvs(n, random_state=rng)
             else:
                 z = rng.uniform(-1, 1, n)  # Archimedes: uniform height <=> uniform area
