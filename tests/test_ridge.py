@@ -280,3 +280,23 @@ def test_stop_degenerate_only_removes_points_whose_frame_stays_degenerate():
     np.testing.assert_array_equal(a.point, b.point)
     with pytest.raises(ValueError, match="stop_degenerate"):
         project_to_ridge(two, y, 1, stop_degenerate=0)
+
+
+@given(k=st.integers(1, 4), d=st.integers(1, 5), seed=st.integers(0, 10_000), ties=st.booleans())
+def test_fix_signs_makes_each_columns_first_largest_entry_positive(k, d, seed, ties):
+    """The sign convention against a per-column loop: the first entry of largest magnitude is made
+    positive (an all-zero column is left alone), and nothing else changes but the column's sign."""
+    from ridgexr.scms import fix_signs
+
+    rng = np.random.default_rng(seed)
+    v = rng.standard_normal((6, d, k))
+    if ties:  # equal magnitudes of both signs, and an all-zero column
+        v = np.round(v)
+        v[0, :, 0] = 0.0
+    out = fix_signs(torch.from_numpy(v)).numpy()
+    for b in range(v.shape[0]):
+        for j in range(k):
+            col = v[b, :, j]
+            i = int(np.argmax(np.abs(col)))  # numpy's argmax: the first maximum
+            sign = 1.0 if col[i] == 0 else np.sign(col[i])
+            np.testing.assert_array_equal(out[b, :, j], sign * col)
