@@ -40,6 +40,8 @@ from .process import OU
 __all__ = ["SmoothedEmpirical", "Moments"]
 
 DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes of scratch space per call
+#: training sets of up to this many points take the cancellation-free form for every query (SmoothedEmpirical._small)
+SMALL_N = 16
 
 
 @dataclass
@@ -345,6 +347,8 @@ class SmoothedEmpirical:
 
     def _full(self, yaug, tr, nc, cov, eps):
         """Exact moments of a query chunk: lse, mean (centred) and (cov_unit, log_cov_scale, cov_error)."""
+        if tr["xc"].shape[0] <= SMALL_N:
+            return self._small(yaug, tr, cov, eps)
         lse, m1, second, conc = self._streamed(yaug, tr, nc, cov)
         if not cov:
             return lse, m1, None
@@ -360,6 +364,47 @@ class SmoothedEmpirical:
         if bool(ill.any()):
             c[ill], ls[ill], err[ill] = self._cov_resolved(yaug[ill], tr, nc)
         return lse, m1, (c, ls, err)
+
+    def _small(self, yaug, tr, cov, eps):
+        """Exact moments for a small training set (N <= SMALL_N), every query in the
+        cancellation-free form of :meth:`_topk` with k = N.
+
+        With l_1 the largest logit (point x_1), l_2 the second largest and v_i = exp(l_i - l_2)
+        for the other points (Delta_i = x_i - x_1): C = s [sum v_i Delta_i Delta_i^T - s w w^T],
+        w = sum v_i Delta_i, log s = (l_2 - l_1) - log1p(exp(l_2 - l_1) sum v_i), the same
+        formulas as :meth:`_topk` with nothing dropped, but without its selection, sort and
+        gathers, and without the concentrated/non-concentrated split of :meth:`_streamed` (a
+        handful of passes over (Q, N, d) arrays instead of two paths and their merge).
+        """
+        xc = tr["xc"]
+        n, d = xc.shape
+        logits = yaug @ tr["aug"].T  # (q, n)
+        if n == 1:
+            q = logits.shape[0]
+            zeros = torch.zeros(q, dtype=yaug.dtype, device=yaug.device)
+            mean = xc.expand(q, d)
+            cu = (torch.zeros(q, d, d, dtype=yaug.dtype, device=yaug.device), zeros, zeros) if cov else None
+            return logits[:, 0], mean, cu
+        top2, idx2 = torch.topk(logits, 2, dim=1)
+        l1, l2 = top2[:, 0], top2[:, 1]
+        first = torch.nn.functional.one_hot(idx2[:, 0], n).bool()
+        v = torch.where(first, 0.0, torch.exp(logits - l2[:, None]))  # (q, n), <= 1; 0 at x_1
+        x1 = xc[idx2[:, 0]]  # (q, d)
+        delta = xc[None] - x1[:, None]  # (q, n, d)
+        w = torch.einsum("qn,qnd->qd", v, delta)
+        gap = l2 - l1  # <= 0
+        log_s = gap - torch.log1p(torch.exp(gap) * v.sum(1))
+        s = torch.exp(log_s)
+        mean = x1 + s[:, None] * w
+        lse = l2 - log_s  # = l_1 + log(1 + sum_{i != 1} exp(l_i - l_1))
+        if not cov:
+            return lse, mean, None
+        sec = torch.einsum("qnd,qne->qde", v[:, :, None] * delta, delta)  # second moment about x_1, / s
+        cu = sec - s[:, None, None] * w[:, :, None] * w[:, None, :]
+        cu = 0.5 * (cu + cu.transpose(1, 2))
+        # the subtraction's rounding, as in _full: relative to the second moment it started from
+        err = 64 * eps * torch.diagonal(sec, dim1=1, dim2=2).sum(-1)
+        return lse, mean, (cu, log_s, err)
 
     def _streamed(self, yaug, tr, nc, cov):
         """Online log-sum-exp pass over training chunks.
@@ -421,6 +466,8 @@ class SmoothedEmpirical:
         Returns (cov_unit, log_cov_scale, cov_error).
         """
         n, d = tr["xc"].shape
+        if n <= self.refine_k:  # nothing to truncate: the same form without top-k selection
+            return self._small(yaug, tr, True, torch.finfo(yaug.dtype).eps)[2]
         k = min(n, self.refine_k)
         elems = max(self.memory_budget // yaug.element_size(), 1024)
         sub = max(1, elems // (4 * k * (d + 2)))

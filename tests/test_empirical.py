@@ -23,7 +23,7 @@ def brute(train, w, x, t):
 
 
 mixtures = st.tuples(
-    st.integers(1, 12),  # N
+    st.integers(1, 40),  # N: both sides of empirical.SMALL_N (16)
     st.integers(1, 5),  # d
     st.floats(0.01, 3.0),  # t
     st.integers(0, 2**31 - 1),  # seed
@@ -86,6 +86,38 @@ def test_per_query_time_broadcast(rng):
         np.testing.assert_allclose(m[k], SmoothedEmpirical(train, t).posterior_mean(x[k]), atol=1e-13)
     with pytest.raises(ValueError, match="broadcast"):
         SmoothedEmpirical(train, np.ones(5)).posterior_mean(x)
+
+
+@given(n=st.integers(1, 12), d=st.integers(1, 4), log10_t=st.floats(-4, 0.5), seed=st.integers(0, 10_000))
+def test_small_training_sets_agree_with_the_streamed_path(n, d, log10_t, seed):
+    """N <= SMALL_N takes the cancellation-free form for every query; the streamed GEMM path (with
+    its own cancellation-free fallback for concentrated posteriors) gives the same moments, the
+    same O(1)-scaled covariance where it does not underflow, and the same frames."""
+    import ridgexr.empirical as emp
+
+    rng = np.random.default_rng(seed)
+    train = rng.normal(size=(n, d)) * 2
+    t = 10.0**log10_t
+    ou = OU()
+    x = ou.alpha(t) * train[rng.integers(0, n, 40)] + math.sqrt(ou.h(t)) * rng.normal(size=(40, d))
+    p = SmoothedEmpirical(train, t)
+    assert n <= emp.SMALL_N
+    xt, tb = p.validate_queries(x)
+    small = p.moments_flat(xt, tb, cov=True)
+    saved, emp.SMALL_N = emp.SMALL_N, 0
+    try:
+        streamed = p.moments_flat(xt, tb, cov=True)
+    finally:
+        emp.SMALL_N = saved
+    np.testing.assert_allclose(small.log_prob, streamed.log_prob, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(small.mean, streamed.mean, atol=1e-12 * (1 + np.abs(train).max()))
+    cov_scale = np.abs(streamed.cov.numpy()).max()
+    np.testing.assert_allclose(small.cov, streamed.cov, atol=1e-11 * max(cov_scale, 1e-300))
+    # where the covariance underflows only the scaled form resolves it: compare that, up to its scale
+    ratio = torch.exp(small.log_cov_scale - streamed.log_cov_scale)[:, None, None].numpy()
+    unit = np.abs(small.cov_unit.numpy()).max((1, 2), keepdims=True) + 1e-300
+    np.testing.assert_allclose(ratio * small.cov_unit.numpy() / unit, streamed.cov_unit.numpy() / unit, atol=1e-9)
+    assert torch.all(small.cov_error >= 0)
 
 
 def test_chunked_equals_unchunked(rng):
