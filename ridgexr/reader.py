@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import xarray as xr
 
 from ._deprecation import renamed_kwargs
 from .catalog import data_dir_source, open_catalog, resolve_store
-from .store import cell_label, is_store, open_store
+from .store import IN_PROCESS, cell_label, is_store, open_store
 
 __all__ = ["open_dataset", "store_path", "summarize", "mask_incomplete"]
 
@@ -22,22 +23,25 @@ def summarize(path: str | Path) -> list[dict]:
     tangent residual (states with a degenerate frame masked, their share in ``degenerate``),
     near-mode share (within 0.5 of a scaled training point, the paper's count, as
     ``near_mode_fraction``), memorized share (d1/d2 < 1/3, as
-    ``memorization_fraction``), diverged trajectories, held-out excess loss.
+    ``memorization_fraction``), diverged trajectories, held-out excess loss.  Every column is
+    built lazily and computed in one ``dask.compute`` in this process
+    (:data:`ridgexr.store.IN_PROCESS`), so chunks shared by several columns (the final step's
+    block of each cell) are read once.
     """
-    from .analysis import memorization_fraction, near_mode_fraction
+    import dask
 
     ds = open_store(path)
     dims = ds["cell_complete"].dims
-    last = ds.isel(step=-1)
+    lazy = _summary_columns(ds, ds.isel(step=-1))
+    marks = {"done": ds["cell_complete"]}
+    if "cell_applies" in ds:
+        marks["applies"] = ds["cell_applies"]
     with warnings.catch_warnings():  # unwritten cells and fully diverged cells are all-NaN: NaN rows
         warnings.simplefilter("ignore", RuntimeWarning)
-        # each cell against its own training set (nested subsets of an n_train sweep)
-        near = near_mode_fraction(ds, r=0.5)["near_mode"].transpose(*dims).values
-        memo = (memorization_fraction(ds)["memorized"].transpose(*dims).values if ds.sizes["train"] >= 2
-                else np.full(near.shape, np.nan))
-        cols = _summary_columns(ds, last, memo, near)
-    done = ds["cell_complete"].values
-    applies = ds["cell_applies"].transpose(*dims).values if "cell_applies" in ds else np.ones(done.shape, bool)
+        cols, marks = dask.compute({k: v.transpose(*dims).data for k, v in lazy.items()},
+                                   {k: v.transpose(*dims).data for k, v in marks.items()}, scheduler=IN_PROCESS)
+    done = marks["done"]
+    applies = marks.get("applies", np.ones(done.shape, bool))
     rows = []
     for idx in np.ndindex(*done.shape):
         if not applies[idx]:  # masked: the cell's model block does not use one of its labels
@@ -49,22 +53,28 @@ def summarize(path: str | Path) -> list[dict]:
     return rows
 
 
-def _summary_columns(ds, last, memo, near) -> dict:
-    from .analysis import degenerate_share, resolved
+def _summary_columns(ds, last) -> dict:
+    """The summary columns as lazy DataArrays over the cell dims."""
+    from .analysis import degenerate_share, memorization_fraction, near_mode_fraction, resolved
 
-    rms = lambda v: np.sqrt(np.nanmean((v**2).sum(-1), axis=-1))  # noqa: E731
+    def rms(name):  # NaN sample rows (masked or diverged) are skipped, as np.nanmean; a NaN component stays NaN
+        return np.sqrt((resolved(last, name) ** 2).sum("dim", skipna=False).mean("sample"))
+
+    # each cell against its own training set (nested subsets of an n_train sweep)
+    near = near_mode_fraction(ds, r=0.5)["near_mode"]
     cols = {
-        "ridge_distance": resolved(last, "ridge_distance").mean("sample").values,
-        "converged": last["ridge_converged"].mean("sample").values,
-        "rms_residual_normal": rms(resolved(last, "residual_normal").values),
-        "rms_residual_tangent": rms(resolved(last, "residual_tangent").values),
+        "ridge_distance": resolved(last, "ridge_distance").mean("sample"),
+        "converged": last["ridge_converged"].mean("sample"),
+        "rms_residual_normal": rms("residual_normal"),
+        "rms_residual_tangent": rms("residual_tangent"),
         "near_mode": near,
-        "memorized": memo,
-        "diverged": ds["diverged"].sum("sample").values,
-        "excess_loss": ds["excess_loss"].values,
+        "memorized": (memorization_fraction(ds)["memorized"] if ds.sizes["train"] >= 2
+                      else xr.full_like(near, np.nan, dtype=float)),
+        "diverged": ds["diverged"].sum("sample"),
+        "excess_loss": ds["excess_loss"],
     }
     if "frame_degenerate" in last.variables:
-        cols["degenerate"] = degenerate_share(last, "frame_degenerate").values
+        cols["degenerate"] = degenerate_share(last, "frame_degenerate")
     return cols
 
 

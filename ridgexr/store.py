@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import dask.array as da
+import dask.threaded
 import numpy as np
 import xarray as xr
 import zarr
@@ -51,7 +52,12 @@ LOCK_NAME = ".ridgexr-lock"
 __all__ = ["CELL_DIMS", "CellWriter", "STEP_VARIABLES", "consolidate", "is_consolidated", "COORD_ATTRS", "SCHEMA_VERSION", "StoreLayout", "create_store", "write_block", "write_cell_end", "open_store",
            "StoreLock", "StoreLockedError", "cells", "complete_cells", "cell_label", "json_attr", "VARIABLE_ATTRS",
            "CELL_DIAGNOSTICS", "is_store", "remove_partial_creations", "replace_store", "Damage", "verify_store",
-           "clear_completion", "CODECS"]
+           "clear_completion", "CODECS", "IN_PROCESS"]
+
+#: dask scheduler of the small reads ridgexr does for itself (the eager step coordinates, the run
+#: summary): dask's threaded scheduler, in this process whatever client is active.  Passed as a
+#: callable so that dask does not import dask.distributed to look for a client (~0.8 s of start-up).
+IN_PROCESS = dask.threaded.get
 
 #: compression then checksum, for every array of a store
 CODECS = (ZstdCodec(), Crc32cCodec())
@@ -520,7 +526,7 @@ def open_store(path: str | Path, **kwargs) -> xr.Dataset:
     if not (p / "zarr.json").is_file():
         raise FileNotFoundError(f"no ridgexr store at {str(p)!r}")
     ds = xr.open_zarr(str(p), zarr_format=3, consolidated=is_consolidated(p), **kwargs)
-    eager = {name: ds[name].load() for name in EAGER_COORDS if name in ds.coords}
+    eager = {name: ds[name].load(scheduler=IN_PROCESS) for name in EAGER_COORDS if name in ds.coords}
     ds = ds.assign_coords(eager)
     return ds.set_xindex("t") if "t" in ds.coords and "step" in ds["t"].dims else ds
 

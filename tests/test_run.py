@@ -89,6 +89,40 @@ def test_trajectory_and_residuals_recomputed_independently(small_run):
     np.testing.assert_allclose(rn[:, 0], 0, atol=1e-9)  # two points: normal = y axis
 
 
+def test_summary_rows_are_the_final_step_of_the_store(small_run):
+    """Every summary column against numpy on the arrays read back with zarr (no dask, no xarray)."""
+    exp, res = small_run
+    g = zarr.open_group(str(res.store), mode="r")
+    arr = lambda name: np.asarray(g[name][...])  # noqa: E731
+    traj, train, alpha = arr("trajectory")[..., -1, :], arr("train_data"), float(arr("alpha")[-1])
+    dist, conv = arr("ridge_distance")[..., -1], arr("ridge_converged")[..., -1]
+    rdeg, fdeg = arr("ridge_degenerate")[..., -1], arr("frame_degenerate")[..., -1]
+    normal, tangent = arr("residual_normal")[..., -1, :], arr("residual_tangent")[..., -1, :]
+    schedules, widths = list(g["schedule"][...]), list(g["width"][...])
+    assert len(res.summary) == len(schedules) * len(widths)
+    for row in res.summary:
+        i, j = schedules.index(row["schedule"]), widths.index(row["width"])
+        x = traj[i, j]  # (sample, dim)
+        d = np.sort(np.linalg.norm(x[:, None] - alpha * train[None], axis=-1), axis=1)
+        masked = lambda v, flag: np.where(flag[i, j][..., None] if v.ndim == 4 else flag[i, j], np.nan, v[i, j])  # noqa: E731
+        rms = lambda v: np.sqrt(np.nanmean((masked(v, fdeg) ** 2).sum(-1)))  # noqa: E731
+        observed = np.isfinite(dist[i, j])
+        expect = {
+            "ridge_distance": np.nanmean(masked(dist, rdeg)),
+            "converged": conv[i, j].mean(),
+            "rms_residual_normal": rms(normal),
+            "rms_residual_tangent": rms(tangent),
+            "near_mode": np.mean(d[:, 0] < 0.5),
+            "memorized": np.mean(d[:, 0] / d[:, 1] < 1 / 3),
+            "diverged": arr("diverged")[i, j].sum(),
+            "excess_loss": arr("excess_loss")[i, j],
+            "degenerate": (fdeg[i, j] & observed).sum() / observed.sum(),
+        }
+        assert row["complete"] is True
+        for key, value in expect.items():
+            np.testing.assert_allclose(row[key], value, rtol=1e-12, atol=1e-15, err_msg=key)
+
+
 def test_resume_and_config_mismatch(small_run, tmp_path, write_catalog):
     exp, res = small_run
     again = run_experiment(exp, store=res.store)
