@@ -371,8 +371,7 @@ STEP_VARIABLES = STEP_VECTOR + STEP_SCALAR + STEP_BOOL + STEP_INT
 def _step_arrays(path: str | Path) -> dict[str, Any]:
     """The per-step zarr arrays of a store, opened once, writing every chunk (even all-fill ones:
     ``verify`` expects every chunk of a written region on disk)."""
-    group = zarr.open_group(str(path), mode="r+", zarr_format=3)
-    return {name: group[name].with_config({"write_empty_chunks": True}) for name in STEP_VARIABLES}
+    return _open_arrays(path, list(STEP_VARIABLES))
 
 
 def _put_block(arrays: dict, layout: StoreLayout, cell: tuple[int, ...], start: int,
@@ -472,28 +471,31 @@ def write_cell_end(path: str | Path, layout: StoreLayout, cell: tuple[int, ...],
                    final_ridge_residual_alt: np.ndarray | None = None) -> None:
     """Write the per-cell variables, then the completion mark (in that order).
 
-    ``diagnostics`` maps names of :data:`CELL_DIAGNOSTICS` to floats (missing ones are NaN);
-    ``final_ridge_residual_alt`` is (n_samples, len(layout.d_star_alt)).
+    ``diverged`` is (n_samples,) bool; ``diagnostics`` maps names of :data:`CELL_DIAGNOSTICS` to
+    floats (missing ones are NaN); ``final_ridge_residual_alt`` is (n_samples,
+    len(layout.d_star_alt)).  Written straight into the zarr arrays (every cell is one chunk of
+    them), after every shape is checked.
     """
-    cd = layout.cell_dims
-    lead = (1,) * len(cd)
-    data = {"diverged": (cd + ("sample",), np.asarray(diverged, dtype=bool).reshape(lead + (layout.n_samples,))),
-            "max_dropped_mass": (cd, np.full(lead, float(max_dropped_mass)))}
+    cell = tuple(int(i) for i in cell)
+    S = layout.n_samples
+    values = {"diverged": np.asarray(diverged, dtype=bool), "max_dropped_mass": float(max_dropped_mass)}
     if layout.d_star_alt:
-        alt = np.asarray(final_ridge_residual_alt, dtype=np.float64).reshape(
-            lead + (layout.n_samples, len(layout.d_star_alt)))
-        data["final_ridge_residual_alt"] = (cd + ("sample", "d_star_alt"), alt)
-    for name in CELL_DIAGNOSTICS:
-        data[name] = (cd, np.full(lead, float(diagnostics.get(name, np.nan))))
-    region = layout.cell_region(cell)
-    xr.Dataset(data).to_zarr(str(path), region=region, zarr_format=3, consolidated=False, write_empty_chunks=True)
-    _write_marks(path, cd, region, True)
+        values["final_ridge_residual_alt"] = np.asarray(final_ridge_residual_alt, dtype=np.float64)
+    want = {"diverged": (S,), "final_ridge_residual_alt": (S, len(layout.d_star_alt))}
+    for name, shape in want.items():  # zarr broadcasts silently: check before writing anything
+        if name in values and values[name].shape != shape:
+            raise ValueError(f"`{name}` has shape {values[name].shape}; expected {shape}")
+    values.update({name: float(diagnostics.get(name, np.nan)) for name in CELL_DIAGNOSTICS})
+    arrays = _open_arrays(path, list(values) + ["cell_complete"])
+    for name, value in values.items():
+        arrays[name][cell] = value
+    arrays["cell_complete"][cell] = True
 
 
-def _write_marks(path: str | Path, cell_dims: tuple[str, ...], region: dict, value: bool) -> None:
-    lead = (1,) * len(cell_dims)
-    xr.Dataset({"cell_complete": (cell_dims, np.full(lead, value))}).to_zarr(
-        str(path), region=region, zarr_format=3, consolidated=False, write_empty_chunks=True)
+def _open_arrays(path: str | Path, names: list[str]) -> dict[str, Any]:
+    """Named zarr arrays of a store opened for writing, every chunk written (``verify`` expects them)."""
+    group = zarr.open_group(str(path), mode="r+", zarr_format=3)
+    return {name: group[name].with_config({"write_empty_chunks": True}) for name in names}
 
 
 #: small step coordinates loaded eagerly when a store is opened (``t`` becomes an index)
@@ -628,10 +630,9 @@ def clear_completion(path: str | Path, cells: list[dict]) -> None:
     """Unset ``cell_complete`` for the cells labelled ``cells`` so that a rerun recomputes them."""
     ds = open_store(path)
     cell_dims = _cell_dims(ds)
+    marks = _open_arrays(path, ["cell_complete"])["cell_complete"]
     for labels in cells:
-        region = {d: slice(i, i + 1) for d, i in
-                  ((d, int(np.flatnonzero(ds[d].values == labels[d])[0])) for d in cell_dims)}
-        _write_marks(path, cell_dims, region, False)
+        marks[tuple(int(np.flatnonzero(ds[d].values == labels[d])[0]) for d in cell_dims)] = False
 
 
 def set_root_attrs(path: str | Path, **attrs) -> None:

@@ -106,6 +106,25 @@ def test_region_writes_land_in_their_cell_and_the_mark_comes_last(tmp_path, rng)
     assert ds.isel(schedule=1, width=0).diverged.values.tolist() == [True, False, False]
     for name, value in diag.items():
         assert float(ds[name].isel(schedule=1, width=0)) == value
+    assert np.isnan(ds[CELL_DIAGNOSTICS[0]].isel(schedule=0).values).all()  # other cells untouched
+
+
+def test_cell_end_checks_shapes_before_writing_anything(tmp_path):
+    layout = small_layout(d_star_alt=(0,))
+    path = tmp_path / "s.zarr"
+    create_store(path, layout, np.zeros((2, 2)), {})
+    with pytest.raises(ValueError, match="`diverged` has shape \\(4,\\); expected \\(3,\\)"):
+        write_cell_end(path, layout, (0, 0), np.zeros(4, bool), {"excess_loss": 1.0},
+                       final_ridge_residual_alt=np.zeros((3, 1)))
+    with pytest.raises(ValueError, match="final_ridge_residual_alt"):
+        write_cell_end(path, layout, (0, 0), np.zeros(3, bool), {"excess_loss": 1.0},
+                       final_ridge_residual_alt=np.zeros((3, 2)))
+    ds = open_store(path)
+    assert not ds.cell_complete.values.any() and np.isnan(ds.excess_loss.values).all()
+    write_cell_end(path, layout, (0, 1), np.ones(3, bool), {}, final_ridge_residual_alt=np.full((3, 1), 0.5))
+    cell = open_store(path).isel(schedule=0, width=1)
+    assert cell.diverged.values.all() and (cell.final_ridge_residual_alt.values == 0.5).all()
+    assert bool(cell.cell_complete) and np.isnan(cell.excess_loss.values)  # missing diagnostics are NaN
 
 
 def test_json_attr_parses_and_names_damage(tmp_path):
