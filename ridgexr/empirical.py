@@ -295,55 +295,48 @@ class SmoothedEmpirical:
         """
         dtype, device = xf.dtype, xf.device
         tr = self._train_on(dtype, device)
-        n, d = tr["xc"].shape
         q = xf.shape[0]
-        a_all = self.process.alpha(tf)
-        h_all = self.process.h(tf)
-        out = dict(
-            alpha=a_all, h=h_all,
-            log_prob=torch.empty(q, dtype=dtype, device=device),
-            mean=torch.empty(q, d, dtype=dtype, device=device),
-            dropped_mass=torch.zeros(q, dtype=dtype, device=device),
-        )
-        if cov:
-            out["cov_unit"] = torch.empty(q, d, d, dtype=dtype, device=device)
-            out["log_cov_scale"] = torch.zeros(q, dtype=dtype, device=device)
-            out["cov_error"] = torch.zeros(q, dtype=dtype, device=device)
         eps = torch.finfo(dtype).eps
         qc, nc = self._chunk_sizes(q, xf.element_size(), cov, top_k)
-        log2pi = math.log(2 * math.pi)
-        for q0 in range(0, q, qc):
-            q1 = min(q, q0 + qc)
-            a, h = a_all[q0:q1], h_all[q0:q1]
-            y = xf[q0:q1] - a[:, None] * tr["center"]  # query relative to the scaled centre
-            # logits = [y a/h, -a^2/(2h), 1] . [x_c, |x_c|^2, log w]
-            yaug = torch.cat([y * (a / h)[:, None], (-0.5 * a * a / h)[:, None],
-                              torch.ones_like(h)[:, None]], 1)
-            if top_k is None:
-                lse, m1, cu = self._full(yaug, tr, nc, cov, eps)
-            else:
-                ref = self._topk(yaug, tr, nc, top_k, cov)
-                lse, m1 = ref["lse"], ref["mean"]
-                drop = ref["dropped_mass"]
-                cu = (ref["cov_unit"], ref["log_cov_scale"], ref["cov_error"]) if cov else None
-                # truncation is used only where its certified dropped mass is <= drop_tol;
-                # the other queries are recomputed exactly (dropped mass 0)
-                bad = drop > self.drop_tol
-                if bool(bad.any()):
-                    lse_b, m1_b, cu_b = self._full(yaug[bad], tr, nc, cov, eps)
-                    lse, m1, drop = lse.clone(), m1.clone(), drop.clone()
-                    lse[bad], m1[bad], drop[bad] = lse_b, m1_b, 0.0
-                    if cov:
-                        for part, part_b in zip(cu, cu_b):
-                            part[bad] = part_b
-                out["dropped_mass"][q0:q1] = drop
-            if cov:
-                out["cov_unit"][q0:q1], out["log_cov_scale"][q0:q1], out["cov_error"][q0:q1] = cu
-            out["mean"][q0:q1] = m1 + tr["center"]
-            out["log_prob"][q0:q1] = lse - (y * y).sum(1) / (2 * h) - 0.5 * d * (log2pi + torch.log(h))
+        a_all, h_all = self.process.alpha(tf), self.process.h(tf)
+        parts = [self._chunk(xf[q0:q0 + qc], a_all[q0:q0 + qc], h_all[q0:q0 + qc], tr, nc, cov, top_k, eps)
+                 for q0 in range(0, max(q, 1), qc)]  # an empty batch: one empty chunk
+        # one query chunk (the usual case, and every small active set of SCMS) is used as it is
+        out = parts[0] if len(parts) == 1 else {key: torch.cat([p[key] for p in parts]) for key in parts[0]}
         if cov:
             out["cov"] = torch.exp(out["log_cov_scale"])[:, None, None] * out["cov_unit"]
-        return Moments(**out)
+        return Moments(alpha=a_all, h=h_all, **out)
+
+    def _chunk(self, x, a, h, tr, nc, cov, top_k, eps) -> dict:
+        """The fields of :class:`Moments` (but alpha, h and cov) for one chunk of queries."""
+        d = x.shape[1]
+        y = x - a[:, None] * tr["center"]  # query relative to the scaled centre
+        # logits = [y a/h, -a^2/(2h), 1] . [x_c, |x_c|^2, log w]
+        yaug = torch.cat([y * (a / h)[:, None], (-0.5 * a * a / h)[:, None], torch.ones_like(h)[:, None]], 1)
+        drop = None
+        if top_k is None:
+            lse, m1, cu = self._full(yaug, tr, nc, cov, eps)
+        else:
+            ref = self._topk(yaug, tr, nc, top_k, cov)
+            lse, m1 = ref["lse"], ref["mean"]
+            drop = ref["dropped_mass"]
+            cu = (ref["cov_unit"], ref["log_cov_scale"], ref["cov_error"]) if cov else None
+            # truncation is used only where its certified dropped mass is <= drop_tol;
+            # the other queries are recomputed exactly (dropped mass 0)
+            bad = drop > self.drop_tol
+            if bool(bad.any()):
+                lse_b, m1_b, cu_b = self._full(yaug[bad], tr, nc, cov, eps)
+                lse, m1, drop = lse.clone(), m1.clone(), drop.clone()
+                lse[bad], m1[bad], drop[bad] = lse_b, m1_b, 0.0
+                if cov:
+                    for part, part_b in zip(cu, cu_b):
+                        part[bad] = part_b
+        out = dict(mean=m1 + tr["center"],
+                   log_prob=lse - (y * y).sum(1) / (2 * h) - 0.5 * d * (math.log(2 * math.pi) + torch.log(h)),
+                   dropped_mass=torch.zeros_like(h) if drop is None else drop)
+        if cov:
+            out["cov_unit"], out["log_cov_scale"], out["cov_error"] = cu
+        return out
 
     def _full(self, yaug, tr, nc, cov, eps):
         """Exact moments of a query chunk: lse, mean (centred) and (cov_unit, log_cov_scale, cov_error)."""

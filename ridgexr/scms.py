@@ -247,35 +247,40 @@ def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star:
     gap = torch.empty(q, dtype=dt, device=dev)
     degenerate = torch.zeros(q, dtype=torch.bool, device=dev)
     dropped = torch.zeros(q, dtype=dt, device=dev)
+    # the active points are kept compact (their positions, times and degenerate runs); a point's
+    # results are written to the outputs once, when it stops, so an iteration in which no point
+    # stops (the typical iteration of a slow tail) does no scattering at all
     active = torch.arange(q, device=dev)
+    xa, ta = xf, tf
     run = torch.zeros(q, dtype=torch.int64, device=dev)  # consecutive degenerate frames (stop_degenerate)
     first = None
-    for it in range(max_iter + 1):
-        if active.numel() == 0:
-            break
-        xa = point[active]
-        mom = density.moments_flat(xa, tf[active], cov=True, top_k=top_k)
+    for it in range(max_iter + 1 if q else 0):
+        mom = density.moments_flat(xa, ta, cov=True, top_k=top_k)
         fr = frame_from_moments(mom, xa, d_star, kind, signs=first is None)  # N N^T does not depend on signs
         if first is None:
             first = fr  # the frame at the starting points, in their order
         nstep = project_onto(fr.normal, fr.step)
-        small = nstep.norm(dim=-1) < tol
-        residual[active] = nstep.norm(dim=-1) / fr.h
-        curvature[active] = fr.normal_curvature
-        gap[active] = fr.eigengap
-        degenerate[active] = fr.degenerate
-        dropped[active] = fr.dropped_mass
-        converged[active[small]] = True
-        if it == max_iter:  # evaluated the final position; no step left
-            break
-        still = ~small
+        norm = nstep.norm(dim=-1)
+        small = norm < tol
+        stop = small.clone() if it < max_iter else torch.ones_like(small)  # the last evaluation ends every point
         if stop_degenerate is not None:
-            run[active] = torch.where(fr.degenerate, run[active] + 1, 0)
-            still &= run[active] < stop_degenerate
-        moving = active[still]
-        point[moving] = point[moving] + nstep[still]
-        iterations[moving] += 1
-        active = moving
+            run = torch.where(fr.degenerate, run + 1, 0)
+            stop |= run >= stop_degenerate
+        if bool(stop.any()):
+            done = active[stop]
+            point[done] = xa[stop]
+            residual[done] = norm[stop] / fr.h[stop]
+            curvature[done] = fr.normal_curvature[stop]
+            gap[done] = fr.eigengap[stop]
+            degenerate[done] = fr.degenerate[stop]
+            dropped[done] = fr.dropped_mass[stop]
+            converged[done] = small[stop]
+            iterations[done] = it
+            keep = ~stop
+            if not bool(keep.any()):
+                break
+            active, xa, ta, nstep, run = active[keep], xa[keep], ta[keep], nstep[keep], run[keep]
+        xa = xa + nstep
     result = ScmsResult(point=point, converged=converged, iterations=iterations, residual=residual,
                         normal_curvature=curvature, eigengap=gap, degenerate=degenerate, dropped_mass=dropped)
     return result, first

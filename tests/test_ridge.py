@@ -300,3 +300,14 @@ def test_fix_signs_makes_each_columns_first_largest_entry_positive(k, d, seed, t
             i = int(np.argmax(np.abs(col)))  # numpy's argmax: the first maximum
             sign = 1.0 if col[i] == 0 else np.sign(col[i])
             np.testing.assert_array_equal(out[b, :, j], sign * col)
+
+
+@pytest.mark.parametrize("n", [3, 40])  # both moment paths (N <= SMALL_N and the streamed one)
+def test_empty_batches_give_empty_results(n):
+    p = SmoothedEmpirical(np.random.default_rng(0).normal(size=(n, 3)), 0.3)
+    x = np.zeros((0, 3))
+    r = project_to_ridge(p, x, 1)
+    assert r.point.shape == (0, 3) and r.converged.shape == (0,) and r.iterations.shape == (0,)
+    f = ridge_frame(p, x, 1)
+    assert f.normal.shape == (0, 3, 2) and f.tangent.shape == (0, 3, 1)
+    assert p.moments(x, top_k=2).cov.shape == (0, 3, 3)
