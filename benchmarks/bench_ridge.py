@@ -122,7 +122,32 @@ def main(argv=None):
         sc_cols = "not installed | - |" if sc is None else f"{sc_pit:,.0f} | {pit / sc_pit:.1f}x |"
         print(f"| {n} | {q} | {d} | {pit:,.0f} | {gf:.1f} | {100 * gf / mm:.0f}% | {ref_pit:,.0f} | {pit / ref_pit:.0f}x |"
               f" {sc_cols}  (converged {res.converged.mean():.3f}, mean iterations {res.iterations.mean():.2f})")
+    rows.append(three_point_block(20_000 if args.quick else 200_000))
     return rows
+
+
+THREE_POINTS = np.array([[0.0, 0.0], [5.0, 0.0], [0.0, 5.0]])
+
+
+def three_point_block(q, t=0.3, repeats=3):
+    """The speed issue's d = 2 row: the three points (0,0), (5,0), (0,5) at t = 0.3, ``q`` noisy copies
+    (one observed block of a 2-D run), d* = 1, default tolerance; best of ``repeats`` runs (point-it/s)."""
+    ou = ridgexr.OU()
+    rng = np.random.default_rng(0)
+    x = ou.alpha(t) * THREE_POINTS[rng.integers(0, 3, q)] + math.sqrt(ou.h(t)) * rng.standard_normal((q, 2))
+    p = ridgexr.SmoothedEmpirical(THREE_POINTS, t)
+    xt = torch.from_numpy(x)
+    ridgexr.project_to_ridge(p, xt[:1000], 1)  # warm-up
+    rates = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        res = ridgexr.project_to_ridge(p, xt, 1)
+        el = time.perf_counter() - t0
+        rates.append(int((res.iterations + 1).sum()) / el)
+    print(f"three points, t = {t}, {q:,} queries, d = 2: {max(rates):,.0f} point-it/s (best of {repeats}; runs: "
+          f"{', '.join(f'{r / 1e6:.2f}M' for r in rates)}; target >= 2M; median iterations "
+          f"{float(res.iterations.median()):.0f}, converged {float(res.converged.double().mean()):.3f})")
+    return ("three-points", q, 2, max(rates))
 
 
 if __name__ == "__main__":
