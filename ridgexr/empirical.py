@@ -212,7 +212,9 @@ class SmoothedEmpirical:
             xx = None
             if n * d * d * xc.element_size() <= self.memory_budget // 4:
                 xx = (xc[:, :, None] * xc[:, None, :]).reshape(n, d * d)
-            self._cache[key] = dict(xc=xc, center=center.to(dtype), aug=aug, xx=xx,
+            # aug_t: the logits' right factor stored contiguous (a product with the transposed view
+            # aug.T ran 6x slower: 5.8 vs 0.9 ms for 2000 queries x 1000 points)
+            self._cache[key] = dict(xc=xc, center=center.to(dtype), aug_t=aug.T.contiguous(), xx=xx,
                                     radius2=float(sq64.max()))
         return self._cache[key]
 
@@ -371,7 +373,7 @@ class SmoothedEmpirical:
         """
         xc = tr["xc"]
         n, d = xc.shape
-        logits = yaug @ tr["aug"].T  # (q, n)
+        logits = yaug @ tr["aug_t"]  # (q, n)
         if n == 1:
             q = logits.shape[0]
             zeros = torch.zeros(q, dtype=yaug.dtype, device=yaug.device)
@@ -411,7 +413,7 @@ class SmoothedEmpirical:
         qn = yaug.shape[0]
         dtype, device = yaug.dtype, yaug.device
         if nc >= n:  # one chunk: decide concentration before the O(N d^2) product
-            logits = yaug @ tr["aug"].T
+            logits = yaug @ tr["aug_t"]
             m_run = logits.max(1).values
             e = torch.exp(logits.sub_(m_run[:, None]))
             s0 = e.sum(1)
@@ -420,12 +422,13 @@ class SmoothedEmpirical:
             if cov:
                 conc = (s0 - 1) < 1e-6 * s0
                 xx = xx_all if xx_all is not None else (xc[:, :, None] * xc[:, None, :]).reshape(n, d * d)
-                if not bool(conc.any()):
-                    s2 = e @ xx
-                else:  # concentrated rows get their covariance elsewhere: skip their product
+                n_conc = int(conc.sum())
+                if 2 * n_conc <= qn:  # concentrated rows get their covariance elsewhere; a few of them
+                    s2 = e @ xx       # cost less in the one product than gathering the others would
+                else:  # mostly concentrated: skip their product
                     s2 = torch.zeros(qn, d * d, dtype=dtype, device=device)
                     rows = ~conc
-                    if bool(rows.any()):
+                    if n_conc < qn:
                         s2[rows] = e[rows] @ xx
                 second = s2.reshape(-1, d, d) / s0[:, None, None]
             return m_run + torch.log(s0), s1 / s0[:, None], second, conc
@@ -436,7 +439,7 @@ class SmoothedEmpirical:
         for n0 in range(0, n, nc):
             n1 = min(n, n0 + nc)
             xcn = xc[n0:n1]
-            logits = yaug @ tr["aug"][n0:n1].T
+            logits = yaug @ tr["aug_t"][:, n0:n1]
             m_new = torch.maximum(m_run, logits.max(1).values)
             scale = torch.exp(m_run - m_new)
             e = torch.exp(logits.sub_(m_new[:, None]))
@@ -487,7 +490,7 @@ class SmoothedEmpirical:
         s0 = torch.zeros(qn, dtype=dtype, device=device)
         for n0 in range(0, n, nc):
             n1 = min(n, n0 + nc)
-            logits = yaug @ tr["aug"][n0:n1].T
+            logits = yaug @ tr["aug_t"][:, n0:n1]
             m_new = torch.maximum(m_run, logits.max(1).values)
             s0 = s0 * torch.exp(m_run - m_new) + torch.exp(logits - m_new[:, None]).sum(1)
             m_run = m_new
