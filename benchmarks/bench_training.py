@@ -5,7 +5,9 @@ Run:  python benchmarks/bench_training.py [--quick]
 Prints, from one run: the achieved GFLOP/s of the U/V accumulation (counted flops:
 2 S p^2 for U, 2 S d p for V, 2 S p (d + 2K + 1) for the features) against a plain float64
 matmul measured in the same run, and the time to produce A(tau) for 20 tau values from the
-closed-form flow against the time of the one eigendecomposition it needs.
+closed-form flow against the time of the one eigendecomposition it needs.  Then the streamed
+accumulation of the fits (``training.accumulate``: one Gram matrix per time node, shared by three
+schedules) at the default entry's size: two points, width 1024, 64 nodes x 256 noise draws.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import best_time, machine, matmul_gflops  # noqa: E402
 
 from ridgexr import OU, RandomFeatureDenoiser  # noqa: E402
-from ridgexr.training import GradientFlow, accumulate_moments, targets, draw_training_sample  # noqa: E402
+from ridgexr.training import GradientFlow, accumulate, accumulate_moments, targets, draw_training_sample  # noqa: E402
 
 
 def main(argv=None):
@@ -40,7 +42,8 @@ def main(argv=None):
     print("|---|---|---|---|---|---|---|")
     for p in widths:
         model = RandomFeatureDenoiser(2, p, n_frequencies=K, feature_period=4.0, seed=0)
-        s = draw_training_sample(train, t_min=0.01, T=2.0, n_time=32, n_noise=32, seed=0)
+        s = draw_training_sample(train, t_min=0.01, T=2.0, n_time=32, n_noise=32, seed=0,
+                                 quadrature="gauss-legendre-log-t")
         lam, y = targets(s, "posterior_mean", "h", OU())
         S, d = s.size, 2
         flops = 2 * S * p * p + 2 * S * d * p + 2 * S * p * (d + 2 * K + 1)
@@ -54,6 +57,20 @@ def main(argv=None):
         gf = flops / el / 1e9
         print(f"| {p} | {S} | {gf:.1f} | {100 * gf / mm:.0f}% | {t_eigh:.3f} | {t_a:.3f} | "
               f"{t_total / t_eigh:.2f}x (eigh + 20 taus vs eigh) |")
+    streamed_fit_row(mm, args.quick)
+
+
+def streamed_fit_row(mm: float, quick: bool) -> None:
+    """``accumulate`` for the schedules 1, h, h^2 on the two-points sample (nested raw features)."""
+    p = 256 if quick else 1024
+    train = np.array([[-3.0, 0.0], [3.0, 0.0]])
+    model = RandomFeatureDenoiser(2, p, n_frequencies=16, feature_period=3.0, seed=0)
+    s = draw_training_sample(train, t_min=1e-3, T=3.0, n_time=64, n_noise=256, seed=0,
+                             quadrature="gauss-legendre-log-t")
+    el = best_time(lambda: accumulate(model, s, ["1", "h", "h2"], normalized=False), 2)
+    gf = 2 * s.size * p * p / el / 1e9  # the Gram matrices' GEMM flops (shared by the three schedules)
+    print(f"\nstreamed fit accumulation (two points, width {p}, {s.n_time} nodes x {s.size // s.n_time} rows, "
+          f"3 schedules): {el:.2f} s, Gram GEMMs at {gf:.1f} GFLOP/s = {100 * gf / mm:.0f}% of matmul")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@ generated x ("responsibilities" r_i(x) = softmax_i(log w_i - |x - alpha_t x_i|^2
 All moments are computed with one streamed pass over the training set: logits by a
 matrix product, an online log-sum-exp across training chunks, and first and second
 moments as matrix products of the (queries x train) weights with the training points
-and their outer products.  Memory is bounded by ``memory_budget`` bytes.
+and their outer products.  Memory is bounded by ``memory_budget`` bytes.  Posteriors
+concentrated on one point (where E[xx^T] - m m^T cancels), and every query of a training
+set of at most ``SMALL_N`` points, use a shifted, scaled form without cancellation.
 
 Kernel interface.  Besides the public methods (numpy or torch in, the same kind out),
 :class:`SmoothedEmpirical` offers three documented entry points for the geometry

@@ -1,0 +1,28 @@
+"""The benchmark scripts run (``--quick``) and print their tables: a benchmark that no longer runs reports nothing."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script, expected", [
+    # the U/V table rows and the streamed fit line
+    ("bench_training.py", [rf"\| 256 \| 8192 \| {NUMBER} \|", rf"streamed fit accumulation .* {NUMBER} s"]),
+    # the ridge table rows at d = 2, 16, 32 and the three-point line
+    ("bench_ridge.py", [rf"\| 100 \| 200 \| 2 \| {NUMBER} \|", rf"\| 500 \| 100 \| 32 \| {NUMBER} \|",
+                        rf"three points, t = 0.3, 20,000 queries, d = 2: {NUMBER} point-it/s"]),
+    ("bench_run.py", [rf"one cell of two-points: .* = {NUMBER} sample-steps/s", rf"CellWriter \(thread\) +{NUMBER} MB/s"]),
+])
+def test_benchmark_runs_and_prints_its_numbers(script, expected):
+    out = subprocess.run([sys.executable, str(BENCH / script), "--quick"], capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    for pattern in expected:
+        assert re.search(pattern, out.stdout), f"{script}: no line matching {pattern!r} in\n{out.stdout}"
