@@ -87,6 +87,27 @@ class Moments:
         return (a2 * self.cov - hh * eye) / hh**2
 
 
+def _scaled_form(x1: torch.Tensor, delta: torch.Tensor, v: torch.Tensor, gap: torch.Tensor, cov: bool):
+    """Posterior mean and covariance relative to the most responsible point x_1, without cancellation.
+
+    With logits l_1 >= l_2 >= ... (l_1 at x_1), ``v`` (q, k) = exp(l_i - l_2) of the other points
+    (0 where a point is x_1 itself), ``delta`` (q, k, d) = x_i - x_1 and ``gap`` (q,) = l_2 - l_1 <= 0:
+    w = sum v_i Delta_i, log s = gap - log1p(exp(gap) sum v_i), mean = x_1 + s w and
+    C = s [sum v_i Delta_i Delta_i^T - s w w^T].  The bracket (``cu``, symmetrised) is O(1) even
+    where C underflows.  Returns mean (q, d), log s (q,), and with ``cov`` cu and the second moment
+    about x_1 it was formed from (q, d, d) (None, None without).
+    """
+    log_s = gap - torch.log1p(torch.exp(gap) * v.sum(1))
+    s = torch.exp(log_s)
+    w = torch.einsum("qk,qkd->qd", v, delta)
+    mean = x1 + s[:, None] * w
+    if not cov:
+        return mean, log_s, None, None
+    sec = torch.einsum("qkd,qke->qde", v[:, :, None] * delta, delta)
+    cu = sec - s[:, None, None] * w[:, :, None] * w[:, None, :]
+    return mean, log_s, 0.5 * (cu + cu.transpose(1, 2)), sec
+
+
 class SmoothedEmpirical:
     """The smoothed empirical density p_t = sum_i w_i N(alpha_t x_i, h_t I).
 
@@ -366,12 +387,11 @@ class SmoothedEmpirical:
         """Exact moments for a small training set (N <= SMALL_N), every query in the
         cancellation-free form of :meth:`_topk` with k = N.
 
-        With l_1 the largest logit (point x_1), l_2 the second largest and v_i = exp(l_i - l_2)
-        for the other points (Delta_i = x_i - x_1): C = s [sum v_i Delta_i Delta_i^T - s w w^T],
-        w = sum v_i Delta_i, log s = (l_2 - l_1) - log1p(exp(l_2 - l_1) sum v_i), the same
-        formulas as :meth:`_topk` with nothing dropped, but without its selection, sort and
-        gathers, and without the concentrated/non-concentrated split of :meth:`_streamed` (a
-        handful of passes over (Q, N, d) arrays instead of two paths and their merge).
+        :func:`_scaled_form` over all N points (l_1 the largest logit, at x_1; l_2 the second
+        largest; v = exp(l_i - l_2), 0 at x_1), as :meth:`_topk` with nothing dropped, but without
+        its selection, sort and gathers, and without the concentrated/non-concentrated split of
+        :meth:`_streamed` (a handful of passes over (Q, N, d) arrays instead of two paths and their
+        merge).
         """
         xc = tr["xc"]
         n, d = xc.shape
@@ -388,17 +408,10 @@ class SmoothedEmpirical:
         v = torch.where(first, 0.0, torch.exp(logits - l2[:, None]))  # (q, n), <= 1; 0 at x_1
         x1 = xc[idx2[:, 0]]  # (q, d)
         delta = xc[None] - x1[:, None]  # (q, n, d)
-        w = torch.einsum("qn,qnd->qd", v, delta)
-        gap = l2 - l1  # <= 0
-        log_s = gap - torch.log1p(torch.exp(gap) * v.sum(1))
-        s = torch.exp(log_s)
-        mean = x1 + s[:, None] * w
+        mean, log_s, cu, sec = _scaled_form(x1, delta, v, l2 - l1, cov)
         lse = l2 - log_s  # = l_1 + log(1 + sum_{i != 1} exp(l_i - l_1))
         if not cov:
             return lse, mean, None
-        sec = torch.einsum("qnd,qne->qde", v[:, :, None] * delta, delta)  # second moment about x_1, / s
-        cu = sec - s[:, None, None] * w[:, :, None] * w[:, None, :]
-        cu = 0.5 * (cu + cu.transpose(1, 2))
         # the subtraction's rounding, as in _full: relative to the second moment it started from
         err = 64 * eps * torch.diagonal(sec, dim1=1, dim2=2).sum(-1)
         return lse, mean, (cu, log_s, err)
@@ -522,14 +535,8 @@ class SmoothedEmpirical:
         l1, l2 = best_val[:, 0], best_val[:, 1]
         v = torch.exp(best_val[:, 1:] - l2[:, None])  # (q, k-1), <= 1
         delta = xk[:, 1:] - x1[:, None, :]  # (q, k-1, d)
-        log_s = (l2 - l1) - torch.log1p(torch.exp(l2 - l1) * v.sum(1))
-        s = torch.exp(log_s)
-        w = torch.einsum("qk,qkd->qd", v, delta)
-        out["mean"] = x1 + s[:, None] * w
+        out["mean"], log_s, cu, _ = _scaled_form(x1, delta, v, l2 - l1, cov)
         if cov:
-            cu = torch.einsum("qkd,qke->qde", v[:, :, None] * delta, delta) \
-                - s[:, None, None] * w[:, :, None] * w[:, None, :]
-            cu = 0.5 * (cu + cu.transpose(1, 2))
             err = 64 * torch.finfo(dtype).eps * torch.diagonal(cu, dim1=1, dim2=2).sum(-1)
             if log_drop is not None:
                 err = err + torch.exp(log_drop - log_s) * diam2
