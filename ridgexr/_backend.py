@@ -8,6 +8,7 @@ other ridgexr module.
 
 from __future__ import annotations
 
+import math
 import numbers
 import os
 from pathlib import Path
@@ -77,6 +78,13 @@ def check_finite(t: torch.Tensor, name: str) -> None:
 
 def check_positive_time(t: torch.Tensor, name: str = "t") -> None:
     """Raise ``ValueError`` when any diffusion time is not a finite positive number."""
+    if t.numel() == 1:  # one time (every sampler step): checked as a Python float, no tensor passes
+        v = float(t)
+        if not math.isfinite(v):
+            raise ValueError(f"{name} contains 1 non-finite value(s) (NaN or inf)")
+        if v <= 0:
+            raise ValueError(f"{name} must be > 0, got min {v}")
+        return
     check_finite(t, name)
     if t.numel() and bool((t <= 0).any()):
         raise ValueError(f"{name} must be > 0, got min {float(t.min())}")

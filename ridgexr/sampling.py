@@ -47,8 +47,10 @@ def divergence_bound(train: np.ndarray) -> float:
 def within_bound(x: torch.Tensor, bound: float) -> torch.Tensor:
     """The states of ``x`` (..., d) that have not diverged: finite with |x| <= ``bound``; bool (...)."""
     with torch.no_grad():
-        ok = torch.isfinite(x).all(-1)
-        return ok & (torch.linalg.vector_norm(torch.where(ok[..., None], x, 0), dim=-1) <= bound)
+        if bound > torch.finfo(x.dtype).max:  # no bound in this dtype (e.g. inf): finiteness alone
+            return torch.isfinite(x).all(-1)
+        # a NaN or infinite entry makes the norm NaN or inf, and the comparison False
+        return torch.linalg.vector_norm(x, dim=-1) <= bound
 
 ScoreFn = Callable[[torch.Tensor, float], torch.Tensor]
 

@@ -3,9 +3,10 @@ import math
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, strategies as st
 
 from ridgexr import OU, ExactDenoiser, time_grid
-from ridgexr.sampling import probability_flow, recorded_steps, reverse_sde, sample
+from ridgexr.sampling import probability_flow, recorded_steps, reverse_sde, sample, within_bound
 
 X1 = np.array([[2.0, -1.0]])
 
@@ -95,3 +96,18 @@ def test_blocks_carry_the_score_the_sampler_used(kind):
         states.append(x)
     recorded = torch.cat([b.x for b in blocks])
     np.testing.assert_allclose(recorded.numpy(), torch.stack(states)[recorded_steps(11, 2)].numpy(), atol=1e-13)
+
+
+@given(seed=st.integers(0, 10_000), bound=st.sampled_from([0.0, 1.0, 3.0, 1e6, 1e300, math.inf]),
+       dtype=st.sampled_from([torch.float32, torch.float64]))
+def test_within_bound_is_finite_and_inside_the_bound(seed, bound, dtype):
+    """Against a per-row reference: every entry finite and the float64 norm <= bound."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(40, 3)) * 10.0 ** rng.integers(-3, 8, size=(40, 1))
+    x[rng.random((40, 3)) < 0.05] = np.nan
+    x[rng.random((40, 3)) < 0.05] = np.inf
+    x[rng.random((40, 3)) < 0.05] = -np.inf
+    xt = torch.tensor(x, dtype=dtype)
+    x64 = xt.double().numpy()
+    expected = [bool(np.all(np.isfinite(r)) and np.linalg.norm(r) <= bound) for r in x64]
+    assert within_bound(xt, bound).tolist() == expected

@@ -2,9 +2,11 @@
 
 import math
 import numbers
+import re
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -57,3 +59,17 @@ def test_check_option_names_choices():
         check_option("euler", "kind", ("sde", "ode"))
     with pytest.raises(ValueError, match="`kind` must be one of"):
         check_option(["sde"], "kind", {"sde": 1})  # unhashable: not an option, not a crash
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (1, 1), (3,)])  # one time takes the Python-float path
+@pytest.mark.parametrize("bad, message", [(0.0, "`t` must be > 0, got min 0.0"), (-2.0, "`t` must be > 0, got min -2.0"),
+                                          (math.nan, "`t` contains 1 non-finite"), (math.inf, "`t` contains 1 non-finite")])
+def test_positive_time_check_names_the_argument_for_one_time_and_many(shape, bad, message):
+    from ridgexr._backend import check_positive_time
+
+    good = torch.full(shape, 0.5, dtype=torch.float64)
+    check_positive_time(good, "`t`")
+    t = good.clone()
+    t.view(-1)[-1] = bad
+    with pytest.raises(ValueError, match=re.escape(message)):
+        check_positive_time(t, "`t`")
