@@ -33,7 +33,7 @@ import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import dask.array as da
 import dask.threaded
@@ -368,12 +368,6 @@ def replace_store(path: str | Path, layout: StoreLayout, train: np.ndarray, attr
 STEP_VARIABLES = STEP_VECTOR + STEP_SCALAR + STEP_BOOL + STEP_INT
 
 
-def _step_arrays(path: str | Path) -> dict[str, Any]:
-    """The per-step zarr arrays of a store, opened once, writing every chunk (even all-fill ones:
-    ``verify`` expects every chunk of a written region on disk)."""
-    return _open_arrays(path, list(STEP_VARIABLES))
-
-
 def _put_block(arrays: dict, layout: StoreLayout, cell: tuple[int, ...], start: int,
                values: dict[str, np.ndarray]) -> None:
     B = values["trajectory"].shape[0]
@@ -401,7 +395,7 @@ def write_block(path: str | Path, layout: StoreLayout, cell: tuple[int, ...], st
     writes whole chunks.  For many blocks use :class:`CellWriter`, which opens the arrays once
     and writes on a background thread.
     """
-    _put_block(_step_arrays(path), layout, cell, start, values)
+    _put_block(_open_arrays(path, STEP_VARIABLES), layout, cell, start, values)
 
 
 class CellWriter:
@@ -419,7 +413,7 @@ class CellWriter:
         import queue
         import threading
 
-        self._arrays = _step_arrays(path)
+        self._arrays = _open_arrays(path, STEP_VARIABLES)
         self._layout, self._cell = layout, tuple(int(i) for i in cell)
         self._queue: "queue.Queue" = queue.Queue(maxsize=max(1, int(queue_size)))
         self._error: BaseException | None = None
@@ -492,8 +486,9 @@ def write_cell_end(path: str | Path, layout: StoreLayout, cell: tuple[int, ...],
     arrays["cell_complete"][cell] = True
 
 
-def _open_arrays(path: str | Path, names: list[str]) -> dict[str, Any]:
-    """Named zarr arrays of a store opened for writing, every chunk written (``verify`` expects them)."""
+def _open_arrays(path: str | Path, names: Iterable[str]) -> dict[str, Any]:
+    """Named zarr arrays of a store opened for writing, every chunk written, even all-fill ones
+    (``verify`` expects every chunk of a written region on disk)."""
     group = zarr.open_group(str(path), mode="r+", zarr_format=3)
     return {name: group[name].with_config({"write_empty_chunks": True}) for name in names}
 
