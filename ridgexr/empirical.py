@@ -76,14 +76,6 @@ class Moments:
     log_cov_scale: torch.Tensor | None = None
     cov_error: torch.Tensor | None = None
 
-    def take(self, index: torch.Tensor) -> "Moments":
-        """The moments at a subset of flat queries: every field indexed along its first axis.
-
-        ``index`` is a boolean mask (Q,) or integer indices into the leading axis.
-        """
-        return Moments(**{key: (None if getattr(self, key) is None else getattr(self, key)[index])
-                          for key in Moments.__dataclass_fields__})
-
     def hessian(self) -> torch.Tensor:
         """Hessian of log p_t: (alpha^2 C - h I) / h^2, shape (*batch, d, d)."""
         if self.cov is None:

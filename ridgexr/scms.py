@@ -24,8 +24,7 @@ import torch
 from .empirical import Moments, SmoothedEmpirical
 
 __all__ = ["eigh_2x2", "CLOSED_FORM_MAX_D", "RIDGE_KINDS", "FlatFrame", "ScmsResult", "batched_eigh", "fix_signs",
-           "frame_flat", "frame_from_moments", "gap_floor", "refine_tangent", "TANGENT_ANGLE_TOL", "project_onto",
-           "default_tol", "scms"]
+           "frame_flat", "frame_from_moments", "project_onto", "default_tol", "scms"]
 
 RIDGE_KINDS = ("log", "density")
 
@@ -150,78 +149,6 @@ def project_onto(basis: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return torch.einsum("qdk,qk->qd", basis, coef)
 
 
-def gap_floor(cov_error: torch.Tensor, mu_max: torch.Tensor, d: int) -> torch.Tensor:
-    """The certified numerical floor of an eigengap of the O(1)-scaled posterior covariance (Q,).
-
-    Its eigenvalues are resolved to (Weyl) d x the entry error, twice for a gap, plus rounding:
-    2 d ``cov_error`` + sqrt(eps) ``mu_max``, with ``mu_max`` (Q,) the largest eigenvalue
-    magnitude.  A gap at or below it is ``degenerate``.
-    """
-    return 2 * d * cov_error + math.sqrt(torch.finfo(cov_error.dtype).eps) * mu_max
-
-
-#: a warm tangent update is accepted when its certified angle to the exact top eigenvector is at most this
-TANGENT_ANGLE_TOL = 1e-11
-
-
-def refine_tangent(cov_unit: torch.Tensor, tangent: torch.Tensor,
-                   cov_error: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Top eigenvector of the O(1)-scaled posterior covariance from a warm start, with a certificate.
-
-    Two Rayleigh-quotient steps y = (C - theta I)^-1 v, v <- y / |y| (theta = v^T C v) from the
-    previous frame's tangent, then a proof, per point, that the result may replace a full
-    eigendecomposition for d* = 1.  With the residual r = |C v - theta v| and
-    g = max((1 + 1e-6) x :func:`gap_floor` (with mu_max <= theta + r), r / TANGENT_ANGLE_TOL),
-    a Cholesky factorisation of mu I - (C - theta v v^T), mu = theta - g less its rounding
-    margin, succeeds only if every eigenvalue of the deflated matrix is below theta - g.  By
-    interlacing (a rank-one update) lambda_2(C) <= theta - g <= lambda_1(C) - g, so the
-    eigengap exceeds its floor (the frame is not degenerate) and, by the Davis-Kahan bound,
-    sin angle(v, v_1) <= r / g <= TANGENT_ANGLE_TOL.  A start that converged to another
-    eigenvector leaves lambda_1 in the deflated matrix, so its Cholesky fails.
-
-    Parameters
-    ----------
-    cov_unit : tensor (B, d, d)
-        Symmetric, positive semi-definite up to rounding (``Moments.cov_unit``).
-    tangent : tensor (B, d)
-        Unit warm starts (the previous iteration's tangents).
-    cov_error : tensor (B,)
-        Bound on the entry error of ``cov_unit`` (``Moments.cov_error``).
-
-    Returns
-    -------
-    tangent : tensor (B, d)
-        The refined unit vectors (sign arbitrary).
-    certified : tensor (B,) bool
-        Where the bounds above are proved; elsewhere the caller needs a full ``eigh``.
-    """
-    c = cov_unit
-    d = c.shape[-1]
-    eps = torch.finfo(c.dtype).eps
-    eye = torch.eye(d, dtype=c.dtype, device=c.device)
-    v = tangent
-    for _ in range(2):
-        theta = (v * (c @ v[..., None])[..., 0]).sum(-1)
-        y, info = torch.linalg.solve_ex(c - theta[:, None, None] * eye, v[..., None])
-        y = y[..., 0]
-        norm = y.norm(dim=-1, keepdim=True)
-        ok = (info == 0)[:, None] & torch.isfinite(norm) & (norm > 0)  # an exactly singular shift keeps v
-        v = torch.where(ok, y / norm, v)
-    cv = (c @ v[..., None])[..., 0]
-    theta = (v * cv).sum(-1)
-    r = (cv - theta[:, None] * v).norm(dim=-1)
-    g = torch.maximum((1 + 1e-6) * gap_floor(cov_error, theta + r, d), r / TANGENT_ANGLE_TOL)
-    mu = theta - g
-    # a Cholesky factorisation that completes in floating point proves A + E positive definite with
-    # |E| <= (d + 1)^2 eps max_i a_ii (Demmel); the diagonal of mu I - C + theta v v^T is below
-    # |mu| + tr C + theta, so subtracting twice that bound keeps the proof rigorous
-    trace = torch.diagonal(c, dim1=-2, dim2=-1).sum(-1).abs()
-    mu = mu - 2 * (d + 1) ** 2 * eps * (mu.abs() + trace + theta.abs())
-    deflated = c - theta[:, None, None] * v[:, :, None] * v[:, None, :]
-    _, info = torch.linalg.cholesky_ex(mu[:, None, None] * eye - deflated)
-    return v, info == 0
-
-
 def frame_flat(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star: int, kind: str,
                top_k: int | None) -> FlatFrame:
     """The d*-dimensional ridge frame at flat queries xf (Q, d) with times tf (Q,).
@@ -251,7 +178,8 @@ def frame_from_moments(mom: Moments, xf: torch.Tensor, d_star: int, kind: str, s
         mu_unit, vecs = batched_eigh(mom.cov_unit)  # ascending
         mu = torch.exp(mom.log_cov_scale)[:, None] * mu_unit
         lam = (a[:, None] ** 2 * mu - h[:, None]) / h[:, None] ** 2
-        floor = gap_floor(mom.cov_error, mu_unit.abs().amax(-1), d)
+        # eigenvalues of cov_unit are resolved to (Weyl) d x entry error, plus rounding
+        floor = 2 * d * mom.cov_error + math.sqrt(eps) * mu_unit.abs().amax(-1)
         rank = (mu_unit > floor[:, None]).sum(-1)
         if d_star > 0:
             gap_c = mu_unit[:, d - d_star] - mu_unit[:, d - d_star - 1]
@@ -290,8 +218,7 @@ def default_tol(dtype: torch.dtype, radius: float) -> float:
 
 def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star: int, kind: str = "log",
          tol: float | None = None, max_iter: int = 500,
-         top_k: int | None = None, stop_degenerate: int | None = None,
-         warm_start: bool = True) -> tuple[ScmsResult, FlatFrame]:
+         top_k: int | None = None, stop_degenerate: int | None = None) -> tuple[ScmsResult, FlatFrame]:
     """SCMS from flat validated points xf (Q, d) at times tf (Q,).
 
     ``tol=None`` uses :func:`default_tol`.  ``stop_degenerate=k`` stops a point whose frame
@@ -300,15 +227,9 @@ def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star:
     whose frame never stays degenerate that long take exactly the steps of the default
     (``None``: iterate to ``tol`` or ``max_iter``).
 
-    The first iteration diagonalises the posterior covariance in full.  With ``warm_start``
-    (the default) and a log ridge with d* = 1 in d >= 3, each later iteration updates the
-    tangent by :func:`refine_tangent` from the previous one; a point whose update is not
-    certified (angle to the exact eigenvector <= ``TANGENT_ANGLE_TOL``, eigengap above its
-    floor) gets a full ``eigh``, and so does every point at the iteration it stops, so
-    ``residual``, ``normal_curvature``, ``eigengap`` and ``degenerate`` are those of a full
-    eigendecomposition.  ``warm_start=False`` diagonalises in full at every iteration (the
-    reference the warm path is tested against: same iterations and flags, points within
-    rounding of the normal step).  Only the first frame gets deterministic eigenvector signs.
+    Every iteration diagonalises the posterior covariance in full (a warm-started
+    Rayleigh-Ritz/LOBPCG update of the top d* + 1 eigenpairs was measured slower on the CPU; see
+    docs/performance.md); only the first frame gets deterministic eigenvector signs.
 
     Returns the result and the frame at the *starting* points (the first iteration's), so
     callers that also need the frame at x (e.g. the directional residuals of
@@ -318,7 +239,6 @@ def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star:
         tol = default_tol(xf.dtype, density.radius)
     q, d = xf.shape
     dev, dt = xf.device, xf.dtype
-    warm = warm_start and kind == "log" and d_star == 1 and d > CLOSED_FORM_MAX_D
     point = xf.clone()
     converged = torch.zeros(q, dtype=torch.bool, device=dev)
     iterations = torch.zeros(q, dtype=torch.int64, device=dev)
@@ -327,64 +247,39 @@ def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star:
     gap = torch.empty(q, dtype=dt, device=dev)
     degenerate = torch.zeros(q, dtype=torch.bool, device=dev)
     dropped = torch.zeros(q, dtype=dt, device=dev)
-    # the active points are kept compact (their positions, times, tangents and degenerate runs); a
-    # point's results are written to the outputs once, when it stops, so an iteration in which no
-    # point stops (the typical iteration of a slow tail) does no scattering at all
+    # the active points are kept compact (their positions, times and degenerate runs); a point's
+    # results are written to the outputs once, when it stops, so an iteration in which no point
+    # stops (the typical iteration of a slow tail) does no scattering at all
     active = torch.arange(q, device=dev)
     xa, ta = xf, tf
     run = torch.zeros(q, dtype=torch.int64, device=dev)  # consecutive degenerate frames (stop_degenerate)
     first = None
-    tangent = None  # the active points' tangents, for warm updates
     for it in range(max_iter + 1 if q else 0):
         mom = density.moments_flat(xa, ta, cov=True, top_k=top_k)
-        if tangent is None:  # a full frame for every point
-            fr = frame_from_moments(mom, xa, d_star, kind, signs=first is None)  # N N^T does not depend on signs
-            if first is None:
-                first = fr  # the frame at the starting points, in their order
-            nstep = project_onto(fr.normal, fr.step)
-            flag, curv, egap = fr.degenerate, fr.normal_curvature, fr.eigengap
-            certified = None  # every row has a full frame
-            if warm:
-                tangent = fr.tangent[:, :, 0]
-        else:
-            tangent, certified = refine_tangent(mom.cov_unit, tangent, mom.cov_error)
-            step = mom.alpha[:, None] * mom.mean - xa
-            nstep = step - tangent * (tangent * step).sum(-1, keepdim=True)
-            flag = torch.zeros_like(certified)  # the gap is above its floor
-            curv, egap = torch.empty_like(mom.h), torch.empty_like(mom.h)
-            if not bool(certified.all()):
-                redo = ~certified
-                fr = frame_from_moments(mom.take(redo), xa[redo], d_star, kind, signs=False)
-                tangent[redo] = fr.tangent[:, :, 0]
-                nstep[redo] = project_onto(fr.normal, fr.step)
-                flag[redo], curv[redo], egap[redo] = fr.degenerate, fr.normal_curvature, fr.eigengap
+        fr = frame_from_moments(mom, xa, d_star, kind, signs=first is None)  # N N^T does not depend on signs
+        if first is None:
+            first = fr  # the frame at the starting points, in their order
+        nstep = project_onto(fr.normal, fr.step)
         norm = nstep.norm(dim=-1)
         small = norm < tol
         stop = small.clone() if it < max_iter else torch.ones_like(small)  # the last evaluation ends every point
         if stop_degenerate is not None:
-            run = torch.where(flag, run + 1, 0)
+            run = torch.where(fr.degenerate, run + 1, 0)
             stop |= run >= stop_degenerate
         if bool(stop.any()):
-            if certified is not None:  # the reported diagnostics come from a full frame at the last point
-                need = stop & certified
-                if bool(need.any()):
-                    fr = frame_from_moments(mom.take(need), xa[need], d_star, kind, signs=False)
-                    flag[need], curv[need], egap[need] = fr.degenerate, fr.normal_curvature, fr.eigengap
             done = active[stop]
             point[done] = xa[stop]
-            residual[done] = norm[stop] / mom.h[stop]
-            curvature[done] = curv[stop]
-            gap[done] = egap[stop]
-            degenerate[done] = flag[stop]
-            dropped[done] = mom.dropped_mass[stop]
+            residual[done] = norm[stop] / fr.h[stop]
+            curvature[done] = fr.normal_curvature[stop]
+            gap[done] = fr.eigengap[stop]
+            degenerate[done] = fr.degenerate[stop]
+            dropped[done] = fr.dropped_mass[stop]
             converged[done] = small[stop]
             iterations[done] = it
             keep = ~stop
             if not bool(keep.any()):
                 break
             active, xa, ta, nstep, run = active[keep], xa[keep], ta[keep], nstep[keep], run[keep]
-            if tangent is not None:
-                tangent = tangent[keep]
         xa = xa + nstep
     result = ScmsResult(point=point, converged=converged, iterations=iterations, residual=residual,
                         normal_curvature=curvature, eigengap=gap, degenerate=degenerate, dropped_mass=dropped)
