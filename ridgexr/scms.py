@@ -23,9 +23,8 @@ import torch
 
 from .empirical import Moments, SmoothedEmpirical
 
-__all__ = ["eigh_2x2", "CLOSED_FORM_MAX_D", "RIDGE_KINDS", "FlatFrame", "ScmsResult", "batched_eigh",
-           "batched_top_eigenpairs", "TOP_RESIDUAL_FACTOR", "fix_signs",
-           "frame_flat", "frame_from_moments", "normal_part", "project_onto", "default_tol", "scms"]
+__all__ = ["eigh_2x2", "CLOSED_FORM_MAX_D", "RIDGE_KINDS", "FlatFrame", "ScmsResult", "batched_eigh", "fix_signs",
+           "frame_flat", "frame_from_moments", "project_onto", "default_tol", "scms"]
 
 RIDGE_KINDS = ("log", "density")
 
@@ -37,8 +36,7 @@ class FlatFrame:
     Attributes
     ----------
     step : (Q, d)  mean-shift step alpha_t E[x0|x] - x = h_t grad log p_t(x), data units
-    normal : (Q, d, d - d*)  orthonormal normal basis; None for a tangent-only frame
-        (``frame_from_moments(..., start=...)``)
+    normal : (Q, d, d - d*)  orthonormal normal basis
     tangent : (Q, d, d*)  orthonormal tangent basis
     eigenvalues : (Q, d)  Hessian eigenvalues, descending, 1 / data units^2
     normal_curvature : (Q,)  eigenvalues[:, d*], the largest normal eigenvalue
@@ -53,7 +51,7 @@ class FlatFrame:
     """
 
     step: torch.Tensor
-    normal: torch.Tensor | None
+    normal: torch.Tensor
     tangent: torch.Tensor
     eigenvalues: torch.Tensor
     normal_curvature: torch.Tensor
@@ -117,60 +115,22 @@ def eigh_2x2(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return vals, vecs
 
 
-def _split_batch(fn, *batches: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """``fn(*batches)`` for per-matrix LAPACK work, split across CPU threads.
-
-    torch's CPU eigh (and solve) treat batch members one after another on one thread;
-    splitting a large batch into ``torch.get_num_threads()`` parts (the kernels release the
-    GIL) uses every core.  CUDA input, small batches and one thread call ``fn`` directly.
-    ``fn`` returns a tuple of tensors with the batch as leading axis.
-    """
-    n_threads = torch.get_num_threads()
-    if batches[0].device.type != "cpu" or n_threads < 2 or batches[0].shape[0] < 256:
-        return fn(*batches)
-    chunks = zip(*(b.chunk(n_threads) for b in batches))
-    parts = list(_eigh_pool(n_threads).map(lambda args: fn(*args), chunks))
-    return tuple(torch.cat([p[i] for p in parts]) for i in range(len(parts[0])))
-
-
 def batched_eigh(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``torch.linalg.eigh`` over a batch (B, d, d), split across CPU threads; closed form for d = 2.
 
-    2 x 2 matrices use :func:`eigh_2x2` (a few vectorised passes instead of one LAPACK call
-    per matrix).  Returns eigenvalues (B, d) ascending and eigenvectors (B, d, d) as columns.
+    torch's CPU eigh solves batch members one after another on one thread; splitting a
+    large batch into ``torch.get_num_threads()`` parts (the kernels release the GIL)
+    uses every core.  2 x 2 matrices use :func:`eigh_2x2` (a few vectorised passes instead
+    of one LAPACK call per matrix).  CUDA input goes straight to torch.  Returns eigenvalues
+    (B, d) ascending and eigenvectors (B, d, d) as columns.
     """
     if m.shape[-1] == 2 and CLOSED_FORM_MAX_D >= 2:
         return eigh_2x2(m)
-    return _split_batch(torch.linalg.eigh, m)
-
-
-#: a top eigenvector from inverse iteration is accepted when its residual |M v - mu_max v| is at most
-#: this many times d eps |mu|_max (the backward error of a stable eigensolver; LAPACK's vectors measure ~7 eps)
-TOP_RESIDUAL_FACTOR = 2.0
-
-
-def _top_eigenpairs(m: torch.Tensor, start: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    vals = torch.linalg.eigvalsh(m)
-    eye = torch.eye(m.shape[-1], dtype=m.dtype, device=m.device)
-    y = torch.linalg.solve_ex(m - vals[:, -1, None, None] * eye, start[..., None])[0][..., 0]
-    v = y / y.norm(dim=-1, keepdim=True)
-    res = ((m @ v[..., None])[..., 0] - vals[:, -1:] * v).norm(dim=-1)
-    return vals, v, res
-
-
-def batched_top_eigenpairs(m: torch.Tensor, start: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """All eigenvalues of symmetric matrices (B, d, d) and the eigenvector of the largest.
-
-    Eigenvalues from ``eigvalsh`` (about half the cost of ``eigh``); the top eigenvector by one
-    step of inverse iteration, v = (M - mu_max I)^-1 s / |...|, from ``start`` (B, d), e.g.
-    the previous SCMS iteration's tangent.  With the shift at the computed eigenvalue one step
-    amplifies the wanted component by ~1 / (eps |M|), so any start that is not orthogonal to
-    it gives a vector as accurate as ``eigh``'s.  Split across CPU threads as
-    :func:`batched_eigh`.  Returns eigenvalues (B, d) ascending, the unit vectors (B, d) (sign
-    arbitrary) and their residuals |M v - mu_max v| (B,) (NaN where the shifted matrix was
-    exactly singular), which the caller checks.
-    """
-    return _split_batch(_top_eigenpairs, m, start)
+    n_threads = torch.get_num_threads()
+    if m.device.type != "cpu" or n_threads < 2 or m.shape[0] < 256:
+        return torch.linalg.eigh(m)
+    parts = list(_eigh_pool(n_threads).map(torch.linalg.eigh, m.chunk(n_threads)))
+    return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
 
 
 def fix_signs(vecs: torch.Tensor) -> torch.Tensor:
@@ -203,40 +163,23 @@ def frame_flat(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d
     return frame_from_moments(mom, xf, d_star, kind)
 
 
-def frame_from_moments(mom: Moments, xf: torch.Tensor, d_star: int, kind: str, signs: bool = True,
-                       start: torch.Tensor | None = None) -> FlatFrame:
+def frame_from_moments(mom: Moments, xf: torch.Tensor, d_star: int, kind: str, signs: bool = True) -> FlatFrame:
     """:func:`frame_flat` from moments already computed at xf (with ``cov=True``).
 
     ``signs=False`` skips :func:`fix_signs` (the projections N N^T and T T^T do not depend on
     the eigenvectors' signs; only frames handed to users need deterministic signs).
-
-    ``start`` (Q, d), for a log ridge with d* = 1 in d > 2 only: compute the tangent alone,
-    from the eigenvalues and one step of inverse iteration from ``start``
-    (:func:`batched_top_eigenpairs`); ``normal`` is then None (the normal projector is
-    I - t t^T).  Every eigenvalue-derived field is as in the full frame.  Rows whose vector
-    is not accepted (residual above ``TOP_RESIDUAL_FACTOR`` d eps |mu|_max) and degenerate rows
-    (any basis of a degenerate frame is arbitrary: they get exactly the full path's) take
-    their tangent from a full ``eigh``.
     """
     a, h = mom.alpha, mom.h
     d = xf.shape[-1]
     step = a[:, None] * mom.mean - xf  # = h * grad log p
     eps = torch.finfo(xf.dtype).eps
-    lean = start is not None
-    if lean and not (kind == "log" and d_star == 1 and d > CLOSED_FORM_MAX_D):
-        raise ValueError(f"a tangent-only frame needs kind='log', d_star=1 and d > {CLOSED_FORM_MAX_D}; "
-                         f"got kind={kind!r}, d_star={d_star}, d={d}")
     if kind == "log":
         # eigenvectors from the O(1)-scaled covariance: resolved even where C underflows
-        if lean:
-            mu_unit, top, res = batched_top_eigenpairs(mom.cov_unit, start)  # ascending
-        else:
-            mu_unit, vecs = batched_eigh(mom.cov_unit)  # ascending
+        mu_unit, vecs = batched_eigh(mom.cov_unit)  # ascending
         mu = torch.exp(mom.log_cov_scale)[:, None] * mu_unit
         lam = (a[:, None] ** 2 * mu - h[:, None]) / h[:, None] ** 2
         # eigenvalues of cov_unit are resolved to (Weyl) d x entry error, plus rounding
-        mu_max = mu_unit.abs().amax(-1)
-        floor = 2 * d * mom.cov_error + math.sqrt(eps) * mu_max
+        floor = 2 * d * mom.cov_error + math.sqrt(eps) * mu_unit.abs().amax(-1)
         rank = (mu_unit > floor[:, None]).sum(-1)
         if d_star > 0:
             gap_c = mu_unit[:, d - d_star] - mu_unit[:, d - d_star - 1]
@@ -251,34 +194,19 @@ def frame_from_moments(mom: Moments, xf: torch.Tensor, d_star: int, kind: str, s
             cov_abs_err = mom.cov_error * torch.exp(mom.log_cov_scale)
             floor = 2 * d * cov_abs_err * (a / h) ** 2 + math.sqrt(eps) * lam.abs().amax(-1)
             gap_c = lam[:, d - d_star] - lam[:, d - d_star - 1]
+    if signs:
+        vecs = fix_signs(vecs)
     lam_desc = torch.flip(lam, (-1,))
+    vecs_desc = torch.flip(vecs, (-1,))
     if d_star > 0:
         gap = lam_desc[:, d_star - 1] - lam_desc[:, d_star]
         degenerate = gap_c <= floor
     else:
         gap = torch.full_like(h, math.inf)
         degenerate = torch.zeros_like(h, dtype=torch.bool)
-    if lean:
-        redo = degenerate | ~(res <= TOP_RESIDUAL_FACTOR * d * eps * mu_max)  # NaN residuals are redone
-        if bool(redo.any()):
-            top[redo] = batched_eigh(mom.cov_unit[redo])[1][:, :, -1]
-        normal, tangent = None, top[:, :, None]
-    else:
-        if signs:
-            vecs = fix_signs(vecs)
-        vecs_desc = torch.flip(vecs, (-1,))
-        normal, tangent = vecs_desc[..., d_star:], vecs_desc[..., :d_star]
-    return FlatFrame(step=step, normal=normal, tangent=tangent,
+    return FlatFrame(step=step, normal=vecs_desc[..., d_star:], tangent=vecs_desc[..., :d_star],
                      eigenvalues=lam_desc, normal_curvature=lam_desc[:, d_star], eigengap=gap,
                      degenerate=degenerate, alpha=a, h=h, dropped_mass=mom.dropped_mass, resolved_rank=rank)
-
-
-def normal_part(frame: FlatFrame, v: torch.Tensor) -> torch.Tensor:
-    """N N^T v (Q, d) for vectors v (Q, d): through the normal basis, or as v - T T^T v for a
-    tangent-only frame (``normal`` None)."""
-    if frame.normal is not None:
-        return project_onto(frame.normal, v)
-    return v - project_onto(frame.tangent, v)
 
 
 def default_tol(dtype: torch.dtype, radius: float) -> float:
@@ -299,12 +227,9 @@ def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star:
     whose frame never stays degenerate that long take exactly the steps of the default
     (``None``: iterate to ``tol`` or ``max_iter``).
 
-    The first iteration diagonalises the posterior covariance in full; only this frame gets
-    deterministic eigenvector signs.  For a log ridge with d* = 1 in d > 2 every later
-    iteration takes the eigenvalues and only the tangent (inverse iteration from the previous
-    tangent, checked; see :func:`frame_from_moments`), about half the cost of a full ``eigh``;
-    otherwise every iteration diagonalises in full (warm-started Rayleigh-Ritz/LOBPCG updates and
-    a certified Rayleigh-quotient update were measured slower on the CPU; see docs/performance.md).
+    Every iteration diagonalises the posterior covariance in full (a warm-started
+    Rayleigh-Ritz/LOBPCG update of the top d* + 1 eigenpairs was measured slower on the CPU; see
+    docs/performance.md); only the first frame gets deterministic eigenvector signs.
 
     Returns the result and the frame at the *starting* points (the first iteration's), so
     callers that also need the frame at x (e.g. the directional residuals of
@@ -329,19 +254,12 @@ def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star:
     xa, ta = xf, tf
     run = torch.zeros(q, dtype=torch.int64, device=dev)  # consecutive degenerate frames (stop_degenerate)
     first = None
-    # d* = 1 log ridges in d > 2: after the first, full frame, each iteration computes the tangent
-    # alone, by inverse iteration from the previous one (frame_from_moments with ``start``)
-    tangent_only = kind == "log" and d_star == 1 and d > CLOSED_FORM_MAX_D
-    tangent = None
     for it in range(max_iter + 1 if q else 0):
         mom = density.moments_flat(xa, ta, cov=True, top_k=top_k)
-        # N N^T does not depend on signs
-        fr = frame_from_moments(mom, xa, d_star, kind, signs=first is None, start=tangent)
+        fr = frame_from_moments(mom, xa, d_star, kind, signs=first is None)  # N N^T does not depend on signs
         if first is None:
             first = fr  # the frame at the starting points, in their order
-        if tangent_only:
-            tangent = fr.tangent[:, :, 0]
-        nstep = normal_part(fr, fr.step)
+        nstep = project_onto(fr.normal, fr.step)
         norm = nstep.norm(dim=-1)
         small = norm < tol
         stop = small.clone() if it < max_iter else torch.ones_like(small)  # the last evaluation ends every point
@@ -362,8 +280,6 @@ def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star:
             if not bool(keep.any()):
                 break
             active, xa, ta, nstep, run = active[keep], xa[keep], ta[keep], nstep[keep], run[keep]
-            if tangent is not None:
-                tangent = tangent[keep]
         xa = xa + nstep
     result = ScmsResult(point=point, converged=converged, iterations=iterations, residual=residual,
                         normal_curvature=curvature, eigengap=gap, degenerate=degenerate, dropped_mass=dropped)
