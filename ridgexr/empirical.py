@@ -367,7 +367,7 @@ class SmoothedEmpirical:
         """Exact moments of a query chunk: lse, mean (centred) and (cov_unit, log_cov_scale, cov_error)."""
         if tr["xc"].shape[0] <= SMALL_N:
             return self._small(yaug, tr, cov, eps)
-        lse, m1, second, conc = self._streamed(yaug, tr, nc, cov)
+        lse, m1, second, conc, shifted = self._streamed(yaug, tr, nc, cov)
         if not cov:
             return lse, m1, None
         c = second - m1[:, :, None] * m1[:, None, :]
@@ -380,7 +380,8 @@ class SmoothedEmpirical:
         ill = conc | (torch.diagonal(c, dim1=1, dim2=2).sum(-1) < 1e6 * err)
         ls = torch.zeros_like(err)
         if bool(ill.any()):
-            c[ill], ls[ill], err[ill] = self._cov_resolved(yaug[ill], tr, nc)
+            c[ill], ls[ill], err[ill] = self._cov_resolved(
+                yaug[ill], tr, nc, None if shifted is None else (shifted[0][ill], shifted[1][ill]))
         return lse, m1, (c, ls, err)
 
     def _small(self, yaug, tr, cov, eps):
@@ -420,8 +421,10 @@ class SmoothedEmpirical:
         """Online log-sum-exp pass over training chunks.
 
         Returns lse (up to the per-query constant), mean and E[x x^T] of the centred data,
-        and a mask of queries whose posterior is concentrated (1 - r_max < 1e-6), for which
-        the second moment is not formed when the training set fits one chunk.
+        a mask of queries whose posterior is concentrated (1 - r_max < 1e-6), for which
+        the second moment is not formed when the training set fits one chunk, and in that case
+        the logits (Q, N) and their log-sum-exp (Q,), both less each query's largest logit
+        (None when the training set was streamed in several chunks).
         """
         xc, xx_all = tr["xc"], tr["xx"]
         n, d = xc.shape
@@ -446,7 +449,7 @@ class SmoothedEmpirical:
                     if n_conc < qn:
                         s2[rows] = e[rows] @ xx
                 second = s2.reshape(-1, d, d) / s0[:, None, None]
-            return m_run + torch.log(s0), s1 / s0[:, None], second, conc
+            return m_run + torch.log(s0), s1 / s0[:, None], second, conc, (logits, torch.log(s0))
         m_run = torch.full((qn,), -math.inf, dtype=dtype, device=device)
         s0 = torch.zeros(qn, dtype=dtype, device=device)
         s1 = torch.zeros(qn, d, dtype=dtype, device=device)
@@ -467,14 +470,15 @@ class SmoothedEmpirical:
             m_run = m_new
         second = (s2.reshape(-1, d, d) / s0[:, None, None]) if cov else None
         conc = ((s0 - 1) < 1e-6 * s0) if cov else None
-        return m_run + torch.log(s0), s1 / s0[:, None], second, conc
+        return m_run + torch.log(s0), s1 / s0[:, None], second, conc, None
 
-    def _cov_resolved(self, yaug, tr, nc):
+    def _cov_resolved(self, yaug, tr, nc, shifted=None):
         """Covariance of concentrated posteriors in the shifted, scaled top-k form.
 
         k = min(N, refine_k).  The certified truncation error goes into ``cov_error``, so
         an eigengap it cannot resolve is reported as degenerate rather than trusted.
-        Returns (cov_unit, log_cov_scale, cov_error).
+        ``shifted``: the queries' logits and log-sum-exp from :meth:`_streamed`, when it has
+        them (not computed again).  Returns (cov_unit, log_cov_scale, cov_error).
         """
         n, d = tr["xc"].shape
         if n <= self.refine_k:  # nothing to truncate: the same form without top-k selection
@@ -482,10 +486,12 @@ class SmoothedEmpirical:
         k = min(n, self.refine_k)
         elems = max(self.memory_budget // yaug.element_size(), 1024)
         sub = max(1, elems // (4 * k * (d + 2)))
-        parts = [self._topk(yaug[i:i + sub], tr, nc, k, True) for i in range(0, yaug.shape[0], sub)]
+        parts = [self._topk(yaug[i:i + sub], tr, nc, k, True,
+                            *((None, None) if shifted is None else (shifted[0][i:i + sub], shifted[1][i:i + sub])))
+                 for i in range(0, yaug.shape[0], sub)]
         return tuple(torch.cat([p[key] for p in parts]) for key in ("cov_unit", "log_cov_scale", "cov_error"))
 
-    def _topk(self, yaug, tr, nc, k, cov):
+    def _topk(self, yaug, tr, nc, k, cov, logits=None, lse=None):
         """Moments over the k most responsible components, without cancellation.
 
         With kept logits l_1 >= l_2 >= ... and Delta_i = x_i - x_1, the covariance is
@@ -494,36 +500,49 @@ class SmoothedEmpirical:
         bracket (``cov_unit``) is O(1) even when C underflows; ``log_cov_scale`` = log s.
         ``cov_error`` bounds the truncation error of cov_unit's entries with the certified
         dropped mass (every dropped logit is <= the smallest kept one).
+
+        The logits are computed chunk by chunk over the training set, keeping the k best, unless
+        the caller passes ``logits`` (q, N) of these queries and their log-sum-exp ``lse`` (q,),
+        both relative to the same per-query constant (the returned ``lse`` is then relative to it).
         """
         xc = tr["xc"]
         n, d = xc.shape
         qn = yaug.shape[0]
         dtype, device = yaug.dtype, yaug.device
-        best_val = torch.full((qn, 0), -math.inf, dtype=dtype, device=device)
-        best_idx = torch.zeros((qn, 0), dtype=torch.long, device=device)
-        m_run = torch.full((qn,), -math.inf, dtype=dtype, device=device)
-        s0 = torch.zeros(qn, dtype=dtype, device=device)
-        for n0 in range(0, n, nc):
-            n1 = min(n, n0 + nc)
-            logits = yaug @ tr["aug_t"][:, n0:n1]
-            m_new = torch.maximum(m_run, logits.max(1).values)
-            s0 = s0 * torch.exp(m_run - m_new) + torch.exp(logits - m_new[:, None]).sum(1)
-            m_run = m_new
-            best_val = torch.cat([best_val, logits], 1)
-            best_idx = torch.cat([best_idx, torch.arange(n0, n1, device=device).expand(qn, -1)], 1)
-            if best_val.shape[1] > k:
-                best_val, pos = torch.topk(best_val, k, dim=1)
-                best_idx = torch.gather(best_idx, 1, pos)
-        best_val, pos = torch.sort(best_val, dim=1, descending=True)
-        best_idx = torch.gather(best_idx, 1, pos)
+        if logits is not None:  # the caller's logits of these queries (one chunk of all N points)
+            best_val, best_idx = torch.topk(logits, k, dim=1)  # sorted, descending
+            lse_all = lse
+            lse_rel, shift = lse, None
+        else:
+            best_val = best_idx = None
+            m_run = torch.full((qn,), -math.inf, dtype=dtype, device=device)
+            s0 = torch.zeros(qn, dtype=dtype, device=device)
+            for n0 in range(0, n, nc):
+                n1 = min(n, n0 + nc)
+                chunk = yaug @ tr["aug_t"][:, n0:n1]
+                m_new = torch.maximum(m_run, chunk.max(1).values)
+                s0 = s0 * torch.exp(m_run - m_new) + torch.exp(chunk - m_new[:, None]).sum(1)
+                m_run = m_new
+                # the chunk's own top k, merged with the best so far (sorted, descending)
+                val, idx = torch.topk(chunk, min(k, n1 - n0), dim=1)
+                idx = idx + n0
+                if best_val is not None:
+                    both = torch.cat([best_val, val], 1)
+                    val, pos = torch.topk(both, min(k, both.shape[1]), dim=1)
+                    idx = torch.gather(torch.cat([best_idx, idx], 1), 1, pos)
+                best_val, best_idx = val, idx
+            lse_rel, shift = torch.log(s0), m_run
+            lse_all = shift + lse_rel
         k = best_val.shape[1]
-        lse_all = m_run + torch.log(s0)
-        lse_kept = torch.logsumexp(best_val, 1)
-        out = dict(lse=lse_all, dropped_mass=(-torch.expm1(lse_kept - lse_all)).clamp_min(0.0))
+        # the dropped mass from logits relative to the largest (lse_rel): the absolute ones can be
+        # ~1e5 at small t, whose rounding would swamp a small difference lse_kept - lse_all
+        rel = best_val if shift is None else best_val - shift[:, None]
+        lse_kept_rel = torch.logsumexp(rel, 1)
+        out = dict(lse=lse_all, dropped_mass=(-torch.expm1(lse_kept_rel - lse_rel)).clamp_min(0.0))
         xk = xc[best_idx]  # (q, k, d)
         x1 = xk[:, 0]
         diam2 = 4.0 * tr["radius2"]
-        log_drop = (math.log(n - k) + best_val[:, -1] - lse_all) if n > k else None
+        log_drop = (math.log(n - k) + rel[:, -1] - lse_rel) if n > k else None
         if k == 1:
             out["mean"] = x1
             if cov:

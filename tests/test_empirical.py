@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 from scipy.special import logsumexp
 
 from ridgexr import OU, SmoothedEmpirical
@@ -129,6 +129,55 @@ def test_chunked_equals_unchunked(rng):
     assert qc < x.shape[0] and nc < train.shape[0]  # both chunkings really happen
     np.testing.assert_allclose(small.log_prob(x), big.log_prob(x), rtol=1e-12)
     np.testing.assert_allclose(small.posterior_cov(x), big.posterior_cov(x), atol=1e-10)
+
+
+def assert_within_cov_error(a, b):
+    """cov_unit of two Moments agree entrywise within their summed certified errors (plus rounding)."""
+    diff = (a.cov_unit - b.cov_unit).abs().amax((1, 2))
+    scale = 1 + a.cov_unit.abs().amax((1, 2))
+    assert torch.all(diff <= a.cov_error + b.cov_error + 1e-9 * scale), (diff, a.cov_error, b.cov_error)
+
+
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(300, 700), k=st.integers(1, 300), log10_t=st.floats(-3, -1.7), seed=st.integers(0, 10_000))
+def test_top_k_kept_chunk_by_chunk_matches_one_pass_and_brute_force(n, k, log10_t, seed):
+    """Top-k moments with the training set streamed in chunks (256, 256, ..., a last one smaller
+    than k for most k) equal those of one pass; the dropped mass equals the brute-force mass
+    outside the k largest responsibilities; and the cancellation-free covariance of concentrated
+    posteriors is the same whether it reuses the one-pass logits or computes them chunk by chunk.
+
+    The training set is a cloud plus a point with 100 others on a sphere around it: at that point's
+    image the posterior is concentrated but its top 64 leave out sphere points of equal weight, so the
+    certified truncation error (``cov_error``) is far above rounding and tests the log-sum-exp used."""
+    d = 4
+    rng = np.random.default_rng(seed)
+    sphere = rng.normal(size=(100, d))
+    sphere *= 1.5 / np.linalg.norm(sphere, axis=1, keepdims=True)
+    train = np.concatenate([rng.normal(size=(n - 101, d)) * 2 + [20.0, 0, 0, 0], np.zeros((1, d)), sphere])
+    t = 10.0**log10_t
+    ou = OU()
+    near = ou.alpha(t) * train[rng.integers(0, n, 20)] + 0.1 * math.sqrt(ou.h(t)) * rng.normal(size=(20, d))
+    x = np.concatenate([near, np.zeros((1, d)), rng.normal(size=(10, d)) * 3])
+    one = SmoothedEmpirical(train, t, drop_tol=1.0)
+    many = SmoothedEmpirical(train, t, drop_tol=1.0, memory_budget=1 << 16)
+    for top_k in (k, None):
+        qc, nc = many._chunk_sizes(x.shape[0], 8, True, top_k)
+        assert nc < n and one._chunk_sizes(x.shape[0], 8, True, top_k)[1] == n  # streamed vs one pass
+    a, b = one.moments(x, top_k=k), many.moments(x, top_k=k)
+    np.testing.assert_allclose(b.dropped_mass, a.dropped_mass, atol=1e-12)
+    np.testing.assert_allclose(b.mean, a.mean, atol=1e-11)
+    np.testing.assert_allclose(b.log_cov_scale, a.log_cov_scale, rtol=1e-12, atol=1e-12)
+    # ties among the sphere's points may keep different ones: the difference is within both certified bounds
+    assert_within_cov_error(a, b)
+    l = -((x[:, None, :] - ou.alpha(t) * train[None]) ** 2).sum(-1) / (2 * ou.h(t))
+    r = np.exp(l - logsumexp(l, 1, keepdims=True))
+    np.testing.assert_allclose(a.dropped_mass, 1 - np.sort(r, axis=1)[:, n - k:].sum(1), atol=1e-12)
+    ea, eb = one.moments(x), many.moments(x)
+    np.testing.assert_allclose(eb.log_cov_scale, ea.log_cov_scale, rtol=1e-12, atol=1e-12)
+    assert_within_cov_error(ea, eb)
+    np.testing.assert_allclose(eb.cov_error, ea.cov_error, rtol=1e-6)
+    assert float(ea.log_cov_scale[20]) < 0  # the sphere's centre: a concentrated posterior (the scaled top-k form)
+    assert float(ea.cov_error[20]) > 1e-6  # whose truncation error is visible
 
 
 def test_stable_at_tiny_t_and_far_queries(rng):
