@@ -52,7 +52,7 @@ LOCK_NAME = ".ridgexr-lock"
 __all__ = ["CELL_DIMS", "CellWriter", "STEP_VARIABLES", "consolidate", "is_consolidated", "COORD_ATTRS", "SCHEMA_VERSION", "StoreLayout", "create_store", "write_block", "write_cell_end", "open_store",
            "StoreLock", "StoreLockedError", "cells", "complete_cells", "cell_label", "json_attr", "VARIABLE_ATTRS",
            "CELL_DIAGNOSTICS", "is_store", "remove_partial_creations", "replace_store", "Damage", "verify_store",
-           "clear_completion", "CODECS", "IN_PROCESS"]
+           "clear_completion", "copy_cell", "CODECS", "IN_PROCESS"]
 
 #: dask scheduler of the small reads ridgexr does for itself (the eager step coordinates, the run
 #: summary): dask's threaded scheduler, in this process whatever client is active.  Passed as a
@@ -484,6 +484,35 @@ def write_cell_end(path: str | Path, layout: StoreLayout, cell: tuple[int, ...],
     for name, value in values.items():
         arrays[name][cell] = value
     arrays["cell_complete"][cell] = True
+
+
+def copy_cell(path: str | Path, layout: StoreLayout, source: tuple[int, ...], cell: tuple[int, ...],
+              diagnostics: dict[str, float]) -> None:
+    """Write ``cell`` as a copy of the completed cell ``source``, with its own diagnostics.
+
+    For cells whose samples are the same computation as another's (the same model, training
+    set and seeds): every per-step variable and the per-sample ``diverged`` and
+    ``final_ridge_residual_alt`` (and ``max_dropped_mass``) are copied array by array (whole
+    chunks, through the codecs, so checksums are fresh), then :func:`write_cell_end` writes the
+    per-cell ``diagnostics`` and the completion mark, last, as for a sampled cell.
+
+    Raises
+    ------
+    ValueError
+        When ``source`` is not complete (its values could be partial).
+    """
+    source, cell = tuple(int(i) for i in source), tuple(int(i) for i in cell)
+    names = list(STEP_VARIABLES) + ["diverged", "max_dropped_mass", "cell_complete"]
+    if layout.d_star_alt:
+        names.append("final_ridge_residual_alt")
+    arrays = _open_arrays(path, names)
+    if not bool(arrays["cell_complete"][source]):
+        raise ValueError(f"cell {source} is not complete: its values cannot be copied to cell {cell}")
+    for name in STEP_VARIABLES:
+        arrays[name][cell] = arrays[name][source]
+    write_cell_end(path, layout, cell, arrays["diverged"][source], diagnostics,
+                   max_dropped_mass=float(arrays["max_dropped_mass"][source]),
+                   final_ridge_residual_alt=arrays["final_ridge_residual_alt"][source] if layout.d_star_alt else None)
 
 
 def _open_arrays(path: str | Path, names: Iterable[str]) -> dict[str, Any]:

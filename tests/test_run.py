@@ -132,6 +132,43 @@ def test_resume_and_config_mismatch(small_run, tmp_path, write_catalog):
         run_experiment(other, store=res.store)
 
 
+def test_legacy_exact_cells_are_sampled_once_and_copied(small_run, tmp_path):
+    """The legacy form's exact denoiser at the second width is the first width's computation: it is
+    copied, not sampled again.  The copy equals an independent sampling of that cell, and a resume
+    whose copy was lost (completion cleared, values spoiled) copies it again from the store."""
+    import shutil
+    from dataclasses import replace
+
+    from ridgexr.run.plan import plan_tasks
+    from ridgexr.store import STEP_VARIABLES, clear_completion
+
+    exp, res = small_run
+    train = load_training_set(exp.dataset, base_dir=exp.base_dir)
+    layout = plan_layout(exp, train)
+    tasks = plan_tasks(exp, train, layout)
+    twins = [t for t in tasks if t.twin_of is not None]
+    assert [(t.labels["schedule"], t.labels["width"], t.twin_of) for t in twins] == [("exact", 16, (2, 0))]
+    store = tmp_path / "independent.zarr"
+    create_store(store, layout, train, {"config_hash": "x"})
+    run_cell(exp.model_dump_json(), str(store), layout, replace(twins[0], twin_of=None))  # sampled anew
+    copied = ridgexr.open_dataset(res.store).isel(schedule=2, width=1)
+    sampled = ridgexr.open_dataset(store).isel(schedule=2, width=1)
+    names = list(STEP_VARIABLES) + ["diverged", "max_dropped_mass", "loss", "optimal_loss", "cell_complete"]
+    for name in names:
+        np.testing.assert_array_equal(copied[name].values, sampled[name].values, err_msg=name)
+    assert bool(copied.cell_complete)
+
+    resumed = tmp_path / "resumed.zarr"
+    shutil.copytree(res.store, resumed)
+    clear_completion(resumed, [{"schedule": "exact", "width": 16}])
+    zarr.open_group(str(resumed), mode="r+")["trajectory"][2, 1] = 0.0
+    again = run_experiment(exp, store=resumed)
+    assert again.cells_run == 1 and again.cells_skipped == 5
+    back = ridgexr.open_dataset(resumed).isel(schedule=2, width=1)
+    for name in names:
+        np.testing.assert_array_equal(back[name].values, copied[name].values, err_msg=name)
+
+
 def test_overwrite_replaces(tmp_path, write_catalog):
     exp = experiment_from_file(write_catalog(tmp_path, steps=8, samples=4))
     r1 = run_experiment(exp, data_dir=tmp_path)

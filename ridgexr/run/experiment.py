@@ -18,7 +18,8 @@ from ..catalog import NOT_HASHED, Experiment, resolve_store
 from ..datasets import dataset_extras, load_training_set
 from ..sampling import divergence_bound
 from ..reader import summarize
-from ..store import StoreLock, consolidate, create_store, is_store, open_store, remove_partial_creations, replace_store
+from ..store import (StoreLock, consolidate, copy_cell, create_store, is_store, open_store,
+                     remove_partial_creations, replace_store)
 from .cell import run_cell
 from .cluster import dask_client, resolve_scheduler
 from .plan import estimate_resources, plan_layout, plan_tasks, resolve_d_star
@@ -245,11 +246,14 @@ def _with_python_model(exp: Experiment, model: Any, d: int) -> tuple[Experiment,
 
 
 def _execute(exp, path, layout, tasks, device, scheduler, n_workers, progress):
+    """Run every task's cell, locally or on dask; cells with a ``twin_of`` are copied from it after
+    it is complete (it may have been completed by an earlier run)."""
     exp_json = exp.model_dump_json()
     n_blocks = math.ceil(layout.n_steps / layout.block_steps)
     overall = progress.add_task("cells", total=len(tasks)) if progress is not None else None
+    sampled = [task for task in tasks if task.twin_of is None]
     if scheduler is None:
-        for task in tasks:
+        for task in sampled:
             label = "/".join(str(v) for v in task.labels.values())
             bar = progress.add_task(f"cell {label}", total=n_blocks) if progress is not None else None
             cb = (lambda k, bar=bar: progress.advance(bar, k)) if progress is not None else None
@@ -257,15 +261,20 @@ def _execute(exp, path, layout, tasks, device, scheduler, n_workers, progress):
             if progress is not None:
                 progress.remove_task(bar)
                 progress.advance(overall)
-        return
-    from dask.distributed import as_completed
+    else:
+        from dask.distributed import as_completed
 
-    with dask_client(scheduler, n_workers) as client:
-        threads = 1 if scheduler == "local" else None
-        futures = [client.submit(run_cell, exp_json, str(path), layout, task, device, threads, pure=False,
-                                 key=f"ridgexr-cell-{'-'.join(map(str, task.index))}-{os.getpid()}")
-                   for task in tasks]
-        for fut in as_completed(futures):
-            fut.result()  # re-raises a worker's exception here
+        with dask_client(scheduler, n_workers) as client:
+            threads = 1 if scheduler == "local" else None
+            futures = [client.submit(run_cell, exp_json, str(path), layout, task, device, threads, pure=False,
+                                     key=f"ridgexr-cell-{'-'.join(map(str, task.index))}-{os.getpid()}")
+                       for task in sampled]
+            for fut in as_completed(futures):
+                fut.result()  # re-raises a worker's exception here
+                if progress is not None:
+                    progress.advance(overall)
+    for task in tasks:
+        if task.twin_of is not None:
+            copy_cell(path, layout, task.twin_of, task.index, task.diagnostics)
             if progress is not None:
                 progress.advance(overall)

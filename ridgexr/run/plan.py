@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -33,6 +33,9 @@ class CellTask:
     block: int = 0  # position of the cell's model block in ``exp.blocks``
     state: dict | None = None  # mlp: the weights at the cell's epoch (CPU tensors)
     denoiser: object | None = None  # a model handed to run_experiment(model=...) (pickled to workers)
+    # an earlier cell that samples the same thing (the same model, training set and seeds): this
+    # cell's per-step variables are copied from it (store.copy_cell) instead of sampled again
+    twin_of: tuple[int, ...] | None = None
 
 
 def plan_layout(exp: Experiment, train: np.ndarray) -> StoreLayout:
@@ -233,6 +236,17 @@ def plan_tasks(exp: Experiment, train: np.ndarray, layout: StoreLayout,
                     values = _direct_diagnostics(model.denoise, heldout(n_train), s, exp.d_star,
                                                  loss=float(fit.losses[epoch - 1]))
                     tasks[idx] = CellTask(idx, lab, None, values, bi, state=fit.snapshots[epoch])
+    if exp.legacy_exact:
+        # the exact denoiser as schedule 'exact' at every width (tau, target, n_noise) samples the same
+        # trajectories for a given training set: sampled at the first such cell, copied to the others
+        first: dict = {}
+        for idx, lab in cells:
+            if lab["schedule"] == "exact":
+                key = lab.get("n_train")
+                if key in first:
+                    tasks[idx] = replace(tasks[idx], twin_of=first[key])
+                else:
+                    first[key] = idx
     return [tasks[idx] for idx, _ in cells]
 
 
