@@ -54,8 +54,9 @@ class Moments:
     ----------
     log_prob : (*batch,) log p_t(x), natural log of a density in 1 / data units^d
     mean : (*batch, d) E[x0 | x_t = x]
-    cov : (*batch, d, d) Cov[x0 | x_t = x] (None when not requested); may underflow to 0
-        when the posterior is concentrated on one training point
+    cov : (*batch, d, d) Cov[x0 | x_t = x] (None when not requested), a property formed from
+        ``cov_unit`` on each access; may underflow to 0 when the posterior is concentrated on
+        one training point
     cov_unit : (*batch, d, d) the same covariance divided by exp(log_cov_scale); O(1) in
         size, so its eigenvectors are resolved even where ``cov`` underflows
     log_cov_scale : (*batch,) cov = exp(log_cov_scale) * cov_unit
@@ -71,10 +72,20 @@ class Moments:
     alpha: torch.Tensor
     h: torch.Tensor
     dropped_mass: torch.Tensor
-    cov: torch.Tensor | None = None
     cov_unit: torch.Tensor | None = None
     log_cov_scale: torch.Tensor | None = None
     cov_error: torch.Tensor | None = None
+
+    @property
+    def cov(self) -> torch.Tensor | None:
+        """Cov[x0 | x_t = x] = exp(log_cov_scale) cov_unit, (*batch, d, d), squared data units.
+
+        Formed on each access (the log ridge needs only ``cov_unit``, so SCMS never holds a
+        second (Q, d, d) array); None when the covariance was not computed.
+        """
+        if self.cov_unit is None:
+            return None
+        return torch.exp(self.log_cov_scale)[..., None, None] * self.cov_unit
 
     def hessian(self) -> torch.Tensor:
         """Hessian of log p_t: (alpha^2 C - h I) / h^2, shape (*batch, d, d)."""
@@ -277,8 +288,7 @@ class SmoothedEmpirical:
         if top_k is not None and top_k >= self.n_train:
             top_k = None
         out = self.moments_flat(xt.reshape(-1, d), tb.reshape(-1), cov=cov, top_k=top_k)
-        mat = (d, d)
-        shapes = dict(mean=(d,), cov=mat, cov_unit=mat)
+        shapes = dict(mean=(d,), cov_unit=(d, d))
         return Moments(**{key: (None if getattr(out, key) is None else
                                 getattr(out, key).reshape((*batch, *shapes.get(key, ()))))
                           for key in Moments.__dataclass_fields__})
@@ -328,12 +338,10 @@ class SmoothedEmpirical:
                  for q0 in range(0, max(q, 1), qc)]  # an empty batch: one empty chunk
         # one query chunk (the usual case, and every small active set of SCMS) is used as it is
         out = parts[0] if len(parts) == 1 else {key: torch.cat([p[key] for p in parts]) for key in parts[0]}
-        if cov:
-            out["cov"] = torch.exp(out["log_cov_scale"])[:, None, None] * out["cov_unit"]
         return Moments(alpha=a_all, h=h_all, **out)
 
     def _chunk(self, x, a, h, tr, nc, cov, top_k, eps) -> dict:
-        """The fields of :class:`Moments` (but alpha, h and cov) for one chunk of queries."""
+        """The fields of :class:`Moments` (but alpha and h) for one chunk of queries."""
         d = x.shape[1]
         y = x - a[:, None] * tr["center"]  # query relative to the scaled centre
         # logits = [y a/h, -a^2/(2h), 1] . [x_c, |x_c|^2, log w]
@@ -370,18 +378,24 @@ class SmoothedEmpirical:
         lse, m1, second, conc, shifted = self._streamed(yaug, tr, nc, cov)
         if not cov:
             return lse, m1, None
-        c = second - m1[:, :, None] * m1[:, None, :]
-        c = 0.5 * (c + c.transpose(1, 2))
         # E[xx^T] - mm^T cancels when the posterior is concentrated on one point: its
         # rounding error is ~ eps E|x|^2.  Such queries (flagged before the product, or found
-        # unresolved to 1e-6 relative after it) get their covariance in the shifted, scaled
-        # form of _topk instead.
-        err = 64 * eps * torch.diagonal(second, dim1=1, dim2=2).sum(-1)
-        ill = conc | (torch.diagonal(c, dim1=1, dim2=2).sum(-1) < 1e6 * err)
-        ls = torch.zeros_like(err)
+        # unresolved to 1e-6 relative after it: the trace of the difference, the diagonal of c
+        # below) get their covariance in the shifted, scaled form of _topk instead, first, so
+        # that the one-pass logits they reuse are freed before c is formed
+        diag = torch.diagonal(second, dim1=1, dim2=2)
+        err = 64 * eps * diag.sum(-1)
+        ill = conc | ((diag - m1 * m1).sum(-1) < 1e6 * err)
+        resolved = None
         if bool(ill.any()):
-            c[ill], ls[ill], err[ill] = self._cov_resolved(
-                yaug[ill], tr, nc, None if shifted is None else (shifted[0][ill], shifted[1][ill]))
+            rows = torch.nonzero(ill).squeeze(1)
+            resolved = self._cov_resolved(yaug[rows], tr, nc, None if shifted is None else (*shifted, rows))
+        del shifted
+        c = second - m1[:, :, None] * m1[:, None, :]
+        c = 0.5 * (c + c.transpose(1, 2))
+        ls = torch.zeros_like(err)
+        if resolved is not None:
+            c[ill], ls[ill], err[ill] = resolved
         return lse, m1, (c, ls, err)
 
     def _small(self, yaug, tr, cov, eps):
@@ -477,18 +491,24 @@ class SmoothedEmpirical:
 
         k = min(N, refine_k).  The certified truncation error goes into ``cov_error``, so
         an eigengap it cannot resolve is reported as degenerate rather than trusted.
-        ``shifted``: the queries' logits and log-sum-exp from :meth:`_streamed`, when it has
-        them (not computed again).  Returns (cov_unit, log_cov_scale, cov_error).
+        ``shifted`` = (logits (Q', N), log-sum-exp (Q',), rows (q,)): the one-pass logits of
+        :meth:`_streamed` and the rows of them that ``yaug`` holds, when it has them (then they
+        are not computed again; the rows are gathered a sub-chunk at a time, within the memory
+        budget).  Returns (cov_unit, log_cov_scale, cov_error).
         """
         n, d = tr["xc"].shape
         if n <= self.refine_k:  # nothing to truncate: the same form without top-k selection
             return self._small(yaug, tr, True, torch.finfo(yaug.dtype).eps)[2]
         k = min(n, self.refine_k)
         elems = max(self.memory_budget // yaug.element_size(), 1024)
-        sub = max(1, elems // (4 * k * (d + 2)))
-        parts = [self._topk(yaug[i:i + sub], tr, nc, k, True,
-                            *((None, None) if shifted is None else (shifted[0][i:i + sub], shifted[1][i:i + sub])))
-                 for i in range(0, yaug.shape[0], sub)]
+        sub = max(1, elems // (4 * k * (d + 2) + (n if shifted is not None else 0)))
+        parts = []
+        for i in range(0, yaug.shape[0], sub):
+            given = (None, None)
+            if shifted is not None:
+                logits, lse, rows = shifted
+                given = (logits[rows[i:i + sub]], lse[rows[i:i + sub]])
+            parts.append(self._topk(yaug[i:i + sub], tr, nc, k, True, *given))
         return tuple(torch.cat([p[key] for p in parts]) for key in ("cov_unit", "log_cov_scale", "cov_error"))
 
     def _topk(self, yaug, tr, nc, k, cov, logits=None, lse=None):
