@@ -531,7 +531,6 @@ class SmoothedEmpirical:
         dtype, device = yaug.dtype, yaug.device
         if logits is not None:  # the caller's logits of these queries (one chunk of all N points)
             best_val, best_idx = torch.topk(logits, k, dim=1)  # sorted, descending
-            lse_all = lse
             lse_rel, shift = lse, None
         else:
             best_val = best_idx = None
@@ -552,13 +551,13 @@ class SmoothedEmpirical:
                     idx = torch.gather(torch.cat([best_idx, idx], 1), 1, pos)
                 best_val, best_idx = val, idx
             lse_rel, shift = torch.log(s0), m_run
-            lse_all = shift + lse_rel
         k = best_val.shape[1]
         # the dropped mass from logits relative to the largest (lse_rel): the absolute ones can be
         # ~1e5 at small t, whose rounding would swamp a small difference lse_kept - lse_all
         rel = best_val if shift is None else best_val - shift[:, None]
         lse_kept_rel = torch.logsumexp(rel, 1)
-        out = dict(lse=lse_all, dropped_mass=(-torch.expm1(lse_kept_rel - lse_rel)).clamp_min(0.0))
+        out = dict(lse=lse_rel if shift is None else shift + lse_rel,
+                   dropped_mass=(-torch.expm1(lse_kept_rel - lse_rel)).clamp_min(0.0))
         xk = xc[best_idx]  # (q, k, d)
         x1 = xk[:, 0]
         diam2 = 4.0 * tr["radius2"]

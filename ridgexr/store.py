@@ -492,9 +492,10 @@ def copy_cell(path: str | Path, layout: StoreLayout, source: tuple[int, ...], ce
 
     For cells whose samples are the same computation as another's (the same model, training
     set and seeds): every per-step variable and the per-sample ``diverged`` and
-    ``final_ridge_residual_alt`` (and ``max_dropped_mass``) are copied array by array (whole
-    chunks, through the codecs, so checksums are fresh), then :func:`write_cell_end` writes the
-    per-cell ``diagnostics`` and the completion mark, last, as for a sampled cell.
+    ``final_ridge_residual_alt`` (and ``max_dropped_mass``) are copied array by array, one
+    block of ``layout.block_steps`` steps at a time (whole chunks, through the codecs, so
+    checksums are fresh, and memory bounded as for sampling), then :func:`write_cell_end` writes
+    the per-cell ``diagnostics`` and the completion mark, last, as for a sampled cell.
 
     Raises
     ------
@@ -508,8 +509,10 @@ def copy_cell(path: str | Path, layout: StoreLayout, source: tuple[int, ...], ce
     arrays = _open_arrays(path, names)
     if not bool(arrays["cell_complete"][source]):
         raise ValueError(f"cell {source} is not complete: its values cannot be copied to cell {cell}")
-    for name in STEP_VARIABLES:
-        arrays[name][cell] = arrays[name][source]
+    for start in range(0, layout.n_steps, layout.block_steps):
+        steps = (slice(None), slice(start, start + layout.block_steps))
+        for name in STEP_VARIABLES:
+            arrays[name][cell + steps] = arrays[name][source + steps]
     write_cell_end(path, layout, cell, arrays["diverged"][source], diagnostics,
                    max_dropped_mass=float(arrays["max_dropped_mass"][source]),
                    final_ridge_residual_alt=arrays["final_ridge_residual_alt"][source] if layout.d_star_alt else None)
