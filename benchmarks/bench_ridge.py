@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine, matmul_gflops  # noqa: E402
+from _common import best_time, machine, matmul_gflops  # noqa: E402
 
 import ridgexr  # noqa: E402
 
@@ -123,7 +123,35 @@ def main(argv=None):
         print(f"| {n} | {q} | {d} | {pit:,.0f} | {gf:.1f} | {100 * gf / mm:.0f}% | {ref_pit:,.0f} | {pit / ref_pit:.0f}x |"
               f" {sc_cols}  (converged {res.converged.mean():.3f}, mean iterations {res.iterations.mean():.2f})")
     rows.append(three_point_block(20_000 if args.quick else 200_000))
+    print_floors([(r[0], r[1], r[2], r[3], r[8]) for r in rows[:len(configs)] if r[2] >= 16], mm)
     return rows
+
+
+def print_floors(problems, mm: float) -> None:
+    """Per point-iteration, the costs no SCMS iteration avoids, measured in this run, beside the speed issue's
+    budget: the second-moment GEMM (2 N d^2 flops) at the same-run matmul rate, exp of the N logits, and the
+    threaded ``eigh`` of one d x d covariance (at the problems' starting points).  The budget is 40x sconce-scms
+    (d < 32, when it ran) or 50 % of matmul (d = 32)."""
+    from ridgexr.scms import batched_eigh
+
+    print("\nper point-iteration, us (this run): what every SCMS iteration pays, against the target's budget")
+    print("| d | N | GEMM at matmul rate | exp of N logits | eigh | sum | measured | target budget |")
+    print("|---|---|---|---|---|---|---|---|")
+    for n, q, d, pit, sc_pit in problems:
+        train, x = make_problem(n, q, d)
+        p = ridgexr.SmoothedEmpirical(train, T_QUERY)
+        xf = torch.from_numpy(x)
+        cov = p.moments_flat(xf, torch.full((q,), T_QUERY, dtype=torch.float64), cov=True).cov_unit
+        logits = torch.randn(q, n, dtype=torch.float64)
+        exp_us = best_time(lambda: torch.exp(logits)) / q * 1e6
+        eigh_us = best_time(lambda: batched_eigh(cov)) / q * 1e6
+        gemm_us = 2 * n * d * d / (mm * 1e9) * 1e6
+        if d >= 32:
+            budget = f"{2 * n * d * d / (0.5 * mm * 1e9) * 1e6:.1f} (50 % of matmul)"
+        else:
+            budget = "-" if math.isnan(sc_pit) else f"{1e6 / (40 * sc_pit):.1f} (40x sconce-scms)"
+        total = gemm_us + exp_us + eigh_us
+        print(f"| {d} | {n} | {gemm_us:.1f} | {exp_us:.1f} | {eigh_us:.1f} | {total:.1f} | {1e6 / pit:.1f} | {budget} |")
 
 
 THREE_POINTS = np.array([[0.0, 0.0], [5.0, 0.0], [0.0, 5.0]])

@@ -17,7 +17,8 @@ NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
     ("bench_training.py", [rf"\| 256 \| 8192 \| {NUMBER} \|", rf"streamed fit accumulation .* {NUMBER} s"]),
     # the ridge table rows at d = 2, 16, 32 and the three-point line
     ("bench_ridge.py", [rf"\| 100 \| 200 \| 2 \| {NUMBER} \|", rf"\| 500 \| 100 \| 32 \| {NUMBER} \|",
-                        rf"three points, t = 0.3, 20,000 queries, d = 2: {NUMBER} point-it/s"]),
+                        rf"three points, t = 0.3, 20,000 queries, d = 2: {NUMBER} point-it/s",
+                        rf"\| 32 \| 500 \| {NUMBER} \| {NUMBER} \| {NUMBER} \| {NUMBER} \| {NUMBER} \| {NUMBER} \(50 % of matmul\) \|"]),
     ("bench_run.py", [rf"one cell of two-points: .* = {NUMBER} sample-steps/s", rf"CellWriter \(thread\) +{NUMBER} MB/s"]),
 ])
 def test_benchmark_runs_and_prints_its_numbers(script, expected):
