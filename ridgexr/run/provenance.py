@@ -58,7 +58,8 @@ def store_attrs(exp: Experiment, config_hash: str, device: str, scheduler: str |
         attrs.update(feature_period=float(exp.feature_period_of(rf[0])), init=rf[0].init)
     if exp.legacy_exact:
         attrs["note_exact"] = ("schedule 'exact' is the exact (memorizing) denoiser: it does not depend on width, "
-                               "every width holds the same trajectories")
+                               "every width holds the same trajectories (sampled once per training set and copied to the other "
+                               "widths, taus, targets and n_noise)")
     if exp.model_dim:
         attrs["note_masked"] = ("a model block is stored at the first label of each cell dimension it does not use "
                                 "(cell_applies); the other cells are never run and hold NaN")
