@@ -10,6 +10,12 @@ Run:  python benchmarks/bench_run.py [--quick]
    0.3 xarray region writes, ``write_block`` (straight into the zarr arrays), ``CellWriter``
    (the same on a background thread), the store's codecs into an in-memory zarr store (the
    codec's own rate: no disk), and ``np.save``; prints MB/s and the share of the in-memory rate.
+3. ``ridgexr run two-points`` end to end in a fresh process (imports, fits, every cell, the
+   summary): wall time, sample-steps per second, and the process's peak RSS.
+4. One cell of ``two-points-paper`` (p = 2000, 2000 trajectories x 2000 steps, every 20th
+   observed) through ``run_cell`` (sampling, observation, CellWriter writes, completion mark)
+   with the readout A(0) ~ N(0, 1) (its fit, ~18 minutes on 2 cores, is not timed; the cell's
+   cost does not depend on A's values); ``--quick`` runs 1/100 of the trajectories.
 """
 
 from __future__ import annotations
@@ -138,6 +144,52 @@ def main(argv=None):
     for k, v in rate.items():
         print(f"  {k:28s} {v:7.0f} MB/s  ({v / rate['in-memory codec']:.0%} of the in-memory codec rate)")
     print(f"the run's writes took {t_write / total:.0%} of the cell's time (CellWriter overlaps them with compute)")
+    shutil.rmtree(tmp)
+    end_to_end("two-points")
+    paper_cell(100 if args.quick else 1)
+
+
+def end_to_end(entry: str) -> None:
+    """``ridgexr run <entry>`` in a fresh process: wall seconds, sample-steps/s and peak RSS (part 3)."""
+    import resource
+    import subprocess
+
+    tmp = Path(tempfile.mkdtemp())
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "ridgexr.cli", "run", entry, "--data-dir", str(tmp)], check=True,
+                   capture_output=True)
+    wall = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # the largest child so far: this one
+    ds = ridgexr.open_dataset(tmp / f"{entry}.zarr")
+    steps = int(ds.cell_complete.sum()) * ds.sizes["sample"] * ds.sizes["step"]
+    print(f"ridgexr run {entry} end to end (imports, fits, {int(ds.cell_complete.sum())} cells, summary): "
+          f"{wall:.1f} s = {steps / wall:,.0f} sample-steps/s, peak RSS {peak / 1e9:.2f} GB")
+    shutil.rmtree(tmp)
+
+
+def paper_cell(fraction: int) -> None:
+    """One ``two-points-paper`` cell through ``run_cell`` with 1/``fraction`` of its trajectories (part 4)."""
+    from ridgexr.run import CellTask, run_cell
+    from ridgexr.training import initial_readout
+
+    exp = ridgexr.open_catalog()["two-points-paper"]
+    exp = exp.model_copy(update={"n_samples": exp.n_samples // fraction})
+    train = load_training_set(exp.dataset, base_dir=exp.base_dir)
+    layout = plan_layout(exp, train)
+    p = max(exp.model.widths)
+    idx = next(i for i in layout.cells() if layout.cell_labels(i)["width"] == p)
+    A = initial_readout(2, p, exp.model.init, exp.seeds.init).numpy()
+    task = CellTask(idx, layout.cell_labels(idx), A, {})
+    tmp = Path(tempfile.mkdtemp())
+    store = tmp / "paper.zarr"
+    create_store(store, layout, train, {})
+    t0 = time.perf_counter()
+    run_cell(exp.model_dump_json(), str(store), layout, task)
+    wall = time.perf_counter() - t0
+    steps = exp.n_samples * exp.process.n_steps
+    print(f"one cell of two-points-paper (p = {p}, {exp.n_samples} trajectories x {exp.process.n_steps} steps, "
+          f"{layout.n_steps} recorded): {wall:.1f} s = {steps / wall:,.0f} sample-steps/s "
+          f"(sampling, observation, writes)")
     shutil.rmtree(tmp)
 
 

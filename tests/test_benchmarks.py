@@ -19,7 +19,11 @@ NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
     ("bench_ridge.py", [rf"\| 100 \| 200 \| 2 \| {NUMBER} \|", rf"\| 500 \| 100 \| 32 \| {NUMBER} \|",
                         rf"three points, t = 0.3, 20,000 queries, d = 2: {NUMBER} point-it/s",
                         rf"\| 32 \| 500 \| {NUMBER} \| {NUMBER} \| {NUMBER} \| {NUMBER} \| {NUMBER} \| {NUMBER} \(50 % of matmul\) \|"]),
-    ("bench_run.py", [rf"one cell of two-points: .* = {NUMBER} sample-steps/s", rf"CellWriter \(thread\) +{NUMBER} MB/s"]),
+    ("bench_run.py", [rf"one cell of two-points: .* = {NUMBER} sample-steps/s", rf"CellWriter \(thread\) +{NUMBER} MB/s",
+                      rf"ridgexr run two-points end to end \(imports, fits, 12 cells, summary\): {NUMBER} s = {NUMBER} "
+                      rf"sample-steps/s, peak RSS {NUMBER} GB",
+                      rf"one cell of two-points-paper \(p = 2000, 20 trajectories x 2000 steps, 101 recorded\): "
+                      rf"{NUMBER} s = {NUMBER} sample-steps/s"]),
 ])
 def test_benchmark_runs_and_prints_its_numbers(script, expected):
     out = subprocess.run([sys.executable, str(BENCH / script), "--quick"], capture_output=True, text=True,
