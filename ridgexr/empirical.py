@@ -89,13 +89,13 @@ class Moments:
 
     def hessian(self) -> torch.Tensor:
         """Hessian of log p_t: (alpha^2 C - h I) / h^2, shape (*batch, d, d)."""
-        if self.cov is None:
+        cov = self.cov  # a property that forms the array: once
+        if cov is None:
             raise ValueError("covariance was not computed")
-        d = self.cov.shape[-1]
         a2 = (self.alpha**2)[..., None, None]
         hh = self.h[..., None, None]
-        eye = torch.eye(d, dtype=self.cov.dtype, device=self.cov.device)
-        return (a2 * self.cov - hh * eye) / hh**2
+        eye = torch.eye(cov.shape[-1], dtype=cov.dtype, device=cov.device)
+        return (a2 * cov - hh * eye) / hh**2
 
 
 def _scaled_form(x1: torch.Tensor, delta: torch.Tensor, v: torch.Tensor, gap: torch.Tensor, cov: bool):
