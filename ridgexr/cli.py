@@ -14,6 +14,7 @@ import logging
 import math
 import signal
 import sys
+import threading
 import time
 
 import typer
@@ -24,7 +25,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="ridgexr: where diffusion samples go when they do not memorize.")
 console = Console() if sys.stdout.isatty() else Console(width=140)
 err_console = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=200)
-_STATE = {"debug": False}
+_STATE = {"debug": False, "interrupted": False}
 
 
 def _describe(exc: BaseException) -> str:
@@ -40,12 +41,19 @@ def _describe(exc: BaseException) -> str:
     return str(exc).replace("\n", " | ")
 
 
-def _quiet_abandoned_coroutines(unraisable) -> None:
-    """After an interrupt: drop the reports of coroutines finalised after their event loop closed
-    (zarr's abandoned background writes); anything else goes to Python's default hook."""
+def _quiet_after_interrupt(unraisable) -> None:
+    """Unraisable-exception hook: once a run is interrupted, drop the reports Python makes of
+
+    * the interrupt itself when it landed in a finalizer or weakref callback, where it cannot be
+      raised ("Exception ignored in ..."); it is raised again at the next progress update, and
+    * the coroutines finalised after their event loop closed (zarr's abandoned background writes).
+
+    Anything else, and everything before an interrupt, goes to Python's default hook."""
     import inspect
 
-    if inspect.iscoroutine(unraisable.object) or inspect.isasyncgen(unraisable.object):
+    if _STATE["interrupted"] and (
+            issubclass(unraisable.exc_type, KeyboardInterrupt)
+            or inspect.iscoroutine(unraisable.object) or inspect.isasyncgen(unraisable.object)):
         return
     sys.__unraisablehook__(unraisable)
 
@@ -71,8 +79,10 @@ def user_errors():
         # need them (the interrupted cell is not marked complete and is redone on resume).
         logging.getLogger("asyncio").setLevel(logging.CRITICAL)
         # the same abandoned coroutines, collected when the loop is already closed, are reported as
-        # "Exception ignored in <coroutine ...>" by the unraisable hook: silence those, only those
-        sys.unraisablehook = _quiet_abandoned_coroutines
+        # "Exception ignored in <coroutine ...>" by the unraisable hook: silence those, only those.
+        # The hook stays installed: they are collected at interpreter shutdown.
+        _STATE["interrupted"] = True
+        sys.unraisablehook = _quiet_after_interrupt
         err_console.print("[yellow]interrupted:[/] stopped cleanly; rerun the same command to resume")
         raise typer.Exit(130) from None
     except expected as exc:
@@ -82,8 +92,40 @@ def user_errors():
         raise typer.Exit(2) from None
 
 
-def _sigterm_as_interrupt(signum, frame):
+def _on_stop_signal(signum, frame):
+    """Ctrl-C and SIGTERM during a run: remember the request, then raise KeyboardInterrupt."""
+    _STATE["interrupted"] = True
     raise KeyboardInterrupt
+
+
+def _raise_if_interrupted() -> None:
+    """Raise KeyboardInterrupt again if a stop was requested but the first one was swallowed.
+
+    A signal handler's exception cannot propagate from a finalizer or a weakref callback (the
+    garbage collector may run one at any allocation): Python reports it as "Exception ignored"
+    and goes on, and the run would finish as if never interrupted. Progress updates, made in the
+    main thread after every block and every fit, are where such a lost stop is raised again."""
+    if _STATE["interrupted"] and threading.current_thread() is threading.main_thread():
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _stop_signals():
+    """Within: Ctrl-C and SIGTERM raise KeyboardInterrupt and are remembered (``_raise_if_interrupted``).
+
+    The previous handlers come back on every way out; the unraisable hook too, unless the run was
+    interrupted (zarr's abandoned writes are finalised at interpreter shutdown, see ``user_errors``)."""
+    _STATE["interrupted"] = False
+    hook = sys.unraisablehook
+    previous = {sig: signal.signal(sig, _on_stop_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    sys.unraisablehook = _quiet_after_interrupt
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if not _STATE["interrupted"]:
+            sys.unraisablehook = hook
 
 
 @contextlib.contextmanager
@@ -140,10 +182,20 @@ def demo(
 
 
 def _progress():
+    """The run's progress bars; each update (from the main thread) is also an interruption point."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    return Progress(SpinnerColumn(), TextColumn("[progress.description]{task.description}"), BarColumn(),
-                    MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=False)
+    class RunProgress(Progress):
+        def update(self, *args, **kwargs):
+            _raise_if_interrupted()
+            super().update(*args, **kwargs)
+
+        def advance(self, *args, **kwargs):
+            _raise_if_interrupted()
+            super().advance(*args, **kwargs)
+
+    return RunProgress(SpinnerColumn(), TextColumn("[progress.description]{task.description}"), BarColumn(),
+                       MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=False)
 
 
 DATA_DIR_HELP = ("data folder of the stores (default: $RIDGEXR_DATA, else the platform's user data folder, "
@@ -201,10 +253,7 @@ def run(
 
     if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
         raise typer.BadParameter(f"device must be cpu or cuda, got {device!r}", param_hint="--device")
-    previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
-    with contextlib.ExitStack() as stack:
-        stack.callback(signal.signal, signal.SIGTERM, previous)  # restored on every way out
-        stack.enter_context(user_errors())
+    with _stop_signals(), user_errors():
         exp = _load_experiment(name, catalog, data_dir)
         store = resolve_store(exp, data_dir)
         dims = " x ".join(f"{len(v)} {n}" for n, v in exp.cell_coords())
@@ -214,6 +263,7 @@ def run(
         with _progress() as progress:
             res = run_experiment(exp, store=store, device=device, scheduler=scheduler, overwrite=overwrite,
                                  n_workers=workers, progress=progress, force=force)
+        _raise_if_interrupted()  # a stop swallowed after the last progress update still exits 130
         elapsed = time.perf_counter() - t0
     _summary_table(res.summary, f"{exp.name}: final step (t = {exp.process.t_min:g})")
     console.print(f"ran {res.cells_run} cell(s), kept {res.cells_skipped} complete cell(s) in {elapsed:.1f} s")

@@ -1,4 +1,6 @@
+import asyncio
 import sys
+
 import pytest
 from typer.testing import CliRunner
 
@@ -79,35 +81,77 @@ def test_import_and_help_load_neither_torch_nor_xarray_and_the_accessor_still_re
     assert r.exit_code == 0 and r.output.strip() == f"ridgexr {ridgexr.__version__}"
 
 
-def test_after_an_interrupt_only_abandoned_coroutines_are_silenced(capsys):
-    """The interrupt path's unraisable hook drops reports of coroutines (zarr's abandoned writes)
-    and passes anything else to Python's default hook."""
-    import types
-
-    from ridgexr.cli import _quiet_abandoned_coroutines
-
-    async def work():
-        return 1
-
-    coro = work()
-    err = RuntimeError("Event loop is closed")
-    _quiet_abandoned_coroutines(types.SimpleNamespace(object=coro, exc_type=RuntimeError, exc_value=err,
-                                                      exc_traceback=None, err_msg=None))
-    assert capsys.readouterr().err == ""
-    coro.close()
-
-    class Broken:  # a real unraisable exception (from __del__), collected with its real hook arguments
-        def __del__(self):
-            raise RuntimeError("Event loop is closed")
+def _unraisable_reports(make):
+    """The real hook arguments of the unraisable exceptions raised while ``make()``'s objects are collected."""
+    import gc
 
     seen = []
     saved, sys.unraisablehook = sys.unraisablehook, seen.append
     try:
-        Broken()
-        import gc
-
+        make()
         gc.collect()
     finally:
         sys.unraisablehook = saved
-    _quiet_abandoned_coroutines(seen[0])
-    assert "Event loop is closed" in capsys.readouterr().err
+    return seen
+
+
+def test_after_an_interrupt_only_abandoned_coroutines_are_silenced(capsys, monkeypatch):
+    """The interrupt path's unraisable hook drops reports of coroutines (zarr's abandoned writes)
+    and passes anything else, and everything before an interrupt, to Python's default hook."""
+    from ridgexr import cli
+
+    async def write():
+        try:
+            await asyncio.sleep(0)
+        finally:
+            raise RuntimeError("Event loop is closed")  # as a write abandoned with its loop
+
+    def abandoned():
+        coro = write()
+        coro.send(None)  # suspended in the sleep, then dropped: closed by the collector
+
+    class Broken:  # another unraisable exception, from __del__
+        def __del__(self):
+            raise RuntimeError("Event loop is closed")
+
+    (coro_report,) = _unraisable_reports(abandoned)
+    (other_report,) = _unraisable_reports(Broken)
+    for interrupted, reported in ((False, True), (True, False)):
+        monkeypatch.setitem(cli._STATE, "interrupted", interrupted)
+        cli._quiet_after_interrupt(coro_report)
+        assert ("Event loop is closed" in capsys.readouterr().err) == reported
+        cli._quiet_after_interrupt(other_report)
+        assert "Event loop is closed" in capsys.readouterr().err
+
+
+def test_a_stop_signal_swallowed_by_a_finalizer_is_raised_at_the_next_progress_update(capsys, monkeypatch):
+    """A SIGTERM whose KeyboardInterrupt lands in a finalizer cannot propagate (Python reports it as
+    "Exception ignored" and goes on; CI once saw a run finish with status 0 so). The run's progress
+    bar raises it again at its next update, and the swallowed one is not reported."""
+    import gc
+    import os
+    import signal
+
+    from ridgexr import cli
+
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)  # restored after the test
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    progress = cli._progress()
+    bar = progress.add_task("cells", total=3)
+    with pytest.raises(KeyboardInterrupt), cli._stop_signals():
+        progress.advance(bar)
+
+        class SignalledWhileFinalized:
+            def __del__(self):
+                os.kill(os.getpid(), signal.SIGTERM)  # the handler runs here, inside the finalizer
+                for _ in range(1000):  # bytecode, so that the pending handler runs in this frame
+                    pass
+
+        SignalledWhileFinalized()
+        gc.collect()
+        swallowed = True  # reached: the interrupt did not propagate
+        assert progress.tasks[0].completed == 1
+        progress.advance(bar)  # raises
+    assert swallowed and progress.tasks[0].completed == 1
+    assert "KeyboardInterrupt" not in capsys.readouterr().err
+    assert {sig: signal.getsignal(sig) for sig in before} == before
