@@ -81,12 +81,10 @@ def test_kill_9_at_random_instants_then_resume_is_identical(reference, tmp_path)
     subprocess.run([sys.executable, "-c", RUN_SCRIPT, str(cat), str(tmp_path / "timing.zarr")], check=True)
     whole = time.perf_counter() - t0
     instants = sorted(rng.uniform(0.3, 1.2 * whole) for _ in range(10))
-    partial = 0
-    for k, delay in enumerate(instants):
-        store = tmp_path / f"k{k}.zarr"
-        res = _kill_then_resume(cat, exp, ref_store, store, delay)
-        partial += res.cells_skipped < 6
-    assert partial >= 3  # most kills landed before the end, so resumes did real work
+    skipped = [_kill_then_resume(cat, exp, ref_store, tmp_path / f"k{k}.zarr", delay).cells_skipped
+               for k, delay in enumerate(instants)]
+    # most kills landed before the end, so resumes did real work
+    assert sum(s < 6 for s in skipped) >= 3, f"uninterrupted {whole:.1f} s; kills at {instants}; kept {skipped}"
 
 
 @pytest.mark.slow
