@@ -1,5 +1,7 @@
 """Array-layer metrics for manifold and distribution questions, against independent computations."""
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -68,3 +70,9 @@ def test_rate_fit_recovers_a_known_slope():
     assert lo < -0.5 < hi and abs(slope + 0.5) < 0.03 and hi - lo < 0.1
     with pytest.raises(ValueError, match="at least 3"):
         arrays.rate_fit([1, 2], [1.0, 0.5])
+    with pytest.raises(ValueError, match="2 distinct n"):
+        arrays.rate_fit([4, 4, 4, 8], [1.0, 0.5, 0.7, np.nan])  # the pair at n = 8 is not finite
+    with warnings.catch_warnings():  # few pairs: many replicates draw one n and are dropped, silently
+        warnings.simplefilter("error")
+        slope, lo, hi = arrays.rate_fit([1, 2, 4], [1.0, 0.5, 0.25], seed=0)
+    assert slope == pytest.approx(-1.0) and lo == pytest.approx(-1.0) and hi == pytest.approx(-1.0)

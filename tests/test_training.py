@@ -342,6 +342,6 @@ def test_dsm_and_ideal_fits_converge_as_the_noise_draws_grow():
         kw = dict(n_time=6, n_noise=n_noise, seed=5, init="zeros", **SMALL)
         dsm = fit_random_features(m, TWO, **kw).denoiser().denoise(grid_x, grid_t)
         ideal = fit_random_features(m, TWO, target="ideal", **kw).denoiser().denoise(grid_x, grid_t)
-        gaps.append(float((dsm - ideal).norm() / ideal.norm()))
+        gaps.append(float((dsm - ideal).detach().norm() / ideal.detach().norm()))
     # the DSM target's noise averages out like 1 / sqrt(n_noise): 16x more draws, ~4x smaller gap
     assert gaps[1] < 0.5 * gaps[0] and gaps[2] < 0.5 * gaps[1] and gaps[2] < 0.05, gaps

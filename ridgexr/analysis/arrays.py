@@ -336,13 +336,16 @@ def rate_fit(n: np.ndarray, metric: np.ndarray, *, n_boot: int = 2000, ci: float
     u, v = u[ok], v[ok]
     if u.size < 3:
         raise ValueError(f"`rate_fit` needs at least 3 finite (n, metric) pairs; got {u.size}")
+    if np.unique(u).size < 2:
+        raise ValueError("`rate_fit` needs at least 2 distinct n among the finite pairs")
 
-    def slopes(uu, vv):  # rows are replicates
+    def slopes(uu, vv):  # rows are replicates; a replicate with one distinct n has no slope (NaN)
         uc = uu - uu.mean(-1, keepdims=True)
-        return (uc * (vv - vv.mean(-1, keepdims=True))).sum(-1) / (uc * uc).sum(-1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (uc * (vv - vv.mean(-1, keepdims=True))).sum(-1) / (uc * uc).sum(-1)
 
     idx = np.random.default_rng(seed).integers(0, u.size, size=(n_boot, u.size))
     boot = slopes(u[idx], v[idx])
-    boot = boot[np.isfinite(boot)]  # a replicate with one distinct n has no slope
+    boot = boot[np.isfinite(boot)]  # dropped: the replicates that drew a single n
     lo, hi = np.quantile(boot, [(1 - ci) / 2, (1 + ci) / 2])
     return np.array([slopes(u[None], v[None])[0], lo, hi])
