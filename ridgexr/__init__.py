@@ -37,15 +37,15 @@ _LAZY = {
     "SmoothedEmpirical": "empirical", "Moments": "empirical",
     "RidgeFrame": "ridge", "RidgeProjection": "ridge", "ridge_frame": "ridge", "ridge_residual": "ridge",
     "project_to_ridge": "ridge",
-    "RandomFeatureDenoiser": "models", "ExactDenoiser": "models", "MLPDenoiser": "neural",
+    "RandomFeatureDenoiser": "models", "ExactDenoiser": "models", "MLPDenoiser": "models",
     "RandomFeatureFit": "training", "fit_random_features": "training", "fit_sweep": "training",
     "fits_to_dataset": "training", "fit_neural": "training", "NeuralFit": "training",
-    "ModuleDenoiser": "external",
+    "ModuleDenoiser": "models",
     "open_catalog": "catalog", "Experiment": "catalog", "Catalog": "catalog",
     "open_dataset": "reader", "run_experiment": "run",
 }
 _SUBMODULES = ("accessor", "labelled", "analysis", "plot", "report", "store", "catalog", "datasets", "training", "run", "ridge",
-               "scms", "empirical", "models", "neural", "external", "process", "sampling", "observe", "reader", "units", "cli")
+               "scms", "empirical", "models", "process", "defaults", "choices", "spec", "sampling", "observe", "reader", "units", "cli")
 
 __all__ = sorted(_LAZY) + ["labelled", "__version__"]
 

@@ -14,10 +14,10 @@ import numpy as np
 import torch
 
 from ._validation import check_float, check_int, check_option
+from .choices import GRID_KINDS
 
 __all__ = ["OU", "time_grid", "GRID_KINDS"]
 
-GRID_KINDS = ("exponential", "linear", "cosine")
 
 
 @dataclass(frozen=True)

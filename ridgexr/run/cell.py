@@ -10,14 +10,13 @@ import torch
 from ..catalog import Experiment
 from ..datasets import load_training_set
 from ..empirical import SmoothedEmpirical
-from ..models import ExactDenoiser, RandomFeatureDenoiser
-from ..neural import MLPDenoiser
+from ..models import model_kind
 from ..observe import step_quantities
 from ..process import time_grid
 from ..ridge import ridge_residual
 from ..sampling import divergence_bound, guard_divergence, sample
 from ..store import CellWriter, StoreLayout, write_cell_end
-from .plan import CellTask, build_module, mlp_kwargs, model_kwargs
+from .plan import CellTask
 
 __all__ = ["run_cell"]
 
@@ -44,7 +43,7 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
     exp_json : the experiment as JSON (``Experiment.model_dump_json()``, d_star resolved)
     store : path of the created store
     layout : its StoreLayout
-    task : the cell (index, labels, readout A or None for the exact denoiser, diagnostics)
+    task : the cell (index, labels, diagnostics, what its kind's builder reads in ``state``)
     device : torch device of the sampler and the observation
     n_threads : torch threads in this process (workers: 1)
     on_block : called with 1 after each written block (progress)
@@ -56,20 +55,10 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
     d = train.shape[1]
     dev = torch.device(device)
     spec = exp.blocks[task.block]  # the cell's model block
-    if spec.kind == "exact" or (spec.kind == "random_features" and task.A is None):
-        exact = ExactDenoiser(train, top_k=exp.ridge.top_k, drop_tol=exp.ridge.drop_tol)
-        score, denoise = (lambda x, t: exact.score(x, t)), None
-    else:
-        if spec.kind == "random_features":
-            model = RandomFeatureDenoiser(d, task.labels["width"], device=dev, **model_kwargs(exp, spec)).with_A(task.A)
-        elif spec.kind == "mlp":
-            model = MLPDenoiser(d, device=dev, **mlp_kwargs(exp, spec, task.labels["width"]))
-            model.load_state_dict(task.state)
-            model.eval()
-        else:
-            model = task.denoiser if task.denoiser is not None else build_module(exp, spec, d, device)
-        score = lambda x, t: model.score(x, t)  # noqa: E731
-        denoise = lambda x, t: model.denoise(x, t)  # noqa: E731
+    model = model_kind(spec.kind).builder()(exp, spec, task, train, device)
+    score = lambda x, t: model.score(x, t)  # noqa: E731
+    # the exact denoiser's error is zero by definition: no residuals to observe
+    denoise = None if getattr(model, "is_exact", False) else (lambda x, t: model.denoise(x, t))
     bound = divergence_bound(train)
     score = guard_divergence(score, bound)
     density = SmoothedEmpirical(train, 1.0, drop_tol=exp.ridge.drop_tol)

@@ -164,8 +164,8 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
         Your own trained model, run in place of the entry's model blocks: the store gets one
         ``model`` label (its name) and the entry's dataset, process, sampler and ridge
         settings.  A bare callable is read as a score in OU time; wrap it in
-        :class:`ridgexr.external.ModuleDenoiser` for another parametrization or time
-        convention.  Its weights (or code) enter the config hash (:func:`ridgexr.external.model_digest`).
+        :class:`ridgexr.models.ModuleDenoiser` for another parametrization or time
+        convention.  Its weights (or code) enter the config hash (:func:`ridgexr.models.module.denoiser.model_digest`).
 
     Raises
     ------
@@ -233,13 +233,13 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
 
 def _with_python_model(exp: Experiment, model: Any, d: int) -> tuple[Experiment, dict]:
     """The entry with one module block standing for ``model``, and {label: ModuleDenoiser}."""
-    from ..catalog import ModelSpec
-    from ..external import PYTHON_OBJECT, ModuleDenoiser, model_digest
+    from ..models.module import PYTHON_OBJECT, ModuleSpec
+    from ..models.module.denoiser import ModuleDenoiser, model_digest
 
     den = model if isinstance(model, ModuleDenoiser) else ModuleDenoiser(model)
     den.check(d)
     label = den.name
-    block = ModelSpec(kind="module", name=label, module=f"{PYTHON_OBJECT}:{label}@{model_digest(den)}",
+    block = ModuleSpec(name=label, module=f"{PYTHON_OBJECT}:{label}@{model_digest(den)}",
                       parametrization=den.parametrization, time=den.time.kind, beta_min=den.time.beta_min,
                       beta_max=den.time.beta_max, schedule=exp.schedules[0] if exp.schedules else None)
     return Experiment.model_validate(exp.model_dump() | {"model": block.model_dump(), "models": None}), {label: den}

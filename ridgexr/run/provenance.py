@@ -55,7 +55,7 @@ def store_attrs(exp: Experiment, config_hash: str, device: str, scheduler: str |
     }
     rf = [b for b in exp.blocks if b.kind == "random_features"]
     if rf:
-        attrs.update(feature_period=float(exp.feature_period_of(rf[0])), init=rf[0].init)
+        attrs.update(feature_period=rf[0].period(exp.process.T), init=rf[0].init)
     if exp.legacy_exact:
         attrs["note_exact"] = ("schedule 'exact' is the exact (memorizing) denoiser: it does not depend on width, "
                                "every width holds the same trajectories (sampled once per training set and copied to the other "

@@ -9,8 +9,9 @@ Modules (imports point downward in this list):
 - :mod:`.dynamics` -- closed-form gradient flow and gradient descent on that form;
 - :mod:`.fit` -- :class:`RandomFeatureFit`, :func:`fit_random_features`, :func:`fit_sweep`;
 - :mod:`.diagnostics` -- the per-cell diagnostic variables and :func:`fits_to_dataset`;
-- :mod:`.neural` -- :func:`fit_neural`: minibatch training of any torch model (Monte-Carlo t),
-  resumable checkpoints.
+- :mod:`.minibatch` -- :func:`fit_neural`: minibatch training of any torch model (Monte-Carlo t),
+  resumable checkpoints (the mlp kind; any network kind);
+- :mod:`.heldout` -- held-out diagnostics of models not fitted in closed form.
 
 
 **The loss (the paper's definition and units).**  With x_t = alpha_t x0 + sqrt(h_t) z,
@@ -73,7 +74,7 @@ from .quadratic import (TARGETS, QuadraticLoss, accumulate, accumulate_moments, 
 from .dynamics import GradientFlow, ReadoutPath, gradient_descent
 from .fit import (INITS, METHODS, PAPER_N_NOISE, PAPER_N_TIME, RandomFeatureFit, evaluate_denoiser, evaluate_fits,
                   fit_random_features, fit_sweep, initial_readout)
-from .neural import OPTIMIZERS, NeuralFit, fit_neural, resolve_device
+from .minibatch import OPTIMIZERS, NeuralFit, fit_neural, resolve_device
 from .diagnostics import DIAGNOSTIC_VARIABLES, fits_to_dataset
 
 __all__ = ["DEFAULT_QUADRATURE", "QUADRATURES", "time_nodes", "SampleBlock", "accumulate", "loss_weight",

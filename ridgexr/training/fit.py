@@ -11,7 +11,9 @@ import torch
 
 from .._backend import as_tensor, check_finite
 from .._validation import check_int, check_option
-from ..models import RandomFeatureDenoiser
+from .. import defaults
+from ..choices import INITS, TRAINING_METHODS as METHODS
+from ..models.random_features.denoiser import RandomFeatureDenoiser
 from ..process import OU
 from .dynamics import GradientFlow, gradient_descent
 from .quadratic import TARGETS, QuadraticLoss, accumulate, outputs_from_mean, targets
@@ -22,7 +24,6 @@ from .schedules import schedule_name, schedule_weight
 __all__ = ["METHODS", "INITS", "PAPER_N_TIME", "PAPER_N_NOISE", "RandomFeatureFit", "evaluate_fits", "evaluate_denoiser", "initial_readout",
            "fit_random_features", "fit_sweep"]
 
-METHODS = ("flow", "gd")
 
 
 @dataclass
@@ -263,7 +264,6 @@ def _solve(model: RandomFeatureDenoiser, train: np.ndarray, schedule, taus: np.n
                             quadratic=quad, method=method, seed=int(seed), schedule_spec=schedule, init=init)
 
 
-INITS = ("normal", "zeros")
 
 
 def initial_readout(d: int, width: int, init: Any = "normal", init_seed: int = 0, *, dtype=torch.float64,
@@ -292,11 +292,12 @@ def _init_label(init: Any) -> str:
 
 
 def fit_random_features(model: RandomFeatureDenoiser, train: Any, *, schedule: str | Callable = "1",
-                        taus: Sequence[float] = (math.inf,), method: str = "flow", t_min: float = 1e-3,
+                        taus: Sequence[float] = (math.inf,), method: str = defaults.METHOD,
+                        t_min: float = defaults.T_MIN,
                         T: float | None = None, quadrature: str = DEFAULT_QUADRATURE, n_time: int = PAPER_N_TIME,
                         n_noise: int = PAPER_N_NOISE, seed: int = 0, lr: float | None = None,
-                        init: Any = "normal", init_seed: int = 0, batch_size: int = 8192,
-                        target: str = "dsm") -> RandomFeatureFit:
+                        init: Any = defaults.INIT, init_seed: int = 0, batch_size: int = 8192,
+                        target: str = defaults.TARGET) -> RandomFeatureFit:
     """Fit the readout A of a random-feature denoiser by weighted denoising score matching.
 
     The loss is the paper's, ``L(A) = int_{t_min}^T lambda(t) E|A psi(x_t, t) - y|^2 dt`` summed over
@@ -364,11 +365,11 @@ def fit_random_features(model: RandomFeatureDenoiser, train: Any, *, schedule: s
 
 
 def fit_sweep(train: Any, *, widths: Sequence[int], schedules: Sequence[str | Callable],
-              taus: Sequence[float] = (math.inf,), model_kwargs: dict | None = None, method: str = "flow",
-              t_min: float = 1e-3, T: float | None = None, quadrature: str = DEFAULT_QUADRATURE,
+              taus: Sequence[float] = (math.inf,), model_kwargs: dict | None = None, method: str = defaults.METHOD,
+              t_min: float = defaults.T_MIN, T: float | None = None, quadrature: str = DEFAULT_QUADRATURE,
               n_time: int = PAPER_N_TIME, n_noise: int = PAPER_N_NOISE, seed: int = 0, lr: float | None = None,
-              init: str = "normal", init_seed: int = 0, batch_size: int = 8192, device: Any = None,
-              progress: Callable[[str], None] | None = None, target: str = "dsm") -> dict:
+              init: str = defaults.INIT, init_seed: int = 0, batch_size: int = 8192, device: Any = None,
+              progress: Callable[[str], None] | None = None, target: str = defaults.TARGET) -> dict:
     """Fit every (schedule, width) cell on nested features, one shared sample and one streamed pass.
 
     The raw feature moments of every schedule are accumulated together at the largest width

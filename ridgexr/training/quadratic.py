@@ -21,12 +21,12 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from ..models import RandomFeatureDenoiser
+from ..choices import TARGETS
+from ..models.random_features.denoiser import RandomFeatureDenoiser
 from ..process import OU
 from .sample import SampleBlock, TrainingSample, batches, block_posterior_mean
 from .schedules import schedule_name, schedule_weight
 
-TARGETS = ("dsm", "ideal")
 
 __all__ = ["TARGETS", "targets", "exact_outputs", "outputs_from_mean", "accumulate_moments", "accumulate", "QuadraticLoss",
            "quadratic_loss"]

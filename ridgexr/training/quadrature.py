@@ -22,16 +22,17 @@ import math
 
 import numpy as np
 
+from .. import defaults
 from .._validation import check_float, check_int, check_option
+from ..choices import QUADRATURES
 
 __all__ = ["QUADRATURES", "DEFAULT_QUADRATURE", "PAPER_N_TIME", "PAPER_N_NOISE", "time_nodes"]
 
-QUADRATURES = ("simpson-t", "trapezoid-log-t", "gauss-legendre-log-t")
-#: the authors' rule (Simpson's rule in linear t)
-DEFAULT_QUADRATURE = "simpson-t"
+#: the authors' rule (Simpson's rule in linear t), from :mod:`ridgexr.defaults`
+DEFAULT_QUADRATURE = defaults.QUADRATURE
 #: the authors' sample: 2001 Simpson nodes, 2000 noise draws per (point, node)
-PAPER_N_TIME = 2001
-PAPER_N_NOISE = 2000
+PAPER_N_TIME = defaults.N_TIME
+PAPER_N_NOISE = defaults.N_NOISE
 
 
 def time_nodes(quadrature: str, n: int, t_min: float, T: float) -> tuple[np.ndarray, np.ndarray]:

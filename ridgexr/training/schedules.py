@@ -6,6 +6,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..choices import SCHEDULE_NAMES
 from ..process import OU
 
 __all__ = ["SCHEDULES", "schedule_weight", "schedule_name"]
@@ -15,6 +16,7 @@ SCHEDULES: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "h": lambda t, h: h,
     "h2": lambda t, h: h**2,
 }
+assert tuple(SCHEDULES) == SCHEDULE_NAMES  # the names the catalog checks (torch-free)
 
 
 def schedule_weight(schedule: str | Callable, t: np.ndarray, process: OU | None = None) -> np.ndarray:

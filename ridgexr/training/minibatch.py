@@ -6,7 +6,7 @@ The loss is the package's one definition (:mod:`ridgexr.training`), estimated by
          ~ (T - t_min) mean_rows w(t) |s_f(x_t, t) + z / sqrt(h_t)|^2,   t ~ U(t_min, T),
 
 x0 a training point, z ~ N(0, I), one (t, z) draw per point per epoch
-(:func:`ridgexr.neural.dsm_row_loss` writes the per-row term for each parametrization).
+(:func:`ridgexr.models.parametrization.dsm_row_loss` writes the per-row term for each parametrization).
 Uniform t is the Monte-Carlo counterpart of the random-feature fit's quadrature in t, so
 the two losses estimate the same number (tested on a shared sample).
 
@@ -36,16 +36,17 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from .. import defaults
+from ..choices import OPTIMIZERS
 from .._backend import save_atomic
 from .._validation import check_float, check_int, check_option
-from ..external import model_digest
-from ..neural import NEURAL_PARAMETRIZATIONS, dsm_row_loss
+from ..models.module.denoiser import model_digest
+from ..models.parametrization import PARAMETRIZATIONS, dsm_row_loss
 from ..process import OU
 from .schedules import schedule_name, schedule_weight
 
 __all__ = ["OPTIMIZERS", "NeuralFit", "fit_neural", "dsm_loss_rows", "resolve_device"]
 
-OPTIMIZERS = ("adam", "adamw", "sgd")
 CHECKPOINT_NAME = "checkpoint.pt"
 CHECKPOINT_FORMAT = 1
 
@@ -65,7 +66,7 @@ def dsm_loss_rows(model: Callable, x0: torch.Tensor, t: torch.Tensor, z: torch.T
     """Per-row loss ``w(t) norm(s(x_t, t) + z / sqrt(h_t))^2`` (B,) of ``model`` at x_t = alpha_t x0 + sqrt(h_t) z.
 
     x0, z (B, d), t, w (B,) in the model's dtype; the row term of :func:`fit_neural`'s loss
-    (:func:`ridgexr.neural.dsm_row_loss` on the model's output).
+    (:func:`ridgexr.models.parametrization.dsm_row_loss` on the model's output).
     """
     process = process or OU()
     xt = process.alpha(t)[:, None] * x0 + torch.sqrt(process.h(t))[:, None] * z
@@ -140,9 +141,10 @@ def _rich_progress(total: int, start: int):
     return bar, (lambda epoch, n, loss: bar.update(task, completed=epoch, loss=f"{loss:.4g}"))
 
 
-def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable = "1", epochs: int = 150,
-               batch_size: int = 128, lr: float = 1e-3, optimizer: str = "adam", ema: float | None = None,
-               t_min: float = 1e-3, T: float = 10.0, seed: int = 0, device: Any = "auto",
+def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable = "1",
+               epochs: int = defaults.MLP_EPOCHS, batch_size: int = defaults.MLP_BATCH_SIZE, lr: float = defaults.MLP_LR,
+               optimizer: str = defaults.MLP_OPTIMIZER, ema: float | None = None,
+               t_min: float = defaults.T_MIN, T: float = defaults.T, seed: int = 0, device: Any = "auto",
                parametrization: str | None = None, checkpoint_dir: str | Path | None = None,
                checkpoint_every: int | None = None, save_epochs: Sequence[int] = (),
                progress: bool | Callable[[int, int, float], None] = False,
@@ -213,7 +215,7 @@ def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable =
     parametrization = parametrization or getattr(model, "parametrization", None)
     if parametrization is None:
         raise ValueError("`parametrization` must be given for a model without a `parametrization` attribute")
-    check_option(parametrization, "parametrization", NEURAL_PARAMETRIZATIONS)
+    check_option(parametrization, "parametrization", PARAMETRIZATIONS)
     arr = np.asarray(train, dtype=np.float64)
     if arr.ndim != 2 or arr.shape[0] < 1 or not np.isfinite(arr).all():
         raise ValueError(f"`train` must be a finite (N, d) array; got shape {arr.shape}")

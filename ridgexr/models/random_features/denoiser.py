@@ -1,17 +1,15 @@
-"""Denoisers: random-feature networks and the exact (memorizing) denoiser.
+"""The random-feature network (torch): f(x, t) = A act(W_x x + W_t phi(t) + b) / sqrt(p).
 
-A random-feature denoiser is
-
-    f(x, t) = A . act(W_x x + W_t phi(t) + b) / sqrt(p),
     phi(t)  = [1, sin(2 pi k t / P), cos(2 pi k t / P)]_{k = 1..K},
 
 with W_x ~ N(0, 1/d) (p x d), W_t ~ N(0, 1/(2K+1)) (p x (2K+1)), b ~ N(0, 1) (p) fixed
 and only A (d x p) trained.  P = ``feature_period`` is the period of the time features.
-The authors' code uses P = T, the sampler's start time (so phi(T) = phi(0)); the catalogs
-default to that (``model.feature_period: T``).  A period of 2T (ridgexr 0.1's choice)
-avoids the wrap-around and changes the results: see docs/findings.md.
+The authors' code uses P = T, the sampler's start time (so phi(T) = phi(0)); the API and the
+catalogs default to that (``feature_period=None``: the sampler's T in a catalog entry, the
+paper's T = 10 for a model built by hand; :mod:`ridgexr.defaults`).  A period of 2T (ridgexr
+0.1's choice) avoids the wrap-around and changes the results: see docs/findings.md.
 
-Parametrizations (both expose ``denoise`` = estimate of E[x0 | x_t = x] and ``score``):
+Parametrizations (``denoise`` = estimate of E[x0 | x_t = x], ``score``):
 
 - ``"posterior_mean"``: f approximates alpha_t E[x0 | x_t]; denoise = f / alpha_t,
   score = (f - x) / h_t.
@@ -32,13 +30,13 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from ._backend import as_tensor, broadcast_time, check_finite, check_positive_time, to_like
-from ._deprecation import renamed_kwargs, warn_renamed
-from ._validation import check_float, check_int, check_option, check_optional_int
-from .empirical import SmoothedEmpirical
-from .process import OU
+from ... import defaults
+from ..._backend import as_tensor, broadcast_time, check_positive_time, to_like
+from ..._validation import check_float, check_int, check_option
+from ...process import OU
+from . import ACTIVATION_NAMES, PARAMETRIZATIONS
 
-__all__ = ["RandomFeatureDenoiser", "ExactDenoiser", "ACTIVATIONS", "PARAMETRIZATIONS"]
+__all__ = ["RandomFeatureDenoiser", "ACTIVATIONS", "PARAMETRIZATIONS", "draw_features", "build"]
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": torch.relu,
@@ -51,7 +49,7 @@ INPLACE_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "tanh": torch.tanh_,
     "sigmoid": torch.sigmoid_,
 }
-PARAMETRIZATIONS = ("posterior_mean", "score")
+assert tuple(ACTIVATIONS) == ACTIVATION_NAMES  # the spec's list (torch-free) names these functions
 
 
 def draw_features(d: int, width: int, n_frequencies: int, seed: int) -> tuple[np.ndarray, ...]:
@@ -74,14 +72,15 @@ class RandomFeatureDenoiser(torch.nn.Module):
     Parameters
     ----------
     d : int
-        Data dimension (``dim=`` is its deprecated spelling).
+        Data dimension.
     width : int
         Number of random features p (>= 1).
     n_frequencies : int
         K, the number of Fourier time frequencies (phi has 2K + 1 entries).
-    feature_period : float
-        Period P of the time features (> 0), OU time units (``T=`` is its deprecated
-        spelling).  Use the sampler's T for the paper's model.
+    feature_period : float, optional
+        Period P of the time features (> 0), OU time units.  The paper's model uses the
+        sampler's start time T; None (the default) means the paper's T = 10
+        (``ridgexr.defaults.T``).  Pass the T you sample from when it is another.
     activation : {"relu", "tanh", "sigmoid"}
     parametrization : {"posterior_mean", "score"}
     seed : int
@@ -96,17 +95,21 @@ class RandomFeatureDenoiser(torch.nn.Module):
     >>> m = RandomFeatureDenoiser(2, 16, n_frequencies=4, feature_period=2.0, seed=0)
     >>> m(torch.zeros(5, 2), 0.5).shape  # A starts at zero
     torch.Size([5, 2])
+    >>> RandomFeatureDenoiser(2, 16).feature_period  # the paper's period, T = 10
+    10.0
     """
 
-    @renamed_kwargs(dim="d", T="feature_period")
-    def __init__(self, d: int, width: int, *, n_frequencies: int = 128, feature_period: float = 2.0,
-                 activation: str = "relu", parametrization: str = "posterior_mean", seed: int = 0,
+    def __init__(self, d: int, width: int, *, n_frequencies: int = defaults.N_FREQUENCIES,
+                 feature_period: float | None = defaults.FEATURE_PERIOD, activation: str = defaults.ACTIVATION,
+                 parametrization: str = defaults.RF_PARAMETRIZATION, seed: int = 0,
                  dtype: torch.dtype = torch.float64, device: Any = None, process: OU | None = None):
         super().__init__()
         d = check_int(d, "d", min_val=1)
         width = check_int(width, "width", min_val=1)
         n_frequencies = check_int(n_frequencies, "n_frequencies", min_val=0)
         seed = check_int(seed, "seed", min_val=0)
+        if feature_period is None:
+            feature_period = defaults.T
         feature_period = check_float(feature_period, "feature_period", min_val=0, include_boundaries="neither")
         check_option(activation, "activation", ACTIVATIONS)
         check_option(parametrization, "parametrization", PARAMETRIZATIONS)
@@ -121,18 +124,6 @@ class RandomFeatureDenoiser(torch.nn.Module):
         self.register_buffer("b", torch.tensor(b, **kw))
         self.register_buffer("freqs", torch.arange(1, n_frequencies + 1, **kw))
         self.A = torch.nn.Parameter(torch.zeros(d, width, **kw))
-
-    @property
-    def T(self) -> float:
-        """Deprecated spelling of ``feature_period``."""
-        warn_renamed("RandomFeatureDenoiser.T", "RandomFeatureDenoiser.feature_period")
-        return self.feature_period
-
-    @property
-    def dim(self) -> int:
-        """Deprecated spelling of ``d``."""
-        warn_renamed("RandomFeatureDenoiser.dim", "RandomFeatureDenoiser.d")
-        return self.d
 
     # ------------------------------------------------------------------ features
     def time_features(self, t: torch.Tensor) -> torch.Tensor:
@@ -205,44 +196,18 @@ class RandomFeatureDenoiser(torch.nn.Module):
                 f"activation={self.activation!r}, parametrization={self.parametrization!r}, seed={self.seed}")
 
 
-class ExactDenoiser:
-    """The empirical optimum: E[x0 | x_t = x] under p_t of the training set (memorizes).
+def model_kwargs(exp, block) -> dict:
+    """Keyword arguments of :class:`RandomFeatureDenoiser` for a random-feature block of an entry."""
+    return dict(n_frequencies=block.n_frequencies, feature_period=block.period(exp.process.T),
+                activation=block.nonlinearity, parametrization=block.output, seed=exp.seeds.features)
 
-    Parameters
-    ----------
-    train : array (N, d)
-    process : OU, optional
-    top_k : int, optional
-        Truncate the posterior to the k most responsible training points.
-    drop_tol : float
-        Truncate only where the dropped posterior mass is <= drop_tol (else exact).
 
-    Examples
-    --------
-    >>> import numpy as np
-    >>> ex = ExactDenoiser(np.array([[-3.0, 0.0], [3.0, 0.0]]))
-    >>> ex.denoise(np.array([[0.0, 1.0]]), 0.5).round(6).tolist()
-    [[0.0, 0.0]]
-    """
+def build(exp, block, task, train, device: str = "cpu"):
+    """The denoiser of one random-feature cell: the network with the cell's readout A, or the exact
+    denoiser for the entry's schedule 'exact' (no readout)."""
+    if task.state is None:
+        from ..exact.denoiser import build as build_exact
 
-    parametrization = "posterior_mean"
-
-    def __init__(self, train: Any, process: OU | None = None, *, top_k: int | None = None,
-                 drop_tol: float = 1e-6):
-        tr = as_tensor(train, name="train")
-        check_finite(tr, "train")
-        self.density = SmoothedEmpirical(tr, 1.0, process=process, drop_tol=drop_tol)
-        self.process = self.density.process
-        self.top_k = check_optional_int(top_k, "top_k", min_val=1)
-        self.d = self.density.d
-
-    def denoise(self, x: Any, t: Any) -> Any:
-        """E[x0 | x_t = x], (..., d)."""
-        return self.density.with_time(t).posterior_mean(x, top_k=self.top_k)
-
-    def score(self, x: Any, t: Any) -> Any:
-        """grad log p_t(x), (..., d)."""
-        return self.density.with_time(t).score(x, top_k=self.top_k)
-
-    def __repr__(self) -> str:
-        return f"ExactDenoiser(N={self.density.n_train}, d={self.d})"
+        return build_exact(exp, block, task, train, device)
+    return RandomFeatureDenoiser(train.shape[1], task.labels["width"], device=torch.device(device),
+                                 **model_kwargs(exp, block)).with_A(task.state)

@@ -22,7 +22,7 @@ s = (-beta_min + sqrt(beta_min^2 + 4 (beta_max - beta_min) t)) / (beta_max - bet
 largest time must map to s <= 1.  VE: x_t / alpha_t = x0 + sigma z with
 sigma = sqrt(h_t) / alpha_t; the model is called with sigma as its time argument.
 
-The output is read in the model's own frame by :func:`ridgexr.neural.denoised_from_frame`
+The output is read in the model's own frame by :func:`ridgexr.models.parametrization.denoised_from_frame`
 (parametrizations ``x0``, ``posterior_mean`` = a E[x0|y], ``score`` = grad_y log q(y),
 ``epsilon`` = E[z|y]); E[x0 | y] = E[x0 | x_t] because y is an invertible function of x_t.
 
@@ -43,18 +43,14 @@ from typing import Any, Callable
 
 import torch
 
-from ._backend import as_tensor, broadcast_time, check_positive_time, to_like
-from ._validation import check_float, check_option
-from .neural import NEURAL_PARAMETRIZATIONS, denoised_from_frame
-from .process import OU
+from ..._backend import as_tensor, broadcast_time, check_positive_time, to_like
+from ..._validation import check_float, check_option
+from ...process import OU
+from ..parametrization import PARAMETRIZATIONS, denoised_from_frame
+from . import PYTHON_OBJECT, TIME_CONVENTIONS
 
 __all__ = ["TIME_CONVENTIONS", "TimeConvention", "ModuleDenoiser", "load_factory", "module_from_spec", "ModelError",
-           "PYTHON_OBJECT", "model_digest"]
-
-#: the package part of a module block's path when the model was handed to ``run_experiment(model=...)``
-PYTHON_OBJECT = "<python-object>"
-
-TIME_CONVENTIONS = ("ou", "vp", "ve")
+           "PYTHON_OBJECT", "model_digest", "build"]
 
 
 class ModelError(ValueError):
@@ -167,7 +163,7 @@ class ModuleDenoiser:
         if not callable(model):
             raise TypeError(f"`model` must be callable (an nn.Module or a function (y, s) -> output); "
                             f"got {type(model).__name__}")
-        self.parametrization = check_option(parametrization, "parametrization", NEURAL_PARAMETRIZATIONS)
+        self.parametrization = check_option(parametrization, "parametrization", PARAMETRIZATIONS)
         self.time = time if isinstance(time, TimeConvention) else TimeConvention(time)
         self.model = model
         self.process = process or OU()
@@ -296,3 +292,16 @@ def module_from_spec(path: str, *, d: int, parametrization: str, time: TimeConve
     if isinstance(model, torch.nn.Module):
         model.to(device)
     return ModuleDenoiser(model, parametrization=parametrization, time=time, d=d, name=path.split(":")[1])
+
+
+def build(exp, block, task, train, device: str = "cpu") -> ModuleDenoiser:
+    """The :class:`ModuleDenoiser` of a module block: the object handed to ``run_experiment(model=...)``
+    (``task.state``), else the factory imported and probed (``d`` = the training set's)."""
+    if task is not None and task.state is not None:
+        return task.state
+    time = TimeConvention(block.time, block.beta_min, block.beta_max)
+    if exp.process.T > time.t_max:
+        raise ValueError(f"`process.T` ({exp.process.T}) exceeds the largest OU time {time.t_max:.6g} of model "
+                         f"{block.label!r}'s time convention {time.label()} (model time s <= 1)")
+    return module_from_spec(block.module, d=train.shape[1], parametrization=block.output, time=time,
+                            checkpoint=block.checkpoint, base_dir=exp.base_dir, device=device)

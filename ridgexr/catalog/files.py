@@ -1,0 +1,164 @@
+"""Reading catalog files: YAML with a safe loader, validated into :class:`Experiment` entries.
+
+A catalog file holds ``experiments: {name: entry}``.  YAML is read with a safe loader (no
+Python tags, duplicate keys refused).  A malformed or unknown field raises
+:class:`CatalogError` naming the file, the entry and the field.  Where catalog files come
+from: see :mod:`ridgexr.catalog`.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from .errors import CatalogError
+from .experiment import Experiment
+from .folders import default_data_dir
+
+__all__ = ["load_catalog_file", "builtin_catalog_files", "catalog_files", "Catalog", "open_catalog",
+           "experiment_from_file", "describe"]
+
+
+def _format_error(file: str, entry: str | None, err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"])
+        lines.append(f"{file}: entry {entry!r}: field {loc!r}: {e['msg']}" if entry else f"{file}: {loc}: {e['msg']}")
+    return "\n".join(lines)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a mapping with a repeated key (YAML would keep the last)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_catalog_file(path: str | Path) -> dict[str, Experiment]:
+    """Read and validate one catalog file; returns {name: Experiment}."""
+    path = Path(path)
+    try:
+        raw = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+    except yaml.YAMLError as exc:
+        raise CatalogError(f"{path}: not valid YAML (safe loader): {exc}") from None
+    except OSError as exc:
+        raise CatalogError(f"{path}: cannot be read: {exc}") from None
+    if not isinstance(raw, dict) or set(raw) != {"experiments"} or not isinstance(raw["experiments"], dict):
+        raise CatalogError(f"{path}: must be a mapping with the single key 'experiments: {{name: entry}}'")
+    out = {}
+    for name, entry in raw["experiments"].items():
+        if not isinstance(entry, dict):
+            raise CatalogError(f"{path}: entry {name!r}: must be a mapping")
+        try:
+            out[str(name)] = Experiment(name=str(name), source=str(path), **entry)
+        except ValidationError as exc:
+            raise CatalogError(_format_error(str(path), str(name), exc)) from None
+        except TypeError as exc:
+            raise CatalogError(f"{path}: entry {name!r}: {exc}") from None
+    return out
+
+
+def builtin_catalog_files() -> list[Path]:
+    """The YAML files of the built-in catalogs (package data ``ridgexr.catalogs``)."""
+    root = importlib.resources.files("ridgexr.catalogs")
+    return sorted(Path(str(f)) for f in root.iterdir() if f.name.endswith(".yaml"))
+
+
+def _yaml_files(location: str | Path) -> list[Path]:
+    p = Path(location).expanduser()
+    if p.is_dir():
+        return sorted(p.glob("*.yaml")) + sorted(p.glob("*.yml"))
+    if p.is_file():
+        return [p]
+    raise CatalogError(f"catalog location {str(p)!r} (from $RIDGEXR_CATALOGS or --catalog) does not exist")
+
+
+def catalog_files(data_dir: str | Path | None = None, files: list[str | Path] = ()) -> list[Path]:
+    """Every catalog file, in the order of the module docstring (built-in, env, data folder, explicit)."""
+    out = builtin_catalog_files()
+    for loc in filter(None, os.environ.get("RIDGEXR_CATALOGS", "").split(os.pathsep)):
+        out += _yaml_files(loc)
+    user = default_data_dir(data_dir) / "catalogs"
+    if user.is_dir():
+        out += _yaml_files(user)
+    for f in files:
+        out += _yaml_files(f)
+    return list(dict.fromkeys(p.resolve() for p in out))
+
+
+class Catalog:
+    """All experiments of the catalog files (see the module docstring for where they come from)."""
+
+    def __init__(self, files: list[str | Path] | None = None, *, data_dir: str | Path | None = None):
+        self.files = [Path(f) for f in files] if files is not None else catalog_files(data_dir)
+        self.experiments: dict[str, Experiment] = {}
+        for f in self.files:
+            for name, exp in load_catalog_file(f).items():
+                if name in self.experiments:
+                    raise CatalogError(f"{f}: entry {name!r} is already defined in {self.experiments[name].source}")
+                self.experiments[name] = exp
+
+    def __getitem__(self, name: str) -> Experiment:
+        if name not in self.experiments:
+            raise KeyError(f"no experiment {name!r} in the catalogs {[str(f) for f in self.files]}; "
+                           f"known: {sorted(self.experiments)}")
+        return self.experiments[name]
+
+    def __iter__(self):
+        return iter(self.experiments)
+
+    def __len__(self):
+        return len(self.experiments)
+
+
+def open_catalog(directory: str | Path | None = None, *, files: list[str | Path] = (),
+                 data_dir: str | Path | None = None) -> Catalog:
+    """Open the experiment catalogs.
+
+    Parameters
+    ----------
+    directory : path, optional
+        Read only the ``*.yaml`` files of this folder (no built-in catalogs).
+    files : list of paths
+        Extra catalog files, read after the built-in, ``$RIDGEXR_CATALOGS`` and data-folder ones.
+    data_dir : path, optional
+        The data folder whose ``catalogs/`` subfolder is read (see :func:`default_data_dir`).
+    """
+    if directory is not None:
+        return Catalog(_yaml_files(directory))
+    return Catalog(catalog_files(data_dir, list(files)))
+
+
+def experiment_from_file(path: str | Path, name: str | None = None) -> Experiment:
+    """The single (or named) experiment of a catalog file."""
+    exps = load_catalog_file(path)
+    if name is None:
+        if len(exps) != 1:
+            raise CatalogError(f"{path}: holds {len(exps)} experiments; name one of {sorted(exps)}")
+        return next(iter(exps.values()))
+    if name not in exps:
+        raise CatalogError(f"{path}: no experiment {name!r}; known: {sorted(exps)}")
+    return exps[name]
+
+
+def describe(exp: Experiment) -> dict[str, Any]:
+    """A short dict summary of an experiment (for listings)."""
+    return {
+        "name": exp.name,
+        "dataset": exp.dataset.label + (f" {exp.dataset.mnist.digits}" if exp.dataset.mnist else ""),
+        "models": ",".join(b.label for b in exp.blocks),
+        "schedules": ",".join(exp.cell_schedules),
+        "widths": ",".join(map(str, sorted({w for b in exp.blocks for w in b.values("width")}))),
+        "samples": exp.n_samples, "steps": exp.process.n_steps, "d*": exp.d_star, "store": exp.store,
+    }

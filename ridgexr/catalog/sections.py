@@ -1,0 +1,121 @@
+"""The sampler, training, ridge and seed sections of a catalog entry.
+
+Defaults that the paper fixes come from :mod:`ridgexr.defaults` (the API constructors read
+the same values); option names from :mod:`ridgexr.choices`.  Torch-free.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from .. import defaults
+from ..choices import GRID_KINDS, QUADRATURES, SAMPLER_KINDS, TARGETS, TRAINING_METHODS
+from ..spec import Spec, as_list, distinct_sweep
+
+__all__ = ["ProcessSpec", "TrainingSpec", "SamplerSpec", "RidgeSpec", "SeedSpec", "SEED_MAX"]
+
+
+class ProcessSpec(Spec):
+    """Time range and grid of the sampler (OU time units)."""
+
+    T: float = Field(defaults.T, gt=0, description="start time of the sampler (OU time); the paper's 2-D runs: 10")
+    t_min: float = Field(defaults.T_MIN, gt=0, description="end time of the sampler (OU time); the paper's: 1e-3")
+    grid: Literal[GRID_KINDS] = Field(defaults.GRID,
+        description="spacing of the time grid (ridgexr.time_grid); the paper's: exponential")
+    n_steps: int = Field(defaults.N_STEPS, ge=1, description="sampler steps; the paper's 2-D runs: 2000")
+
+    @model_validator(mode="after")
+    def _order(self):
+        if not self.t_min < self.T:
+            raise ValueError(f"t_min ({self.t_min}) must be < T ({self.T})")
+        return self
+
+
+class TrainingSpec(Spec):
+    """Sample and method of the score-matching fit."""
+
+    quadrature: Literal[QUADRATURES] = Field(defaults.QUADRATURE,
+        description="time rule of the loss's integral: 'simpson-t' (the paper's), 'trapezoid-log-t' or "
+                    "'gauss-legendre-log-t' (cheap at few nodes)")
+    n_time: int = Field(defaults.N_TIME, ge=1,
+        description="time nodes of the quadrature (odd for simpson-t); the paper's: 2001")
+    n_noise: Annotated[int, Field(ge=1)] | list[Annotated[int, Field(ge=1)]] = Field(defaults.N_NOISE,
+        description="noise draws per (training point, time node); the paper's: 2000; a list makes an n_noise "
+                    "cell dimension (one fit per value)")
+    target: Literal[TARGETS] | list[Literal[TARGETS]] = Field(defaults.TARGET,
+        description="fitted target: 'dsm' (alpha_t x0, the denoising score-matching target) or 'ideal' (its "
+                    "conditional mean E[alpha_t x0 given x_t], the exact denoiser's output on the same sample); a "
+                    "list makes a target cell dimension")
+    method: Literal[TRAINING_METHODS] = Field(defaults.METHOD, description="closed-form gradient 'flow' or gradient descent 'gd'")
+    lr: float | None = Field(None, gt=0, description="learning rate of method 'gd'")
+    t_min: float | None = Field(None, gt=0, description="smallest time of the loss (null: the sampler's t_min)")
+
+    @field_validator("n_noise", "target")
+    @classmethod
+    def _sweep_list(cls, v):
+        return distinct_sweep(v)
+
+    @property
+    def n_noises(self) -> list[int]:
+        return as_list(self.n_noise)
+
+    @property
+    def targets(self) -> list[str]:
+        return as_list(self.target)
+
+    def sweeps(self) -> tuple[tuple[str, tuple], ...]:
+        """The cell dimensions this block adds, (name, labels), in store order."""
+        out = []
+        if isinstance(self.target, list):
+            out.append(("target", tuple(self.target)))
+        if isinstance(self.n_noise, list):
+            out.append(("n_noise", tuple(sorted(self.n_noise))))
+        return tuple(out)
+
+    @model_validator(mode="after")
+    def _nodes(self):
+        if self.quadrature == "simpson-t" and (self.n_time < 3 or self.n_time % 2 == 0):
+            raise ValueError(f"n_time must be odd and >= 3 for quadrature 'simpson-t'; got {self.n_time}")
+        if self.quadrature == "trapezoid-log-t" and self.n_time < 2:
+            raise ValueError(f"n_time must be >= 2 for quadrature 'trapezoid-log-t'; got {self.n_time}")
+        return self
+
+
+class SamplerSpec(Spec):
+    kind: Literal[SAMPLER_KINDS] = Field("sde",
+        description="'sde' (reverse SDE, Euler-Maruyama) or 'ode' (probability flow, Heun)")
+    record_every: int = Field(1, ge=1, description="record every k-th step (the last is always recorded)")
+    block_steps: int = Field(256, ge=1, description="recorded steps per block (and per chunk along step)")
+
+
+class RidgeSpec(Spec):
+    """Ridge projection settings (names as in :func:`ridgexr.project_to_ridge`)."""
+
+    tol: float | None = Field(None, gt=0,
+        description="SCMS tolerance on the normal step, data units (null: 1e-9 (1 + R))")
+    max_iter: int = Field(200, ge=1, description="SCMS iteration cap")
+    top_k: int | None = Field(None, ge=1,
+        description="truncate the posterior to the k most responsible training points (null: none)")
+    drop_tol: float = Field(1e-6, ge=0, le=1,
+        description="use the truncation only where the dropped posterior mass is <= this")
+    d_star_alt: list[Annotated[int, Field(ge=1)] | Literal["auto"]] = Field(default_factory=list,
+        description="extra ridge dimensions (1..d-1) whose residual at the final state is stored; 'auto' adds the "
+                    "dimension d_star: auto would choose (recorded in the attr d_star_info)")
+    auto_t: float = Field(0.05, gt=0, description="probe time of d_star: auto")
+    stop_degenerate: int | None = Field(None, ge=1,
+        description="stop a projection after this many consecutive iterations with a degenerate frame (its steps "
+                    "are arbitrary there; such states are masked in every summary anyway); null: iterate to tol")
+
+
+SEED_MAX = 2**63 - 1
+
+
+class SeedSpec(Spec):
+    """Seeds (0 .. 2**63 - 1) of the random features, the training sample and the sampler."""
+
+    features: int = Field(0, ge=0, le=SEED_MAX, description="seed of the random features")
+    training: int = Field(0, ge=0, le=SEED_MAX, description="seed of the training sample (and of d_star: auto)")
+    sampler: int = Field(0, ge=0, le=SEED_MAX, description="seed of the sampler's noise (shared by every cell)")
+    init: int = Field(0, ge=0, le=SEED_MAX, description="seed of A(0) when model.init is 'normal'")

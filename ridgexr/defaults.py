@@ -1,0 +1,71 @@
+"""The numbers that define the paper's models, in one place.
+
+He, Qiu & Tao (2026) and the authors' code (rf_diffusion_experiments) fix these choices.  The
+API constructors (:class:`ridgexr.models.RandomFeatureDenoiser`, :func:`ridgexr.fit_random_features`,
+:class:`ridgexr.models.MLPDenoiser`, :func:`ridgexr.fit_neural`, ...) and the catalog's field
+defaults (:mod:`ridgexr.catalog`) both read them from here, so a model built by hand in a
+notebook and a model built from a catalog entry that lists only its required fields are the
+same model (``tests/test_defaults.py`` compares every default of both).
+
+Which results depend on which of these is documented in docs/findings.md (sensitivity table).
+This module imports nothing.
+"""
+
+from __future__ import annotations
+
+__all__ = ["T", "T_MIN", "N_STEPS", "GRID", "N_SAMPLES", "N_FREQUENCIES", "FEATURE_PERIOD", "INIT",
+           "ACTIVATION", "QUADRATURE", "N_TIME", "N_NOISE", "TARGET", "METHOD", "MLP_HIDDEN", "MLP_DEPTH",
+           "MLP_EMBED_DIM", "MLP_EMBED_SCALE", "MLP_EPOCHS", "MLP_BATCH_SIZE", "MLP_LR", "MLP_OPTIMIZER",
+           "MLP_PARAMETRIZATION", "RF_PARAMETRIZATION"]
+
+# ---------------------------------------------------------------- the sampler (2-D runs)
+#: start time of the sampler, OU time units (the authors' 2-D scripts: 10)
+T = 10.0
+#: end time of the sampler and smallest time of the loss, OU time units (the authors': 1e-3)
+T_MIN = 1e-3
+#: sampler steps (the authors' 2-D runs: 2000)
+N_STEPS = 2000
+#: spacing of the sampler's time grid (the authors': exponential)
+GRID = "exponential"
+#: trajectories per cell (the authors' 2-D runs: 2000)
+N_SAMPLES = 2000
+
+# ---------------------------------------------------------------- random features
+#: K, Fourier time frequencies (phi has 2K + 1 entries; the authors': 128)
+N_FREQUENCIES = 128
+#: period of the time features: None means "the sampler's T" (the authors' choice, phi(T) = phi(0));
+#: a model built without a sampler uses the paper's T = 10
+FEATURE_PERIOD = None
+#: A(0): iid N(0, 1) entries (the authors' initialisation)
+INIT = "normal"
+#: nonlinearity of the random features (the paper's: ReLU)
+ACTIVATION = "relu"
+#: what a random-feature network outputs: alpha_t E[x0 | x_t] (the paper's denoiser)
+RF_PARAMETRIZATION = "posterior_mean"
+
+# ---------------------------------------------------------------- the loss's quadrature and sample
+#: time rule of the loss's integral (the authors': Simpson's rule in t)
+QUADRATURE = "simpson-t"
+#: time nodes of the quadrature (the authors': 2001)
+N_TIME = 2001
+#: noise draws per (training point, time node) (the authors': 2000)
+N_NOISE = 2000
+#: fitted target (denoising score matching)
+TARGET = "dsm"
+#: how the readout is trained: the closed-form gradient flow A(tau)
+METHOD = "flow"
+
+# ---------------------------------------------------------------- the paper's MLP (MNIST latents)
+#: hidden width and number of hidden layers
+MLP_HIDDEN = 512
+MLP_DEPTH = 2
+#: Gaussian Fourier time embedding: size and std of its frequencies
+MLP_EMBED_DIM = 128
+MLP_EMBED_SCALE = 30.0
+#: training: epochs, minibatch size (not stated by the paper), learning rate, optimizer
+MLP_EPOCHS = 150
+MLP_BATCH_SIZE = 128
+MLP_LR = 1e-3
+MLP_OPTIMIZER = "adam"
+#: what the MLP outputs: the score
+MLP_PARAMETRIZATION = "score"

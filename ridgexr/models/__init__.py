@@ -1,0 +1,90 @@
+"""Model kinds: one subpackage per kind, one registry line per kind.
+
+===================  =============================================================
+kind                 subpackage (spec, torch-free) / ``denoiser`` (torch) / ``training``
+===================  =============================================================
+``random_features``  :mod:`ridgexr.models.random_features` (the paper's model)
+``exact``            :mod:`ridgexr.models.exact` (the memorizing reference)
+``mlp``              :mod:`ridgexr.models.mlp` (the paper's MLP score network)
+``module``           :mod:`ridgexr.models.module` (your own trained model)
+===================  =============================================================
+
+Each kind's ``__init__`` holds its spec (a :class:`ModelSpec` subclass: its fields and their
+defaults, from :mod:`ridgexr.defaults` where the paper fixes them); its ``denoiser`` module the
+torch network and ``build(exp, block, task, train, device)``; its ``training`` module the entry
+point ``fit(context, block_index, block, cells)``.  :data:`REGISTRY` names all three by import
+path, so the catalog (which reads only the specs) imports neither torch nor xarray.  Adding a
+kind = one subpackage + one line below (+ its row in docs/models.md; a test checks all three).
+
+The networks are importable from here too (``from ridgexr.models import RandomFeatureDenoiser``);
+they load torch on first access.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+
+from .kind import FitContext, FittedCell, ModelKind
+from .spec import MODEL_CELL_DIMS, ModelSpec
+
+__all__ = ["REGISTRY", "DEFAULT_KIND", "ModelKind", "ModelSpec", "FitContext", "FittedCell", "MODEL_CELL_DIMS",
+           "model_kind", "validate_block", "RandomFeatureDenoiser", "ExactDenoiser", "MLPDenoiser", "ModuleDenoiser"]
+
+#: kind -> its spec, builder and trainer (import paths)
+REGISTRY: dict[str, ModelKind] = {k.name: k for k in (
+    ModelKind("random_features", "ridgexr.models.random_features:RandomFeaturesSpec",
+              "ridgexr.models.random_features.denoiser:build", "ridgexr.models.random_features.training:fit"),
+    ModelKind("exact", "ridgexr.models.exact:ExactSpec",
+              "ridgexr.models.exact.denoiser:build", "ridgexr.models.exact.training:fit"),
+    ModelKind("mlp", "ridgexr.models.mlp:MLPSpec",
+              "ridgexr.models.mlp.denoiser:build", "ridgexr.models.mlp.training:fit"),
+    ModelKind("module", "ridgexr.models.module:ModuleSpec",
+              "ridgexr.models.module.denoiser:build", "ridgexr.models.module.training:fit"),
+)}
+
+#: the kind of a model block that names none
+DEFAULT_KIND = "random_features"
+
+
+def model_kind(kind: str) -> ModelKind:
+    """The registry entry of ``kind``; a ValueError naming the known kinds (and the closest) otherwise."""
+    if kind not in REGISTRY:
+        close = difflib.get_close_matches(str(kind), list(REGISTRY), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"unknown model kind {kind!r}{hint} (known: {', '.join(REGISTRY)})")
+    return REGISTRY[kind]
+
+
+def validate_block(value) -> ModelSpec:
+    """A model block (a mapping or a spec) validated by its kind's spec (``kind`` defaults to
+    :data:`DEFAULT_KIND`).  A ValueError lists every wrong field."""
+    if isinstance(value, ModelSpec):
+        return value
+    if not isinstance(value, dict):
+        raise ValueError(f"a model block must be a mapping; got {type(value).__name__}")
+    kind = value.get("kind", DEFAULT_KIND)
+    spec = model_kind(kind).spec_class()
+    from pydantic import ValidationError
+
+    try:
+        return spec.model_validate({**value, "kind": kind})
+    except ValidationError as err:
+        raise ValueError("; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or kind}: "
+            + (f"not a field of kind {kind!r}" if e["type"] == "extra_forbidden" else e["msg"])
+            for e in err.errors())) from None
+
+
+_NETWORKS = {
+    "RandomFeatureDenoiser": "random_features.denoiser", "ExactDenoiser": "exact.denoiser",
+    "MLPDenoiser": "mlp.denoiser", "ModuleDenoiser": "module.denoiser",
+}
+
+
+def __getattr__(name: str):
+    if name in _NETWORKS:
+        value = getattr(importlib.import_module(f".{_NETWORKS[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'ridgexr.models' has no attribute {name!r}")

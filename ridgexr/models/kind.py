@@ -1,0 +1,78 @@
+"""A registry entry: one model kind, its spec class and, by import path, its torch side.
+
+The registry (:data:`ridgexr.models.REGISTRY`) maps ``kind`` to a :class:`ModelKind`.  The
+spec is imported when a catalog is validated (torch-free); the builder and the trainer are
+named by ``"package.module:attribute"`` and imported only when a run needs them, so loading a
+catalog imports neither torch nor xarray.
+
+- ``spec``: a :class:`ridgexr.models.spec.ModelSpec` subclass, the kind's fields and defaults;
+- ``build(exp, block, task, d, device)`` -> a denoiser with ``score(x, t)`` and ``denoise(x, t)``
+  (OU convention) for one cell (``task`` carries what the trainer left in ``state``);
+- ``fit(context, block_index, block, cells)`` -> ``{cell index: FittedCell}``, the kind's
+  training entry point (or the held-out diagnostics of a model that is not trained here).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+__all__ = ["ModelKind", "FitContext", "FittedCell", "import_path"]
+
+
+def import_path(path: str) -> Any:
+    """The attribute named by ``"package.module:attribute"``."""
+    module, attr = path.split(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+@dataclass(frozen=True)
+class ModelKind:
+    """One model kind: ``name``, and import paths of its ``spec``, ``build`` and ``fit``."""
+
+    name: str
+    spec: str
+    build: str
+    fit: str
+
+    def spec_class(self):
+        """The kind's pydantic spec class (torch-free import)."""
+        return import_path(self.spec)
+
+    def builder(self) -> Callable:
+        return import_path(self.build)
+
+    def trainer(self) -> Callable:
+        return import_path(self.fit)
+
+
+@dataclass
+class FittedCell:
+    """What a kind's trainer leaves for one cell: the state its builder reads, the diagnostics.
+
+    ``state`` is kind-specific and picklable (random features: the readout A (d, p) or None for
+    the exact denoiser; mlp: the weights at the cell's epoch; module: the object handed to
+    ``run_experiment(model=...)`` or None).
+    """
+
+    state: Any
+    diagnostics: dict
+
+
+@dataclass
+class FitContext:
+    """What every trainer reads besides its block: the entry, the training set and the run's options."""
+
+    exp: Any  # ridgexr.catalog.Experiment (d_star resolved)
+    train: Any  # (N, d) float64 training set
+    say: Callable[[str], None]
+    device: str = "cpu"
+    checkpoint_root: Path | None = None
+    objects: dict = field(default_factory=dict)  # label -> a model handed to run_experiment(model=...)
+    heldout: dict = field(default_factory=dict)  # n_train -> the held-out sample (cache)
+
+    def prefix(self, block) -> str:
+        """The progress prefix of a block (its label when the store has a model dimension)."""
+        return f"{block.label}: " if self.exp.model_dim else ""

@@ -1,0 +1,94 @@
+"""The paper's MLP score network ([x, GFP(t)] -> hidden -> hidden -> d), trained by minibatch DSM.
+
+The spec is here (torch-free); the network is :class:`ridgexr.models.mlp.denoiser.MLPDenoiser`,
+training :func:`ridgexr.fit_neural` through :func:`ridgexr.models.mlp.training.fit`.
+Defaults are the paper's (:mod:`ridgexr.defaults`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Callable, ClassVar, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from ... import defaults
+from ...choices import OPTIMIZERS
+from ...spec import as_list
+from ..spec import ModelSpec
+
+__all__ = ["MLPSpec", "ACTIVATION_NAMES"]
+
+ACTIVATION_NAMES = ("relu", "silu", "tanh", "gelu")
+
+
+class MLPSpec(ModelSpec):
+    """The paper's MLP score network, trained by Adam on the DSM loss (Monte-Carlo t)."""
+
+    default_parametrization: ClassVar[str] = defaults.MLP_PARAMETRIZATION
+    summary: ClassVar[str] = "the paper's MLP score network (Gaussian Fourier time embedding), trained by minibatch DSM"
+
+    trained_per_schedule: ClassVar[bool] = True
+    always_labelled: ClassVar[bool] = False
+
+    kind: Literal["mlp"] = "mlp"
+    widths: list[int] | None = Field(None, description="hidden-layer widths swept (default [512])")
+    depth: int = Field(defaults.MLP_DEPTH, ge=1, description="number of hidden layers (the paper's: 2)")
+    embed_dim: int = Field(defaults.MLP_EMBED_DIM, ge=2,
+                           description="Gaussian Fourier time-embedding size (even; the paper's: 128)")
+    embed_scale: float = Field(defaults.MLP_EMBED_SCALE, gt=0,
+                               description="std of the embedding's frequencies (the paper's: 30)")
+    parametrization: Literal["posterior_mean", "score", "epsilon", "x0"] | None = Field(None,
+        description="what the network outputs (default: the score)")
+    activation: Literal[ACTIVATION_NAMES] | None = Field(None, description="nonlinearity (default relu)")
+    epochs: Annotated[int, Field(ge=1)] | list[Annotated[int, Field(ge=1)]] = Field(defaults.MLP_EPOCHS,
+        description="training epochs (the paper's: 150); a list trains once to the largest and makes an epoch "
+                    "dimension from the weights after each listed epoch")
+    batch_size: int = Field(defaults.MLP_BATCH_SIZE, ge=1,
+                            description="training points per Adam step (not stated by the paper)")
+    lr: float = Field(defaults.MLP_LR, gt=0, description="learning rate (the paper's: 1e-3)")
+    optimizer: Literal[OPTIMIZERS] = Field(defaults.MLP_OPTIMIZER, description="optimizer (the paper's: Adam)")
+    ema: float | None = Field(None, ge=0, lt=1,
+        description="decay of an exponential moving average of the weights (null: none; the paper: none stated)")
+
+    @field_validator("widths")
+    @classmethod
+    def _widths(cls, v):
+        if v is not None and (not v or any(w < 1 for w in v) or len(set(v)) != len(v)):
+            raise ValueError("widths must be distinct integers >= 1")
+        return None if v is None else sorted(v)
+
+    @model_validator(mode="after")
+    def _check(self):
+        if self.embed_dim % 2:
+            raise ValueError(f"embed_dim must be even; got {self.embed_dim}")
+        ep = as_list(self.epochs)
+        if not ep or len(set(ep)) != len(ep):
+            raise ValueError("epochs must be distinct")
+        return self
+
+    def check_entry(self, exp) -> None:
+        if "dsm" not in exp.training.targets:
+            raise ValueError("mlp models are trained on the DSM target: training.target must include 'dsm'")
+
+    @property
+    def nonlinearity(self) -> str:
+        return self.activation or defaults.ACTIVATION
+
+    @property
+    def hidden_widths(self) -> list[int]:
+        """The hidden widths swept (default [512])."""
+        return self.widths or [defaults.MLP_HIDDEN]
+
+    @property
+    def epoch_list(self) -> list[int]:
+        return sorted(as_list(self.epochs))
+
+    def values(self, dim: str) -> list:
+        return {"width": self.hidden_widths, "epoch": self.epoch_list}.get(dim, [])
+
+    def swept(self, dim: str) -> bool:
+        return dim == "width" or (dim == "epoch" and isinstance(self.epochs, list))
+
+    def applies(self, at: Callable[..., bool], schedules: list[str] | None, n_train: tuple | None) -> bool:
+        return (at("schedule", schedules) and at("width", self.hidden_widths) and at("tau")
+                and at("epoch", self.epoch_list) and at("target", ("dsm",)) and at("n_noise"))

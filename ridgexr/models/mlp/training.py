@@ -1,0 +1,42 @@
+"""Training entry point of mlp blocks: one :func:`ridgexr.fit_neural` run per (schedule, width, n_train)."""
+
+from __future__ import annotations
+
+from ...training import fit_neural
+from ...training.heldout import heldout_diagnostics, heldout_sample
+from ..kind import FittedCell
+from .denoiser import MLPDenoiser, mlp_kwargs
+
+__all__ = ["fit"]
+
+
+def fit(ctx, bi: int, block, cells: list[tuple[tuple, dict]]) -> dict:
+    """Train an mlp block for its cells; ``{cell index: FittedCell}`` (state: the weights at the cell's epoch).
+
+    One run per (schedule, width, n_train) to the largest listed epoch, with snapshots at
+    the listed epochs and checkpoints under ``ctx.checkpoint_root`` (a rerun resumes them).
+    """
+    exp, train = ctx.exp, ctx.train
+    n_trains = exp.dataset.n_trains
+    prefix = ctx.prefix(block)
+    out = {}
+    runs = sorted({(lab["schedule"], lab["width"], lab.get("n_train", n_trains[0])) for _, lab in cells}, key=str)
+    for s, w, n_train in runs:
+        net = MLPDenoiser(train.shape[1], **mlp_kwargs(exp, block, w))
+        ck = (None if ctx.checkpoint_root is None else
+              ctx.checkpoint_root / block.label / f"{s}-w{w}-n{'all' if n_train is None else n_train}")
+        fitted = fit_neural(
+            net, train[:n_train], schedule=s, epochs=max(block.epoch_list), batch_size=block.batch_size, lr=block.lr,
+            optimizer=block.optimizer, ema=block.ema, t_min=exp.loss_t_min, T=exp.process.T,
+            seed=exp.seeds.training, device=ctx.device, checkpoint_dir=ck, save_epochs=block.epoch_list,
+            progress=lambda e, n, loss, c=(s, w): ctx.say(f"{prefix}{c[0]}/{c[1]} epoch {e}/{n} loss {loss:.4g}"))
+        for idx, lab in cells:
+            if (lab["schedule"], lab["width"], lab.get("n_train", n_trains[0])) != (s, w, n_train):
+                continue
+            epoch = lab.get("epoch", max(block.epoch_list))
+            model = fitted.at_epoch(epoch)
+            ctx.say(f"{prefix}{s}/{w} epoch {epoch}: held-out diagnostics")
+            values = heldout_diagnostics(model.denoise, heldout_sample(ctx, n_train), s, exp.d_star,
+                                         loss=float(fitted.losses[epoch - 1]))
+            out[idx] = FittedCell(fitted.snapshots[epoch], values)
+    return out
