@@ -53,19 +53,27 @@ def test_builtin_catalog_is_valid():
     assert len(exp.model.widths) == 3
 
 
-def test_renamed_ridge_fields_warn_and_map_to_the_new_names(tmp_path, catalog_text):
+def test_removed_ridge_fields_are_refused_with_their_replacement(tmp_path, catalog_text):
     f = tmp_path / "old.yaml"
-    f.write_text(catalog_text(5, 4).replace("d_star: 1", "d_star: 1\n    ridge: {top_k_bound: 1.0e-4, compare_d_star: [1]}"))
-    with pytest.warns(FutureWarning, match="top_k_bound"):
-        exp = experiment_from_file(f)
-    assert exp.ridge.drop_tol == 1e-4 and exp.ridge.d_star_alt == [1]
+    f.write_text(catalog_text(5, 4).replace("d_star: 1", "d_star: 1\n    ridge: {top_k_bound: 1.0e-4}"))
+    with pytest.raises(CatalogError, match=r"field 'ridge': .*'top_k_bound' was removed in ridgexr 0.4; use 'drop_tol'"):
+        load_catalog_file(f)
+    f.write_text(catalog_text(5, 4).replace("d_star: 1", "d_star: 1\n    ridge: {compare_d_star: [1]}"))
+    with pytest.raises(CatalogError, match="use 'd_star_alt'"):
+        load_catalog_file(f)
     f.write_text(catalog_text(5, 4).replace("d_star: 1", "d_star: 1\n    ridge: {drop_tol: 1.0e-4, d_star_alt: [1]}"))
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the current names do not warn
-        new = experiment_from_file(f)
-    assert new.ridge == exp.ridge
-    f.write_text(catalog_text(5, 4).replace("d_star: 1", "d_star: 1\n    ridge: {drop_tol: 1.0e-4, top_k_bound: 1.0e-3}"))
-    with pytest.raises(CatalogError, match="give only .drop_tol."):
+        warnings.simplefilter("error")
+        assert experiment_from_file(f).ridge.drop_tol == 1e-4
+
+
+def test_unknown_fields_suggest_the_closest_name(tmp_path, catalog_text):
+    f = tmp_path / "typo.yaml"
+    f.write_text(catalog_text(5, 4).replace("n_samples: 4", "n_sample: 4"))
+    with pytest.raises(CatalogError, match=r"unknown field 'n_sample'; did you mean 'n_samples'\?"):
+        load_catalog_file(f)
+    f.write_text(catalog_text(5, 4).replace("widths: [8, 16]", "widths: [8, 16], n_frequency: 3"))
+    with pytest.raises(CatalogError, match=r"did you mean 'n_frequencies'\?"):
         load_catalog_file(f)
 
 

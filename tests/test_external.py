@@ -9,8 +9,8 @@ import torch
 from hypothesis import given, strategies as st
 
 from ridgexr import ExactDenoiser
-from ridgexr.external import ModelError, ModuleDenoiser, TimeConvention, load_factory, module_from_spec
-from ridgexr.neural import NEURAL_PARAMETRIZATIONS
+from ridgexr.models.module.denoiser import ModelError, ModuleDenoiser, TimeConvention, load_factory, module_from_spec
+from ridgexr.models.parametrization import PARAMETRIZATIONS
 
 TRAIN = np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 3.0]])
 
@@ -56,7 +56,7 @@ def _ou_model(parametrization):
     return model
 
 
-@given(par=st.sampled_from(NEURAL_PARAMETRIZATIONS), kind=st.sampled_from(["ou", "vp", "ve"]), seed=st.integers(0, 99),
+@given(par=st.sampled_from(PARAMETRIZATIONS), kind=st.sampled_from(["ou", "vp", "ve"]), seed=st.integers(0, 99),
        t=st.floats(0.01, 2.5))
 def test_a_model_exact_in_its_own_convention_is_the_exact_ou_denoiser(par, kind, seed, t):
     """Time mapping and input scaling checked on models whose exact denoiser is known in their own time."""

@@ -13,7 +13,7 @@ import torch
 from hypothesis import given, strategies as st
 
 from ridgexr import OU, ExactDenoiser, MLPDenoiser, RandomFeatureDenoiser
-from ridgexr.neural import NEURAL_PARAMETRIZATIONS, dsm_row_loss, output_from_denoised
+from ridgexr.models.parametrization import PARAMETRIZATIONS, dsm_row_loss, output_from_denoised
 from ridgexr.training import (draw_training_sample, evaluate_denoiser, fit_neural, fit_random_features,
                               schedule_weight)
 from ridgexr.training.neural import dsm_loss_rows
@@ -22,7 +22,7 @@ TWO = np.array([[-1.0, 0.0], [1.0, 0.0]])
 THREE = np.array([[0.0, 0.0], [2.0, 0.0], [0.0, 2.0]])
 
 
-@given(t=st.floats(0.005, 3.0), seed=st.integers(0, 1000), par=st.sampled_from(NEURAL_PARAMETRIZATIONS),
+@given(t=st.floats(0.005, 3.0), seed=st.integers(0, 1000), par=st.sampled_from(PARAMETRIZATIONS),
        sched=st.sampled_from(["1", "h", "h2"]))
 def test_row_loss_is_lambda_times_squared_error_of_alpha_m_in_every_parametrization(t, seed, par, sched):
     """dsm_row_loss(f) = (w / h^2) |alpha m - alpha x0|^2 for the m that f encodes, whatever the parametrization."""

@@ -6,12 +6,13 @@ import torch
 from hypothesis import given, strategies as st
 
 from ridgexr import OU, ExactDenoiser, MLPDenoiser
-from ridgexr.neural import NEURAL_PARAMETRIZATIONS, GaussianFourierEmbedding, denoised_from_output, output_from_denoised
+from ridgexr.models.mlp.denoiser import GaussianFourierEmbedding
+from ridgexr.models.parametrization import PARAMETRIZATIONS, denoised_from_output, output_from_denoised
 
 TRAIN = np.array([[0.0, 0.0], [5.0, 0.0], [0.0, 5.0]])
 
 
-@pytest.mark.parametrize("parametrization", NEURAL_PARAMETRIZATIONS)
+@pytest.mark.parametrize("parametrization", PARAMETRIZATIONS)
 def test_an_output_that_is_exact_in_each_parametrization_gives_the_exact_denoiser(parametrization):
     """A network whose output is the exact quantity of its parametrization (score, epsilon or
     alpha E[x0|x_t], built from the exact denoiser by the inverse conversion) denoises and scores

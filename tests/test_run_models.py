@@ -102,11 +102,13 @@ def test_rerun_keeps_every_cell(multi_run):
 
 
 @pytest.mark.parametrize("block, msg", [
-    ("{kind: mlp, widths: [8], tau: 3.0}", r"\['tau'\] do not apply to a model of kind 'mlp'"),
-    ("{kind: random_features}", "needs `widths`"),
-    ("{kind: module}", "needs `module"),
+    ("{kind: mlp, widths: [8], tau: 3.0}", r"field 'models\.3\.tau': not a field of model kind 'mlp'"),
+    ("{kind: random_features}", r"field 'models\.3\.widths': Field required"),
+    ("{kind: module}", r"field 'models\.3\.module': Field required"),
     ("{kind: module, module: nocolon}", "package.module:factory"),
-    ("{kind: mlp, activation: sigmoid}", "activation of kind 'mlp'"),
+    ("{kind: mlp, activation: sigmoid}", r"field 'models\.3\.activation': Input should be 'relu', 'silu', 'tanh' or 'gelu'"),
+    ("{kind: unet}", r"unknown model kind 'unet' \(known: random_features, exact, mlp, module\)"),
+    ("{kind: mpl, widths: [8]}", r"unknown model kind 'mpl'; did you mean 'mlp'\?"),
 ])
 def test_bad_model_blocks_name_the_field(tmp_path, block, msg):
     f = tmp_path / "c.yaml"
@@ -120,7 +122,7 @@ def test_bad_module_path_fails_before_the_store_is_created(tmp_path):
     f.write_text(CATALOG.replace("exactmods:exact_x0", "exactmods:missing") % dict(time=""))
     (tmp_path / "exactmods.py").write_text(MODULE)
     exp = load_catalog_file(f)["multi"]
-    with pytest.raises(ridgexr.external.ModelError, match="no attribute 'missing'"):
+    with pytest.raises(ridgexr.models.module.denoiser.ModelError, match="no attribute 'missing'"):
         run_experiment(exp, data_dir=tmp_path / "data")
     assert not (tmp_path / "data" / "multi.zarr").exists()
 
@@ -132,7 +134,7 @@ def test_python_api_takes_your_own_model_and_hashes_its_weights(tmp_path, catalo
 
     from ridgexr import ExactDenoiser, MLPDenoiser, fit_neural
     from ridgexr.datasets import point_set
-    from ridgexr.external import ModuleDenoiser
+    from ridgexr.models.module.denoiser import ModuleDenoiser
     from ridgexr.run import ConfigMismatchError
 
     f = tmp_path / "c.yaml"

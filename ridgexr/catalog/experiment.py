@@ -13,10 +13,10 @@ import hashlib
 import json
 from pathlib import Path
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import Field, SerializeAsAny, field_validator, model_validator
+from pydantic import BeforeValidator, Field, SerializeAsAny, field_validator, model_validator
 
 from .. import defaults
 from ..choices import SCHEDULE_NAMES
@@ -28,6 +28,9 @@ from .sections import ProcessSpec, RidgeSpec, SamplerSpec, SeedSpec, TrainingSpe
 __all__ = ["Experiment", "NOT_HASHED", "HASH_NEUTRAL", "hashed_config", "STORE_NAME"]
 
 STORE_NAME = re.compile(r"[A-Za-z0-9_./-]+")
+
+#: a model block: validated by its kind's spec (the registry), dumped with all of that kind's fields
+Block = Annotated[SerializeAsAny[ModelSpec], BeforeValidator(validate_block)]
 
 
 #: Experiment fields that do not change a store's numbers (left out of the config hash)
@@ -53,10 +56,10 @@ class Experiment(Spec):
     description: str = Field("", description="free text")
     dataset: DatasetSpec = Field(description="the training set")
     process: ProcessSpec = Field(ProcessSpec(), description="the sampler's time grid")
-    model: SerializeAsAny[ModelSpec] | None = Field(None,
+    model: Block | None = Field(None,
         description="the denoiser block (one of model and models): a mapping with `kind` (default "
                     "random_features) and that kind's fields (docs/models.md, and the tables below)")
-    models: list[SerializeAsAny[ModelSpec]] | None = Field(None, min_length=1,
+    models: list[Block] | None = Field(None, min_length=1,
         description="several model blocks, labelled along a `model` cell dimension (one of model and models)")
     training: TrainingSpec = Field(TrainingSpec(), description="the score-matching fit")
     schedules: list[str] | None = Field(None, min_length=1,
@@ -70,26 +73,6 @@ class Experiment(Spec):
     seeds: SeedSpec = Field(SeedSpec(), description="seeds")
     store: str = Field(description="store path relative to the data folder, ending in NAME.zarr")
     source: str = Field("", description="the catalog file (set by the loader)")
-
-    @field_validator("model", mode="before")
-    @classmethod
-    def _model(cls, v):
-        return None if v is None else validate_block(v)
-
-    @field_validator("models", mode="before")
-    @classmethod
-    def _models(cls, v):
-        if v is None:
-            return v
-        if not isinstance(v, list):
-            raise ValueError("models must be a list of model blocks")
-        out = []
-        for i, block in enumerate(v):
-            try:
-                out.append(validate_block(block))
-            except ValueError as err:
-                raise ValueError(f"block {i}: {err}") from None
-        return out
 
     @field_validator("schedules")
     @classmethod

@@ -19,7 +19,8 @@ def schema_markdown() -> str:
 
     def kind(prop: dict) -> str:
         if "$ref" in prop:
-            return f"[{prop['$ref'].split('/')[-1]}](#{prop['$ref'].split('/')[-1].lower()})"
+            ref = prop["$ref"].split("/")[-1]
+            return "[a model block](#model-blocks)" if ref == "ModelSpec" else f"[{ref}](#{ref.lower()})"
         if "anyOf" in prop:
             return " or ".join(kind(p) for p in prop["anyOf"])
         if "enum" in prop:
@@ -53,7 +54,7 @@ def schema_markdown() -> str:
         return rows + [""]
 
     lines = ["# Catalog reference", "",
-             "Generated from the pydantic models of `ridgexr.catalog` by `ridgexr.catalog.schema_markdown()`;",
+             "Generated from the pydantic models of `ridgexr.catalog` and the model kinds of `ridgexr.models` by `ridgexr.catalog.schema_markdown()`;",
              "a test keeps this file equal to the code. Types are checked strictly (no `true` for a number,",
              "no `\"16\"` for an integer); unknown fields and duplicate keys are errors. See running.md for",
              "how catalogs are found and where stores go.", ""]
@@ -63,7 +64,7 @@ def schema_markdown() -> str:
             lines += table(name, defs[name])
     lines += ["# Model blocks", "",
               "A block's `kind` (default `random_features`) picks its spec; a field of another kind is an error.", ""]
-    for kind, entry in REGISTRY.items():
+    for kind_name, entry in REGISTRY.items():
         spec = entry.spec_class()
-        lines += table(f"{spec.__name__} (kind: {kind})", spec.model_json_schema())
+        lines += table(f"{spec.__name__} (kind: {kind_name})", spec.model_json_schema())
     return "\n".join(lines).rstrip() + "\n"

@@ -6,7 +6,7 @@ the same values); option names from :mod:`ridgexr.choices`.  Torch-free.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -92,6 +92,8 @@ class SamplerSpec(Spec):
 
 class RidgeSpec(Spec):
     """Ridge projection settings (names as in :func:`ridgexr.project_to_ridge`)."""
+
+    removed_fields: ClassVar[dict[str, str]] = {"top_k_bound": "drop_tol", "compare_d_star": "d_star_alt"}
 
     tol: float | None = Field(None, gt=0,
         description="SCMS tolerance on the normal step, data units (null: 1e-9 (1 + R))")

@@ -25,6 +25,9 @@ from __future__ import annotations
 import difflib
 import importlib
 
+from pydantic import ValidationError
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
 from .kind import FitContext, FittedCell, ModelKind
 from .spec import MODEL_CELL_DIMS, ModelSpec
 
@@ -58,22 +61,29 @@ def model_kind(kind: str) -> ModelKind:
 
 def validate_block(value) -> ModelSpec:
     """A model block (a mapping or a spec) validated by its kind's spec (``kind`` defaults to
-    :data:`DEFAULT_KIND`).  A ValueError lists every wrong field."""
+    :data:`DEFAULT_KIND`).  Errors keep their field locations; a field of another kind is
+    reported as not a field of this kind."""
     if isinstance(value, ModelSpec):
         return value
     if not isinstance(value, dict):
         raise ValueError(f"a model block must be a mapping; got {type(value).__name__}")
     kind = value.get("kind", DEFAULT_KIND)
     spec = model_kind(kind).spec_class()
-    from pydantic import ValidationError
-
     try:
         return spec.model_validate({**value, "kind": kind})
     except ValidationError as err:
-        raise ValueError("; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or kind}: "
-            + (f"not a field of kind {kind!r}" if e["type"] == "extra_forbidden" else e["msg"])
-            for e in err.errors())) from None
+        errors = err.errors()
+        if not any(e["type"] == "extra_forbidden" for e in errors):
+            raise
+        fields = ", ".join(f for f in spec.model_fields if f != "kind")
+        raise ValidationError.from_exception_data(spec.__name__, [
+            InitErrorDetails(type=PydanticCustomError(
+                "extra_forbidden", f"not a field of model kind {kind!r} (its fields: {fields})"), loc=e["loc"],
+                input=e["input"])
+            if e["type"] == "extra_forbidden" else
+            InitErrorDetails(type=PydanticCustomError(e["type"], e["msg"].replace("{", "{{").replace("}", "}}")),
+                             loc=e["loc"], input=e["input"])
+            for e in errors]) from None
 
 
 _NETWORKS = {
