@@ -8,9 +8,6 @@ passed where that function takes it:
   ``ridge_frame`` with the DataArray as ``x``;
 - ``Dataset.ridge``: the analyses of :mod:`ridgexr.analysis` with the Dataset as ``ds``.
 
-The short names of release 0.1 (``project``, ``residual``, ``frame``, ``position``,
-``memorization``, ``summary``) still work and emit a ``FutureWarning``.
-
 Examples
 --------
 >>> import numpy as np, xarray as xr, ridgexr
@@ -26,8 +23,6 @@ import importlib
 from typing import Callable
 
 import xarray as xr
-
-from ._deprecation import warn_renamed
 
 __all__ = ["RidgeDataArrayAccessor", "RidgeDatasetAccessor"]
 
@@ -50,31 +45,17 @@ def _forward(module: str, name: str, position: int) -> Callable:
     return method
 
 
-def _alias(old: str, new: str) -> Callable:
-    """A deprecated short name of method ``new``."""
-
-    def method(self, *args, **kwargs):
-        warn_renamed(f".ridge.{old}()", f".ridge.{new}()")
-        return getattr(self, new)(*args, **kwargs)
-
-    method.__name__ = method.__qualname__ = old
-    method.__doc__ = f"Deprecated alias of :meth:`{new}`."
-    return method
-
-
 class _Accessor:
     def __init__(self, obj):
         self._obj = obj
 
 
-def _forwarding(module: str, position: int, names: tuple[str, ...], aliases: dict[str, str]):
-    """Class decorator: one forwarding method per function name of ``ridgexr.<module>``, plus deprecated aliases."""
+def _forwarding(module: str, position: int, names: tuple[str, ...]):
+    """Class decorator: one forwarding method per function name of ``ridgexr.<module>``."""
 
     def decorate(cls):
         for name in names:
             setattr(cls, name, _forward(module, name, position))
-        for old, new in aliases.items():
-            setattr(cls, old, _alias(old, new))
         cls.__doc__ += "\n\nMethods: " + ", ".join(f":meth:`{n}`" for n in names) + "."
         return cls
 
@@ -82,8 +63,7 @@ def _forwarding(module: str, position: int, names: tuple[str, ...], aliases: dic
 
 
 @xr.register_dataarray_accessor("ridge")
-@_forwarding("labelled", 1, ("project_to_ridge", "ridge_residual", "ridge_frame"),
-             {"project": "project_to_ridge", "residual": "ridge_residual", "frame": "ridge_frame"})
+@_forwarding("labelled", 1, ("project_to_ridge", "ridge_residual", "ridge_frame"))
 class RidgeDataArrayAccessor(_Accessor):
     """``da.ridge``: ridge geometry of the points held in a DataArray (the ``x`` argument)."""
 
@@ -92,8 +72,7 @@ class RidgeDataArrayAccessor(_Accessor):
 @_forwarding("analysis", 0, ("distance_curves", "ridge_dimension", "ridge_motion", "degenerate_share", "phase_times", "spread_curves", "ridge_position", "position_histogram",
                            "mode_counts", "memorization_fraction", "near_mode_fraction", "position_density",
                            "target_effect", "theory_check", "summary_table", "manifold_distance", "novelty",
-                           "manifold_density", "distribution_distance", "ridge_vs_manifold"),
-             {"position": "ridge_position", "memorization": "memorization_fraction", "summary": "summary_table"})
+                           "manifold_density", "distribution_distance", "ridge_vs_manifold"))
 class RidgeDatasetAccessor(_Accessor):
     """``ds.ridge``: the analyses of :mod:`ridgexr.analysis` on a store's Dataset (lazy)."""
 

@@ -235,7 +235,7 @@ def _load_experiment(name: str, catalog_files=(), data_dir=None):
 @app.command()
 def run(
     name: str = typer.Argument("two-points", help="catalog entry name, or a catalog YAML file with one entry"),
-    data_dir: str = typer.Option(None, "--data-dir", "--out", help=DATA_DIR_HELP + "; --out is an alias"),
+    data_dir: str = _data_dir_option(),
     catalog: list[str] = _catalog_option(),
     device: str = typer.Option("cpu", "--device", help="torch device: cpu or cuda"),
     scheduler: str = typer.Option(None, "--scheduler",
@@ -402,8 +402,7 @@ def analyze(
 def report(
     name: str = typer.Argument(..., help="store path or catalog entry name"),
     out: str = typer.Option(None, "--out", help="output directory (default: <store>.report)"),
-    n_frames: int = typer.Option(12, "--n-frames", "--frames", min=1,
-                                 help="steps on the slider of the sample plot (--frames: deprecated spelling)"),
+    n_frames: int = typer.Option(12, "--n-frames", min=1, help="steps on the slider of the sample plot"),
     data_dir: str = _data_dir_option(),
     catalog: list[str] = _catalog_option(),
 ):

@@ -20,7 +20,6 @@ import numpy as np
 import xarray as xr
 
 from . import ridge
-from ._deprecation import renamed_kwargs
 from . import units
 from .empirical import SmoothedEmpirical
 
@@ -67,7 +66,6 @@ def _dtype_of(x: xr.DataArray):
     return x.dtype if np.issubdtype(x.dtype, np.floating) else np.float64
 
 
-@renamed_kwargs(dim="feature_dim")
 def project_to_ridge(density: SmoothedEmpirical, x: xr.DataArray, d_star: int, *, feature_dim: str = "dim",
                      t: Any = None, kind: str = "log", tol: float | None = None, max_iter: int = 500,
                      top_k: int | None = None, stop_degenerate: int | None = None) -> xr.Dataset:
@@ -79,8 +77,7 @@ def project_to_ridge(density: SmoothedEmpirical, x: xr.DataArray, d_star: int, *
     x : DataArray with dimension ``feature_dim`` of size d (data units), any other dims.
     d_star : int
     feature_dim : str
-        Name of the dimension that holds a point's coordinates (``dim=`` is its
-        deprecated spelling).
+        Name of the dimension that holds a point's coordinates.
     t : float or DataArray, optional
         Diffusion time(s), broadcast against ``x``; defaults to ``density.t`` (scalar).
     kind, tol, max_iter, top_k, stop_degenerate
@@ -127,7 +124,6 @@ def project_to_ridge(density: SmoothedEmpirical, x: xr.DataArray, d_star: int, *
     return ds
 
 
-@renamed_kwargs(dim="feature_dim")
 def ridge_residual(density: SmoothedEmpirical, x: xr.DataArray, d_star: int, *, feature_dim: str = "dim",
                    t: Any = None, kind: str = "log", top_k: int | None = None) -> xr.DataArray:
     """Labelled :func:`ridgexr.ridge_residual`: ``|E E^T grad log p_t(x)|`` over x's dims minus ``feature_dim``.
@@ -157,7 +153,6 @@ def ridge_residual(density: SmoothedEmpirical, x: xr.DataArray, d_star: int, *, 
     return out
 
 
-@renamed_kwargs(dim="feature_dim")
 def ridge_frame(density: SmoothedEmpirical, x: xr.DataArray, d_star: int, *, feature_dim: str = "dim",
                 t: Any = None, kind: str = "log", top_k: int | None = None) -> xr.Dataset:
     """Labelled :func:`ridgexr.ridge_frame`; arguments as in :func:`project_to_ridge`.

@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ._deprecation import renamed_kwargs
 from .catalog import data_dir_source, open_catalog, resolve_store
 from .store import IN_PROCESS, cell_label, is_store, open_store
 
@@ -100,7 +99,6 @@ def store_path(name_or_path: str | Path, *, data_dir: str | Path | None = None, 
     return path
 
 
-@renamed_kwargs(out_dir="data_dir")
 def open_dataset(name_or_path: str | Path, *, data_dir: str | Path | None = None, catalog: Any = None,
                  complete_only: bool = False):
     """Open an experiment's store lazily (dask-backed ``xarray.Dataset``).
@@ -111,7 +109,7 @@ def open_dataset(name_or_path: str | Path, *, data_dir: str | Path | None = None
         A catalog entry name (resolved like ``ridgexr run NAME``) or a store path.
     data_dir : path, optional
         Data folder used when ``name_or_path`` is an entry name (default ``$RIDGEXR_DATA`` or
-        the platform's user data folder; ``out_dir=`` is the deprecated spelling).
+        the platform's user data folder).
     catalog : Catalog, optional
     complete_only : bool
         Mask the per-cell data of incomplete cells (NaN for floats; boolean variables keep

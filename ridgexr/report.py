@@ -20,7 +20,6 @@ import xarray as xr
 from jinja2 import Template
 
 from . import analysis, plot
-from ._deprecation import renamed_kwargs
 from .store import CELL_DIMS, cells, json_attr
 
 __all__ = ["make_report", "snapshot_cell"]
@@ -134,15 +133,13 @@ def _style(fig):
     return fig
 
 
-@renamed_kwargs(frames="n_frames")
 def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr report", r: float = 0.5,
                 n_frames: int = 6) -> dict:
     """Write PNG figures and ``report.html`` for a store's Dataset; returns {name: path}.
 
     Figures: ridge distance per cell (faceted), tangential spread, reach times, mode counts,
     the memorization phase diagram, and for 2-D data ``n_frames`` snapshots over time of
-    the cell that memorizes least (named in the caption).  ``frames=`` is the deprecated
-    spelling of ``n_frames``.
+    the cell that memorizes least (named in the caption).
     """
     from bokeh.embed import file_html
     from bokeh.resources import INLINE

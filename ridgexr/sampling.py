@@ -27,7 +27,6 @@ from typing import Callable, Iterator
 import numpy as np
 import torch
 
-from ._deprecation import renamed_kwargs
 from ._validation import check_int, check_option
 from .process import OU
 
@@ -168,7 +167,6 @@ def _heun_step(process, score, x, t0, t1, gen):
     return x + 0.5 * dt * (v0 + v1), s0
 
 
-@renamed_kwargs(dim="d")
 def reverse_sde(score: ScoreFn, n_samples: int, d: int, grid, *, seed: int, block_steps: int = 64,
                 record_every: int = 1, device="cpu", dtype=torch.float64,
                 process: OU | None = None) -> Iterator[StepBlock]:
@@ -178,7 +176,7 @@ def reverse_sde(score: ScoreFn, n_samples: int, d: int, grid, *, seed: int, bloc
     ----------
     score : callable (x (n, d) tensor, t float) -> (n, d) tensor
     n_samples, d : int
-        Number of trajectories and data dimension (``dim=`` is the deprecated spelling of ``d``).
+        Number of trajectories and data dimension.
     grid : (n_steps + 1,) decreasing times (see :func:`ridgexr.time_grid`)
     seed : int
     block_steps : int
@@ -200,7 +198,6 @@ def reverse_sde(score: ScoreFn, n_samples: int, d: int, grid, *, seed: int, bloc
                 record_every=record_every, device=device, dtype=dtype, process=process)
 
 
-@renamed_kwargs(dim="d")
 def probability_flow(score: ScoreFn, n_samples: int, d: int, grid, *, seed: int, block_steps: int = 64,
                      record_every: int = 1, device="cpu", dtype=torch.float64,
                      process: OU | None = None) -> Iterator[StepBlock]:

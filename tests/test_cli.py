@@ -62,8 +62,6 @@ def test_entry_names_resolve_in_the_data_folder_and_missing_stores_say_where(tmp
     assert ridgexr.open_dataset("tiny").sizes["sample"] == 4
     monkeypatch.delenv("RIDGEXR_DATA")
     assert ridgexr.open_dataset("tiny", data_dir=data).sizes["sample"] == 4
-    with pytest.warns(FutureWarning, match="data_dir"):
-        assert ridgexr.open_dataset("tiny", out_dir=data).sizes["sample"] == 4
 
 
 def test_import_and_help_load_neither_torch_nor_xarray_and_the_accessor_still_registers():

@@ -93,7 +93,7 @@ def test_sigint_and_sigterm_stop_cleanly_and_resume(tmp_path, sig, write_catalog
     cat = write_catalog(tmp_path, steps=200, samples=64)  # long enough that the signal lands mid-run
     exp = experiment_from_file(cat)
     data = tmp_path / "data"
-    proc = subprocess.Popen([sys.executable, "-m", "ridgexr.cli", "run", str(cat), "--out", str(data)],
+    proc = subprocess.Popen([sys.executable, "-m", "ridgexr.cli", "run", str(cat), "--data-dir", str(data)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     store = data / "tiny.zarr"
     marks = store / "cell_complete" / "c"
@@ -269,7 +269,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, catalog_text,
     f.write_text(text.replace(old, new, 1))
     data = tmp_path / "data"
     t0 = time.perf_counter()
-    res = CliRunner().invoke(app, ["run", str(f), "--out", str(data)])
+    res = CliRunner().invoke(app, ["run", str(f), "--data-dir", str(data)])
     assert res.exit_code == 2, res.output
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
     errors = [ln for ln in lines if ln.startswith("error:")]
@@ -283,15 +283,15 @@ def test_absurd_training_data_and_os_errors_are_one_line(tmp_path, catalog_text)
     f = tmp_path / "c.yaml"
     f.write_text(catalog_text(5, 4).replace("{points: two-points}", "{file: big.npy}"))
     runner = CliRunner()
-    res = runner.invoke(app, ["run", str(f), "--out", str(tmp_path / "d")])
+    res = runner.invoke(app, ["run", str(f), "--data-dir", str(tmp_path / "d")])
     assert res.exit_code == 2 and "1e+200" in res.output and "Traceback" not in res.output
     f.write_text(catalog_text(5, 4))
     afile = tmp_path / "a-file"
     afile.write_text("x")
-    res = runner.invoke(app, ["run", str(f), "--out", str(afile)])
+    res = runner.invoke(app, ["run", str(f), "--data-dir", str(afile)])
     assert res.exit_code == 2 and "error: cannot use" in res.output and str(afile) in res.output
     assert "Traceback" not in res.output
-    res = runner.invoke(app, ["--debug", "run", str(f), "--out", str(afile)])
+    res = runner.invoke(app, ["--debug", "run", str(f), "--data-dir", str(afile)])
     assert res.exit_code != 0 and isinstance(res.exception, OSError)  # --debug: the real exception
 
 
@@ -301,7 +301,7 @@ def test_not_a_store_is_refused_without_suggesting_overwrite(tmp_path, catalog_t
     (tmp_path / "data" / "tiny.zarr").mkdir(parents=True)
     (tmp_path / "data" / "tiny.zarr" / "notes.txt").write_text("mine")
     for extra in ([], ["--overwrite"]):
-        res = CliRunner().invoke(app, ["run", str(f), "--out", str(tmp_path / "data"), *extra])
+        res = CliRunner().invoke(app, ["run", str(f), "--data-dir", str(tmp_path / "data"), *extra])
         assert res.exit_code == 2 and "not a ridgexr store" in res.output
         assert "--overwrite to" not in res.output
     assert (tmp_path / "data" / "tiny.zarr" / "notes.txt").read_text() == "mine"

@@ -26,7 +26,6 @@ from typing import Sequence
 import numpy as np
 import xarray as xr
 
-from .._deprecation import warn_renamed
 from .._validation import check_float, check_int, check_option
 from .. import units
 from . import arrays
@@ -389,19 +388,15 @@ def mode_counts(ds: xr.Dataset, *, r: float = 0.5, step: int = -1, t: float | No
 
 
 def memorization_fraction(ds: xr.Dataset, *, ratio: float = 1 / 3, step: int = -1, t: float | None = None,
-                          ci: float = 0.95, ci_method: str = "wilson", dim: str = "sample",
-                          n_boot: int | None = None, seed: int | None = None) -> xr.Dataset:
+                          ci: float = 0.95, ci_method: str = "wilson", dim: str = "sample") -> xr.Dataset:
     """Share of samples with d1/d2 < ``ratio`` at ``step`` (or nearest ``t``), with a binomial CI.
 
     The CI of the share is Wilson's score interval (``ci_method="wilson"``, default) or the
     exact Clopper-Pearson interval, over the samples with finite states; it does not
-    collapse to [1, 1] at 256 / 256 as a percentile bootstrap does.  ``n_boot`` and ``seed``
-    (the bootstrap's, release 0.1) are deprecated and ignored.
+    collapse to [1, 1] at 256 / 256 as a percentile bootstrap does.
 
     Returns ``memorized``, ``memorized_low``, ``memorized_high`` over the cells (lazy).
     """
-    if n_boot is not None or seed is not None:
-        warn_renamed("memorization_fraction(n_boot=..., seed=...)", "memorization_fraction(ci_method=...)")
     check_vars(ds, "trajectory", "train_data", "alpha", dim=dim)
     ratio = check_float(ratio, "ratio", min_val=0, max_val=1, include_boundaries="neither")
     ci = check_float(ci, "ci", min_val=0, max_val=1, include_boundaries="neither")
@@ -490,20 +485,15 @@ def theory_check(ds: xr.Dataset, *, r: float = 0.5, align_factor: float = 2.0, d
     return out
 
 
-def summary_table(ds: xr.Dataset, *, r: float = 0.5, ci: float = 0.95, mode_r: float | None = None,
-                  n_boot: int | None = None) -> xr.Dataset:
+def summary_table(ds: xr.Dataset, *, r: float = 0.5, ci: float = 0.95) -> xr.Dataset:
     """Everything ``ridgexr analyze`` prints, per cell, as one lazy Dataset.
 
     ``r`` is the radius of both the tube of :func:`phase_times` and the modes of
-    :func:`mode_counts` (data units); ``mode_r`` is its deprecated spelling for the latter.
+    :func:`mode_counts` (data units).
     """
-    if mode_r is not None:
-        warn_renamed("summary_table(mode_r=...)", "summary_table(r=...)")
-    if n_boot is not None:
-        warn_renamed("summary_table(n_boot=...)", "summary_table(ci=...) (Wilson intervals, no bootstrap)")
     ph = phase_summary(phase_times(ds, r=r))
     sp = spread_curves(ds)["spread_mean"].isel(step=-1).rename("spread_final")
-    parts = [ph, sp.to_dataset(), near_mode_fraction(ds, r=r if mode_r is None else mode_r, ci=ci)]
+    parts = [ph, sp.to_dataset(), near_mode_fraction(ds, r=r, ci=ci)]
     if ds.sizes.get("train", 0) >= 2:
         parts.append(memorization_fraction(ds, ci=ci))
     return xr.merge(parts, compat="override")

@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._deprecation import renamed_kwargs
 from ..catalog import NOT_HASHED, Experiment, resolve_store
 from ..datasets import dataset_extras, load_training_set
 from ..sampling import divergence_bound
@@ -131,7 +130,6 @@ def validate_experiment(exp: Experiment, train) -> None:
         raise ValueError(f"`ridge.d_star_alt` entries must lie in 1..{d - 1} (d = {d}); got {bad}")
 
 
-@renamed_kwargs(out_dir="data_dir")
 def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store: str | Path | None = None,
                    device: str = "cpu", scheduler: str | None = None, overwrite: bool = False,
                    n_workers: int = 2, progress: Any = None, force: bool = False, model: Any = None) -> RunResult:
@@ -146,7 +144,7 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
     ----------
     exp : Experiment
     data_dir : path, optional
-        Data folder of the store (see :mod:`ridgexr.catalog`; ``out_dir=`` is the deprecated spelling).
+        Data folder of the store (see :mod:`ridgexr.catalog`).
     store : path, optional
         Explicit store path (overrides ``data_dir`` resolution).
     device : {"cpu", "cuda", ...}

@@ -12,7 +12,6 @@ from typing import NamedTuple, Sequence
 import numpy as np
 import torch
 
-from .._deprecation import warn_renamed
 from .._validation import check_float
 
 __all__ = ["ReadoutPath", "GradientFlow", "gradient_descent"]
@@ -67,11 +66,6 @@ class GradientFlow:
                 B = torch.where(self.range, self.B0 * torch.exp(-rate) - self.B_inf * torch.expm1(-rate), self.B0)
             out.append(B @ self.Q.T)
         return ReadoutPath(torch.stack(out), np.asarray(taus, dtype=float))
-
-    def A(self, taus: Sequence[float]) -> torch.Tensor:
-        """Deprecated: ``path(taus).A``."""
-        warn_renamed("GradientFlow.A(taus)", "GradientFlow.path(taus).A")
-        return self.path(taus).A
 
 
 def gradient_descent(U: torch.Tensor, V: torch.Tensor, A0: torch.Tensor, taus: Sequence[float],

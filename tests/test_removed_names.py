@@ -1,0 +1,164 @@
+"""The spellings removed in 0.4 are refused: not a parameter, a TypeError or AttributeError, a CLI usage error.
+
+Each call uses arguments under which the current spelling works, so a forwarding shim left in
+place would make the call succeed and the test fail.  The replacements are in CHANGELOG.md.
+"""
+
+import inspect
+import math
+
+import numpy as np
+import pytest
+import torch
+import xarray as xr
+from typer.testing import CliRunner
+
+import ridgexr
+from ridgexr import SmoothedEmpirical, labelled, reader, report, sampling, time_grid
+from ridgexr.analysis import memorization_fraction, summary_table
+from ridgexr.catalog import experiment_from_file
+from ridgexr.cli import app
+from ridgexr.run import run_experiment
+from ridgexr.training import GradientFlow
+
+TWO = np.array([[-3.0, 0.0], [3.0, 0.0]])
+
+# (function, removed keyword, its replacement)
+REMOVED_KEYWORDS = [
+    (labelled.project_to_ridge, "dim", "feature_dim"),
+    (labelled.ridge_residual, "dim", "feature_dim"),
+    (labelled.ridge_frame, "dim", "feature_dim"),
+    (sampling.reverse_sde, "dim", "d"),
+    (sampling.probability_flow, "dim", "d"),
+    (report.make_report, "frames", "n_frames"),
+    (reader.open_dataset, "out_dir", "data_dir"),
+    (ridgexr.open_dataset, "out_dir", "data_dir"),
+    (run_experiment, "out_dir", "data_dir"),
+    (summary_table, "mode_r", "r"),
+    (summary_table, "n_boot", "ci"),
+    (memorization_fraction, "n_boot", "ci_method"),
+    (memorization_fraction, "seed", "ci_method"),
+]
+
+
+@pytest.mark.parametrize("func, old, new", REMOVED_KEYWORDS,
+                         ids=[f"{f.__module__}.{f.__name__}-{old}" for f, old, _ in REMOVED_KEYWORDS])
+def test_signature_is_real_and_has_only_the_new_name(func, old, new):
+    # follow_wrapped=False: a functools.wraps shim would show its own (*args, **kwargs) here
+    params = inspect.signature(func, follow_wrapped=False).parameters
+    kinds = {p.kind for p in params.values()}
+    assert inspect.Parameter.VAR_KEYWORD not in kinds and inspect.Parameter.VAR_POSITIONAL not in kinds
+    assert old not in params
+    assert new in params
+
+
+@pytest.fixture(scope="module")
+def tiny_store(tmp_path_factory, write_catalog):
+    tmp = tmp_path_factory.mktemp("removed")
+    return run_experiment(experiment_from_file(write_catalog(tmp, steps=5, samples=4)), data_dir=tmp / "data").store
+
+
+@pytest.fixture(scope="module")
+def walk_ds():
+    """A synthetic one-cell store Dataset (two training points, four samples, five steps)."""
+    walk = np.random.default_rng(0).normal(size=(1, 1, 4, 5, 2)) * 3
+    return xr.Dataset({
+        "trajectory": (("schedule", "width", "sample", "step", "dim"), walk),
+        "ridge_projection": (("schedule", "width", "sample", "step", "dim"), walk),
+        "ridge_distance": (("schedule", "width", "sample", "step"), np.abs(walk[..., 0])),
+        "train_data": (("train", "dim"), TWO)},
+        coords={"schedule": ["1"], "width": [8], "t": ("step", np.linspace(1, 0.1, 5)),
+                "alpha": ("step", np.exp(-np.linspace(1, 0.1, 5)))})
+
+
+def _refused(call, old):
+    with pytest.raises(TypeError, match=f"unexpected keyword argument '{old}'"):
+        call()
+
+
+@pytest.mark.parametrize("name", ["project_to_ridge", "ridge_residual", "ridge_frame"])
+def test_labelled_dim_is_refused(name):
+    p = SmoothedEmpirical(TWO, 0.5)
+    x = xr.DataArray(np.array([[1.0, 2.0]]), dims=("sample", "coord"))
+    func = getattr(labelled, name)
+    assert func(p, x, 1, feature_dim="coord") is not None
+    _refused(lambda: func(p, x, 1, dim="coord"), "dim")
+
+
+@pytest.mark.parametrize("name", ["reverse_sde", "probability_flow"])
+def test_sampler_dim_is_refused(name):
+    func = getattr(sampling, name)
+    grid = time_grid(3, 1.0, 0.1)
+    assert list(func(lambda x, t: -x, 2, 2, grid, seed=0))[-1].x.shape[-2:] == (2, 2)
+    _refused(lambda: list(func(lambda x, t: -x, 2, grid=grid, dim=2, seed=0)), "dim")
+
+
+def test_make_report_frames_is_refused(tiny_store, tmp_path):
+    ds = ridgexr.open_dataset(tiny_store)
+    _refused(lambda: report.make_report(ds, tmp_path / "rep", frames=2), "frames")
+    assert not (tmp_path / "rep").exists()
+
+
+def test_open_dataset_out_dir_is_refused(tiny_store):
+    assert ridgexr.open_dataset(tiny_store, data_dir=tiny_store.parent).sizes["sample"] == 4
+    _refused(lambda: ridgexr.open_dataset(tiny_store, out_dir=tiny_store.parent), "out_dir")
+
+
+def test_run_experiment_out_dir_is_refused(tmp_path, write_catalog):
+    exp = experiment_from_file(write_catalog(tmp_path, steps=5, samples=4))
+    _refused(lambda: run_experiment(exp, out_dir=tmp_path / "data"), "out_dir")
+    assert not (tmp_path / "data").exists()
+
+
+# the random walk has no phase times, so their median in the summary is over NaNs only
+@pytest.mark.filterwarnings("ignore:All-NaN slice encountered:RuntimeWarning")
+def test_summary_table_mode_r_and_n_boot_are_refused(walk_ds):
+    assert summary_table(walk_ds, r=0.25).compute().near_mode.size == 1
+    _refused(lambda: summary_table(walk_ds, r=0.5, mode_r=0.25), "mode_r")
+    _refused(lambda: summary_table(walk_ds, n_boot=100), "n_boot")
+
+
+@pytest.mark.parametrize("old", ["n_boot", "seed"])
+def test_memorization_bootstrap_arguments_are_refused(walk_ds, old):
+    assert memorization_fraction(walk_ds).compute().memorized.size == 1
+    _refused(lambda: memorization_fraction(walk_ds, **{old: 3}), old)
+
+
+@pytest.mark.parametrize("old, new", [("project", "project_to_ridge"), ("residual", "ridge_residual"),
+                                      ("frame", "ridge_frame")])
+def test_dataarray_accessor_short_names_are_gone(old, new):
+    acc = xr.DataArray(np.array([[1.0, 2.0]]), dims=("sample", "dim")).ridge
+    assert callable(getattr(acc, new))
+    with pytest.raises(AttributeError):
+        getattr(acc, old)
+
+
+@pytest.mark.parametrize("old, new", [("position", "ridge_position"), ("memorization", "memorization_fraction"),
+                                      ("summary", "summary_table")])
+def test_dataset_accessor_short_names_are_gone(walk_ds, old, new):
+    acc = walk_ds.ridge
+    assert callable(getattr(acc, new))
+    with pytest.raises(AttributeError):
+        getattr(acc, old)
+
+
+def test_gradient_flow_A_method_is_gone():
+    U = torch.eye(3, dtype=torch.float64)
+    flow = GradientFlow(U, torch.ones(2, 3, dtype=torch.float64), torch.zeros(2, 3, dtype=torch.float64))
+    assert flow.path([1.0, math.inf]).A.shape == (2, 2, 3)
+    with pytest.raises(AttributeError):
+        flow.A
+
+
+def test_report_frames_option_is_refused(tiny_store, tmp_path):
+    runner = CliRunner()
+    r = runner.invoke(app, ["report", str(tiny_store), "--out", str(tmp_path / "rep"), "--frames", "2"])
+    assert r.exit_code == 2 and "--frames" in r.output, r.output
+    assert not (tmp_path / "rep").exists()
+
+
+def test_run_out_option_is_refused(tmp_path, write_catalog):
+    cat = write_catalog(tmp_path, steps=5, samples=4)
+    r = CliRunner().invoke(app, ["run", str(cat), "--out", str(tmp_path / "data")])
+    assert r.exit_code == 2 and "--out" in r.output, r.output
+    assert not (tmp_path / "data").exists()
