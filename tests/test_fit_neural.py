@@ -16,7 +16,7 @@ from ridgexr import OU, ExactDenoiser, MLPDenoiser, RandomFeatureDenoiser
 from ridgexr.models.parametrization import PARAMETRIZATIONS, dsm_row_loss, output_from_denoised
 from ridgexr.training import (draw_training_sample, evaluate_denoiser, fit_neural, fit_random_features,
                               schedule_weight)
-from ridgexr.training.neural import dsm_loss_rows
+from ridgexr.training.minibatch import dsm_loss_rows
 
 TWO = np.array([[-1.0, 0.0], [1.0, 0.0]])
 THREE = np.array([[0.0, 0.0], [2.0, 0.0], [0.0, 2.0]])

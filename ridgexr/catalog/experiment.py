@@ -142,8 +142,7 @@ class Experiment(Spec):
     @property
     def legacy_exact(self) -> bool:
         """A single random-feature block with the exact denoiser as schedule 'exact' (the 0.1-0.3 form)."""
-        return (self.model is not None and self.model.kind == "random_features"
-                and self.model.include_exact is not False)
+        return self.model is not None and self.model.adds_exact_schedule()
 
     def cell_coords(self) -> tuple[tuple[str, tuple], ...]:
         """Every cell dimension of the store, (name, labels), in ``store.CELL_DIMS`` order."""

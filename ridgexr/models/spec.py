@@ -54,6 +54,14 @@ class ModelSpec(Spec):
         """Whether this block asks for ``dim`` as a cell dimension (a listed sweep)."""
         return False
 
+    def adds_exact_schedule(self) -> bool:
+        """Whether this block, alone in its entry, also runs the exact denoiser as schedule 'exact'."""
+        return False
+
+    def store_attrs(self, exp) -> dict:
+        """Root attributes of a store whose first such block this is (e.g. the features' period)."""
+        return {}
+
     def check_entry(self, exp) -> None:
         """Raise ValueError when the block does not fit the rest of its entry (``exp``: the Experiment)."""
 

@@ -53,9 +53,8 @@ def store_attrs(exp: Experiment, config_hash: str, device: str, scheduler: str |
         "target": ", ".join(exp.training.targets),
         "models": json.dumps([{"label": b.label, "kind": b.kind, "parametrization": b.output} for b in exp.blocks]),
     }
-    rf = [b for b in exp.blocks if b.kind == "random_features"]
-    if rf:
-        attrs.update(feature_period=rf[0].period(exp.process.T), init=rf[0].init)
+    for b in reversed(exp.blocks):  # the first block that sets an attribute wins
+        attrs.update(b.store_attrs(exp))
     if exp.legacy_exact:
         attrs["note_exact"] = ("schedule 'exact' is the exact (memorizing) denoiser: it does not depend on width, "
                                "every width holds the same trajectories (sampled once per training set and copied to the other "

@@ -82,6 +82,12 @@ class RandomFeaturesSpec(ModelSpec):
             raise ValueError("feature_period must be a number > 0, or null for the sampler's T")
         return self
 
+    def adds_exact_schedule(self) -> bool:
+        return self.include_exact is not False
+
+    def store_attrs(self, exp) -> dict:
+        return {"feature_period": self.period(exp.process.T), "init": self.init}
+
     def check_entry(self, exp) -> None:
         if exp.models is not None and self.include_exact:
             raise ValueError("with several model blocks add `{kind: exact}` instead of include_exact")
