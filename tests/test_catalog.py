@@ -88,6 +88,37 @@ def test_config_hash_tracks_numbers_not_text(tmp_path, catalog_text):
     assert exp.config_hash(train + 1e-12) != h  # the data are part of the hash
 
 
+def test_config_hash_leaves_out_fields_at_their_neutral_value(tmp_path, catalog_text, monkeypatch):
+    import hashlib
+    import json
+
+    from ridgexr.catalog import HASH_NEUTRAL, NOT_HASHED
+
+    f = tmp_path / "c.yaml"
+    f.write_text(catalog_text(5, 4))
+    exp = experiment_from_file(f)
+    train = load_training_set(exp.dataset)
+
+    def direct(cfg):  # the hash of a configuration that never had the neutral fields, computed here
+        h = hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode())
+        h.update(np.ascontiguousarray(train, dtype=np.float64).tobytes())
+        return h.hexdigest()
+
+    cfg = exp.model_dump(exclude=set(NOT_HASHED))
+    for key in ("stop_degenerate", "d_star_alt"):
+        del cfg["ridge"][key]
+    del cfg["dataset"]["n_train"], cfg["model"]["name"]
+    assert {"ridge.stop_degenerate", "ridge.d_star_alt", "dataset.n_train", "models[].name"} <= set(HASH_NEUTRAL)
+    assert exp.config_hash(train) == direct(cfg)
+    # a non-neutral value enters the hash
+    ridge = exp.ridge.model_copy(update={"stop_degenerate": 3})
+    assert exp.model_copy(update={"ridge": ridge}).config_hash(train) != exp.config_hash(train)
+    # a field added later at its neutral value leaves the hash as it was
+    monkeypatch.setitem(HASH_NEUTRAL, "ridge.max_iter", 200)
+    del cfg["ridge"]["max_iter"]
+    assert exp.config_hash(train) == direct(cfg)
+
+
 def test_published_catalog_reference_is_current():
     from pathlib import Path
 

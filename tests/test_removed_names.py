@@ -162,3 +162,50 @@ def test_run_out_option_is_refused(tmp_path, write_catalog):
     r = CliRunner().invoke(app, ["run", str(cat), "--out", str(tmp_path / "data")])
     assert r.exit_code == 2 and "--out" in r.output, r.output
     assert not (tmp_path / "data").exists()
+
+
+# ---------------------------------------------------------------- removed in the model and catalog move
+
+
+@pytest.mark.parametrize("old", ["d", "feature_period"])  # `dim=` and `T=` were their 0.1 spellings
+def test_random_feature_dim_and_T_are_refused(old):
+    from ridgexr import RandomFeatureDenoiser
+
+    params = inspect.signature(RandomFeatureDenoiser.__init__).parameters
+    assert old in params and "dim" not in params and "T" not in params
+    with pytest.raises(TypeError):
+        RandomFeatureDenoiser(2, 4, T=3.0)
+    with pytest.raises(TypeError):
+        RandomFeatureDenoiser(dim=2, width=4)
+    m = RandomFeatureDenoiser(2, 4, feature_period=3.0)
+    for attr in ("T", "dim"):
+        with pytest.raises(AttributeError):
+            getattr(m, attr)
+
+
+def test_smoothed_empirical_dim_is_gone():
+    with pytest.raises(AttributeError):
+        SmoothedEmpirical(TWO, 0.5).dim
+
+
+def test_experiment_load_train_is_gone(tmp_path, write_catalog):
+    exp = experiment_from_file(write_catalog(tmp_path))
+    with pytest.raises(AttributeError):
+        exp.load_train()
+
+
+@pytest.mark.parametrize("module", ["ridgexr.neural", "ridgexr.external", "ridgexr.training.neural",
+                                    "ridgexr._deprecation"])
+def test_old_module_paths_are_gone(module):
+    import importlib
+
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(module)
+
+
+def test_catalog_feature_period_T_is_refused_with_its_replacement():
+    from ridgexr.models import validate_block
+
+    with pytest.raises(Exception, match=r"'T' was removed in 0.4: leave feature_period out \(null\)"):
+        validate_block({"widths": [4], "feature_period": "T"})
+    assert validate_block({"widths": [4]}).feature_period is None
