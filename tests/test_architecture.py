@@ -79,3 +79,39 @@ def test_module_level_imports_have_no_cycle():
         if node not in state:
             visit(node, [node])
     assert not cycle, " -> ".join(cycle)
+
+
+#: the package's layers, lowest first (docs/index.md, "Modules"): a module imports, at module level,
+#: only modules of its own layer or below.  Within a layer imports may go either way as long as
+#: no module-level cycle forms (the test above).
+LAYERS = [
+    {"defaults", "choices", "spec", "_validation", "_backend", "units"},
+    {"process", "datasets", "autoencoder"},
+    {"empirical"},
+    {"scms", "ridge"},
+    {"models", "training"},
+    {"sampling", "observe", "catalog"},
+    {"store"},
+    {"analysis", "labelled", "accessor"},
+    {"reader"},
+    {"run"},
+    {"plot", "report"},
+    {"cli", "__main__", ""},
+]
+
+
+def test_module_level_imports_point_downward_through_the_layers():
+    rank = {name: i for i, layer in enumerate(LAYERS) for name in layer}
+    upward = []
+    for name, path, is_pkg in _modules():
+        mine = name.split(".")[1] if "." in name else ""
+        assert mine in rank, f"{name}: top-level module {mine!r} is in no layer of LAYERS"
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ImportFrom) and node.level:
+                src = _resolve(name, is_pkg, node)
+                targets = [src] if node.module else [f"{src}.{a.name}" for a in node.names]
+                for target in targets:
+                    theirs = target.split(".")[1] if "." in target else ""
+                    if theirs in rank and rank[theirs] > rank[mine]:
+                        upward.append(f"{name} imports {target} (layer {rank[theirs]} > {rank[mine]})")
+    assert not upward, upward
