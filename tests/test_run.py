@@ -200,8 +200,8 @@ def test_diverged_trajectories_are_flagged(tmp_path, write_catalog):
     layout = plan_layout(exp, train)
     store = tmp_path / "div.zarr"
     create_store(store, layout, train, {"config_hash": "x"})
-    task = CellTask(index=(0, 0), labels={"schedule": "1", "width": 8}, A=np.full((2, 8), 1e306),
-                    diagnostics={})
+    task = CellTask(index=(0, 0), labels={"schedule": "1", "width": 8}, diagnostics={},
+                    state=np.full((2, 8), 1e306))  # a random-feature readout that diverges
     run_cell(exp.model_dump_json(), str(store), layout, task)
     ds = ridgexr.open_dataset(store)
     cell = ds.isel(schedule=0, width=0)
