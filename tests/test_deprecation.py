@@ -55,8 +55,7 @@ def test_size_arguments_are_d():
     assert m.d == 2
     with pytest.warns(FutureWarning, match="RandomFeatureDenoiser.d"):
         assert m.dim == 2
-    with pytest.warns(FutureWarning, match="SmoothedEmpirical.d"):
-        assert SmoothedEmpirical(TWO, 0.5).dim == 2
+    assert not hasattr(SmoothedEmpirical(TWO, 0.5), "dim")  # removed in 0.4, without an alias
     grid = time_grid(3, 1.0, 0.1)
     with pytest.warns(FutureWarning, match=r"reverse_sde\(dim=...\)"):
         old = list(reverse_sde(lambda x, t: -x, 2, grid=grid, dim=2, seed=0))

@@ -14,7 +14,6 @@ from typing import Any
 import torch
 
 from .._backend import as_tensor, broadcast_time, check_finite, check_positive_time, to_like
-from .._deprecation import warn_renamed
 from .._validation import check_float, check_int, check_optional_int
 from ..process import OU
 from .kernels import chunk_moments, prepare_training_set
@@ -118,12 +117,6 @@ class SmoothedEmpirical:
     def d(self) -> int:
         """Ambient dimension d."""
         return int(self.train.shape[1])
-
-    @property
-    def dim(self) -> int:
-        """Deprecated spelling of :attr:`d`."""
-        warn_renamed("SmoothedEmpirical.dim", "SmoothedEmpirical.d")
-        return self.d
 
     @property
     def radius(self) -> float:
