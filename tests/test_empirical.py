@@ -93,22 +93,17 @@ def test_small_training_sets_agree_with_the_streamed_path(n, d, log10_t, seed):
     """N <= SMALL_N takes the cancellation-free form for every query; the streamed GEMM path (with
     its own cancellation-free fallback for concentrated posteriors) gives the same moments, the
     same O(1)-scaled covariance where it does not underflow, and the same frames."""
-    import ridgexr.empirical as emp
-
     rng = np.random.default_rng(seed)
     train = rng.normal(size=(n, d)) * 2
     t = 10.0**log10_t
     ou = OU()
     x = ou.alpha(t) * train[rng.integers(0, n, 40)] + math.sqrt(ou.h(t)) * rng.normal(size=(40, d))
     p = SmoothedEmpirical(train, t)
-    assert n <= emp.SMALL_N
+    assert n <= p.small_n  # the default, SMALL_N
     xt, tb = p.validate_queries(x)
     small = p.moments_flat(xt, tb, cov=True)
-    saved, emp.SMALL_N = emp.SMALL_N, 0
-    try:
-        streamed = p.moments_flat(xt, tb, cov=True)
-    finally:
-        emp.SMALL_N = saved
+    p.small_n = 0
+    streamed = p.moments_flat(xt, tb, cov=True)
     np.testing.assert_allclose(small.log_prob, streamed.log_prob, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(small.mean, streamed.mean, atol=1e-12 * (1 + np.abs(train).max()))
     cov_scale = np.abs(streamed.cov.numpy()).max()
