@@ -227,7 +227,8 @@ def _load_experiment(name: str, catalog_files=(), data_dir=None):
         return experiment_from_file(p)
     cat = _catalog(catalog_files, data_dir)
     if name not in cat.experiments:
-        raise typer.BadParameter(f"no experiment {name!r} in the catalogs; known: {', '.join(sorted(cat))} "
+        raise typer.BadParameter(f"no experiment {name!r}{cat.did_you_mean(name)} in the catalogs; "
+                                 f"known: {', '.join(sorted(cat))} "
                                  "(add one with --catalog FILE or $RIDGEXR_CATALOGS)", param_hint="NAME")
     return cat[name]
 

@@ -140,3 +140,11 @@ def test_builtin_catalogs_are_package_data():
     files = builtin_catalog_files()
     assert {f.name for f in files} >= {"points2d.yaml", "mnist.yaml"}
     assert all(f.parent == Path(str(importlib.resources.files("ridgexr.catalogs"))) for f in files)
+
+
+def test_unknown_entry_names_suggest_the_closest_entry():
+    cat = ridgexr.open_catalog()
+    with pytest.raises(KeyError, match=r"no experiment 'two-point'; did you mean 'two-points'\?"):
+        cat["two-point"]
+    with pytest.raises(KeyError, match=r"no experiment 'zzzz' in the catalogs"):
+        cat["zzzz"]

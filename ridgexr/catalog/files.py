@@ -8,6 +8,7 @@ from: see :mod:`ridgexr.catalog`.
 
 from __future__ import annotations
 
+import difflib
 import importlib.resources
 import os
 from pathlib import Path
@@ -111,9 +112,14 @@ class Catalog:
 
     def __getitem__(self, name: str) -> Experiment:
         if name not in self.experiments:
-            raise KeyError(f"no experiment {name!r} in the catalogs {[str(f) for f in self.files]}; "
-                           f"known: {sorted(self.experiments)}")
+            raise KeyError(f"no experiment {name!r}{self.did_you_mean(name)} in the catalogs "
+                           f"{[str(f) for f in self.files]}; known: {sorted(self.experiments)}")
         return self.experiments[name]
+
+    def did_you_mean(self, name: str) -> str:
+        """"; did you mean 'X'?" naming the closest entry, or "" when none is close."""
+        close = difflib.get_close_matches(str(name), list(self.experiments), n=1)
+        return f"; did you mean {close[0]!r}?" if close else ""
 
     def __iter__(self):
         return iter(self.experiments)
