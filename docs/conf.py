@@ -1,9 +1,10 @@
 """Sphinx configuration: pydata-sphinx-theme, MyST pages, numpydoc API pages, the tutorial executed by myst-nb.
 
 Build (warnings are errors):  sphinx-build -W -b html docs docs/_build/html
-``tests/test_docs.py`` runs exactly this build in the test suite.  The tutorial is executed
-against a small store that this file creates under ``docs/_build/tutorial-store`` (about
-5 s on 2 cores), so the built page shows real outputs.
+``tests/test_docs.py`` runs exactly this build in the test suite, on a copy of docs/.  The tutorial is
+executed against a small store that this file creates under ``docs/_build/tutorial-store`` (about
+5 s on 2 cores), so the built page shows real outputs; it runs in a temporary working folder, so the
+files it writes (a figure, ``slice.nc``, a scratch store) never land in docs/.
 """
 
 import os
@@ -45,6 +46,7 @@ suppress_warnings = ["myst.header", "mystnb.unknown_mime_type"]
 nb_execution_mode = "force"
 nb_execution_timeout = 600
 nb_execution_raise_on_error = True
+nb_execution_in_temp = True  # the tutorial writes a figure, a netCDF slice and a store into its working folder
 
 
 def _tutorial_store() -> str:

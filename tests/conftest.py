@@ -1,17 +1,155 @@
-"""Shared fixtures and the test profile.  Markers are declared once, in pyproject.toml."""
+"""Shared fixtures, the test profile, and the guard that no test writes into the checkout.
 
-import os
+Markers are declared once, in pyproject.toml.
 
-import numpy as np
-import pytest
-import torch
-from hypothesis import settings
+The suite leaves the checkout as it found it: ``git status --porcelain --ignored`` is the same
+before and after a session (``pytest_sessionstart`` takes a snapshot, ``pytest_sessionfinish``
+compares, and a difference fails the session, naming the paths).  What would otherwise write
+into the tree is stopped at its source rather than filtered out of the comparison:
+
+* Python bytecode: ``sys.dont_write_bytecode`` is set below, before anything else is imported,
+  and ``PYTHONDONTWRITEBYTECODE=1`` is exported to every subprocess (sphinx, benchmark scripts,
+  the CLI, notebook kernels, dask workers).  The one file that cannot be stopped this way is
+  this module's own cached bytecode: pytest compiles and caches a conftest before running a line
+  of it.  That file, and only that file, is deleted again below when this process wrote it, so
+  the tree after the suite is the tree before ``python -m pytest`` started (it is gone before
+  the snapshot, so the guard never sees it and filters nothing).
+* pytest's cache (``.pytest_cache``): ``-p no:cacheprovider`` in pyproject's ``addopts``.
+* hypothesis's storage (``.hypothesis/`` in the working directory by default: its example
+  database and its unicode tables): a temporary folder for the session, unless
+  ``$HYPOTHESIS_STORAGE_DIRECTORY`` names one (point it outside the checkout to keep
+  the example database between runs).
+* Stores, figures, built documentation: tests write under ``tmp_path``; the documentation build
+  runs on a copy of ``docs/`` and the wheel is built from a copy of the sources.
+"""
+
+import sys
+
+sys.dont_write_bytecode = True  # first: every module imported from here on (ridgexr included) stays uncompiled
+
+import os  # noqa: E402
+
+os.environ["PYTHONDONTWRITEBYTECODE"] = "1"  # inherited by every subprocess the tests start
+
+import atexit  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+import psutil  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from hypothesis import settings  # noqa: E402
+from hypothesis.configuration import set_hypothesis_home_dir  # noqa: E402
+
+
+def _forget_own_bytecode():
+    """Delete this conftest's bytecode if this process wrote it (pytest does, before the module runs)."""
+    started = psutil.Process().create_time()
+    here = Path(__file__).resolve()
+    cache = here.parent / "__pycache__"
+    for pyc in cache.glob(here.stem + ".*.pyc"):
+        if pyc.stat().st_mtime >= started:
+            pyc.unlink()
+    if cache.is_dir() and not any(cache.iterdir()):
+        cache.rmdir()
+
+
+_forget_own_bytecode()
+
+if not os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+    _hypothesis_home = tempfile.mkdtemp(prefix="ridgexr-hypothesis-")
+    set_hypothesis_home_dir(_hypothesis_home)
+    atexit.register(shutil.rmtree, _hypothesis_home, ignore_errors=True)
 
 settings.register_profile("ci", max_examples=25, deadline=None, derandomize=True)
 settings.register_profile("dev", max_examples=15, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+
+
+_TREE_KEY = pytest.StashKey()  # (git top level, rootdir, status at the session's start)
+_CHANGES_KEY = pytest.StashKey()  # the lines naming what the session changed
+
+
+def _git(root, *args):
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, check=True).stdout
+
+
+def _tree_state(top, rootdir):
+    """{git status line: (size, mtime_ns) of the path, or None}: every modified, untracked and ignored path.
+
+    ``--untracked-files=all`` lists files inside untracked and ignored folders one by one, so a
+    file added to an existing ignored folder (``docs/_build/``, a virtual environment) counts; size
+    and modification time catch a file rewritten that was already listed (a tracked file already
+    modified, an ignored file overwritten).
+    """
+    out = _git(top, "status", "--porcelain=v1", "-z", "--ignored", "--untracked-files=all", "--", str(rootdir))
+    fields = out.decode("utf-8", "surrogateescape").split("\0")
+    state = {}
+    i = 0
+    while i < len(fields):
+        entry = fields[i]
+        i += 1
+        if not entry:
+            continue
+        if entry[0] in "RC":  # a staged rename or copy: the original path follows
+            entry += " <- " + fields[i]
+            i += 1
+        path = top / entry[3:].split(" <- ")[0]
+        try:
+            st = os.stat(path, follow_symlinks=False)
+            state[entry] = (st.st_size, st.st_mtime_ns)
+        except OSError:
+            state[entry] = None
+    return state
+
+
+def _tree_difference(before, after):
+    """Lines naming what appeared, disappeared or changed between two ``_tree_state`` snapshots."""
+    lines = [f"new      {e}" for e in sorted(after.keys() - before.keys())]
+    lines += [f"gone     {e}" for e in sorted(before.keys() - after.keys())]
+    lines += [f"changed  {e}" for e in sorted(before.keys() & after.keys()) if before[e] != after[e]]
+    return lines
+
+
+def pytest_sessionstart(session):
+    """Snapshot the checkout's status (only inside a git checkout)."""
+    rootdir = Path(session.config.rootpath).resolve()
+    try:
+        top = Path(_git(rootdir, "rev-parse", "--show-toplevel").decode().strip()).resolve()
+    except (OSError, subprocess.CalledProcessError):  # no git, or not a checkout: nothing to guard
+        return
+    session.config.stash[_TREE_KEY] = (top, rootdir, _tree_state(top, rootdir))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fail the session when the tests changed the checkout's status."""
+    snapshot = session.config.stash.get(_TREE_KEY, None)
+    if snapshot is None:
+        return
+    top, rootdir, before = snapshot
+    changes = _tree_difference(before, _tree_state(top, rootdir))
+    if changes:
+        session.config.stash[_CHANGES_KEY] = changes
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    changes = config.stash.get(_CHANGES_KEY, None)
+    if changes:
+        terminalreporter.write_sep("=", "the tests wrote into the checkout", red=True, bold=True)
+        terminalreporter.write_line(f"`git status --porcelain --ignored` changed during the session "
+                                    f"({len(changes)} paths); no test may write into the source tree:")
+        for line in changes[:50]:
+            terminalreporter.write_line("  " + line)
+        if len(changes) > 50:
+            terminalreporter.write_line(f"  ... and {len(changes) - 50} more")
+
 
 
 def pytest_collection_modifyitems(config, items):

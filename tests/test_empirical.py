@@ -133,6 +133,7 @@ def assert_within_cov_error(a, b):
     assert torch.all(diff <= a.cov_error + b.cov_error + 1e-9 * scale), (diff, a.cov_error, b.cov_error)
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None)
 @given(n=st.integers(300, 700), k=st.integers(1, 300), log10_t=st.floats(-3, -1.7), seed=st.integers(0, 10_000))
 def test_top_k_kept_chunk_by_chunk_matches_one_pass_and_brute_force(n, k, log10_t, seed):

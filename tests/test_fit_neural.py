@@ -127,6 +127,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_kill_9_then_resume_gives_the_weights_of_an_uninterrupted_run(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)

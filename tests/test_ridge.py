@@ -257,6 +257,7 @@ def test_closed_form_frames_give_the_full_eigh_projection(n, t, seed):
     np.testing.assert_allclose(fast.point[ok], full.point[ok], atol=1e-9)
 
 
+@pytest.mark.slow
 def test_stop_degenerate_only_removes_points_whose_frame_stays_degenerate():
     """On the 3 x 3 grid at t = 0.2 (every frame degenerate by symmetry, SCMS crawls ~200 iterations), stopping after
     5 degenerate iterations: points that still converge take exactly the default path; the others are flagged

@@ -164,6 +164,7 @@ def test_python_api_takes_your_own_model_and_hashes_its_weights(tmp_path, catalo
         run_experiment(exp, store=tmp_path / "mlp.zarr", model=mine)
 
 
+@pytest.mark.slow
 def test_report_of_a_model_store_draws_each_block_at_its_run_cell(multi_run, tmp_path, drawn_matplotlib_image):
     import holoviews as hv
 
@@ -189,6 +190,7 @@ def test_report_of_a_model_store_draws_each_block_at_its_run_cell(multi_run, tmp
     assert paths["near_mode_diagram"].read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.slow
 def test_model_blocks_run_the_same_on_a_local_cluster_with_processes(multi_run, tmp_path):
     """The mlp weights, the user's module (imported in each worker from the catalog's folder) and the masks
     travel to dask worker processes: the store equals the in-process one."""

@@ -60,6 +60,7 @@ def _kill_then_resume(cat, exp, ref_store, store, delay, *, wait_for=None):
     return res
 
 
+@pytest.mark.slow
 def test_kill_9_during_store_creation_then_resume_is_identical(reference, tmp_path):
     cat, exp, ref_store, _ = reference
     rng = random.Random(7)
@@ -158,6 +159,7 @@ def _chunks(store, name):
     return sorted(p for p in (store / name / "c").rglob("*") if p.is_file())
 
 
+@pytest.mark.slow
 def test_corruption_is_detected_repaired_and_recomputed_identically(reference, tmp_path):
     cat, exp, ref_store, _ = reference
     store = run_experiment(exp, store=tmp_path / "s.zarr").store
@@ -223,6 +225,7 @@ def test_divergence_is_data_for_every_denoiser(tmp_path):
     assert np.isnan(exact.ridge_residual.values[beyond]).all()
 
 
+@pytest.mark.slow
 def test_overwrite_with_a_config_that_fails_leaves_the_old_store(reference, tmp_path, catalog_text):
     cat, exp, ref_store, _ = reference
     store = run_experiment(exp, store=tmp_path / "s.zarr").store

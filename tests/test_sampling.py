@@ -27,6 +27,7 @@ def test_probability_flow_matches_the_closed_form_for_one_point():
     np.testing.assert_allclose(x[-1], expected, atol=2e-4)  # Heun: second order in the step
 
 
+@pytest.mark.slow
 def test_reverse_sde_reaches_the_right_gaussian():
     ou = OU()
     grid = time_grid(300, 4.0, 0.05)
