@@ -37,7 +37,8 @@ import ridgexr  # noqa: E402
 from ridgexr.empirical import SmoothedEmpirical  # noqa: E402
 from ridgexr.observe import step_quantities  # noqa: E402
 from ridgexr.datasets import load_training_set  # noqa: E402
-from ridgexr.run import model_kwargs, plan_layout, plan_tasks  # noqa: E402
+from ridgexr.models.random_features.denoiser import model_kwargs  # noqa: E402
+from ridgexr.run import plan_layout, plan_tasks  # noqa: E402
 from ridgexr.sampling import sample  # noqa: E402
 import xarray as xr  # noqa: E402
 import zarr  # noqa: E402
@@ -69,7 +70,7 @@ def main(argv=None):
     train = load_training_set(exp.dataset, base_dir=exp.base_dir)
     layout = plan_layout(exp, train)
     task = [t for t in plan_tasks(exp, train, layout) if t.labels["schedule"] == "h" and t.labels["width"] == 256][0]
-    model = ridgexr.RandomFeatureDenoiser(2, 256, **model_kwargs(exp)).with_A(task.A)
+    model = ridgexr.RandomFeatureDenoiser(2, 256, **model_kwargs(exp, exp.model)).with_A(task.state)
     density = SmoothedEmpirical(train, 1.0)
     grid = ridgexr.time_grid(exp.process.n_steps, exp.process.T, exp.process.t_min, exp.process.grid)
     tmp = Path(tempfile.mkdtemp())
@@ -179,7 +180,7 @@ def paper_cell(fraction: int) -> None:
     p = max(exp.model.widths)
     idx = next(i for i in layout.cells() if layout.cell_labels(i)["width"] == p)
     A = initial_readout(2, p, exp.model.init, exp.seeds.init).numpy()
-    task = CellTask(idx, layout.cell_labels(idx), A, {})
+    task = CellTask(idx, layout.cell_labels(idx), {}, state=A)
     tmp = Path(tempfile.mkdtemp())
     store = tmp / "paper.zarr"
     create_store(store, layout, train, {})

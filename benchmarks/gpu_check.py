@@ -61,14 +61,14 @@ def observe_cell(exp, score, denoise, train, device: str, n_samples: int, stop_d
 def paper_entries(device: str, scale: int = 1) -> None:
     """Parts 3 and 4 (module docstring); ``scale`` divides the trajectory counts (dry runs)."""
     from ridgexr.datasets import load_training_set
-    from ridgexr.run import model_kwargs
+    from ridgexr.models.random_features.denoiser import model_kwargs
     from ridgexr.training import initial_readout
 
     cat = ridgexr.open_catalog()
     exp = cat["two-points-paper"]
     train = load_training_set(exp.dataset, base_dir=exp.base_dir)
     p = max(exp.model.widths)
-    model = ridgexr.RandomFeatureDenoiser(2, p, device=device, **model_kwargs(exp))
+    model = ridgexr.RandomFeatureDenoiser(2, p, device=device, **model_kwargs(exp, exp.model))
     model = model.with_A(initial_readout(2, p, "normal", exp.seeds.init, dtype=torch.float64, device=device))
     n = exp.n_samples // scale
     sec, n_obs = observe_cell(exp, model.score, model.denoise, train, device, n)

@@ -18,6 +18,7 @@ def test_sphinx_build_with_warnings_as_errors(tmp_path):
     docs = tmp_path / "docs"
     shutil.copytree(DOCS, docs, ignore=shutil.ignore_patterns("_build", "generated", "*.zarr", "__pycache__",
                                                                 ".ipynb_checkpoints"))
+    shutil.copy(DOCS.parent / "CHANGELOG.md", tmp_path / "CHANGELOG.md")  # docs/changelog.md includes ../CHANGELOG.md
     out = tmp_path / "html"
     proc = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", str(docs),
                            str(out)], capture_output=True, text=True, timeout=900)
@@ -33,3 +34,8 @@ def test_sphinx_build_with_warnings_as_errors(tmp_path):
     assert "Parameters" in api.get_text() and "d_star" in api.get_text()  # numpydoc rendered the docstring
     catalogs = BeautifulSoup((out / "catalogs.html").read_text(), "html.parser")
     assert any("drop_tol" in row.get_text() for row in catalogs.select("table tr"))
+    # one table per registered model kind, with its own fields
+    headings = {h.get_text(strip=True).rstrip("#") for h in catalogs.select("h2")}
+    assert {"RandomFeaturesSpec (kind: random_features)", "MLPSpec (kind: mlp)"} <= headings
+    changelog = BeautifulSoup((out / "changelog.html").read_text(), "html.parser").get_text()
+    assert "0.4.0" in changelog and "feature_period" in changelog
