@@ -16,7 +16,7 @@ __all__ = ["ExactSpec"]
 class ExactSpec(ModelSpec):
     """The exact (memorizing) denoiser; no fields but ``name``."""
 
-    default_parametrization: ClassVar[str] = "posterior_mean"
+    default_parametrization: ClassVar[str] = "x0"  # its denoise() is E[x0 | x_t] itself
     summary: ClassVar[str] = "the exact denoiser of the training set: the memorizing reference"
 
     kind: Literal["exact"] = "exact"
