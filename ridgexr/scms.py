@@ -169,10 +169,34 @@ def frame_from_moments(mom: Moments, xf: torch.Tensor, d_star: int, kind: str, s
     ``signs=False`` skips :func:`fix_signs` (the projections N N^T and T T^T do not depend on
     the eigenvectors' signs; only frames handed to users need deterministic signs).
     """
+    return _frame_diagnostics(_spectrum(mom, xf, d_star, kind), d_star, signs)
+
+
+@dataclass
+class _Spectrum:
+    """The eigendecomposition behind a frame and what its diagnostics are formed from (Q rows).
+
+    ``lam`` (Q, d) Hessian eigenvalues and ``vecs`` (Q, d, d) their eigenvectors, ascending;
+    ``rank`` (Q,); ``gap_c`` and ``floor`` (Q,): the tangent/normal gap of the diagonalised
+    matrix and its certified floor (None for d* = 0).  SCMS forms the normal step from ``vecs``
+    every iteration but the diagnostics (:func:`_frame_diagnostics`) only when a point stops.
+    """
+
+    mom: Moments
+    step: torch.Tensor
+    lam: torch.Tensor
+    vecs: torch.Tensor
+    rank: torch.Tensor
+    gap_c: torch.Tensor | None
+    floor: torch.Tensor | None
+
+
+def _spectrum(mom: Moments, xf: torch.Tensor, d_star: int, kind: str) -> _Spectrum:
     a, h = mom.alpha, mom.h
     d = xf.shape[-1]
     step = a[:, None] * mom.mean - xf  # = h * grad log p
     eps = torch.finfo(xf.dtype).eps
+    gap_c = floor = None
     if kind == "log":
         # eigenvectors from the O(1)-scaled covariance: resolved even where C underflows
         mu_unit, vecs = batched_eigh(mom.cov_unit)  # ascending
@@ -194,19 +218,29 @@ def frame_from_moments(mom: Moments, xf: torch.Tensor, d_star: int, kind: str, s
             cov_abs_err = mom.cov_error * torch.exp(mom.log_cov_scale)
             floor = 2 * d * cov_abs_err * (a / h) ** 2 + math.sqrt(eps) * lam.abs().amax(-1)
             gap_c = lam[:, d - d_star] - lam[:, d - d_star - 1]
-    if signs:
-        vecs = fix_signs(vecs)
-    lam_desc = torch.flip(lam, (-1,))
+    return _Spectrum(mom=mom, step=step, lam=lam, vecs=vecs, rank=rank, gap_c=gap_c, floor=floor)
+
+
+def _normal_basis(sp: _Spectrum, d_star: int) -> torch.Tensor:
+    """The normal basis (Q, d, d - d*) of a spectrum, columns in the frame's (descending) order."""
+    return torch.flip(sp.vecs, (-1,))[..., d_star:]
+
+
+def _frame_diagnostics(sp: _Spectrum, d_star: int, signs: bool) -> FlatFrame:
+    vecs = fix_signs(sp.vecs) if signs else sp.vecs
+    h = sp.mom.h
+    lam_desc = torch.flip(sp.lam, (-1,))
     vecs_desc = torch.flip(vecs, (-1,))
     if d_star > 0:
         gap = lam_desc[:, d_star - 1] - lam_desc[:, d_star]
-        degenerate = gap_c <= floor
+        degenerate = sp.gap_c <= sp.floor
     else:
         gap = torch.full_like(h, math.inf)
         degenerate = torch.zeros_like(h, dtype=torch.bool)
-    return FlatFrame(step=step, normal=vecs_desc[..., d_star:], tangent=vecs_desc[..., :d_star],
+    return FlatFrame(step=sp.step, normal=vecs_desc[..., d_star:], tangent=vecs_desc[..., :d_star],
                      eigenvalues=lam_desc, normal_curvature=lam_desc[:, d_star], eigengap=gap,
-                     degenerate=degenerate, alpha=a, h=h, dropped_mass=mom.dropped_mass, resolved_rank=rank)
+                     degenerate=degenerate, alpha=sp.mom.alpha, h=h, dropped_mass=sp.mom.dropped_mass,
+                     resolved_rank=sp.rank)
 
 
 def default_tol(dtype: torch.dtype, radius: float) -> float:
@@ -216,9 +250,20 @@ def default_tol(dtype: torch.dtype, radius: float) -> float:
     return base * (1.0 + radius)
 
 
+#: accelerate=True: a point's step is extrapolated when its last two plain ratios are below this...
+ACCEL_MAX_RATIO = 0.995
+#: ... agree to this fraction of 1 - ratio ...
+ACCEL_RATIO_AGREEMENT = 0.05
+#: ... and its last two normal steps point the same way to this cosine
+ACCEL_MIN_COSINE = 0.999
+#: ... and the extrapolated jump is at most this times sqrt(tol (1 + R))
+ACCEL_JUMP = 1.0
+
+
 def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star: int, kind: str = "log",
          tol: float | None = None, max_iter: int = 500,
-         top_k: int | None = None, stop_degenerate: int | None = None) -> tuple[ScmsResult, FlatFrame]:
+         top_k: int | None = None, stop_degenerate: int | None = None,
+         accelerate: bool = False) -> tuple[ScmsResult, FlatFrame]:
     """SCMS from flat validated points xf (Q, d) at times tf (Q,).
 
     ``tol=None`` uses :func:`default_tol`.  ``stop_degenerate=k`` stops a point whose frame
@@ -227,9 +272,13 @@ def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star:
     whose frame never stays degenerate that long take exactly the steps of the default
     (``None``: iterate to ``tol`` or ``max_iter``).
 
+    ``accelerate=True`` extrapolates the geometric tail of a point's normal steps (see the
+    module docstring): same fixed points, same stopping rule, fewer iterations for slow points.
+
     Every iteration diagonalises the posterior covariance in full (a warm-started
     Rayleigh-Ritz/LOBPCG update of the top d* + 1 eigenpairs was measured slower on the CPU; see
-    docs/performance.md); only the first frame gets deterministic eigenvector signs.
+    docs/performance.md); only the first frame gets deterministic eigenvector signs, and the
+    other diagnostics are formed only in iterations where some point stops.
 
     Returns the result and the frame at the *starting* points (the first iteration's), so
     callers that also need the frame at x (e.g. the directional residuals of
@@ -253,20 +302,30 @@ def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star:
     active = torch.arange(q, device=dev)
     xa, ta = xf, tf
     run = torch.zeros(q, dtype=torch.int64, device=dev)  # consecutive degenerate frames (stop_degenerate)
+    acc = _Extrapolation(xf, ACCEL_JUMP * math.sqrt(tol * (1.0 + density.radius))) if accelerate else None
     first = None
     for it in range(max_iter + 1 if q else 0):
         mom = density.moments_flat(xa, ta, cov=True, top_k=top_k)
-        fr = frame_from_moments(mom, xa, d_star, kind, signs=first is None)  # N N^T does not depend on signs
+        sp = _spectrum(mom, xa, d_star, kind)
+        fr = None
         if first is None:
-            first = fr  # the frame at the starting points, in their order
-        nstep = project_onto(fr.normal, fr.step)
+            fr = first = _frame_diagnostics(sp, d_star, signs=True)  # the frame at the starting points, in their order
+            normal = fr.normal
+        else:
+            normal = _normal_basis(sp, d_star)  # N N^T does not depend on the eigenvectors' signs
+        nstep = project_onto(normal, sp.step)
         norm = nstep.norm(dim=-1)
         small = norm < tol
         stop = small.clone() if it < max_iter else torch.ones_like(small)  # the last evaluation ends every point
+        if acc is not None and it < max_iter:
+            stop &= acc.check(xa, nstep, norm)  # a rejected extrapolation is retried as a plain step
         if stop_degenerate is not None:
-            run = torch.where(fr.degenerate, run + 1, 0)
+            frame_degenerate = sp.gap_c <= sp.floor if d_star > 0 else torch.zeros_like(small)
+            run = torch.where(frame_degenerate, run + 1, 0)
             stop |= run >= stop_degenerate
         if bool(stop.any()):
+            if fr is None:
+                fr = _frame_diagnostics(sp, d_star, signs=False)
             done = active[stop]
             point[done] = xa[stop]
             residual[done] = norm[stop] / fr.h[stop]
@@ -280,7 +339,73 @@ def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star:
             if not bool(keep.any()):
                 break
             active, xa, ta, nstep, run = active[keep], xa[keep], ta[keep], nstep[keep], run[keep]
-        xa = xa + nstep
+            if acc is not None:
+                acc.keep(keep)
+        xa = xa + nstep if acc is None else acc.step(xa, nstep)
     result = ScmsResult(point=point, converged=converged, iterations=iterations, residual=residual,
                         normal_curvature=curvature, eigengap=gap, degenerate=degenerate, dropped_mass=dropped)
     return result, first
+
+
+class _Extrapolation:
+    """Per-point state of ``accelerate=True``: the geometric-tail extrapolation of the normal steps.
+
+    A plain SCMS step is f_k = E E^T (alpha E[x0|x_k] - x_k).  Where the iteration contracts
+    linearly, f_{k+1} ~ r f_k, and the rest of the plain path sums to f_k / (1 - r).  A point
+    whose last two plain ratios r = |f_k| / |f_{k-1}| agree (to ``ACCEL_RATIO_AGREEMENT`` (1 - r)),
+    are below ``ACCEL_MAX_RATIO`` and whose last two steps point the same way (cosine >=
+    ``ACCEL_MIN_COSINE``) steps x_k + f_k / (1 - r) (over-relaxation along its own normal step,
+    so a fixed point, f = 0, is one of the plain iteration).  The next evaluation checks it:
+    a step that did not shrink undoes the extrapolation (the point takes the plain step
+    x_k + f_k instead, that evaluation is not tested against ``tol``) and the point is not
+    extrapolated again.  After an extrapolation two plain steps re-measure the ratio.
+    """
+
+    def __init__(self, xf: torch.Tensor, max_jump: float):
+        self.max_jump = max_jump
+        q = xf.shape[0]
+        dev, dt = xf.device, xf.dtype
+        self.prev_step = torch.zeros_like(xf)  # f_{k-1}
+        self.prev_norm = torch.zeros(q, dtype=dt, device=dev)
+        self.prev_ratio = torch.full((q,), math.inf, dtype=dt, device=dev)
+        self.plain = torch.zeros(q, dtype=torch.int64, device=dev)  # plain steps since the last extrapolation
+        self.jumped = torch.zeros(q, dtype=torch.bool, device=dev)  # the last step was extrapolated
+        self.banned = torch.zeros(q, dtype=torch.bool, device=dev)
+        self.base = xf  # x_k of the last step (to undo an extrapolation)
+        self.redo = torch.zeros(q, dtype=torch.bool, device=dev)
+
+    def check(self, xa: torch.Tensor, nstep: torch.Tensor, norm: torch.Tensor) -> torch.Tensor:
+        """After an evaluation: False where an extrapolation is undone (that point must not stop now)."""
+        self.redo = self.jumped & (norm >= self.prev_norm)
+        return ~self.redo
+
+    def keep(self, keep: torch.Tensor) -> None:
+        for name in ("prev_step", "prev_norm", "prev_ratio", "plain", "jumped", "banned", "base", "redo"):
+            setattr(self, name, getattr(self, name)[keep])
+
+    def step(self, xa: torch.Tensor, nstep: torch.Tensor) -> torch.Tensor:
+        norm = nstep.norm(dim=-1)
+        redo = self.redo
+        ratio = norm / self.prev_norm
+        cosine = (nstep * self.prev_step).sum(-1) / (norm * self.prev_norm)
+        go = ((self.plain >= 2) & ~self.banned & ~redo & (ratio < ACCEL_MAX_RATIO)
+              & ((ratio - self.prev_ratio).abs() <= ACCEL_RATIO_AGREEMENT * (1 - ratio))
+              & (cosine >= ACCEL_MIN_COSINE) & (norm * ratio <= self.max_jump * (1 - ratio)))
+        if bool(redo.any()):  # undo: the plain step from the point before the extrapolation
+            plain_from = torch.where(redo[:, None], self.base + self.prev_step, xa)
+            self.banned = self.banned | redo
+        else:
+            plain_from = None
+        omega = torch.where(go, 1.0 / (1.0 - ratio), 1.0)
+        new = xa + omega[:, None] * nstep
+        if plain_from is not None:
+            new = torch.where(redo[:, None], plain_from, new)
+            # the undone point's state is that of its plain step from base: keep f_{k-1}
+            nstep = torch.where(redo[:, None], self.prev_step, nstep)
+            norm = torch.where(redo, self.prev_norm, norm)
+            ratio = torch.where(redo, self.prev_ratio, ratio)
+        self.base = torch.where(redo[:, None], self.base, xa)
+        self.plain = torch.where(go, 0, torch.where(redo, 0, self.plain + 1))
+        self.jumped = go
+        self.prev_step, self.prev_norm, self.prev_ratio = nstep, norm, ratio
+        return new
