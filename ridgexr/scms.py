@@ -174,51 +174,56 @@ def frame_from_moments(mom: Moments, xf: torch.Tensor, d_star: int, kind: str, s
 
 @dataclass
 class _Spectrum:
-    """The eigendecomposition behind a frame and what its diagnostics are formed from (Q rows).
+    """One eigendecomposition behind a frame at Q points: SCMS forms the normal step from it every
+    iteration and the diagnostics (:func:`_frame_diagnostics`) only when a point stops.
 
-    ``lam`` (Q, d) Hessian eigenvalues and ``vecs`` (Q, d, d) their eigenvectors, ascending;
-    ``rank`` (Q,); ``gap_c`` and ``floor`` (Q,): the tangent/normal gap of the diagonalised
-    matrix and its certified floor (None for d* = 0).  SCMS forms the normal step from ``vecs``
-    every iteration but the diagnostics (:func:`_frame_diagnostics`) only when a point stops.
+    ``vals`` (Q, d), ``vecs`` (Q, d, d), ascending: of the O(1)-scaled posterior covariance
+    ``cov_unit`` (``kind="log"``) or of grad^2 p / p (``kind="density"``).
     """
 
     mom: Moments
     step: torch.Tensor
-    lam: torch.Tensor
+    vals: torch.Tensor
     vecs: torch.Tensor
-    rank: torch.Tensor
-    gap_c: torch.Tensor | None
-    floor: torch.Tensor | None
+    kind: str
 
 
 def _spectrum(mom: Moments, xf: torch.Tensor, d_star: int, kind: str) -> _Spectrum:
     a, h = mom.alpha, mom.h
-    d = xf.shape[-1]
     step = a[:, None] * mom.mean - xf  # = h * grad log p
-    eps = torch.finfo(xf.dtype).eps
-    gap_c = floor = None
     if kind == "log":
         # eigenvectors from the O(1)-scaled covariance: resolved even where C underflows
-        mu_unit, vecs = batched_eigh(mom.cov_unit)  # ascending
-        mu = torch.exp(mom.log_cov_scale)[:, None] * mu_unit
-        lam = (a[:, None] ** 2 * mu - h[:, None]) / h[:, None] ** 2
-        # eigenvalues of cov_unit are resolved to (Weyl) d x entry error, plus rounding
-        floor = 2 * d * mom.cov_error + math.sqrt(eps) * mu_unit.abs().amax(-1)
-        rank = (mu_unit > floor[:, None]).sum(-1)
-        if d_star > 0:
-            gap_c = mu_unit[:, d - d_star] - mu_unit[:, d - d_star - 1]
+        vals, vecs = batched_eigh(mom.cov_unit)  # ascending
     else:
-        rank = torch.full_like(h, -1, dtype=torch.int64)
+        d = xf.shape[-1]
         g = step / h[:, None]
         eye = torch.eye(d, dtype=xf.dtype, device=xf.device)
         hess = (a[:, None, None] ** 2 * mom.cov - h[:, None, None] * eye) / h[:, None, None] ** 2
         m = hess + g[:, :, None] * g[:, None, :]
-        lam, vecs = batched_eigh(0.5 * (m + m.transpose(1, 2)))
-        if d_star > 0:
-            cov_abs_err = mom.cov_error * torch.exp(mom.log_cov_scale)
-            floor = 2 * d * cov_abs_err * (a / h) ** 2 + math.sqrt(eps) * lam.abs().amax(-1)
-            gap_c = lam[:, d - d_star] - lam[:, d - d_star - 1]
-    return _Spectrum(mom=mom, step=step, lam=lam, vecs=vecs, rank=rank, gap_c=gap_c, floor=floor)
+        vals, vecs = batched_eigh(0.5 * (m + m.transpose(1, 2)))
+    return _Spectrum(mom=mom, step=step, vals=vals, vecs=vecs, kind=kind)
+
+
+def _gap_floor(sp: _Spectrum, d_star: int):
+    """The tangent/normal gap of the diagonalised matrix and its certified floor (Q,) each (d* > 0), and
+    the Hessian eigenvalues (Q, d) ascending; ``degenerate`` is gap <= floor."""
+    mom = sp.mom
+    a, h = mom.alpha, mom.h
+    d = sp.vals.shape[-1]
+    eps = torch.finfo(sp.vals.dtype).eps
+    if sp.kind == "log":
+        mu_unit = sp.vals
+        mu = torch.exp(mom.log_cov_scale)[:, None] * mu_unit
+        lam = (a[:, None] ** 2 * mu - h[:, None]) / h[:, None] ** 2
+        # eigenvalues of cov_unit are resolved to (Weyl) d x entry error, plus rounding
+        floor = 2 * d * mom.cov_error + math.sqrt(eps) * mu_unit.abs().amax(-1)
+        gap_c = mu_unit[:, d - d_star] - mu_unit[:, d - d_star - 1] if d_star > 0 else None
+    else:
+        lam = sp.vals
+        cov_abs_err = mom.cov_error * torch.exp(mom.log_cov_scale)
+        floor = 2 * d * cov_abs_err * (a / h) ** 2 + math.sqrt(eps) * lam.abs().amax(-1)
+        gap_c = lam[:, d - d_star] - lam[:, d - d_star - 1] if d_star > 0 else None
+    return gap_c, floor, lam
 
 
 def _normal_basis(sp: _Spectrum, d_star: int) -> torch.Tensor:
@@ -227,20 +232,25 @@ def _normal_basis(sp: _Spectrum, d_star: int) -> torch.Tensor:
 
 
 def _frame_diagnostics(sp: _Spectrum, d_star: int, signs: bool) -> FlatFrame:
-    vecs = fix_signs(sp.vecs) if signs else sp.vecs
+    gap_c, floor, lam = _gap_floor(sp, d_star)
     h = sp.mom.h
-    lam_desc = torch.flip(sp.lam, (-1,))
+    if sp.kind == "log":
+        rank = (sp.vals > floor[:, None]).sum(-1)
+    else:
+        rank = torch.full_like(h, -1, dtype=torch.int64)
+    vecs = fix_signs(sp.vecs) if signs else sp.vecs
+    lam_desc = torch.flip(lam, (-1,))
     vecs_desc = torch.flip(vecs, (-1,))
     if d_star > 0:
         gap = lam_desc[:, d_star - 1] - lam_desc[:, d_star]
-        degenerate = sp.gap_c <= sp.floor
+        degenerate = gap_c <= floor
     else:
         gap = torch.full_like(h, math.inf)
         degenerate = torch.zeros_like(h, dtype=torch.bool)
     return FlatFrame(step=sp.step, normal=vecs_desc[..., d_star:], tangent=vecs_desc[..., :d_star],
                      eigenvalues=lam_desc, normal_curvature=lam_desc[:, d_star], eigengap=gap,
                      degenerate=degenerate, alpha=sp.mom.alpha, h=h, dropped_mass=sp.mom.dropped_mass,
-                     resolved_rank=sp.rank)
+                     resolved_rank=rank)
 
 
 def default_tol(dtype: torch.dtype, radius: float) -> float:
@@ -256,8 +266,10 @@ ACCEL_MAX_RATIO = 0.995
 ACCEL_RATIO_AGREEMENT = 0.05
 #: ... and its last two normal steps point the same way to this cosine
 ACCEL_MIN_COSINE = 0.999
-#: ... and the extrapolated jump is at most this times sqrt(tol (1 + R))
-ACCEL_JUMP = 1.0
+ACCEL_DEVIATION = 1.0
+ACCEL_HORIZON = 256
+ACCEL_MIN_STEPS = 3
+ACCEL_GROWTH = 1.5
 
 
 def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star: int, kind: str = "log",
@@ -302,7 +314,7 @@ def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star:
     active = torch.arange(q, device=dev)
     xa, ta = xf, tf
     run = torch.zeros(q, dtype=torch.int64, device=dev)  # consecutive degenerate frames (stop_degenerate)
-    acc = _Extrapolation(xf, ACCEL_JUMP * math.sqrt(tol * (1.0 + density.radius))) if accelerate else None
+    acc = _Extrapolation(xf, ACCEL_DEVIATION * tol) if accelerate else None
     first = None
     for it in range(max_iter + 1 if q else 0):
         mom = density.moments_flat(xa, ta, cov=True, top_k=top_k)
@@ -320,7 +332,11 @@ def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star:
         if acc is not None and it < max_iter:
             stop &= acc.check(xa, nstep, norm)  # a rejected extrapolation is retried as a plain step
         if stop_degenerate is not None:
-            frame_degenerate = sp.gap_c <= sp.floor if d_star > 0 else torch.zeros_like(small)
+            if d_star > 0:
+                gap_c, floor, _ = _gap_floor(sp, d_star)
+                frame_degenerate = gap_c <= floor
+            else:
+                frame_degenerate = torch.zeros_like(small)
             run = torch.where(frame_degenerate, run + 1, 0)
             stop |= run >= stop_degenerate
         if bool(stop.any()):
@@ -361,9 +377,11 @@ class _Extrapolation:
     extrapolated again.  After an extrapolation two plain steps re-measure the ratio.
     """
 
-    def __init__(self, xf: torch.Tensor, max_jump: float):
-        self.max_jump = max_jump
+    def __init__(self, xf: torch.Tensor, eps: float):
+        self.eps = eps
         q = xf.shape[0]
+        self.j = torch.arange(ACCEL_HORIZON, dtype=xf.dtype, device=xf.device)
+        self.limit = torch.zeros(q, dtype=xf.dtype, device=xf.device)
         dev, dt = xf.device, xf.dtype
         self.prev_step = torch.zeros_like(xf)  # f_{k-1}
         self.prev_norm = torch.zeros(q, dtype=dt, device=dev)
@@ -376,27 +394,60 @@ class _Extrapolation:
 
     def check(self, xa: torch.Tensor, nstep: torch.Tensor, norm: torch.Tensor) -> torch.Tensor:
         """After an evaluation: False where an extrapolation is undone (that point must not stop now)."""
-        self.redo = self.jumped & (norm >= self.prev_norm)
+        self.redo = self.jumped & (norm > self.limit)
         return ~self.redo
 
     def keep(self, keep: torch.Tensor) -> None:
-        for name in ("prev_step", "prev_norm", "prev_ratio", "plain", "jumped", "banned", "base", "redo"):
+        for name in ("prev_step", "prev_norm", "prev_ratio", "plain", "jumped", "banned", "base", "redo", "limit"):
             setattr(self, name, getattr(self, name)[keep])
+
+    def _omega(self, norm, ratio, cosine, prev_ratio):
+        """Relaxation factor: the sum of the next m plain steps under the geometric model, the largest m
+        whose deviation from that model (turning and ratio drift) is within the budget."""
+        j = self.j
+        r = ratio.clamp(0, 2)[:, None]
+        pw = r ** j
+        theta = torch.sqrt((2 * (1 - cosine)).clamp_min(0))[:, None]
+        drift = (ratio - prev_ratio).abs()[:, None] / r.clamp_min(1e-3)
+        s0 = pw.cumsum(-1)
+        dev = norm[:, None] * (theta * (j * pw).cumsum(-1) + drift * (0.5 * j * (j - 1) * pw).cumsum(-1))
+        m = (dev <= self.eps).sum(-1)  # dev grows with m
+        omega = torch.gather(s0, 1, (m - 1).clamp_min(0)[:, None])[:, 0]
+        rm = torch.gather(pw, 1, m.clamp(max=pw.shape[1] - 1)[:, None])[:, 0]
+        r1 = r[:, 0]
+        one = (1 - r1).clamp_min(1e-300)
+        dev_inf = norm * (theta[:, 0] * r1 / one ** 2 + drift[:, 0] * r1 ** 2 / one ** 3)
+        inf = (r1 < ACCEL_MAX_RATIO) & (dev_inf <= self.eps)
+        omega = torch.where(inf, 1 / one, omega)
+        limit = torch.where(inf, norm, ACCEL_GROWTH * norm * rm)
+        return omega, m, inf, limit
 
     def step(self, xa: torch.Tensor, nstep: torch.Tensor) -> torch.Tensor:
         norm = nstep.norm(dim=-1)
         redo = self.redo
         ratio = norm / self.prev_norm
         cosine = (nstep * self.prev_step).sum(-1) / (norm * self.prev_norm)
-        go = ((self.plain >= 2) & ~self.banned & ~redo & (ratio < ACCEL_MAX_RATIO)
-              & ((ratio - self.prev_ratio).abs() <= ACCEL_RATIO_AGREEMENT * (1 - ratio))
-              & (cosine >= ACCEL_MIN_COSINE) & (norm * ratio <= self.max_jump * (1 - ratio)))
+        ready = (self.plain >= 2) & ~self.banned & ~redo & (cosine >= ACCEL_MIN_COSINE)
+        # cheap screen: the deviation of the shortest extrapolation (ACCEL_MIN_STEPS = 3 steps) within the budget
+        r = ratio.clamp(0, 2)
+        theta = torch.sqrt((2 * (1 - cosine)).clamp_min(0))
+        ready &= norm * (theta * (r + 2 * r * r) + (ratio - self.prev_ratio).abs() * r) <= self.eps
+        go = ready.clone()
+        omega = torch.ones_like(norm)
+        if bool(ready.any()):
+            rows = ready.nonzero().squeeze(1)
+            om, m, inf, limit = self._omega(norm[rows], ratio[rows], cosine[rows], self.prev_ratio[rows])
+            ok = inf | (m >= ACCEL_MIN_STEPS)
+            rows, om, limit = rows[ok], om[ok], limit[ok]
+            go = torch.zeros_like(ready)
+            go[rows] = True
+            omega[rows] = om
+            self.limit[rows] = limit
         if bool(redo.any()):  # undo: the plain step from the point before the extrapolation
             plain_from = torch.where(redo[:, None], self.base + self.prev_step, xa)
             self.banned = self.banned | redo
         else:
             plain_from = None
-        omega = torch.where(go, 1.0 / (1.0 - ratio), 1.0)
         new = xa + omega[:, None] * nstep
         if plain_from is not None:
             new = torch.where(redo[:, None], plain_from, new)
