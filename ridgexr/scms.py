@@ -19,6 +19,7 @@ import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from .empirical import Moments, SmoothedEmpirical
@@ -145,8 +146,9 @@ def fix_signs(vecs: torch.Tensor) -> torch.Tensor:
 
 def project_onto(basis: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """B B^T v for orthonormal bases B (Q, d, k) and vectors v (Q, d) -> (Q, d)."""
-    coef = torch.einsum("qdk,qd->qk", basis, v)
-    return torch.einsum("qdk,qk->qd", basis, coef)
+    # two batched matrix products (the same bmm that einsum("qdk,qd->qk") and einsum("qdk,qk->qd")
+    # dispatch to, without einsum's per-call parsing)
+    return (basis @ (basis.mT @ v[..., None]))[..., 0]
 
 
 def frame_flat(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star: int, kind: str,
@@ -260,16 +262,23 @@ def default_tol(dtype: torch.dtype, radius: float) -> float:
     return base * (1.0 + radius)
 
 
-#: accelerate=True: a point's step is extrapolated when its last two plain ratios are below this...
-ACCEL_MAX_RATIO = 0.995
-#: ... agree to this fraction of 1 - ratio ...
-ACCEL_RATIO_AGREEMENT = 0.05
-#: ... and its last two normal steps point the same way to this cosine
-ACCEL_MIN_COSINE = 0.999
+#: ``accelerate=True``: the deviation budget of one extrapolation, in units of ``tol``
 ACCEL_DEVIATION = 1.0
+#: ... the longest finite run of plain steps one extrapolation stands for
 ACCEL_HORIZON = 256
+#: ... the shortest (shorter runs are taken as plain steps)
 ACCEL_MIN_STEPS = 3
+#: ... the whole geometric tail is summed only where the ratio is below this
+ACCEL_MAX_RATIO = 0.995
+#: ... the last two normal steps must point the same way to this cosine
+ACCEL_MIN_COSINE = 0.999
+#: ... an extrapolation is undone when the next step exceeds this times the step the model predicts
 ACCEL_GROWTH = 1.5
+
+
+def _host(t: torch.Tensor) -> np.ndarray:
+    """A small per-point tensor as a numpy array (zero-copy on the CPU): the loop's bookkeeping."""
+    return t.detach().cpu().numpy()
 
 
 def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star: int, kind: str = "log",
@@ -284,13 +293,16 @@ def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star:
     whose frame never stays degenerate that long take exactly the steps of the default
     (``None``: iterate to ``tol`` or ``max_iter``).
 
-    ``accelerate=True`` extrapolates the geometric tail of a point's normal steps (see the
-    module docstring): same fixed points, same stopping rule, fewer iterations for slow points.
+    ``accelerate=True`` extrapolates runs of plain steps that follow a geometric model
+    (:class:`_Extrapolation`, the module docstring): the same fixed points and the same stopping
+    rule, fewer iterations for slow points; the points differ from the plain ones within the
+    plain iteration's own distance from its limit.
 
     Every iteration diagonalises the posterior covariance in full (a warm-started
     Rayleigh-Ritz/LOBPCG update of the top d* + 1 eigenpairs was measured slower on the CPU; see
-    docs/performance.md); only the first frame gets deterministic eigenvector signs, and the
-    other diagnostics are formed only in iterations where some point stops.
+    docs/performance.md); only the first frame gets deterministic eigenvector signs, the other
+    diagnostics are formed only in iterations where some point stops, and the per-point
+    bookkeeping (stopping, acceleration) runs on numpy arrays of the active points.
 
     Returns the result and the frame at the *starting* points (the first iteration's), so
     callers that also need the frame at x (e.g. the directional residuals of
@@ -313,7 +325,7 @@ def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star:
     # stops (the typical iteration of a slow tail) does no scattering at all
     active = torch.arange(q, device=dev)
     xa, ta = xf, tf
-    run = torch.zeros(q, dtype=torch.int64, device=dev)  # consecutive degenerate frames (stop_degenerate)
+    run = np.zeros(q, dtype=np.int64)  # consecutive degenerate frames (stop_degenerate)
     acc = _Extrapolation(xf, ACCEL_DEVIATION * tol) if accelerate else None
     first = None
     for it in range(max_iter + 1 if q else 0):
@@ -326,37 +338,38 @@ def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star:
         else:
             normal = _normal_basis(sp, d_star)  # N N^T does not depend on the eigenvectors' signs
         nstep = project_onto(normal, sp.step)
-        norm = nstep.norm(dim=-1)
-        small = norm < tol
-        stop = small.clone() if it < max_iter else torch.ones_like(small)  # the last evaluation ends every point
+        norm = torch.linalg.vector_norm(nstep, dim=-1)
+        small = _host(norm < tol)
+        stop = small.copy() if it < max_iter else np.ones_like(small)  # the last evaluation ends every point
         if acc is not None and it < max_iter:
-            stop &= acc.check(xa, nstep, norm)  # a rejected extrapolation is retried as a plain step
+            stop &= acc.check(nstep, norm)  # an undone extrapolation is retried as a plain step
         if stop_degenerate is not None:
             if d_star > 0:
                 gap_c, floor, _ = _gap_floor(sp, d_star)
-                frame_degenerate = gap_c <= floor
+                run = np.where(_host(gap_c <= floor), run + 1, 0)
             else:
-                frame_degenerate = torch.zeros_like(small)
-            run = torch.where(frame_degenerate, run + 1, 0)
+                run = np.zeros_like(run)
             stop |= run >= stop_degenerate
-        if bool(stop.any()):
+        if stop.any():
             if fr is None:
                 fr = _frame_diagnostics(sp, d_star, signs=False)
-            done = active[stop]
-            point[done] = xa[stop]
-            residual[done] = norm[stop] / fr.h[stop]
-            curvature[done] = fr.normal_curvature[stop]
-            gap[done] = fr.eigengap[stop]
-            degenerate[done] = fr.degenerate[stop]
-            dropped[done] = fr.dropped_mass[stop]
-            converged[done] = small[stop]
+            sel = torch.from_numpy(stop).to(dev)
+            done = active[sel]
+            point[done] = xa[sel]
+            residual[done] = norm[sel] / fr.h[sel]
+            curvature[done] = fr.normal_curvature[sel]
+            gap[done] = fr.eigengap[sel]
+            degenerate[done] = fr.degenerate[sel]
+            dropped[done] = fr.dropped_mass[sel]
+            converged[done] = torch.from_numpy(small[stop]).to(dev)
             iterations[done] = it
             keep = ~stop
-            if not bool(keep.any()):
+            if not keep.any():
                 break
-            active, xa, ta, nstep, run = active[keep], xa[keep], ta[keep], nstep[keep], run[keep]
+            kept = torch.from_numpy(keep).to(dev)
+            active, xa, ta, nstep, run = active[kept], xa[kept], ta[kept], nstep[kept], run[keep]
             if acc is not None:
-                acc.keep(keep)
+                acc.keep(keep, kept)
         xa = xa + nstep if acc is None else acc.step(xa, nstep)
     result = ScmsResult(point=point, converged=converged, iterations=iterations, residual=residual,
                         normal_curvature=curvature, eigengap=gap, degenerate=degenerate, dropped_mass=dropped)
@@ -364,99 +377,116 @@ def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star:
 
 
 class _Extrapolation:
-    """Per-point state of ``accelerate=True``: the geometric-tail extrapolation of the normal steps.
+    """Per-point state of ``accelerate=True``: runs of plain SCMS steps replaced by their predicted sum.
 
-    A plain SCMS step is f_k = E E^T (alpha E[x0|x_k] - x_k).  Where the iteration contracts
-    linearly, f_{k+1} ~ r f_k, and the rest of the plain path sums to f_k / (1 - r).  A point
-    whose last two plain ratios r = |f_k| / |f_{k-1}| agree (to ``ACCEL_RATIO_AGREEMENT`` (1 - r)),
-    are below ``ACCEL_MAX_RATIO`` and whose last two steps point the same way (cosine >=
-    ``ACCEL_MIN_COSINE``) steps x_k + f_k / (1 - r) (over-relaxation along its own normal step,
-    so a fixed point, f = 0, is one of the plain iteration).  The next evaluation checks it:
-    a step that did not shrink undoes the extrapolation (the point takes the plain step
-    x_k + f_k instead, that evaluation is not tested against ``tol``) and the point is not
-    extrapolated again.  After an extrapolation two plain steps re-measure the ratio.
+    A plain step is f_k = E E^T (alpha_t E[x0|x_k] - x_k) (the normal mean-shift step).  After two
+    plain steps in a row a point has a ratio r = |f_k| / |f_{k-1}|, its previous ratio r', and a
+    turning angle theta between f_{k-1} and f_k.  The geometric model predicts the next m plain steps
+    as f_k r^j (j = 0..m-1), summing to omega f_k with omega = sum_j r^j; the model's deviation from
+    the steps it stands for, were the turning and the drift of the ratio to persist, is
+
+        dev(m) = |f_k| sum_{j<m} r^j (theta j + |r - r'| / r j (j - 1) / 2),
+
+    and the point steps x_k + omega f_k with the largest m (<= ``ACCEL_HORIZON``, or the whole tail
+    m = inf where r < ``ACCEL_MAX_RATIO``, omega = 1 / (1 - r)) whose dev(m) <= ``ACCEL_DEVIATION`` x
+    tol, when that m is at least ``ACCEL_MIN_STEPS`` and the steps turned by less than
+    arccos(``ACCEL_MIN_COSINE``); otherwise it takes the plain step.  This is over-relaxation of the
+    normal mean-shift step along itself, so a fixed point (f = 0) is one of the plain iteration, and
+    the stopping rule (|f| < tol at an evaluated point) is the plain one.  The next evaluation checks
+    the prediction: a step larger than ``ACCEL_GROWTH`` x the predicted |f_k| r^m (for the whole tail:
+    not smaller than |f_k|) undoes the extrapolation -- the point takes the plain step x_k + f_k
+    instead (that evaluation is not tested against ``tol``) and is not extrapolated again.  Two plain
+    steps re-measure r after every extrapolation.
+
+    The scalar state (norms, ratios, counters) lives in numpy arrays; the steps in torch.
     """
+
+    _FIELDS = ("prev_norm", "prev_ratio", "plain", "jumped", "banned", "redo", "limit")
 
     def __init__(self, xf: torch.Tensor, eps: float):
         self.eps = eps
         q = xf.shape[0]
-        self.j = torch.arange(ACCEL_HORIZON, dtype=xf.dtype, device=xf.device)
-        self.limit = torch.zeros(q, dtype=xf.dtype, device=xf.device)
-        dev, dt = xf.device, xf.dtype
         self.prev_step = torch.zeros_like(xf)  # f_{k-1}
-        self.prev_norm = torch.zeros(q, dtype=dt, device=dev)
-        self.prev_ratio = torch.full((q,), math.inf, dtype=dt, device=dev)
-        self.plain = torch.zeros(q, dtype=torch.int64, device=dev)  # plain steps since the last extrapolation
-        self.jumped = torch.zeros(q, dtype=torch.bool, device=dev)  # the last step was extrapolated
-        self.banned = torch.zeros(q, dtype=torch.bool, device=dev)
         self.base = xf  # x_k of the last step (to undo an extrapolation)
-        self.redo = torch.zeros(q, dtype=torch.bool, device=dev)
+        self.prev_norm = np.full(q, np.nan)  # no step yet: NaN ratios and cosines, never extrapolated
+        self.prev_ratio = np.full(q, np.nan)
+        self.plain = np.zeros(q, dtype=np.int64)  # plain steps since the last extrapolation
+        self.jumped = np.zeros(q, dtype=bool)  # the last step was extrapolated
+        self.banned = np.zeros(q, dtype=bool)
+        self.redo = np.zeros(q, dtype=bool)
+        self.limit = np.zeros(q)  # the largest step accepted after an extrapolation
+        self.norm = self.cosine = None
 
-    def check(self, xa: torch.Tensor, nstep: torch.Tensor, norm: torch.Tensor) -> torch.Tensor:
+    def check(self, nstep: torch.Tensor, norm: torch.Tensor) -> np.ndarray:
         """After an evaluation: False where an extrapolation is undone (that point must not stop now)."""
-        self.redo = self.jumped & (norm > self.limit)
+        both = _host(torch.stack([norm, (nstep * self.prev_step).sum(-1)])).astype(np.float64)
+        self.norm = both[0]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self.cosine = both[1] / (both[0] * self.prev_norm)
+        self.redo = self.jumped & (self.norm > self.limit)
         return ~self.redo
 
-    def keep(self, keep: torch.Tensor) -> None:
-        for name in ("prev_step", "prev_norm", "prev_ratio", "plain", "jumped", "banned", "base", "redo", "limit"):
+    def keep(self, keep: np.ndarray, kept: torch.Tensor) -> None:
+        self.prev_step, self.base = self.prev_step[kept], self.base[kept]
+        self.norm, self.cosine = self.norm[keep], self.cosine[keep]
+        for name in self._FIELDS:
             setattr(self, name, getattr(self, name)[keep])
 
     def _omega(self, norm, ratio, cosine, prev_ratio):
-        """Relaxation factor: the sum of the next m plain steps under the geometric model, the largest m
-        whose deviation from that model (turning and ratio drift) is within the budget."""
-        j = self.j
-        r = ratio.clamp(0, 2)[:, None]
-        pw = r ** j
-        theta = torch.sqrt((2 * (1 - cosine)).clamp_min(0))[:, None]
-        drift = (ratio - prev_ratio).abs()[:, None] / r.clamp_min(1e-3)
-        s0 = pw.cumsum(-1)
-        dev = norm[:, None] * (theta * (j * pw).cumsum(-1) + drift * (0.5 * j * (j - 1) * pw).cumsum(-1))
-        m = (dev <= self.eps).sum(-1)  # dev grows with m
-        omega = torch.gather(s0, 1, (m - 1).clamp_min(0)[:, None])[:, 0]
-        rm = torch.gather(pw, 1, m.clamp(max=pw.shape[1] - 1)[:, None])[:, 0]
-        r1 = r[:, 0]
-        one = (1 - r1).clamp_min(1e-300)
-        dev_inf = norm * (theta[:, 0] * r1 / one ** 2 + drift[:, 0] * r1 ** 2 / one ** 3)
-        inf = (r1 < ACCEL_MAX_RATIO) & (dev_inf <= self.eps)
-        omega = torch.where(inf, 1 / one, omega)
-        limit = torch.where(inf, norm, ACCEL_GROWTH * norm * rm)
-        return omega, m, inf, limit
+        """For some points: omega, the largest step accepted at the next evaluation, and whether to extrapolate."""
+        r = np.minimum(ratio, 2.0)
+        theta = np.sqrt(np.maximum(2 * (1 - cosine), 0.0))
+        drift = np.abs(ratio - prev_ratio) / np.maximum(r, 1e-3)
+        # a cheap screen first: the deviation of the shortest extrapolation (3 steps) within the budget
+        ok = norm * (theta * (r + 2 * r * r) + drift * r * r) <= self.eps
+        omega, limit = np.ones_like(norm), np.zeros_like(norm)
+        if not ok.any():
+            return omega, limit, ok
+        j = np.arange(ACCEL_HORIZON, dtype=np.float64)
+        pw = r[ok, None] ** j
+        dev = norm[ok, None] * np.cumsum(pw * (theta[ok, None] * j + drift[ok, None] * 0.5 * j * (j - 1)), -1)
+        m = (dev <= self.eps).sum(-1)  # dev grows with m: the largest m within the budget
+        om = np.take_along_axis(np.cumsum(pw, -1), np.maximum(m - 1, 0)[:, None], 1)[:, 0]
+        predicted = norm[ok] * np.take_along_axis(pw, np.minimum(m, ACCEL_HORIZON - 1)[:, None], 1)[:, 0]
+        rk, tk, dk = r[ok], theta[ok], drift[ok]
+        one = np.maximum(1 - rk, 1e-12)
+        whole = (rk < ACCEL_MAX_RATIO) & (norm[ok] * (tk * rk / one ** 2 + dk * rk ** 2 / one ** 3) <= self.eps)
+        omega[ok] = np.where(whole, 1 / one, om)
+        limit[ok] = np.where(whole, norm[ok], ACCEL_GROWTH * predicted)
+        ok[ok] = whole | (m >= ACCEL_MIN_STEPS)
+        return omega, limit, ok
 
     def step(self, xa: torch.Tensor, nstep: torch.Tensor) -> torch.Tensor:
-        norm = nstep.norm(dim=-1)
-        redo = self.redo
-        ratio = norm / self.prev_norm
-        cosine = (nstep * self.prev_step).sum(-1) / (norm * self.prev_norm)
-        ready = (self.plain >= 2) & ~self.banned & ~redo & (cosine >= ACCEL_MIN_COSINE)
-        # cheap screen: the deviation of the shortest extrapolation (ACCEL_MIN_STEPS = 3 steps) within the budget
-        r = ratio.clamp(0, 2)
-        theta = torch.sqrt((2 * (1 - cosine)).clamp_min(0))
-        ready &= norm * (theta * (r + 2 * r * r) + (ratio - self.prev_ratio).abs() * r) <= self.eps
-        go = ready.clone()
-        omega = torch.ones_like(norm)
-        if bool(ready.any()):
-            rows = ready.nonzero().squeeze(1)
-            om, m, inf, limit = self._omega(norm[rows], ratio[rows], cosine[rows], self.prev_ratio[rows])
-            ok = inf | (m >= ACCEL_MIN_STEPS)
-            rows, om, limit = rows[ok], om[ok], limit[ok]
-            go = torch.zeros_like(ready)
-            go[rows] = True
-            omega[rows] = om
-            self.limit[rows] = limit
-        if bool(redo.any()):  # undo: the plain step from the point before the extrapolation
-            plain_from = torch.where(redo[:, None], self.base + self.prev_step, xa)
+        """x_{k+1} for every active point (after :meth:`check` and :meth:`keep` of this iteration)."""
+        norm, redo = self.norm, self.redo
+        ratio = norm / self.prev_norm  # NaN before a point's first step
+        ready = (self.plain >= 2) & (self.cosine >= ACCEL_MIN_COSINE) & ~self.banned & ~redo
+        go = np.zeros_like(ready)
+        new = None
+        if ready.any():
+            rows = np.flatnonzero(ready)
+            om, limit, take = self._omega(norm[rows], ratio[rows], self.cosine[rows], self.prev_ratio[rows])
+            if take.any():
+                rows = rows[take]
+                go[rows] = True
+                omega = np.ones_like(norm)
+                omega[rows] = om[take]
+                self.limit[rows] = limit[take]
+                new = xa + torch.from_numpy(omega).to(xa)[:, None] * nstep
+        if new is None:
+            new = xa + nstep  # every point's plain step (bit for bit the plain iteration's)
+        if redo.any():  # undo: the plain step from the point before the extrapolation
+            back = torch.from_numpy(redo).to(xa.device)[:, None]
+            new = torch.where(back, self.base + self.prev_step, new)
+            # the undone point continues from its plain step from base: its last step is f_{k-1}
+            nstep = torch.where(back, self.prev_step, nstep)
+            norm = np.where(redo, self.prev_norm, norm)
+            ratio = np.where(redo, self.prev_ratio, ratio)
             self.banned = self.banned | redo
+            self.base = torch.where(back, self.base, xa)
         else:
-            plain_from = None
-        new = xa + omega[:, None] * nstep
-        if plain_from is not None:
-            new = torch.where(redo[:, None], plain_from, new)
-            # the undone point's state is that of its plain step from base: keep f_{k-1}
-            nstep = torch.where(redo[:, None], self.prev_step, nstep)
-            norm = torch.where(redo, self.prev_norm, norm)
-            ratio = torch.where(redo, self.prev_ratio, ratio)
-        self.base = torch.where(redo[:, None], self.base, xa)
-        self.plain = torch.where(go, 0, torch.where(redo, 0, self.plain + 1))
+            self.base = xa
+        self.plain = np.where(go | redo, 0, self.plain + 1)
         self.jumped = go
         self.prev_step, self.prev_norm, self.prev_ratio = nstep, norm, ratio
         return new
