@@ -117,14 +117,17 @@ def timed(fn, density, xf, tf, **kwargs):
     return res, t1 - t0, (t1 - tail_start) / (t1 - t0)
 
 
-def run_problem(name, train, t, x, variants, repeats):
+def run_problem(name, train, t, x, variants, repeats, min_time):
+    """Alternate the variants, round after round, for at least ``repeats`` rounds and until each has run
+    ``min_time`` seconds in all (at most 50 rounds): short problems get more rounds, as their times are noisier."""
     dens = ridgexr.SmoothedEmpirical(train, t)
     xf = torch.from_numpy(x)
     tf = torch.full((x.shape[0],), t, dtype=torch.float64)
     for fn, kw in variants.values():  # warm-up (caches, thread pools)
         fn(dens, xf[:8], tf[:8], 1, tol=TOL, max_iter=MAX_ITER, **kw)
     runs = {v: [] for v in variants}
-    for _ in range(repeats):
+    while (len(runs["plain"]) < repeats or min(sum(r[1] for r in rs) for rs in runs.values()) < min_time) \
+            and len(runs["plain"]) < 50:
         for v, (fn, kw) in variants.items():
             runs[v].append(timed(fn, dens, xf, tf, **kw))
     rows = {}
@@ -132,7 +135,7 @@ def run_problem(name, train, t, x, variants, repeats):
         res = rs[0][0]
         it = res.iterations.numpy()
         sec = float(np.median([r[1] for r in rs]))
-        rows[v] = dict(res=res, sec=sec, tail=float(np.median([r[2] for r in rs])), it=it,
+        rows[v] = dict(res=res, sec=sec, rounds=len(rs), tail=float(np.median([r[2] for r in rs])), it=it,
                        pit=float((it + 1).sum()) / sec, conv=float(res.converged.double().mean()))
     return rows
 
@@ -157,16 +160,20 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller problems (smoke test)")
     ap.add_argument("--before", default=BEFORE_REV, help="git revision of the 'before' column")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=3, help="at least this many alternated rounds per problem")
+    ap.add_argument("--min-time", type=float, default=None,
+                    help="... and until each variant ran this many seconds (default 3, --quick 0.3)")
     ap.add_argument("--sconce", type=int, default=0, metavar="K", help="also time sconce-scms on K queries")
     args = ap.parse_args(argv)
+    min_time = args.min_time if args.min_time is not None else (0.3 if args.quick else 3.0)
     variants = {}
     before = load_before(args.before)
     if before is not None:
         variants["before"] = (before, {})
     variants["plain"] = (scms, {})
     variants["accelerated"] = (scms, dict(accelerate=True))
-    print(f"# SCMS problem suite ({machine()}), tol {TOL:g}, d* = 1, median of {args.repeats} alternated runs")
+    print(f"# SCMS problem suite ({machine()}), tol {TOL:g}, d* = 1, medians over alternated rounds "
+          f"(>= {args.repeats}, until each variant ran {min_time:g} s)")
     if before is None:
         print(f"(no 'before' column: git revision {args.before} not found)")
     print("| problem | Q | d | variant | time to solution s | vs before | point-it/s | iterations median / p99 / max "
@@ -174,7 +181,7 @@ def main(argv=None):
     print("|---|---|---|---|---|---|---|---|---|---|")
     table = []
     for name, train, t, x in problems(args.quick):
-        rows = run_problem(name, train, t, x, variants, args.repeats)
+        rows = run_problem(name, train, t, x, variants, args.repeats, min_time)
         base = rows.get("before", rows["plain"])["sec"]
         for v, r in rows.items():
             it = r["it"]
@@ -206,7 +213,7 @@ def main(argv=None):
             dens = ridgexr.SmoothedEmpirical(train, t)
             xf = torch.from_numpy(xs)
             tf = torch.full((xs.shape[0],), t, dtype=torch.float64)
-            sec = min(timed(scms, dens, xf, tf, accelerate=True)[1] for _ in range(args.repeats))
+            sec = float(np.median([timed(scms, dens, xf, tf, accelerate=True)[1] for _ in range(args.repeats)]))
             print(f"| {name} | {sc:.3f} | {sec:.3f} | {sc / sec:.1f}x |")
     return table
 
