@@ -489,16 +489,23 @@ class _Extrapolation:
         ready = (self.plain >= 2) & (self.cosine >= ACCEL_MIN_COSINE) & ~self.banned & ~redo
         go = np.zeros_like(ready)
         new = None
-        if ready.any():
-            rows = np.flatnonzero(ready)
+        rows = np.flatnonzero(ready)
+        if rows.size:  # a cheap screen: the shortest run (3 steps) or the whole tail within the budget
+            r = np.minimum(ratio[rows], 2.0)
+            theta = np.sqrt(np.maximum(2 * (1 - self.cosine[rows]), 0.0))
+            drift = np.abs(r - self.prev_ratio[rows]) / r
+            short = norm[rows] * np.maximum(r ** 3, 1.0) * (3 * theta + drift)
+            one = np.maximum(1 - r, 1e-12)
+            tail = norm[rows] * (theta * r / one ** 2 + drift * r ** 2 / one ** 3)
+            rows = rows[(short <= self.eps) | ((r < ACCEL_MAX_RATIO) & (tail <= self.eps))]
+        if rows.size:
             om, limit, take = self._omega(norm[rows], ratio[rows], self.cosine[rows], self.prev_ratio[rows])
-            if take.any():
-                rows = rows[take]
-                go[rows] = True
-                omega = np.ones_like(norm)
-                omega[rows] = om[take]
-                self.limit[rows] = limit[take]
-                new = xa + torch.from_numpy(omega).to(xa)[:, None] * nstep
+            rows = rows[take]
+            go[rows] = True
+            omega = np.ones_like(norm)
+            omega[rows] = om[take]
+            self.limit[rows] = limit[take]
+            new = xa + torch.from_numpy(omega).to(xa)[:, None] * nstep
         if new is None:
             new = xa + nstep  # every point's plain step (bit for bit the plain iteration's)
         if redo.any():  # undo: the plain step from the point before the extrapolation
