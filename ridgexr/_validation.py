@@ -18,7 +18,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-__all__ = ["check_scalar", "check_int", "check_float", "check_option", "check_optional_int"]
+__all__ = ["check_scalar", "check_int", "check_float", "check_option", "check_optional_int", "check_bool"]
 
 _BOUNDS = ("both", "left", "right", "neither")
 
@@ -122,6 +122,23 @@ def check_float(value: Any, name: str, *, min_val: float | None = None, max_val:
     if finite and not math.isfinite(value):
         raise ValueError(f"`{name}` must be finite; got {value!r}")
     return float(value)
+
+
+def check_bool(value: Any, name: str) -> bool:
+    """A bool (Python or numpy); returns ``bool(value)``.
+
+    Examples
+    --------
+    >>> check_bool(True, "accelerate")
+    True
+    >>> check_bool(1, "accelerate")
+    Traceback (most recent call last):
+    ...
+    TypeError: `accelerate` must be a bool; got 1 of type int
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"`{name}` must be a bool; got {value!r} of type {type(value).__name__}")
+    return bool(value)
 
 
 def check_option(value: Any, name: str, options: Iterable) -> Any:

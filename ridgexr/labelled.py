@@ -68,7 +68,8 @@ def _dtype_of(x: xr.DataArray):
 
 def project_to_ridge(density: SmoothedEmpirical, x: xr.DataArray, d_star: int, *, feature_dim: str = "dim",
                      t: Any = None, kind: str = "log", tol: float | None = None, max_iter: int = 500,
-                     top_k: int | None = None, stop_degenerate: int | None = None) -> xr.Dataset:
+                     top_k: int | None = None, stop_degenerate: int | None = None,
+                     accelerate: bool = False) -> xr.Dataset:
     """Labelled :func:`ridgexr.project_to_ridge`.
 
     Parameters
@@ -80,7 +81,7 @@ def project_to_ridge(density: SmoothedEmpirical, x: xr.DataArray, d_star: int, *
         Name of the dimension that holds a point's coordinates.
     t : float or DataArray, optional
         Diffusion time(s), broadcast against ``x``; defaults to ``density.t`` (scalar).
-    kind, tol, max_iter, top_k, stop_degenerate
+    kind, tol, max_iter, top_k, stop_degenerate, accelerate
         As in the array function.
 
     Returns
@@ -98,7 +99,7 @@ def project_to_ridge(density: SmoothedEmpirical, x: xr.DataArray, d_star: int, *
     [[1.0, 0.0]]
     """
     tt, args = _check_inputs(density, x, feature_dim, t, d_star=d_star, kind=kind, tol=tol, max_iter=max_iter,
-                             top_k=top_k, stop_degenerate=stop_degenerate)
+                             top_k=top_k, stop_degenerate=stop_degenerate, accelerate=accelerate)
     d_star = args.pop("d_star")
     names = list(_PROJECTION_VARS)
     dtype = _dtype_of(x)

@@ -46,7 +46,7 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
                     denoise: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None, *,
                     tol: float | None = None, max_iter: int = 200, top_k: int | None = None,
                     bound: float = math.inf, stop_degenerate: int | None = None,
-                    score: torch.Tensor | None = None) -> dict:
+                    score: torch.Tensor | None = None, accelerate: bool = False) -> dict:
     """All per-step quantities of a block, as numpy arrays.
 
     Parameters
@@ -58,7 +58,7 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
     d_star : int
     denoise : callable (x (M, d), t (M,)) -> (M, d), or None for the exact denoiser
         (whose error is zero by definition).
-    tol, max_iter, top_k, stop_degenerate : SCMS settings (see :func:`ridgexr.project_to_ridge`)
+    tol, max_iter, top_k, stop_degenerate, accelerate : SCMS settings (see :func:`ridgexr.project_to_ridge`)
     bound : float
         States with ``|x| > bound`` (or not finite) get no geometry (data units; default: none).
     score : (B, n, d) tensor, optional
@@ -101,7 +101,7 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
     xf, tf = x[finite], tt[finite]
     mask = out["finite"]
     dens = density.with_time(tf)
-    proj, fr = scms(dens, xf, tf, d_star, "log", tol, max_iter, top_k, stop_degenerate)
+    proj, fr = scms(dens, xf, tf, d_star, "log", tol, max_iter, top_k, stop_degenerate, accelerate=accelerate)
     out["ridge_projection"][mask] = proj.point.cpu().numpy()
     out["ridge_distance"][mask] = (proj.point - xf).norm(dim=-1).cpu().numpy()
     out["ridge_residual"][mask] = proj.residual.cpu().numpy()

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from ._backend import as_tensor, to_like
-from ._validation import check_float, check_int, check_option, check_optional_int
+from ._validation import check_bool, check_float, check_int, check_option, check_optional_int
 from .empirical import SmoothedEmpirical
 from .scms import RIDGE_KINDS, default_tol, frame_flat, project_onto, scms
 
@@ -91,12 +91,13 @@ class RidgeProjection:
 
 # ---------------------------------------------------------------------------- validation
 def check_ridge_args(density: Any, d_star: Any, *, kind: Any = "log", tol: Any = None, max_iter: Any = 1,
-                     top_k: Any = None, stop_degenerate: Any = None) -> dict:
+                     top_k: Any = None, stop_degenerate: Any = None, accelerate: Any = False) -> dict:
     """Validate the arguments shared by the ridge functions; returns them normalised.
 
     The single rule for ``density`` (a :class:`SmoothedEmpirical`), ``d_star`` (integer in
     [0, d)), ``kind`` (one of :data:`RIDGE_KINDS`), ``tol`` (None or finite > 0),
-    ``max_iter`` (integer >= 1), ``top_k`` and ``stop_degenerate`` (None or integer >= 1), used by the array
+    ``max_iter`` (integer >= 1), ``top_k`` and ``stop_degenerate`` (None or integer >= 1), ``accelerate``
+    (a bool), used by the array
     functions here and by :mod:`ridgexr.labelled` before it builds a dask graph.
 
     Raises
@@ -113,6 +114,7 @@ def check_ridge_args(density: Any, d_star: Any, *, kind: Any = "log", tol: Any =
         max_iter=check_int(max_iter, "max_iter", min_val=1),
         top_k=check_optional_int(top_k, "top_k", min_val=1),
         stop_degenerate=check_optional_int(stop_degenerate, "stop_degenerate", min_val=1),
+        accelerate=check_bool(accelerate, "accelerate"),
     )
 
 
@@ -200,7 +202,8 @@ def ridge_residual(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: str
 
 def project_to_ridge(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: str = "log",
                      tol: float | None = None, max_iter: int = 500,
-                     top_k: int | None = None, stop_degenerate: int | None = None) -> RidgeProjection:
+                     top_k: int | None = None, stop_degenerate: int | None = None,
+                     accelerate: bool = False) -> RidgeProjection:
     """Project points onto the d*-dimensional ridge by subspace-constrained mean shift.
 
     Iterates x <- x + E E^T (alpha_t E[x0|x] - x) for all points at once, each point
@@ -229,6 +232,11 @@ def project_to_ridge(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: s
         Stop a point after this many consecutive iterations with a degenerate frame (its
         normal space is numerically arbitrary, so its steps are too); it is reported with
         ``converged = False`` and ``degenerate = True``.  Default: iterate to ``tol``.
+    accelerate : bool
+        Extrapolate the geometric tail of a slow point's normal steps (:mod:`ridgexr.scms`):
+        the same fixed points and stopping rule in fewer iterations; the projected points move
+        within the plain iteration's own distance from its limit, ~ ``tol`` r / (1 - r) for a
+        contraction ratio r (docs/performance.md).  Default False: the plain iteration.
 
     Returns
     -------
@@ -241,7 +249,7 @@ def project_to_ridge(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: s
         When ``density`` is not a SmoothedEmpirical or an argument has the wrong type.
     ValueError
         On bad shapes, non-finite ``x``, ``d_star`` outside [0, d), bad ``kind``,
-        ``tol <= 0``, ``max_iter < 1`` or ``top_k < 1``.
+        ``tol <= 0``, ``max_iter < 1`` or ``top_k < 1`` (``TypeError`` for a non-bool ``accelerate``).
 
     Examples
     --------
@@ -252,7 +260,7 @@ def project_to_ridge(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: s
     ([[1.0, 0.0]], True)
     """
     args = check_ridge_args(density, d_star, kind=kind, tol=tol, max_iter=max_iter, top_k=top_k,
-                            stop_degenerate=stop_degenerate)
+                            stop_degenerate=stop_degenerate, accelerate=accelerate)
     xt, xf, tf = _flatten(density, x)
     batch = xt.shape[:-1]
     d = xf.shape[1]

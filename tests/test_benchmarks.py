@@ -19,6 +19,14 @@ NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
     ("bench_ridge.py", [rf"\| 100 \| 200 \| 2 \| {NUMBER} \|", rf"\| 500 \| 100 \| 32 \| {NUMBER} \|",
                         rf"three points, t = 0.3, 20,000 queries, d = 2: {NUMBER} point-it/s",
                         rf"\| 32 \| 500 \| {NUMBER} \| {NUMBER} \| {NUMBER} \| {NUMBER} \| {NUMBER} \| {NUMBER} \(50 % of matmul\) \|"]),
+    # the suite's rows for the spread problem and the tail-share verdicts
+    ("bench_scms_suite.py", [rf"\| spread d=16 \| 60 \| 16 \| plain \| {NUMBER}, {NUMBER} \| {NUMBER}x, {NUMBER}x \| {NUMBER} \| "
+                             rf"{NUMBER} / {NUMBER} / {NUMBER} \| {NUMBER}% \| {NUMBER}% \|",
+                             rf"\| spread d=16 \| 60 \| 16 \| accelerated \| {NUMBER}, {NUMBER} \|",
+                             r"accelerated vs plain \([0-9]+ rounds\): max distance [0-9.e+-]+, flags differing converged 0, "
+                             r"on_ridge 0, degenerate 0",
+                             rf"\| spread d=16 \| 1 \| {NUMBER} \| {NUMBER} \|",
+                             r"target \(slowest 1 % <= 20 % of wall time on every problem\), accelerated: (met|not met)"]),
     ("bench_run.py", [rf"one cell of two-points: .* = {NUMBER} sample-steps/s", rf"CellWriter \(thread\) +{NUMBER} MB/s",
                       rf"ridgexr run two-points end to end \(imports, fits, 12 cells, summary\): {NUMBER} s = {NUMBER} "
                       rf"sample-steps/s, peak RSS {NUMBER} GB",

@@ -72,3 +72,15 @@ def test_labelled_validates_before_building_the_graph(rng, kwargs, name):
     if name not in ("tol", "max_iter", "stop_degenerate"):
         with pytest.raises(ValueError, match=f"`{name}` must be"):
             labelled.ridge_frame(p, x, 1, **kwargs)
+
+
+def test_labelled_accelerate_is_checked_at_the_call_and_reaches_scms(rng):
+    p = SmoothedEmpirical(THREE, 0.5)
+    x = lazy_points(rng)
+    with pytest.raises(TypeError, match="`accelerate` must be a bool"):
+        labelled.project_to_ridge(p, x, 1, accelerate="yes")  # raises here, before .compute()
+    fast = labelled.project_to_ridge(p, x, 1, tol=1e-8, accelerate=True).compute()
+    plain = labelled.project_to_ridge(p, x, 1, tol=1e-8).compute()
+    ref = ridgexr.project_to_ridge(p, x.values, 1, tol=1e-8, accelerate=True)
+    np.testing.assert_allclose(fast.ridge_projection.values, ref.point, atol=1e-12)
+    assert fast.ridge_iterations.sum() < plain.ridge_iterations.sum()  # the option reached SCMS

@@ -157,3 +157,17 @@ def test_the_sampler_score_gives_the_same_residuals_as_calling_the_model_again()
         for name in ("residual_normal", "residual_tangent", "residual_normal_rank", "residual_tangent_rank"):
             np.testing.assert_allclose(reused[name], again[name], rtol=1e-10, atol=1e-11)
         assert np.abs(again["residual_tangent"]).max() > 1e-3  # the model is not exact: a real comparison
+
+
+def test_accelerated_observation_matches_the_plain_one(rng):
+    """step_quantities(accelerate=True) hands the option to SCMS: the projections agree with the plain ones
+    within the plain iteration's accuracy, every flag and the frame at x (its first evaluation) are the same."""
+    x, t = block(rng, B=3, n=20)
+    dens = SmoothedEmpirical(THREE, 1.0)
+    plain = step_quantities(dens, x, t, 1, None, tol=1e-8, max_iter=500)
+    fast = step_quantities(dens, x, t, 1, None, tol=1e-8, max_iter=500, accelerate=True)
+    np.testing.assert_allclose(fast["ridge_projection"], plain["ridge_projection"], atol=1e-6)
+    assert (fast["ridge_projection"] != plain["ridge_projection"]).any()  # the option reached SCMS
+    for name in ("ridge_converged", "frame_degenerate", "ridge_degenerate", "resolved_rank", "finite"):
+        np.testing.assert_array_equal(fast[name], plain[name])
+    np.testing.assert_array_equal(np.sign(fast["normal_curvature"]), np.sign(plain["normal_curvature"]))

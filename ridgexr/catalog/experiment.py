@@ -43,6 +43,7 @@ NOT_HASHED = ("description", "store", "source", "name")
 #: ``Experiment.model_dump()``; ``models[].x`` means field x of every model block.
 HASH_NEUTRAL: dict[str, object] = {
     "ridge.stop_degenerate": None,  # 0.3
+    "ridge.accelerate": False,  # 0.4
     "ridge.d_star_alt": [],  # 0.2
     "dataset.n_train": None,  # 0.3
     "models[].name": None,  # 0.2

@@ -109,6 +109,9 @@ class RidgeSpec(Spec):
     stop_degenerate: int | None = Field(None, ge=1,
         description="stop a projection after this many consecutive iterations with a degenerate frame (its steps "
                     "are arbitrary there; such states are masked in every summary anyway); null: iterate to tol")
+    accelerate: bool = Field(False,
+        description="extrapolate runs of slow SCMS steps (the same fixed points and stopping rule, fewer "
+                    "iterations; projections move within the plain iteration's accuracy); false: the plain iteration")
 
 
 SEED_MAX = 2**63 - 1
