@@ -16,6 +16,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 
 import typer
 from rich.console import Console
@@ -29,16 +30,33 @@ _STATE = {"debug": False, "interrupted": False}
 
 
 def _describe(exc: BaseException) -> str:
-    """One line on what went wrong: OS errors name the path and the cause."""
+    """One line on what went wrong: OS errors name the path and the cause; the exception's notes
+    (``add_note``: e.g. that ``--overwrite`` kept the old store) follow after a semicolon."""
     if isinstance(exc, OSError) and exc.errno is not None:
         where = f" {exc.filename!r}" if exc.filename else ""
         cause = {errno.ENOSPC: "the disk is full", errno.EACCES: "permission denied",
                  errno.ENOTDIR: "a path component is a file, not a folder",
                  errno.EROFS: "read-only file system"}.get(exc.errno, exc.strerror or str(exc))
-        return f"cannot use{where}: {cause}"
-    if isinstance(exc, MemoryError):
-        return "out of memory (reduce n_samples, block_steps or the training sample)"
-    return str(exc).replace("\n", " | ")
+        text = f"cannot use{where}: {cause}"
+    elif isinstance(exc, MemoryError):
+        text = "out of memory (reduce n_samples, block_steps or the training sample)"
+    else:
+        text = str(exc)
+    return "; ".join([text, *getattr(exc, "__notes__", ())]).replace("\n", " | ")
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """ridgexr's store warnings (:class:`ridgexr.store.StoreWarning`) as one line on stderr; others as Python
+    shows them."""
+    from .store import StoreWarning
+
+    if issubclass(category, StoreWarning) and not _STATE["debug"]:
+        err_console.print(f"[yellow]warning:[/] {message}", soft_wrap=True, highlight=False)
+        return
+    _SHOWWARNING(message, category, filename, lineno, file, line)
+
+
+_SHOWWARNING = warnings.showwarning
 
 
 def _quiet_after_interrupt(unraisable) -> None:
@@ -71,7 +89,7 @@ def user_errors():
                 ValidationError, KeyError)  # FileNotFoundError is an OSError
     try:
         yield
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         if _STATE["debug"]:
             raise
         # zarr's I/O runs on an asyncio loop in a background thread; the writes abandoned by the
@@ -83,7 +101,9 @@ def user_errors():
         # The hook stays installed: they are collected at interpreter shutdown.
         _STATE["interrupted"] = True
         sys.unraisablehook = _quiet_after_interrupt
-        err_console.print("[yellow]interrupted:[/] stopped cleanly; rerun the same command to resume")
+        notes = "".join(f"; {n}" for n in getattr(exc, "__notes__", ()))
+        err_console.print(f"[yellow]interrupted:[/] stopped cleanly; rerun the same command to resume{notes}",
+                          soft_wrap=True, highlight=False)
         raise typer.Exit(130) from None
     except expected as exc:
         if _STATE["debug"]:
@@ -475,6 +495,7 @@ def main(debug: bool = typer.Option(False, "--debug", help="show Python tracebac
                                       help="print the version and exit")):
     """ridgexr command-line interface (imports torch only for commands that compute)."""
     _STATE["debug"] = debug
+    warnings.showwarning = _show_warning
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ as NaN.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -32,6 +33,7 @@ import uuid
 import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -51,7 +53,8 @@ LOCK_NAME = ".ridgexr-lock"
 
 __all__ = ["CELL_DIMS", "CellWriter", "STEP_VARIABLES", "consolidate", "is_consolidated", "COORD_ATTRS", "SCHEMA_VERSION", "StoreLayout", "create_store", "write_block", "write_cell_end", "open_store",
            "StoreLock", "StoreLockedError", "cells", "complete_cells", "cell_label", "json_attr", "VARIABLE_ATTRS",
-           "CELL_DIAGNOSTICS", "is_store", "remove_partial_creations", "replace_store", "Damage", "verify_store",
+           "CELL_DIAGNOSTICS", "is_store", "remove_partial_creations", "replace_store",
+           "recover_store", "create_staging", "commit_staging", "StoreWarning", "Damage", "verify_store",
            "clear_completion", "copy_cell", "CODECS", "IN_PROCESS"]
 
 #: dask scheduler of the small reads ridgexr does for itself (the eager step coordinates, the run
@@ -293,15 +296,120 @@ def _sibling(path: Path, tag: str = "") -> Path:
     return path.parent / f"{_creation_prefix(path)}{os.getpid()}-{tag}{uuid.uuid4().hex[:8]}"
 
 
+_OLD_TAG = "old-"
+SWAP_NAME = ".ridgexr-swap"
+
+
+class StoreWarning(UserWarning):
+    """A store needed attention that did not stop the command: an interrupted ``--overwrite`` finished or
+    rolled back, a leftover folder kept, a complete cell with missing chunks masked."""
+
+
+def _journal(path: Path) -> Path:
+    """The journal of an ``--overwrite`` swap, beside the store (``STORE.ridgexr-swap``)."""
+    return Path(str(path).rstrip("/") + SWAP_NAME)
+
+
+def _leftovers(path: Path) -> list[Path]:
+    if not path.parent.is_dir():
+        return []
+    return sorted(path.parent.glob(glob_escape(_creation_prefix(path)) + "*"))
+
+
+def _is_old(p: Path, path: Path) -> bool:
+    """Whether the hidden sibling ``p`` is a store moved aside by an ``--overwrite`` swap."""
+    rest = p.name[len(_creation_prefix(path)):]
+    return rest.split("-", 1)[-1].startswith(_OLD_TAG)
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def recover_store(path: str | Path, *, resume_hash: str | None = None) -> tuple[list[str], Path | None]:
+    """Finish or roll back an interrupted ``--overwrite`` and clear the leftovers of killed creations.
+
+    Call only while holding the store's :class:`StoreLock`.  With a swap journal
+    (``STORE.ridgexr-swap``, written once the new store is complete): the swap is finished (the
+    new store renamed into place, then the store it replaced removed); when the new store is
+    gone and ``path`` holds no store, the old one is put back.  Without a journal, a store moved
+    aside by an ``--overwrite`` (``.NAME.creating-PID-old-...``) is renamed back to ``path`` when
+    ``path`` holds no store, and otherwise kept and reported, never deleted.  Partial creations
+    are removed, except the new store of an interrupted ``--overwrite`` whose ``config_hash``
+    equals ``resume_hash``, which is returned so that the overwrite resumes.
+
+    Returns
+    -------
+    notes : list of str
+        One sentence per action that a user should hear of (each also warned as :class:`StoreWarning`
+        by the caller, if it wishes).
+    resumable : path or None
+        The partial new store of an interrupted ``--overwrite`` with this ``resume_hash``.
+    """
+    path = Path(path)
+    notes: list[str] = []
+    journal = _journal(path)
+    if journal.exists() or journal.is_symlink():
+        try:
+            plan = json.loads(journal.read_text())
+            new, old = path.parent / plan["new"], path.parent / plan["old"]
+            if Path(plan["new"]).name != plan["new"] or Path(plan["old"]).name != plan["old"]:
+                raise ValueError("not a sibling")
+        except (OSError, ValueError, KeyError, TypeError):
+            notes.append(f"ignored the unreadable swap journal {str(journal)!r}")
+        else:
+            if is_store(new):  # the new store is complete: finish the swap
+                if is_store(path) and not old.exists():
+                    os.rename(path, old)
+                if not path.exists():
+                    os.rename(new, path)
+                    _fsync_dir(path.parent)
+                    notes.append(f"finished the interrupted --overwrite of {str(path)!r}: the new store is in place")
+            if old.exists():
+                if is_store(path):  # the swap is done: ``old`` is the store it replaced
+                    shutil.rmtree(old)
+                    notes.append(f"removed {str(old)!r}, the store that the interrupted --overwrite replaced")
+                elif not path.exists():
+                    os.rename(old, path)
+                    _fsync_dir(path.parent)
+                    notes.append(f"restored the old store of {str(path)!r} from {str(old)!r} "
+                                 "(an --overwrite was interrupted before its new store was complete)")
+        journal.unlink()
+    for tmp in path.parent.glob(glob_escape(journal.name) + ".*"):  # a journal killed while being written
+        tmp.unlink()
+    resumable = None
+    for p in _leftovers(path):
+        if _is_old(p, path):  # an old store moved aside, with no journal to say what happened
+            if not path.exists() and is_store(p):
+                os.rename(p, path)
+                _fsync_dir(path.parent)
+                notes.append(f"restored the old store of {str(path)!r} from {str(p)!r} "
+                             "(an --overwrite was interrupted between its two renames)")
+            else:
+                notes.append(f"kept {str(p)!r}: the old store of an interrupted --overwrite ({str(path)!r} holds "
+                             "a store too); compare them and delete the one you do not need yourself")
+        elif resume_hash is not None and resumable is None and is_store(p) \
+                and _root_metadata(p).get("attributes", {}).get("config_hash") == resume_hash:
+            resumable = p
+        else:
+            if is_store(p):
+                notes.append(f"removed {str(p)!r}, the partial new store of an interrupted --overwrite")
+            shutil.rmtree(p, ignore_errors=True)
+    return notes, resumable
+
+
 def remove_partial_creations(path: str | Path) -> list[Path]:
     """Remove folders left beside ``path`` by creations that were killed; returns them.
 
     Call only while holding the store's :class:`StoreLock` (no creation is then running).
+    Stores moved aside by an interrupted ``--overwrite`` are not removed (see :func:`recover_store`).
     """
     path = Path(path)
-    if not path.parent.is_dir():
-        return []
-    left = sorted(path.parent.glob(_creation_prefix(path) + "*"))
+    left = [p for p in _leftovers(path) if not _is_old(p, path)]
     for p in left:
         shutil.rmtree(p, ignore_errors=True)
     return left
@@ -343,26 +451,64 @@ def create_store(path: str | Path, layout: StoreLayout, train: np.ndarray, attrs
         raise
 
 
-def replace_store(path: str | Path, layout: StoreLayout, train: np.ndarray, attrs: dict,
-                  extra: dict | None = None) -> None:
-    """Create a new store and only then swap it in for the one at ``path`` (``--overwrite``).
+def create_staging(path: str | Path, layout: StoreLayout, train: np.ndarray, attrs: dict,
+                   extra: dict | None = None) -> Path:
+    """Create the new store of an ``--overwrite`` in a hidden folder beside ``path``; returns that folder.
 
-    The new store is written beside the old one; the old one is moved aside, the new one
-    renamed into place, and the old one deleted.  A crash before the swap leaves the old
-    store untouched.
+    Run the cells into it, then :func:`commit_staging` swaps it in; the store at ``path`` is not
+    touched before.  A killed run leaves it beside ``path``, where :func:`recover_store` finds it
+    (to resume it, or to remove it).
     """
     path = Path(path)
-    tmp, old = _sibling(path), _sibling(path, "old-")
+    staging = _sibling(path)
     try:
-        _write_template(tmp, layout, train, attrs, extra)
-        os.rename(path, old)
-        os.rename(tmp, path)
+        _write_template(staging, layout, train, attrs, extra)
     except BaseException:
-        if old.exists() and not path.exists():
-            os.rename(old, path)  # put the old store back
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(staging, ignore_errors=True)
         raise
-    shutil.rmtree(old, ignore_errors=True)
+    return staging
+
+
+def commit_staging(path: str | Path, staging: str | Path) -> None:
+    """Swap the complete store ``staging`` in for the store at ``path`` (``--overwrite``), as a journalled
+    transaction.
+
+    A journal naming both folders is written (and synced) first; then ``path`` is renamed aside,
+    ``staging`` renamed to ``path``, the old store removed and the journal last.  A kill at any
+    instant leaves a journal from which :func:`recover_store` finishes the swap, so a complete
+    store is never lost: before the journal, ``path`` still holds the old store.
+    """
+    path, staging = Path(path), Path(staging)
+    old = _sibling(path, _OLD_TAG)
+    journal = _journal(path)
+    tmp = journal.with_name(journal.name + f".{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        os.write(fd, json.dumps({"new": staging.name, "old": old.name}).encode())
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    os.close(fd)
+    os.rename(tmp, journal)
+    _fsync_dir(path.parent)
+    os.rename(path, old)
+    os.rename(staging, path)
+    _fsync_dir(path.parent)
+    shutil.rmtree(old)
+    os.unlink(journal)
+
+
+def replace_store(path: str | Path, layout: StoreLayout, train: np.ndarray, attrs: dict,
+                  extra: dict | None = None) -> None:
+    """Replace the store at ``path`` by a new, empty one (its template), as one journalled swap.
+
+    ``ridgexr run --overwrite`` does not use this: it runs every cell into the staging store first
+    (:func:`create_staging`, :func:`commit_staging`), so the old store stays until the new one is
+    complete.
+    """
+    commit_staging(path, create_staging(path, layout, train, attrs, extra))
 
 
 STEP_VARIABLES = STEP_VECTOR + STEP_SCALAR + STEP_BOOL + STEP_INT
@@ -700,7 +846,13 @@ class StoreLock:
     def acquire(self) -> "StoreLock":
         """Take the lock or raise :class:`StoreLockedError` naming the holder."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:  # never follow a symbolic link: the lock file is truncated and written
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP or self.path.is_symlink():
+                raise OSError(errno.ELOOP, "the lock file is a symbolic link; ridgexr does not follow it (remove "
+                              "the link)", str(self.path)) from None
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -6,6 +6,7 @@ import json
 import math
 import os
 import shutil
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,8 @@ from ..catalog import NOT_HASHED, Experiment, resolve_store
 from ..datasets import dataset_extras, load_training_set
 from ..sampling import divergence_bound
 from ..reader import summarize
-from ..store import (StoreLock, consolidate, copy_cell, create_store, is_store, open_store,
-                     remove_partial_creations, replace_store)
+from ..store import (StoreLock, StoreWarning, commit_staging, consolidate, copy_cell, create_staging, create_store,
+                     is_store, open_store, recover_store)
 from .cell import run_cell
 from .cluster import dask_client, resolve_scheduler
 from .plan import estimate_resources, plan_layout, plan_tasks, resolve_d_star
@@ -187,7 +188,9 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
     scheduler = resolve_scheduler(scheduler)
     check_scheduler(scheduler)
     with StoreLock(path):
-        remove_partial_creations(path)
+        notes, staging = recover_store(path, resume_hash=config_hash if overwrite else None)
+        for msg in notes:
+            warnings.warn(msg, StoreWarning, stacklevel=2)
         exists = is_store(path)
         if not exists and path.exists():
             if path.is_dir() and not any(path.iterdir()):
@@ -195,6 +198,9 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
             else:
                 raise ConfigMismatchError(f"{str(path)!r} exists and is not a ridgexr store; remove it yourself "
                                           "or choose another store path (--overwrite only replaces ridgexr stores)")
+        if not exists and staging is not None:  # nothing left to replace: the resumed new store becomes the store
+            os.rename(staging, path)
+            exists, overwrite, staging = True, False, None
         done: set[tuple] = set()
         if exists and not overwrite:
             ds = open_store(path)
@@ -205,8 +211,9 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
                     f"(hash {str(ds.attrs.get('config_hash'))[:12]} != {config_hash[:12]}; differing fields: "
                     f"{'; '.join(diff) or 'the training data'}); refusing to mix results: use --overwrite to "
                     "replace it or choose another --data-dir")
-            marks = ds["cell_complete"].values
-            done = {idx for idx in layout.cells() if bool(marks[idx])}
+            done = _done(path, layout)
+        elif exists and staging is not None:  # an interrupted --overwrite of this configuration: resume it
+            done = _done(staging, layout)
         todo = [idx for idx in layout.cells() if idx not in done]
         task_bar = progress.add_task("fitting models", total=None) if progress is not None else None
         note = (lambda msg: progress.update(task_bar, description=f"fitting models: {msg}")) if progress else None
@@ -215,20 +222,48 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
                  if todo else [])
         if progress is not None:
             progress.remove_task(task_bar)
-        if not exists or overwrite:  # the attributes (and MNIST's dataset provenance) only for a new store
+        target = path
+        if not exists or (overwrite and staging is None):  # the attributes (and MNIST's provenance): a new store
             attrs = store_attrs(exp, config_hash, device, scheduler, d_star_info)
             attrs["divergence_bound"] = divergence_bound(train)
             extra = dataset_extras(exp.dataset)
             if not exists:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 create_store(path, layout, train, attrs, extra)
-            else:
-                replace_store(path, layout, train, attrs, extra)
+            else:  # --overwrite: the new store is built whole beside the old one, then swapped in
+                staging = create_staging(path, layout, train, attrs, extra)
+        if exists and overwrite:
+            target = staging
         todo_set = set(todo)
         tasks = [t for t in tasks if t.index in todo_set]
-        _execute(exp, path, layout, tasks, device, scheduler, n_workers, progress)
-        consolidate(path)
+        try:
+            _execute(exp, target, layout, tasks, device, scheduler, n_workers, progress)
+            consolidate(target)
+        except BaseException as exc:
+            if target != path:
+                _abandon_staging(exc, path, target)
+            raise
+        if target != path:
+            commit_staging(path, target)
     return RunResult(store=path, cells_run=len(tasks), cells_skipped=len(done), summary=summarize(path))
+
+
+def _done(store: Path, layout) -> set[tuple]:
+    """The cells of ``layout`` that ``store`` marks complete."""
+    marks = open_store(store)["cell_complete"].values
+    return {idx for idx in layout.cells() if bool(marks[idx])}
+
+
+def _abandon_staging(exc: BaseException, path: Path, staging: Path) -> None:
+    """An ``--overwrite`` failed before its swap: the old store is untouched.  Say so on the exception; remove
+    the partial new store, unless the run was interrupted (then the same command resumes it)."""
+    if isinstance(exc, KeyboardInterrupt):
+        exc.add_note(f"--overwrite: the old store {str(path)!r} is unchanged; the new one, "
+                     f"{str(staging)!r}, resumes with the same command")
+        return
+    shutil.rmtree(staging, ignore_errors=True)
+    exc.add_note(f"--overwrite did not complete: the old store {str(path)!r} is unchanged "
+                 "(the new one was built beside it and removed)")
 
 
 def _with_python_model(exp: Experiment, model: Any, d: int) -> tuple[Experiment, dict]:
