@@ -337,12 +337,12 @@ def list_experiments(data_dir: str = _data_dir_option(), catalog: list[str] = _c
 def info(store: str = typer.Argument(..., help="store path or catalog entry name"),
          data_dir: str = _data_dir_option(), catalog: list[str] = _catalog_option()):
     """Describe a store: dims, variables, completed cells and provenance."""
-    from .reader import summarize
+    from .reader import check_complete_cells, summarize
     from .store import json_attr
 
     with user_errors():
         path = _store(store, data_dir, catalog)
-        ds = _open_store(path)
+        ds = check_complete_cells(_open_store(path), path)  # warns of complete cells with missing chunks
         console.print(f"[bold]{ds.attrs.get('title', store)}[/]  schema {ds.attrs.get('schema_version')}")
         console.print("dims: " + ", ".join(f"{k}={v}" for k, v in ds.sizes.items()))
         console.print("variables: " + ", ".join(sorted(ds.data_vars)))
@@ -357,7 +357,7 @@ def info(store: str = typer.Argument(..., help="store path or catalog entry name
         console.print("verified: " + (f"{ver['time']}, {ver['chunks_read']} chunks read, "
                                       f"{len(ver['damaged'])} damaged" + (" (repaired)" if ver.get("repaired") else "")
                                       if ver else "never ('ridgexr verify' checks every chunk)"))
-        _summary_table(summarize(path), "cells")
+        _summary_table(summarize(path, ds), "cells")
 
 
 def _store(name: str, data_dir, catalog_files):

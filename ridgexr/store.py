@@ -48,13 +48,14 @@ from .process import OU
 from . import units
 from .training.diagnostics import DIAGNOSTIC_VARIABLES, LOSS_UNITS
 
-SCHEMA_VERSION = "1.3"
+SCHEMA_VERSION = "1.4"
 LOCK_NAME = ".ridgexr-lock"
 
 __all__ = ["CELL_DIMS", "CellWriter", "STEP_VARIABLES", "consolidate", "is_consolidated", "COORD_ATTRS", "SCHEMA_VERSION", "StoreLayout", "create_store", "write_block", "write_cell_end", "open_store",
            "StoreLock", "StoreLockedError", "cells", "complete_cells", "cell_label", "json_attr", "VARIABLE_ATTRS",
            "CELL_DIAGNOSTICS", "is_store", "remove_partial_creations", "replace_store",
-           "recover_store", "create_staging", "commit_staging", "StoreWarning", "Damage", "verify_store",
+           "recover_store", "create_staging", "commit_staging", "StoreWarning", "StoreDamagedError",
+           "missing_chunks", "cell_digest", "per_cell_arrays", "chunk_keys", "Damage", "verify_store",
            "clear_completion", "copy_cell", "CODECS", "IN_PROCESS"]
 
 #: dask scheduler of the small reads ridgexr does for itself (the eager step coordinates, the run
@@ -94,6 +95,8 @@ VARIABLE_ATTRS: dict[str, tuple[str, str]] = {
     "manifold_rotation": ("rotation R of the manifold: x = R (manifold point, 0, ..., 0)", units.DIMENSIONLESS),
     **{name: (long_name, LOSS_UNITS) for name, long_name in DIAGNOSTIC_VARIABLES.items()},
     "cell_complete": ("every variable of this cell is written", "1"),
+    "cell_digest": ("BLAKE2b-32 digest of every chunk's key and stored bytes of this cell, written just before "
+                    "cell_complete (ridgexr verify checks it)", "1"),
     "cell_applies": ("the cell is run: its model block uses every label of the cell (masked cells stay NaN)", "1"),
     "max_dropped_mass": ("largest posterior mass dropped by top-k truncation over the cell's projections "
                          "(<= attr drop_tol)", "1"),
@@ -238,6 +241,7 @@ def _template(layout: StoreLayout, train: np.ndarray, attrs: dict, extra: dict |
     for name in CELL_DIAGNOSTICS:
         data[name] = (cd, da.full(cs, np.nan, chunks=ones))
     data["cell_complete"] = (cd, da.zeros(cs, dtype=bool, chunks=ones))
+    data["cell_digest"] = (cd, da.zeros(cs, dtype=np.int32, chunks=ones))  # int32: netCDF-3 can hold a slice
     data["cell_applies"] = (cd, layout.applies_mask())
     data["max_dropped_mass"] = (cd, da.full(cs, np.nan, chunks=ones))
     if layout.d_star_alt:
@@ -626,9 +630,13 @@ def write_cell_end(path: str | Path, layout: StoreLayout, cell: tuple[int, ...],
         if name in values and values[name].shape != shape:
             raise ValueError(f"`{name}` has shape {values[name].shape}; expected {shape}")
     values.update({name: float(diagnostics.get(name, np.nan)) for name in CELL_DIAGNOSTICS})
-    arrays = _open_arrays(path, list(values) + ["cell_complete"])
+    group = zarr.open_group(str(path), mode="r+", zarr_format=3)
+    arrays = _open_arrays(group, list(values) + ["cell_complete"])
     for name, value in values.items():
         arrays[name][cell] = value
+    if "cell_digest" in group:  # stores of schema 1.4 on: the digest, then the mark
+        arrays["cell_digest"] = _open_arrays(group, ["cell_digest"])["cell_digest"]
+        arrays["cell_digest"][cell] = cell_digest(path, cell, group=group)
     arrays["cell_complete"][cell] = True
 
 
@@ -664,10 +672,10 @@ def copy_cell(path: str | Path, layout: StoreLayout, source: tuple[int, ...], ce
                    final_ridge_residual_alt=arrays["final_ridge_residual_alt"][source] if layout.d_star_alt else None)
 
 
-def _open_arrays(path: str | Path, names: Iterable[str]) -> dict[str, Any]:
-    """Named zarr arrays of a store opened for writing, every chunk written, even all-fill ones
-    (``verify`` expects every chunk of a written region on disk)."""
-    group = zarr.open_group(str(path), mode="r+", zarr_format=3)
+def _open_arrays(path: str | Path | zarr.Group, names: Iterable[str]) -> dict[str, Any]:
+    """Named zarr arrays of a store (a path or its group) opened for writing, every chunk written, even
+    all-fill ones (``verify`` expects every chunk of a written region on disk)."""
+    group = path if isinstance(path, zarr.Group) else zarr.open_group(str(path), mode="r+", zarr_format=3)
     return {name: group[name].with_config({"write_empty_chunks": True}) for name in names}
 
 
@@ -689,21 +697,62 @@ def consolidate(path: str | Path) -> None:
         zarr.consolidate_metadata(str(path), zarr_format=3)
 
 
-def open_store(path: str | Path, **kwargs) -> xr.Dataset:
+def open_store(path: str | Path, *, load_marks: bool = True, **kwargs) -> xr.Dataset:
     """Open a store lazily (dask-backed) with xarray, with ``t`` as an indexed coordinate.
 
     The step coordinates ``t``, ``alpha``, ``h`` and ``sampler_step`` are tiny and loaded
     eagerly; ``t`` gets an index along ``step``, so ``ds.sel(t=0.1, method="nearest")``,
     ``ds.sel(t=slice(0.5, 0.01))`` (t decreases along ``step``: a window runs from the
-    larger time to the smaller) and ``ds.where(ds.t < 0.5, drop=True)`` work.
+    larger time to the smaller) and ``ds.where(ds.t < 0.5, drop=True)`` work.  ``cell_complete`` is
+    loaded too (``load_marks=False``: left lazy).  Damaged metadata or a damaged chunk of these small
+    arrays raises :class:`StoreDamagedError` naming the file.
     """
     p = Path(path)
     if not (p / "zarr.json").is_file():
         raise FileNotFoundError(f"no ridgexr store at {str(p)!r}")
-    ds = xr.open_zarr(str(p), zarr_format=3, consolidated=is_consolidated(p), **kwargs)
-    eager = {name: ds[name].load(scheduler=IN_PROCESS) for name in EAGER_COORDS if name in ds.coords}
+    try:
+        ds = xr.open_zarr(str(p), zarr_format=3, consolidated=is_consolidated(p), **kwargs)
+    except Exception as exc:  # damaged metadata: say which file
+        raise StoreDamagedError(f"store {str(p)!r} cannot be opened: {_damaged_metadata(p) or exc}; "
+                                f"run 'ridgexr verify {p}'") from exc
+    eager = {name: _load(p, ds, name) for name in EAGER_COORDS if name in ds.coords}
     ds = ds.assign_coords(eager)
+    if load_marks and "cell_complete" in ds:  # small, and read by every summary: loaded now, so that damage is named here
+        ds["cell_complete"] = _load(p, ds, "cell_complete")
     return ds.set_xindex("t") if "t" in ds.coords and "step" in ds["t"].dims else ds
+
+
+class StoreDamagedError(ValueError):
+    """A store's metadata, or a small array read when it is opened, is damaged; the message names the file."""
+
+
+def _damaged_metadata(path: Path) -> str | None:
+    """The first metadata file of a store that is not a JSON object, with the reason; None when all parse."""
+    for meta in [path / "zarr.json", *sorted(path.glob("*/zarr.json"))]:
+        try:
+            if not isinstance(json.loads(meta.read_bytes()), dict):
+                return f"metadata file {str(meta)!r} is not a JSON object"
+        except (OSError, ValueError) as exc:
+            return f"metadata file {str(meta)!r} is damaged ({type(exc).__name__}: {exc})"
+    return None
+
+
+def _load(path: Path, ds: xr.Dataset, name: str) -> xr.DataArray:
+    """``ds[name]`` loaded; a chunk that does not decode raises :class:`StoreDamagedError` naming the array
+    and its chunk file."""
+    try:
+        return ds[name].load(scheduler=IN_PROCESS)
+    except Exception as exc:
+        where = ""
+        arr = zarr.open_array(str(path / name), mode="r", zarr_format=3)
+        for coords, key in chunk_keys(arr):
+            try:
+                arr.get_block_selection(coords)
+            except Exception:
+                where = f", chunk file {str(path / name / key)!r}"
+                break
+        raise StoreDamagedError(f"store {str(path)!r}: array {name!r} cannot be read{where} "
+                                f"({type(exc).__name__}: {exc}); run 'ridgexr verify {path}'") from exc
 
 
 def json_attr(ds: xr.Dataset, key: str) -> dict:
@@ -736,6 +785,93 @@ def complete_cells(ds: xr.Dataset) -> list[dict]:
     return [cell_label(ds, dims, idx) for idx in zip(*np.nonzero(done))]
 
 
+# ---------------------------------------------------------------------------- chunks of a cell
+#: per-cell arrays that the digest does not cover: the mark and the digest themselves
+NOT_DIGESTED = ("cell_complete", "cell_digest")
+
+
+def per_cell_arrays(group: zarr.Group, cell_dims: tuple[str, ...]) -> dict[str, Any]:
+    """The arrays of ``group`` that hold their own chunks for each cell: dims start with the cell dims and
+    chunks are 1 along them (coordinates, such as ``model``, are store-level even when their one dim is a
+    cell dim)."""
+    out = {}
+    n = len(cell_dims)
+    for name in sorted(group.array_keys()):
+        if not n or name in CELL_DIMS:
+            continue
+        arr = group[name]
+        dims = tuple(arr.metadata.dimension_names or ())
+        chunks = arr.metadata.chunk_grid.chunk_shape
+        if dims[:n] == tuple(cell_dims) and all(c == 1 for c in chunks[:n]):
+            out[name] = arr
+    return out
+
+
+def chunk_keys(arr, cell: tuple[int, ...] = ()) -> list[tuple[tuple[int, ...], str]]:
+    """(chunk coordinates, key below the array's folder) of every chunk of ``cell`` (a prefix of chunk
+    coordinates; ``()``: every chunk of the array)."""
+    n = len(cell)
+    chunks = arr.metadata.chunk_grid.chunk_shape
+    grid = [-(-s // c) if s else 0 for s, c in zip(arr.shape[n:], chunks[n:])]
+    encode = arr.metadata.chunk_key_encoding.encode_chunk_key
+    return [(tuple(cell) + tail, encode(tuple(cell) + tail)) for tail in np.ndindex(*grid)]
+
+
+def cell_digest(path: str | Path, cell: tuple[int, ...], *, group: zarr.Group | None = None) -> int:
+    """BLAKE2b-32 digest (a signed 32-bit integer) of one cell: for every per-cell array (except the mark and the digest), in name
+    order, each chunk's key and its bytes as stored (after compression and checksum).
+
+    A chunk copied from another cell or position, or a stale chunk of an earlier write, has the right
+    checksum but another key or other bytes, so the digest changes.  A missing chunk enters as a marker.
+    Reads the cell's chunk files (no decoding).
+    """
+    import hashlib
+
+    path = Path(path)
+    group = group if group is not None else zarr.open_group(str(path), mode="r", zarr_format=3)
+    cell = tuple(int(i) for i in cell)
+    h = hashlib.blake2b(digest_size=4)
+    for name, arr in per_cell_arrays(group, _group_cell_dims(group)).items():
+        if name in NOT_DIGESTED:
+            continue
+        for _, key in chunk_keys(arr, cell):
+            try:
+                data = (path / name / key).read_bytes()
+            except FileNotFoundError:
+                data = None
+            h.update(f"{name}/{key}\0".encode())
+            h.update(b"\xff" if data is None else len(data).to_bytes(8, "little") + data)
+    return int.from_bytes(h.digest(), "little", signed=True)
+
+
+def _group_cell_dims(group: zarr.Group) -> tuple[str, ...]:
+    return tuple(group["cell_complete"].metadata.dimension_names or ())
+
+
+def missing_chunks(path: str | Path, cells: Iterable[tuple[int, ...]]) -> dict[tuple[int, ...], list[str]]:
+    """{cell: [variables]} of the given cells that miss a chunk of some per-cell array.
+
+    From a listing of the arrays' folders: no chunk is read.  Every chunk of a written region is
+    stored (``write_empty_chunks``), so a complete cell with a missing chunk is damaged and would
+    read fill values.
+    """
+    path = Path(path)
+    cells = [tuple(int(i) for i in c) for c in cells]
+    if not cells:
+        return {}
+    group = zarr.open_group(str(path), mode="r", zarr_format=3)
+    missing: dict[tuple[int, ...], list[str]] = {}
+    for name, arr in per_cell_arrays(group, _group_cell_dims(group)).items():
+        if name == "cell_complete":  # a complete cell's mark reads True: it is on disk
+            continue
+        base = path / name
+        present = {str(Path(root, f).relative_to(base)) for root, _, files in os.walk(base) for f in files}
+        for cell in cells:
+            if any(key not in present for _, key in chunk_keys(arr, cell)):
+                missing.setdefault(cell, []).append(name)
+    return missing
+
+
 # ---------------------------------------------------------------------------- verify
 @dataclass(frozen=True)
 class Damage:
@@ -758,50 +894,64 @@ def verify_store(path: str | Path) -> tuple[list[Damage], int]:
     """Read every chunk of every complete cell (and of the store-level arrays) and check it.
 
     A chunk is damaged when it is missing (every chunk of a written region is stored), does
-    not decode, or fails its CRC32C checksum.  Returns the damage found and the number of
-    chunks read.
+    not decode, or fails its CRC32C checksum; a complete cell is damaged when its chunks do not
+    match its ``cell_digest`` (schema 1.4 on: a chunk swapped with another cell's, moved, or
+    stale).  Returns the damage found and the number of chunks read.
     """
     path = Path(path)
-    ds = open_store(path)
+    ds = open_store(path, load_marks=False)
     cell_dims = _cell_dims(ds)
-    done = ds["cell_complete"].values
     group = zarr.open_group(str(path), mode="r", zarr_format=3)
+    per_cell = per_cell_arrays(group, cell_dims)
     damage: list[Damage] = []
     n_read = 0
-    complete = [tuple(int(i) for i in idx) for idx in zip(*np.nonzero(done))]
+    complete = []
+    marks = group["cell_complete"]
+    for coords, key in chunk_keys(marks):  # mark by mark: a damaged mark is one damaged cell
+        try:
+            if bool(np.asarray(marks.get_block_selection(coords)).all()) and (path / "cell_complete" / key).is_file():
+                complete.append(coords)
+        except Exception as exc:
+            damage.append(Damage("cell_complete", cell_label(ds, cell_dims, coords),
+                                 f"chunk {coords} does not decode ({path / 'cell_complete' / key}: "
+                                 f"{type(exc).__name__}: {exc})"))
+    n_read += len(complete)
+    labels = {idx: cell_label(ds, cell_dims, idx) for idx in complete}
     for name in sorted(group.array_keys()):
+        if name == "cell_complete":
+            continue
         arr = group[name]
-        dims = tuple(arr.metadata.dimension_names or ())
-        chunks = arr.metadata.chunk_grid.chunk_shape
-        grid = [int(np.ceil(s / c)) if s else 0 for s, c in zip(arr.shape, chunks)]
-        if dims[:len(cell_dims)] == cell_dims and cell_dims:
-            targets = [(idx, cell_label(ds, cell_dims, idx)) for idx in complete]
-            n_cell = len(cell_dims)
-        else:
-            targets, n_cell = [((), {})], 0
-        encode = arr.metadata.chunk_key_encoding.encode_chunk_key
-        for idx, labels in targets:
-            rest = [range(g) for g in grid[n_cell:]]
+        targets = [(idx, labels[idx]) for idx in complete] if name in per_cell else [((), {})]
+        for idx, where in targets:
             bad = None
-            for tail in np.ndindex(*[len(r) for r in rest]):
-                coords = tuple(idx) + tuple(tail)
-                if not (path / name / encode(coords)).is_file():
-                    bad = f"chunk {coords} is missing"
+            for coords, key in chunk_keys(arr, idx):
+                chunk = path / name / key
+                if not chunk.is_file():
+                    bad = f"chunk {coords} is missing ({chunk})"
                     break
                 try:
                     arr.get_block_selection(coords)
                     n_read += 1
                 except Exception as exc:  # any decode or checksum failure marks the chunk damaged
-                    bad = f"chunk {coords} does not decode ({type(exc).__name__}: {exc})"
+                    bad = f"chunk {coords} does not decode ({chunk}: {type(exc).__name__}: {exc})"
                     break
             if bad is not None:
-                damage.append(Damage(name, labels, bad))
+                damage.append(Damage(name, where, bad))
+    if "cell_digest" in per_cell:
+        digests = np.asarray(group["cell_digest"][...])
+        damaged = {tuple(d.cell.items()) for d in damage}
+        for idx in complete:
+            if tuple(labels[idx].items()) in damaged:
+                continue  # already reported, and repaired with the cell
+            if cell_digest(path, idx, group=group) != int(digests[idx]):
+                damage.append(Damage("cell_digest", labels[idx], "the cell's chunks do not match its digest: a "
+                                     "chunk was swapped with another position's, or is stale"))
     return damage, n_read
 
 
 def clear_completion(path: str | Path, cells: list[dict]) -> None:
     """Unset ``cell_complete`` for the cells labelled ``cells`` so that a rerun recomputes them."""
-    ds = open_store(path)
+    ds = open_store(path, load_marks=False)
     cell_dims = _cell_dims(ds)
     marks = _open_arrays(path, ["cell_complete"])["cell_complete"]
     for labels in cells:

@@ -19,8 +19,8 @@ from ..catalog import NOT_HASHED, Experiment, resolve_store
 from ..datasets import dataset_extras, load_training_set
 from ..sampling import divergence_bound
 from ..reader import summarize
-from ..store import (StoreLock, StoreWarning, commit_staging, consolidate, copy_cell, create_staging, create_store,
-                     is_store, open_store, recover_store)
+from ..store import (StoreLock, StoreWarning, cell_label, clear_completion, commit_staging, consolidate, copy_cell,
+                     create_staging, create_store, is_store, missing_chunks, open_store, recover_store)
 from .cell import run_cell
 from .cluster import dask_client, resolve_scheduler
 from .plan import estimate_resources, plan_layout, plan_tasks, resolve_d_star
@@ -240,6 +240,8 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
             _execute(exp, target, layout, tasks, device, scheduler, n_workers, progress)
             consolidate(target)
         except BaseException as exc:
+            if isinstance(exc, OSError) and exc.filename is None:  # e.g. a full disk, raised by a chunk write
+                exc.add_note(f"while writing the store {str(target)!r}")
             if target != path:
                 _abandon_staging(exc, path, target)
             raise
@@ -249,9 +251,19 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
 
 
 def _done(store: Path, layout) -> set[tuple]:
-    """The cells of ``layout`` that ``store`` marks complete."""
+    """The cells of ``layout`` that ``store`` marks complete and whose chunks are all on disk; a marked cell
+    that misses a chunk (damage) is unmarked, with a warning, and recomputed."""
     marks = open_store(store)["cell_complete"].values
-    return {idx for idx in layout.cells() if bool(marks[idx])}
+    done = {idx for idx in layout.cells() if bool(marks[idx])}
+    gone = missing_chunks(store, sorted(done))
+    if gone:
+        ds = open_store(store)
+        labels = [cell_label(ds, ds["cell_complete"].dims, idx) for idx in sorted(gone)]
+        warnings.warn(f"store {str(store)!r}: {len(gone)} cell(s) marked complete miss chunks ("
+                      + "; ".join(" ".join(f"{k}={v}" for k, v in lab.items()) for lab in labels)
+                      + "); they are recomputed", StoreWarning, stacklevel=3)
+        clear_completion(store, labels)
+    return done - set(gone)
 
 
 def _abandon_staging(exc: BaseException, path: Path, staging: Path) -> None:
