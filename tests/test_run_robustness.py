@@ -540,3 +540,22 @@ def test_the_lock_file_never_follows_a_symbolic_link(tmp_path, catalog_text):
     assert res.exit_code == 2 and "symbolic link" in res.output and "tiny.zarr.ridgexr-lock" in res.output
     assert precious.read_text() == "keep me"
     assert not (data / "tiny.zarr").exists()
+
+
+def test_chunks_swapped_between_cells_are_found_repaired_and_recomputed_identically(reference, tmp_path):
+    """Issue 29, item 8: both chunks decode and pass their CRC32C; the per-cell digest ties them to their keys."""
+    cat, exp, ref_store, _ = reference
+    store = _old_store(reference, tmp_path)
+    a, b = store / "trajectory/c/0/0/0/0/0", store / "trajectory/c/1/1/0/0/0"
+    data_a, data_b = a.read_bytes(), b.read_bytes()
+    a.write_bytes(data_b)
+    b.write_bytes(data_a)
+    runner = CliRunner()
+    bad = runner.invoke(app, ["verify", str(store), "--repair"])
+    assert bad.exit_code == 1, bad.output
+    assert "damaged: cell_digest schedule=1 width=8" in bad.output and "schedule=h2 width=16" in bad.output
+    assert "repaired: 2 cell(s)" in bad.output
+    res = run_experiment(exp, store=store)
+    assert res.cells_run == 2
+    assert_same_store(ref_store, store)
+    assert runner.invoke(app, ["verify", str(store)]).exit_code == 0
