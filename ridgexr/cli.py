@@ -445,37 +445,55 @@ def report(
 @app.command()
 def verify(
     store: str = typer.Argument(..., help="store path or catalog entry name"),
-    repair: bool = typer.Option(False, "--repair", help="clear the completion marks of damaged cells so that "
+    repair: bool = typer.Option(False, "--repair", help="rewrite missing or damaged metadata and small arrays from "
+                                "the configuration, and clear the completion marks of damaged cells so that "
                                 "'ridgexr run' recomputes exactly them"),
     data_dir: str = _data_dir_option(),
     catalog: list[str] = _catalog_option(),
 ):
-    """Read every chunk of every complete cell; report damaged (variable, cell) pairs (exit 1 when any)."""
+    """Check the store against the schema of its configuration, read every chunk of every complete cell and
+    check its digest; report damaged (variable, cell) pairs (exit 1 when any)."""
     import json
+    import tempfile
     from datetime import datetime, timezone
 
-    from .store import StoreLock, clear_completion, consolidate, set_root_attrs, verify_store
+    from .run import schema_reference
+    from .store import (StoreLock, StoreWarning, check_schema, clear_completion, consolidate, recover_store,
+                        repair_schema, set_root_attrs, verify_store)
 
     with user_errors():
         path = _store(store, data_dir, catalog)
         with StoreLock(path):
-            damage, n_read = verify_store(path)
+            for note in recover_store(path)[0]:
+                warnings.warn(note, StoreWarning)
+            with tempfile.TemporaryDirectory(prefix="ridgexr-schema-") as tmp:
+                reference = schema_reference(path, tmp)
+                schema = check_schema(path, reference)
+                rewritten = repair_schema(path, reference, schema) if repair and schema else []
+            damage, n_read = verify_store(path) if (not schema or rewritten) else ([], 0)
             cells = [dict(c) for c in {tuple(d.cell.items()) for d in damage if d.cell}]
             whole = [d for d in damage if not d.cell]
             if repair and cells:
                 clear_completion(path, cells)
             set_root_attrs(path, verified=json.dumps({
                 "time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "chunks_read": n_read,
-                "damaged": [str(d) for d in damage], "repaired": bool(repair and cells)}))
-            consolidate(path)
+                "damaged": [str(d) for d in schema + damage], "repaired": bool(repair and (cells or rewritten))}))
+            if not schema or rewritten:  # never rebuild consolidated metadata from damaged array metadata
+                consolidate(path)
+    damage = schema + damage
     for d in damage:
         console.print(f"[red]damaged:[/] {d}", soft_wrap=True, highlight=False)
     if not damage:
-        console.print(f"ok: {n_read} chunks read, every checksum matches, no complete cell misses a chunk")
+        console.print(f"ok: the metadata match the configuration's schema; {n_read} chunks read, every checksum "
+                      "and cell digest matches, no complete cell misses a chunk")
         return
+    if rewritten:
+        console.print(f"repaired: rewrote {', '.join(rewritten)} from the configuration", soft_wrap=True)
     if repair and cells:
         console.print(f"repaired: {len(cells)} cell(s) marked incomplete; run 'ridgexr run' on this entry to "
                       "recompute them")
+    if schema and not repair:
+        console.print("the metadata differ from the configuration's schema: 'ridgexr verify --repair' rewrites them")
     if whole:
         console.print("store-level arrays are damaged; they cannot be recomputed cell by cell: rerun with --overwrite")
     raise typer.Exit(1)

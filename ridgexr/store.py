@@ -55,7 +55,7 @@ __all__ = ["CELL_DIMS", "CellWriter", "STEP_VARIABLES", "consolidate", "is_conso
            "StoreLock", "StoreLockedError", "cells", "complete_cells", "cell_label", "json_attr", "VARIABLE_ATTRS",
            "CELL_DIAGNOSTICS", "is_store", "remove_partial_creations", "replace_store",
            "recover_store", "create_staging", "commit_staging", "StoreWarning", "StoreDamagedError",
-           "missing_chunks", "cell_digest", "per_cell_arrays", "chunk_keys", "Damage", "verify_store",
+           "missing_chunks", "cell_digest", "per_cell_arrays", "chunk_keys", "check_schema", "repair_schema", "write_template", "Damage", "verify_store",
            "clear_completion", "copy_cell", "CODECS", "IN_PROCESS"]
 
 #: dask scheduler of the small reads ridgexr does for itself (the eager step coordinates, the run
@@ -419,8 +419,10 @@ def remove_partial_creations(path: str | Path) -> list[Path]:
     return left
 
 
-def _write_template(target: Path, layout: StoreLayout, train: np.ndarray, attrs: dict,
-                    extra: dict | None = None) -> None:
+def write_template(target: Path, layout: StoreLayout, train: np.ndarray, attrs: dict,
+                   extra: dict | None = None) -> None:
+    """Write the store's template at ``target`` (must not exist): every array's metadata, and the arrays
+    known at creation (coordinates, ``train_data``, ``cell_applies``, dataset extras); no data chunks."""
     ds = _template(layout, train, {"schema_version": SCHEMA_VERSION, **attrs}, extra)
     encoding = {}
     for name, var in ds.variables.items():
@@ -448,7 +450,7 @@ def create_store(path: str | Path, layout: StoreLayout, train: np.ndarray, attrs
     path = Path(path)
     tmp = _sibling(path)
     try:
-        _write_template(tmp, layout, train, attrs, extra)
+        write_template(tmp, layout, train, attrs, extra)
         os.rename(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -466,7 +468,7 @@ def create_staging(path: str | Path, layout: StoreLayout, train: np.ndarray, att
     path = Path(path)
     staging = _sibling(path)
     try:
-        _write_template(staging, layout, train, attrs, extra)
+        write_template(staging, layout, train, attrs, extra)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -947,6 +949,98 @@ def verify_store(path: str | Path) -> tuple[list[Damage], int]:
                 damage.append(Damage("cell_digest", labels[idx], "the cell's chunks do not match its digest: a "
                                      "chunk was swapped with another position's, or is stale"))
     return damage, n_read
+
+
+#: arrays added after schema 1.3, with the schema version that added them
+SINCE = {"cell_digest": "1.4"}
+
+
+def _version(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split("."))
+    except ValueError:
+        return (0,)
+
+
+#: metadata fields that define an array (attributes are descriptive and may gain keys)
+SCHEMA_FIELDS = ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "codecs", "fill_value", "dimension_names")
+
+
+def _array_meta(folder: Path) -> tuple[dict | None, str | None]:
+    """(parsed zarr.json, None) or (None, why it is damaged)."""
+    meta = folder / "zarr.json"
+    try:
+        out = json.loads(meta.read_bytes())
+    except FileNotFoundError:
+        return None, "missing" if folder.is_dir() else "array is missing"
+    except (OSError, ValueError) as exc:
+        return None, f"metadata file {str(meta)!r} is damaged ({type(exc).__name__}: {exc})"
+    if not isinstance(out, dict) or out.get("node_type") != "array":
+        return None, f"metadata file {str(meta)!r} is not an array's metadata"
+    return out, None
+
+
+def check_schema(path: str | Path, reference: str | Path) -> list[Damage]:
+    """Compare a store with ``reference``, the template its configuration defines (metadata and the small
+    arrays written at creation; see :func:`ridgexr.run.schema_reference`).
+
+    Damage, one per array: missing (folder or ``zarr.json``), metadata that does not parse, metadata whose
+    defining fields (:data:`SCHEMA_FIELDS`) differ, and, for the arrays written whole at creation
+    (coordinates, ``train_data``, ``cell_applies``), chunk files that differ from the reference's.
+    Arrays the reference does not have are not checked (stores of an older schema).
+    """
+    path, reference = Path(path), Path(reference)
+    damage = []
+    version = str(_root_metadata(path).get("attributes", {}).get("schema_version", SCHEMA_VERSION))
+    for folder in sorted(p for p in reference.iterdir() if (p / "zarr.json").is_file()):
+        name = folder.name
+        if _version(version) < _version(SINCE.get(name, "0")):
+            continue  # an array of a later schema than the store's
+        want, _ = _array_meta(folder)
+        have, why = _array_meta(path / name)
+        if have is None:
+            damage.append(Damage(name, {}, why if why != "missing" else f"metadata file "
+                                 f"{str(path / name / 'zarr.json')!r} is missing"))
+            continue
+        diff = [k for k in SCHEMA_FIELDS if have.get(k) != want.get(k)]
+        if diff:
+            damage.append(Damage(name, {}, f"metadata differs from the schema of the configuration ({', '.join(diff)})"))
+            continue
+        written = sorted(q.relative_to(folder) for q in folder.rglob("*") if q.is_file() and q.name != "zarr.json")
+        bad = [str(k) for k in written if not (path / name / k).is_file()
+               or (path / name / k).read_bytes() != (folder / k).read_bytes()]
+        if bad:
+            damage.append(Damage(name, {}, f"chunk {bad[0]} differs from the configuration's "
+                                 f"({str(path / name / bad[0])!r})"))
+    return damage
+
+
+def repair_schema(path: str | Path, reference: str | Path, damage: list[Damage]) -> list[str]:
+    """Rewrite the arrays named in ``damage`` (from :func:`check_schema`) from ``reference``: their
+    ``zarr.json``, and the chunks written at creation (coordinates, ``train_data``, ``cell_applies``).
+    Per-cell arrays get no chunks: their cells then miss chunks (or read incomplete) and are recomputed.
+    Returns the names rewritten.  Call with the store's :class:`StoreLock` held.
+    """
+    path, reference = Path(path), Path(reference)
+    fixed = []
+    for name in sorted({d.variable for d in damage}):
+        src = reference / name
+        if not (src / "zarr.json").is_file():
+            continue
+        dst = path / name
+        have, _ = _array_meta(dst)
+        if have is not None and any(have.get(k) != json.loads((src / "zarr.json").read_bytes()).get(k)
+                                    for k in SCHEMA_FIELDS):
+            shutil.rmtree(dst)  # another shape or codec: the chunks cannot be kept
+        dst.mkdir(exist_ok=True)
+        for q in sorted(src.rglob("*")):
+            if q.is_file() and q.name != "zarr.json":
+                (dst / q.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(q, dst / q.relative_to(src))
+        shutil.copyfile(src / "zarr.json", dst / "zarr.json.tmp")
+        os.replace(dst / "zarr.json.tmp", dst / "zarr.json")
+        fixed.append(name)
+    return fixed
 
 
 def clear_completion(path: str | Path, cells: list[dict]) -> None:

@@ -559,3 +559,38 @@ def test_chunks_swapped_between_cells_are_found_repaired_and_recomputed_identica
     assert res.cells_run == 2
     assert_same_store(ref_store, store)
     assert runner.invoke(app, ["verify", str(store)]).exit_code == 0
+
+
+def _flip(f):
+    data = bytearray(f.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    f.write_bytes(bytes(data))
+
+
+METADATA_DAMAGE = {  # issue 29, items 2 and 7: damage that verify once reported as ok, or forgot after one repair
+    "a variable's folder deleted": lambda s: __import__("shutil").rmtree(s / "ridge_distance"),
+    "a variable's zarr.json deleted": lambda s: (s / "residual_normal" / "zarr.json").unlink(),
+    "cell_complete deleted": lambda s: __import__("shutil").rmtree(s / "cell_complete"),
+    "an array's zarr.json garbled": lambda s: (s / "trajectory" / "zarr.json").write_text('{"zarr_format": 3, "no'),
+    "a byte of t flipped": lambda s: _flip(s / "t" / "c" / "0"),
+    "a byte of a completion mark flipped": lambda s: _flip(s / "cell_complete" / "c" / "1" / "0"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(METADATA_DAMAGE))
+def test_metadata_damage_is_found_refused_by_run_and_repaired_from_the_configuration(reference, tmp_path, case):
+    cat, exp, ref_store, _ = reference
+    store = _old_store(reference, tmp_path)
+    METADATA_DAMAGE[case](store)
+    runner = CliRunner()
+    found = runner.invoke(app, ["verify", str(store)])
+    assert found.exit_code == 1 and "damaged:" in found.output and "ok:" not in found.output, found.output
+    with pytest.raises(ValueError, match="verify|damaged"):  # never resumed, never re-consolidated as it is
+        run_experiment(exp, store=store)
+    fixed = runner.invoke(app, ["verify", str(store), "--repair"])
+    assert fixed.exit_code == 1 and "repaired:" in fixed.output, fixed.output
+    run_experiment(exp, store=store)
+    assert_same_store(ref_store, store)
+    again = runner.invoke(app, ["verify", str(store)])
+    assert again.exit_code == 0 and "ok:" in again.output, again.output

@@ -19,15 +19,16 @@ from ..catalog import NOT_HASHED, Experiment, resolve_store
 from ..datasets import dataset_extras, load_training_set
 from ..sampling import divergence_bound
 from ..reader import summarize
-from ..store import (StoreLock, StoreWarning, cell_label, clear_completion, commit_staging, consolidate, copy_cell,
-                     create_staging, create_store, is_store, missing_chunks, open_store, recover_store)
+from ..store import (StoreDamagedError, StoreLock, StoreWarning, cell_label, check_schema, clear_completion,
+                     commit_staging, consolidate, copy_cell, create_staging, create_store, is_store, missing_chunks,
+                     open_store, recover_store, write_template)
 from .cell import run_cell
 from .cluster import dask_client, resolve_scheduler
 from .plan import estimate_resources, plan_layout, plan_tasks, resolve_d_star
 from .provenance import store_attrs
 
 __all__ = ["run_experiment", "RunResult", "ConfigMismatchError", "ResourceError", "check_scheduler",
-           "check_resources", "validate_experiment", "MAX_DATA_ABS"]
+           "check_resources", "validate_experiment", "MAX_DATA_ABS", "schema_reference", "check_store_schema"]
 
 #: training data beyond this magnitude are refused (squared distances would overflow float64)
 MAX_DATA_ABS = 1e100
@@ -211,6 +212,11 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
                     f"(hash {str(ds.attrs.get('config_hash'))[:12]} != {config_hash[:12]}; differing fields: "
                     f"{'; '.join(diff) or 'the training data'}); refusing to mix results: use --overwrite to "
                     "replace it or choose another --data-dir")
+            damaged = check_store_schema(path)  # never resume (and consolidate) a store whose metadata is damaged
+            if damaged:
+                raise StoreDamagedError(f"store {str(path)!r} is damaged: " + "; ".join(map(str, damaged[:3]))
+                                        + (f" (and {len(damaged) - 3} more)" if len(damaged) > 3 else "")
+                                        + f"; run 'ridgexr verify --repair {path}' first")
             done = _done(path, layout)
         elif exists and staging is not None:  # an interrupted --overwrite of this configuration: resume it
             done = _done(staging, layout)
@@ -248,6 +254,44 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
         if target != path:
             commit_staging(path, target)
     return RunResult(store=path, cells_run=len(tasks), cells_skipped=len(done), summary=summarize(path))
+
+
+def schema_reference(path: str | Path, folder: str | Path) -> Path:
+    """Write, under ``folder``, the template that the store's own configuration (root attribute ``config``)
+    defines: every array's metadata and the arrays written at creation (coordinates, ``train_data``,
+    ``cell_applies``), no data chunks.  Returns its path (``folder/reference.zarr``).
+
+    The training set is the store's ``train_data`` when it reads, else the entry's dataset.
+
+    Raises
+    ------
+    StoreDamagedError
+        When the root metadata (which holds the configuration) is damaged.
+    """
+    path = Path(path)
+    try:
+        attrs = json.loads((path / "zarr.json").read_bytes())["attributes"]
+        exp = Experiment.model_validate_json(attrs["config"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise StoreDamagedError(f"store {str(path)!r}: the root metadata {str(path / 'zarr.json')!r} does not hold "
+                                f"a readable configuration ({type(exc).__name__}: {exc}); the schema cannot be "
+                                "derived: rerun the entry with --overwrite") from None
+    try:
+        train = np.asarray(open_store(path, load_marks=False)["train_data"].values)
+    except Exception:  # damaged: the entry's dataset defines it
+        train = load_training_set(exp.dataset, base_dir=exp.base_dir)
+    ref = Path(folder) / "reference.zarr"
+    attrs = {k: v for k, v in attrs.items() if k != "schema_version"}
+    write_template(ref, plan_layout(exp, train), train, attrs, dataset_extras(exp.dataset))
+    return ref
+
+
+def check_store_schema(path: str | Path) -> list:
+    """:func:`ridgexr.store.check_schema` of a store against the template of its configuration."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="ridgexr-schema-") as tmp:
+        return check_schema(path, schema_reference(path, tmp))
 
 
 def _done(store: Path, layout) -> set[tuple]:
