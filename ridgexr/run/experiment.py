@@ -109,7 +109,7 @@ def check_resources(exp: Experiment, train, path: Path, *, force: bool = False) 
     if est["peak_memory"] > 0.8 * mem:
         problems.append(f"peak memory ~{est['peak_memory'] / gb:.3g} GiB > 80% of this machine's {mem / gb:.3g} GiB")
     if est["store_size"] > disk:
-        problems.append(f"store ~{est['store_size'] / gb:.3g} GiB (uncompressed) > {disk / gb:.3g} GiB free "
+        problems.append(f"store up to {est['store_size'] / gb:.3g} GiB > {disk / gb:.3g} GiB free "
                         f"under {path.parent}")
     if problems and not force:
         raise ResourceError(f"experiment {exp.name!r} is too large for this machine: " + "; ".join(problems)
