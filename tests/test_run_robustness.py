@@ -594,3 +594,14 @@ def test_metadata_damage_is_found_refused_by_run_and_repaired_from_the_configura
     assert_same_store(ref_store, store)
     again = runner.invoke(app, ["verify", str(store)])
     assert again.exit_code == 0 and "ok:" in again.output, again.output
+
+
+def test_the_store_size_estimate_is_an_upper_bound_within_4x(reference):
+    """Issue 29, item 1: the up-front disk check passed a store 140 times its estimate."""
+    from ridgexr.datasets import load_training_set
+    from ridgexr.run.plan import estimate_resources
+
+    _, exp, store, _ = reference
+    used = sum(os.lstat(p).st_blocks * 512 for p in [store, *store.rglob("*")])  # what du counts
+    est = estimate_resources(exp, load_training_set(exp.dataset, base_dir=exp.base_dir))["store_size"]
+    assert used <= est <= 4 * used, (est, used)
