@@ -940,12 +940,12 @@ def verify_store(path: str | Path) -> tuple[list[Damage], int]:
             if bad is not None:
                 damage.append(Damage(name, where, bad))
     if "cell_digest" in per_cell:
-        digests = np.asarray(group["cell_digest"][...])
+        digests = group["cell_digest"]
         damaged = {tuple(d.cell.items()) for d in damage}
         for idx in complete:
             if tuple(labels[idx].items()) in damaged:
-                continue  # already reported, and repaired with the cell
-            if cell_digest(path, idx, group=group) != int(digests[idx]):
+                continue  # already reported (its digest too, when that chunk is damaged), repaired with the cell
+            if cell_digest(path, idx, group=group) != int(np.asarray(digests.get_block_selection(idx)).ravel()[0]):
                 damage.append(Damage("cell_digest", labels[idx], "the cell's chunks do not match its digest: a "
                                      "chunk was swapped with another position's, or is stale"))
     return damage, n_read
@@ -984,8 +984,8 @@ def check_schema(path: str | Path, reference: str | Path) -> list[Damage]:
     """Compare a store with ``reference``, the template its configuration defines (metadata and the small
     arrays written at creation; see :func:`ridgexr.run.schema_reference`).
 
-    Damage, one per array: missing (folder or ``zarr.json``), metadata that does not parse, metadata whose
-    defining fields (:data:`SCHEMA_FIELDS`) differ, and, for the arrays written whole at creation
+    Damage, one per array: missing (folder or ``zarr.json``), metadata that does not parse, metadata that
+    differs in any field but ``attributes`` (descriptive; their wording may change between versions), and, for the arrays written whole at creation
     (coordinates, ``train_data``, ``cell_applies``), chunk files that differ from the reference's.
     Arrays the reference does not have are not checked (stores of an older schema).
     """
@@ -1002,7 +1002,8 @@ def check_schema(path: str | Path, reference: str | Path) -> list[Damage]:
             damage.append(Damage(name, {}, why if why != "missing" else f"metadata file "
                                  f"{str(path / name / 'zarr.json')!r} is missing"))
             continue
-        diff = [k for k in SCHEMA_FIELDS if have.get(k) != want.get(k)]
+        # every field but the descriptive attributes (their wording may change between versions)
+        diff = [k for k in sorted((set(have) | set(want)) - {"attributes"}) if have.get(k) != want.get(k)]
         if diff:
             damage.append(Damage(name, {}, f"metadata differs from the schema of the configuration ({', '.join(diff)})"))
             continue

@@ -605,3 +605,67 @@ def test_the_store_size_estimate_is_an_upper_bound_within_4x(reference):
     used = sum(os.lstat(p).st_blocks * 512 for p in [store, *store.rglob("*")])  # what du counts
     est = estimate_resources(exp, load_training_set(exp.dataset, base_dir=exp.base_dir))["store_size"]
     assert used <= est <= 4 * used, (est, used)
+
+
+def _damage_one_file(store, rng):
+    """Delete, truncate, flip a byte of, or swap with another of the same array, one random file of ``store``;
+    returns what was done."""
+    files = sorted(p for p in store.rglob("*") if p.is_file())
+    f = files[rng.randrange(len(files))]
+    kind = rng.choice(["delete", "truncate", "flip", "swap"])
+    data = f.read_bytes()
+    if kind == "delete":
+        f.unlink()
+    elif kind == "truncate":
+        f.write_bytes(data[:rng.randrange(max(1, len(data)))])
+    elif kind == "flip":
+        if not data:
+            return kind, f, False
+        b = bytearray(data)
+        b[rng.randrange(len(b))] ^= 1 << rng.randrange(8)
+        f.write_bytes(bytes(b))
+    else:
+        top = store / f.relative_to(store).parts[0]
+        peers = [p for p in files if p != f and p.name != "zarr.json" and p.is_relative_to(top)] if top != f else []
+        if not peers or f.name == "zarr.json":
+            return kind, f, False
+        g = peers[rng.randrange(len(peers))]
+        other = g.read_bytes()
+        g.write_bytes(data)
+        f.write_bytes(other)
+    return kind, f, True
+
+
+def _random_damage_trial(reference, folder, seed):
+    """One trial: 'harmless' (verify ok and every reader value bit-identical), 'repaired' (verify reported it,
+    --repair and a rerun give the uninterrupted store) or 'refused' (one line, exit 2: the root metadata that
+    holds the configuration is gone)."""
+    import shutil
+
+    cat, exp, ref_store, _ = reference
+    store = folder / f"s{seed}.zarr"
+    shutil.copytree(ref_store, store)
+    kind, f, done = _damage_one_file(store, random.Random(seed))
+    runner = CliRunner()
+    found = runner.invoke(app, ["verify", str(store)])
+    if found.exit_code == 2:
+        assert found.output.startswith("error:") and "Traceback" not in found.output, found.output
+        return kind, f, "refused"
+    if found.exit_code == 0:
+        assert_same_store(ref_store, store)
+        return kind, f, "harmless"
+    assert found.exit_code == 1, found.output
+    fixed = runner.invoke(app, ["verify", str(store), "--repair"])
+    assert fixed.exit_code in (0, 1), fixed.output
+    run_experiment(exp, store=store)
+    assert_same_store(ref_store, store)
+    assert runner.invoke(app, ["verify", str(store)]).exit_code == 0
+    return kind, f, "repaired"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(8))
+def test_random_damage_is_reported_and_repaired_or_harmless(reference, tmp_path, seed):
+    kind, f, outcome = _random_damage_trial(reference, tmp_path, seed)
+    assert outcome in ("harmless", "repaired") or f.name == "zarr.json" and f.parent.name.endswith(".zarr"), \
+        (kind, f, outcome)
