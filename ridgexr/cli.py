@@ -470,6 +470,8 @@ def verify(
                 reference = schema_reference(path, tmp)
                 schema = check_schema(path, reference)
                 rewritten = repair_schema(path, reference, schema) if repair and schema else []
+            if rewritten:  # every array's metadata now match the schema: the consolidated copy can be rebuilt
+                consolidate(path)
             damage, n_read = verify_store(path) if (not schema or rewritten) else ([], 0)
             cells = [dict(c) for c in {tuple(d.cell.items()) for d in damage if d.cell}]
             whole = [d for d in damage if not d.cell]

@@ -951,6 +951,9 @@ def verify_store(path: str | Path) -> tuple[list[Damage], int]:
     return damage, n_read
 
 
+#: the variable named in a :class:`Damage` of the consolidated metadata (rebuilt by ``verify --repair``)
+CONSOLIDATED = "consolidated metadata"
+
 #: arrays added after schema 1.3, with the schema version that added them
 SINCE = {"cell_digest": "1.4"}
 
@@ -991,7 +994,9 @@ def check_schema(path: str | Path, reference: str | Path) -> list[Damage]:
     """
     path, reference = Path(path), Path(reference)
     damage = []
-    version = str(_root_metadata(path).get("attributes", {}).get("schema_version", SCHEMA_VERSION))
+    root = _root_metadata(path)
+    version = str(root.get("attributes", {}).get("schema_version", SCHEMA_VERSION))
+    consolidated = (root.get("consolidated_metadata") or {}).get("metadata")
     for folder in sorted(p for p in reference.iterdir() if (p / "zarr.json").is_file()):
         name = folder.name
         if _version(version) < _version(SINCE.get(name, "0")):
@@ -1003,6 +1008,12 @@ def check_schema(path: str | Path, reference: str | Path) -> list[Damage]:
                                  f"{str(path / name / 'zarr.json')!r} is missing"))
             continue
         # every field but the descriptive attributes (their wording may change between versions)
+        if isinstance(consolidated, dict):  # what readers use: the copy in the root metadata
+            copy = consolidated.get(name)
+            if not isinstance(copy, dict) or any(copy.get(k) != want.get(k) for k in (set(copy) | set(want))
+                                                 if k != "attributes"):
+                damage.append(Damage(CONSOLIDATED, {}, f"the consolidated metadata of {name!r} in "
+                                     f"{str(path / 'zarr.json')!r} differ from the schema of the configuration"))
         diff = [k for k in sorted((set(have) | set(want)) - {"attributes"}) if have.get(k) != want.get(k)]
         if diff:
             damage.append(Damage(name, {}, f"metadata differs from the schema of the configuration ({', '.join(diff)})"))
@@ -1020,10 +1031,11 @@ def repair_schema(path: str | Path, reference: str | Path, damage: list[Damage])
     """Rewrite the arrays named in ``damage`` (from :func:`check_schema`) from ``reference``: their
     ``zarr.json``, and the chunks written at creation (coordinates, ``train_data``, ``cell_applies``).
     Per-cell arrays get no chunks: their cells then miss chunks (or read incomplete) and are recomputed.
-    Returns the names rewritten.  Call with the store's :class:`StoreLock` held.
+    Returns the names rewritten (:data:`CONSOLIDATED` when the consolidated metadata are damaged: the
+    caller rebuilds them with :func:`consolidate` once the arrays are whole).  Call with the store's :class:`StoreLock` held.
     """
     path, reference = Path(path), Path(reference)
-    fixed = []
+    fixed = [CONSOLIDATED] if any(d.variable == CONSOLIDATED for d in damage) else []  # the caller consolidates
     for name in sorted({d.variable for d in damage}):
         src = reference / name
         if not (src / "zarr.json").is_file():

@@ -567,6 +567,12 @@ def _flip(f):
     f.write_bytes(bytes(data))
 
 
+def _edit_json(f, edit):
+    meta = json.loads(f.read_text())
+    edit(meta)
+    f.write_text(json.dumps(meta))
+
+
 METADATA_DAMAGE = {  # issue 29, items 2 and 7: damage that verify once reported as ok, or forgot after one repair
     "a variable's folder deleted": lambda s: __import__("shutil").rmtree(s / "ridge_distance"),
     "a variable's zarr.json deleted": lambda s: (s / "residual_normal" / "zarr.json").unlink(),
@@ -574,6 +580,10 @@ METADATA_DAMAGE = {  # issue 29, items 2 and 7: damage that verify once reported
     "an array's zarr.json garbled": lambda s: (s / "trajectory" / "zarr.json").write_text('{"zarr_format": 3, "no'),
     "a byte of t flipped": lambda s: _flip(s / "t" / "c" / "0"),
     "a byte of a completion mark flipped": lambda s: _flip(s / "cell_complete" / "c" / "1" / "0"),
+    "a shape in the consolidated metadata changed": lambda s: _edit_json(
+        s / "zarr.json", lambda m: m["consolidated_metadata"]["metadata"]["trajectory"]["shape"].__setitem__(3, 41)),
+    "a valid zarr.json with an unknown key": lambda s: _edit_json(
+        s / "alpha" / "zarr.json", lambda m: m.__setitem__("storafe_transformers", m.pop("storage_transformers"))),
 }
 
 
