@@ -36,6 +36,7 @@ def _describe(exc: BaseException) -> str:
         where = f" {exc.filename!r}" if exc.filename else ""
         cause = {errno.ENOSPC: "the disk is full", errno.EACCES: "permission denied",
                  errno.ENOTDIR: "a path component is a file, not a folder",
+                 errno.EEXIST: "it exists and is not a folder",
                  errno.EROFS: "read-only file system"}.get(exc.errno, exc.strerror or str(exc))
         text = f"cannot use{where}: {cause}"
     elif isinstance(exc, MemoryError):

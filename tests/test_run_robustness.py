@@ -290,6 +290,7 @@ def test_absurd_training_data_and_os_errors_are_one_line(tmp_path, catalog_text)
     afile.write_text("x")
     res = runner.invoke(app, ["run", str(f), "--out", str(afile)])
     assert res.exit_code == 2 and "error: cannot use" in res.output and str(afile) in res.output
+    assert "is not a folder" in res.output and "File exists" not in res.output  # issue 29, item 12
     assert "Traceback" not in res.output
     res = runner.invoke(app, ["--debug", "run", str(f), "--out", str(afile)])
     assert res.exit_code != 0 and isinstance(res.exception, OSError)  # --debug: the real exception
