@@ -16,6 +16,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 
 import typer
 from rich.console import Console
@@ -29,16 +30,34 @@ _STATE = {"debug": False, "interrupted": False}
 
 
 def _describe(exc: BaseException) -> str:
-    """One line on what went wrong: OS errors name the path and the cause."""
+    """One line on what went wrong: OS errors name the path and the cause; the exception's notes
+    (``add_note``: e.g. that ``--overwrite`` kept the old store) follow after a semicolon."""
     if isinstance(exc, OSError) and exc.errno is not None:
         where = f" {exc.filename!r}" if exc.filename else ""
         cause = {errno.ENOSPC: "the disk is full", errno.EACCES: "permission denied",
                  errno.ENOTDIR: "a path component is a file, not a folder",
+                 errno.EEXIST: "it exists and is not a folder",
                  errno.EROFS: "read-only file system"}.get(exc.errno, exc.strerror or str(exc))
-        return f"cannot use{where}: {cause}"
-    if isinstance(exc, MemoryError):
-        return "out of memory (reduce n_samples, block_steps or the training sample)"
-    return str(exc).replace("\n", " | ")
+        text = f"cannot use{where}: {cause}"
+    elif isinstance(exc, MemoryError):
+        text = "out of memory (reduce n_samples, block_steps or the training sample)"
+    else:
+        text = str(exc)
+    return "; ".join([text, *getattr(exc, "__notes__", ())]).replace("\n", " | ")
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """ridgexr's store warnings (:class:`ridgexr.store.StoreWarning`) as one line on stderr; others as Python
+    shows them."""
+    from .store import StoreWarning
+
+    if issubclass(category, StoreWarning) and not _STATE["debug"]:
+        err_console.print(f"[yellow]warning:[/] {message}", soft_wrap=True, highlight=False)
+        return
+    _SHOWWARNING(message, category, filename, lineno, file, line)
+
+
+_SHOWWARNING = warnings.showwarning
 
 
 def _quiet_after_interrupt(unraisable) -> None:
@@ -71,7 +90,7 @@ def user_errors():
                 ValidationError, KeyError)  # FileNotFoundError is an OSError
     try:
         yield
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         if _STATE["debug"]:
             raise
         # zarr's I/O runs on an asyncio loop in a background thread; the writes abandoned by the
@@ -83,7 +102,9 @@ def user_errors():
         # The hook stays installed: they are collected at interpreter shutdown.
         _STATE["interrupted"] = True
         sys.unraisablehook = _quiet_after_interrupt
-        err_console.print("[yellow]interrupted:[/] stopped cleanly; rerun the same command to resume")
+        notes = "".join(f"; {n}" for n in getattr(exc, "__notes__", ()))
+        err_console.print(f"[yellow]interrupted:[/] stopped cleanly; rerun the same command to resume{notes}",
+                          soft_wrap=True, highlight=False)
         raise typer.Exit(130) from None
     except expected as exc:
         if _STATE["debug"]:
@@ -318,12 +339,12 @@ def list_experiments(data_dir: str = _data_dir_option(), catalog: list[str] = _c
 def info(store: str = typer.Argument(..., help="store path or catalog entry name"),
          data_dir: str = _data_dir_option(), catalog: list[str] = _catalog_option()):
     """Describe a store: dims, variables, completed cells and provenance."""
-    from .reader import summarize
+    from .reader import check_complete_cells, summarize
     from .store import json_attr
 
     with user_errors():
         path = _store(store, data_dir, catalog)
-        ds = _open_store(path)
+        ds = check_complete_cells(_open_store(path), path)  # warns of complete cells with missing chunks
         console.print(f"[bold]{ds.attrs.get('title', store)}[/]  schema {ds.attrs.get('schema_version')}")
         console.print("dims: " + ", ".join(f"{k}={v}" for k, v in ds.sizes.items()))
         console.print("variables: " + ", ".join(sorted(ds.data_vars)))
@@ -338,7 +359,7 @@ def info(store: str = typer.Argument(..., help="store path or catalog entry name
         console.print("verified: " + (f"{ver['time']}, {ver['chunks_read']} chunks read, "
                                       f"{len(ver['damaged'])} damaged" + (" (repaired)" if ver.get("repaired") else "")
                                       if ver else "never ('ridgexr verify' checks every chunk)"))
-        _summary_table(summarize(path), "cells")
+        _summary_table(summarize(path, ds), "cells")
 
 
 def _store(name: str, data_dir, catalog_files):
@@ -425,37 +446,57 @@ def report(
 @app.command()
 def verify(
     store: str = typer.Argument(..., help="store path or catalog entry name"),
-    repair: bool = typer.Option(False, "--repair", help="clear the completion marks of damaged cells so that "
+    repair: bool = typer.Option(False, "--repair", help="rewrite missing or damaged metadata and small arrays from "
+                                "the configuration, and clear the completion marks of damaged cells so that "
                                 "'ridgexr run' recomputes exactly them"),
     data_dir: str = _data_dir_option(),
     catalog: list[str] = _catalog_option(),
 ):
-    """Read every chunk of every complete cell; report damaged (variable, cell) pairs (exit 1 when any)."""
+    """Check the store against the schema of its configuration, read every chunk of every complete cell and
+    check its digest; report damaged (variable, cell) pairs (exit 1 when any)."""
     import json
+    import tempfile
     from datetime import datetime, timezone
 
-    from .store import StoreLock, clear_completion, consolidate, set_root_attrs, verify_store
+    from .run import schema_reference
+    from .store import (StoreLock, StoreWarning, check_schema, clear_completion, consolidate, recover_store,
+                        repair_schema, set_root_attrs, verify_store)
 
     with user_errors():
         path = _store(store, data_dir, catalog)
         with StoreLock(path):
-            damage, n_read = verify_store(path)
+            for note in recover_store(path)[0]:
+                warnings.warn(note, StoreWarning)
+            with tempfile.TemporaryDirectory(prefix="ridgexr-schema-") as tmp:
+                reference = schema_reference(path, tmp)
+                schema = check_schema(path, reference)
+                rewritten = repair_schema(path, reference, schema) if repair and schema else []
+            if rewritten:  # every array's metadata now match the schema: the consolidated copy can be rebuilt
+                consolidate(path)
+            damage, n_read = verify_store(path) if (not schema or rewritten) else ([], 0)
             cells = [dict(c) for c in {tuple(d.cell.items()) for d in damage if d.cell}]
             whole = [d for d in damage if not d.cell]
             if repair and cells:
                 clear_completion(path, cells)
             set_root_attrs(path, verified=json.dumps({
                 "time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "chunks_read": n_read,
-                "damaged": [str(d) for d in damage], "repaired": bool(repair and cells)}))
-            consolidate(path)
+                "damaged": [str(d) for d in schema + damage], "repaired": bool(repair and (cells or rewritten))}))
+            if not schema or rewritten:  # never rebuild consolidated metadata from damaged array metadata
+                consolidate(path)
+    damage = schema + damage
     for d in damage:
         console.print(f"[red]damaged:[/] {d}", soft_wrap=True, highlight=False)
     if not damage:
-        console.print(f"ok: {n_read} chunks read, every checksum matches, no complete cell misses a chunk")
+        console.print(f"ok: the metadata match the configuration's schema; {n_read} chunks read, every checksum "
+                      "and cell digest matches, no complete cell misses a chunk")
         return
+    if rewritten:
+        console.print(f"repaired: rewrote {', '.join(rewritten)} from the configuration", soft_wrap=True)
     if repair and cells:
         console.print(f"repaired: {len(cells)} cell(s) marked incomplete; run 'ridgexr run' on this entry to "
                       "recompute them")
+    if schema and not repair:
+        console.print("the metadata differ from the configuration's schema: 'ridgexr verify --repair' rewrites them")
     if whole:
         console.print("store-level arrays are damaged; they cannot be recomputed cell by cell: rerun with --overwrite")
     raise typer.Exit(1)
@@ -475,6 +516,7 @@ def main(debug: bool = typer.Option(False, "--debug", help="show Python tracebac
                                       help="print the version and exit")):
     """ridgexr command-line interface (imports torch only for commands that compute)."""
     _STATE["debug"] = debug
+    warnings.showwarning = _show_warning
 
 
 if __name__ == "__main__":

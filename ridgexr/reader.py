@@ -10,12 +10,36 @@ import numpy as np
 import xarray as xr
 
 from .catalog import data_dir_source, open_catalog, resolve_store
-from .store import IN_PROCESS, cell_label, is_store, open_store
+from .store import IN_PROCESS, StoreWarning, cell_label, is_store, missing_chunks, open_store
 
-__all__ = ["open_dataset", "store_path", "summarize", "mask_incomplete"]
+__all__ = ["open_dataset", "store_path", "summarize", "mask_incomplete", "check_complete_cells"]
 
 
-def summarize(path: str | Path) -> list[dict]:
+def check_complete_cells(ds: xr.Dataset, path: str | Path) -> xr.Dataset:
+    """``ds`` with ``cell_complete`` unset for the complete cells that miss a chunk, each named in a
+    :class:`ridgexr.store.StoreWarning`.
+
+    Such a cell would read fill values (NaN, False, -1) where its data are gone; treated as
+    incomplete, it is masked by ``complete_only=True`` and skipped by the summaries.  The check
+    lists the arrays' folders and reads no chunk (:func:`ridgexr.store.missing_chunks`).
+    """
+    done = ds["cell_complete"]
+    dims = done.dims
+    marks = np.asarray(done.values, dtype=bool)
+    gone = missing_chunks(path, [tuple(int(i) for i in idx) for idx in zip(*np.nonzero(marks))])
+    if not gone:
+        return ds
+    marks = marks.copy()
+    for idx, names in sorted(gone.items()):
+        marks[idx] = False
+        where = " ".join(f"{k}={v}" for k, v in cell_label(ds, dims, idx).items())
+        warnings.warn(f"store {str(path)!r}: cell {where} is marked complete but chunks of {', '.join(names)} are "
+                      "missing; it is treated as incomplete (masked by complete_only=True): run 'ridgexr verify "
+                      "--repair' and 'ridgexr run' to recompute it", StoreWarning, stacklevel=3)
+    return ds.assign(cell_complete=done.copy(data=marks))
+
+
+def summarize(path: str | Path, ds: xr.Dataset | None = None) -> list[dict]:
     """Per-cell summary rows read back from the store, at the final step.
 
     Columns: mean ridge distance, share of SCMS-converged projections, rms normal and
@@ -25,11 +49,13 @@ def summarize(path: str | Path) -> list[dict]:
     ``memorization_fraction``), diverged trajectories, held-out excess loss.  Every column is
     built lazily and computed in one ``dask.compute`` in this process
     (:data:`ridgexr.store.IN_PROCESS`), so chunks shared by several columns (the final step's
-    block of each cell) are read once.
+    block of each cell) are read once.  A complete cell with a missing chunk is shown as
+    incomplete, with a warning (:func:`check_complete_cells`); pass ``ds`` when it is already
+    open and checked.
     """
     import dask
 
-    ds = open_store(path)
+    ds = check_complete_cells(open_store(path), path) if ds is None else ds
     dims = ds["cell_complete"].dims
     lazy = _summary_columns(ds, ds.isel(step=-1))
     marks = {"done": ds["cell_complete"]}
@@ -115,11 +141,14 @@ def open_dataset(name_or_path: str | Path, *, data_dir: str | Path | None = None
         Mask the per-cell data of incomplete cells (NaN for floats; boolean variables keep
         their dtype and read False there; integer ones read -1).
 
+    A cell marked complete whose chunks are not all on disk (damage: it would read fill values)
+    is treated as incomplete, with a warning naming it (a listing of the store, no chunk read).
     The Dataset's ``cell_complete`` variable tells which cells are complete; its attrs hold
     the configuration (``config``, JSON) and provenance; ``ds.ridge.config`` and
     ``ds.ridge.provenance`` return them parsed.
     """
-    ds = open_store(store_path(name_or_path, data_dir=data_dir, catalog=catalog))
+    path = store_path(name_or_path, data_dir=data_dir, catalog=catalog)
+    ds = check_complete_cells(open_store(path), path)
     return mask_incomplete(ds) if complete_only else ds
 
 
@@ -129,7 +158,7 @@ def mask_incomplete(ds):
     done = ds["cell_complete"]
     masked = {}
     for name, var in ds.data_vars.items():
-        if name == "cell_complete" or not set(done.dims) <= set(var.dims):
+        if name in ("cell_complete", "cell_digest") or not set(done.dims) <= set(var.dims):
             continue
         if var.dtype == bool:
             masked[name] = var & done

@@ -23,6 +23,7 @@ as NaN.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -32,6 +33,7 @@ import uuid
 import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -46,12 +48,14 @@ from .process import OU
 from . import units
 from .training.diagnostics import DIAGNOSTIC_VARIABLES, LOSS_UNITS
 
-SCHEMA_VERSION = "1.3"
+SCHEMA_VERSION = "1.4"
 LOCK_NAME = ".ridgexr-lock"
 
 __all__ = ["CELL_DIMS", "CellWriter", "STEP_VARIABLES", "consolidate", "is_consolidated", "COORD_ATTRS", "SCHEMA_VERSION", "StoreLayout", "create_store", "write_block", "write_cell_end", "open_store",
            "StoreLock", "StoreLockedError", "cells", "complete_cells", "cell_label", "json_attr", "VARIABLE_ATTRS",
-           "CELL_DIAGNOSTICS", "is_store", "remove_partial_creations", "replace_store", "Damage", "verify_store",
+           "CELL_DIAGNOSTICS", "is_store", "remove_partial_creations", "replace_store",
+           "recover_store", "create_staging", "commit_staging", "StoreWarning", "StoreDamagedError",
+           "missing_chunks", "cell_digest", "per_cell_arrays", "chunk_keys", "check_schema", "repair_schema", "write_template", "Damage", "verify_store",
            "clear_completion", "copy_cell", "CODECS", "IN_PROCESS"]
 
 #: dask scheduler of the small reads ridgexr does for itself (the eager step coordinates, the run
@@ -91,6 +95,8 @@ VARIABLE_ATTRS: dict[str, tuple[str, str]] = {
     "manifold_rotation": ("rotation R of the manifold: x = R (manifold point, 0, ..., 0)", units.DIMENSIONLESS),
     **{name: (long_name, LOSS_UNITS) for name, long_name in DIAGNOSTIC_VARIABLES.items()},
     "cell_complete": ("every variable of this cell is written", "1"),
+    "cell_digest": ("BLAKE2b-32 digest of every chunk's key and stored bytes of this cell, written just before "
+                    "cell_complete (ridgexr verify checks it)", "1"),
     "cell_applies": ("the cell is run: its model block uses every label of the cell (masked cells stay NaN)", "1"),
     "max_dropped_mass": ("largest posterior mass dropped by top-k truncation over the cell's projections "
                          "(<= attr drop_tol)", "1"),
@@ -235,6 +241,7 @@ def _template(layout: StoreLayout, train: np.ndarray, attrs: dict, extra: dict |
     for name in CELL_DIAGNOSTICS:
         data[name] = (cd, da.full(cs, np.nan, chunks=ones))
     data["cell_complete"] = (cd, da.zeros(cs, dtype=bool, chunks=ones))
+    data["cell_digest"] = (cd, da.zeros(cs, dtype=np.int32, chunks=ones))  # int32: netCDF-3 can hold a slice
     data["cell_applies"] = (cd, layout.applies_mask())
     data["max_dropped_mass"] = (cd, da.full(cs, np.nan, chunks=ones))
     if layout.d_star_alt:
@@ -293,22 +300,129 @@ def _sibling(path: Path, tag: str = "") -> Path:
     return path.parent / f"{_creation_prefix(path)}{os.getpid()}-{tag}{uuid.uuid4().hex[:8]}"
 
 
+_OLD_TAG = "old-"
+SWAP_NAME = ".ridgexr-swap"
+
+
+class StoreWarning(UserWarning):
+    """A store needed attention that did not stop the command: an interrupted ``--overwrite`` finished or
+    rolled back, a leftover folder kept, a complete cell with missing chunks masked."""
+
+
+def _journal(path: Path) -> Path:
+    """The journal of an ``--overwrite`` swap, beside the store (``STORE.ridgexr-swap``)."""
+    return Path(str(path).rstrip("/") + SWAP_NAME)
+
+
+def _leftovers(path: Path) -> list[Path]:
+    if not path.parent.is_dir():
+        return []
+    return sorted(path.parent.glob(glob_escape(_creation_prefix(path)) + "*"))
+
+
+def _is_old(p: Path, path: Path) -> bool:
+    """Whether the hidden sibling ``p`` is a store moved aside by an ``--overwrite`` swap."""
+    rest = p.name[len(_creation_prefix(path)):]
+    return rest.split("-", 1)[-1].startswith(_OLD_TAG)
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def recover_store(path: str | Path, *, resume_hash: str | None = None) -> tuple[list[str], Path | None]:
+    """Finish or roll back an interrupted ``--overwrite`` and clear the leftovers of killed creations.
+
+    Call only while holding the store's :class:`StoreLock`.  With a swap journal
+    (``STORE.ridgexr-swap``, written once the new store is complete): the swap is finished (the
+    new store renamed into place, then the store it replaced removed); when the new store is
+    gone and ``path`` holds no store, the old one is put back.  Without a journal, a store moved
+    aside by an ``--overwrite`` (``.NAME.creating-PID-old-...``) is renamed back to ``path`` when
+    ``path`` holds no store, and otherwise kept and reported, never deleted.  Partial creations
+    are removed, except the new store of an interrupted ``--overwrite`` whose ``config_hash``
+    equals ``resume_hash``, which is returned so that the overwrite resumes.
+
+    Returns
+    -------
+    notes : list of str
+        One sentence per action that a user should hear of (each also warned as :class:`StoreWarning`
+        by the caller, if it wishes).
+    resumable : path or None
+        The partial new store of an interrupted ``--overwrite`` with this ``resume_hash``.
+    """
+    path = Path(path)
+    notes: list[str] = []
+    journal = _journal(path)
+    if journal.exists() or journal.is_symlink():
+        try:
+            plan = json.loads(journal.read_text())
+            new, old = path.parent / plan["new"], path.parent / plan["old"]
+            if Path(plan["new"]).name != plan["new"] or Path(plan["old"]).name != plan["old"]:
+                raise ValueError("not a sibling")
+        except (OSError, ValueError, KeyError, TypeError):
+            notes.append(f"ignored the unreadable swap journal {str(journal)!r}")
+        else:
+            if is_store(new):  # the new store is complete: finish the swap
+                if is_store(path) and not old.exists():
+                    os.rename(path, old)
+                if not path.exists():
+                    os.rename(new, path)
+                    _fsync_dir(path.parent)
+                    notes.append(f"finished the interrupted --overwrite of {str(path)!r}: the new store is in place")
+            if old.exists():
+                if is_store(path):  # the swap is done: ``old`` is the store it replaced
+                    shutil.rmtree(old)
+                    notes.append(f"removed {str(old)!r}, the store that the interrupted --overwrite replaced")
+                elif not path.exists():
+                    os.rename(old, path)
+                    _fsync_dir(path.parent)
+                    notes.append(f"restored the old store of {str(path)!r} from {str(old)!r} "
+                                 "(an --overwrite was interrupted before its new store was complete)")
+        journal.unlink()
+    for tmp in path.parent.glob(glob_escape(journal.name) + ".*"):  # a journal killed while being written
+        tmp.unlink()
+    resumable = None
+    for p in _leftovers(path):
+        if _is_old(p, path):  # an old store moved aside, with no journal to say what happened
+            if not path.exists() and is_store(p):
+                os.rename(p, path)
+                _fsync_dir(path.parent)
+                notes.append(f"restored the old store of {str(path)!r} from {str(p)!r} "
+                             "(an --overwrite was interrupted between its two renames)")
+            else:
+                notes.append(f"kept {str(p)!r}: the old store of an interrupted --overwrite ({str(path)!r} holds "
+                             "a store too); compare them and delete the one you do not need yourself")
+        elif resume_hash is not None and resumable is None and is_store(p) \
+                and _root_metadata(p).get("attributes", {}).get("config_hash") == resume_hash:
+            resumable = p
+        else:
+            if is_store(p):
+                notes.append(f"removed {str(p)!r}, the partial new store of an interrupted --overwrite")
+            shutil.rmtree(p, ignore_errors=True)
+    return notes, resumable
+
+
 def remove_partial_creations(path: str | Path) -> list[Path]:
     """Remove folders left beside ``path`` by creations that were killed; returns them.
 
     Call only while holding the store's :class:`StoreLock` (no creation is then running).
+    Stores moved aside by an interrupted ``--overwrite`` are not removed (see :func:`recover_store`).
     """
     path = Path(path)
-    if not path.parent.is_dir():
-        return []
-    left = sorted(path.parent.glob(_creation_prefix(path) + "*"))
+    left = [p for p in _leftovers(path) if not _is_old(p, path)]
     for p in left:
         shutil.rmtree(p, ignore_errors=True)
     return left
 
 
-def _write_template(target: Path, layout: StoreLayout, train: np.ndarray, attrs: dict,
-                    extra: dict | None = None) -> None:
+def write_template(target: Path, layout: StoreLayout, train: np.ndarray, attrs: dict,
+                   extra: dict | None = None) -> None:
+    """Write the store's template at ``target`` (must not exist): every array's metadata, and the arrays
+    known at creation (coordinates, ``train_data``, ``cell_applies``, dataset extras); no data chunks."""
     ds = _template(layout, train, {"schema_version": SCHEMA_VERSION, **attrs}, extra)
     encoding = {}
     for name, var in ds.variables.items():
@@ -336,33 +450,71 @@ def create_store(path: str | Path, layout: StoreLayout, train: np.ndarray, attrs
     path = Path(path)
     tmp = _sibling(path)
     try:
-        _write_template(tmp, layout, train, attrs, extra)
+        write_template(tmp, layout, train, attrs, extra)
         os.rename(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def create_staging(path: str | Path, layout: StoreLayout, train: np.ndarray, attrs: dict,
+                   extra: dict | None = None) -> Path:
+    """Create the new store of an ``--overwrite`` in a hidden folder beside ``path``; returns that folder.
+
+    Run the cells into it, then :func:`commit_staging` swaps it in; the store at ``path`` is not
+    touched before.  A killed run leaves it beside ``path``, where :func:`recover_store` finds it
+    (to resume it, or to remove it).
+    """
+    path = Path(path)
+    staging = _sibling(path)
+    try:
+        write_template(staging, layout, train, attrs, extra)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return staging
+
+
+def commit_staging(path: str | Path, staging: str | Path) -> None:
+    """Swap the complete store ``staging`` in for the store at ``path`` (``--overwrite``), as a journalled
+    transaction.
+
+    A journal naming both folders is written (and synced) first; then ``path`` is renamed aside,
+    ``staging`` renamed to ``path``, the old store removed and the journal last.  A kill at any
+    instant leaves a journal from which :func:`recover_store` finishes the swap, so a complete
+    store is never lost: before the journal, ``path`` still holds the old store.
+    """
+    path, staging = Path(path), Path(staging)
+    old = _sibling(path, _OLD_TAG)
+    journal = _journal(path)
+    tmp = journal.with_name(journal.name + f".{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        os.write(fd, json.dumps({"new": staging.name, "old": old.name}).encode())
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    os.close(fd)
+    os.rename(tmp, journal)
+    _fsync_dir(path.parent)
+    os.rename(path, old)
+    os.rename(staging, path)
+    _fsync_dir(path.parent)
+    shutil.rmtree(old)
+    os.unlink(journal)
 
 
 def replace_store(path: str | Path, layout: StoreLayout, train: np.ndarray, attrs: dict,
                   extra: dict | None = None) -> None:
-    """Create a new store and only then swap it in for the one at ``path`` (``--overwrite``).
+    """Replace the store at ``path`` by a new, empty one (its template), as one journalled swap.
 
-    The new store is written beside the old one; the old one is moved aside, the new one
-    renamed into place, and the old one deleted.  A crash before the swap leaves the old
-    store untouched.
+    ``ridgexr run --overwrite`` does not use this: it runs every cell into the staging store first
+    (:func:`create_staging`, :func:`commit_staging`), so the old store stays until the new one is
+    complete.
     """
-    path = Path(path)
-    tmp, old = _sibling(path), _sibling(path, "old-")
-    try:
-        _write_template(tmp, layout, train, attrs, extra)
-        os.rename(path, old)
-        os.rename(tmp, path)
-    except BaseException:
-        if old.exists() and not path.exists():
-            os.rename(old, path)  # put the old store back
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
+    commit_staging(path, create_staging(path, layout, train, attrs, extra))
 
 
 STEP_VARIABLES = STEP_VECTOR + STEP_SCALAR + STEP_BOOL + STEP_INT
@@ -480,9 +632,13 @@ def write_cell_end(path: str | Path, layout: StoreLayout, cell: tuple[int, ...],
         if name in values and values[name].shape != shape:
             raise ValueError(f"`{name}` has shape {values[name].shape}; expected {shape}")
     values.update({name: float(diagnostics.get(name, np.nan)) for name in CELL_DIAGNOSTICS})
-    arrays = _open_arrays(path, list(values) + ["cell_complete"])
+    group = zarr.open_group(str(path), mode="r+", zarr_format=3)
+    arrays = _open_arrays(group, list(values) + ["cell_complete"])
     for name, value in values.items():
         arrays[name][cell] = value
+    if "cell_digest" in group:  # stores of schema 1.4 on: the digest, then the mark
+        arrays["cell_digest"] = _open_arrays(group, ["cell_digest"])["cell_digest"]
+        arrays["cell_digest"][cell] = cell_digest(path, cell, group=group)
     arrays["cell_complete"][cell] = True
 
 
@@ -518,10 +674,10 @@ def copy_cell(path: str | Path, layout: StoreLayout, source: tuple[int, ...], ce
                    final_ridge_residual_alt=arrays["final_ridge_residual_alt"][source] if layout.d_star_alt else None)
 
 
-def _open_arrays(path: str | Path, names: Iterable[str]) -> dict[str, Any]:
-    """Named zarr arrays of a store opened for writing, every chunk written, even all-fill ones
-    (``verify`` expects every chunk of a written region on disk)."""
-    group = zarr.open_group(str(path), mode="r+", zarr_format=3)
+def _open_arrays(path: str | Path | zarr.Group, names: Iterable[str]) -> dict[str, Any]:
+    """Named zarr arrays of a store (a path or its group) opened for writing, every chunk written, even
+    all-fill ones (``verify`` expects every chunk of a written region on disk)."""
+    group = path if isinstance(path, zarr.Group) else zarr.open_group(str(path), mode="r+", zarr_format=3)
     return {name: group[name].with_config({"write_empty_chunks": True}) for name in names}
 
 
@@ -543,21 +699,62 @@ def consolidate(path: str | Path) -> None:
         zarr.consolidate_metadata(str(path), zarr_format=3)
 
 
-def open_store(path: str | Path, **kwargs) -> xr.Dataset:
+def open_store(path: str | Path, *, load_marks: bool = True, **kwargs) -> xr.Dataset:
     """Open a store lazily (dask-backed) with xarray, with ``t`` as an indexed coordinate.
 
     The step coordinates ``t``, ``alpha``, ``h`` and ``sampler_step`` are tiny and loaded
     eagerly; ``t`` gets an index along ``step``, so ``ds.sel(t=0.1, method="nearest")``,
     ``ds.sel(t=slice(0.5, 0.01))`` (t decreases along ``step``: a window runs from the
-    larger time to the smaller) and ``ds.where(ds.t < 0.5, drop=True)`` work.
+    larger time to the smaller) and ``ds.where(ds.t < 0.5, drop=True)`` work.  ``cell_complete`` is
+    loaded too (``load_marks=False``: left lazy).  Damaged metadata or a damaged chunk of these small
+    arrays raises :class:`StoreDamagedError` naming the file.
     """
     p = Path(path)
     if not (p / "zarr.json").is_file():
         raise FileNotFoundError(f"no ridgexr store at {str(p)!r}")
-    ds = xr.open_zarr(str(p), zarr_format=3, consolidated=is_consolidated(p), **kwargs)
-    eager = {name: ds[name].load(scheduler=IN_PROCESS) for name in EAGER_COORDS if name in ds.coords}
+    try:
+        ds = xr.open_zarr(str(p), zarr_format=3, consolidated=is_consolidated(p), **kwargs)
+    except Exception as exc:  # damaged metadata: say which file
+        raise StoreDamagedError(f"store {str(p)!r} cannot be opened: {_damaged_metadata(p) or exc}; "
+                                f"run 'ridgexr verify {p}'") from exc
+    eager = {name: _load(p, ds, name) for name in EAGER_COORDS if name in ds.coords}
     ds = ds.assign_coords(eager)
+    if load_marks and "cell_complete" in ds:  # small, and read by every summary: loaded now, so that damage is named here
+        ds["cell_complete"] = _load(p, ds, "cell_complete")
     return ds.set_xindex("t") if "t" in ds.coords and "step" in ds["t"].dims else ds
+
+
+class StoreDamagedError(ValueError):
+    """A store's metadata, or a small array read when it is opened, is damaged; the message names the file."""
+
+
+def _damaged_metadata(path: Path) -> str | None:
+    """The first metadata file of a store that is not a JSON object, with the reason; None when all parse."""
+    for meta in [path / "zarr.json", *sorted(path.glob("*/zarr.json"))]:
+        try:
+            if not isinstance(json.loads(meta.read_bytes()), dict):
+                return f"metadata file {str(meta)!r} is not a JSON object"
+        except (OSError, ValueError) as exc:
+            return f"metadata file {str(meta)!r} is damaged ({type(exc).__name__}: {exc})"
+    return None
+
+
+def _load(path: Path, ds: xr.Dataset, name: str) -> xr.DataArray:
+    """``ds[name]`` loaded; a chunk that does not decode raises :class:`StoreDamagedError` naming the array
+    and its chunk file."""
+    try:
+        return ds[name].load(scheduler=IN_PROCESS)
+    except Exception as exc:
+        where = ""
+        arr = zarr.open_array(str(path / name), mode="r", zarr_format=3)
+        for coords, key in chunk_keys(arr):
+            try:
+                arr.get_block_selection(coords)
+            except Exception:
+                where = f", chunk file {str(path / name / key)!r}"
+                break
+        raise StoreDamagedError(f"store {str(path)!r}: array {name!r} cannot be read{where} "
+                                f"({type(exc).__name__}: {exc}); run 'ridgexr verify {path}'") from exc
 
 
 def json_attr(ds: xr.Dataset, key: str) -> dict:
@@ -590,6 +787,93 @@ def complete_cells(ds: xr.Dataset) -> list[dict]:
     return [cell_label(ds, dims, idx) for idx in zip(*np.nonzero(done))]
 
 
+# ---------------------------------------------------------------------------- chunks of a cell
+#: per-cell arrays that the digest does not cover: the mark and the digest themselves
+NOT_DIGESTED = ("cell_complete", "cell_digest")
+
+
+def per_cell_arrays(group: zarr.Group, cell_dims: tuple[str, ...]) -> dict[str, Any]:
+    """The arrays of ``group`` that hold their own chunks for each cell: dims start with the cell dims and
+    chunks are 1 along them (coordinates, such as ``model``, are store-level even when their one dim is a
+    cell dim)."""
+    out = {}
+    n = len(cell_dims)
+    for name in sorted(group.array_keys()):
+        if not n or name in CELL_DIMS:
+            continue
+        arr = group[name]
+        dims = tuple(arr.metadata.dimension_names or ())
+        chunks = arr.metadata.chunk_grid.chunk_shape
+        if dims[:n] == tuple(cell_dims) and all(c == 1 for c in chunks[:n]):
+            out[name] = arr
+    return out
+
+
+def chunk_keys(arr, cell: tuple[int, ...] = ()) -> list[tuple[tuple[int, ...], str]]:
+    """(chunk coordinates, key below the array's folder) of every chunk of ``cell`` (a prefix of chunk
+    coordinates; ``()``: every chunk of the array)."""
+    n = len(cell)
+    chunks = arr.metadata.chunk_grid.chunk_shape
+    grid = [-(-s // c) if s else 0 for s, c in zip(arr.shape[n:], chunks[n:])]
+    encode = arr.metadata.chunk_key_encoding.encode_chunk_key
+    return [(tuple(cell) + tail, encode(tuple(cell) + tail)) for tail in np.ndindex(*grid)]
+
+
+def cell_digest(path: str | Path, cell: tuple[int, ...], *, group: zarr.Group | None = None) -> int:
+    """BLAKE2b-32 digest (a signed 32-bit integer) of one cell: for every per-cell array (except the mark and the digest), in name
+    order, each chunk's key and its bytes as stored (after compression and checksum).
+
+    A chunk copied from another cell or position, or a stale chunk of an earlier write, has the right
+    checksum but another key or other bytes, so the digest changes.  A missing chunk enters as a marker.
+    Reads the cell's chunk files (no decoding).
+    """
+    import hashlib
+
+    path = Path(path)
+    group = group if group is not None else zarr.open_group(str(path), mode="r", zarr_format=3)
+    cell = tuple(int(i) for i in cell)
+    h = hashlib.blake2b(digest_size=4)
+    for name, arr in per_cell_arrays(group, _group_cell_dims(group)).items():
+        if name in NOT_DIGESTED:
+            continue
+        for _, key in chunk_keys(arr, cell):
+            try:
+                data = (path / name / key).read_bytes()
+            except FileNotFoundError:
+                data = None
+            h.update(f"{name}/{key}\0".encode())
+            h.update(b"\xff" if data is None else len(data).to_bytes(8, "little") + data)
+    return int.from_bytes(h.digest(), "little", signed=True)
+
+
+def _group_cell_dims(group: zarr.Group) -> tuple[str, ...]:
+    return tuple(group["cell_complete"].metadata.dimension_names or ())
+
+
+def missing_chunks(path: str | Path, cells: Iterable[tuple[int, ...]]) -> dict[tuple[int, ...], list[str]]:
+    """{cell: [variables]} of the given cells that miss a chunk of some per-cell array.
+
+    From a listing of the arrays' folders: no chunk is read.  Every chunk of a written region is
+    stored (``write_empty_chunks``), so a complete cell with a missing chunk is damaged and would
+    read fill values.
+    """
+    path = Path(path)
+    cells = [tuple(int(i) for i in c) for c in cells]
+    if not cells:
+        return {}
+    group = zarr.open_group(str(path), mode="r", zarr_format=3)
+    missing: dict[tuple[int, ...], list[str]] = {}
+    for name, arr in per_cell_arrays(group, _group_cell_dims(group)).items():
+        if name == "cell_complete":  # a complete cell's mark reads True: it is on disk
+            continue
+        base = path / name
+        present = {str(Path(root, f).relative_to(base)) for root, _, files in os.walk(base) for f in files}
+        for cell in cells:
+            if any(key not in present for _, key in chunk_keys(arr, cell)):
+                missing.setdefault(cell, []).append(name)
+    return missing
+
+
 # ---------------------------------------------------------------------------- verify
 @dataclass(frozen=True)
 class Damage:
@@ -612,50 +896,169 @@ def verify_store(path: str | Path) -> tuple[list[Damage], int]:
     """Read every chunk of every complete cell (and of the store-level arrays) and check it.
 
     A chunk is damaged when it is missing (every chunk of a written region is stored), does
-    not decode, or fails its CRC32C checksum.  Returns the damage found and the number of
-    chunks read.
+    not decode, or fails its CRC32C checksum; a complete cell is damaged when its chunks do not
+    match its ``cell_digest`` (schema 1.4 on: a chunk swapped with another cell's, moved, or
+    stale).  Returns the damage found and the number of chunks read.
     """
     path = Path(path)
-    ds = open_store(path)
+    ds = open_store(path, load_marks=False)
     cell_dims = _cell_dims(ds)
-    done = ds["cell_complete"].values
     group = zarr.open_group(str(path), mode="r", zarr_format=3)
+    per_cell = per_cell_arrays(group, cell_dims)
     damage: list[Damage] = []
     n_read = 0
-    complete = [tuple(int(i) for i in idx) for idx in zip(*np.nonzero(done))]
+    complete = []
+    marks = group["cell_complete"]
+    for coords, key in chunk_keys(marks):  # mark by mark: a damaged mark is one damaged cell
+        try:
+            if bool(np.asarray(marks.get_block_selection(coords)).all()) and (path / "cell_complete" / key).is_file():
+                complete.append(coords)
+        except Exception as exc:
+            damage.append(Damage("cell_complete", cell_label(ds, cell_dims, coords),
+                                 f"chunk {coords} does not decode ({path / 'cell_complete' / key}: "
+                                 f"{type(exc).__name__}: {exc})"))
+    n_read += len(complete)
+    labels = {idx: cell_label(ds, cell_dims, idx) for idx in complete}
     for name in sorted(group.array_keys()):
+        if name == "cell_complete":
+            continue
         arr = group[name]
-        dims = tuple(arr.metadata.dimension_names or ())
-        chunks = arr.metadata.chunk_grid.chunk_shape
-        grid = [int(np.ceil(s / c)) if s else 0 for s, c in zip(arr.shape, chunks)]
-        if dims[:len(cell_dims)] == cell_dims and cell_dims:
-            targets = [(idx, cell_label(ds, cell_dims, idx)) for idx in complete]
-            n_cell = len(cell_dims)
-        else:
-            targets, n_cell = [((), {})], 0
-        encode = arr.metadata.chunk_key_encoding.encode_chunk_key
-        for idx, labels in targets:
-            rest = [range(g) for g in grid[n_cell:]]
+        targets = [(idx, labels[idx]) for idx in complete] if name in per_cell else [((), {})]
+        for idx, where in targets:
             bad = None
-            for tail in np.ndindex(*[len(r) for r in rest]):
-                coords = tuple(idx) + tuple(tail)
-                if not (path / name / encode(coords)).is_file():
-                    bad = f"chunk {coords} is missing"
+            for coords, key in chunk_keys(arr, idx):
+                chunk = path / name / key
+                if not chunk.is_file():
+                    bad = f"chunk {coords} is missing ({chunk})"
                     break
                 try:
                     arr.get_block_selection(coords)
                     n_read += 1
                 except Exception as exc:  # any decode or checksum failure marks the chunk damaged
-                    bad = f"chunk {coords} does not decode ({type(exc).__name__}: {exc})"
+                    bad = f"chunk {coords} does not decode ({chunk}: {type(exc).__name__}: {exc})"
                     break
             if bad is not None:
-                damage.append(Damage(name, labels, bad))
+                damage.append(Damage(name, where, bad))
+    if "cell_digest" in per_cell:
+        digests = group["cell_digest"]
+        damaged = {tuple(d.cell.items()) for d in damage}
+        for idx in complete:
+            if tuple(labels[idx].items()) in damaged:
+                continue  # already reported (its digest too, when that chunk is damaged), repaired with the cell
+            if cell_digest(path, idx, group=group) != int(np.asarray(digests.get_block_selection(idx)).ravel()[0]):
+                damage.append(Damage("cell_digest", labels[idx], "the cell's chunks do not match its digest: a "
+                                     "chunk was swapped with another position's, or is stale"))
     return damage, n_read
+
+
+#: the variable named in a :class:`Damage` of the consolidated metadata (rebuilt by ``verify --repair``)
+CONSOLIDATED = "consolidated metadata"
+
+#: arrays added after schema 1.3, with the schema version that added them
+SINCE = {"cell_digest": "1.4"}
+
+
+def _version(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split("."))
+    except ValueError:
+        return (0,)
+
+
+#: metadata fields that define an array (attributes are descriptive and may gain keys)
+SCHEMA_FIELDS = ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "codecs", "fill_value", "dimension_names")
+
+
+def _array_meta(folder: Path) -> tuple[dict | None, str | None]:
+    """(parsed zarr.json, None) or (None, why it is damaged)."""
+    meta = folder / "zarr.json"
+    try:
+        out = json.loads(meta.read_bytes())
+    except FileNotFoundError:
+        return None, "missing" if folder.is_dir() else "array is missing"
+    except (OSError, ValueError) as exc:
+        return None, f"metadata file {str(meta)!r} is damaged ({type(exc).__name__}: {exc})"
+    if not isinstance(out, dict) or out.get("node_type") != "array":
+        return None, f"metadata file {str(meta)!r} is not an array's metadata"
+    return out, None
+
+
+def check_schema(path: str | Path, reference: str | Path) -> list[Damage]:
+    """Compare a store with ``reference``, the template its configuration defines (metadata and the small
+    arrays written at creation; see :func:`ridgexr.run.schema_reference`).
+
+    Damage, one per array: missing (folder or ``zarr.json``), metadata that does not parse, metadata that
+    differs in any field but ``attributes`` (descriptive; their wording may change between versions), and, for the arrays written whole at creation
+    (coordinates, ``train_data``, ``cell_applies``), chunk files that differ from the reference's.
+    Arrays the reference does not have are not checked (stores of an older schema).
+    """
+    path, reference = Path(path), Path(reference)
+    damage = []
+    root = _root_metadata(path)
+    version = str(root.get("attributes", {}).get("schema_version", SCHEMA_VERSION))
+    consolidated = (root.get("consolidated_metadata") or {}).get("metadata")
+    for folder in sorted(p for p in reference.iterdir() if (p / "zarr.json").is_file()):
+        name = folder.name
+        if _version(version) < _version(SINCE.get(name, "0")):
+            continue  # an array of a later schema than the store's
+        want, _ = _array_meta(folder)
+        have, why = _array_meta(path / name)
+        if have is None:
+            damage.append(Damage(name, {}, why if why != "missing" else f"metadata file "
+                                 f"{str(path / name / 'zarr.json')!r} is missing"))
+            continue
+        # every field but the descriptive attributes (their wording may change between versions)
+        if isinstance(consolidated, dict):  # what readers use: the copy in the root metadata
+            copy = consolidated.get(name)
+            if not isinstance(copy, dict) or any(copy.get(k) != want.get(k) for k in (set(copy) | set(want))
+                                                 if k != "attributes"):
+                damage.append(Damage(CONSOLIDATED, {}, f"the consolidated metadata of {name!r} in "
+                                     f"{str(path / 'zarr.json')!r} differ from the schema of the configuration"))
+        diff = [k for k in sorted((set(have) | set(want)) - {"attributes"}) if have.get(k) != want.get(k)]
+        if diff:
+            damage.append(Damage(name, {}, f"metadata differs from the schema of the configuration ({', '.join(diff)})"))
+            continue
+        written = sorted(q.relative_to(folder) for q in folder.rglob("*") if q.is_file() and q.name != "zarr.json")
+        bad = [str(k) for k in written if not (path / name / k).is_file()
+               or (path / name / k).read_bytes() != (folder / k).read_bytes()]
+        if bad:
+            damage.append(Damage(name, {}, f"chunk {bad[0]} differs from the configuration's "
+                                 f"({str(path / name / bad[0])!r})"))
+    return damage
+
+
+def repair_schema(path: str | Path, reference: str | Path, damage: list[Damage]) -> list[str]:
+    """Rewrite the arrays named in ``damage`` (from :func:`check_schema`) from ``reference``: their
+    ``zarr.json``, and the chunks written at creation (coordinates, ``train_data``, ``cell_applies``).
+    Per-cell arrays get no chunks: their cells then miss chunks (or read incomplete) and are recomputed.
+    Returns the names rewritten (:data:`CONSOLIDATED` when the consolidated metadata are damaged: the
+    caller rebuilds them with :func:`consolidate` once the arrays are whole).  Call with the store's :class:`StoreLock` held.
+    """
+    path, reference = Path(path), Path(reference)
+    fixed = [CONSOLIDATED] if any(d.variable == CONSOLIDATED for d in damage) else []  # the caller consolidates
+    for name in sorted({d.variable for d in damage}):
+        src = reference / name
+        if not (src / "zarr.json").is_file():
+            continue
+        dst = path / name
+        have, _ = _array_meta(dst)
+        if have is not None and any(have.get(k) != json.loads((src / "zarr.json").read_bytes()).get(k)
+                                    for k in SCHEMA_FIELDS):
+            shutil.rmtree(dst)  # another shape or codec: the chunks cannot be kept
+        dst.mkdir(exist_ok=True)
+        for q in sorted(src.rglob("*")):
+            if q.is_file() and q.name != "zarr.json":
+                (dst / q.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(q, dst / q.relative_to(src))
+        shutil.copyfile(src / "zarr.json", dst / "zarr.json.tmp")
+        os.replace(dst / "zarr.json.tmp", dst / "zarr.json")
+        fixed.append(name)
+    return fixed
 
 
 def clear_completion(path: str | Path, cells: list[dict]) -> None:
     """Unset ``cell_complete`` for the cells labelled ``cells`` so that a rerun recomputes them."""
-    ds = open_store(path)
+    ds = open_store(path, load_marks=False)
     cell_dims = _cell_dims(ds)
     marks = _open_arrays(path, ["cell_complete"])["cell_complete"]
     for labels in cells:
@@ -700,7 +1103,13 @@ class StoreLock:
     def acquire(self) -> "StoreLock":
         """Take the lock or raise :class:`StoreLockedError` naming the holder."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:  # never follow a symbolic link: the lock file is truncated and written
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP or self.path.is_symlink():
+                raise OSError(errno.ELOOP, "the lock file is a symbolic link; ridgexr does not follow it (remove "
+                              "the link)", str(self.path)) from None
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -99,3 +99,39 @@ def test_complete_only_masks_without_changing_dtypes(tmp_path):
     assert not masked.ridge_converged.sel(width=4).values.any() and masked.ridge_converged.sel(width=8).values.all()
     assert np.isnan(masked.trajectory.sel(width=4).values).all()
     np.testing.assert_array_equal(masked.trajectory.sel(width=8).values, 1.0)
+
+
+def test_a_complete_cell_with_a_missing_chunk_is_never_read_as_fill_values(store, tmp_path):
+    """Issue 29, item 3: ``open_dataset`` (and ``complete_only``), ``info`` and ``run`` list the chunks of every
+    complete cell; one that misses a chunk is named in a warning and treated as incomplete."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from ridgexr.cli import app
+    from ridgexr.store import StoreWarning
+
+    path = tmp_path / "s.zarr"
+    shutil.copytree(store, path)
+    clean = ridgexr.open_dataset(store)
+    (path / "diverged" / "c" / "1" / "0" / "0").unlink()  # schedule h2, width 8: fill value False
+    (path / "trajectory" / "c" / "1" / "0" / "0" / "1" / "0").unlink()
+    with pytest.warns(StoreWarning, match=r"cell schedule=h2 width=8 is marked complete but chunks of diverged, "
+                                          r"trajectory are missing"):
+        ds = ridgexr.open_dataset(path, complete_only=True)
+    assert ds.cell_complete.values.sum() == clean.cell_complete.values.sum() - 1
+    assert not bool(ds.cell_complete.sel(schedule="h2", width=8))
+    assert np.isnan(ds.trajectory.sel(schedule="h2", width=8).values).all()  # masked, not half fill values
+    others = ds.drop_sel(schedule="h2")
+    np.testing.assert_array_equal(others.trajectory.values, clean.drop_sel(schedule="h2").trajectory.values)
+    res = CliRunner().invoke(app, ["info", str(path)])
+    assert res.exit_code == 0 and "schedule=h2 width=8 is marked complete but" in res.output.replace("\n", "")
+    exp = experiment_from_file(next(store.parent.glob("*.yaml")))
+    with pytest.warns(StoreWarning, match="they are recomputed"):
+        again = run_experiment(exp, store=path)
+    assert again.cells_run == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StoreWarning)
+        fixed = ridgexr.open_dataset(path)
+    for name in clean.variables:
+        np.testing.assert_array_equal(fixed[name].values, clean[name].values, err_msg=name)

@@ -293,6 +293,7 @@ def test_absurd_training_data_and_os_errors_are_one_line(tmp_path, catalog_text)
     afile.write_text("x")
     res = runner.invoke(app, ["run", str(f), "--data-dir", str(afile)])
     assert res.exit_code == 2 and "error: cannot use" in res.output and str(afile) in res.output
+    assert "is not a folder" in res.output and "File exists" not in res.output  # issue 29, item 12
     assert "Traceback" not in res.output
     res = runner.invoke(app, ["--debug", "run", str(f), "--data-dir", str(afile)])
     assert res.exit_code != 0 and isinstance(res.exception, OSError)  # --debug: the real exception
@@ -309,3 +310,376 @@ def test_not_a_store_is_refused_without_suggesting_overwrite(tmp_path, catalog_t
         assert "--overwrite to" not in res.output
     assert (tmp_path / "data" / "tiny.zarr" / "notes.txt").read_text() == "mine"
     assert not is_store(tmp_path / "data" / "tiny.zarr")
+
+
+# ------------------------------------------------------------------ --overwrite as a transaction (issue 29)
+def _tree(folder):
+    """{relative path: bytes} of every file under ``folder`` (a store compared bit for bit, file by file)."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _leftovers(folder):
+    return sorted(p.name for p in folder.iterdir() if ".creating-" in p.name or p.name.endswith(".ridgexr-swap"))
+
+
+@pytest.fixture(scope="module")
+def new_reference(tmp_path_factory, reference):
+    """The store of the replacing configuration (8 samples instead of 32), uninterrupted."""
+    cat, exp, _, _ = reference
+    other = exp.model_copy(update={"n_samples": 8})
+    return other, run_experiment(other, store=tmp_path_factory.mktemp("newref") / "new.zarr").store
+
+
+def _old_store(reference, folder):
+    """A copy of the reference store at ``folder/tiny.zarr`` (the store the overwrite will replace)."""
+    import shutil
+
+    store = folder / "tiny.zarr"
+    shutil.copytree(reference[2], store)
+    return store
+
+
+def test_overwrite_that_fails_at_run_time_keeps_the_old_store(reference, new_reference, tmp_path, monkeypatch):
+    import ridgexr.run.experiment as experiment
+
+    other, _ = new_reference
+    store = _old_store(reference, tmp_path)
+    before = _tree(store)
+    real, calls = experiment.run_cell, []
+
+    def fails_in_the_third_cell(*args, **kwargs):  # two cells of the new store are written, then a failure
+        calls.append(args[3].index)
+        if len(calls) == 3:
+            raise RuntimeError("the model blew up")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(experiment, "run_cell", fails_in_the_third_cell)
+    with pytest.raises(RuntimeError, match="blew up") as info:
+        run_experiment(other, store=store, overwrite=True)
+    assert len(calls) == 3
+    assert any(str(store) in note and "unchanged" in note for note in info.value.__notes__)
+    assert _tree(store) == before  # every file of the old store, byte for byte
+    assert _leftovers(tmp_path) == []  # the partial new store is removed
+
+
+def test_overwrite_that_fails_at_run_time_says_so_on_the_cli(reference, tmp_path, catalog_text):
+    store = _old_store(reference, tmp_path)
+    before = _tree(store)
+    f = tmp_path / "huge-T.yaml"
+    f.write_text(catalog_text(60, 8).replace("T: 2.0", "T: 1.0e+308"))
+    res = CliRunner().invoke(app, ["run", str(f), "--out", str(tmp_path), "--overwrite"])
+    assert res.exit_code == 2, res.output
+    errors = [ln for ln in res.output.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in res.output, res.output
+    assert _tree(store) == before
+    assert _leftovers(tmp_path) == []
+
+
+FULL_DISK_SCRIPT = """
+set -e
+mount -t tmpfs -o size={size}k tmpfs {disk}
+cp -a {old} {disk}/tiny.zarr
+set +e
+{python} -m ridgexr.cli run {cat} --out {disk} --overwrite --force 2> {out}/stderr
+echo $? > {out}/rc
+cp -a {disk}/. {out}/disk/
+"""
+
+
+def test_overwrite_on_a_full_disk_keeps_the_old_store(reference, tmp_path, catalog_text):
+    """A real full file system: a size-limited tmpfs in a private mount namespace (``unshare -rm``)."""
+    import shutil
+
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-rm", "true"]).returncode != 0:
+        pytest.skip("no unprivileged mount namespace here (unshare -rm) to mount a size-limited tmpfs")
+    old = reference[2]
+    size_kib = sum(p.stat().st_size for p in old.rglob("*") if p.is_file()) // 1024
+    n_files = sum(1 for p in old.rglob("*"))
+    f = tmp_path / "big.yaml"  # 16x the samples: does not fit beside the old store
+    f.write_text(catalog_text(60, 512))
+    disk, out = tmp_path / "disk", tmp_path / "out"
+    disk.mkdir()
+    (out / "disk").mkdir(parents=True)
+    script = FULL_DISK_SCRIPT.format(size=2 * size_kib + 4 * n_files + 64, disk=disk, old=old, python=sys.executable,
+                                     cat=f, out=out)
+    subprocess.run(["unshare", "-rm", "sh", "-c", script], check=True, timeout=600)
+    err = (out / "stderr").read_text()
+    assert (out / "rc").read_text().strip() == "2", err
+    assert "disk is full" in err and "unchanged" in err and "Traceback" not in err, err
+    assert _tree(out / "disk" / "tiny.zarr") == _tree(old)
+    assert _leftovers(out / "disk") == []
+
+
+SWAP_KILL_SCRIPT = """
+import os, shutil, signal, sys
+from ridgexr.catalog import experiment_from_file
+from ridgexr.run import run_experiment
+
+phase, store = sys.argv[3], sys.argv[2]
+die = lambda: os.kill(os.getpid(), signal.SIGKILL)
+rename, rmtree, unlink = os.rename, shutil.rmtree, os.unlink
+
+def killing_rename(src, dst):
+    src, dst = str(src), str(dst)
+    if phase == "writing journal" and dst.endswith(".ridgexr-swap"):
+        die()
+    rename(src, dst)
+    if (phase == "journal written" and dst.endswith(".ridgexr-swap")
+            or phase == "old moved aside" and "-old-" in dst
+            or phase == "new in place" and dst == store):
+        die()
+
+def killing_rmtree(path, *args, **kwargs):
+    if phase == "removing old" and "-old-" in str(path):
+        files = sorted(p for p in __import__("pathlib").Path(path).rglob("*") if p.is_file())
+        for p in files[: len(files) // 2]:
+            unlink(p)
+        die()
+    rmtree(path, *args, **kwargs)
+
+def killing_unlink(path, *args, **kwargs):
+    if phase == "old removed" and str(path).endswith(".ridgexr-swap"):
+        die()
+    unlink(path, *args, **kwargs)
+
+os.rename, shutil.rmtree, os.unlink = killing_rename, killing_rmtree, killing_unlink
+exp = experiment_from_file(sys.argv[1]).model_copy(update={"n_samples": 8})
+run_experiment(exp, store=store, overwrite=True)
+sys.exit(3)  # not killed: the phase was never reached
+"""
+
+SWAP_PHASES = ["writing journal", "journal written", "old moved aside", "new in place", "removing old", "old removed"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("phase", SWAP_PHASES)
+def test_kill_9_at_every_phase_of_the_overwrite_swap_never_loses_a_store(reference, new_reference, tmp_path,
+                                                                         phase):
+    from ridgexr.store import StoreLock, recover_store
+
+    cat = reference[0]
+    other, new_ref = new_reference
+    store = _old_store(reference, tmp_path)
+    proc = subprocess.run([sys.executable, "-c", SWAP_KILL_SCRIPT, str(cat), str(store), phase], timeout=300)
+    assert proc.returncode == -signal.SIGKILL  # killed at the chosen phase
+    stores = [p for p in tmp_path.iterdir() if is_store(p)]
+    assert stores, "no complete store left anywhere"
+    with StoreLock(store):
+        notes, _ = recover_store(store)
+    assert _leftovers(tmp_path) == []  # nothing left beside the store, and nothing deleted silently:
+    if phase == "writing journal":  # before the journal: the old store never moved, the new one is dropped
+        assert_same_store(reference[2], store)
+        assert any("partial new store" in n for n in notes), notes
+    else:  # from the journal on: the swap is finished
+        assert_same_store(new_ref, store)
+        assert any("finished" in n or "replaced" in n for n in notes) or phase == "old removed", notes
+    res = run_experiment(other, store=store, overwrite=True)  # the same command again ends as an uninterrupted one
+    assert_same_store(new_ref, res.store) and _leftovers(tmp_path) == []
+
+
+def test_an_old_store_left_between_the_renames_is_restored_or_kept_never_deleted(reference, tmp_path):
+    """A kill between the two renames of an --overwrite without a journal (ridgexr <= 0.3): the old store is in
+    the hidden ``.NAME.creating-PID-old-...`` folder and the path is empty."""
+    import shutil
+    import warnings
+
+    from ridgexr.store import StoreWarning
+
+    cat, exp = reference[0], reference[1]
+    store = _old_store(reference, tmp_path)
+    aside = tmp_path / ".tiny.zarr.creating-4242-old-0123abcd"
+    store.rename(aside)
+    with pytest.warns(StoreWarning, match="restored the old store"):
+        res = run_experiment(exp, store=store)  # a plain rerun: restores it, keeps every cell
+    assert res.cells_run == 0 and not aside.exists()
+    assert_same_store(reference[2], store)
+    shutil.copytree(store, aside)  # now both: the aside copy is reported and kept
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run_experiment(exp, store=store)
+    assert aside.exists() and any("kept" in str(w.message) and str(aside) in str(w.message) for w in caught)
+    res = CliRunner().invoke(app, ["run", str(cat), "--out", str(tmp_path)])
+    assert res.exit_code == 0 and "warning: kept" in res.output.replace("\n", "")
+
+
+@pytest.mark.slow
+def test_sigint_during_overwrite_keeps_the_old_store_and_the_same_command_resumes(reference, tmp_path,
+                                                                                   catalog_text):
+    store = _old_store(reference, tmp_path)
+    before = _tree(store)
+    f = tmp_path / "long.yaml"
+    f.write_text(catalog_text(200, 64))  # long enough that the signal lands mid-run
+    cmd = [sys.executable, "-m", "ridgexr.cli", "run", str(f), "--out", str(tmp_path), "--overwrite"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not any(
+            any((p / "cell_complete" / "c").rglob("*")) for p in tmp_path.glob(".tiny.zarr.creating-*")):
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "unchanged" in err and str(store) in err.replace("\n", ""), err
+    assert _tree(store) == before
+    staged = list(tmp_path.glob(".tiny.zarr.creating-*"))
+    assert len(staged) == 1 and 1 <= int(ridgexr.open_dataset(staged[0]).cell_complete.sum()) < 6
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "kept 1" in done.stdout or "kept 2" in done.stdout or "kept 3" in done.stdout or \
+        "kept 4" in done.stdout or "kept 5" in done.stdout, done.stdout
+    assert _leftovers(tmp_path) == []
+    assert_same_store(run_experiment(experiment_from_file(f), store=tmp_path / "ref.zarr").store, store)
+
+
+def test_the_lock_file_never_follows_a_symbolic_link(tmp_path, catalog_text):
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "tiny.zarr.ridgexr-lock").symlink_to(precious)
+    with pytest.raises(OSError, match="symbolic link"):
+        StoreLock(data / "tiny.zarr").acquire()
+    f = tmp_path / "c.yaml"
+    f.write_text(catalog_text(5, 4))
+    res = CliRunner().invoke(app, ["run", str(f), "--out", str(data)])
+    assert res.exit_code == 2 and "symbolic link" in res.output and "tiny.zarr.ridgexr-lock" in res.output
+    assert precious.read_text() == "keep me"
+    assert not (data / "tiny.zarr").exists()
+
+
+def test_chunks_swapped_between_cells_are_found_repaired_and_recomputed_identically(reference, tmp_path):
+    """Issue 29, item 8: both chunks decode and pass their CRC32C; the per-cell digest ties them to their keys."""
+    cat, exp, ref_store, _ = reference
+    store = _old_store(reference, tmp_path)
+    a, b = store / "trajectory/c/0/0/0/0/0", store / "trajectory/c/1/1/0/0/0"
+    data_a, data_b = a.read_bytes(), b.read_bytes()
+    a.write_bytes(data_b)
+    b.write_bytes(data_a)
+    runner = CliRunner()
+    bad = runner.invoke(app, ["verify", str(store), "--repair"])
+    assert bad.exit_code == 1, bad.output
+    assert "damaged: cell_digest schedule=1 width=8" in bad.output and "schedule=h2 width=16" in bad.output
+    assert "repaired: 2 cell(s)" in bad.output
+    res = run_experiment(exp, store=store)
+    assert res.cells_run == 2
+    assert_same_store(ref_store, store)
+    assert runner.invoke(app, ["verify", str(store)]).exit_code == 0
+
+
+def _flip(f):
+    data = bytearray(f.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    f.write_bytes(bytes(data))
+
+
+def _edit_json(f, edit):
+    meta = json.loads(f.read_text())
+    edit(meta)
+    f.write_text(json.dumps(meta))
+
+
+METADATA_DAMAGE = {  # issue 29, items 2 and 7: damage that verify once reported as ok, or forgot after one repair
+    "a variable's folder deleted": lambda s: __import__("shutil").rmtree(s / "ridge_distance"),
+    "a variable's zarr.json deleted": lambda s: (s / "residual_normal" / "zarr.json").unlink(),
+    "cell_complete deleted": lambda s: __import__("shutil").rmtree(s / "cell_complete"),
+    "an array's zarr.json garbled": lambda s: (s / "trajectory" / "zarr.json").write_text('{"zarr_format": 3, "no'),
+    "a byte of t flipped": lambda s: _flip(s / "t" / "c" / "0"),
+    "a byte of a completion mark flipped": lambda s: _flip(s / "cell_complete" / "c" / "1" / "0"),
+    "a shape in the consolidated metadata changed": lambda s: _edit_json(
+        s / "zarr.json", lambda m: m["consolidated_metadata"]["metadata"]["trajectory"]["shape"].__setitem__(3, 41)),
+    "a valid zarr.json with an unknown key": lambda s: _edit_json(
+        s / "alpha" / "zarr.json", lambda m: m.__setitem__("storafe_transformers", m.pop("storage_transformers"))),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(METADATA_DAMAGE))
+def test_metadata_damage_is_found_refused_by_run_and_repaired_from_the_configuration(reference, tmp_path, case):
+    cat, exp, ref_store, _ = reference
+    store = _old_store(reference, tmp_path)
+    METADATA_DAMAGE[case](store)
+    runner = CliRunner()
+    found = runner.invoke(app, ["verify", str(store)])
+    assert found.exit_code == 1 and "damaged:" in found.output and "ok:" not in found.output, found.output
+    with pytest.raises(ValueError, match="verify|damaged"):  # never resumed, never re-consolidated as it is
+        run_experiment(exp, store=store)
+    fixed = runner.invoke(app, ["verify", str(store), "--repair"])
+    assert fixed.exit_code == 1 and "repaired:" in fixed.output, fixed.output
+    run_experiment(exp, store=store)
+    assert_same_store(ref_store, store)
+    again = runner.invoke(app, ["verify", str(store)])
+    assert again.exit_code == 0 and "ok:" in again.output, again.output
+
+
+def test_the_store_size_estimate_is_an_upper_bound_within_4x(reference):
+    """Issue 29, item 1: the up-front disk check passed a store 140 times its estimate."""
+    from ridgexr.datasets import load_training_set
+    from ridgexr.run.plan import estimate_resources
+
+    _, exp, store, _ = reference
+    used = sum(os.lstat(p).st_blocks * 512 for p in [store, *store.rglob("*")])  # what du counts
+    est = estimate_resources(exp, load_training_set(exp.dataset, base_dir=exp.base_dir))["store_size"]
+    assert used <= est <= 4 * used, (est, used)
+
+
+def _damage_one_file(store, rng):
+    """Delete, truncate, flip a byte of, or swap with another of the same array, one random file of ``store``;
+    returns what was done."""
+    files = sorted(p for p in store.rglob("*") if p.is_file())
+    f = files[rng.randrange(len(files))]
+    kind = rng.choice(["delete", "truncate", "flip", "swap"])
+    data = f.read_bytes()
+    if kind == "delete":
+        f.unlink()
+    elif kind == "truncate":
+        f.write_bytes(data[:rng.randrange(max(1, len(data)))])
+    elif kind == "flip":
+        if not data:
+            return kind, f, False
+        b = bytearray(data)
+        b[rng.randrange(len(b))] ^= 1 << rng.randrange(8)
+        f.write_bytes(bytes(b))
+    else:
+        top = store / f.relative_to(store).parts[0]
+        peers = [p for p in files if p != f and p.name != "zarr.json" and p.is_relative_to(top)] if top != f else []
+        if not peers or f.name == "zarr.json":
+            return kind, f, False
+        g = peers[rng.randrange(len(peers))]
+        other = g.read_bytes()
+        g.write_bytes(data)
+        f.write_bytes(other)
+    return kind, f, True
+
+
+def _random_damage_trial(reference, folder, seed):
+    """One trial: 'harmless' (verify ok and every reader value bit-identical), 'repaired' (verify reported it,
+    --repair and a rerun give the uninterrupted store) or 'refused' (one line, exit 2: the root metadata that
+    holds the configuration is gone)."""
+    import shutil
+
+    cat, exp, ref_store, _ = reference
+    store = folder / f"s{seed}.zarr"
+    shutil.copytree(ref_store, store)
+    kind, f, done = _damage_one_file(store, random.Random(seed))
+    runner = CliRunner()
+    found = runner.invoke(app, ["verify", str(store)])
+    if found.exit_code == 2:
+        assert found.output.startswith("error:") and "Traceback" not in found.output, found.output
+        return kind, f, "refused"
+    if found.exit_code == 0:
+        assert_same_store(ref_store, store)
+        return kind, f, "harmless"
+    assert found.exit_code == 1, found.output
+    fixed = runner.invoke(app, ["verify", str(store), "--repair"])
+    assert fixed.exit_code in (0, 1), fixed.output
+    run_experiment(exp, store=store)
+    assert_same_store(ref_store, store)
+    assert runner.invoke(app, ["verify", str(store)]).exit_code == 0
+    return kind, f, "repaired"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(8))
+def test_random_damage_is_reported_and_repaired_or_harmless(reference, tmp_path, seed):
+    kind, f, outcome = _random_damage_trial(reference, tmp_path, seed)
+    assert outcome in ("harmless", "repaired") or f.name == "zarr.json" and f.parent.name.endswith(".zarr"), \
+        (kind, f, outcome)

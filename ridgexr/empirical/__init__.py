@@ -39,4 +39,4 @@ kernels of :mod:`ridgexr.scms`, which work on flat, already validated torch tens
 from .density import DEFAULT_MEMORY_BUDGET, SMALL_N, SmoothedEmpirical
 from .moments import Moments
 
-__all__ = ["SmoothedEmpirical", "Moments"]
+__all__ = ["SmoothedEmpirical", "Moments", "DEFAULT_MEMORY_BUDGET", "SMALL_N"]

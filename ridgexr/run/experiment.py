@@ -6,6 +6,7 @@ import json
 import math
 import os
 import shutil
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,15 +18,16 @@ from ..catalog import NOT_HASHED, Experiment, resolve_store
 from ..datasets import dataset_extras, load_training_set
 from ..sampling import divergence_bound
 from ..reader import summarize
-from ..store import (StoreLock, consolidate, copy_cell, create_store, is_store, open_store,
-                     remove_partial_creations, replace_store)
+from ..store import (StoreDamagedError, StoreLock, StoreWarning, cell_label, check_schema, clear_completion,
+                     commit_staging, consolidate, copy_cell, create_staging, create_store, is_store, missing_chunks,
+                     open_store, recover_store, write_template)
 from .cell import run_cell
 from .cluster import dask_client, resolve_scheduler
 from .plan import estimate_resources, plan_layout, plan_tasks, resolve_d_star
 from .provenance import store_attrs
 
 __all__ = ["run_experiment", "RunResult", "ConfigMismatchError", "ResourceError", "check_scheduler",
-           "check_resources", "validate_experiment", "MAX_DATA_ABS"]
+           "check_resources", "validate_experiment", "MAX_DATA_ABS", "schema_reference", "check_store_schema"]
 
 #: training data beyond this magnitude are refused (squared distances would overflow float64)
 MAX_DATA_ABS = 1e100
@@ -106,7 +108,7 @@ def check_resources(exp: Experiment, train, path: Path, *, force: bool = False) 
     if est["peak_memory"] > 0.8 * mem:
         problems.append(f"peak memory ~{est['peak_memory'] / gb:.3g} GiB > 80% of this machine's {mem / gb:.3g} GiB")
     if est["store_size"] > disk:
-        problems.append(f"store ~{est['store_size'] / gb:.3g} GiB (uncompressed) > {disk / gb:.3g} GiB free "
+        problems.append(f"store up to {est['store_size'] / gb:.3g} GiB > {disk / gb:.3g} GiB free "
                         f"under {path.parent}")
     if problems and not force:
         raise ResourceError(f"experiment {exp.name!r} is too large for this machine: " + "; ".join(problems)
@@ -185,7 +187,9 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
     scheduler = resolve_scheduler(scheduler)
     check_scheduler(scheduler)
     with StoreLock(path):
-        remove_partial_creations(path)
+        notes, staging = recover_store(path, resume_hash=config_hash if overwrite else None)
+        for msg in notes:
+            warnings.warn(msg, StoreWarning, stacklevel=2)
         exists = is_store(path)
         if not exists and path.exists():
             if path.is_dir() and not any(path.iterdir()):
@@ -193,6 +197,9 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
             else:
                 raise ConfigMismatchError(f"{str(path)!r} exists and is not a ridgexr store; remove it yourself "
                                           "or choose another store path (--overwrite only replaces ridgexr stores)")
+        if not exists and staging is not None:  # nothing left to replace: the resumed new store becomes the store
+            os.rename(staging, path)
+            exists, overwrite, staging = True, False, None
         done: set[tuple] = set()
         if exists and not overwrite:
             ds = open_store(path)
@@ -203,8 +210,14 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
                     f"(hash {str(ds.attrs.get('config_hash'))[:12]} != {config_hash[:12]}; differing fields: "
                     f"{'; '.join(diff) or 'the training data'}); refusing to mix results: use --overwrite to "
                     "replace it or choose another --data-dir")
-            marks = ds["cell_complete"].values
-            done = {idx for idx in layout.cells() if bool(marks[idx])}
+            damaged = check_store_schema(path)  # never resume (and consolidate) a store whose metadata is damaged
+            if damaged:
+                raise StoreDamagedError(f"store {str(path)!r} is damaged: " + "; ".join(map(str, damaged[:3]))
+                                        + (f" (and {len(damaged) - 3} more)" if len(damaged) > 3 else "")
+                                        + f"; run 'ridgexr verify --repair {path}' first")
+            done = _done(path, layout)
+        elif exists and staging is not None:  # an interrupted --overwrite of this configuration: resume it
+            done = _done(staging, layout)
         todo = [idx for idx in layout.cells() if idx not in done]
         task_bar = progress.add_task("fitting models", total=None) if progress is not None else None
         note = (lambda msg: progress.update(task_bar, description=f"fitting models: {msg}")) if progress else None
@@ -213,20 +226,98 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
                  if todo else [])
         if progress is not None:
             progress.remove_task(task_bar)
-        if not exists or overwrite:  # the attributes (and MNIST's dataset provenance) only for a new store
+        target = path
+        if not exists or (overwrite and staging is None):  # the attributes (and MNIST's provenance): a new store
             attrs = store_attrs(exp, config_hash, device, scheduler, d_star_info)
             attrs["divergence_bound"] = divergence_bound(train)
             extra = dataset_extras(exp.dataset)
             if not exists:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 create_store(path, layout, train, attrs, extra)
-            else:
-                replace_store(path, layout, train, attrs, extra)
+            else:  # --overwrite: the new store is built whole beside the old one, then swapped in
+                staging = create_staging(path, layout, train, attrs, extra)
+        if exists and overwrite:
+            target = staging
         todo_set = set(todo)
         tasks = [t for t in tasks if t.index in todo_set]
-        _execute(exp, path, layout, tasks, device, scheduler, n_workers, progress)
-        consolidate(path)
+        try:
+            _execute(exp, target, layout, tasks, device, scheduler, n_workers, progress)
+            consolidate(target)
+        except BaseException as exc:
+            if isinstance(exc, OSError) and exc.filename is None:  # e.g. a full disk, raised by a chunk write
+                exc.add_note(f"while writing the store {str(target)!r}")
+            if target != path:
+                _abandon_staging(exc, path, target)
+            raise
+        if target != path:
+            commit_staging(path, target)
     return RunResult(store=path, cells_run=len(tasks), cells_skipped=len(done), summary=summarize(path))
+
+
+def schema_reference(path: str | Path, folder: str | Path) -> Path:
+    """Write, under ``folder``, the template that the store's own configuration (root attribute ``config``)
+    defines: every array's metadata and the arrays written at creation (coordinates, ``train_data``,
+    ``cell_applies``), no data chunks.  Returns its path (``folder/reference.zarr``).
+
+    The training set is the store's ``train_data`` when it reads, else the entry's dataset.
+
+    Raises
+    ------
+    StoreDamagedError
+        When the root metadata (which holds the configuration) is damaged.
+    """
+    path = Path(path)
+    try:
+        attrs = json.loads((path / "zarr.json").read_bytes())["attributes"]
+        exp = Experiment.model_validate_json(attrs["config"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise StoreDamagedError(f"store {str(path)!r}: the root metadata {str(path / 'zarr.json')!r} does not hold "
+                                f"a readable configuration ({type(exc).__name__}: {exc}); the schema cannot be "
+                                "derived: rerun the entry with --overwrite") from None
+    try:
+        train = np.asarray(open_store(path, load_marks=False)["train_data"].values)
+    except Exception:  # damaged: the entry's dataset defines it
+        train = load_training_set(exp.dataset, base_dir=exp.base_dir)
+    ref = Path(folder) / "reference.zarr"
+    attrs = {k: v for k, v in attrs.items() if k != "schema_version"}
+    write_template(ref, plan_layout(exp, train), train, attrs, dataset_extras(exp.dataset))
+    return ref
+
+
+def check_store_schema(path: str | Path) -> list:
+    """:func:`ridgexr.store.check_schema` of a store against the template of its configuration."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="ridgexr-schema-") as tmp:
+        return check_schema(path, schema_reference(path, tmp))
+
+
+def _done(store: Path, layout) -> set[tuple]:
+    """The cells of ``layout`` that ``store`` marks complete and whose chunks are all on disk; a marked cell
+    that misses a chunk (damage) is unmarked, with a warning, and recomputed."""
+    marks = open_store(store)["cell_complete"].values
+    done = {idx for idx in layout.cells() if bool(marks[idx])}
+    gone = missing_chunks(store, sorted(done))
+    if gone:
+        ds = open_store(store)
+        labels = [cell_label(ds, ds["cell_complete"].dims, idx) for idx in sorted(gone)]
+        warnings.warn(f"store {str(store)!r}: {len(gone)} cell(s) marked complete miss chunks ("
+                      + "; ".join(" ".join(f"{k}={v}" for k, v in lab.items()) for lab in labels)
+                      + "); they are recomputed", StoreWarning, stacklevel=3)
+        clear_completion(store, labels)
+    return done - set(gone)
+
+
+def _abandon_staging(exc: BaseException, path: Path, staging: Path) -> None:
+    """An ``--overwrite`` failed before its swap: the old store is untouched.  Say so on the exception; remove
+    the partial new store, unless the run was interrupted (then the same command resumes it)."""
+    if isinstance(exc, KeyboardInterrupt):
+        exc.add_note(f"--overwrite: the old store {str(path)!r} is unchanged; the new one, "
+                     f"{str(staging)!r}, resumes with the same command")
+        return
+    shutil.rmtree(staging, ignore_errors=True)
+    exc.add_note(f"--overwrite did not complete: the old store {str(path)!r} is unchanged "
+                 "(the new one was built beside it and removed)")
 
 
 def _with_python_model(exp: Experiment, model: Any, d: int) -> tuple[Experiment, dict]:
