@@ -83,11 +83,10 @@ def user_errors():
     from pydantic import ValidationError
 
     from .catalog import CatalogError
-    from .run import ConfigMismatchError
-    from .store import StoreLockedError
 
-    expected = (CatalogError, ConfigMismatchError, StoreLockedError, ValueError, TypeError, OSError, MemoryError,
-                ValidationError, KeyError)  # FileNotFoundError is an OSError
+    # the run's and the store's own errors (RuntimeErrors) can only come from those modules once
+    # they ran: look them up then, so that `ridgexr list` imports neither (nor torch, xarray, zarr)
+    own = (("ridgexr.run.experiment", "ConfigMismatchError"), ("ridgexr.store", "StoreLockedError"))
     try:
         yield
     except KeyboardInterrupt as exc:
@@ -106,7 +105,11 @@ def user_errors():
         err_console.print(f"[yellow]interrupted:[/] stopped cleanly; rerun the same command to resume{notes}",
                           soft_wrap=True, highlight=False)
         raise typer.Exit(130) from None
-    except expected as exc:
+    except (CatalogError, ValueError, TypeError, OSError, MemoryError, ValidationError, KeyError,
+            RuntimeError) as exc:  # FileNotFoundError is an OSError
+        if isinstance(exc, RuntimeError) and not isinstance(exc, tuple(
+                getattr(sys.modules[mod], name) for mod, name in own if mod in sys.modules)):
+            raise
         if _STATE["debug"]:
             raise
         err_console.print(f"[red]error:[/] {_describe(exc)}", soft_wrap=True, highlight=False)

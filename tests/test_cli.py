@@ -153,3 +153,15 @@ def test_a_stop_signal_swallowed_by_a_finalizer_is_raised_at_the_next_progress_u
     assert swallowed and progress.tasks[0].completed == 1
     assert "KeyboardInterrupt" not in capsys.readouterr().err
     assert {sig: signal.getsignal(sig) for sig in before} == before
+
+
+def test_list_and_help_import_neither_torch_nor_xarray():
+    import subprocess
+    import sys
+
+    code = ("import sys; from ridgexr.cli import app\n"
+            "for argv in (['list'], ['--help']):\n"
+            "    try:\n        app(argv)\n    except SystemExit as e:\n        assert not e.code, e.code\n"
+            "print(sorted(m for m in ('torch', 'xarray', 'dask', 'zarr', 'scipy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "two-points" in out and out.strip().splitlines()[-1] == "[]"
