@@ -15,10 +15,17 @@ from pydantic import Field
 
 from ..spec import Spec
 
-__all__ = ["ModelSpec", "MODEL_CELL_DIMS"]
+__all__ = ["ModelSpec", "MODEL_CELL_DIMS", "sorted_widths"]
 
 #: the cell dimensions that model blocks label (store order)
 MODEL_CELL_DIMS = ("width", "tau", "epoch")
+
+
+def sorted_widths(v: list[int] | None) -> list[int] | None:
+    """A ``widths`` field checked (non-empty, distinct, >= 1) and sorted; None stays None."""
+    if v is not None and (not v or any(w < 1 for w in v) or len(set(v)) != len(v)):
+        raise ValueError("widths must be distinct integers >= 1")
+    return None if v is None else sorted(v)
 
 
 class ModelSpec(Spec):

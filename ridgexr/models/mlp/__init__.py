@@ -14,7 +14,7 @@ from pydantic import Field, field_validator, model_validator
 from ... import defaults
 from ...choices import OPTIMIZERS
 from ...spec import as_list
-from ..spec import ModelSpec
+from ..spec import ModelSpec, sorted_widths
 
 __all__ = ["MLPSpec", "ACTIVATION_NAMES"]
 
@@ -53,9 +53,7 @@ class MLPSpec(ModelSpec):
     @field_validator("widths")
     @classmethod
     def _widths(cls, v):
-        if v is not None and (not v or any(w < 1 for w in v) or len(set(v)) != len(v)):
-            raise ValueError("widths must be distinct integers >= 1")
-        return None if v is None else sorted(v)
+        return sorted_widths(v)
 
     @model_validator(mode="after")
     def _check(self):

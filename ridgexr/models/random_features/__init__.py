@@ -16,7 +16,7 @@ from pydantic import Field, field_validator, model_validator
 
 from ... import defaults
 from ...spec import as_list
-from ..spec import ModelSpec
+from ..spec import ModelSpec, sorted_widths
 
 __all__ = ["RandomFeaturesSpec", "ACTIVATION_NAMES", "PARAMETRIZATIONS"]
 
@@ -57,9 +57,7 @@ class RandomFeaturesSpec(ModelSpec):
     @field_validator("widths")
     @classmethod
     def _widths(cls, v):
-        if not v or any(w < 1 for w in v) or len(set(v)) != len(v):
-            raise ValueError("widths must be distinct integers >= 1")
-        return sorted(v)
+        return sorted_widths(v)
 
     @field_validator("feature_period", mode="before")
     @classmethod
