@@ -267,6 +267,16 @@ def test_a_module_that_breaks_mid_run_gives_diverged_trajectories_and_complete_c
     again = run_experiment(exp, data_dir=tmp_path / "data")
     assert again.cells_run == 0 and again.cells_skipped == 2
 
+    # the same model handed in as a Python object: the same flags; the caller's object is not changed
+    import importlib
+
+    from ridgexr.models.module.denoiser import ModuleDenoiser
+
+    mine_obj = ModuleDenoiser(importlib.import_module("breaking").breaks_late(), parametrization="x0", name="mine")
+    api = run_experiment(exp, store=tmp_path / "api.zarr", model=mine_obj)
+    assert mine_obj.on_nonfinite == "raise" and api.cells_run == 1
+    np.testing.assert_array_equal(ridgexr.open_dataset(api.store)["diverged"].values.squeeze(), div)
+
     (tmp_path / "broken.py").write_text("import torch\ndef nan():\n    return lambda y, t: torch.full_like(y, float('nan'))\n")
     cat.write_text(text.replace("breaking:breaks_late", "broken:nan").replace("multi.zarr", "b.zarr") % dict(time=""))
     with pytest.raises(ridgexr.models.module.denoiser.ModelError, match="non-finite"):
