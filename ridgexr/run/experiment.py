@@ -16,7 +16,7 @@ import torch
 
 from ..catalog import NOT_HASHED, Experiment, resolve_store
 from ..datasets import dataset_extras, load_training_set
-from ..process import OU
+from ..process import MAX_DATA_SCALE, data_scale_limit
 from ..sampling import divergence_bound
 from ..reader import summarize
 from ..store import (StoreDamagedError, StoreLock, StoreWarning, cell_label, check_schema, clear_completion,
@@ -29,24 +29,6 @@ from .provenance import store_attrs
 
 __all__ = ["run_experiment", "RunResult", "ConfigMismatchError", "ResourceError", "check_scheduler",
            "check_resources", "validate_experiment", "MAX_DATA_SCALE", "data_scale_limit", "schema_reference", "check_store_schema"]
-
-#: training data farther than this many smallest noise scales sqrt(h(t_min)) from the origin are refused:
-#: beyond it float64 no longer resolves the geometry (SCMS's tolerance 1e-9 (1 + R) passes 1e-3 of the
-#: noise scale, so projections stop where they start with distance 0; a state near the origin loses
-#: its offset against alpha_t x_i, so the exact denoiser stops memorizing; the quadratic form of the
-#: random-feature loss cancels) -- see docs/running.md
-MAX_DATA_SCALE = 1e6
-
-
-def data_scale_limit(t_min: float) -> float:
-    """Largest admitted |x_i| of the training data, data units: ``MAX_DATA_SCALE`` x sqrt(h(t_min)).
-
-    Examples
-    --------
-    >>> round(data_scale_limit(1e-3))
-    44699
-    """
-    return MAX_DATA_SCALE * math.sqrt(OU().h(float(t_min)))
 
 
 class ConfigMismatchError(RuntimeError):
