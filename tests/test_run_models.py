@@ -264,6 +264,7 @@ def test_a_module_that_breaks_mid_run_gives_diverged_trajectories_and_complete_c
     assert 0 < div.sum() < div.size  # the ones headed for (3, 0): the same noise as the exact cell's
     np.testing.assert_array_equal(div, exact["trajectory"].values[:, -1, 0] > 0)
     assert np.isfinite(x[~div]).all() and np.isnan(mine["ridge_distance"].values[div, -1]).all()
+    assert np.isnan(float(mine["excess_loss"])) and np.isfinite(float(exact["excess_loss"]))  # NaN, not an error
     again = run_experiment(exp, data_dir=tmp_path / "data")
     assert again.cells_run == 0 and again.cells_skipped == 2
 
@@ -277,7 +278,8 @@ def test_a_module_that_breaks_mid_run_gives_diverged_trajectories_and_complete_c
     assert mine_obj.on_nonfinite == "raise" and api.cells_run == 1
     np.testing.assert_array_equal(ridgexr.open_dataset(api.store)["diverged"].values.squeeze(), div)
 
-    (tmp_path / "broken.py").write_text("import torch\ndef nan():\n    return lambda y, t: torch.full_like(y, float('nan'))\n")
+    (tmp_path / "broken.py").write_text("import torch\n"
+                                        "def nan():\n    return lambda y, t: torch.full_like(y, float('nan'))\n")
     cat.write_text(text.replace("breaking:breaks_late", "broken:nan").replace("multi.zarr", "b.zarr") % dict(time=""))
     with pytest.raises(ridgexr.models.module.denoiser.ModelError, match="non-finite"):
         run_experiment(load_catalog_file(cat)["multi"], data_dir=tmp_path / "data")

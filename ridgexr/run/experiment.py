@@ -28,7 +28,8 @@ from .plan import estimate_resources, plan_layout, plan_tasks, resolve_d_star
 from .provenance import store_attrs
 
 __all__ = ["run_experiment", "RunResult", "ConfigMismatchError", "ResourceError", "check_scheduler",
-           "check_resources", "validate_experiment", "MAX_DATA_SCALE", "data_scale_limit", "schema_reference", "check_store_schema"]
+           "check_resources", "validate_experiment", "MAX_DATA_SCALE", "data_scale_limit", "schema_reference",
+           "check_store_schema"]
 
 
 class ConfigMismatchError(RuntimeError):
