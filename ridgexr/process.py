@@ -16,7 +16,7 @@ import torch
 from ._validation import check_float, check_int, check_option
 from .choices import GRID_KINDS
 
-__all__ = ["OU", "time_grid", "GRID_KINDS"]
+__all__ = ["OU", "time_grid", "GRID_KINDS", "MAX_DATA_SCALE", "data_scale_limit"]
 
 
 
@@ -114,3 +114,20 @@ def time_grid(n_steps: int, T: float, t_min: float, kind: str = "exponential") -
         grid = t_min + (T - t_min) * 0.5 * (1.0 + np.cos(np.pi * i / n_steps))
     grid[0], grid[-1] = T, t_min
     return grid
+
+
+#: data farther than this many noise scales sqrt(h_t) from the origin are beyond what float64 resolves at
+#: time t: SCMS's tolerance 1e-9 (1 + R) passes 1e-3 of the noise scale, a query near the origin loses its
+#: offset against alpha_t x_i (docs/running.md, "Data scale")
+MAX_DATA_SCALE = 1e6
+
+
+def data_scale_limit(t_min: float) -> float:
+    """Largest |x_i| resolved down to OU time ``t_min``, data units: ``MAX_DATA_SCALE`` x sqrt(h(t_min)).
+
+    Examples
+    --------
+    >>> round(data_scale_limit(1e-3))
+    44699
+    """
+    return MAX_DATA_SCALE * math.sqrt(OU().h(float(t_min)))

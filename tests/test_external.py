@@ -131,3 +131,24 @@ def test_bad_models_give_one_line_errors(tmp_path, monkeypatch):
         TimeConvention("edm")
     assert load_factory("math:sqrt")(4.0) == 2.0
     sys.modules.pop("usermods", None)
+
+
+def test_nonfinite_outputs_raise_or_become_whole_nan_samples():
+    """``on_nonfinite="raise"`` (default) refuses a NaN output; ``"nan"`` (a run) makes the whole sample NaN
+    and leaves the others bit-identical; the probe refuses a broken model in either mode."""
+    def half(y, s):
+        out = 2.0 * y
+        out[y[:, 0] > 0, 1] = float("inf")
+        return out
+
+    x = torch.tensor([[1.0, 2.0], [-1.0, 2.0], [3.0, -1.0]], dtype=torch.float64)
+    with pytest.raises(ModelError, match="2 non-finite"):
+        ModuleDenoiser(half, parametrization="x0").denoise(x, 0.5)
+    m = ModuleDenoiser(half, parametrization="x0", on_nonfinite="nan")
+    out = m.denoise(x, 0.5)
+    assert torch.isnan(out[[0, 2]]).all() and torch.equal(out[1], 2.0 * x[1])
+    assert ModuleDenoiser(half, parametrization="x0").nonfinite_as_nan().on_nonfinite == "nan"
+    with pytest.raises(ModelError, match="non-finite"):
+        ModuleDenoiser(lambda y, s: y / 0.0 * 0.0, parametrization="x0", d=2, on_nonfinite="nan")
+    with pytest.raises(ValueError, match="on_nonfinite"):
+        ModuleDenoiser(half, on_nonfinite="ignore")

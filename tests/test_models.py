@@ -89,3 +89,26 @@ def test_same_features_on_cuda():
     cpu = RandomFeatureDenoiser(3, 64, n_frequencies=4, seed=5)
     gpu = RandomFeatureDenoiser(3, 64, n_frequencies=4, seed=5, device="cuda")
     assert torch.equal(cpu.w_x, gpu.w_x.cpu()) and torch.equal(cpu.b, gpu.b.cpu())
+
+
+@pytest.mark.parametrize("scale", [3.0, 3e5, 3e18, 3e50])
+def test_exact_denoiser_memorizes_where_float64_resolves_it_and_warns_beyond(scale):
+    """For (-s, 0), (s, 0) the posterior at x = (1, 0.5), t = 0.5 puts weight sigmoid(2 alpha s / h) on (s, 0)
+    (closed form): right up to MAX_DATA_SCALE; beyond it the answer was (0, 0) from 3e18 on (issue 29,
+    item 4), now with a RuntimeWarning at construction."""
+    import warnings
+
+    from ridgexr.process import MAX_DATA_SCALE
+
+    train = np.array([[-scale, 0.0], [scale, 0.0]])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ex = ExactDenoiser(train)
+    warned = [w for w in caught if issubclass(w.category, RuntimeWarning) and "does not resolve" in str(w.message)]
+    assert bool(warned) == (scale > MAX_DATA_SCALE)
+    if scale <= MAX_DATA_SCALE:
+        p = OU()
+        a, h = p.alpha(0.5), p.h(0.5)
+        weight = 1.0 / (1.0 + math.exp(-2.0 * a * scale / h))  # x . (x_2 - x_1) a / h = 2 a s / h
+        np.testing.assert_allclose(ex.denoise(np.array([[1.0, 0.5]]), 0.5), [[scale * (2 * weight - 1), 0.0]],
+                                   rtol=1e-12, atol=1e-12)

@@ -217,3 +217,70 @@ def test_cli_analyze_lists_only_the_cells_that_were_run(multi_run):
     assert "complete cells: 8 of 8 (24 masked" in info.output
     header = next(line for line in out.output.splitlines() if "model" in line and "schedule" in line)
     assert header.index("model") < header.index("schedule") < header.index("width") < header.index("epoch")
+
+
+BREAKING = textwrap.dedent("""
+    import torch
+    from ridgexr import ExactDenoiser
+    from ridgexr.datasets import point_set
+
+    def breaks_late():
+        '''The exact E[x0 | x_t], but NaN for t < 0.3 on the half plane y_0 > 0 (a model that breaks mid-run).'''
+        ex = ExactDenoiser(point_set("two-points"))
+
+        def f(y, t):
+            out = torch.as_tensor(ex.denoise(y.double(), t.double())).clone()
+            out[(t < 0.3) & (y[:, 0] > 0)] = float("nan")
+            return out
+        return f
+""")
+
+
+def test_a_module_that_breaks_mid_run_gives_diverged_trajectories_and_complete_cells(tmp_path):
+    """Divergence is data for a user's module too: non-finite outputs mid-run flag the trajectories
+    that met them, the run completes (the exact cell too), a rerun keeps every cell; a model that
+    is broken at the probe is still refused."""
+    (tmp_path / "breaking.py").write_text(BREAKING)
+    text = (CATALOG.replace("exactmods:exact_x0", "breaking:breaks_late")
+            .replace("      - {kind: random_features, widths: [8], n_frequencies: 3}\n", "")
+            .replace("      - {kind: mlp, widths: [16], embed_dim: 8, epochs: [2, 4], batch_size: 2}\n", "")
+            .replace('schedules: ["1", "h2"]', 'schedules: ["1"]'))
+    cat = tmp_path / "cat.yaml"
+    cat.write_text(text % dict(time=""))
+    exp = load_catalog_file(cat)["multi"]
+    res = run_experiment(exp, data_dir=tmp_path / "data")
+    ds = ridgexr.open_dataset(res.store)
+    assert bool(ds["cell_complete"].all()) and res.cells_run == 2
+    mine, exact = ds.sel(model="mine").squeeze(), ds.sel(model="exact").squeeze()
+    assert not exact["diverged"].values.any()
+    div = mine["diverged"].values
+    x = mine["trajectory"].values  # (sample, step, d)
+    t = ds["t"].values
+    # a flagged trajectory met the NaN: a finite state at t < 0.3 with x_0 > 0, then non-finite states only
+    late = (t[:-1] < 0.3)
+    met = ((x[:, :-1, 0] > 0) & late[None, :]).any(1)
+    np.testing.assert_array_equal(div, met)
+    np.testing.assert_array_equal(div, ~np.isfinite(x[:, -1]).all(-1))
+    assert 0 < div.sum() < div.size  # the ones headed for (3, 0): the same noise as the exact cell's
+    np.testing.assert_array_equal(div, exact["trajectory"].values[:, -1, 0] > 0)
+    assert np.isfinite(x[~div]).all() and np.isnan(mine["ridge_distance"].values[div, -1]).all()
+    assert np.isnan(float(mine["excess_loss"])) and np.isfinite(float(exact["excess_loss"]))  # NaN, not an error
+    again = run_experiment(exp, data_dir=tmp_path / "data")
+    assert again.cells_run == 0 and again.cells_skipped == 2
+
+    # the same model handed in as a Python object: the same flags; the caller's object is not changed
+    import importlib
+
+    from ridgexr.models.module.denoiser import ModuleDenoiser
+
+    mine_obj = ModuleDenoiser(importlib.import_module("breaking").breaks_late(), parametrization="x0", name="mine")
+    api = run_experiment(exp, store=tmp_path / "api.zarr", model=mine_obj)
+    assert mine_obj.on_nonfinite == "raise" and api.cells_run == 1
+    np.testing.assert_array_equal(ridgexr.open_dataset(api.store)["diverged"].values.squeeze(), div)
+
+    (tmp_path / "broken.py").write_text("import torch\n"
+                                        "def nan():\n    return lambda y, t: torch.full_like(y, float('nan'))\n")
+    cat.write_text(text.replace("breaking:breaks_late", "broken:nan").replace("multi.zarr", "b.zarr") % dict(time=""))
+    with pytest.raises(ridgexr.models.module.denoiser.ModelError, match="non-finite"):
+        run_experiment(load_catalog_file(cat)["multi"], data_dir=tmp_path / "data")
+    assert not (tmp_path / "data" / "b.zarr").exists()

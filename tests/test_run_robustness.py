@@ -683,3 +683,35 @@ def test_random_damage_is_reported_and_repaired_or_harmless(reference, tmp_path,
     kind, f, outcome = _random_damage_trial(reference, tmp_path, seed)
     assert outcome in ("harmless", "repaired") or f.name == "zarr.json" and f.parent.name.endswith(".zarr"), \
         (kind, f, outcome)
+
+
+def test_data_beyond_the_resolved_scale_are_refused_and_the_largest_admitted_scale_memorizes(tmp_path, catalog_text):
+    """Issue 29, item 4: from |x| ~ 1e8 float64 no longer resolved the geometry (ridge_distance exactly 0,
+    converged; from 3e18 the exact denoiser stopped memorizing, unflagged; a negative loss at 3e15).  Such
+    data are refused up front, naming the limit; just below the limit the exact denoiser memorizes and
+    the ridge distance is the normal offset |x_1| (the two points' ridge is the x_0 axis)."""
+    from ridgexr.run.experiment import data_scale_limit
+
+    f = tmp_path / "c.yaml"
+    f.write_text(catalog_text(20, 8).replace("{points: two-points}", "{file: big.npy}"))
+    limit = data_scale_limit(0.01)  # the catalog's t_min
+    assert 1.4e5 < limit < 1.41e5
+    for s in (1e8, 3e15, 3e18, 3e50):
+        np.save(tmp_path / "big.npy", np.array([[-s, 0.0], [s, 0.0]]))
+        res = CliRunner().invoke(app, ["run", str(f), "--data-dir", str(tmp_path / "d")])
+        assert res.exit_code == 2 and f"{s:.3g}" in res.output and "sqrt(h(t_min = 0.01))" in res.output
+        assert "Traceback" not in res.output and not (tmp_path / "d" / "tiny.zarr").exists()
+    s = 0.9 * limit
+    np.save(tmp_path / "big.npy", np.array([[-s, 0.0], [s, 0.0]]))
+    ds = ridgexr.open_dataset(run_experiment(experiment_from_file(f), data_dir=tmp_path / "d").store)
+    exact = ds.sel(schedule="exact").isel(width=0)
+    x = exact["trajectory"].values[:, -1]
+    alpha = float(ds["alpha"].values[-1])
+    # at the training points (up to Euler's step error, ~1e-3 with 20 steps, at every scale); 1e-20 from 3e18
+    np.testing.assert_allclose(np.abs(x[:, 0]) / (alpha * s), 1.0, atol=5e-3)
+    assert not exact["diverged"].values.any() and exact["ridge_converged"].values[:, -1].all()
+    dist = exact["ridge_distance"].values[:, -1]
+    assert (dist > 0).all()
+    np.testing.assert_allclose(dist, np.abs(x[:, 1]), rtol=1e-3)
+    loss = ds["loss"].values
+    assert not (loss < 0).any()

@@ -311,6 +311,8 @@ def test_heldout_excess_is_not_biased_by_overfitting():
     m = small_model(width=256)
     fit = fit_random_features(m, TWO, n_time=8, n_noise=8, taus=[INF], schedule="h", **SMALL)
     assert fit.excess_loss(INF) < 0  # in-sample: the min-norm fit interpolates the 128-draw sample
+    # ... so its quadratic form cancels (-1e-13) and the loss is the sum of squares (~3e-17)
+    assert math.isnan(fit.quadratic.loss(fit.readout(INF))) and 0 <= fit.loss(INF) < 1e-12
     hold = fit.heldout_sample()
     assert not np.array_equal(hold.z, fit.sample.z) and np.array_equal(np.unique(hold.t), np.unique(fit.sample.t))
     ev = fit.evaluate(hold, d_star=1)
@@ -345,3 +347,32 @@ def test_dsm_and_ideal_fits_converge_as_the_noise_draws_grow():
         gaps.append(float((dsm - ideal).detach().norm() / ideal.detach().norm()))
     # the DSM target's noise averages out like 1 / sqrt(n_noise): 16x more draws, ~4x smaller gap
     assert gaps[1] < 0.5 * gaps[0] and gaps[2] < 0.5 * gaps[1] and gaps[2] < 0.05, gaps
+
+
+def test_quadratic_loss_is_nan_below_its_rounding_floor_never_negative():
+    """L(a) = a^2 - 2 a s + s^2 = (a - s)^2 (closed form): resolved at s = 1, lost to cancellation at s = 1e8."""
+    from ridgexr.training.quadratic import QuadraticLoss
+
+    def form(s):
+        return QuadraticLoss(U=torch.ones(1, 1, dtype=torch.float64), V=torch.full((1, 1), s, dtype=torch.float64),
+                             C=s * s, optimal_loss=0.0, sample=None, schedule="1", parametrization="posterior_mean")
+
+    assert form(1.0).loss(torch.full((1, 1), 1.5, dtype=torch.float64)) == 0.25
+    assert math.isnan(form(1e8).loss(torch.full((1, 1), 1e8 + 0.5, dtype=torch.float64)))
+    assert form(1e8).loss(torch.full((1, 1), 2e8, dtype=torch.float64)) == 1e16  # far from the minimum: resolved
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e15])
+def test_random_feature_loss_is_the_quadratic_form_or_the_sum_of_squares(scale):
+    """The loss agrees with the streamed sum of squares (>= 0 by construction), which replaces the quadratic
+    form where that cancels; at data scale 3e15 the form gave -2.9e17 (issue 29, item 4)."""
+    fit = fit_random_features(small_model(width=12), TWO * scale, n_time=6, n_noise=8, taus=[1.0, INF], **SMALL)
+    brute = fit.evaluate()["loss"]
+    assert (brute >= 0).all()
+    q = np.array([fit.loss(tau) for tau in fit.taus])
+    assert not (q < 0).any()
+    if scale == 1.0:
+        np.testing.assert_allclose(q, brute, rtol=1e-9)
+    else:  # the form cancels to 0.0 (the true loss is 13.6): the sum of squares stands in
+        assert np.isnan([fit.quadratic.loss(fit.readout(tau)) for tau in fit.taus]).all()
+        np.testing.assert_array_equal(q, brute)

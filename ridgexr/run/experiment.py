@@ -16,6 +16,7 @@ import torch
 
 from ..catalog import NOT_HASHED, Experiment, resolve_store
 from ..datasets import dataset_extras, load_training_set
+from ..process import MAX_DATA_SCALE, data_scale_limit
 from ..sampling import divergence_bound
 from ..reader import summarize
 from ..store import (StoreDamagedError, StoreLock, StoreWarning, cell_label, check_schema, clear_completion,
@@ -27,10 +28,8 @@ from .plan import estimate_resources, plan_layout, plan_tasks, resolve_d_star
 from .provenance import store_attrs
 
 __all__ = ["run_experiment", "RunResult", "ConfigMismatchError", "ResourceError", "check_scheduler",
-           "check_resources", "validate_experiment", "MAX_DATA_ABS", "schema_reference", "check_store_schema"]
-
-#: training data beyond this magnitude are refused (squared distances would overflow float64)
-MAX_DATA_ABS = 1e100
+           "check_resources", "validate_experiment", "MAX_DATA_SCALE", "data_scale_limit", "schema_reference",
+           "check_store_schema"]
 
 
 class ConfigMismatchError(RuntimeError):
@@ -119,9 +118,14 @@ def check_resources(exp: Experiment, train, path: Path, *, force: bool = False) 
 def validate_experiment(exp: Experiment, train) -> None:
     """Checks that need the training set: data magnitude, d_star and d_star_alt against d."""
     d = train.shape[1]
-    big = float(np.abs(train).max())
-    if big > MAX_DATA_ABS:
-        raise ValueError(f"training data of {exp.name!r} reach |x| = {big:.3g} > {MAX_DATA_ABS:g}; rescale them")
+    arr = np.asarray(train, dtype=np.float64)
+    top = float(np.abs(arr).max())  # the largest |x_i|, scaled so that its square cannot overflow
+    big = top * float(np.sqrt(((arr / top) ** 2).sum(-1).max())) if 0 < top < math.inf else top
+    limit = data_scale_limit(exp.process.t_min)
+    if not big <= limit:  # inf or NaN too (the norm overflows from |x| ~ 1e154)
+        raise ValueError(f"training data of {exp.name!r} reach |x| = {big:.3g} > {limit:.3g} = {MAX_DATA_SCALE:g} x "
+                         f"sqrt(h(t_min = {exp.process.t_min:g})), beyond which float64 does not resolve the "
+                         "geometry at the smallest noise scale; rescale them")
     if exp.d_star != "auto" and exp.d_star >= d:
         raise ValueError(f"`d_star` must be < the data dimension {d}; got {exp.d_star}")
     big_n = [n for n in exp.dataset.n_trains if n is not None and n > train.shape[0]]

@@ -83,8 +83,14 @@ class RandomFeatureFit:
         return self.model.with_A(self.readout(tau))
 
     def loss(self, tau: float = math.inf) -> float:
-        """L(A(tau)) from the quadratic form (paper units)."""
-        return self.quadratic.loss(self.readout(tau))
+        """L(A(tau)) (paper units), >= 0: the quadratic form, or where it cancels below its rounding floor
+        (:meth:`QuadraticLoss.loss` is NaN: large data, an interpolating fit) the sum of squares
+        ``sum c lambda |f - y|^2`` over the training sample (one streamed pass, :meth:`evaluate`; NaN for
+        ``target="ideal"`` or a tau that was not fitted)."""
+        value = self.quadratic.loss(self.readout(tau))
+        if math.isnan(value) and self.quadratic.target == "dsm" and np.isin(tau, self.taus):
+            value = float(self.evaluate()["loss"][self.tau_index(tau)])
+        return value
 
     def evaluate(self, sample: TrainingSample | None = None, d_star: int | None = None) -> dict:
         """Losses of every A(tau) on ``sample`` (default: the training sample), one streamed pass.

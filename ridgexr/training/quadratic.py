@@ -99,6 +99,10 @@ def accumulate_moments(model: RandomFeatureDenoiser, sample: TrainingSample, lam
     return 0.5 * (U + U.T), V, C
 
 
+#: a quadratic-form loss below this many ulps of its largest terms is NaN (:meth:`QuadraticLoss.loss`)
+LOSS_FLOOR_ULPS = 64
+
+
 @dataclass
 class QuadraticLoss:
     """The loss of one (schedule, width) cell as a quadratic form, with what defines it.
@@ -127,8 +131,17 @@ class QuadraticLoss:
         return int(self.V.shape[0])
 
     def loss(self, A: torch.Tensor) -> float:
-        """L(A) for one readout A (d, p)."""
-        return float(torch.trace(A @ self.U @ A.T) - 2 * torch.trace(self.V @ A.T)) + self.C
+        """L(A) = tr(A U A^T) - 2 tr(V A^T) + C for one readout A (d, p); >= 0, or NaN where unresolved.
+
+        The form subtracts terms that are much larger than L when the data are large or the fit is
+        close: a value below its rounding floor ``LOSS_FLOOR_ULPS`` x eps x (|tr(A U A^T)| +
+        2 |tr(V A^T)| + |C|) -- a negative one included -- cannot be told from 0 and is NaN.
+        """
+        quad = float(torch.trace(A @ self.U @ A.T))
+        cross = 2 * float(torch.trace(self.V @ A.T))
+        loss = float(torch.trace(A @ self.U @ A.T) - 2 * torch.trace(self.V @ A.T)) + self.C
+        floor = LOSS_FLOOR_ULPS * torch.finfo(self.U.dtype).eps * (abs(quad) + abs(cross) + abs(self.C))
+        return loss if loss >= floor else math.nan
 
     def width_block(self, p: int) -> "QuadraticLoss":
         """The form of the nested width-p model, from raw (unnormalised) moments: leading blocks / p."""

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from ..._backend import as_tensor, check_finite
 from ..._validation import check_optional_int
 from ...empirical import SmoothedEmpirical
-from ...process import OU
+from ...process import MAX_DATA_SCALE, OU
 
 __all__ = ["ExactDenoiser", "build"]
 
@@ -23,6 +24,14 @@ class ExactDenoiser:
         Truncate the posterior to the k most responsible training points.
     drop_tol : float
         Truncate only where the dropped posterior mass is <= drop_tol (else exact).
+
+    Warns
+    -----
+    RuntimeWarning
+        When a training point lies farther than ``MAX_DATA_SCALE`` (1e6) from the origin: float64
+        does not resolve the posterior there (a query near the origin loses its offset against
+        alpha_t x_i and gets the mean of points of equal norm: (0, 0) for (-3e50, 0), (3e50, 0)).
+        A run refuses such data (:func:`ridgexr.process.data_scale_limit`).
 
     Examples
     --------
@@ -41,6 +50,12 @@ class ExactDenoiser:
         tr = as_tensor(train, name="train")
         check_finite(tr, "train")
         self.density = SmoothedEmpirical(tr, 1.0, process=process, drop_tol=drop_tol)
+        top = float(tr.abs().max())  # the largest |x_i|, scaled so that its square cannot overflow
+        norm = top * float(((tr / top).to(float) ** 2).sum(-1).max().sqrt()) if 0 < top else 0.0
+        if norm > MAX_DATA_SCALE:
+            warnings.warn(f"ExactDenoiser: training data reach |x| = {norm:.3g} > {MAX_DATA_SCALE:g} (MAX_DATA_SCALE "
+                          "noise scales at h = 1): float64 does not resolve the posterior there; rescale them",
+                          RuntimeWarning, stacklevel=2)
         self.process = self.density.process
         self.top_k = check_optional_int(top_k, "top_k", min_val=1)
         self.d = self.density.d

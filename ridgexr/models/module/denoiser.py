@@ -33,6 +33,7 @@ trust.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import importlib
 import math
@@ -48,6 +49,9 @@ from ..._validation import check_float, check_option
 from ...process import OU
 from ..parametrization import PARAMETRIZATIONS, denoised_from_frame
 from . import PYTHON_OBJECT, TIME_CONVENTIONS
+
+#: what a non-finite model output does (``ModuleDenoiser(on_nonfinite=...)``)
+NONFINITE = ("raise", "nan")
 
 __all__ = ["TIME_CONVENTIONS", "TimeConvention", "ModuleDenoiser", "load_factory", "module_from_spec", "ModelError",
            "PYTHON_OBJECT", "model_digest", "build"]
@@ -147,6 +151,10 @@ class ModuleDenoiser:
     name : str, optional
         Label of the model (default: the class or function name).
     process : OU, optional
+    on_nonfinite : {"raise", "nan"}
+        What a non-finite output does: ``"raise"`` (default) a :class:`ModelError`; ``"nan"``
+        makes every row (sample) holding a NaN or inf all NaN, so a sampler's divergence guard
+        flags that trajectory ``diverged`` (what a run does, after :meth:`check` passed).
 
     Examples
     --------
@@ -159,12 +167,14 @@ class ModuleDenoiser:
     """
 
     def __init__(self, model: Callable, *, parametrization: str = "score", time: TimeConvention | str = "ou",
-                 d: int | None = None, name: str | None = None, process: OU | None = None):
+                 d: int | None = None, name: str | None = None, process: OU | None = None,
+                 on_nonfinite: str = "raise"):
         if not callable(model):
             raise TypeError(f"`model` must be callable (an nn.Module or a function (y, s) -> output); "
                             f"got {type(model).__name__}")
         self.parametrization = check_option(parametrization, "parametrization", PARAMETRIZATIONS)
         self.time = time if isinstance(time, TimeConvention) else TimeConvention(time)
+        self.on_nonfinite = check_option(on_nonfinite, "on_nonfinite", NONFINITE)
         self.model = model
         self.process = process or OU()
         self.name = name or getattr(model, "__name__", type(model).__name__)
@@ -179,11 +189,18 @@ class ModuleDenoiser:
             self.check(d)
 
     def check(self, d: int, t: float = 0.5) -> None:
-        """Call the model once on (3, d) zeros at OU time t; :class:`ModelError` on a wrong shape or NaN."""
+        """Call the model once on (3, d) zeros at OU time t; :class:`ModelError` on a wrong shape or NaN
+        (whatever ``on_nonfinite`` says: a model broken from the start is refused)."""
         x = torch.zeros(3, d, dtype=torch.float64)
-        self._output(x, torch.full((3,), float(t), dtype=torch.float64))
+        self._output(x, torch.full((3,), float(t), dtype=torch.float64), strict=True)
 
-    def _output(self, x: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def nonfinite_as_nan(self) -> "ModuleDenoiser":
+        """A shallow copy with ``on_nonfinite="nan"`` (same model object): what a run samples with."""
+        new = copy.copy(self)
+        new.on_nonfinite = "nan"
+        return new
+
+    def _output(self, x: torch.Tensor, t: torch.Tensor, strict: bool = False) -> tuple[torch.Tensor, ...]:
         y, a, b = self.time.frame(x, t, self.process)
         s = self.time.model_time(t)
         try:
@@ -198,7 +215,10 @@ class ModuleDenoiser:
             raise ModelError(f"model {self.name!r} returned shape {tuple(out.shape)} for inputs of shape "
                              f"{tuple(x.shape)}; expected {tuple(x.shape)}")
         out = out.to(torch.float64).to(x.device)
-        if not bool(torch.isfinite(out).all()):
+        bad = ~torch.isfinite(out).all(-1)
+        if bool(bad.any()) and self.on_nonfinite == "nan" and not strict:
+            out = out.masked_fill(bad[..., None], math.nan)  # the whole sample: the guard flags it
+        elif bool(bad.any()):
             raise ModelError(f"model {self.name!r} returned {int((~torch.isfinite(out)).sum())} non-finite "
                              f"value(s) at t in [{float(t.min()):.3g}, {float(t.max()):.3g}]")
         return out, y, a, b
@@ -296,12 +316,15 @@ def module_from_spec(path: str, *, d: int, parametrization: str, time: TimeConve
 
 def build(exp, block, task, train, device: str = "cpu") -> ModuleDenoiser:
     """The :class:`ModuleDenoiser` of a module block: the object handed to ``run_experiment(model=...)``
-    (``task.state``), else the factory imported and probed (``d`` = the training set's)."""
+    (``task.state``), else the factory imported and probed (``d`` = the training set's).
+
+    Either reads non-finite outputs as NaN (``on_nonfinite="nan"``) once the probe passed: a model
+    that breaks down mid-run gives ``diverged`` trajectories, as every other kind does."""
     if task is not None and task.state is not None:
-        return task.state
+        return task.state.nonfinite_as_nan()
     time = TimeConvention(block.time, block.beta_min, block.beta_max)
     if exp.process.T > time.t_max:
         raise ValueError(f"`process.T` ({exp.process.T}) exceeds the largest OU time {time.t_max:.6g} of model "
                          f"{block.label!r}'s time convention {time.label()} (model time s <= 1)")
     return module_from_spec(block.module, d=train.shape[1], parametrization=block.output, time=time,
-                            checkpoint=block.checkpoint, base_dir=exp.base_dir, device=device)
+                            checkpoint=block.checkpoint, base_dir=exp.base_dir, device=device).nonfinite_as_nan()

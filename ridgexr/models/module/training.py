@@ -15,7 +15,7 @@ def fit(ctx, bi: int, block, cells: list[tuple[tuple, dict]]) -> dict:
     ``run_experiment(model=...)``, else None: workers import the module again)."""
     exp = ctx.exp
     obj = ctx.objects.get(block.label)
-    den = obj if obj is not None else build(exp, block, None, ctx.train, ctx.device)
+    den = obj.nonfinite_as_nan() if obj is not None else build(exp, block, None, ctx.train, ctx.device)
     out = {}
     for idx, lab in cells:
         ctx.say(f"{ctx.prefix(block)}held-out diagnostics")
