@@ -683,3 +683,58 @@ def test_random_damage_is_reported_and_repaired_or_harmless(reference, tmp_path,
     kind, f, outcome = _random_damage_trial(reference, tmp_path, seed)
     assert outcome in ("harmless", "repaired") or f.name == "zarr.json" and f.parent.name.endswith(".zarr"), \
         (kind, f, outcome)
+
+
+# ------------------------------------------------------------------ input refused up front (issue 29, items 11, 12)
+def _refused_up_front(res, data, *words):
+    """Exit 2, one 'error:' line naming ``words``, no traceback, and no data folder, lock or store written."""
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len([ln for ln in lines if ln.startswith("error:")]) == 1 and "Traceback" not in res.output, res.output
+    assert len(lines) <= 2, res.output  # the error, at most preceded by the run's one-line header
+    for w in words:
+        assert w in res.output, (w, res.output)
+    assert not data.exists(), sorted(map(str, data.rglob("*")))
+
+
+UP_FRONT = {  # case: (old text, new text, words the one line must hold)
+    "description nested 1000 deep": ("d_star: 1", "d_star: 1\n    description: " + "[" * 1000 + "]" * 1000,
+                                     ["c.yaml", "nested deeper than 64"]),
+    "mapping nested 1000 deep": ("d_star: 1", "d_star: 1\n    description: " + "{a: " * 1000 + "1" + "}" * 1000,
+                                 ["c.yaml", "nested deeper than 64"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UP_FRONT))
+def test_bad_input_is_refused_before_any_folder_or_lock(tmp_path, catalog_text, case):
+    old, new, words = UP_FRONT[case]
+    text = catalog_text(20, 16)
+    assert old in text
+    f = tmp_path / "c.yaml"
+    f.write_text(text.replace(old, new, 1))
+    data = tmp_path / "data"
+    t0 = time.perf_counter()
+    res = CliRunner().invoke(app, ["run", str(f), "--data-dir", str(data)])
+    _refused_up_front(res, data, *words)
+    assert time.perf_counter() - t0 < 20
+
+
+def test_a_binary_catalog_is_one_line_naming_the_file(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe")
+    data = tmp_path / "data"
+    res = CliRunner().invoke(app, ["run", str(f), "--data-dir", str(data)])
+    _refused_up_front(res, data, str(f), "not UTF-8", "0x89")
+    res = CliRunner().invoke(app, ["list", "--catalog", str(f)])
+    assert res.exit_code == 2 and str(f) in res.output and "Traceback" not in res.output
+
+
+def test_nesting_within_the_bound_still_loads(tmp_path, catalog_text):
+    from ridgexr.catalog.files import MAX_YAML_DEPTH, load_catalog_file
+
+    f = tmp_path / "c.yaml"  # the catalog's own nesting (3 levels) plus a description 60 deep: 63 <= 64
+    deep = "[" * (MAX_YAML_DEPTH - 4) + "]" * (MAX_YAML_DEPTH - 4)
+    f.write_text(catalog_text(20, 16).replace("d_star: 1", "d_star: 1\n    extra_note: " + deep, 1))
+    with pytest.raises(ridgexr.catalog.CatalogError, match="extra_note") as info:  # validated, not refused as deep
+        load_catalog_file(f)
+    assert "nested deeper" not in str(info.value)
