@@ -702,6 +702,8 @@ UP_FRONT = {  # case: (old text, new text, words the one line must hold)
                                      ["c.yaml", "nested deeper than 64"]),
     "mapping nested 1000 deep": ("d_star: 1", "d_star: 1\n    description: " + "{a: " * 1000 + "1" + "}" * 1000,
                                  ["c.yaml", "nested deeper than 64"]),
+    "a billion frequencies": ("n_frequencies: 3", "n_frequencies: 1000000000", ["tiny.zarr", "model.n_frequencies"]),
+    "1e12 noise draws": ("n_noise: 4", "n_noise: 1000000000000", ["tiny.zarr", "training.n_noise"]),
 }
 
 
@@ -738,3 +740,20 @@ def test_nesting_within_the_bound_still_loads(tmp_path, catalog_text):
     with pytest.raises(ridgexr.catalog.CatalogError, match="extra_note") as info:  # validated, not refused as deep
         load_catalog_file(f)
     assert "nested deeper" not in str(info.value)
+
+
+def test_the_memory_estimate_counts_frequencies_and_noise_draws(write_catalog, tmp_path):
+    from ridgexr.datasets import load_training_set
+    from ridgexr.run.plan import estimate_resources
+
+    exp = experiment_from_file(write_catalog(tmp_path))
+    train = load_training_set(exp.dataset, base_dir=exp.base_dir)
+    base = estimate_resources(exp, train)["peak_memory"]
+    rf = exp.model.model_copy(update={"n_frequencies": 10**9})
+    est = estimate_resources(exp.model_copy(update={"model": rf}), train)
+    # W_t (16 x (2e9 + 1)) float64 alone is 256 GB
+    assert est["peak_memory"] - base >= 8.0 * 16 * (2e9 + 1) and est["memory_drivers"][0] == "model.n_frequencies"
+    tr = exp.training.model_copy(update={"n_noise": 10**12})
+    est = estimate_resources(exp.model_copy(update={"training": tr}), train)
+    # one time node's noise (2 points x 1e12 draws x d = 2) float64 alone is 32 TB
+    assert est["peak_memory"] - base >= 8.0 * 2 * 1e12 * 2 and est["memory_drivers"][0] == "training.n_noise"

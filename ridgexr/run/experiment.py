@@ -104,15 +104,17 @@ def check_resources(exp: Experiment, train, path: Path, *, force: bool = False) 
     est = estimate_resources(exp, train)
     mem, disk = _machine_memory(), _free_disk(path)
     gb = 2**30
-    problems = []
+    problems, hints = [], []
     if est["peak_memory"] > 0.8 * mem:
         problems.append(f"peak memory ~{est['peak_memory'] / gb:.3g} GiB > 80% of this machine's {mem / gb:.3g} GiB")
+        hints.append("the memory is driven by " + ", ".join(est.get("memory_drivers") or ["the training sample"]))
     if est["store_size"] > disk:
         problems.append(f"store up to {est['store_size'] / gb:.3g} GiB > {disk / gb:.3g} GiB free "
                         f"under {path.parent}")
+        hints.append("the store grows with n_samples, n_steps / sampler.record_every and the swept values")
     if problems and not force:
-        raise ResourceError(f"experiment {exp.name!r} is too large for this machine: " + "; ".join(problems)
-                            + " (reduce n_samples, n_steps, widths or the training sample, or pass --force)")
+        raise ResourceError(f"experiment {exp.name!r} (store {str(path)!r}) is too large for this machine: "
+                            + "; ".join(problems) + " (" + "; ".join(hints) + "; reduce them, or pass --force)")
     return est
 
 
