@@ -702,6 +702,9 @@ UP_FRONT = {  # case: (old text, new text, words the one line must hold)
                                      ["c.yaml", "nested deeper than 64"]),
     "mapping nested 1000 deep": ("d_star: 1", "d_star: 1\n    description: " + "{a: " * 1000 + "1" + "}" * 1000,
                                  ["c.yaml", "nested deeper than 64"]),
+    "t_min of 1e-200 with random features": ("t_min: 0.01", "t_min: 1.0e-200",
+                                             ["c.yaml", "process.t_min", "overflows float64"]),
+    "loss t_min of 1e-200": ("n_noise: 4", "n_noise: 4, t_min: 1.0e-200", ["c.yaml", "training.t_min"]),
     "a billion frequencies": ("n_frequencies: 3", "n_frequencies: 1000000000", ["tiny.zarr", "model.n_frequencies"]),
     "1e12 noise draws": ("n_noise: 4", "n_noise: 1000000000000", ["tiny.zarr", "training.n_noise"]),
 }
@@ -740,6 +743,25 @@ def test_nesting_within_the_bound_still_loads(tmp_path, catalog_text):
     with pytest.raises(ridgexr.catalog.CatalogError, match="extra_note") as info:  # validated, not refused as deep
         load_catalog_file(f)
     assert "nested deeper" not in str(info.value)
+
+
+def test_a_fit_that_fails_numerically_is_one_line_naming_the_fields(write_catalog, tmp_path):
+    """The safety net behind the up-front check: the fit itself raises a FitError, no LinAlgError."""
+    import warnings
+
+    from ridgexr.datasets import load_training_set
+    from ridgexr.run.plan import plan_layout, plan_tasks
+    from ridgexr.training.fit import FitError
+
+    exp = experiment_from_file(write_catalog(tmp_path))
+    exp = exp.model_copy(update={"process": exp.process.model_copy(update={"t_min": 1e-200})})
+    train = load_training_set(exp.dataset, base_dir=exp.base_dir)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with pytest.raises(FitError) as info:
+            plan_tasks(exp, train, plan_layout(exp, train))
+    msg = str(info.value)
+    assert "\n" not in msg and "failed numerically" in msg and "process.t_min" in msg and "cat.yaml" in msg
 
 
 def test_the_memory_estimate_counts_frequencies_and_noise_draws(write_catalog, tmp_path):

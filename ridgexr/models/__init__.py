@@ -37,7 +37,8 @@ __all__ = ["REGISTRY", "DEFAULT_KIND", "ModelKind", "ModelSpec", "FitContext", "
 #: kind -> its spec, builder and trainer (import paths)
 REGISTRY: dict[str, ModelKind] = {k.name: k for k in (
     ModelKind("random_features", "ridgexr.models.random_features:RandomFeaturesSpec",
-              "ridgexr.models.random_features.denoiser:build", "ridgexr.models.random_features.training:fit"),
+              "ridgexr.models.random_features.denoiser:build", "ridgexr.models.random_features.training:fit",
+              "ridgexr.models.random_features.training:check"),
     ModelKind("exact", "ridgexr.models.exact:ExactSpec",
               "ridgexr.models.exact.denoiser:build", "ridgexr.models.exact.training:fit"),
     ModelKind("mlp", "ridgexr.models.mlp:MLPSpec",

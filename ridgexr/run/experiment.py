@@ -16,6 +16,7 @@ import torch
 
 from ..catalog import NOT_HASHED, Experiment, resolve_store
 from ..datasets import dataset_extras, load_training_set
+from ..models import model_kind
 from ..sampling import divergence_bound
 from ..reader import summarize
 from ..store import (StoreDamagedError, StoreLock, StoreWarning, cell_label, check_schema, clear_completion,
@@ -119,7 +120,8 @@ def check_resources(exp: Experiment, train, path: Path, *, force: bool = False) 
 
 
 def validate_experiment(exp: Experiment, train) -> None:
-    """Checks that need the training set: data magnitude, d_star and d_star_alt against d."""
+    """Checks that need the training set: data magnitude, d_star and d_star_alt against d, and each
+    model kind's ``check`` (:class:`ridgexr.models.ModelKind`)."""
     d = train.shape[1]
     big = float(np.abs(train).max())
     if big > MAX_DATA_ABS:
@@ -132,6 +134,8 @@ def validate_experiment(exp: Experiment, train) -> None:
     bad = [k for k in exp.ridge.d_star_alt if k != "auto" and not 1 <= k <= d - 1]
     if bad:
         raise ValueError(f"`ridge.d_star_alt` entries must lie in 1..{d - 1} (d = {d}); got {bad}")
+    for block in exp.blocks:  # each kind's own checks (random features: a loss form float64 can hold)
+        model_kind(block.kind).checker()(exp, block, train)
 
 
 def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store: str | Path | None = None,
