@@ -779,3 +779,59 @@ def test_the_memory_estimate_counts_frequencies_and_noise_draws(write_catalog, t
     est = estimate_resources(exp.model_copy(update={"training": tr}), train)
     # one time node's noise (2 points x 1e12 draws x d = 2) float64 alone is 32 TB
     assert est["peak_memory"] - base >= 8.0 * 2 * 1e12 * 2 and est["memory_drivers"][0] == "training.n_noise"
+
+
+def _chunk_only(folder):
+    for var, key in [("trajectory", "0/0/0/0/0"), ("ridge_distance", "0/1/0/3"), ("cell_complete", "2/1")]:
+        f = folder / var / "c" / key
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_bytes(os.urandom(64))
+
+
+def test_a_chunk_only_leftover_is_removed_with_a_warning_and_the_run_completes(reference, tmp_path):
+    cat, exp, ref_store, _ = reference
+    store = tmp_path / "s.zarr"
+    _chunk_only(store)
+    with pytest.warns(ridgexr.store.StoreWarning, match=r"removed .*s\.zarr.*3 chunk file\(s\).*no metadata"):
+        run_experiment(exp, store=store)
+    assert_same_store(ref_store, store)
+
+
+@pytest.mark.parametrize("extra", ["zarr.json", "trajectory/zarr.json", "notes.txt", "trajectory/c/0/x"])
+def test_a_folder_with_anything_but_chunks_is_refused_and_kept(tmp_path, catalog_text, extra):
+    f = tmp_path / "c.yaml"
+    f.write_text(catalog_text(5, 4))
+    store = tmp_path / "data" / "tiny.zarr"
+    _chunk_only(store)
+    (store / extra).parent.mkdir(parents=True, exist_ok=True)
+    (store / extra).write_text("{}")
+    before = _tree(store)
+    res = CliRunner().invoke(app, ["run", str(f), "--data-dir", str(tmp_path / "data")])
+    assert res.exit_code == 2 and "not a ridgexr store" in res.output and "Traceback" not in res.output
+    assert _tree(store) == before
+
+
+def test_a_store_deleted_mid_run_says_so_and_the_rerun_starts_over(reference, tmp_path, monkeypatch):
+    import shutil
+
+    import ridgexr.run.experiment as rx
+
+    cat, exp, ref_store, _ = reference
+    store = tmp_path / "s.zarr"
+    real, calls = rx.run_cell, []
+
+    def deleting_run_cell(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:  # after one complete cell, the store is deleted under the writer
+            shutil.rmtree(store)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(rx, "run_cell", deleting_run_cell)
+    with pytest.raises(ridgexr.store.StoreDamagedError, match=r"s\.zarr.*was deleted .*while this run wrote"):
+        run_experiment(exp, store=store)
+    assert not is_store(store)  # at most the chunks the writer recreated (none when the cell failed at its start)
+    _chunk_only(store)  # as a writer killed mid-cell leaves it
+    monkeypatch.setattr(rx, "run_cell", real)
+    with pytest.warns(ridgexr.store.StoreWarning, match="leftover of a store deleted"):
+        run_experiment(exp, store=store)
+    assert_same_store(ref_store, store)

@@ -19,7 +19,8 @@ from ..datasets import dataset_extras, load_training_set
 from ..models import model_kind
 from ..sampling import divergence_bound
 from ..reader import summarize
-from ..store import (StoreDamagedError, StoreLock, StoreWarning, cell_label, check_schema, clear_completion,
+from ..store import (StoreDamagedError, StoreLock, StoreWarning, cell_label, check_schema, chunk_leftover,
+                     clear_completion,
                      commit_staging, consolidate, copy_cell, create_staging, create_store, is_store, missing_chunks,
                      open_store, recover_store, write_template)
 from .cell import run_cell
@@ -197,9 +198,16 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
         for msg in notes:
             warnings.warn(msg, StoreWarning, stacklevel=2)
         exists = is_store(path)
+        leftover = chunk_leftover(path) if not exists else None
         if not exists and path.exists():
             if path.is_dir() and not any(path.iterdir()):
                 path.rmdir()
+            elif leftover is not None:  # no metadata at all: it cannot be (or become) a store
+                n_files = sum(1 for p in path.rglob("*") if p.is_file())
+                shutil.rmtree(path)
+                warnings.warn(f"removed {str(path)!r}: {n_files} chunk file(s) of {', '.join(leftover) or 'no variable'} "
+                              "and no metadata, the leftover of a store deleted while a run wrote to it; "
+                              "starting a new store", StoreWarning, stacklevel=2)
             else:
                 raise ConfigMismatchError(f"{str(path)!r} exists and is not a ridgexr store; remove it yourself "
                                           "or choose another store path (--overwrite only replaces ridgexr stores)")
@@ -250,6 +258,13 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
             _execute(exp, target, layout, tasks, device, scheduler, n_workers, progress)
             consolidate(target)
         except BaseException as exc:
+            if isinstance(exc, Exception) and not (target / "zarr.json").exists():
+                if target != path:
+                    _abandon_staging(exc, path, target)
+                raise StoreDamagedError(
+                    f"store {str(target)!r} was deleted (its root metadata is gone) while this run wrote to it; "
+                    "the chunks written since are left there without metadata: rerun the same command, which "
+                    f"removes them and starts a new store ({type(exc).__name__}: {exc})") from exc
             if isinstance(exc, OSError) and exc.filename is None:  # e.g. a full disk, raised by a chunk write
                 exc.add_note(f"while writing the store {str(target)!r}")
             if target != path:
