@@ -44,7 +44,8 @@ REGISTRY: dict[str, ModelKind] = {k.name: k for k in (
     ModelKind("mlp", "ridgexr.models.mlp:MLPSpec",
               "ridgexr.models.mlp.denoiser:build", "ridgexr.models.mlp.training:fit"),
     ModelKind("module", "ridgexr.models.module:ModuleSpec",
-              "ridgexr.models.module.denoiser:build", "ridgexr.models.module.training:fit"),
+              "ridgexr.models.module.denoiser:build", "ridgexr.models.module.training:fit",
+              "ridgexr.models.module.training:check"),
 )}
 
 #: the kind of a model block that names none

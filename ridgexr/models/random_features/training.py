@@ -22,7 +22,8 @@ def _where(exp) -> str:
 
 
 def check(exp, block, train) -> None:
-    """Refuse, before anything is written, a block whose loss weights overflow float64.
+    """Refuse, before anything is written, a block whose loss weights overflow float64 (or that method
+    'gd' cannot fit: no ``training.lr``, an infinite tau).
 
     The loss's quadratic form sums c_j lambda(t_j) over the time nodes (lambda = w / h_t^2 for a
     ``posterior_mean`` output), times |y|^2 ~ |x|^2 for the targets: when one of these is not a
@@ -33,9 +34,17 @@ def check(exp, block, train) -> None:
     ValueError
         Naming the entry's file, the schedule, the time and the fields that set them.
     """
+    import math
+
     from ...process import OU
     from ...training import loss_weight, time_nodes
 
+    if exp.training.method == "gd":  # what gradient_descent would refuse only after the lock
+        if exp.training.lr is None:
+            raise ValueError(f"{_where(exp)}: training.method 'gd' needs training.lr; got none")
+        if any(math.isinf(t) for t in block.taus):
+            raise ValueError(f"{_where(exp)}: training.method 'gd' needs finite model.taus (tau = inf needs "
+                             f"method 'flow'); got {block.taus}")
     t, w = time_nodes(exp.training.quadrature, exp.training.n_time, exp.loss_t_min, exp.process.T)
     scale = max(1.0, float(np.abs(train).max()) ** 2) if np.size(train) else 1.0
     for s in exp.schedules or ():
