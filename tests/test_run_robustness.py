@@ -310,6 +310,7 @@ def test_not_a_store_is_refused_without_suggesting_overwrite(tmp_path, catalog_t
         assert "--overwrite to" not in res.output
     assert (tmp_path / "data" / "tiny.zarr" / "notes.txt").read_text() == "mine"
     assert not is_store(tmp_path / "data" / "tiny.zarr")
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["tiny.zarr"]  # refused before the lock
 
 
 # ------------------------------------------------------------------ --overwrite as a transaction (issue 29)
@@ -816,7 +817,7 @@ def test_a_folder_with_anything_but_chunks_is_refused_and_kept(tmp_path, catalog
     before = _tree(store)
     res = CliRunner().invoke(app, ["run", str(f), "--data-dir", str(tmp_path / "data")])
     assert res.exit_code == 2 and "not a ridgexr store" in res.output and "Traceback" not in res.output
-    assert _tree(store) == before
+    assert _tree(store) == before and not list(store.parent.glob("*.ridgexr-lock"))
 
 
 def test_a_store_deleted_mid_run_says_so_and_the_rerun_starts_over(reference, tmp_path, monkeypatch):

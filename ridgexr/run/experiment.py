@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import json
 import math
 import os
@@ -193,6 +194,7 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
     layout = plan_layout(exp, train)
     scheduler = resolve_scheduler(scheduler)
     check_scheduler(scheduler)
+    _refuse_not_a_store(path, pending=False)  # before the lock file is written beside it
     with StoreLock(path):
         notes, staging = recover_store(path, resume_hash=config_hash if overwrite else None)
         for msg in notes:
@@ -209,8 +211,7 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
                               "and no metadata, the leftover of a store deleted while a run wrote to it; "
                               "starting a new store", StoreWarning, stacklevel=2)
             else:
-                raise ConfigMismatchError(f"{str(path)!r} exists and is not a ridgexr store; remove it yourself "
-                                          "or choose another store path (--overwrite only replaces ridgexr stores)")
+                _refuse_not_a_store(path, pending=True)
         if not exists and staging is not None:  # nothing left to replace: the resumed new store becomes the store
             os.rename(staging, path)
             exists, overwrite, staging = True, False, None
@@ -273,6 +274,21 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
         if target != path:
             commit_staging(path, target)
     return RunResult(store=path, cells_run=len(tasks), cells_skipped=len(done), summary=summarize(path))
+
+
+def _refuse_not_a_store(path: Path, *, pending: bool) -> None:
+    """Raise :class:`ConfigMismatchError` when ``path`` holds something that is not a ridgexr store (and
+    neither an empty folder nor the chunks of a deleted store, which a run replaces).  Before the lock
+    (``pending=False``) only when no interrupted ``--overwrite`` or creation beside it could change that."""
+    if is_store(path) or not (path.exists() or path.is_symlink()):
+        return
+    if path.is_dir() and not path.is_symlink() and (not any(path.iterdir()) or chunk_leftover(path) is not None):
+        return
+    if not pending and (path.with_name(path.name + ".ridgexr-swap").exists()
+                        or any(path.parent.glob(f".{glob.escape(path.name)}.creating-*"))):
+        return  # the recovery under the lock decides
+    raise ConfigMismatchError(f"{str(path)!r} exists and is not a ridgexr store; remove it yourself "
+                              "or choose another store path (--overwrite only replaces ridgexr stores)")
 
 
 def schema_reference(path: str | Path, folder: str | Path) -> Path:
