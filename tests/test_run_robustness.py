@@ -368,7 +368,7 @@ def test_overwrite_that_fails_at_run_time_says_so_on_the_cli(reference, tmp_path
     before = _tree(store)
     f = tmp_path / "huge-T.yaml"
     f.write_text(catalog_text(60, 8).replace("T: 2.0", "T: 1.0e+308"))
-    res = CliRunner().invoke(app, ["run", str(f), "--out", str(tmp_path), "--overwrite"])
+    res = CliRunner().invoke(app, ["run", str(f), "--data-dir", str(tmp_path), "--overwrite"])
     assert res.exit_code == 2, res.output
     errors = [ln for ln in res.output.splitlines() if ln.startswith("error:")]
     assert len(errors) == 1 and "Traceback" not in res.output, res.output
@@ -381,7 +381,7 @@ set -e
 mount -t tmpfs -o size={size}k tmpfs {disk}
 cp -a {old} {disk}/tiny.zarr
 set +e
-{python} -m ridgexr.cli run {cat} --out {disk} --overwrite --force 2> {out}/stderr
+{python} -m ridgexr.cli run {cat} --data-dir {disk} --overwrite --force 2> {out}/stderr
 echo $? > {out}/rc
 cp -a {disk}/. {out}/disk/
 """
@@ -499,7 +499,7 @@ def test_an_old_store_left_between_the_renames_is_restored_or_kept_never_deleted
         warnings.simplefilter("always")
         run_experiment(exp, store=store)
     assert aside.exists() and any("kept" in str(w.message) and str(aside) in str(w.message) for w in caught)
-    res = CliRunner().invoke(app, ["run", str(cat), "--out", str(tmp_path)])
+    res = CliRunner().invoke(app, ["run", str(cat), "--data-dir", str(tmp_path)])
     assert res.exit_code == 0 and "warning: kept" in res.output.replace("\n", "")
 
 
@@ -510,7 +510,7 @@ def test_sigint_during_overwrite_keeps_the_old_store_and_the_same_command_resume
     before = _tree(store)
     f = tmp_path / "long.yaml"
     f.write_text(catalog_text(200, 64))  # long enough that the signal lands mid-run
-    cmd = [sys.executable, "-m", "ridgexr.cli", "run", str(f), "--out", str(tmp_path), "--overwrite"]
+    cmd = [sys.executable, "-m", "ridgexr.cli", "run", str(f), "--data-dir", str(tmp_path), "--overwrite"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while time.time() < deadline and not any(
@@ -541,7 +541,7 @@ def test_the_lock_file_never_follows_a_symbolic_link(tmp_path, catalog_text):
         StoreLock(data / "tiny.zarr").acquire()
     f = tmp_path / "c.yaml"
     f.write_text(catalog_text(5, 4))
-    res = CliRunner().invoke(app, ["run", str(f), "--out", str(data)])
+    res = CliRunner().invoke(app, ["run", str(f), "--data-dir", str(data)])
     assert res.exit_code == 2 and "symbolic link" in res.output and "tiny.zarr.ridgexr-lock" in res.output
     assert precious.read_text() == "keep me"
     assert not (data / "tiny.zarr").exists()
