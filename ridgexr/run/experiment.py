@@ -186,10 +186,10 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
     objects = {}
     if model is not None:
         exp, objects = _with_python_model(exp, model, train.shape[1])
+    path = Path(store).resolve() if store is not None else resolve_store(exp, data_dir)
+    check_resources(exp, train, path, force=force)  # first: the checks below may allocate (quadrature nodes)
     validate_experiment(exp, train)
     config_hash = exp.config_hash(train)  # of the entry as written (d_star may be "auto")
-    path = Path(store).resolve() if store is not None else resolve_store(exp, data_dir)
-    check_resources(exp, train, path, force=force)
     exp, d_star_info = resolve_d_star(exp, train)
     layout = plan_layout(exp, train)
     scheduler = resolve_scheduler(scheduler)

@@ -149,8 +149,8 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
     Fitting streams the training sample (S = N n_time n_noise points) node by node and holds
     the (p x p) moments of every schedule at the largest width, one node's noise (N n_noise d),
     one block's features (a block holds all n_noise draws of a point), the time features
-    (p x (2 n_frequencies + 1)) of every fitted width, and an mlp's weights, optimizer state and
-    minibatch;
+    (p x (2 n_frequencies + 1)) of every fitted width, an mlp's weights, optimizer state and
+    minibatch, and the quadrature's nodes (Gauss-Legendre: an n_time x n_time eigenproblem);
     sampling holds the time grid and one block of ``block_steps x n_samples``
     states with their frames and the density's scratch memory (at most ``memory_budget``).
     Nothing is allocated here, so an absurd configuration is refused in milliseconds.  The
@@ -169,6 +169,7 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
     n_sched = len(exp.schedules or ())
     batch = 8192  # rows per streamed block of the training sample (training.fit)
     n_noise = max(exp.training.n_noises)
+    n_time = float(exp.training.n_time)
     # a time node's noise (n_train, n_noise, d) is drawn whole; a block holds all draws of a point
     rows = max(batch, n_noise)
     # the fixed time features W_t (p, 2K + 1): drawn in numpy, copied to torch, and kept by every
@@ -185,6 +186,9 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
         "the training set (dataset.n_train)": 8.0 * batch * (n * 2 + 8 * d),
         "model.n_frequencies": 8.0 * n_phi * (2 * p + n_sched * sum_p) + 8.0 * rows * n_phi * (1 if n_phi > 1 else 0),
         "mlp widths, depth, embed_dim, batch_size": mlp_bytes,
+        # the quadrature nodes: Gauss-Legendre's come from the eigenvalues of an (n_time x n_time) matrix
+        "training.n_time": 8.0 * (3.0 * n_time * n_time if exp.training.quadrature == "gauss-legendre-log-t"
+                                  else 8.0 * n_time),
     }
     fit = sum(terms.values())
     q = float(exp.sampler.block_steps) * exp.n_samples
