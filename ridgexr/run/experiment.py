@@ -124,18 +124,19 @@ def check_resources(exp: Experiment, train, path: Path, *, force: bool = False) 
 def validate_experiment(exp: Experiment, train) -> None:
     """Checks that need the training set: data magnitude, d_star and d_star_alt against d, and each
     model kind's ``check`` (:class:`ridgexr.models.ModelKind`)."""
+    where = f"{exp.source}: entry {exp.name!r}" if exp.source else f"entry {exp.name!r}"  # each message names it
     d = train.shape[1]
     big = float(np.abs(train).max())
     if big > MAX_DATA_ABS:
-        raise ValueError(f"training data of {exp.name!r} reach |x| = {big:.3g} > {MAX_DATA_ABS:g}; rescale them")
+        raise ValueError(f"{where}: training data of {exp.name!r} reach |x| = {big:.3g} > {MAX_DATA_ABS:g}; rescale them")
     if exp.d_star != "auto" and exp.d_star >= d:
-        raise ValueError(f"`d_star` must be < the data dimension {d}; got {exp.d_star}")
+        raise ValueError(f"{where}: `d_star` must be < the data dimension {d}; got {exp.d_star}")
     big_n = [n for n in exp.dataset.n_trains if n is not None and n > train.shape[0]]
     if big_n:
-        raise ValueError(f"`dataset.n_train` must be <= the {train.shape[0]} points of the training set; got {big_n}")
+        raise ValueError(f"{where}: `dataset.n_train` must be <= the {train.shape[0]} points of the training set; got {big_n}")
     bad = [k for k in exp.ridge.d_star_alt if k != "auto" and not 1 <= k <= d - 1]
     if bad:
-        raise ValueError(f"`ridge.d_star_alt` entries must lie in 1..{d - 1} (d = {d}); got {bad}")
+        raise ValueError(f"{where}: `ridge.d_star_alt` entries must lie in 1..{d - 1} (d = {d}); got {bad}")
     for block in exp.blocks:  # each kind's own checks (random features: a loss form float64 can hold)
         model_kind(block.kind).checker()(exp, block, train)
 
