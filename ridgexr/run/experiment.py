@@ -128,7 +128,7 @@ def validate_experiment(exp: Experiment, train) -> None:
     d = train.shape[1]
     big = float(np.abs(train).max())
     if big > MAX_DATA_ABS:
-        raise ValueError(f"{where}: training data of {exp.name!r} reach |x| = {big:.3g} > {MAX_DATA_ABS:g}; rescale them")
+        raise ValueError(f"{where}: the training data reach |x| = {big:.3g} > {MAX_DATA_ABS:g}; rescale them")
     if exp.d_star != "auto" and exp.d_star >= d:
         raise ValueError(f"{where}: `d_star` must be < the data dimension {d}; got {exp.d_star}")
     big_n = [n for n in exp.dataset.n_trains if n is not None and n > train.shape[0]]
