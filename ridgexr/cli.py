@@ -52,7 +52,9 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
     from .store import StoreWarning
 
     if issubclass(category, StoreWarning) and not _STATE["debug"]:
-        err_console.print(f"[yellow]warning:[/] {message}", soft_wrap=True, highlight=False)
+        from rich.markup import escape
+
+        err_console.print(f"[yellow]warning:[/] {escape(str(message))}", soft_wrap=True, highlight=False)
         return
     _SHOWWARNING(message, category, filename, lineno, file, line)
 
@@ -112,7 +114,9 @@ def user_errors():
             raise
         if _STATE["debug"]:
             raise
-        err_console.print(f"[red]error:[/] {_describe(exc)}", soft_wrap=True, highlight=False)
+        from rich.markup import escape  # a message's own brackets ("got [inf]") are text, not markup
+
+        err_console.print(f"[red]error:[/] {escape(_describe(exc))}", soft_wrap=True, highlight=False)
         raise typer.Exit(2) from None
 
 

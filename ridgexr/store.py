@@ -53,7 +53,7 @@ LOCK_NAME = ".ridgexr-lock"
 
 __all__ = ["CELL_DIMS", "CellWriter", "STEP_VARIABLES", "consolidate", "is_consolidated", "COORD_ATTRS", "SCHEMA_VERSION", "StoreLayout", "create_store", "write_block", "write_cell_end", "open_store",
            "StoreLock", "StoreLockedError", "cells", "complete_cells", "cell_label", "json_attr", "VARIABLE_ATTRS",
-           "CELL_DIAGNOSTICS", "is_store", "remove_partial_creations", "replace_store",
+           "CELL_DIAGNOSTICS", "is_store", "chunk_leftover", "remove_partial_creations", "replace_store",
            "recover_store", "create_staging", "commit_staging", "StoreWarning", "StoreDamagedError",
            "missing_chunks", "cell_digest", "per_cell_arrays", "chunk_keys", "check_schema", "repair_schema", "write_template", "Damage", "verify_store",
            "clear_completion", "copy_cell", "CODECS", "IN_PROCESS"]
@@ -289,6 +289,33 @@ def _root_metadata(path: str | Path) -> dict:
 def is_store(path: str | Path) -> bool:
     """Whether ``path`` holds a whole ridgexr store (root metadata with a schema version)."""
     return "schema_version" in _root_metadata(path).get("attributes", {})
+
+
+def chunk_leftover(path: str | Path) -> list[str] | None:
+    """The variables of ``path`` when it is only the chunk files of a store deleted while a run wrote
+    to it, else None.
+
+    Such a folder has no ``zarr.json`` anywhere (the metadata went with the store) and nothing but
+    files at ``VARIABLE/c/I/J/...`` with integer chunk coordinates and empty folders: a
+    run's chunk writes recreate exactly that.  A store, even a damaged one, keeps some metadata;
+    any other file makes the folder someone else's.
+    """
+    path = Path(path)
+    if path.is_symlink() or not path.is_dir():
+        return None
+    names = set()
+    for p in path.rglob("*"):
+        rel = p.relative_to(path).parts
+        if p.is_symlink() or (not p.is_dir() and not p.is_file()):
+            return None
+        if p.is_dir():
+            if len(rel) >= 2 and (rel[1] != "c" or not all(k.isdigit() for k in rel[2:])):
+                return None
+            continue
+        if len(rel) < 3 or rel[1] != "c" or not all(k.isdigit() for k in rel[2:]) or not rel[0].isidentifier():
+            return None
+        names.add(rel[0])
+    return sorted(names)
 
 
 def _creation_prefix(path: Path) -> str:

@@ -310,6 +310,7 @@ def test_not_a_store_is_refused_without_suggesting_overwrite(tmp_path, catalog_t
         assert "--overwrite to" not in res.output
     assert (tmp_path / "data" / "tiny.zarr" / "notes.txt").read_text() == "mine"
     assert not is_store(tmp_path / "data" / "tiny.zarr")
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["tiny.zarr"]  # refused before the lock
 
 
 # ------------------------------------------------------------------ --overwrite as a transaction (issue 29)
@@ -715,3 +716,165 @@ def test_data_beyond_the_resolved_scale_are_refused_and_the_largest_admitted_sca
     np.testing.assert_allclose(dist, np.abs(x[:, 1]), rtol=1e-3)
     loss = ds["loss"].values
     assert not (loss < 0).any()
+
+
+# ------------------------------------------------------------------ input refused up front (issue 29, items 11, 12)
+def _refused_up_front(res, data, *words):
+    """Exit 2, one 'error:' line naming ``words``, no traceback, and no data folder, lock or store written."""
+    assert res.exit_code == 2, res.output
+    errors = [ln for ln in res.output.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in res.output and "warning" not in res.output, res.output
+    assert "━" not in res.output, res.output  # refused before any fitting started (no progress bar)
+    for w in words:
+        assert w in errors[0], (w, res.output)  # on the error's one line
+    assert not data.exists(), sorted(map(str, data.rglob("*")))
+
+
+UP_FRONT = {  # case: (old text, new text, words the one line must hold)
+    "description nested 1000 deep": ("d_star: 1", "d_star: 1\n    description: " + "[" * 1000 + "]" * 1000,
+                                     ["c.yaml", "nested deeper than 64"]),
+    "mapping nested 1000 deep": ("d_star: 1", "d_star: 1\n    description: " + "{a: " * 1000 + "1" + "}" * 1000,
+                                 ["c.yaml", "nested deeper than 64"]),
+    "t_min of 1e-200 with random features": ("t_min: 0.01", "t_min: 1.0e-200",
+                                             ["c.yaml", "process.t_min", "overflows float64"]),
+    "loss t_min of 1e-200": ("n_noise: 4", "n_noise: 4, t_min: 1.0e-200", ["c.yaml", "training.t_min"]),
+    "gd with tau = inf": ("n_noise: 4}", "n_noise: 4, method: gd, lr: 0.1}", ["c.yaml", "got [inf]"]),
+    "gd without lr": ("n_noise: 4}", "n_noise: 4, method: gd}", ["c.yaml", "lr"]),
+    "a module that does not import": ("model: {widths: [8, 16], n_frequencies: 3, include_exact: true}",
+                                      "model: {kind: module, module: 'no_such_module_29:make'}",
+                                      ["c.yaml", "cannot import 'no_such_module_29'"]),
+    "a missing checkpoint": ("model: {widths: [8, 16], n_frequencies: 3, include_exact: true}",
+                             "model: {kind: module, module: 'torch.nn:Identity', checkpoint: gone.pt}",
+                             ["gone.pt", "does not exist"]),
+    "a billion frequencies": ("n_frequencies: 3", "n_frequencies: 1000000000", ["tiny.zarr", "model.n_frequencies"]),
+    "a million Gauss-Legendre nodes": ("n_time: 4", "n_time: 1000000", ["tiny.zarr", "training.n_time"]),
+    "a billion Gauss-Legendre nodes": ("n_time: 4", "n_time: 1000000000", ["tiny.zarr", "training.n_time"]),
+    "1e12 noise draws": ("n_noise: 4", "n_noise: 1000000000000", ["tiny.zarr", "training.n_noise"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UP_FRONT))
+def test_bad_input_is_refused_before_any_folder_or_lock(tmp_path, catalog_text, case):
+    old, new, words = UP_FRONT[case]
+    text = catalog_text(20, 16)
+    assert old in text
+    f = tmp_path / "c.yaml"
+    f.write_text(text.replace(old, new, 1))
+    data = tmp_path / "data"
+    t0 = time.perf_counter()
+    res = CliRunner().invoke(app, ["run", str(f), "--data-dir", str(data)])
+    _refused_up_front(res, data, *words)
+    assert time.perf_counter() - t0 < 20
+
+
+def test_a_binary_catalog_is_one_line_naming_the_file(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe")
+    data = tmp_path / "data"
+    res = CliRunner().invoke(app, ["run", str(f), "--data-dir", str(data)])
+    _refused_up_front(res, data, str(f), "not UTF-8", "0x89")
+    res = CliRunner().invoke(app, ["list", "--catalog", str(f)])
+    assert res.exit_code == 2 and str(f) in res.output and "Traceback" not in res.output
+
+
+def test_nesting_within_the_bound_still_loads(tmp_path, catalog_text):
+    from ridgexr.catalog.files import MAX_YAML_DEPTH, load_catalog_file
+
+    f = tmp_path / "c.yaml"  # the catalog's own nesting (3 levels) plus a description 60 deep: 63 <= 64
+    deep = "[" * (MAX_YAML_DEPTH - 4) + "]" * (MAX_YAML_DEPTH - 4)
+    f.write_text(catalog_text(20, 16).replace("d_star: 1", "d_star: 1\n    extra_note: " + deep, 1))
+    with pytest.raises(ridgexr.catalog.CatalogError, match="extra_note") as info:  # validated, not refused as deep
+        load_catalog_file(f)
+    assert "nested deeper" not in str(info.value)
+
+
+def test_a_fit_that_fails_numerically_is_one_line_naming_the_fields(write_catalog, tmp_path):
+    """The safety net behind the up-front check: the fit itself raises a FitError, no LinAlgError."""
+    import warnings
+
+    from ridgexr.datasets import load_training_set
+    from ridgexr.run.plan import plan_layout, plan_tasks
+    from ridgexr.training.fit import FitError
+
+    exp = experiment_from_file(write_catalog(tmp_path))
+    exp = exp.model_copy(update={"process": exp.process.model_copy(update={"t_min": 1e-200})})
+    train = load_training_set(exp.dataset, base_dir=exp.base_dir)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with pytest.raises(FitError) as info:
+            plan_tasks(exp, train, plan_layout(exp, train))
+    msg = str(info.value)
+    assert "\n" not in msg and "failed numerically" in msg and "process.t_min" in msg and "cat.yaml" in msg
+
+
+def test_the_memory_estimate_counts_frequencies_and_noise_draws(write_catalog, tmp_path):
+    from ridgexr.datasets import load_training_set
+    from ridgexr.run.plan import estimate_resources
+
+    exp = experiment_from_file(write_catalog(tmp_path))
+    train = load_training_set(exp.dataset, base_dir=exp.base_dir)
+    base = estimate_resources(exp, train)["peak_memory"]
+    rf = exp.model.model_copy(update={"n_frequencies": 10**9})
+    est = estimate_resources(exp.model_copy(update={"model": rf}), train)
+    # W_t (16 x (2e9 + 1)) float64 alone is 256 GB
+    assert est["peak_memory"] - base >= 8.0 * 16 * (2e9 + 1) and est["memory_drivers"][0] == "model.n_frequencies"
+    tr = exp.training.model_copy(update={"n_noise": 10**12})
+    est = estimate_resources(exp.model_copy(update={"training": tr}), train)
+    # one time node's noise (2 points x 1e12 draws x d = 2) float64 alone is 32 TB
+    assert est["peak_memory"] - base >= 8.0 * 2 * 1e12 * 2 and est["memory_drivers"][0] == "training.n_noise"
+
+
+def _chunk_only(folder):
+    for var, key in [("trajectory", "0/0/0/0/0"), ("ridge_distance", "0/1/0/3"), ("cell_complete", "2/1")]:
+        f = folder / var / "c" / key
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_bytes(os.urandom(64))
+
+
+def test_a_chunk_only_leftover_is_removed_with_a_warning_and_the_run_completes(reference, tmp_path):
+    cat, exp, ref_store, _ = reference
+    store = tmp_path / "s.zarr"
+    _chunk_only(store)
+    with pytest.warns(ridgexr.store.StoreWarning, match=r"removed .*s\.zarr.*3 chunk file\(s\).*no metadata"):
+        run_experiment(exp, store=store)
+    assert_same_store(ref_store, store)
+
+
+@pytest.mark.parametrize("extra", ["zarr.json", "trajectory/zarr.json", "notes.txt", "trajectory/c/0/x"])
+def test_a_folder_with_anything_but_chunks_is_refused_and_kept(tmp_path, catalog_text, extra):
+    f = tmp_path / "c.yaml"
+    f.write_text(catalog_text(5, 4))
+    store = tmp_path / "data" / "tiny.zarr"
+    _chunk_only(store)
+    (store / extra).parent.mkdir(parents=True, exist_ok=True)
+    (store / extra).write_text("{}")
+    before = _tree(store)
+    res = CliRunner().invoke(app, ["run", str(f), "--data-dir", str(tmp_path / "data")])
+    assert res.exit_code == 2 and "not a ridgexr store" in res.output and "Traceback" not in res.output
+    assert _tree(store) == before and not list(store.parent.glob("*.ridgexr-lock"))
+
+
+def test_a_store_deleted_mid_run_says_so_and_the_rerun_starts_over(reference, tmp_path, monkeypatch):
+    import shutil
+
+    import ridgexr.run.experiment as rx
+
+    cat, exp, ref_store, _ = reference
+    store = tmp_path / "s.zarr"
+    real, calls = rx.run_cell, []
+
+    def deleting_run_cell(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:  # after one complete cell, the store is deleted under the writer
+            shutil.rmtree(store)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(rx, "run_cell", deleting_run_cell)
+    with pytest.raises(ridgexr.store.StoreDamagedError, match=r"s\.zarr.*was deleted .*while this run wrote"):
+        run_experiment(exp, store=store)
+    assert not is_store(store)  # at most the chunks the writer recreated (none when the cell failed at its start)
+    _chunk_only(store)  # as a writer killed mid-cell leaves it
+    monkeypatch.setattr(rx, "run_cell", real)
+    with pytest.warns(ridgexr.store.StoreWarning, match="leftover of a store deleted"):
+        run_experiment(exp, store=store)
+    assert_same_store(ref_store, store)

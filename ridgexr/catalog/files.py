@@ -33,8 +33,29 @@ def _format_error(file: str, entry: str | None, err: ValidationError) -> str:
     return "\n".join(lines)
 
 
+#: deepest nesting of lists and mappings a catalog file may have (a catalog needs ~5 levels; Python's
+#: recursion limit is reached by PyYAML's recursive composer near 300)
+MAX_YAML_DEPTH = 64
+
+
+class _TooDeep(yaml.YAMLError):
+    """A YAML document nested deeper than :data:`MAX_YAML_DEPTH` (one-line message)."""
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses a mapping with a repeated key (YAML would keep the last)."""
+    """``yaml.SafeLoader`` that refuses a mapping with a repeated key (YAML would keep the last) and
+    nesting deeper than :data:`MAX_YAML_DEPTH` (PyYAML would recurse into a RecursionError)."""
+
+    def compose_node(self, parent, index):
+        self._depth = getattr(self, "_depth", 0) + 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                mark = self.peek_event().start_mark
+                raise _TooDeep(f"lists and mappings nested deeper than {MAX_YAML_DEPTH} levels "
+                               f"(line {mark.line + 1}, column {mark.column + 1})")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
     def construct_mapping(self, node, deep=False):
         seen = set()
@@ -50,7 +71,12 @@ def load_catalog_file(path: str | Path) -> dict[str, Experiment]:
     """Read and validate one catalog file; returns {name: Experiment}."""
     path = Path(path)
     try:
-        raw = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 (SafeLoader)
+    except UnicodeDecodeError as exc:
+        raise CatalogError(f"{path}: not a text catalog (not UTF-8: byte {exc.object[exc.start]:#04x} at "
+                           f"offset {exc.start})") from None
+    except _TooDeep as exc:
+        raise CatalogError(f"{path}: not a catalog: {exc}") from None
     except yaml.YAMLError as exc:
         raise CatalogError(f"{path}: not valid YAML (safe loader): {exc}") from None
     except OSError as exc:

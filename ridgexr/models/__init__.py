@@ -37,13 +37,15 @@ __all__ = ["REGISTRY", "DEFAULT_KIND", "ModelKind", "ModelSpec", "FitContext", "
 #: kind -> its spec, builder and trainer (import paths)
 REGISTRY: dict[str, ModelKind] = {k.name: k for k in (
     ModelKind("random_features", "ridgexr.models.random_features:RandomFeaturesSpec",
-              "ridgexr.models.random_features.denoiser:build", "ridgexr.models.random_features.training:fit"),
+              "ridgexr.models.random_features.denoiser:build", "ridgexr.models.random_features.training:fit",
+              "ridgexr.models.random_features.training:check"),
     ModelKind("exact", "ridgexr.models.exact:ExactSpec",
               "ridgexr.models.exact.denoiser:build", "ridgexr.models.exact.training:fit"),
     ModelKind("mlp", "ridgexr.models.mlp:MLPSpec",
               "ridgexr.models.mlp.denoiser:build", "ridgexr.models.mlp.training:fit"),
     ModelKind("module", "ridgexr.models.module:ModuleSpec",
-              "ridgexr.models.module.denoiser:build", "ridgexr.models.module.training:fit"),
+              "ridgexr.models.module.denoiser:build", "ridgexr.models.module.training:fit",
+              "ridgexr.models.module.training:check"),
 )}
 
 #: the kind of a model block that names none

@@ -9,7 +9,9 @@ catalog imports neither torch nor xarray.
 - ``build(exp, block, task, d, device)`` -> a denoiser with ``score(x, t)`` and ``denoise(x, t)``
   (OU convention) for one cell (``task`` carries what the trainer left in ``state``);
 - ``fit(context, block_index, block, cells)`` -> ``{cell index: FittedCell}``, the kind's
-  training entry point (or the held-out diagnostics of a model that is not trained here).
+  training entry point (or the held-out diagnostics of a model that is not trained here);
+- ``check(exp, block, train)`` (optional) raises ``ValueError`` for a block that cannot be fitted
+  on this training set; it runs before the store's lock or any folder is written.
 """
 
 from __future__ import annotations
@@ -30,12 +32,13 @@ def import_path(path: str) -> Any:
 
 @dataclass(frozen=True)
 class ModelKind:
-    """One model kind: ``name``, and import paths of its ``spec``, ``build`` and ``fit``."""
+    """One model kind: ``name``, and import paths of its ``spec``, ``build``, ``fit`` and optional ``check``."""
 
     name: str
     spec: str
     build: str
     fit: str
+    check: str | None = None
 
     def spec_class(self):
         """The kind's pydantic spec class (torch-free import)."""
@@ -46,6 +49,10 @@ class ModelKind:
 
     def trainer(self) -> Callable:
         return import_path(self.fit)
+
+    def checker(self) -> Callable:
+        """``check(exp, block, train)``, or a no-op for a kind that has none."""
+        return import_path(self.check) if self.check else (lambda exp, block, train: None)
 
 
 @dataclass

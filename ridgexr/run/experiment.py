@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import json
 import math
 import os
@@ -17,9 +18,11 @@ import torch
 from ..catalog import NOT_HASHED, Experiment, resolve_store
 from ..datasets import dataset_extras, load_training_set
 from ..process import MAX_DATA_SCALE, data_scale_limit
+from ..models import model_kind
 from ..sampling import divergence_bound
 from ..reader import summarize
-from ..store import (StoreDamagedError, StoreLock, StoreWarning, cell_label, check_schema, clear_completion,
+from ..store import (StoreDamagedError, StoreLock, StoreWarning, cell_label, check_schema, chunk_leftover,
+                     clear_completion,
                      commit_staging, consolidate, copy_cell, create_staging, create_store, is_store, missing_chunks,
                      open_store, recover_store, write_template)
 from .cell import run_cell
@@ -103,37 +106,43 @@ def check_resources(exp: Experiment, train, path: Path, *, force: bool = False) 
     est = estimate_resources(exp, train)
     mem, disk = _machine_memory(), _free_disk(path)
     gb = 2**30
-    problems = []
+    problems, hints = [], []
     if est["peak_memory"] > 0.8 * mem:
         problems.append(f"peak memory ~{est['peak_memory'] / gb:.3g} GiB > 80% of this machine's {mem / gb:.3g} GiB")
+        hints.append("the memory is driven by " + ", ".join(est.get("memory_drivers") or ["the training sample"]))
     if est["store_size"] > disk:
         problems.append(f"store up to {est['store_size'] / gb:.3g} GiB > {disk / gb:.3g} GiB free "
                         f"under {path.parent}")
+        hints.append("the store grows with n_samples, n_steps / sampler.record_every and the swept values")
     if problems and not force:
-        raise ResourceError(f"experiment {exp.name!r} is too large for this machine: " + "; ".join(problems)
-                            + " (reduce n_samples, n_steps, widths or the training sample, or pass --force)")
+        raise ResourceError(f"experiment {exp.name!r} (store {str(path)!r}) is too large for this machine: "
+                            + "; ".join(problems) + " (" + "; ".join(hints) + "; reduce them, or pass --force)")
     return est
 
 
 def validate_experiment(exp: Experiment, train) -> None:
-    """Checks that need the training set: data magnitude, d_star and d_star_alt against d."""
+    """Checks that need the training set: data magnitude, d_star and d_star_alt against d, and each
+    model kind's ``check`` (:class:`ridgexr.models.ModelKind`)."""
+    where = f"{exp.source}: entry {exp.name!r}" if exp.source else f"entry {exp.name!r}"  # each message names it
     d = train.shape[1]
     arr = np.asarray(train, dtype=np.float64)
     top = float(np.abs(arr).max())  # the largest |x_i|, scaled so that its square cannot overflow
     big = top * float(np.sqrt(((arr / top) ** 2).sum(-1).max())) if 0 < top < math.inf else top
     limit = data_scale_limit(exp.process.t_min)
     if not big <= limit:  # inf or NaN too (the norm overflows from |x| ~ 1e154)
-        raise ValueError(f"training data of {exp.name!r} reach |x| = {big:.3g} > {limit:.3g} = {MAX_DATA_SCALE:g} x "
+        raise ValueError(f"{where}: the training data reach |x| = {big:.3g} > {limit:.3g} = {MAX_DATA_SCALE:g} x "
                          f"sqrt(h(t_min = {exp.process.t_min:g})), beyond which float64 does not resolve the "
                          "geometry at the smallest noise scale; rescale them")
     if exp.d_star != "auto" and exp.d_star >= d:
-        raise ValueError(f"`d_star` must be < the data dimension {d}; got {exp.d_star}")
+        raise ValueError(f"{where}: `d_star` must be < the data dimension {d}; got {exp.d_star}")
     big_n = [n for n in exp.dataset.n_trains if n is not None and n > train.shape[0]]
     if big_n:
-        raise ValueError(f"`dataset.n_train` must be <= the {train.shape[0]} points of the training set; got {big_n}")
+        raise ValueError(f"{where}: `dataset.n_train` must be <= the {train.shape[0]} points of the training set; got {big_n}")
     bad = [k for k in exp.ridge.d_star_alt if k != "auto" and not 1 <= k <= d - 1]
     if bad:
-        raise ValueError(f"`ridge.d_star_alt` entries must lie in 1..{d - 1} (d = {d}); got {bad}")
+        raise ValueError(f"{where}: `ridge.d_star_alt` entries must lie in 1..{d - 1} (d = {d}); got {bad}")
+    for block in exp.blocks:  # each kind's own checks (random features: a loss form float64 can hold)
+        model_kind(block.kind).checker()(exp, block, train)
 
 
 def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store: str | Path | None = None,
@@ -182,25 +191,32 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
     objects = {}
     if model is not None:
         exp, objects = _with_python_model(exp, model, train.shape[1])
+    path = Path(store).resolve() if store is not None else resolve_store(exp, data_dir)
+    check_resources(exp, train, path, force=force)  # first: the checks below may allocate (quadrature nodes)
     validate_experiment(exp, train)
     config_hash = exp.config_hash(train)  # of the entry as written (d_star may be "auto")
-    path = Path(store).resolve() if store is not None else resolve_store(exp, data_dir)
-    check_resources(exp, train, path, force=force)
     exp, d_star_info = resolve_d_star(exp, train)
     layout = plan_layout(exp, train)
     scheduler = resolve_scheduler(scheduler)
     check_scheduler(scheduler)
+    _refuse_not_a_store(path, pending=False)  # before the lock file is written beside it
     with StoreLock(path):
         notes, staging = recover_store(path, resume_hash=config_hash if overwrite else None)
         for msg in notes:
             warnings.warn(msg, StoreWarning, stacklevel=2)
         exists = is_store(path)
+        leftover = chunk_leftover(path) if not exists else None
         if not exists and path.exists():
             if path.is_dir() and not any(path.iterdir()):
                 path.rmdir()
+            elif leftover is not None:  # no metadata at all: it cannot be (or become) a store
+                n_files = sum(1 for p in path.rglob("*") if p.is_file())
+                shutil.rmtree(path)
+                warnings.warn(f"removed {str(path)!r}: {n_files} chunk file(s) of {', '.join(leftover) or 'no variable'} "
+                              "and no metadata, the leftover of a store deleted while a run wrote to it; "
+                              "starting a new store", StoreWarning, stacklevel=2)
             else:
-                raise ConfigMismatchError(f"{str(path)!r} exists and is not a ridgexr store; remove it yourself "
-                                          "or choose another store path (--overwrite only replaces ridgexr stores)")
+                _refuse_not_a_store(path, pending=True)
         if not exists and staging is not None:  # nothing left to replace: the resumed new store becomes the store
             os.rename(staging, path)
             exists, overwrite, staging = True, False, None
@@ -248,6 +264,13 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
             _execute(exp, target, layout, tasks, device, scheduler, n_workers, progress)
             consolidate(target)
         except BaseException as exc:
+            if isinstance(exc, Exception) and not (target / "zarr.json").exists():
+                if target != path:
+                    _abandon_staging(exc, path, target)
+                raise StoreDamagedError(
+                    f"store {str(target)!r} was deleted (its root metadata is gone) while this run wrote to it; "
+                    "the chunks written since are left there without metadata: rerun the same command, which "
+                    f"removes them and starts a new store ({type(exc).__name__}: {exc})") from exc
             if isinstance(exc, OSError) and exc.filename is None:  # e.g. a full disk, raised by a chunk write
                 exc.add_note(f"while writing the store {str(target)!r}")
             if target != path:
@@ -256,6 +279,21 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
         if target != path:
             commit_staging(path, target)
     return RunResult(store=path, cells_run=len(tasks), cells_skipped=len(done), summary=summarize(path))
+
+
+def _refuse_not_a_store(path: Path, *, pending: bool) -> None:
+    """Raise :class:`ConfigMismatchError` when ``path`` holds something that is not a ridgexr store (and
+    neither an empty folder nor the chunks of a deleted store, which a run replaces).  Before the lock
+    (``pending=False``) only when no interrupted ``--overwrite`` or creation beside it could change that."""
+    if is_store(path) or not (path.exists() or path.is_symlink()):
+        return
+    if path.is_dir() and not path.is_symlink() and (not any(path.iterdir()) or chunk_leftover(path) is not None):
+        return
+    if not pending and (path.with_name(path.name + ".ridgexr-swap").exists()
+                        or any(path.parent.glob(f".{glob.escape(path.name)}.creating-*"))):
+        return  # the recovery under the lock decides
+    raise ConfigMismatchError(f"{str(path)!r} exists and is not a ridgexr store; remove it yourself "
+                              "or choose another store path (--overwrite only replaces ridgexr stores)")
 
 
 def schema_reference(path: str | Path, folder: str | Path) -> Path:

@@ -147,7 +147,10 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
     """Rough peak memory of a run and an upper bound of its store's disk use, in bytes, from the config alone.
 
     Fitting streams the training sample (S = N n_time n_noise points) node by node and holds
-    the (p x p) moments of every schedule at the largest width and one block's features;
+    the (p x p) moments of every schedule at the largest width, one node's noise (N n_noise d),
+    one block's features (a block holds all n_noise draws of a point), the time features
+    (p x (2 n_frequencies + 1)) of every fitted width, an mlp's weights, optimizer state and
+    minibatch, and the quadrature's nodes (Gauss-Legendre: an n_time x n_time eigenproblem);
     sampling holds the time grid and one block of ``block_steps x n_samples``
     states with their frames and the density's scratch memory (at most ``memory_budget``).
     Nothing is allocated here, so an absurd configuration is refused in milliseconds.  The
@@ -155,20 +158,44 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
     within 10 %; the store size counts every chunk file at its uncompressed size rounded up to
     whole 4 KiB blocks, plus a folder per file, so it is an upper bound (compression makes stores
     smaller): 1.4 to 3.8 times the disk use of the stores measured (docs/running.md).
+
+    ``memory_drivers`` names the groups of fields that make up most of the peak (for the message).
     """
     n, d = train.shape
     rf = [b for b in exp.blocks if b.kind == "random_features"]
     p = max((w for b in rf for w in b.values("width")), default=0)
+    sum_p = sum(sum(b.values("width")) for b in rf)
     n_tau = max((len(b.values("tau")) for b in rf), default=1)
     n_sched = len(exp.schedules or ())
     batch = 8192  # rows per streamed block of the training sample (training.fit)
-    # the training sample is streamed node by node: the moments of every schedule, one block's
-    # features and exact posterior, and the readouts
-    fit = 8.0 * p * p * (n_sched + 3) + 8.0 * batch * (4 * p + n * 2 + 8 * d) + 8.0 * n_sched * n_tau * p * d * 2
+    n_noise = max(exp.training.n_noises)
+    n_time = float(exp.training.n_time)
+    # a time node's noise (n_train, n_noise, d) is drawn whole; a block holds all draws of a point
+    rows = max(batch, n_noise)
+    # the fixed time features W_t (p, 2K + 1): drawn in numpy, copied to torch, and kept by every
+    # (schedule, width) fit
+    n_phi = max((2 * b.n_frequencies + 1 for b in rf), default=0)
+    # an mlp: weights, gradients and Adam's two moments, and one minibatch's activations
+    mlp = [b for b in exp.blocks if b.kind == "mlp"]
+    mlp_bytes = max((8.0 * (4 * (b.depth * w * w + (b.embed_dim + 2 * d) * w) + 4 * b.batch_size * w * (b.depth + 2)
+                            + 2 * b.batch_size * b.embed_dim) for b in mlp for w in b.hidden_widths), default=0.0)
+    terms = {  # what each group of fields costs while fitting (bytes)
+        "model.widths, schedules": (8.0 * p * p * (n_sched + 3) + 8.0 * n_sched * n_tau * p * d * 2
+                                    + 8.0 * batch * 4 * p),
+        "training.n_noise": 8.0 * n * n_noise * d + 8.0 * (rows - batch) * (4 * p + n * 2 + 8 * d),
+        "the training set (dataset.n_train)": 8.0 * batch * (n * 2 + 8 * d),
+        "model.n_frequencies": 8.0 * n_phi * (2 * p + n_sched * sum_p) + 8.0 * rows * n_phi * (1 if n_phi > 1 else 0),
+        "mlp widths, depth, embed_dim, batch_size": mlp_bytes,
+        # the quadrature nodes: Gauss-Legendre's come from the eigenvalues of an (n_time x n_time) matrix
+        "training.n_time": 8.0 * (3.0 * n_time * n_time if exp.training.quadrature == "gauss-legendre-log-t"
+                                  else 8.0 * n_time),
+    }
+    fit = sum(terms.values())
     q = float(exp.sampler.block_steps) * exp.n_samples
     n_rec = math.ceil(exp.process.n_steps / exp.sampler.record_every) + 1
     sampling = (q * 8 * (12 * d + 3 * d * d + 10) + min(float(memory_budget), q * n * 8 * 4 + q * d * d * 8 * 4)
-                + 8.0 * 4 * (exp.process.n_steps + 1))
+                + 8.0 * 4 * (exp.process.n_steps + 1) + 8.0 * 2 * n_phi * p + mlp_bytes / 4)
+    sampling_terms = {"n_samples, sampler.block_steps": sampling}
     n_cells = float(math.prod(len(v) for _, v in exp.cell_coords()))  # an upper bound: masked cells stay empty
 
     # the store: an upper bound of its disk use, chunk file by chunk file (padded edge chunks, zstd's worst
@@ -190,4 +217,7 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
                 + (len(CELL_DIAGNOSTICS) + 4) * on_disk(8.0))  # diagnostics, max_dropped_mass, marks, digest
     store_level = (64 * 4096 + 512 * 1024  # array metadata, consolidated root metadata
                    + 4 * on_disk(n_rec * 8.0) + on_disk(train.size * 8.0 * 2))  # step coordinates, training data
-    return {"peak_memory": BASE_BYTES + max(fit, sampling), "store_size": n_cells * per_cell + store_level}
+    peak = {**terms, **sampling_terms} if fit >= sampling else sampling_terms
+    drivers = [k for k, v in sorted(peak.items(), key=lambda kv: -kv[1]) if v >= 0.25 * max(fit, sampling)]
+    return {"peak_memory": BASE_BYTES + max(fit, sampling), "store_size": n_cells * per_cell + store_level,
+            "memory_drivers": drivers}

@@ -260,12 +260,24 @@ def _check_train(train: Any, d: int | None = None) -> np.ndarray:
     return tr.cpu().numpy()
 
 
+class FitError(ValueError):
+    """A fit that fails numerically (a loss form that is not finite, an eigensolver that does not
+    converge); the message names the schedule, the width and the arguments that set the form."""
+
+
 def _solve(model: RandomFeatureDenoiser, train: np.ndarray, schedule, taus: np.ndarray, method: str,
            quad: QuadraticLoss, lr, A0: torch.Tensor, seed: int, init: str) -> RandomFeatureFit:
-    if method == "flow":
-        path = GradientFlow(quad.U, quad.V, A0).path(taus.tolist())
-    else:
-        path = gradient_descent(quad.U, quad.V, A0, taus.tolist(), lr)
+    where = (f"the random-feature fit of schedule {schedule_name(schedule)!r}, width {model.width} failed "
+             f"numerically")
+    if not (bool(torch.isfinite(quad.U).all()) and bool(torch.isfinite(quad.V).all())):
+        raise FitError(f"{where}: its loss form U, V is not finite (t_min {quad.sample.t_min:g})")
+    try:
+        if method == "flow":
+            path = GradientFlow(quad.U, quad.V, A0).path(taus.tolist())
+        else:
+            path = gradient_descent(quad.U, quad.V, A0, taus.tolist(), lr)
+    except torch.linalg.LinAlgError as exc:
+        raise FitError(f"{where}: {str(exc).splitlines()[0]} (t_min {quad.sample.t_min:g})") from None
     return RandomFeatureFit(model=model, train=train, schedule=schedule_name(schedule), taus=path.taus, A=path.A,
                             quadratic=quad, method=method, seed=int(seed), schedule_spec=schedule, init=init)
 

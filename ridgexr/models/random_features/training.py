@@ -2,12 +2,61 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...training import fit_sweep, fits_to_dataset
 from ...training.diagnostics import DIAGNOSTIC_VARIABLES
+from ...training.fit import FitError
 from ..kind import FittedCell
 from .denoiser import model_kwargs
 
-__all__ = ["fit"]
+__all__ = ["fit", "check"]
+
+#: the catalog fields that set the loss's quadratic form (named when a fit fails numerically)
+LOSS_FIELDS = ("process.t_min", "training.t_min", "process.T", "training.quadrature", "training.n_time",
+               "model.output", "model.n_frequencies", "schedules")
+
+
+def _where(exp) -> str:
+    return f"{exp.source}: entry {exp.name!r}" if exp.source else f"entry {exp.name!r}"
+
+
+def check(exp, block, train) -> None:
+    """Refuse, before anything is written, a block whose loss weights overflow float64 (or that method
+    'gd' cannot fit: no ``training.lr``, an infinite tau).
+
+    The loss's quadratic form sums c_j lambda(t_j) over the time nodes (lambda = w / h_t^2 for a
+    ``posterior_mean`` output), times |y|^2 ~ |x|^2 for the targets: when one of these is not a
+    finite float64 (a t_min so small that h_t^2 underflows), the fit cannot be computed.
+
+    Raises
+    ------
+    ValueError
+        Naming the entry's file, the schedule, the time and the fields that set them.
+    """
+    import math
+
+    from ...process import OU
+    from ...training import loss_weight, time_nodes
+
+    if exp.training.method == "gd":  # what gradient_descent would refuse only after the lock
+        if exp.training.lr is None:
+            raise ValueError(f"{_where(exp)}: training.method 'gd' needs training.lr; got none")
+        if any(math.isinf(t) for t in block.taus):
+            raise ValueError(f"{_where(exp)}: training.method 'gd' needs finite model.taus (tau = inf needs "
+                             f"method 'flow'); got {block.taus}")
+    t, w = time_nodes(exp.training.quadrature, exp.training.n_time, exp.loss_t_min, exp.process.T)
+    scale = max(1.0, float(np.abs(train).max()) ** 2) if np.size(train) else 1.0
+    for s in exp.schedules or ():
+        with np.errstate(all="ignore"):
+            weight = w * loss_weight(s, t, block.output, OU()) * scale
+        bad = ~np.isfinite(weight)
+        if bad.any():
+            t_min = "training.t_min" if exp.training.t_min else "process.t_min"
+            raise ValueError(f"{_where(exp)}: the random-feature loss of schedule {s!r} with model.output "
+                             f"{block.output!r} overflows float64 at t = {float(t[bad][0]):.3g} ({t_min} = "
+                             f"{exp.loss_t_min:g}, training.quadrature {exp.training.quadrature!r}, "
+                             f"training.n_time {exp.training.n_time}); raise {t_min}")
 
 
 def fit(ctx, bi: int, block, cells: list[tuple[tuple, dict]]) -> dict:
@@ -31,13 +80,18 @@ def fit(ctx, bi: int, block, cells: list[tuple[tuple, dict]]) -> dict:
         target, n_noise, n_train = combo
         note = (lambda msg, c=combo: ctx.say(f"{prefix}target {c[0]}, n_noise {c[1]}, n_train {c[2]}: {msg}"
                                              if exp.sweeps() else f"{prefix}{msg}"))
-        fits = fit_sweep(
-            train[:n_train], widths=block.widths, schedules=exp.schedules, taus=block.taus,
-            model_kwargs=model_kwargs(exp, block), method=exp.training.method,
-            t_min=exp.loss_t_min, T=exp.process.T,
-            quadrature=exp.training.quadrature, n_time=exp.training.n_time, n_noise=n_noise,
-            seed=exp.seeds.training, lr=exp.training.lr, init=block.init, init_seed=exp.seeds.init,
-            target=target, progress=note)
+        try:
+            fits = fit_sweep(
+                train[:n_train], widths=block.widths, schedules=exp.schedules, taus=block.taus,
+                model_kwargs=model_kwargs(exp, block), method=exp.training.method,
+                t_min=exp.loss_t_min, T=exp.process.T,
+                quadrature=exp.training.quadrature, n_time=exp.training.n_time, n_noise=n_noise,
+                seed=exp.seeds.training, lr=exp.training.lr, init=block.init, init_seed=exp.seeds.init,
+                target=target, progress=note)
+        except FitError as exc:
+            raise FitError(f"{_where(exp)}: {exc}; the form is set by {', '.join(LOSS_FIELDS)} (here t_min "
+                           f"{exp.loss_t_min:g}, T {exp.process.T:g}, n_time {exp.training.n_time}, "
+                           f"n_noise {n_noise})") from None
         diag = fits_to_dataset(fits, d_star=exp.d_star)
         for idx, lab in cells:
             if fit_key(lab) != combo:
