@@ -735,8 +735,9 @@ UP_FRONT = {  # case: (old text, new text, words the one line must hold)
                                      ["c.yaml", "nested deeper than 64"]),
     "mapping nested 1000 deep": ("d_star: 1", "d_star: 1\n    description: " + "{a: " * 1000 + "1" + "}" * 1000,
                                  ["c.yaml", "nested deeper than 64"]),
+    # the smallest noise scale no longer resolves the data: refused by the data-scale check first
     "t_min of 1e-200 with random features": ("t_min: 0.01", "t_min: 1.0e-200",
-                                             ["c.yaml", "process.t_min", "overflows float64"]),
+                                             ["c.yaml", "process.t_min", "sqrt(h(t_min = 1e-200))"]),
     "loss t_min of 1e-200": ("n_noise: 4", "n_noise: 4, t_min: 1.0e-200", ["c.yaml", "training.t_min"]),
     "gd with tau = inf": ("n_noise: 4}", "n_noise: 4, method: gd, lr: 0.1}", ["c.yaml", "got [inf]"]),
     "gd without lr": ("n_noise: 4}", "n_noise: 4, method: gd}", ["c.yaml", "lr"]),

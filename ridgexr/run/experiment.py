@@ -132,7 +132,7 @@ def validate_experiment(exp: Experiment, train) -> None:
     if not big <= limit:  # inf or NaN too (the norm overflows from |x| ~ 1e154)
         raise ValueError(f"{where}: the training data reach |x| = {big:.3g} > {limit:.3g} = {MAX_DATA_SCALE:g} x "
                          f"sqrt(h(t_min = {exp.process.t_min:g})), beyond which float64 does not resolve the "
-                         "geometry at the smallest noise scale; rescale them")
+                         "geometry at the smallest noise scale; rescale them or raise `process.t_min`")
     if exp.d_star != "auto" and exp.d_star >= d:
         raise ValueError(f"{where}: `d_star` must be < the data dimension {d}; got {exp.d_star}")
     big_n = [n for n in exp.dataset.n_trains if n is not None and n > train.shape[0]]
