@@ -199,24 +199,31 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
     n_cells = float(math.prod(len(v) for _, v in exp.cell_coords()))  # an upper bound: masked cells stay empty
 
     # the store: an upper bound of its disk use, chunk file by chunk file (padded edge chunks, zstd's worst
-    # case raw + raw/256 + headers, the CRC32C, whole 4 KiB file-system blocks, and a 4 KiB folder of the
-    # chunk key's hierarchy per file) for every array of the schema (docs/schema.md); compression only
-    # makes it smaller
-    def on_disk(raw: float) -> float:
-        return 4096 * math.ceil((raw + raw / 256 + 128) / 4096) + 4096
+    # case raw + raw/256 + headers, the CRC32C, whole 4 KiB file-system blocks, and a 4 KiB folder for each
+    # level of the chunk key, as if no two chunks shared one) for every array of the schema
+    # (docs/schema.md) and the dataset's extras; compression only makes it smaller.  Measured: 1.8-4.0 x
+    # the disk use of every built-in entry that runs here within 15 minutes
+    # (benchmarks/bench_store_size.py)
+    def on_disk(raw: float, levels: int) -> float:
+        # whole blocks of the compressed worst case, plus one 4 KiB folder per level of the chunk key
+        # (``c/i/j/...``): an upper bound, as if no chunk shared a folder with another
+        return 4096 * math.ceil((raw + raw / 256 + 128) / 4096) + 4096 * (levels + 1)
 
     S, bs = exp.n_samples, exp.sampler.block_steps
     sc = S if S <= 512 else 256  # plan_layout's sample chunk
-    per_chunk = (4 * on_disk(sc * bs * 8.0 * d)  # trajectory, ridge_projection, residual_normal, residual_tangent
-                 + 5 * on_disk(sc * bs * 8.0)  # ridge_distance, ridge_residual, normal_curvature, two rank residuals
-                 + 3 * on_disk(sc * bs * 1.0)  # ridge_converged, frame_degenerate, ridge_degenerate
-                 + on_disk(sc * bs * 2.0))  # resolved_rank
+    k = len(exp.cell_coords())  # cell dimensions: the leading levels of every per-cell chunk key
+    per_chunk = (4 * on_disk(sc * bs * 8.0 * d, k + 3)  # trajectory, ridge_projection, residual_normal, residual_tangent
+                 + 5 * on_disk(sc * bs * 8.0, k + 2)  # ridge_distance, ridge_residual, normal_curvature, two rank residuals
+                 + 3 * on_disk(sc * bs * 1.0, k + 2)  # ridge_converged, frame_degenerate, ridge_degenerate
+                 + on_disk(sc * bs * 2.0, k + 2))  # resolved_rank
     n_alt = len(exp.ridge.d_star_alt)
-    per_cell = (math.ceil(S / sc) * math.ceil(n_rec / bs) * per_chunk + on_disk(S)
-                + (on_disk(S * n_alt * 8.0) if n_alt else 0.0)
-                + (len(CELL_DIAGNOSTICS) + 4) * on_disk(8.0))  # diagnostics, max_dropped_mass, marks, digest
+    per_cell = (math.ceil(S / sc) * math.ceil(n_rec / bs) * per_chunk + on_disk(S, k + 1)
+                + (on_disk(S * n_alt * 8.0, k + 2) if n_alt else 0.0)
+                + (len(CELL_DIAGNOSTICS) + 4) * on_disk(8.0, k))  # diagnostics, max_dropped_mass, marks, digest
+    m = exp.dataset.manifold  # dataset_extras: a population sample and the rotation
+    extras = on_disk(8.0 * m.n_population * m.ambient_dim, 2) + on_disk(8.0 * m.ambient_dim**2, 2) if m else 0.0
     store_level = (64 * 4096 + 512 * 1024  # array metadata, consolidated root metadata
-                   + 4 * on_disk(n_rec * 8.0) + on_disk(train.size * 8.0 * 2))  # step coordinates, training data
+                   + 4 * on_disk(n_rec * 8.0, 1) + on_disk(train.size * 8.0 * 2, 2) + extras)  # steps, training data
     peak = {**terms, **sampling_terms} if fit >= sampling else sampling_terms
     drivers = [k for k, v in sorted(peak.items(), key=lambda kv: -kv[1]) if v >= 0.25 * max(fit, sampling)]
     return {"peak_memory": BASE_BYTES + max(fit, sampling), "store_size": n_cells * per_cell + store_level,
