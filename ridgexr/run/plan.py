@@ -196,7 +196,8 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
     sampling = (q * 8 * (12 * d + 3 * d * d + 10) + min(float(memory_budget), q * n * 8 * 4 + q * d * d * 8 * 4)
                 + 8.0 * 4 * (exp.process.n_steps + 1) + 8.0 * 2 * n_phi * p + mlp_bytes / 4)
     sampling_terms = {"n_samples, sampler.block_steps": sampling}
-    n_cells = float(math.prod(len(v) for _, v in exp.cell_coords()))  # an upper bound: masked cells stay empty
+    applies = plan_layout(exp, train).applies  # masked cells (a block stored once) stay empty
+    n_cells = float(len(applies) if applies is not None else math.prod(len(v) for _, v in exp.cell_coords()))
 
     # the store: an upper bound of its disk use, chunk file by chunk file (padded edge chunks, zstd's worst
     # case raw + raw/256 + headers, the CRC32C, whole 4 KiB file-system blocks, and a 4 KiB folder for each
