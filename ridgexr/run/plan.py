@@ -37,18 +37,31 @@ class CellTask:
     twin_of: tuple[int, ...] | None = None
 
 
+def applying_cells(exp: Experiment, coords: tuple[tuple[str, tuple], ...]) -> tuple[tuple[int, ...], ...] | None:
+    """The cell indexes whose model block applies (:func:`cell_applies`); None without a model dimension
+    (every cell runs).  From the configuration alone: no time grid, no data."""
+    if not exp.model_dim:
+        return None
+    names = [n for n, _ in coords]
+    shape = tuple(len(v) for _, v in coords)
+    return tuple(tuple(int(i) for i in idx) for idx in np.ndindex(*shape)
+                 if cell_applies(exp, coords, {n: coords[k][1][i] for k, (n, i) in enumerate(zip(names, idx))}))
+
+
+def count_run_cells(exp: Experiment) -> int:
+    """How many cells a run of ``exp`` samples (masked cells excluded)."""
+    coords = exp.cell_coords()
+    applies = applying_cells(exp, coords)
+    return len(applies) if applies is not None else math.prod(len(v) for _, v in coords)
+
+
 def plan_layout(exp: Experiment, train: np.ndarray) -> StoreLayout:
     """The store layout of an experiment (``exp.d_star`` already resolved)."""
     n_steps = exp.process.n_steps
     grid = time_grid(n_steps, exp.process.T, exp.process.t_min, exp.process.grid)
     steps = recorded_steps(n_steps, exp.sampler.record_every)
     coords = exp.cell_coords()
-    shape = tuple(len(v) for _, v in coords)
-    applies = None
-    if exp.model_dim:
-        names = [n for n, _ in coords]
-        applies = tuple(tuple(int(i) for i in idx) for idx in np.ndindex(*shape)
-                        if cell_applies(exp, coords, {n: coords[k][1][i] for k, (n, i) in enumerate(zip(names, idx))}))
+    applies = applying_cells(exp, coords)
     return StoreLayout(
         coords=coords, n_samples=exp.n_samples,
         t=grid[steps], sampler_step=steps, d=int(train.shape[1]), block_steps=exp.sampler.block_steps,
@@ -196,8 +209,7 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
     sampling = (q * 8 * (12 * d + 3 * d * d + 10) + min(float(memory_budget), q * n * 8 * 4 + q * d * d * 8 * 4)
                 + 8.0 * 4 * (exp.process.n_steps + 1) + 8.0 * 2 * n_phi * p + mlp_bytes / 4)
     sampling_terms = {"n_samples, sampler.block_steps": sampling}
-    applies = plan_layout(exp, train).applies  # masked cells (a block stored once) stay empty
-    n_cells = float(len(applies) if applies is not None else math.prod(len(v) for _, v in exp.cell_coords()))
+    n_cells = float(count_run_cells(exp))  # masked cells (a block stored once) stay empty
 
     # the store: an upper bound of its disk use, chunk file by chunk file (padded edge chunks, zstd's worst
     # case raw + raw/256 + headers, the CRC32C, whole 4 KiB file-system blocks, and a 4 KiB folder for each
