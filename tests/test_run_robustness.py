@@ -263,16 +263,20 @@ BAD_INPUTS = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
-def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, catalog_text, case):
-    old, new = BAD_INPUTS[case]
+def _run_edited_catalog(tmp_path, catalog_text, old, new):
+    """``ridgexr run`` on the tiny catalog with ``old`` replaced by ``new``: (result, data folder, start time)."""
     text = catalog_text(20, 16)
     assert old in text
     f = tmp_path / "c.yaml"
     f.write_text(text.replace(old, new, 1))
     data = tmp_path / "data"
     t0 = time.perf_counter()
-    res = CliRunner().invoke(app, ["run", str(f), "--data-dir", str(data)])
+    return CliRunner().invoke(app, ["run", str(f), "--data-dir", str(data)]), data, t0
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, catalog_text, case):
+    res, data, t0 = _run_edited_catalog(tmp_path, catalog_text, *BAD_INPUTS[case])
     assert res.exit_code == 2, res.output
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
     errors = [ln for ln in lines if ln.startswith("error:")]
@@ -757,13 +761,7 @@ UP_FRONT = {  # case: (old text, new text, words the one line must hold)
 @pytest.mark.parametrize("case", sorted(UP_FRONT))
 def test_bad_input_is_refused_before_any_folder_or_lock(tmp_path, catalog_text, case):
     old, new, words = UP_FRONT[case]
-    text = catalog_text(20, 16)
-    assert old in text
-    f = tmp_path / "c.yaml"
-    f.write_text(text.replace(old, new, 1))
-    data = tmp_path / "data"
-    t0 = time.perf_counter()
-    res = CliRunner().invoke(app, ["run", str(f), "--data-dir", str(data)])
+    res, data, t0 = _run_edited_catalog(tmp_path, catalog_text, old, new)
     _refused_up_front(res, data, *words)
     assert time.perf_counter() - t0 < 20
 
