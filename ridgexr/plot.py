@@ -20,17 +20,21 @@ from .store import json_attr
 
 
 def ensure_backends() -> None:
-    """Load holoviews' bokeh and matplotlib backends once (matplotlib headless: Agg)."""
+    """Load holoviews' bokeh and matplotlib renderers, leaving every global choice as it is.
+
+    Neither matplotlib's backend nor holoviews' current backend (``hv.Store.current_backend``,
+    the one a user's ``.opts(...)`` without ``backend=`` reaches) changes: ridgexr passes
+    ``backend=`` wherever it sets options or renders.  Importing :mod:`ridgexr.plot` calls
+    nothing; every plotting function loads the renderers on first use.  In a notebook, call
+    ``hv.extension("bokeh")`` (or ``"matplotlib"``) yourself to display the figures inline.
+    """
     if {"bokeh", "matplotlib"} <= set(hv.Store.renderers):
         return
-    import matplotlib
-
-    if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline"):
-        matplotlib.use("Agg")
-    hv.extension("bokeh", "matplotlib", logo=False)
-
-
-ensure_backends()
+    current = hv.Store.current_backend
+    for backend in ("bokeh", "matplotlib"):
+        hv.renderer(backend)
+    # hv.renderer makes the first backend it loads current when the current one is not loaded yet
+    hv.Store.current_backend = current
 
 __all__ = ["ensure_backends", "cell_selection", "is_mnist", "decoded_samples", "decoded_trajectories",
            "ridge_points", "samples_over_time", "distance_curves_plot", "degenerate_share_plot", "spread_curves_plot", "phase_time_hist",
@@ -50,11 +54,13 @@ def cell_selection(schedule, width, tau=None, **sweeps) -> dict:
 def both(obj, **options):
     """Apply ``options`` on both backends (holoviews keeps options per backend, and an option given
     without ``backend=`` only reaches the current one, which ``hv.save``/``hv.render`` may have changed)."""
+    ensure_backends()
     return obj.opts(**options, backend="bokeh").opts(**options, backend="matplotlib")
 
 
 def _colored(el, color: str, alpha: float):
     """The same colour on both backends (holoviews stores options per backend)."""
+    ensure_backends()
     return el.opts(hv.opts.Points(color=color, alpha=alpha, backend="bokeh"),
                    hv.opts.Points(color=color, alpha=alpha, backend="matplotlib"))
 
@@ -274,6 +280,7 @@ def _decoder(ds: xr.Dataset):
 
 def _gray(img: hv.Image, title: str) -> hv.Image:
     """Grayscale image options for both backends, no axes."""
+    ensure_backends()
     return img.opts(
         hv.opts.Image(cmap="gray_r", title=title, xaxis=None, yaxis=None, fig_inches=(9, 3), fontsize={"title": 8},
                       backend="matplotlib"),
