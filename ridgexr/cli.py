@@ -22,7 +22,18 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+class _AnywhereOptions(typer.core.TyperGroup):
+    """The command group, with ``--debug`` accepted anywhere on the command line (``ridgexr run X --debug``):
+    it is a group option, moved before the command name (up to a ``--``, after which words are arguments)."""
+
+    def parse_args(self, ctx, args):
+        end = args.index("--") if "--" in args else len(args)
+        if "--debug" in args[:end]:
+            args = ["--debug"] + [a for a in args[:end] if a != "--debug"] + args[end:]
+        return super().parse_args(ctx, args)
+
+
+app = typer.Typer(cls=_AnywhereOptions, add_completion=False, no_args_is_help=True,
                   help="ridgexr: where diffusion samples go when they do not memorize.")
 console = Console() if sys.stdout.isatty() else Console(width=140)
 err_console = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=200)
@@ -47,11 +58,13 @@ def _describe(exc: BaseException) -> str:
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
-    """ridgexr's store warnings (:class:`ridgexr.store.StoreWarning`) as one line on stderr; others as Python
-    shows them."""
-    from .store import StoreWarning
+    """ridgexr's store and catalog warnings (:class:`ridgexr.store.StoreWarning`,
+    :class:`ridgexr.catalog.CatalogWarning`) as one line on stderr; others as Python shows them."""
+    from .catalog import CatalogWarning
 
-    if issubclass(category, StoreWarning) and not _STATE["debug"]:
+    own = (CatalogWarning, sys.modules["ridgexr.store"].StoreWarning) if "ridgexr.store" in sys.modules else (
+        CatalogWarning,)  # a StoreWarning comes from ridgexr.store: `list` does not import it
+    if issubclass(category, own) and not _STATE["debug"]:
         from rich.markup import escape
 
         err_console.print(f"[yellow]warning:[/] {escape(str(message))}", soft_wrap=True, highlight=False)
@@ -254,6 +267,8 @@ def _load_experiment(name: str, catalog_files=(), data_dir=None):
     if p.suffix in (".yaml", ".yml") and p.is_file():
         return experiment_from_file(p)
     cat = _catalog(catalog_files, data_dir)
+    if name not in cat.experiments and cat.skipped:  # it may be in the skipped file: its error is the answer
+        raise cat.not_found(name)
     if name not in cat.experiments:
         raise typer.BadParameter(f"no experiment {name!r}{cat.did_you_mean(name)} in the catalogs; "
                                  f"known: {', '.join(sorted(cat))} "
@@ -327,19 +342,22 @@ def _summary_table(rows, title):
 
 
 @app.command("list")
-def list_experiments(data_dir: str = _data_dir_option(), catalog: list[str] = _catalog_option()):
-    """List the catalogs' experiments."""
+def list_experiments(data_dir: str = _data_dir_option(), catalog: list[str] = _catalog_option(),
+                     wide: bool = typer.Option(False, "--wide", help="one line per entry, however wide (no "
+                                               "wrapping to the terminal)")):
+    """List the catalogs' experiments (every value whole: long ones wrap within their column)."""
     from .catalog import describe
 
     with user_errors():
         cat = _catalog(catalog, data_dir)
-    table = Table(title=f"experiments in {len(cat.files)} catalog file(s)")
+    # a line between entries, so that a value folded onto several lines reads as one
+    table = Table(title=f"experiments in {len(cat.files)} catalog file(s)", show_lines=not wide)
     rows = [describe(cat[n]) for n in cat]
-    for k in rows[0] if rows else []:
-        table.add_column(k)
+    for k in rows[0] if rows else []:  # fold, never truncate ("mlp,random_featur...")
+        table.add_column(k, overflow="fold", no_wrap=wide)
     for r in rows:
         table.add_row(*[str(v) for v in r.values()])
-    console.print(table)
+    (Console(width=100_000) if wide else console).print(table)
 
 
 @app.command()
@@ -372,7 +390,10 @@ def info(store: str = typer.Argument(..., help="store path or catalog entry name
 def _store(name: str, data_dir, catalog_files):
     """The store path of an entry name or path (``FileNotFoundError`` says where it looked)."""
     from .reader import store_path
+    from .store import is_store
 
+    if is_store(name):  # a store path needs no catalog (a broken catalog file does not stop `info ./x.zarr`)
+        return store_path(name)
     return store_path(name, data_dir=data_dir, catalog=_catalog(catalog_files, data_dir))
 
 

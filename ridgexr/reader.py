@@ -113,6 +113,8 @@ def store_path(name_or_path: str | Path, *, data_dir: str | Path | None = None, 
     if is_store(p):
         return p
     cat = catalog if catalog is not None else open_catalog(data_dir=data_dir)
+    if str(name_or_path) not in cat.experiments and cat.skipped:  # it may be in a skipped catalog file
+        raise cat.not_found(str(name_or_path))
     if str(name_or_path) not in cat.experiments:
         raise FileNotFoundError(f"{str(name_or_path)!r} is neither a ridgexr store nor a catalog entry "
                                 f"(known entries: {', '.join(sorted(cat.experiments))})")

@@ -11,13 +11,14 @@ Loading a catalog imports neither torch nor xarray.
 
 1. the built-in catalogs, installed as package data ``ridgexr.catalogs``;
 2. ``$RIDGEXR_CATALOGS``: folders or files, separated by ``os.pathsep``;
-3. ``<data folder>/catalogs/*.yaml``;
+3. ``<data folder>/catalogs/*.yaml`` (a file there that cannot be read is skipped with a
+   :class:`CatalogWarning`, and its error is raised only when an entry no other file defines is asked for);
 4. files given explicitly (``ridgexr ... --catalog FILE``, ``open_catalog(files=[...])``).
 
 **Where stores go**: see :mod:`.folders`.
 """
 
-from .errors import CatalogError
+from .errors import CatalogError, CatalogWarning
 from .data import DatasetSpec, ManifoldSpec, MnistSpec
 from .sections import SEED_MAX, ProcessSpec, RidgeSpec, SamplerSpec, SeedSpec, TrainingSpec
 from .experiment import HASH_NEUTRAL, NOT_HASHED, Experiment, hashed_config
@@ -26,7 +27,7 @@ from .files import (Catalog, builtin_catalog_files, catalog_files, describe, exp
                     open_catalog)
 from .reference import schema_markdown
 
-__all__ = ["CatalogError", "DatasetSpec", "ManifoldSpec", "MnistSpec", "ProcessSpec", "RidgeSpec", "SamplerSpec",
+__all__ = ["CatalogError", "CatalogWarning", "DatasetSpec", "ManifoldSpec", "MnistSpec", "ProcessSpec", "RidgeSpec", "SamplerSpec",
            "SeedSpec", "TrainingSpec", "SEED_MAX", "Experiment", "NOT_HASHED", "HASH_NEUTRAL", "hashed_config",
            "default_data_dir", "data_dir_source", "resolve_store", "Catalog", "builtin_catalog_files", "catalog_files",
            "describe", "experiment_from_file", "load_catalog_file", "open_catalog", "schema_markdown"]

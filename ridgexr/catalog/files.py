@@ -11,17 +11,20 @@ from __future__ import annotations
 import difflib
 import importlib.resources
 import os
+import re
+import warnings
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
-from .errors import CatalogError
+from .errors import CatalogError, CatalogWarning
 from .experiment import Experiment
 from .folders import default_data_dir
 
-__all__ = ["load_catalog_file", "builtin_catalog_files", "catalog_files", "Catalog", "open_catalog",
+__all__ = ["load_catalog_file", "builtin_catalog_files", "catalog_files", "data_folder_catalog_files", "Catalog",
+           "open_catalog",
            "experiment_from_file", "describe"]
 
 
@@ -65,6 +68,15 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
+
+#: YAML 1.2's float (core schema): ``1e-3``, ``1.0e6``, ``.5``, ``-1.5E+3``, ``.inf``, ``.nan``.  PyYAML
+#: resolves YAML 1.1, whose floats need a dot and a signed exponent, so ``1e-3`` would be a string
+_FLOAT_12 = re.compile(r"""^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?
+                          |[-+]?\.(?:inf|Inf|INF)
+                          |\.(?:nan|NaN|NAN))$""", re.X)
+#: (PyYAML's float constructor reads them; its int resolver still comes first, so ``1`` stays an int)
+_UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789."))
 
 
 def load_catalog_file(path: str | Path) -> dict[str, Experiment]:
@@ -116,31 +128,65 @@ def catalog_files(data_dir: str | Path | None = None, files: list[str | Path] = 
     out = builtin_catalog_files()
     for loc in filter(None, os.environ.get("RIDGEXR_CATALOGS", "").split(os.pathsep)):
         out += _yaml_files(loc)
-    user = default_data_dir(data_dir) / "catalogs"
-    if user.is_dir():
-        out += _yaml_files(user)
+    out += data_folder_catalog_files(data_dir)
     for f in files:
         out += _yaml_files(f)
     return list(dict.fromkeys(p.resolve() for p in out))
 
 
-class Catalog:
-    """All experiments of the catalog files (see the module docstring for where they come from)."""
+def data_folder_catalog_files(data_dir: str | Path | None = None) -> list[Path]:
+    """The catalog files of the data folder's ``catalogs/`` (resolved paths; [] when it has none)."""
+    user = default_data_dir(data_dir) / "catalogs"
+    return [p.resolve() for p in _yaml_files(user)] if user.is_dir() else []
 
-    def __init__(self, files: list[str | Path] | None = None, *, data_dir: str | Path | None = None):
-        self.files = [Path(f) for f in files] if files is not None else catalog_files(data_dir)
+
+class Catalog:
+    """All experiments of the catalog files (see the module docstring for where they come from).
+
+    A file of ``optional`` (the data folder's ``catalogs/``, for :func:`open_catalog`) that cannot be
+    read or validated is skipped with a :class:`CatalogWarning` naming it and why, so that one broken
+    file there does not break every command; its error is raised when an entry that is in no other
+    file is asked for (:meth:`__getitem__`, :meth:`not_found`).  Any other file's error is raised.
+    """
+
+    def __init__(self, files: list[str | Path] | None = None, *, data_dir: str | Path | None = None,
+                 optional: list[str | Path] | None = None):
+        if files is None:
+            files, optional = catalog_files(data_dir), data_folder_catalog_files(data_dir)
+        self.files = [Path(f) for f in files]
+        skippable = {Path(f).resolve() for f in optional or ()}
+        #: the skipped files of ``optional`` -> why
+        self.skipped: dict[Path, str] = {}
         self.experiments: dict[str, Experiment] = {}
         for f in self.files:
-            for name, exp in load_catalog_file(f).items():
+            try:
+                entries = load_catalog_file(f)
+            except CatalogError as exc:
+                if f.resolve() not in skippable:
+                    raise
+                self.skipped[f] = str(exc).replace("\n", " | ")
+                warnings.warn(f"skipped catalog file {str(f)!r} of the data folder: {self.skipped[f]}",
+                              CatalogWarning, stacklevel=2)
+                continue
+            for name, exp in entries.items():
                 if name in self.experiments:
                     raise CatalogError(f"{f}: entry {name!r} is already defined in {self.experiments[name].source}")
                 self.experiments[name] = exp
+        self.files = [f for f in self.files if f not in self.skipped]
 
     def __getitem__(self, name: str) -> Experiment:
         if name not in self.experiments:
-            raise KeyError(f"no experiment {name!r}{self.did_you_mean(name)} in the catalogs "
-                           f"{[str(f) for f in self.files]}; known: {sorted(self.experiments)}")
+            raise self.not_found(name)
         return self.experiments[name]
+
+    def not_found(self, name: str) -> Exception:
+        """The error for an entry that no read file defines: the skipped files' errors when any were skipped
+        (the entry may be in one of them; a :class:`CatalogError`), else a ``KeyError`` with "did you mean"."""
+        if self.skipped:
+            return CatalogError(f"no experiment {name!r}{self.did_you_mean(name)} in the catalogs that could be read; "
+                                f"skipped: " + "; ".join(f"{why}" for why in self.skipped.values()))
+        return KeyError(f"no experiment {name!r}{self.did_you_mean(name)} in the catalogs "
+                        f"{[str(f) for f in self.files]}; known: {sorted(self.experiments)}")
 
     def did_you_mean(self, name: str) -> str:
         """"; did you mean 'X'?" naming the closest entry, or "" when none is close."""
@@ -165,11 +211,14 @@ def open_catalog(directory: str | Path | None = None, *, files: list[str | Path]
     files : list of paths
         Extra catalog files, read after the built-in, ``$RIDGEXR_CATALOGS`` and data-folder ones.
     data_dir : path, optional
-        The data folder whose ``catalogs/`` subfolder is read (see :func:`default_data_dir`).
+        The data folder whose ``catalogs/`` subfolder is read (see :func:`default_data_dir`); a
+        file there that cannot be read is skipped with a :class:`CatalogWarning` (see :class:`Catalog`).
     """
     if directory is not None:
         return Catalog(_yaml_files(directory))
-    return Catalog(catalog_files(data_dir, list(files)))
+    asked = {p.resolve() for f in files for p in _yaml_files(f)}  # a file named explicitly is never skipped
+    optional = [f for f in data_folder_catalog_files(data_dir) if f not in asked]
+    return Catalog(catalog_files(data_dir, list(files)), optional=optional)
 
 
 def experiment_from_file(path: str | Path, name: str | None = None) -> Experiment:
