@@ -412,39 +412,57 @@ def analyze(
     data_dir: str = _data_dir_option(),
     catalog: list[str] = _catalog_option(),
 ):
-    """Print phase times, spread, mode counts and memorization fraction per cell."""
+    """Print phase times, spread, mode counts and memorization fraction per cell.
+
+    Cells not finished yet (a store being written, or an interrupted run) are shown as missing,
+    and the count of them is printed; rows follow the store's label order."""
     from contextlib import nullcontext
 
     from . import analysis
+    from .reader import check_complete_cells
     from .run import check_scheduler, dask_client
     from .store import CELL_DIMS
 
     with user_errors():
-        ds = _open_store(_store(name, data_dir, catalog))
+        path = _store(name, data_dir, catalog)
+        ds = check_complete_cells(_open_store(path), path)  # a complete cell missing a chunk: incomplete, warned
         check_scheduler(scheduler)
         with dask_client(scheduler, workers) if scheduler else nullcontext():
             t0 = time.perf_counter()
-            with _dask_progress(scheduler):
+            with _dask_progress(scheduler), warnings.catch_warnings():
+                # unfinished cells hold only NaN (their reductions warn "All-NaN slice"): they are masked below
+                warnings.simplefilter("ignore", RuntimeWarning)
                 table = analysis.summary_table(ds, r=r).compute()
             elapsed = time.perf_counter() - t0
-    df = table.to_dataframe().reset_index()
-    if "cell_applies" in ds:  # masked cells (a model block that does not use a label) are never run: no row
-        applies = ds["cell_applies"].to_dataframe().reset_index()
-        df = df.merge(applies, on=[d for d in ds["cell_applies"].dims])
-        df = df[df.pop("cell_applies").astype(bool)]
-    labels = [d for d in CELL_DIMS if d in df.columns]  # in store order: model, schedule, width, ...
+    import xarray as xr
+
+    done = ds["cell_complete"].astype(bool).compute()
+    applies = ds["cell_applies"].astype(bool).compute() if "cell_applies" in ds else xr.ones_like(done)
+    labels = [d for d in CELL_DIMS if d in done.dims]  # in store order: model, schedule, width, ...
+    # rows in the order of the store's labels, whatever order the variables were listed in
+    frame = table.assign(complete=done, applies=applies).transpose(*labels)
+    df = frame.to_dataframe(dim_order=labels).reset_index()
+    df = df[df.pop("applies")]  # masked cells (a model block that does not use a label) are never run: no row
     shares = [v for v in table.data_vars if f"{v}_low" in table.data_vars]  # shown as "share [low, high]"
     values = [v for v in table.data_vars if v not in shares and not v.endswith(("_low", "_high"))]
     rich_table = Table(title=f"{ds.attrs.get('experiment', name)}: analyses (r = {r})",
                        caption="near mode: within r of a training point (the paper's count); memorized: d1/d2 < 1/3; "
-                               "[95% Wilson interval]")
+                               "[95% Wilson interval]; missing: the cell is not finished")
     for c in labels + values + shares:
         rich_table.add_column(c.replace("_", " "), justify="right", no_wrap=c in shares or c in labels)
     fmt = lambda v: f"{v:.3g}" if isinstance(v, float) else str(v)  # noqa: E731
     for _, row in df.iterrows():
+        if not row["complete"]:
+            rich_table.add_row(*[fmt(row[c]) for c in labels], *["[red]missing"] * (len(values) + len(shares)))
+            continue
         rich_table.add_row(*[fmt(row[c]) for c in labels + values],
                            *[f"{row[c]:.2f} [{row[c + '_low']:.2f}, {row[c + '_high']:.2f}]" for c in shares])
     console.print(rich_table)
+    unfinished = int((~df["complete"].astype(bool)).sum())
+    if unfinished:
+        err_console.print(f"[yellow]warning:[/] {unfinished} of {len(df)} cells are not finished (shown as missing): "
+                          "the store is being written, or its run was interrupted ('ridgexr run' resumes it)",
+                          soft_wrap=True, highlight=False)
     console.print(f"computed in {elapsed:.1f} s{' on ' + scheduler if scheduler else ''}")
 
 

@@ -51,7 +51,7 @@ from .training.diagnostics import DIAGNOSTIC_VARIABLES, LOSS_UNITS
 SCHEMA_VERSION = "1.4"
 LOCK_NAME = ".ridgexr-lock"
 
-__all__ = ["CELL_DIMS", "CellWriter", "STEP_VARIABLES", "consolidate", "is_consolidated", "COORD_ATTRS", "SCHEMA_VERSION", "StoreLayout", "create_store", "write_block", "write_cell_end", "open_store",
+__all__ = ["CELL_DIMS", "CellWriter", "STEP_VARIABLES", "consolidate", "is_consolidated", "COORD_ATTRS", "CF_ATTRS", "SCHEMA_VERSION", "StoreLayout", "create_store", "write_block", "write_cell_end", "open_store",
            "StoreLock", "StoreLockedError", "cells", "complete_cells", "cell_label", "json_attr", "VARIABLE_ATTRS",
            "CELL_DIAGNOSTICS", "is_store", "chunk_leftover", "remove_partial_creations", "replace_store",
            "recover_store", "create_staging", "commit_staging", "StoreWarning", "StoreDamagedError",
@@ -96,7 +96,7 @@ VARIABLE_ATTRS: dict[str, tuple[str, str]] = {
     **{name: (long_name, LOSS_UNITS) for name, long_name in DIAGNOSTIC_VARIABLES.items()},
     "cell_complete": ("every variable of this cell is written", "1"),
     "cell_digest": ("BLAKE2b-32 digest of every chunk's key and stored bytes of this cell, written just before "
-                    "cell_complete (ridgexr verify checks it)", "1"),
+                    "cell_complete (ridgexr verify checks it)", units.LABEL),
     "cell_applies": ("the cell is run: its model block uses every label of the cell (masked cells stay NaN)", "1"),
     "max_dropped_mass": ("largest posterior mass dropped by top-k truncation over the cell's projections "
                          "(<= attr drop_tol)", "1"),
@@ -105,28 +105,31 @@ VARIABLE_ATTRS: dict[str, tuple[str, str]] = {
     "t": ("diffusion time of the recorded step", units.TIME),
     "alpha": ("alpha_t = exp(-t)", "1"),
     "h": ("h_t = 1 - exp(-2t)", "1"),
-    "sampler_step": ("sampler step number of the recorded state (0 = start at T)", "1"),
+    "sampler_step": ("sampler step number of the recorded state (0 = start at T)", units.LABEL),
 }
-#: long_name and units of every coordinate (dimension coordinates included)
-COORD_ATTRS: dict[str, tuple[str, str]] = {
+#: long_name and units of every coordinate (dimension coordinates included); label and index
+#: coordinates (names, counts, indices) have no units (:data:`ridgexr.units.LABEL`)
+COORD_ATTRS: dict[str, tuple[str, str | None]] = {
     "model": ("model block (catalog `models`): random features, mlp, a user's module or the exact denoiser",
-              units.DIMENSIONLESS),
+              units.LABEL),
     "epoch": ("training epochs of a neural model (its weights after this many passes over the training set)",
-              units.DIMENSIONLESS),
-    "schedule": ("loss-weight schedule w(t) of the model ('exact': the exact, memorizing denoiser)", units.DIMENSIONLESS),
-    "width": ("number of random features p (random features) or hidden-layer width (mlp)", units.DIMENSIONLESS),
+              units.LABEL),
+    "schedule": ("loss-weight schedule w(t) of the model ('exact': the exact, memorizing denoiser)", units.LABEL),
+    "width": ("number of random features p (random features) or hidden-layer width (mlp)", units.LABEL),
     "tau": ("training time of the gradient flow, paper units (root attr tau_units)", units.TAU),
     "target": ("fitted target: 'dsm' (alpha_t x0, noisy) or 'ideal' (its mean E[alpha_t x0 | x_t])",
-               units.DIMENSIONLESS),
-    "n_noise": ("noise draws per (training point, time node) of the fit", units.DIMENSIONLESS),
+               units.LABEL),
+    "n_noise": ("noise draws per (training point, time node) of the fit", units.LABEL),
     "n_train": ("training-set size: the cell was trained (and observed) on train_data[:n_train]",
-                units.DIMENSIONLESS),
-    "sample": ("trajectory index", units.DIMENSIONLESS),
-    "step": ("index of the recorded step (sampling order: t decreases)", units.DIMENSIONLESS),
-    "dim": ("data coordinate index", units.DIMENSIONLESS),
-    "train": ("training point index", units.DIMENSIONLESS),
-    "d_star_alt": ("alternative ridge dimension", units.DIMENSIONLESS),
+                units.LABEL),
+    "sample": ("trajectory index", units.LABEL),
+    "step": ("index of the recorded step (sampling order: t decreases)", units.LABEL),
+    "dim": ("data coordinate index", units.LABEL),
+    "train": ("training point index", units.LABEL),
+    "d_star_alt": ("alternative ridge dimension", units.LABEL),
 }
+#: CF attributes beyond long_name and units: ``t`` is the time axis (units "1": :mod:`ridgexr.units`)
+CF_ATTRS: dict[str, dict[str, str]] = {"t": {"standard_name": "time", "axis": "T"}}
 ROOT_ATTRS = {
     "Conventions": "CF-1.10",
     "references": "He, Qiu & Tao (2026), the ridge-manifold account of diffusion generalization",
@@ -269,7 +272,8 @@ def _template(layout: StoreLayout, train: np.ndarray, attrs: dict, extra: dict |
         ds[name] = (dims, np.asarray(values, dtype=np.float64))
     for name, (long_name, unit) in {**VARIABLE_ATTRS, **COORD_ATTRS}.items():
         if name in ds.variables:
-            ds[name].attrs.update(long_name=long_name, units=unit)
+            ds[name].attrs.update(long_name=long_name, **({} if unit is None else {"units": unit}),
+                                  **CF_ATTRS.get(name, {}))
     from . import __version__
 
     ds.attrs.update(ROOT_ATTRS, source=f"ridgexr {__version__}")

@@ -93,7 +93,7 @@ LAYERS = [
     {"sampling", "observe", "catalog"},
     {"store"},
     {"analysis", "labelled", "accessor"},
-    {"reader"},
+    {"reader", "engine"},
     {"run"},
     {"plot", "report"},
     {"cli", "__main__", ""},

@@ -48,8 +48,9 @@ def test_analyses_accept_t_where_they_accept_step(store):
 
 def test_every_coordinate_is_labelled_and_attrs_are_strings(store):
     ds = ridgexr.open_dataset(store)
-    for name in ds.coords:
-        assert ds[name].attrs.get("long_name") and ds[name].attrs.get("units"), name
+    for name in ds.coords:  # quantities have units; names, counts and indices none (CF: dimensionless may omit)
+        assert ds[name].attrs.get("long_name"), name
+        assert bool(ds[name].attrs.get("units")) == (name in ("t", "alpha", "h", "tau")), name
     for name in ds.data_vars:
         assert ds[name].attrs.get("long_name") and "units" in ds[name].attrs, name
     assert ds.attrs["Conventions"].startswith("CF-") and "He, Qiu & Tao" in ds.attrs["references"]

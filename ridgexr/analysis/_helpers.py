@@ -7,10 +7,49 @@ import numpy as np
 import xarray as xr
 
 from .._validation import check_float, check_int
-from ..store import DEGENERATE_FLAGS
+from ..store import COORD_ATTRS, DEGENERATE_FLAGS, EAGER_COORDS, STEP_VARIABLES
 
-__all__ = ["check_vars", "check_radius", "with_attrs", "step_index", "cell_train", "by_train", "at_step", "resolved",
+__all__ = ["along_step", "check_vars", "check_radius", "with_attrs", "step_index", "step_label", "cell_train", "by_train", "at_step", "resolved",
            "degenerate_share"]
+
+
+def along_step(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` with ``step`` as its time dimension, however it was selected by time.
+
+    - a store's Dataset, or one sliced along ``step`` or ``t`` (``ds.sel(t=slice(0.5, 0.01))``):
+      returned as it is;
+    - after ``ds.swap_dims(step="t")`` (``t`` the dimension, ``step`` a coordinate along it or
+      dropped): the dimension is ``step`` again, ``t`` a coordinate indexed along it;
+    - selected at one time (``ds.sel(t=0.1, method="nearest")``, ``ds.isel(step=-1)``: ``t`` a
+      scalar coordinate, with or without ``step``): the step variables get back a ``step``
+      dimension of length one, so "the last step" is that time.
+
+    Every analysis calls this first, so each of them accepts all of these.  Raises
+    ``ValueError`` for a Dataset with neither a ``step`` / ``t`` dimension nor a scalar ``t``.
+    """
+    if not isinstance(ds, xr.Dataset) or "step" in ds.dims:
+        return ds
+    if "t" in ds.dims:  # swap_dims(step="t"); the t index kept by xarray's swap_dims still names "step": dropped
+        ds = ds.drop_indexes("t") if "t" in ds.xindexes else ds
+        if "step" not in ds.variables or ds["step"].dims != ("t",):
+            ds = ds.drop_vars("step", errors="ignore").assign_coords(
+                step=("t", np.arange(ds.sizes["t"]), {"long_name": COORD_ATTRS["step"][0]}))
+        return ds.swap_dims(t="step").set_xindex("t")
+    if "t" in ds.coords and ds["t"].ndim == 0:  # selected at one time
+        names = [n for n in (*STEP_VARIABLES, *EAGER_COORDS, "step") if n in ds.variables and "step" not in ds[n].dims]
+        if "step" not in ds.variables:
+            ds = ds.assign_coords(step=((), -1, {"long_name": COORD_ATTRS["step"][0]}))  # which step: unknown here
+        grown = {}
+        for name in [*names, "step"] if "step" not in names else names:
+            var = ds[name]
+            axis = var.dims.index("dim") if var.dims[-1:] == ("dim",) else var.ndim  # store order: (..., step, dim)
+            grown[name] = var.expand_dims("step", axis=axis)
+        coords = [n for n in grown if n in ds.coords]
+        out = ds.drop_vars(list(grown)).assign({n: v for n, v in grown.items() if n not in coords})
+        out = out.assign_coords({n: grown[n] for n in coords})
+        return out.set_xindex("t") if "t" in out.coords and "t" not in out.xindexes else out
+    raise ValueError("`ds` has no step dimension and no scalar t coordinate: pass a store's Dataset, a selection of "
+                     f"it by step or t, or one after swap_dims(step='t'); got dims {tuple(ds.dims)}")
 
 
 def check_vars(ds: xr.Dataset, *names: str, dim: str | None = None) -> None:
@@ -40,6 +79,13 @@ def step_index(ds: xr.Dataset, step: int = -1, t: float | None = None) -> int:
         t = check_float(t, "t", min_val=0, include_boundaries="neither")
         return int(np.argmin(np.abs(np.asarray(ds["t"].values) - t)))
     return check_int(step, "step", min_val=-n, max_val=n - 1) % n
+
+
+def step_label(ds: xr.Dataset, step: int = -1, t: float | None = None) -> int:
+    """The ``step`` label (recorded step number of the store) of :func:`step_index`'s step: an analysis's
+    ``step`` attribute, the same whether ``ds`` is the whole store or a selection of it (-1 when a
+    selection at one time dropped the ``step`` coordinate)."""
+    return int(ds["step"].values[step_index(ds, step, t)])
 
 
 def cell_train(ds: xr.Dataset) -> xr.DataArray:

@@ -4,6 +4,11 @@ Every function takes the Dataset of :func:`ridgexr.open_dataset` (or one with th
 variables) and returns labelled results over the store's cell dims (``schedule``,
 ``width``, optional ``tau``) with ``long_name``/``units`` attrs.  Nothing is computed
 until ``.compute()``, so the same call runs on a laptop or a dask.distributed cluster.
+The Dataset may be selected by time first -- ``ds.sel(t=0.1, method="nearest")``,
+``ds.isel(step=-1)``, ``ds.sel(t=slice(0.5, 0.01))`` -- or have ``t`` as its dimension
+(``ds.swap_dims(step="t")``): each analysis reads it along ``step``
+(:func:`ridgexr.analysis._helpers.along_step`; a selection at one time is a single step, the
+"last" one).
 
 Definitions (parameters in brackets):
 
@@ -29,7 +34,7 @@ import xarray as xr
 from .._validation import check_float, check_int, check_option
 from .. import units
 from . import arrays
-from ._helpers import (at_step, by_train, cell_train, check_radius, check_vars, degenerate_share, resolved, step_index,
+from ._helpers import (along_step, at_step, by_train, cell_train, check_radius, check_vars, degenerate_share, resolved, step_label,
                        with_attrs)
 
 __all__ = ["cell_train", "distance_curves", "ridge_dimension", "ridge_motion", "resolved", "degenerate_share", "phase_times", "phase_summary", "spread_curves", "ridge_position",
@@ -51,6 +56,7 @@ def distance_curves(ds: xr.Dataset, *, quantiles: Sequence[float] = (0.1, 0.5, 0
     ``distance_quantile`` (cells, quantile, step) [, ``degenerate_share``]; the ``t``
     coordinate is kept.
     """
+    ds = along_step(ds)  # selected by t (scalar or slice) or after swap_dims(step="t")
     check_vars(ds, "ridge_distance", dim=dim)
     quantiles = [check_float(q, "quantiles[i]", min_val=0, max_val=1) for q in quantiles]
     d = (resolved(ds, "ridge_distance") if mask_degenerate else ds["ridge_distance"]).chunk({dim: -1})
@@ -74,6 +80,7 @@ def ridge_dimension(ds: xr.Dataset, *, quantiles: Sequence[float] = (0.1, 0.9), 
     d* is below this count.  Returns ``d_star_median`` and ``d_star_quantile`` over ``dim``
     (cells, step) of the observed states (rank >= 0).
     """
+    ds = along_step(ds)  # selected by t (scalar or slice) or after swap_dims(step="t")
     check_vars(ds, "resolved_rank", dim=dim)
     quantiles = [check_float(q, "quantiles[i]", min_val=0, max_val=1) for q in quantiles]
     rank = ds["resolved_rank"].where(ds["resolved_rank"] >= 0).chunk({dim: -1})
@@ -97,6 +104,7 @@ def ridge_motion(ds: xr.Dataset, *, dim: str = "sample", mask_degenerate: bool =
     own change between the two times).  ``mask_degenerate=False`` keeps projections whose
     frame is degenerate (for comparison only).
     """
+    ds = along_step(ds)  # selected by t (scalar or slice) or after swap_dims(step="t")
     check_vars(ds, "ridge_projection", "alpha", dim=dim)
     p = (resolved(ds, "ridge_projection") if mask_degenerate else ds["ridge_projection"]) / ds["alpha"]
     step = np.sqrt(((p - p.shift(step=1)) ** 2).sum("dim", skipna=False))
@@ -113,6 +121,7 @@ def phase_times(ds: xr.Dataset, *, r: float = 0.5, align_factor: float = 2.0, at
     Returns a Dataset over (cells, sample): ``reach_time``, ``align_time`` (OU time),
     ``slide_chord``, ``slide_path`` (data units).
     """
+    ds = along_step(ds)  # selected by t (scalar or slice) or after swap_dims(step="t")
     check_vars(ds, "ridge_distance", "ridge_projection", "t")
     r = check_radius(r)
     align_factor = check_float(align_factor, "align_factor", min_val=1)
@@ -159,6 +168,7 @@ def spread_curves(ds: xr.Dataset, *, quantiles: Sequence[float] = (0.1, 0.5, 0.9
 
     Returns ``spread_mean`` (cells, step) and ``spread_quantile`` (cells, quantile, step).
     """
+    ds = along_step(ds)  # selected by t (scalar or slice) or after swap_dims(step="t")
     check_vars(ds, "ridge_projection", "train_data", "alpha", dim=dim)
     quantiles = [check_float(q, "quantiles[i]", min_val=0, max_val=1) for q in quantiles]
     train = cell_train(ds)
@@ -203,6 +213,7 @@ def position_histogram(ds: xr.Dataset, *, bins: int = 40, step: int = -1, t: flo
 
     The step is ``step`` (index) or, when ``t`` is given, the recorded step nearest to time ``t``.
     """
+    ds = along_step(ds)  # selected by t (scalar or slice) or after swap_dims(step="t")
     check_vars(ds, "ridge_projection", "train_data", dim=dim)
     bins = check_int(bins, "bins", min_val=1)
     pos = ridge_position(at_step(ds, step, t) if "step" in ds.dims else ds).chunk({dim: -1})
@@ -229,6 +240,7 @@ def position_density(ds: xr.Dataset, *, n_points: int = 201, bw_method: str | fl
     evaluated on ``n_points`` positions spanning the scaled training set +- 50 % (coordinate
     ``position``, data units).  Returns ``density`` (cells, position), 1 / data units, lazy.
     """
+    ds = along_step(ds)  # selected by t (scalar or slice) or after swap_dims(step="t")
     from scipy.stats import gaussian_kde
 
     check_vars(ds, "ridge_projection", "train_data", dim=dim)
@@ -285,6 +297,7 @@ def near_mode_fraction(ds: xr.Dataset, *, r: float = 0.5, step: int = -1, t: flo
 
     Returns ``near_mode``, ``near_mode_low``, ``near_mode_high`` over the cells (lazy).
     """
+    ds = along_step(ds)  # selected by t (scalar or slice) or after swap_dims(step="t")
     check_vars(ds, "trajectory", "train_data", "alpha", dim=dim)
     r = check_radius(r)
     ci = check_float(ci, "ci", min_val=0, max_val=1, include_boundaries="neither")
@@ -295,7 +308,7 @@ def near_mode_fraction(ds: xr.Dataset, *, r: float = 0.5, step: int = -1, t: flo
 
     out = _share_per_cell(lambda xx, pp: arrays.near_mode(xx, pp, r), x, pts, "near_mode",
                           f"share of samples within {r:g} of some alpha_t x_i", ci, ci_method, dim)
-    out.attrs.update(r=float(r), ci=float(ci), ci_method=ci_method, step=step_index(ds, step, t))
+    out.attrs.update(r=float(r), ci=float(ci), ci_method=ci_method, step=step_label(ds, step, t))
     return out
 
 
@@ -316,6 +329,7 @@ def target_effect(ds: xr.Dataset, *, r: float = 0.5, ci: float = 0.95, n_boot: i
     intervals over samples (``n_boot`` replicates, ``seed``).  Samples not finite in both
     cells are left out.  Lazy.
     """
+    ds = along_step(ds)  # selected by t (scalar or slice) or after swap_dims(step="t")
     check_vars(ds, "trajectory", "ridge_projection", "train_data", "alpha", dim=dim)
     r = check_radius(r)
     ci = check_float(ci, "ci", min_val=0, max_val=1, include_boundaries="neither")
@@ -361,7 +375,7 @@ def target_effect(ds: xr.Dataset, *, r: float = 0.5, ci: float = 0.95, n_boot: i
         for k in ("dsm", "ideal"):
             out[f"{name}_{k}"] = with_attrs(v.sel(target=k, drop=True).mean(dim), f"{name.replace('_', '-')} "
                                         f"{'share' if name == 'near_mode' else 'mean'}, {k} target", unit)
-    out.attrs.update(r=float(r), ci=float(ci), n_boot=n_boot, step=step_index(ds, step, t))
+    out.attrs.update(r=float(r), ci=float(ci), n_boot=n_boot, step=step_label(ds, step, t))
     return out
 
 
@@ -371,6 +385,7 @@ def mode_counts(ds: xr.Dataset, *, r: float = 0.5, step: int = -1, t: float | No
 
     Returns ``share`` (cells, train) and ``share_any`` (cells).
     """
+    ds = along_step(ds)  # selected by t (scalar or slice) or after swap_dims(step="t")
     check_vars(ds, "trajectory", "train_data", "alpha", dim=dim)
     r = check_radius(r)
     last = at_step(ds, step, t)
@@ -383,7 +398,7 @@ def mode_counts(ds: xr.Dataset, *, r: float = 0.5, step: int = -1, t: float | No
     share_any = within.max("train").mean(dim)
     out = xr.Dataset({"share": with_attrs(share, f"share of samples within {r} of alpha_t x_i", "1"),
                       "share_any": with_attrs(share_any, f"share of samples within {r} of any alpha_t x_i", "1")})
-    out.attrs.update(r=float(r), step=step_index(ds, step, t))
+    out.attrs.update(r=float(r), step=step_label(ds, step, t))
     return out
 
 
@@ -397,6 +412,7 @@ def memorization_fraction(ds: xr.Dataset, *, ratio: float = 1 / 3, step: int = -
 
     Returns ``memorized``, ``memorized_low``, ``memorized_high`` over the cells (lazy).
     """
+    ds = along_step(ds)  # selected by t (scalar or slice) or after swap_dims(step="t")
     check_vars(ds, "trajectory", "train_data", "alpha", dim=dim)
     ratio = check_float(ratio, "ratio", min_val=0, max_val=1, include_boundaries="neither")
     ci = check_float(ci, "ci", min_val=0, max_val=1, include_boundaries="neither")
@@ -410,7 +426,7 @@ def memorization_fraction(ds: xr.Dataset, *, ratio: float = 1 / 3, step: int = -
 
     out = _share_per_cell(lambda xx, tr: arrays.memorized(xx / a, tr, ratio), x, train,  # ratio is scale-free
                           "memorized", f"share of samples with d1/d2 < {ratio:.3g}", ci, ci_method, dim)
-    out.attrs.update(ratio=float(ratio), ci=float(ci), ci_method=ci_method, step=step_index(ds, step, t))
+    out.attrs.update(ratio=float(ratio), ci=float(ci), ci_method=ci_method, step=step_label(ds, step, t))
     return out
 
 
@@ -461,6 +477,7 @@ def theory_check(ds: xr.Dataset, *, r: float = 0.5, align_factor: float = 2.0, d
     ``slide_chord``, ``integrated_tangent``; per cell: Pearson ``corr_normal`` and
     ``corr_tangent`` over samples.
     """
+    ds = along_step(ds)  # selected by t (scalar or slice) or after swap_dims(step="t")
     check_vars(ds, "residual_normal", "residual_tangent", "ridge_distance", "t", dim=dim)
     t = ds["t"].values
 
@@ -491,6 +508,7 @@ def summary_table(ds: xr.Dataset, *, r: float = 0.5, ci: float = 0.95) -> xr.Dat
     ``r`` is the radius of both the tube of :func:`phase_times` and the modes of
     :func:`mode_counts` (data units).
     """
+    ds = along_step(ds)  # selected by t (scalar or slice) or after swap_dims(step="t")
     ph = phase_summary(phase_times(ds, r=r))
     sp = spread_curves(ds)["spread_mean"].isel(step=-1).rename("spread_final")
     parts = [ph, sp.to_dataset(), near_mode_fraction(ds, r=r, ci=ci)]

@@ -23,7 +23,7 @@ from .. import units
 from .._validation import check_float, check_int
 from ..datasets.manifolds import Manifold
 from . import arrays
-from ._helpers import at_step, by_train, cell_train, check_vars, step_index, with_attrs
+from ._helpers import along_step, at_step, by_train, cell_train, check_vars, step_label, with_attrs
 
 __all__ = ["store_manifold", "manifold_distance", "novelty", "manifold_density", "distribution_distance",
            "ridge_vs_manifold", "rate_fit"]
@@ -62,6 +62,7 @@ def novelty(ds: xr.Dataset, *, step: int = -1, t: float | None = None, dim: str 
     About 1 or more: as far from the training points as they are from each other (new);
     << 1: on top of a training point (memorized).  Returns (cells, sample), lazy.
     """
+    ds = along_step(ds)  # selected by t (scalar or slice) or after swap_dims(step="t")
     check_vars(ds, "trajectory", "train_data", "alpha", dim=dim)
     last = at_step(ds, step, t)
     a = float(last["alpha"])
@@ -73,7 +74,7 @@ def novelty(ds: xr.Dataset, *, step: int = -1, t: float | None = None, dim: str 
     out = xr.apply_ufunc(partial(by_train, _nov), x, cell_train(last), input_core_dims=[["dim"], ["train", "dim"]],
                          dask="parallelized", output_dtypes=[float])
     out = with_attrs(out, "nearest-training distance / median nearest-neighbour spacing of the training set", "1")
-    out.attrs["step"] = step_index(ds, step, t)
+    out.attrs["step"] = step_label(ds, step, t)
     return out
 
 
@@ -88,6 +89,7 @@ def manifold_density(ds: xr.Dataset, *, bins: int = 24, tube: float | None = Non
     and smallest ratio of the two densities over the bins, the "comparable density" of the
     theory (1 and 1 for a perfect match; 0 for an empty bin).  Lazy.
     """
+    ds = along_step(ds)  # selected by t (scalar or slice) or after swap_dims(step="t")
     check_vars(ds, "trajectory", "population_data", "alpha", dim=dim)
     bins = check_int(bins, "bins", min_val=2)
     m = store_manifold(ds)
@@ -132,7 +134,7 @@ def manifold_density(ds: xr.Dataset, *, bins: int = 24, tube: float | None = Non
         "in_tube": with_attrs(res.isel(out=bins + 2, drop=True), f"share of samples within {tube:.3g} of alpha_t M", "1"),
     })
     out["bin"].attrs.update(long_name="first manifold coordinate (bin centre)", units="rad")
-    out.attrs.update(tube=float(tube), step=step_index(ds, step, t))
+    out.attrs.update(tube=float(tube), step=step_label(ds, step, t))
     return out
 
 
@@ -147,6 +149,7 @@ def distribution_distance(ds: xr.Dataset, *, step: int = -1, t: float | None = N
     (:func:`ridgexr.analysis.arrays.mmd2`; ~0 for one law, either sign).  Non-finite samples
     are left out.  Returns each with ``_low``/``_high`` over the cells, lazy.
     """
+    ds = along_step(ds)  # selected by t (scalar or slice) or after swap_dims(step="t")
     check_vars(ds, "trajectory", "population_data", "alpha", dim=dim)
     n_boot = check_int(n_boot, "n_boot", min_val=0)
     ci = check_float(ci, "ci", min_val=0, max_val=1, include_boundaries="neither")
@@ -188,7 +191,7 @@ def distribution_distance(ds: xr.Dataset, *, step: int = -1, t: float | None = N
                                     unit)
         out[f"{name}_high"] = with_attrs(res.isel(stat=3 * j + 2, drop=True),
                                      f"upper end of the {ci:.0%} bootstrap interval", unit)
-    out.attrs.update(step=step_index(ds, step, t), n_boot=n_boot, ci=ci)
+    out.attrs.update(step=step_label(ds, step, t), n_boot=n_boot, ci=ci)
     return out
 
 
@@ -201,6 +204,7 @@ def ridge_vs_manifold(ds: xr.Dataset, *, step: int = -1, t: float | None = None,
     points) to the nearest projection (how much of M the projections cover);
     ``hausdorff``: the larger of the two.  Data units, (cells), lazy.
     """
+    ds = along_step(ds)  # selected by t (scalar or slice) or after swap_dims(step="t")
     check_vars(ds, "ridge_projection", "alpha", dim=dim)
     n_dense = check_int(n_dense, "n_dense", min_val=10)
     m = store_manifold(ds)
@@ -226,7 +230,7 @@ def ridge_vs_manifold(ds: xr.Dataset, *, step: int = -1, t: float | None = None,
         "from_manifold": with_attrs(from_m, "largest distance of alpha_t M to the nearest ridge projection", units.DATA),
         "hausdorff": with_attrs(np.maximum(to_m, from_m), "Hausdorff distance between the projections and alpha_t M",
                             units.DATA),
-    }, attrs={"step": step_index(ds, step, t)})
+    }, attrs={"step": step_label(ds, step, t)})
 
 
 def rate_fit(metric: xr.DataArray, *, dim: str = "n_train", n_boot: int = 2000, ci: float = 0.95,
