@@ -47,6 +47,7 @@ HASH_NEUTRAL: dict[str, object] = {
     "ridge.d_star_alt": [],  # 0.2
     "dataset.n_train": None,  # 0.3
     "models[].name": None,  # 0.2
+    "models[].diagnostics": {"n_time": None, "n_noise": None},  # 0.5: the training sample's size
 }
 
 
@@ -116,6 +117,7 @@ class Experiment(Spec):
         if trained and not self.schedules:
             raise ValueError(f"`schedules` is required with models of kind {sorted(set(trained))}")
         for b in blocks:
+            b.diagnostics.check_training(self.training)
             b.check_entry(self)
         return self
 

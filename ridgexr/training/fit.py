@@ -125,7 +125,7 @@ class RandomFeatureFit:
 
 
 def evaluate_fits(fits: dict, sample: TrainingSample | None = None, d_star: int | None = None,
-                  batch_size: int = 8192) -> dict:
+                  batch_size: int = 8192, progress: Callable[[int, int], None] | None = None) -> dict:
     """Losses of every fit's A(tau) on one sample, in one streamed pass shared by all fits.
 
     Per block of the sample the exact outputs f*, the DSM targets and (with ``d_star``) the
@@ -138,6 +138,7 @@ def evaluate_fits(fits: dict, sample: TrainingSample | None = None, d_star: int 
     fits : dict key -> RandomFeatureFit, all trained on the same training set
     sample : TrainingSample, optional (default: the first fit's training sample)
     d_star : int, optional; ridge dimension of the tangent/normal split
+    progress : callable(done, total), optional; called after each time node of the sample
 
     Returns
     -------
@@ -178,6 +179,8 @@ def evaluate_fits(fits: dict, sample: TrainingSample | None = None, d_star: int 
                     lam, y = targets(block, par, fit.schedule_spec, proc)
                     f_star = outputs_from_mean(m_star, block, par, proc)
                     _accumulate_stats(acc[k], f, f_star, y, lam, block, s.n_noise, tang)
+            if progress is not None:
+                progress(block.node + 1, s.n_time)
     out = {}
     for k, a in acc.items():
         se = np.sqrt(a["var"]) if s.n_noise > 1 else np.full(n_tau[k], np.nan)
@@ -190,13 +193,17 @@ def evaluate_fits(fits: dict, sample: TrainingSample | None = None, d_star: int 
 
 
 def evaluate_denoiser(denoise: Callable, sample: TrainingSample, *, schedule: str | Callable = "1",
-                      d_star: int | None = None, batch_size: int = 8192) -> dict:
+                      d_star: int | None = None, batch_size: int = 8192,
+                      progress: Callable[[int, int], None] | None = None) -> dict:
     """The per-cell diagnostics of :func:`evaluate_fits` for any denoiser, on one sample.
 
     ``denoise(x, t)`` -> E[x0 | x_t = x] (B, d) for x (B, d) and a scalar t (a torch tensor
     in, numpy or torch out): a trained MLP, a user's module, a random-feature model.  The
     loss is read in the ``posterior_mean`` form f = alpha_t denoise(x_t, t), which is the
-    same number in every parametrization (:mod:`ridgexr.training`).
+    same number in every parametrization (:mod:`ridgexr.training`).  ``progress(done, total)``
+    is called after each time node.  The cost is one ``denoise`` call, one exact posterior mean
+    and (with ``d_star``) one ridge frame per row: size the sample accordingly
+    (``diagnostics: {n_time, n_noise}`` in a catalog's model block).
 
     Returns
     -------
@@ -217,6 +224,8 @@ def evaluate_denoiser(denoise: Callable, sample: TrainingSample, *, schedule: st
             lam, y = targets(block, "posterior_mean", schedule, proc)
             f_star = outputs_from_mean(m_star, block, "posterior_mean", proc)
             _accumulate_stats(a, f, f_star, y, lam, block, sample.n_noise, tang)
+            if progress is not None:
+                progress(block.node + 1, sample.n_time)
     res = dict(loss=float(a["loss"][0]), optimal_loss=float(a["opt"]), excess_loss=float(a["excess"][0]),
                excess_loss_se=float(np.sqrt(a["var"][0])) if sample.n_noise > 1 else math.nan)
     if d_star is not None:

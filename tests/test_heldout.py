@@ -1,0 +1,116 @@
+"""Held-out diagnostics sized by the model block's ``diagnostics: {n_time, n_noise}``, with a progress callback."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ridgexr.catalog import CatalogError, load_catalog_file
+from ridgexr.datasets import load_training_set
+from ridgexr.models import FitContext
+from ridgexr.models.spec import DiagnosticsSpec
+from ridgexr.process import OU
+from ridgexr.run import run_experiment
+from ridgexr.run.plan import estimate_stage_seconds
+from ridgexr.training import draw_training_sample, evaluate_denoiser
+from ridgexr.training.heldout import heldout_sample
+
+ENTRY = """
+experiments:
+  held:
+    dataset: {points: two-points}
+    process: {T: 2.0, t_min: 0.01, n_steps: 6}
+    model: {kind: exact%(diag)s}
+    training: {quadrature: %(rule)s, n_time: %(n_time)d, n_noise: %(n_noise)d}
+    sampler: {kind: sde, block_steps: 8}
+    n_samples: 4
+    d_star: 1
+    store: held.zarr
+"""
+
+
+def entry(tmp_path, diag="", rule="gauss-legendre-log-t", n_time=9, n_noise=6):
+    f = tmp_path / "cat.yaml"
+    f.write_text(ENTRY % dict(diag=diag, rule=rule, n_time=n_time, n_noise=n_noise))
+    return load_catalog_file(f)["held"]
+
+
+def brute_optimal_loss(train, t_nodes_rule, n_time, n_noise, seed, t_min, T):
+    """L* = sum_s c_s lambda_s |alpha (m*(x_t) - x0)|^2 on the rows of a freshly drawn sample, schedule '1',
+    with the two-point posterior mean in closed form (a logistic weight between the two points)."""
+    proc = OU()
+    s = draw_training_sample(train, t_min=t_min, T=T, n_time=n_time, n_noise=n_noise, seed=seed,
+                             quadrature=t_nodes_rule)
+    a, h = proc.alpha(s.t), proc.h(s.t)
+    logits = -((s.xt[:, None, :] - a[:, None, None] * train[None]) ** 2).sum(-1) / (2 * h[:, None])
+    w = np.exp(logits - logits.max(1, keepdims=True))
+    m = (w / w.sum(1, keepdims=True)) @ train
+    lam = 1.0 / h**2  # w(t) = 1 on the posterior_mean loss
+    return float((s.weight * lam * ((a[:, None] * (m - s.x0)) ** 2).sum(1)).sum()), s.size
+
+
+def test_spec_sizes_are_capped_by_the_training_sample_and_validated_against_the_rule(tmp_path):
+    assert DiagnosticsSpec().sizes(2001, 2000) == (2001, 2000)
+    assert DiagnosticsSpec(n_time=65, n_noise=64).sizes(2001, 2000) == (65, 64)
+    assert DiagnosticsSpec(n_time=65, n_noise=64).sizes(16, 4) == (16, 4)
+    exp = entry(tmp_path)  # kinds not fitted in closed form default to at most 65 x 64
+    assert exp.model.diagnostics == DiagnosticsSpec(n_time=65, n_noise=64)
+    with pytest.raises(CatalogError, match="diagnostics.n_time must be odd"):
+        entry(tmp_path, diag=", diagnostics: {n_time: 4}", rule="simpson-t", n_time=9)
+    with pytest.raises(CatalogError, match="n_noise"):
+        entry(tmp_path, diag=", diagnostics: {n_noise: 0}")
+
+
+@settings(max_examples=6, deadline=None)
+@given(n_time=st.integers(2, 7), n_noise=st.integers(2, 5))
+def test_heldout_sample_has_the_blocks_size_and_its_optimal_loss_is_the_brute_force_one(tmp_path_factory, n_time,
+                                                                                         n_noise):
+    exp = entry(tmp_path_factory.mktemp("h"), diag=f", diagnostics: {{n_time: {n_time}, n_noise: {n_noise}}}",
+                n_time=9, n_noise=6)
+    train = load_training_set(exp.dataset)
+    ctx = FitContext(exp, train, lambda msg: None)
+    hold = heldout_sample(ctx, None, exp.model.diagnostics)
+    assert (hold.n_time, hold.n_noise, hold.seed) == (n_time, n_noise, exp.seeds.training + 1)
+    assert heldout_sample(ctx, None, exp.model.diagnostics) is hold  # cached per size
+    calls = []
+    ev = evaluate_denoiser(lambda x, t: torch.zeros_like(x), hold, d_star=1, progress=lambda j, n: calls.append((j, n)))
+    assert calls == [(j + 1, n_time) for j in range(n_time)]
+    want, rows = brute_optimal_loss(train, "gauss-legendre-log-t", n_time, n_noise, exp.seeds.training + 1,
+                                    exp.loss_t_min, exp.process.T)
+    assert rows == 2 * n_time * n_noise
+    assert ev["optimal_loss"] == pytest.approx(want, rel=1e-10)
+
+
+def test_a_run_stores_the_diagnostics_of_the_sized_heldout_sample(tmp_path):
+    exp = entry(tmp_path, diag=", diagnostics: {n_time: 5, n_noise: 3}")
+    res = run_experiment(exp, data_dir=tmp_path / "data")
+    import ridgexr
+
+    ds = ridgexr.open_dataset(res.store)
+    train = load_training_set(exp.dataset)
+    want, _ = brute_optimal_loss(train, "gauss-legendre-log-t", 5, 3, exp.seeds.training + 1, exp.loss_t_min,
+                                 exp.process.T)
+    assert float(ds["optimal_loss"].squeeze()) == pytest.approx(want, rel=1e-10)
+    assert float(ds["excess_loss"].squeeze()) == pytest.approx(0.0, abs=1e-12)  # the exact denoiser's own loss
+    # a different size is a different configuration
+    other = entry(tmp_path, diag=", diagnostics: {n_time: 7, n_noise: 3}")
+    assert other.config_hash(train) != exp.config_hash(train)
+
+
+def test_the_diagnostics_estimate_scales_with_the_heldout_rows(tmp_path):
+    """The plan's diagnostics estimate of an exact block is affine in n_train x n_time x n_noise rows
+    (plus a cost per node): three sizes pin it, a fourth is predicted."""
+    train = load_training_set(entry(tmp_path).dataset)
+
+    def diag(n_time, n_noise):
+        exp = entry(tmp_path, diag=f", diagnostics: {{n_time: {n_time}, n_noise: {n_noise}}}", n_time=99, n_noise=99)
+        return estimate_stage_seconds(exp, train)["diagnostics"]
+
+    per_row = (diag(5, 8) - diag(5, 4)) / (2 * 5 * 4)
+    per_node = (diag(9, 4) - diag(5, 4) - per_row * 2 * 4 * 4) / 4
+    assert per_row > 0 and per_node > 0
+    assert diag(33, 64) == pytest.approx(diag(5, 4) + per_row * 2 * (33 * 64 - 5 * 4) + per_node * 28, rel=1e-12)
+    assert math.isfinite(sum(estimate_stage_seconds(entry(tmp_path), train).values()))
