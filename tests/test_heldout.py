@@ -77,7 +77,8 @@ def test_heldout_sample_has_the_blocks_size_and_its_optimal_loss_is_the_brute_fo
     assert heldout_sample(ctx, None, exp.model.diagnostics) is hold  # cached per size
     calls = []
     ev = evaluate_denoiser(lambda x, t: torch.zeros_like(x), hold, d_star=1, progress=lambda j, n: calls.append((j, n)))
-    assert calls == [(j + 1, n_time) for j in range(n_time)]
+    assert calls[-1] == (n_time, n_time) and all(n == n_time for _, n in calls)
+    assert [j for j, _ in calls] == sorted({j for j, _ in calls})
     want, rows = brute_optimal_loss(train, "gauss-legendre-log-t", n_time, n_noise, exp.seeds.training + 1,
                                     exp.loss_t_min, exp.process.T)
     assert rows == 2 * n_time * n_noise
@@ -114,3 +115,32 @@ def test_the_diagnostics_estimate_scales_with_the_heldout_rows(tmp_path):
     assert per_row > 0 and per_node > 0
     assert diag(33, 64) == pytest.approx(diag(5, 4) + per_row * 2 * (33 * 64 - 5 * 4) + per_node * 28, rel=1e-12)
     assert math.isfinite(sum(estimate_stage_seconds(entry(tmp_path), train).values()))
+
+
+@settings(max_examples=5, deadline=None)
+@given(n_time=st.integers(2, 9), n_noise=st.integers(1, 4), batch=st.integers(1, 40))
+def test_merged_blocks_give_the_per_node_sums(n_time, n_noise, batch):
+    """evaluate_denoiser merges small nodes into one block and calls the denoiser once per node with that
+    node's time: every statistic equals the per-node sums computed here, row by row, for a denoiser
+    whose output depends on t (a wrong time per row would change it)."""
+    train = np.array([[-1.0, 0.5], [2.0, -0.3], [0.2, 1.5]])
+    s = draw_training_sample(train, t_min=0.05, T=2.0, n_time=n_time, n_noise=n_noise, seed=4,
+                             quadrature="gauss-legendre-log-t")
+    den = lambda x, t: x * torch.exp(-t) + torch.sin(t)  # noqa: E731
+    ev = evaluate_denoiser(den, s, schedule="h", d_star=1, batch_size=batch)
+    proc = OU()
+    from ridgexr.training import loss_weight
+    from ridgexr.training.sample import block_posterior_mean
+
+    whole = s.blocks(10**9, by_node=False).__next__()
+    m = np.concatenate([den(torch.as_tensor(whole.xt[whole.t == t]), torch.tensor(t)).numpy()
+                        for t in s.t_nodes])  # rows are node-major
+    a = proc.alpha(whole.t)[:, None]
+    lam = loss_weight("h", whole.t, "posterior_mean", proc)
+    y = a * whole.x0
+    f, f_star = a * m, a * block_posterior_mean(s, whole)
+    c = whole.weight * lam
+    assert ev["loss"] == pytest.approx(float(c @ ((f - y) ** 2).sum(1)), rel=1e-12)
+    assert ev["optimal_loss"] == pytest.approx(float(c @ ((f_star - y) ** 2).sum(1)), rel=1e-12)
+    assert ev["excess_tangent"] + ev["excess_normal"] == pytest.approx(float(c @ ((f - f_star) ** 2).sum(1)),
+                                                                     rel=1e-12)

@@ -244,17 +244,19 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
             "memory_drivers": drivers}
 
 
-#: rates of the stage-time estimate (2 CPU cores, float64): dense GEMM flops, memory-bound element
-#: passes over (rows x width) feature arrays (activations, weights, copies: several per element),
+#: rates of the stage-time estimate (2 CPU cores, float64): dense GEMM flops, one memory-bound
+#: pass over an element of a (rows x width) feature array (an activation, a weighting, a copy),
 #: small batched ops (the density's moments and the d x d frames), and the fixed cost of a streamed
-#: block (one time node) or of one sampler step / SCMS iteration over a block of states.  Set from
+#: block (one time node of a fit), of one call of a denoiser, or of one sampler step / SCMS
+#: iteration over a block of states.  Set from
 #: the issue-30 profile of two-points-paper (fit 18 min, 7 of them the Gram at the GEMM rate) and
 #: this package's benchmarks; rounded so the estimate errs long
 GEMM_FLOPS = 100e9
-ELEMENT_SECONDS = 4e-8
-SMALL_FLOPS = 1e9
+ELEMENT_SECONDS = 2e-9
+SMALL_FLOPS = 2e9
 BLOCK_SECONDS = 3e-3
-STEP_SECONDS = 2e-3
+CALL_SECONDS = 2e-4
+STEP_SECONDS = 5e-4
 #: SCMS iterations per observed state assumed by the estimate (the cap ``ridge.max_iter`` bounds it)
 SCMS_ITERATIONS = 20
 
@@ -266,13 +268,13 @@ def _row_flops(n: int, d: int, d_star: int | None) -> float:
 
 def _model_seconds(b, d: int, n: int) -> float:
     """Seconds of one evaluation of a block's denoiser at one state (a module counts as a small mlp)."""
-    if b.kind == "random_features":
+    if b.kind == "random_features":  # W x and A psi per state (the time features once per step), 2 passes
         p = max(b.values("width"))
-        return (2.0 * p * (d + 2 * b.n_frequencies + 1) + 2.0 * p * d) / GEMM_FLOPS + p * ELEMENT_SECONDS
+        return 4.0 * p * d / GEMM_FLOPS + 2 * p * ELEMENT_SECONDS
     if b.kind == "exact":
         return 10.0 * n * d / SMALL_FLOPS
     w, depth, embed = ((max(b.hidden_widths), b.depth, b.embed_dim) if b.kind == "mlp" else (64, 2, 1))
-    return 2.0 * (depth * w * w + (embed + 2 * d) * w) / GEMM_FLOPS + depth * w * ELEMENT_SECONDS
+    return 2.0 * (depth * w * w + (embed + 2 * d) * w) / GEMM_FLOPS + 2 * depth * w * ELEMENT_SECONDS
 
 
 def estimate_stage_seconds(exp: Experiment, train: np.ndarray) -> dict[str, float]:
@@ -280,7 +282,7 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray) -> dict[str, floa
 
     - ``fit``: random features stream N n_time n_noise rows per fit (one per target, n_noise and
       n_train), each a p x p Gram update (2 p^2 flops at :data:`GEMM_FLOPS`), its features and an
-      exact posterior mean; an mlp runs epochs x N samples forward and backward (3 evaluations);
+      exact posterior mean, then one p x p eigendecomposition per schedule and width; an mlp runs epochs x N samples forward and backward (3 evaluations);
     - ``diagnostics``: the held-out sample of every block (``diagnostics: {n_time, n_noise}``), one
       model evaluation, exact posterior mean and ridge frame per row, evaluated once per random-feature
       fit (its features shared by its cells) and once per cell of the other kinds;
@@ -315,8 +317,10 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray) -> dict[str, floa
             for _, n_noise, m in {(lab.get("target"), lab.get("n_noise", tr.n_noises[0]),
                                    lab.get("n_train", n_trains[0])) for lab in mine}:
                 rows = float(m) * tr.n_time * n_noise
-                fit += (rows * (2.0 * p * p / GEMM_FLOPS + _model_seconds(b, d, m) + _row_flops(m, d, None) / SMALL_FLOPS)
-                        + tr.n_time * BLOCK_SECONDS)
+                fit += (rows * (2.0 * p * p / GEMM_FLOPS + 4 * p * ELEMENT_SECONDS + _model_seconds(b, d, m)
+                                + _row_flops(m, d, None) / SMALL_FLOPS)
+                        + tr.n_time * BLOCK_SECONDS
+                        + len(exp.schedules or ()) * sum(30.0 * w**3 for w in b.values("width")) / GEMM_FLOPS)  # eigh(U)
                 h_time, h_noise = b.diagnostics.sizes(tr.n_time, n_noise)
                 h_rows = float(m) * h_time * h_noise
                 diag += (h_rows * (_model_seconds(b, d, m) + n_fits * 2.0 * p * d / GEMM_FLOPS
@@ -329,7 +333,8 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray) -> dict[str, floa
             m = lab.get("n_train", n_trains[-1] if b.kind == "module" else n_trains[0])
             h_time, h_noise = b.diagnostics.sizes(tr.n_time, tr.n_noises[0])
             h_rows = float(m) * h_time * h_noise
-            diag += h_rows * (_model_seconds(b, d, m) + _row_flops(m, d, d_frame) / SMALL_FLOPS) + h_time * BLOCK_SECONDS
+            diag += (h_rows * (_model_seconds(b, d, m) + _row_flops(m, d, d_frame) / SMALL_FLOPS)
+                     + math.ceil(h_rows / 8192) * BLOCK_SECONDS + h_time * CALL_SECONDS)  # merged blocks, a call per node
     n_rec = math.ceil(exp.process.n_steps / exp.sampler.record_every) + 1
     n_blocks = math.ceil(n_rec / exp.sampler.block_steps)
     sampling = 0.0
@@ -348,7 +353,7 @@ def describe_stages(seconds: dict[str, float]) -> str:
     total = sum(seconds.values()) or 1.0
 
     def fmt(t: float) -> str:
-        return f"{t:.0f} s" if t < 120 else (f"{t / 60:.0f} min" if t < 7200 else f"{t / 3600:.1f} h")
+        return f"{t:.2g} s" if t < 10 else f"{t:.0f} s" if t < 120 else (f"{t / 60:.0f} min" if t < 7200 else f"{t / 3600:.1f} h")
 
     parts = [f"{name} ~{fmt(t)} ({100 * t / total:.0f}%)" for name, t in seconds.items()]
     return "estimated time on 2 idle cores (rough, within ~3x): " + ", ".join(parts)

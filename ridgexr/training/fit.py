@@ -213,19 +213,29 @@ def evaluate_denoiser(denoise: Callable, sample: TrainingSample, *, schedule: st
     """
     proc = OU()
     a = dict(loss=np.zeros(1), excess=np.zeros(1), var=np.zeros(1), tan=np.zeros(1), err=np.zeros(1), opt=0.0)
+    per_node = sample.n_train * sample.n_noise
+    done = 0
     with torch.no_grad():
-        for block in sample.blocks(batch_size, by_node=True):
+        # consecutive small nodes share one block (the exact posterior mean and the frames take a time per
+        # row); the denoiser is called once per node, on that node's rows, with its scalar time
+        for block in sample.blocks(batch_size, by_node=False):
             m_star = block_posterior_mean(sample, block)
             tang = None if d_star is None else block_tangent_frames(sample, block, d_star)
-            tj = float(sample.t_nodes[block.node])
-            m = denoise(torch.as_tensor(block.xt, dtype=torch.float64), torch.tensor(tj, dtype=torch.float64))
-            m = m.detach().cpu().numpy() if isinstance(m, torch.Tensor) else np.asarray(m, dtype=np.float64)
+            first = done if block.node is None else block.node
+            nodes = range(first, first + max(1, block.size // per_node)) if block.node is None else [block.node]
+            xt = torch.as_tensor(block.xt, dtype=torch.float64)
+            m = np.empty_like(block.xt)
+            for k, j in enumerate(nodes):  # a python loop over time nodes (not over rows)
+                rows = slice(k * per_node, min(block.size, (k + 1) * per_node))
+                out = denoise(xt[rows], torch.tensor(float(sample.t_nodes[j]), dtype=torch.float64))
+                m[rows] = out.detach().cpu().numpy() if isinstance(out, torch.Tensor) else np.asarray(out, np.float64)
             f = (proc.alpha(block.t)[:, None] * m)[None]
             lam, y = targets(block, "posterior_mean", schedule, proc)
             f_star = outputs_from_mean(m_star, block, "posterior_mean", proc)
             _accumulate_stats(a, f, f_star, y, lam, block, sample.n_noise, tang)
+            done = nodes[-1] + 1
             if progress is not None:
-                progress(block.node + 1, sample.n_time)
+                progress(done, sample.n_time)
     res = dict(loss=float(a["loss"][0]), optimal_loss=float(a["opt"]), excess_loss=float(a["excess"][0]),
                excess_loss_se=float(np.sqrt(a["var"][0])) if sample.n_noise > 1 else math.nan)
     if d_star is not None:
