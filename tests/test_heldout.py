@@ -144,3 +144,22 @@ def test_merged_blocks_give_the_per_node_sums(n_time, n_noise, batch):
     assert ev["optimal_loss"] == pytest.approx(float(c @ ((f_star - y) ** 2).sum(1)), rel=1e-12)
     assert ev["excess_tangent"] + ev["excess_normal"] == pytest.approx(float(c @ ((f - f_star) ** 2).sum(1)),
                                                                      rel=1e-12)
+
+
+@settings(max_examples=8, deadline=None)
+@given(n=st.integers(1, 40), d=st.integers(2, 5), seed=st.integers(0, 10**6))
+def test_one_moments_pass_gives_the_mean_and_the_frames_of_two(n, d, seed):
+    """block_mean_and_tangent (one covariance pass) against block_posterior_mean and block_tangent_frames
+    (two passes, the code it replaced in evaluate_fits / evaluate_denoiser): bit for bit."""
+    from ridgexr.training.sample import block_mean_and_tangent, block_posterior_mean, block_tangent_frames
+
+    rng = np.random.default_rng(seed)
+    train = rng.normal(size=(n, d)) * rng.uniform(0.5, 3)
+    s = draw_training_sample(train, t_min=1e-3, T=2.0, n_time=5, n_noise=3, seed=seed % 97,
+                             quadrature="gauss-legendre-log-t")
+    for block in s.blocks(10**6, by_node=False):
+        mean, tang = block_mean_and_tangent(s, block, 1)
+        np.testing.assert_array_equal(mean, block_posterior_mean(s, block))
+        ref = block_tangent_frames(s, block, 1)
+        np.testing.assert_array_equal(tang @ np.swapaxes(tang, 1, 2), ref @ np.swapaxes(ref, 1, 2))
+        assert block_mean_and_tangent(s, block, None)[1] is None

@@ -18,7 +18,7 @@ from ..process import OU
 from .dynamics import GradientFlow, gradient_descent
 from .quadratic import TARGETS, QuadraticLoss, accumulate, outputs_from_mean, targets
 from .quadrature import DEFAULT_QUADRATURE, PAPER_N_NOISE, PAPER_N_TIME
-from .sample import TrainingSample, block_posterior_mean, block_tangent_frames, draw_training_sample
+from .sample import TrainingSample, block_mean_and_tangent, draw_training_sample
 from .schedules import schedule_name, schedule_weight
 
 __all__ = ["METHODS", "INITS", "PAPER_N_TIME", "PAPER_N_NOISE", "RandomFeatureFit", "evaluate_fits", "evaluate_denoiser", "initial_readout",
@@ -161,10 +161,7 @@ def evaluate_fits(fits: dict, sample: TrainingSample | None = None, d_star: int 
                           []).append(k)
     with torch.no_grad():
         for block in s.blocks(batch_size, by_node=True):
-            m_star = block_posterior_mean(s, block)
-            tang = None
-            if d_star is not None:
-                tang = block_tangent_frames(s, block, d_star)
+            m_star, tang = block_mean_and_tangent(s, block, d_star)  # one moments pass for both
             tj = float(s.t_nodes[block.node])
             for keys in groups.values():
                 big = max((fits[k].model for k in keys), key=lambda m: m.width)
@@ -219,8 +216,7 @@ def evaluate_denoiser(denoise: Callable, sample: TrainingSample, *, schedule: st
         # consecutive small nodes share one block (the exact posterior mean and the frames take a time per
         # row); the denoiser is called once per node, on that node's rows, with its scalar time
         for block in sample.blocks(batch_size, by_node=False):
-            m_star = block_posterior_mean(sample, block)
-            tang = None if d_star is None else block_tangent_frames(sample, block, d_star)
+            m_star, tang = block_mean_and_tangent(sample, block, d_star)  # one moments pass for both
             first = done if block.node is None else block.node
             nodes = range(first, first + max(1, block.size // per_node)) if block.node is None else [block.node]
             xt = torch.as_tensor(block.xt, dtype=torch.float64)
