@@ -257,6 +257,9 @@ SMALL_FLOPS = 2e9
 BLOCK_SECONDS = 3e-3
 CALL_SECONDS = 2e-4
 STEP_SECONDS = 5e-4
+#: fixed cost of one optimizer step and of one epoch (its loss, snapshots) of an mlp's training
+OPTIMIZER_STEP_SECONDS = 2e-3
+EPOCH_SECONDS = 0.05
 #: SCMS iterations per observed state assumed by the estimate (the cap ``ridge.max_iter`` bounds it)
 SCMS_ITERATIONS = 20
 
@@ -282,7 +285,9 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray) -> dict[str, floa
 
     - ``fit``: random features stream N n_time n_noise rows per fit (one per target, n_noise and
       n_train), each a p x p Gram update (2 p^2 flops at :data:`GEMM_FLOPS`), its features and an
-      exact posterior mean, then one p x p eigendecomposition per schedule and width; an mlp runs epochs x N samples forward and backward (3 evaluations);
+      exact posterior mean, then one p x p eigendecomposition per schedule and width; an mlp
+      runs epochs x N samples forward and backward (3 evaluations), plus a fixed cost per
+      optimizer step and per epoch;
     - ``diagnostics``: the held-out sample of every block (``diagnostics: {n_time, n_noise}``), one
       model evaluation, exact posterior mean and ridge frame per row, evaluated once per random-feature
       fit (its features shared by its cells) and once per cell of the other kinds;
@@ -320,7 +325,8 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray) -> dict[str, floa
                 fit += (rows * (2.0 * p * p / GEMM_FLOPS + 4 * p * ELEMENT_SECONDS + _model_seconds(b, d, m)
                                 + _row_flops(m, d, None) / SMALL_FLOPS)
                         + tr.n_time * BLOCK_SECONDS
-                        + len(exp.schedules or ()) * sum(30.0 * w**3 for w in b.values("width")) / GEMM_FLOPS)  # eigh(U)
+                        # one eigh(U) per schedule and width
+                        + len(exp.schedules or ()) * sum(30.0 * w**3 for w in b.values("width")) / GEMM_FLOPS)
                 h_time, h_noise = b.diagnostics.sizes(tr.n_time, n_noise)
                 h_rows = float(m) * h_time * h_noise
                 diag += (h_rows * (_model_seconds(b, d, m) + n_fits * 2.0 * p * d / GEMM_FLOPS
@@ -328,13 +334,16 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray) -> dict[str, floa
             continue
         if b.kind == "mlp":
             for _, _, m in {(lab.get("schedule"), lab.get("width"), lab.get("n_train", n_trains[0])) for lab in mine}:
-                fit += max(b.epoch_list) * float(m) * 3.0 * _model_seconds(b, d, m)
+                steps = math.ceil(m / b.batch_size)
+                fit += max(b.epoch_list) * (float(m) * 3.0 * _model_seconds(b, d, m)
+                                            + steps * OPTIMIZER_STEP_SECONDS + EPOCH_SECONDS)
         for lab in mine:
             m = lab.get("n_train", n_trains[-1] if b.kind == "module" else n_trains[0])
             h_time, h_noise = b.diagnostics.sizes(tr.n_time, tr.n_noises[0])
             h_rows = float(m) * h_time * h_noise
             diag += (h_rows * (_model_seconds(b, d, m) + _row_flops(m, d, d_frame) / SMALL_FLOPS)
-                     + math.ceil(h_rows / 8192) * BLOCK_SECONDS + h_time * CALL_SECONDS)  # merged blocks, a call per node
+                     # merged blocks of 8192 rows, one call of the denoiser per node
+                     + math.ceil(h_rows / 8192) * BLOCK_SECONDS + h_time * CALL_SECONDS)
     n_rec = math.ceil(exp.process.n_steps / exp.sampler.record_every) + 1
     n_blocks = math.ceil(n_rec / exp.sampler.block_steps)
     sampling = 0.0
@@ -353,7 +362,9 @@ def describe_stages(seconds: dict[str, float]) -> str:
     total = sum(seconds.values()) or 1.0
 
     def fmt(t: float) -> str:
-        return f"{t:.2g} s" if t < 10 else f"{t:.0f} s" if t < 120 else (f"{t / 60:.0f} min" if t < 7200 else f"{t / 3600:.1f} h")
+        if t < 120:
+            return f"{t:.2g} s" if t < 10 else f"{t:.0f} s"
+        return f"{t / 60:.0f} min" if t < 7200 else f"{t / 3600:.1f} h"
 
     parts = [f"{name} ~{fmt(t)} ({100 * t / total:.0f}%)" for name, t in seconds.items()]
     return "estimated time on 2 idle cores (rough, within ~3x): " + ", ".join(parts)
