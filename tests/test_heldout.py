@@ -1,6 +1,7 @@
 """Held-out diagnostics sized by the model block's ``diagnostics: {n_time, n_noise}``, with a progress callback."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -193,3 +194,21 @@ def test_stacked_readouts_give_every_fits_outputs():
             assert stats[(sched, w)]["loss"][i] == pytest.approx(float(c @ ((f - y) ** 2).sum(1)), rel=1e-12)
             excess = float(whole.weight @ (lam * (((f - y) ** 2).sum(1) - ((f_star - y) ** 2).sum(1))))
             assert stats[(sched, w)]["excess_loss"][i] == pytest.approx(excess, rel=1e-10, abs=1e-13)
+
+
+def test_the_cli_prints_each_stages_estimate_before_the_run(tmp_path):
+    from typer.testing import CliRunner
+
+    from ridgexr.cli import app
+
+    f = tmp_path / "cat.yaml"
+    f.write_text(ENTRY % dict(diag="", rule="gauss-legendre-log-t", n_time=9, n_noise=6))
+    out = CliRunner().invoke(app, ["run", str(f), "--data-dir", str(tmp_path / "data")], terminal_width=250)
+    assert out.exit_code == 0, out.output
+    line = next(ln for ln in out.output.splitlines() if ln.startswith("estimated time"))
+    exp = load_catalog_file(f)["held"]
+    est = estimate_stage_seconds(exp, load_training_set(exp.dataset))
+    shares = [int(x) for x in re.findall(r"\((\d+)%\)", line)]
+    assert [name in line for name in est] == [True] * 3 and len(shares) == 3
+    total = sum(est.values())
+    assert shares == [round(100 * v / total) for v in est.values()]
