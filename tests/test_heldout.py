@@ -212,3 +212,31 @@ def test_the_cli_prints_each_stages_estimate_before_the_run(tmp_path):
     assert [name in line for name in est] == [True] * 3 and len(shares) == 3
     total = sum(est.values())
     assert shares == [round(100 * v / total) for v in est.values()]
+
+
+def test_diagnostics_that_cut_nothing_leave_the_hash_as_before_the_field(tmp_path):
+    """The config hash of an entry whose held-out sample is the training sample's size (the diagnostics
+    cut nothing) equals the hash of the same entry without the field, computed here from the dump."""
+    import hashlib
+    import json
+
+    from ridgexr.catalog import NOT_HASHED
+
+    def without_field(exp, train):
+        cfg = exp.model_dump(exclude=set(NOT_HASHED))
+        for key in ("stop_degenerate", "d_star_alt", "accelerate"):
+            del cfg["ridge"][key]
+        del cfg["dataset"]["n_train"], cfg["model"]["name"], cfg["model"]["diagnostics"]
+        h = hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode())
+        h.update(np.ascontiguousarray(train, dtype=np.float64).tobytes())
+        return h.hexdigest()
+
+    small = entry(tmp_path, n_time=9, n_noise=6)  # default 65 x 64 cuts nothing from 9 x 6
+    train = load_training_set(small.dataset)
+    assert small.config_hash(train) == without_field(small, train)
+    same = entry(tmp_path, diag=", diagnostics: {n_time: 9, n_noise: 100}", n_time=9, n_noise=6)
+    assert same.config_hash(train) == small.config_hash(train)
+    big = entry(tmp_path, n_time=99, n_noise=6)  # 65 of 99 nodes: other numbers, another hash
+    assert big.config_hash(train) != without_field(big, train)
+    cut = entry(tmp_path, diag=", diagnostics: {n_noise: 5}", n_time=9, n_noise=6)
+    assert cut.config_hash(train) != small.config_hash(train)

@@ -16,7 +16,8 @@ from pydantic import Field
 from .. import defaults
 from ..spec import Spec
 
-__all__ = ["ModelSpec", "DiagnosticsSpec", "MODEL_CELL_DIMS", "sorted_widths", "sized_diagnostics"]
+__all__ = ["ModelSpec", "DiagnosticsSpec", "MODEL_CELL_DIMS", "sorted_widths", "sized_diagnostics",
+           "hashed_diagnostics"]
 
 #: the cell dimensions that model blocks label (store order)
 MODEL_CELL_DIMS = ("width", "tau", "epoch")
@@ -55,6 +56,17 @@ class DiagnosticsSpec(Spec):
             raise ValueError(f"diagnostics.n_time must be odd and >= 3 for quadrature 'simpson-t'; got {n_time}")
         if training.quadrature == "trapezoid-log-t" and n_time < 2:
             raise ValueError(f"diagnostics.n_time must be >= 2 for quadrature 'trapezoid-log-t'; got {n_time}")
+
+
+def hashed_diagnostics(diagnostics: dict, n_time: int, n_noises: list[int]) -> dict:
+    """A block's dumped ``diagnostics`` as the config hash sees it: the neutral ``{n_time: None, n_noise:
+    None}`` when its sizes cut nothing from a training sample of ``n_time`` nodes and ``n_noises``
+    draws (its held-out sample is then the training sample's size, as before the field existed),
+    else as given."""
+    spec = DiagnosticsSpec(**diagnostics)
+    if all(spec.sizes(n_time, n) == (n_time, n) for n in n_noises):
+        return {"n_time": None, "n_noise": None}
+    return diagnostics
 
 
 def sized_diagnostics():
