@@ -54,8 +54,8 @@ class RandomFeaturesSpec(ModelSpec):
         description="single block only: also run the exact denoiser as schedule 'exact' (default true); with "
                     "several blocks add a block of kind 'exact' instead")
     diagnostics: DiagnosticsSpec = Field(default_factory=DiagnosticsSpec,
-        description=DIAGNOSTICS_HELP + "; default: the training sample's size (the paper's held-out sample, as "
-                                       "costly per row as the fit's features and evaluated once per fit)")
+        description=DIAGNOSTICS_HELP + "; default: the training sample's size (the paper's held-out sample, "
+                                       "evaluated once per fit for all its schedules, widths and taus)")
 
     @field_validator("widths")
     @classmethod
