@@ -10,6 +10,7 @@ import ridgexr
 from ridgexr.catalog import CatalogError, experiment_from_file, load_catalog_file
 from ridgexr.datasets import load_training_set
 from ridgexr.run import run_experiment
+from ridgexr.models.spec import DiagnosticsSpec
 
 
 def test_catalog_errors_name_file_entry_field(tmp_path, catalog_text):
@@ -107,13 +108,15 @@ def test_config_hash_leaves_out_fields_at_their_neutral_value(tmp_path, catalog_
     cfg = exp.model_dump(exclude=set(NOT_HASHED))
     for key in ("stop_degenerate", "d_star_alt", "accelerate"):
         del cfg["ridge"][key]
-    del cfg["dataset"]["n_train"], cfg["model"]["name"]
+    del cfg["dataset"]["n_train"], cfg["model"]["name"], cfg["model"]["diagnostics"]
     assert {"ridge.stop_degenerate", "ridge.d_star_alt", "ridge.accelerate", "dataset.n_train",
-            "models[].name"} <= set(HASH_NEUTRAL)
+            "models[].name", "models[].diagnostics"} <= set(HASH_NEUTRAL)
     assert exp.config_hash(train) == direct(cfg)
     # a non-neutral value enters the hash
     ridge = exp.ridge.model_copy(update={"stop_degenerate": 3})
     assert exp.model_copy(update={"ridge": ridge}).config_hash(train) != exp.config_hash(train)
+    sized = exp.model.model_copy(update={"diagnostics": DiagnosticsSpec(n_time=3)})
+    assert exp.model_copy(update={"model": sized}).config_hash(train) != exp.config_hash(train)
     # a field added later at its neutral value leaves the hash as it was
     monkeypatch.setitem(HASH_NEUTRAL, "ridge.max_iter", 200)
     del cfg["ridge"]["max_iter"]

@@ -21,6 +21,7 @@ from pydantic import BeforeValidator, Field, SerializeAsAny, field_validator, mo
 from .. import defaults
 from ..choices import SCHEDULE_NAMES
 from ..models import MODEL_CELL_DIMS, ModelSpec, validate_block
+from ..models.spec import hashed_diagnostics
 from ..spec import Spec
 from .data import DatasetSpec
 from .sections import ProcessSpec, RidgeSpec, SamplerSpec, SeedSpec, TrainingSpec
@@ -47,6 +48,7 @@ HASH_NEUTRAL: dict[str, object] = {
     "ridge.d_star_alt": [],  # 0.2
     "dataset.n_train": None,  # 0.3
     "models[].name": None,  # 0.2
+    "models[].diagnostics": {"n_time": None, "n_noise": None},  # 0.5: the training sample's size
 }
 
 
@@ -116,6 +118,7 @@ class Experiment(Spec):
         if trained and not self.schedules:
             raise ValueError(f"`schedules` is required with models of kind {sorted(set(trained))}")
         for b in blocks:
+            b.diagnostics.check_training(self.training)
             b.check_entry(self)
         return self
 
@@ -184,8 +187,14 @@ class Experiment(Spec):
 
 def hashed_config(cfg: dict) -> dict:
     """``cfg`` (an ``Experiment.model_dump()``) without the fields of :data:`HASH_NEUTRAL` that hold
-    their neutral value (a copy; ``cfg`` is not changed)."""
+    their neutral value (a copy; ``cfg`` is not changed).  A block's ``diagnostics`` that cut nothing
+    from the training sample count as neutral (:func:`ridgexr.models.spec.hashed_diagnostics`)."""
     cfg = copy.deepcopy(cfg)
+    n_time, n_noise = cfg["training"]["n_time"], cfg["training"]["n_noise"]
+    for block in (cfg.get("models") or []) + ([cfg["model"]] if cfg.get("model") else []):
+        if "diagnostics" in block:  # a held-out sample that cuts nothing is the one before the field existed
+            block["diagnostics"] = hashed_diagnostics(block["diagnostics"], n_time,
+                                                      n_noise if isinstance(n_noise, list) else [n_noise])
     for path, neutral in HASH_NEUTRAL.items():
         head, _, leaf = path.rpartition(".")
         if head.endswith("[]"):  # every block of a list (or the single ``model`` block)

@@ -78,8 +78,25 @@ class FitContext:
     device: str = "cpu"
     checkpoint_root: Path | None = None
     objects: dict = field(default_factory=dict)  # label -> a model handed to run_experiment(model=...)
-    heldout: dict = field(default_factory=dict)  # n_train -> the held-out sample (cache)
+    heldout: dict = field(default_factory=dict)  # (n_train, n_time, n_noise) -> the held-out sample (cache)
+    bars: Any = None  # a rich.progress.Progress: the run's progress display (None: no bars)
 
     def prefix(self, block) -> str:
         """The progress prefix of a block (its label when the store has a model dimension)."""
         return f"{block.label}: " if self.exp.model_dim else ""
+
+    def node_bar(self, description: str) -> Callable[[int, int], None] | None:
+        """A callback ``(done, total)`` that drives a progress bar named ``description`` on the run's
+        display (added at the first call, removed when ``done == total``); None without a display."""
+        if self.bars is None:
+            return None
+        task = []
+
+        def advance(done: int, total: int) -> None:
+            if not task:
+                task.append(self.bars.add_task(description, total=total))
+            self.bars.update(task[0], completed=done)
+            if done >= total:
+                self.bars.remove_task(task[0])
+
+        return advance

@@ -13,9 +13,11 @@ from typing import Callable, ClassVar
 
 from pydantic import Field
 
+from .. import defaults
 from ..spec import Spec
 
-__all__ = ["ModelSpec", "MODEL_CELL_DIMS", "sorted_widths"]
+__all__ = ["ModelSpec", "DiagnosticsSpec", "MODEL_CELL_DIMS", "sorted_widths", "sized_diagnostics",
+           "hashed_diagnostics"]
 
 #: the cell dimensions that model blocks label (store order)
 MODEL_CELL_DIMS = ("width", "tau", "epoch")
@@ -26,6 +28,56 @@ def sorted_widths(v: list[int] | None) -> list[int] | None:
     if v is not None and (not v or any(w < 1 for w in v) or len(set(v)) != len(v)):
         raise ValueError("widths must be distinct integers >= 1")
     return None if v is None else sorted(v)
+
+
+class DiagnosticsSpec(Spec):
+    """Size of the held-out sample on which a block's per-cell diagnostics are estimated.
+
+    The held-out sample is the training sample's rule (``training.quadrature`` on [t_min, T],
+    noise seed ``seeds.training + 1``) on at most ``n_time`` nodes and at most ``n_noise`` draws
+    per (training point, node); null keeps the training sample's number.  Its cost grows with
+    n_train x n_time x n_noise rows (each with the exact posterior mean and, with d*, a ridge frame).
+    """
+
+    n_time: int | None = Field(None, ge=1,
+        description="at most this many time nodes of training.quadrature (null: training.n_time; odd for simpson-t)")
+    n_noise: int | None = Field(None, ge=1,
+        description="at most this many noise draws per (training point, node) (null: the fit's n_noise)")
+
+    def sizes(self, n_time: int, n_noise: int) -> tuple[int, int]:
+        """(nodes, draws) of the held-out sample for a training sample of ``n_time`` x ``n_noise``."""
+        return (n_time if self.n_time is None else min(self.n_time, n_time),
+                n_noise if self.n_noise is None else min(self.n_noise, n_noise))
+
+    def check_training(self, training) -> None:
+        """Raise ValueError when the resolved node count does not fit ``training.quadrature``."""
+        n_time, _ = self.sizes(training.n_time, 1)
+        if training.quadrature == "simpson-t" and (n_time < 3 or n_time % 2 == 0):
+            raise ValueError(f"diagnostics.n_time must be odd and >= 3 for quadrature 'simpson-t'; got {n_time}")
+        if training.quadrature == "trapezoid-log-t" and n_time < 2:
+            raise ValueError(f"diagnostics.n_time must be >= 2 for quadrature 'trapezoid-log-t'; got {n_time}")
+
+
+def hashed_diagnostics(diagnostics: dict, n_time: int, n_noises: list[int]) -> dict:
+    """A block's dumped ``diagnostics`` as the config hash sees it: the neutral ``{n_time: None, n_noise:
+    None}`` when its sizes cut nothing from a training sample of ``n_time`` nodes and ``n_noises``
+    draws (its held-out sample is then the training sample's size, as before the field existed),
+    else as given."""
+    spec = DiagnosticsSpec(**diagnostics)
+    if all(spec.sizes(n_time, n) == (n_time, n) for n in n_noises):
+        return {"n_time": None, "n_noise": None}
+    return diagnostics
+
+
+def sized_diagnostics():
+    """The held-out sample of the kinds not fitted in closed form (mlp, module, exact): at most
+    :data:`ridgexr.defaults.HELDOUT_N_TIME` nodes x :data:`ridgexr.defaults.HELDOUT_N_NOISE` draws."""
+    return DiagnosticsSpec(n_time=defaults.HELDOUT_N_TIME, n_noise=defaults.HELDOUT_N_NOISE)
+
+
+#: the field description shared by every kind (its default differs per kind)
+DIAGNOSTICS_HELP = ("size of the held-out sample of the per-cell diagnostics: {n_time, n_noise}, each at most the "
+                    "training sample's (null: the training sample's)")
 
 
 class ModelSpec(Spec):
@@ -42,6 +94,9 @@ class ModelSpec(Spec):
 
     kind: str
     name: str | None = Field(None, description="label of the block in the model dimension (default: the kind)")
+    diagnostics: DiagnosticsSpec = Field(default_factory=sized_diagnostics,
+        description=DIAGNOSTICS_HELP + f"; default {{n_time: {defaults.HELDOUT_N_TIME}, "
+                                       f"n_noise: {defaults.HELDOUT_N_NOISE}}}")
 
     @property
     def label(self) -> str:

@@ -27,7 +27,7 @@ from ..store import (StoreDamagedError, StoreLock, StoreWarning, cell_label, che
                      open_store, recover_store, write_template)
 from .cell import run_cell
 from .cluster import dask_client, resolve_scheduler
-from .plan import estimate_resources, plan_layout, plan_tasks, resolve_d_star
+from .plan import describe_stages, estimate_resources, estimate_stage_seconds, plan_layout, plan_tasks, resolve_d_star
 from .provenance import store_attrs
 
 __all__ = ["run_experiment", "RunResult", "ConfigMismatchError", "ResourceError", "check_scheduler",
@@ -194,6 +194,8 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
     path = Path(store).resolve() if store is not None else resolve_store(exp, data_dir)
     check_resources(exp, train, path, force=force)  # first: the checks below may allocate (quadrature nodes)
     validate_experiment(exp, train)
+    if progress is not None:  # the plan: what each stage will cost (an estimate)
+        progress.console.print(describe_stages(estimate_stage_seconds(exp, train)))
     config_hash = exp.config_hash(train)  # of the entry as written (d_star may be "auto")
     exp, d_star_info = resolve_d_star(exp, train)
     layout = plan_layout(exp, train)
@@ -242,8 +244,8 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
         task_bar = progress.add_task("fitting models", total=None) if progress is not None else None
         note = (lambda msg: progress.update(task_bar, description=f"fitting models: {msg}")) if progress else None
         ckpt = path.with_name(path.name + ".checkpoints") / config_hash[:12]  # mlp training, resumable
-        tasks = (plan_tasks(exp, train, layout, progress=note, device=device, checkpoint_root=ckpt, objects=objects)
-                 if todo else [])
+        tasks = (plan_tasks(exp, train, layout, progress=note, device=device, checkpoint_root=ckpt, objects=objects,
+                            bars=progress) if todo else [])
         if progress is not None:
             progress.remove_task(task_bar)
         target = path

@@ -17,7 +17,7 @@ from ..sampling import recorded_steps
 from ..store import CELL_DIAGNOSTICS, StoreLayout
 
 __all__ = ["CellTask", "plan_layout", "block_index", "cell_applies", "plan_tasks", "resolve_d_star",
-           "estimate_resources"]
+           "estimate_resources", "estimate_stage_seconds", "describe_stages"]
 
 
 @dataclass
@@ -98,7 +98,7 @@ def cell_applies(exp: Experiment, coords: tuple[tuple[str, tuple], ...], labels:
 
 def plan_tasks(exp: Experiment, train: np.ndarray, layout: StoreLayout,
                progress: Callable[[str], None] | None = None, *, device: str = "cpu",
-               checkpoint_root: Path | None = None, objects: dict | None = None) -> list[CellTask]:
+               checkpoint_root: Path | None = None, objects: dict | None = None, bars: Any = None) -> list[CellTask]:
     """Fit every model cell and return one task per run cell, in the layout's order.
 
     Each block is handed to its kind's training entry point (``REGISTRY[kind].trainer()``:
@@ -106,10 +106,11 @@ def plan_tasks(exp: Experiment, train: np.ndarray, layout: StoreLayout,
     :func:`ridgexr.fit_neural` with checkpoints under ``checkpoint_root``, modules imported and
     probed here so a bad path fails before the store is created); the diagnostics of mlp,
     module and exact cells are estimated on the held-out sample of the random-feature fit
-    (:mod:`ridgexr.training.heldout`).
+    (:mod:`ridgexr.training.heldout`).  ``bars`` (a rich ``Progress``) shows a bar per held-out evaluation.
     """
     cells = [(idx, layout.cell_labels(idx)) for idx in layout.cells()]
-    ctx = FitContext(exp, train, progress or (lambda msg: None), device, checkpoint_root, dict(objects or {}))
+    ctx = FitContext(exp, train, progress or (lambda msg: None), device, checkpoint_root, dict(objects or {}),
+                     bars=bars)
     tasks: dict[tuple, CellTask] = {}
     for bi, b in enumerate(exp.blocks):
         mine = [(idx, lab) for idx, lab in cells if block_index(exp, lab) == bi]
@@ -241,3 +242,129 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
     drivers = [k for k, v in sorted(peak.items(), key=lambda kv: -kv[1]) if v >= 0.25 * max(fit, sampling)]
     return {"peak_memory": BASE_BYTES + max(fit, sampling), "store_size": n_cells * per_cell + store_level,
             "memory_drivers": drivers}
+
+
+#: rates of the stage-time estimate (2 CPU cores, float64): dense GEMM flops, one memory-bound
+#: pass over an element of a (rows x width) feature array (an activation, a weighting, a copy),
+#: small batched ops (the density's moments and the d x d frames), and the fixed cost of a streamed
+#: block (one time node of a fit), of one call of a denoiser, or of one sampler step / SCMS
+#: iteration over a block of states.  Set from
+#: the issue-30 profile of two-points-paper (fit 18 min, 7 of them the Gram at the GEMM rate) and
+#: this package's benchmarks; rounded so the estimate errs long
+GEMM_FLOPS = 100e9
+ELEMENT_SECONDS = 2e-9
+SMALL_FLOPS = 2e9
+BLOCK_SECONDS = 3e-3
+CALL_SECONDS = 2e-4
+STEP_SECONDS = 5e-4
+#: fixed cost of one optimizer step and of one epoch (its loss, snapshots) of an mlp's training
+OPTIMIZER_STEP_SECONDS = 2e-3
+EPOCH_SECONDS = 0.05
+#: SCMS iterations per observed state assumed by the estimate (the cap ``ridge.max_iter`` bounds it)
+SCMS_ITERATIONS = 20
+
+
+def _row_flops(n: int, d: int, d_star: int | None) -> float:
+    """flops of the exact posterior mean (and with d* the posterior covariance and a d x d eigh) at one row."""
+    return 10.0 * n * d + (10.0 * n * d * d + 20.0 * d**3 if d_star is not None else 0.0)
+
+
+def _model_seconds(b, d: int, n: int) -> float:
+    """Seconds of one evaluation of a block's denoiser at one state (a module counts as a small mlp)."""
+    if b.kind == "random_features":  # W x and A psi per state (the time features once per step), 2 passes
+        p = max(b.values("width"))
+        return 4.0 * p * d / GEMM_FLOPS + 2 * p * ELEMENT_SECONDS
+    if b.kind == "exact":
+        return 10.0 * n * d / SMALL_FLOPS
+    w, depth, embed = ((max(b.hidden_widths), b.depth, b.embed_dim) if b.kind == "mlp" else (64, 2, 1))
+    return 2.0 * (depth * w * w + (embed + 2 * d) * w) / GEMM_FLOPS + 2 * depth * w * ELEMENT_SECONDS
+
+
+def estimate_stage_seconds(exp: Experiment, train: np.ndarray) -> dict[str, float]:
+    """A rough estimate (seconds on 2 idle CPU cores) of each stage of a run, from the configuration alone.
+
+    - ``fit``: random features stream N n_time n_noise rows per fit (one per target, n_noise and
+      n_train), each a p x p Gram update (2 p^2 flops at :data:`GEMM_FLOPS`), its features and an
+      exact posterior mean, then one p x p eigendecomposition per schedule and width; an mlp
+      runs epochs x N samples forward and backward (3 evaluations), plus a fixed cost per
+      optimizer step and per epoch;
+    - ``diagnostics``: the held-out sample of every block (``diagnostics: {n_time, n_noise}``), one
+      model evaluation, exact posterior mean and ridge frame per row, evaluated once per random-feature
+      fit (its features shared by its cells) and once per cell of the other kinds;
+    - ``sampling and observation``: per run cell, n_samples x n_steps model evaluations and, at every
+      recorded step, :data:`SCMS_ITERATIONS` SCMS iterations per state.
+
+    A module's own cost is counted as a small mlp's.  Meant to say which stage dominates and
+    roughly how long a run takes (within a factor of about 3 of the runs measured,
+    docs/performance.md), not when it ends.
+
+    Returns
+    -------
+    dict stage -> seconds
+    """
+    n, d = train.shape
+    d_frame = max(1, d - 1) if exp.d_star == "auto" else int(exp.d_star)
+    tr = exp.training
+    n_trains = [n if m is None else min(m, n) for m in exp.dataset.n_trains]
+    fit = diag = 0.0
+    coords = exp.cell_coords()
+    applies = applying_cells(exp, coords)
+    names = [c for c, _ in coords]
+    cells = applies if applies is not None else tuple(np.ndindex(*(len(v) for _, v in coords)))
+    labelled = [{c: coords[k][1][i] for k, (c, i) in enumerate(zip(names, idx))} for idx in cells]
+    for bi, b in enumerate(exp.blocks):
+        mine = [lab for lab in labelled if block_index(exp, lab) == bi]
+        if not mine:
+            continue
+        if b.kind == "random_features":
+            p = max(b.values("width"))
+            n_fits = len(exp.schedules or ()) * len(b.values("width")) * max(1, len(b.values("tau")))
+            for _, n_noise, m in {(lab.get("target"), lab.get("n_noise", tr.n_noises[0]),
+                                   lab.get("n_train", n_trains[0])) for lab in mine}:
+                rows = float(m) * tr.n_time * n_noise
+                fit += (rows * (2.0 * p * p / GEMM_FLOPS + 4 * p * ELEMENT_SECONDS + _model_seconds(b, d, m)
+                                + _row_flops(m, d, None) / SMALL_FLOPS)
+                        + tr.n_time * BLOCK_SECONDS
+                        # one eigh(U) per schedule and width
+                        + len(exp.schedules or ()) * sum(30.0 * w**3 for w in b.values("width")) / GEMM_FLOPS)
+                h_time, h_noise = b.diagnostics.sizes(tr.n_time, n_noise)
+                h_rows = float(m) * h_time * h_noise
+                diag += (h_rows * (_model_seconds(b, d, m) + n_fits * 2.0 * p * d / GEMM_FLOPS
+                                   + _row_flops(m, d, d_frame) / SMALL_FLOPS) + h_time * BLOCK_SECONDS)
+            continue
+        if b.kind == "mlp":
+            for _, _, m in {(lab.get("schedule"), lab.get("width"), lab.get("n_train", n_trains[0])) for lab in mine}:
+                steps = math.ceil(m / b.batch_size)
+                fit += max(b.epoch_list) * (float(m) * 3.0 * _model_seconds(b, d, m)
+                                            + steps * OPTIMIZER_STEP_SECONDS + EPOCH_SECONDS)
+        for lab in mine:
+            m = lab.get("n_train", n_trains[-1] if b.kind == "module" else n_trains[0])
+            h_time, h_noise = b.diagnostics.sizes(tr.n_time, tr.n_noises[0])
+            h_rows = float(m) * h_time * h_noise
+            diag += (h_rows * (_model_seconds(b, d, m) + _row_flops(m, d, d_frame) / SMALL_FLOPS)
+                     # merged blocks of 8192 rows, one call of the denoiser per node
+                     + math.ceil(h_rows / 8192) * BLOCK_SECONDS + h_time * CALL_SECONDS)
+    n_rec = math.ceil(exp.process.n_steps / exp.sampler.record_every) + 1
+    n_blocks = math.ceil(n_rec / exp.sampler.block_steps)
+    sampling = 0.0
+    for lab in labelled:
+        b = exp.blocks[block_index(exp, lab)]
+        m = lab.get("n_train", n_trains[0])
+        states = float(exp.n_samples)
+        sampling += (exp.process.n_steps * (states * _model_seconds(b, d, m) + STEP_SECONDS)
+                     + SCMS_ITERATIONS * (states * n_rec * _row_flops(m, d, d_frame) / SMALL_FLOPS
+                                          + n_blocks * STEP_SECONDS))
+    return {"fit": fit, "diagnostics": diag, "sampling and observation": sampling}
+
+
+def describe_stages(seconds: dict[str, float]) -> str:
+    """One line for the plan printed before a run: each stage's estimated time and share."""
+    total = sum(seconds.values()) or 1.0
+
+    def fmt(t: float) -> str:
+        if t < 120:
+            return f"{t:.2g} s" if t < 10 else f"{t:.0f} s"
+        return f"{t / 60:.0f} min" if t < 7200 else f"{t / 3600:.1f} h"
+
+    parts = [f"{name} ~{fmt(t)} ({100 * t / total:.0f}%)" for name, t in seconds.items()]
+    return "estimated time on 2 idle cores (rough, within ~3x): " + ", ".join(parts)

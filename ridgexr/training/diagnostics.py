@@ -28,14 +28,17 @@ DIAGNOSTIC_VARIABLES: dict[str, str] = {
 }
 
 
-def fits_to_dataset(fits: dict, *, d_star: int | None = None, heldout: bool = True):
+def fits_to_dataset(fits: dict, *, d_star: int | None = None, heldout: bool = True, sample=None,
+                    progress=None):
     """Labelled training diagnostics over (schedule, width, tau) as an xarray Dataset.
 
     ``loss`` is the in-sample training loss.  With ``heldout=True`` (default) the excess
     loss, its SE and its tangent/normal split are estimated on a fresh held-out sample (one
     shared by every cell), so they are not biased downward by fitting the training sample;
     ``excess_loss_insample`` keeps L(A) - L* on the training sample.  The variables are
-    those of :data:`DIAGNOSTIC_VARIABLES` (the split only with ``d_star``).
+    those of :data:`DIAGNOSTIC_VARIABLES` (the split only with ``d_star``).  ``sample`` replaces
+    the held-out sample (a :class:`ridgexr.training.TrainingSample` of the same training set, e.g.
+    a smaller one); ``progress(done, total)`` is called after each of its time nodes.
     """
     import xarray as xr
 
@@ -45,8 +48,8 @@ def fits_to_dataset(fits: dict, *, d_star: int | None = None, heldout: bool = Tr
     first = next(iter(fits.values()))
     taus = first.taus
     shape = (len(schedules), len(widths), len(taus))
-    hold = first.heldout_sample() if heldout else None
-    stats = evaluate_fits(fits, hold, d_star)  # one streamed pass over the sample for every cell
+    hold = (sample if sample is not None else first.heldout_sample()) if heldout else None
+    stats = evaluate_fits(fits, hold, d_star, progress=progress)  # one streamed pass over the sample for every cell
     names = [n for n in DIAGNOSTIC_VARIABLES if n != "optimal_loss"
              and (d_star is not None or n not in ("excess_tangent", "excess_normal"))]
     data = {n: np.full(shape, np.nan) for n in names}

@@ -18,7 +18,7 @@ from ..process import OU
 from .dynamics import GradientFlow, gradient_descent
 from .quadratic import TARGETS, QuadraticLoss, accumulate, outputs_from_mean, targets
 from .quadrature import DEFAULT_QUADRATURE, PAPER_N_NOISE, PAPER_N_TIME
-from .sample import TrainingSample, block_posterior_mean, block_tangent_frames, draw_training_sample
+from .sample import TrainingSample, block_mean_and_tangent, draw_training_sample
 from .schedules import schedule_name, schedule_weight
 
 __all__ = ["METHODS", "INITS", "PAPER_N_TIME", "PAPER_N_NOISE", "RandomFeatureFit", "evaluate_fits", "evaluate_denoiser", "initial_readout",
@@ -125,12 +125,14 @@ class RandomFeatureFit:
 
 
 def evaluate_fits(fits: dict, sample: TrainingSample | None = None, d_star: int | None = None,
-                  batch_size: int = 8192) -> dict:
+                  batch_size: int = 8192, progress: Callable[[int, int], None] | None = None) -> dict:
     """Losses of every fit's A(tau) on one sample, in one streamed pass shared by all fits.
 
     Per block of the sample the exact outputs f*, the DSM targets and (with ``d_star``) the
     ridge tangent frames are computed once; the features once per distinct feature set at
-    its largest width (nested widths are leading columns).  Held-out diagnostics always use
+    its largest width (nested widths are leading columns), and every fit's outputs at every tau
+    by one product with their stacked readouts (the same numbers as the per-fit products up to
+    float64 reduction order: relative differences ~1e-15).  Held-out diagnostics always use
     the DSM loss, so fits with either target compare directly.
 
     Parameters
@@ -138,6 +140,7 @@ def evaluate_fits(fits: dict, sample: TrainingSample | None = None, d_star: int 
     fits : dict key -> RandomFeatureFit, all trained on the same training set
     sample : TrainingSample, optional (default: the first fit's training sample)
     d_star : int, optional; ridge dimension of the tangent/normal split
+    progress : callable(done, total), optional; called after each time node of the sample
 
     Returns
     -------
@@ -159,25 +162,41 @@ def evaluate_fits(fits: dict, sample: TrainingSample | None = None, d_star: int 
         groups.setdefault((m.d, m.n_frequencies, m.feature_period, m.activation, m.seed, str(m.A.device)),
                           []).append(k)
     with torch.no_grad():
+        # every readout of a group as the columns of one (P, K) matrix over the group's largest width P:
+        # psi_w = raw[:, :w] / sqrt(w) = psi_P[:, :w] sqrt(P / w), so A(tau) psi_w = psi_P (A(tau) padded
+        # with zeros to P columns, times sqrt(P / w)); one GEMM per block reads the features once for
+        # every fit and tau (within float64 reduction order of the per-fit products)
+        stacked = {}
+        for g, keys in groups.items():
+            big = max((fits[k].model for k in keys), key=lambda m: m.width)
+            cols, parts, at = {}, [], 0
+            for k in keys:
+                A, w = fits[k].A, fits[k].model.width  # (n_tau, d, w)
+                pad = torch.zeros(A.shape[0], A.shape[1], big.width, dtype=A.dtype, device=A.device)
+                pad[:, :, :w] = A * math.sqrt(big.width / w)
+                parts.append(pad.reshape(-1, big.width))
+                cols[k] = (at, A.shape[0], A.shape[1])
+                at += A.shape[0] * A.shape[1]
+            stacked[g] = (big, torch.cat(parts).T.contiguous(), cols)
         for block in s.blocks(batch_size, by_node=True):
-            m_star = block_posterior_mean(s, block)
-            tang = None
-            if d_star is not None:
-                tang = block_tangent_frames(s, block, d_star)
+            m_star, tang = block_mean_and_tangent(s, block, d_star)  # one moments pass for both
             tj = float(s.t_nodes[block.node])
-            for keys in groups.values():
-                big = max((fits[k].model for k in keys), key=lambda m: m.width)
+            for g, keys in groups.items():
+                big, readouts, cols = stacked[g]
                 dev, dt = big.A.device, big.A.dtype
-                raw = big.features(torch.as_tensor(block.xt, dtype=dt, device=dev),
-                                   torch.tensor(tj, dtype=dt, device=dev)) * math.sqrt(big.width)
+                psi = big.features(torch.as_tensor(block.xt, dtype=dt, device=dev),
+                                   torch.tensor(tj, dtype=dt, device=dev))
+                out = (psi @ readouts).cpu().numpy()  # (B, K)
                 for k in keys:
                     fit = fits[k]
                     par = fit.model.parametrization
-                    psi = raw[:, :fit.model.width] / math.sqrt(fit.model.width)
-                    f = (psi @ fit.A.transpose(1, 2)).cpu().numpy()  # (n_tau, B, d)
+                    c0, n_t, dd = cols[k]
+                    f = out[:, c0:c0 + n_t * dd].reshape(-1, n_t, dd).transpose(1, 0, 2)  # (n_tau, B, d)
                     lam, y = targets(block, par, fit.schedule_spec, proc)
                     f_star = outputs_from_mean(m_star, block, par, proc)
                     _accumulate_stats(acc[k], f, f_star, y, lam, block, s.n_noise, tang)
+            if progress is not None:
+                progress(block.node + 1, s.n_time)
     out = {}
     for k, a in acc.items():
         se = np.sqrt(a["var"]) if s.n_noise > 1 else np.full(n_tau[k], np.nan)
@@ -190,13 +209,17 @@ def evaluate_fits(fits: dict, sample: TrainingSample | None = None, d_star: int 
 
 
 def evaluate_denoiser(denoise: Callable, sample: TrainingSample, *, schedule: str | Callable = "1",
-                      d_star: int | None = None, batch_size: int = 8192) -> dict:
+                      d_star: int | None = None, batch_size: int = 8192,
+                      progress: Callable[[int, int], None] | None = None) -> dict:
     """The per-cell diagnostics of :func:`evaluate_fits` for any denoiser, on one sample.
 
     ``denoise(x, t)`` -> E[x0 | x_t = x] (B, d) for x (B, d) and a scalar t (a torch tensor
     in, numpy or torch out): a trained MLP, a user's module, a random-feature model.  The
     loss is read in the ``posterior_mean`` form f = alpha_t denoise(x_t, t), which is the
-    same number in every parametrization (:mod:`ridgexr.training`).
+    same number in every parametrization (:mod:`ridgexr.training`).  ``progress(done, total)``
+    is called after each time node.  The cost is one ``denoise`` call, one exact posterior mean
+    and (with ``d_star``) one ridge frame per row: size the sample accordingly
+    (``diagnostics: {n_time, n_noise}`` in a catalog's model block).
 
     Returns
     -------
@@ -206,17 +229,28 @@ def evaluate_denoiser(denoise: Callable, sample: TrainingSample, *, schedule: st
     """
     proc = OU()
     a = dict(loss=np.zeros(1), excess=np.zeros(1), var=np.zeros(1), tan=np.zeros(1), err=np.zeros(1), opt=0.0)
+    per_node = sample.n_train * sample.n_noise
+    done = 0
     with torch.no_grad():
-        for block in sample.blocks(batch_size, by_node=True):
-            m_star = block_posterior_mean(sample, block)
-            tang = None if d_star is None else block_tangent_frames(sample, block, d_star)
-            tj = float(sample.t_nodes[block.node])
-            m = denoise(torch.as_tensor(block.xt, dtype=torch.float64), torch.tensor(tj, dtype=torch.float64))
-            m = m.detach().cpu().numpy() if isinstance(m, torch.Tensor) else np.asarray(m, dtype=np.float64)
+        # consecutive small nodes share one block (the exact posterior mean and the frames take a time per
+        # row); the denoiser is called once per node, on that node's rows, with its scalar time
+        for block in sample.blocks(batch_size, by_node=False):
+            m_star, tang = block_mean_and_tangent(sample, block, d_star)  # one moments pass for both
+            first = done if block.node is None else block.node
+            nodes = range(first, first + max(1, block.size // per_node)) if block.node is None else [block.node]
+            xt = torch.as_tensor(block.xt, dtype=torch.float64)
+            m = np.empty_like(block.xt)
+            for k, j in enumerate(nodes):  # a python loop over time nodes (not over rows)
+                rows = slice(k * per_node, min(block.size, (k + 1) * per_node))
+                out = denoise(xt[rows], torch.tensor(float(sample.t_nodes[j]), dtype=torch.float64))
+                m[rows] = out.detach().cpu().numpy() if isinstance(out, torch.Tensor) else np.asarray(out, np.float64)
             f = (proc.alpha(block.t)[:, None] * m)[None]
             lam, y = targets(block, "posterior_mean", schedule, proc)
             f_star = outputs_from_mean(m_star, block, "posterior_mean", proc)
             _accumulate_stats(a, f, f_star, y, lam, block, sample.n_noise, tang)
+            done = nodes[-1] + 1
+            if progress is not None:
+                progress(done, sample.n_time)
     res = dict(loss=float(a["loss"][0]), optimal_loss=float(a["opt"]), excess_loss=float(a["excess"][0]),
                excess_loss_se=float(np.sqrt(a["var"][0])) if sample.n_noise > 1 else math.nan)
     if d_star is not None:

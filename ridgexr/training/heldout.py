@@ -1,8 +1,12 @@
 """Held-out diagnostics of a model that is not fitted in closed form (mlp, module, exact).
 
-The diagnostics of every cell are estimated on one held-out sample per training set: the
-random-feature fit's sample drawn with seed ``seeds.training + 1`` (the same quadrature,
-nodes and noise draws), so the numbers of every kind are comparable.
+The diagnostics of every cell are estimated on a held-out sample of its training set: the
+training sample's rule (quadrature, nodes on [t_min, T]) with noise seed ``seeds.training + 1``,
+sized by the block's ``diagnostics: {n_time, n_noise}`` (each at most the training sample's;
+:class:`ridgexr.models.spec.DiagnosticsSpec`).  Random features keep the training sample's size
+by default, so their held-out sample is the fit's own with new noise
+(:meth:`ridgexr.training.RandomFeatureFit.heldout_sample`); mlp, module and exact blocks use
+at most 65 nodes x 64 draws (:data:`ridgexr.defaults.HELDOUT_N_TIME`, ``HELDOUT_N_NOISE``).
 """
 
 from __future__ import annotations
@@ -17,21 +21,40 @@ from .sample import TrainingSample, draw_training_sample
 __all__ = ["heldout_sample", "heldout_diagnostics"]
 
 
-def heldout_sample(ctx, n_train: int | None) -> TrainingSample:
+def heldout_sample(ctx, n_train: int | None, diagnostics=None, n_noise: int | None = None) -> TrainingSample:
     """The held-out sample of the first ``n_train`` training points (cached on ``ctx.heldout``).
 
-    ``ctx`` is a :class:`ridgexr.models.FitContext`; the sample uses the entry's first ``n_noise``.
+    Parameters
+    ----------
+    ctx : :class:`ridgexr.models.FitContext`
+    n_train : int or None (every training point)
+    diagnostics : :class:`ridgexr.models.spec.DiagnosticsSpec`, optional
+        The block's sizes (default: the training sample's).
+    n_noise : int, optional
+        The fit's noise draws per (point, node) (default: the entry's first ``training.n_noise``).
+
+    Returns
+    -------
+    TrainingSample of n_train x n_time x n_noise rows, ``n_time`` and ``n_noise`` as resolved by
+    ``diagnostics.sizes``.
     """
-    if n_train not in ctx.heldout:
-        exp = ctx.exp
-        ctx.heldout[n_train] = draw_training_sample(
-            ctx.train[:n_train], t_min=exp.loss_t_min, T=exp.process.T, n_time=exp.training.n_time,
-            n_noise=exp.training.n_noises[0], seed=exp.seeds.training + 1, quadrature=exp.training.quadrature)
-    return ctx.heldout[n_train]
+    exp = ctx.exp
+    n_time, n_draws = exp.training.n_time, exp.training.n_noises[0] if n_noise is None else int(n_noise)
+    if diagnostics is not None:
+        n_time, n_draws = diagnostics.sizes(n_time, n_draws)
+    key = (n_train, n_time, n_draws)
+    if key not in ctx.heldout:
+        ctx.heldout[key] = draw_training_sample(
+            ctx.train[:n_train], t_min=exp.loss_t_min, T=exp.process.T, n_time=n_time, n_noise=n_draws,
+            seed=exp.seeds.training + 1, quadrature=exp.training.quadrature)
+    return ctx.heldout[key]
 
 
 def heldout_diagnostics(denoise: Callable, sample: TrainingSample, schedule: str, d_star: int,
-                        loss: float = math.nan) -> dict:
-    """Every per-cell diagnostic of ``denoise`` on ``sample`` (NaN where not estimated), with ``loss``."""
-    ev = evaluate_denoiser(denoise, sample, schedule=schedule, d_star=d_star)
+                        loss: float = math.nan, progress: Callable[[int, int], None] | None = None) -> dict:
+    """Every per-cell diagnostic of ``denoise`` on ``sample`` (NaN where not estimated), with ``loss``.
+
+    ``progress(done, total)`` is called after each time node of the sample.
+    """
+    ev = evaluate_denoiser(denoise, sample, schedule=schedule, d_star=d_star, progress=progress)
     return {name: ev.get(name, math.nan) for name in DIAGNOSTIC_VARIABLES} | {"loss": loss}

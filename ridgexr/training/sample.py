@@ -22,9 +22,10 @@ from .._validation import check_int
 from ..empirical import SmoothedEmpirical
 from ..process import OU
 from ..ridge import ridge_frame
+from ..scms import frame_from_moments
 from .quadrature import DEFAULT_QUADRATURE, time_nodes
 
-__all__ = ["SampleBlock", "TrainingSample", "draw_training_sample", "batches"]
+__all__ = ["SampleBlock", "TrainingSample", "draw_training_sample", "batches", "block_mean_and_tangent"]
 
 
 @dataclass
@@ -178,6 +179,23 @@ def block_tangent_frames(sample: TrainingSample, block: SampleBlock, d_star: int
     """Ridge tangent bases (B, d, d*) at the rows of ``block``."""
     dens = SmoothedEmpirical(sample.train, block.t, process=sample.process)
     return ridge_frame(dens, block.xt, int(d_star)).tangent
+
+
+def block_mean_and_tangent(sample: TrainingSample, block: SampleBlock,
+                           d_star: int | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """E[x0 | x_t] (B, d) and, with ``d_star``, the ridge tangent bases (B, d, d*) at the rows of ``block``,
+    from one pass of the posterior moments (the frame's covariance pass also gives the mean).
+
+    The same numbers as :func:`block_posterior_mean` and :func:`block_tangent_frames` (bit for bit on
+    the problems of ``tests/test_heldout.py``) at about half their cost.
+    """
+    if d_star is None:
+        return block_posterior_mean(sample, block), None
+    dens = SmoothedEmpirical(sample.train, block.t, process=sample.process)
+    xt = torch.as_tensor(block.xt, dtype=torch.float64)
+    mom = dens.moments_flat(xt, torch.as_tensor(block.t, dtype=torch.float64), cov=True)
+    frame = frame_from_moments(mom, xt, int(d_star), "log")
+    return mom.mean.cpu().numpy(), frame.tangent.cpu().numpy()
 
 
 def _concat(blocks: list[SampleBlock]) -> SampleBlock:

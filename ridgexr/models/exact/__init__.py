@@ -14,7 +14,7 @@ __all__ = ["ExactSpec"]
 
 
 class ExactSpec(ModelSpec):
-    """The exact (memorizing) denoiser; no fields but ``name``."""
+    """The exact (memorizing) denoiser; no fields but ``name`` and ``diagnostics``."""
 
     default_parametrization: ClassVar[str] = "x0"  # its denoise() is E[x0 | x_t] itself
     summary: ClassVar[str] = "the exact denoiser of the training set: the memorizing reference"

@@ -36,7 +36,9 @@ def fit(ctx, bi: int, block, cells: list[tuple[tuple, dict]]) -> dict:
             epoch = lab.get("epoch", max(block.epoch_list))
             model = fitted.at_epoch(epoch)
             ctx.say(f"{prefix}{s}/{w} epoch {epoch}: held-out diagnostics")
-            values = heldout_diagnostics(model.denoise, heldout_sample(ctx, n_train), s, exp.d_star,
-                                         loss=float(fitted.losses[epoch - 1]))
+            values = heldout_diagnostics(model.denoise, heldout_sample(ctx, n_train, block.diagnostics), s,
+                                         exp.d_star, loss=float(fitted.losses[epoch - 1]),
+                                         progress=ctx.node_bar(f"{prefix}{s}/{w} epoch {epoch}: held-out diagnostics"
+                                                               " (time nodes)"))
             out[idx] = FittedCell(fitted.snapshots[epoch], values)
     return out

@@ -57,7 +57,8 @@ def fit(ctx, bi: int, block, cells: list[tuple[tuple, dict]]) -> dict:
     for idx, lab in cells:
         ctx.say(f"{ctx.prefix(block)}held-out diagnostics")
         n_train = lab.get("n_train", exp.dataset.n_trains[-1])
-        values = heldout_diagnostics(den.denoise, heldout_sample(ctx, n_train),
-                                     block.diagnostic_schedule(exp.schedules), exp.d_star)
+        values = heldout_diagnostics(den.denoise, heldout_sample(ctx, n_train, block.diagnostics),
+                                     block.diagnostic_schedule(exp.schedules), exp.d_star,
+                                     progress=ctx.node_bar(f"{ctx.prefix(block)}held-out diagnostics (time nodes)"))
         out[idx] = FittedCell(obj, values)
     return out

@@ -16,7 +16,7 @@ from pydantic import Field, field_validator, model_validator
 
 from ... import defaults
 from ...spec import as_list
-from ..spec import ModelSpec, sorted_widths
+from ..spec import DIAGNOSTICS_HELP, DiagnosticsSpec, ModelSpec, sorted_widths
 
 __all__ = ["RandomFeaturesSpec", "ACTIVATION_NAMES", "PARAMETRIZATIONS"]
 
@@ -53,6 +53,9 @@ class RandomFeaturesSpec(ModelSpec):
     include_exact: bool | None = Field(None,
         description="single block only: also run the exact denoiser as schedule 'exact' (default true); with "
                     "several blocks add a block of kind 'exact' instead")
+    diagnostics: DiagnosticsSpec = Field(default_factory=DiagnosticsSpec,
+        description=DIAGNOSTICS_HELP + "; default: the training sample's size (the paper's held-out sample, "
+                                       "evaluated once per fit for all its schedules, widths and taus)")
 
     @field_validator("widths")
     @classmethod

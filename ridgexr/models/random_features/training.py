@@ -7,6 +7,7 @@ import numpy as np
 from ...training import fit_sweep, fits_to_dataset
 from ...training.diagnostics import DIAGNOSTIC_VARIABLES
 from ...training.fit import FitError
+from ...training.heldout import heldout_sample
 from ..kind import FittedCell
 from .denoiser import model_kwargs
 
@@ -92,7 +93,9 @@ def fit(ctx, bi: int, block, cells: list[tuple[tuple, dict]]) -> dict:
             raise FitError(f"{_where(exp)}: {exc}; the form is set by {', '.join(LOSS_FIELDS)} (here t_min "
                            f"{exp.loss_t_min:g}, T {exp.process.T:g}, n_time {exp.training.n_time}, "
                            f"n_noise {n_noise})") from None
-        diag = fits_to_dataset(fits, d_star=exp.d_star)
+        hold = heldout_sample(ctx, n_train, block.diagnostics, n_noise)  # default: the fit's own size
+        diag = fits_to_dataset(fits, d_star=exp.d_star, sample=hold, progress=ctx.node_bar(
+            f"{prefix}held-out diagnostics (time nodes)"))
         for idx, lab in cells:
             if fit_key(lab) != combo:
                 continue

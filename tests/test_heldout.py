@@ -1,0 +1,242 @@
+"""Held-out diagnostics sized by the model block's ``diagnostics: {n_time, n_noise}``, with a progress callback."""
+
+import math
+import re
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ridgexr.catalog import CatalogError, load_catalog_file
+from ridgexr.datasets import load_training_set
+from ridgexr.models import FitContext
+from ridgexr.models.spec import DiagnosticsSpec
+from ridgexr.process import OU
+from ridgexr.run import run_experiment
+from ridgexr.run.plan import estimate_stage_seconds
+from ridgexr.training import draw_training_sample, evaluate_denoiser
+from ridgexr.training.heldout import heldout_sample
+
+ENTRY = """
+experiments:
+  held:
+    dataset: {points: two-points}
+    process: {T: 2.0, t_min: 0.01, n_steps: 6}
+    model: {kind: exact%(diag)s}
+    training: {quadrature: %(rule)s, n_time: %(n_time)d, n_noise: %(n_noise)d}
+    sampler: {kind: sde, block_steps: 8}
+    n_samples: 4
+    d_star: 1
+    store: held.zarr
+"""
+
+
+def entry(tmp_path, diag="", rule="gauss-legendre-log-t", n_time=9, n_noise=6):
+    f = tmp_path / "cat.yaml"
+    f.write_text(ENTRY % dict(diag=diag, rule=rule, n_time=n_time, n_noise=n_noise))
+    return load_catalog_file(f)["held"]
+
+
+def brute_optimal_loss(train, t_nodes_rule, n_time, n_noise, seed, t_min, T):
+    """L* = sum_s c_s lambda_s |alpha (m*(x_t) - x0)|^2 on the rows of a freshly drawn sample, schedule '1',
+    with the two-point posterior mean in closed form (a logistic weight between the two points)."""
+    proc = OU()
+    s = draw_training_sample(train, t_min=t_min, T=T, n_time=n_time, n_noise=n_noise, seed=seed,
+                             quadrature=t_nodes_rule)
+    a, h = proc.alpha(s.t), proc.h(s.t)
+    logits = -((s.xt[:, None, :] - a[:, None, None] * train[None]) ** 2).sum(-1) / (2 * h[:, None])
+    w = np.exp(logits - logits.max(1, keepdims=True))
+    m = (w / w.sum(1, keepdims=True)) @ train
+    lam = 1.0 / h**2  # w(t) = 1 on the posterior_mean loss
+    return float((s.weight * lam * ((a[:, None] * (m - s.x0)) ** 2).sum(1)).sum()), s.size
+
+
+def test_spec_sizes_are_capped_by_the_training_sample_and_validated_against_the_rule(tmp_path):
+    assert DiagnosticsSpec().sizes(2001, 2000) == (2001, 2000)
+    assert DiagnosticsSpec(n_time=65, n_noise=64).sizes(2001, 2000) == (65, 64)
+    assert DiagnosticsSpec(n_time=65, n_noise=64).sizes(16, 4) == (16, 4)
+    exp = entry(tmp_path)  # kinds not fitted in closed form default to at most 65 x 64
+    assert exp.model.diagnostics == DiagnosticsSpec(n_time=65, n_noise=64)
+    with pytest.raises(CatalogError, match="diagnostics.n_time must be odd"):
+        entry(tmp_path, diag=", diagnostics: {n_time: 4}", rule="simpson-t", n_time=9)
+    with pytest.raises(CatalogError, match="n_noise"):
+        entry(tmp_path, diag=", diagnostics: {n_noise: 0}")
+
+
+@settings(max_examples=6, deadline=None)
+@given(n_time=st.integers(2, 7), n_noise=st.integers(2, 5))
+def test_heldout_sample_has_the_blocks_size_and_its_optimal_loss_is_the_brute_force_one(tmp_path_factory, n_time,
+                                                                                         n_noise):
+    exp = entry(tmp_path_factory.mktemp("h"), diag=f", diagnostics: {{n_time: {n_time}, n_noise: {n_noise}}}",
+                n_time=9, n_noise=6)
+    train = load_training_set(exp.dataset)
+    ctx = FitContext(exp, train, lambda msg: None)
+    hold = heldout_sample(ctx, None, exp.model.diagnostics)
+    assert (hold.n_time, hold.n_noise, hold.seed) == (n_time, n_noise, exp.seeds.training + 1)
+    assert heldout_sample(ctx, None, exp.model.diagnostics) is hold  # cached per size
+    calls = []
+    ev = evaluate_denoiser(lambda x, t: torch.zeros_like(x), hold, d_star=1, progress=lambda j, n: calls.append((j, n)))
+    assert calls[-1] == (n_time, n_time) and all(n == n_time for _, n in calls)
+    assert [j for j, _ in calls] == sorted({j for j, _ in calls})
+    want, rows = brute_optimal_loss(train, "gauss-legendre-log-t", n_time, n_noise, exp.seeds.training + 1,
+                                    exp.loss_t_min, exp.process.T)
+    assert rows == 2 * n_time * n_noise
+    assert ev["optimal_loss"] == pytest.approx(want, rel=1e-10)
+
+
+def test_a_run_stores_the_diagnostics_of_the_sized_heldout_sample(tmp_path):
+    exp = entry(tmp_path, diag=", diagnostics: {n_time: 5, n_noise: 3}")
+    res = run_experiment(exp, data_dir=tmp_path / "data")
+    import ridgexr
+
+    ds = ridgexr.open_dataset(res.store)
+    train = load_training_set(exp.dataset)
+    want, _ = brute_optimal_loss(train, "gauss-legendre-log-t", 5, 3, exp.seeds.training + 1, exp.loss_t_min,
+                                 exp.process.T)
+    assert float(ds["optimal_loss"].squeeze()) == pytest.approx(want, rel=1e-10)
+    assert float(ds["excess_loss"].squeeze()) == pytest.approx(0.0, abs=1e-12)  # the exact denoiser's own loss
+    # a different size is a different configuration
+    other = entry(tmp_path, diag=", diagnostics: {n_time: 7, n_noise: 3}")
+    assert other.config_hash(train) != exp.config_hash(train)
+
+
+def test_the_diagnostics_estimate_scales_with_the_heldout_rows(tmp_path):
+    """The plan's diagnostics estimate of an exact block is affine in n_train x n_time x n_noise rows
+    (plus a cost per node): three sizes pin it, a fourth is predicted."""
+    train = load_training_set(entry(tmp_path).dataset)
+
+    def diag(n_time, n_noise):
+        exp = entry(tmp_path, diag=f", diagnostics: {{n_time: {n_time}, n_noise: {n_noise}}}", n_time=99, n_noise=99)
+        return estimate_stage_seconds(exp, train)["diagnostics"]
+
+    per_row = (diag(5, 8) - diag(5, 4)) / (2 * 5 * 4)
+    per_node = (diag(9, 4) - diag(5, 4) - per_row * 2 * 4 * 4) / 4
+    assert per_row > 0 and per_node > 0
+    assert diag(33, 64) == pytest.approx(diag(5, 4) + per_row * 2 * (33 * 64 - 5 * 4) + per_node * 28, rel=1e-12)
+    assert math.isfinite(sum(estimate_stage_seconds(entry(tmp_path), train).values()))
+
+
+@settings(max_examples=5, deadline=None)
+@given(n_time=st.integers(2, 9), n_noise=st.integers(1, 4), batch=st.integers(1, 40))
+def test_merged_blocks_give_the_per_node_sums(n_time, n_noise, batch):
+    """evaluate_denoiser merges small nodes into one block and calls the denoiser once per node with that
+    node's time: every statistic equals the per-node sums computed here, row by row, for a denoiser
+    whose output depends on t (a wrong time per row would change it)."""
+    train = np.array([[-1.0, 0.5], [2.0, -0.3], [0.2, 1.5]])
+    s = draw_training_sample(train, t_min=0.05, T=2.0, n_time=n_time, n_noise=n_noise, seed=4,
+                             quadrature="gauss-legendre-log-t")
+    den = lambda x, t: x * torch.exp(-t) + torch.sin(t)  # noqa: E731
+    ev = evaluate_denoiser(den, s, schedule="h", d_star=1, batch_size=batch)
+    proc = OU()
+    from ridgexr.training import loss_weight
+    from ridgexr.training.sample import block_posterior_mean
+
+    whole = s.blocks(10**9, by_node=False).__next__()
+    m = np.concatenate([den(torch.as_tensor(whole.xt[whole.t == t]), torch.tensor(t)).numpy()
+                        for t in s.t_nodes])  # rows are node-major
+    a = proc.alpha(whole.t)[:, None]
+    lam = loss_weight("h", whole.t, "posterior_mean", proc)
+    y = a * whole.x0
+    f, f_star = a * m, a * block_posterior_mean(s, whole)
+    c = whole.weight * lam
+    assert ev["loss"] == pytest.approx(float(c @ ((f - y) ** 2).sum(1)), rel=1e-12)
+    assert ev["optimal_loss"] == pytest.approx(float(c @ ((f_star - y) ** 2).sum(1)), rel=1e-12)
+    assert ev["excess_tangent"] + ev["excess_normal"] == pytest.approx(float(c @ ((f - f_star) ** 2).sum(1)),
+                                                                     rel=1e-12)
+
+
+@settings(max_examples=6, deadline=None)
+@given(n=st.integers(1, 24), d=st.integers(2, 4), seed=st.integers(0, 10**6))
+def test_one_moments_pass_gives_the_mean_and_the_frames_of_two(n, d, seed):
+    """block_mean_and_tangent (one covariance pass) against block_posterior_mean and block_tangent_frames
+    (two passes, the code it replaced in evaluate_fits / evaluate_denoiser): bit for bit."""
+    from ridgexr.training.sample import block_mean_and_tangent, block_posterior_mean, block_tangent_frames
+
+    rng = np.random.default_rng(seed)
+    train = rng.normal(size=(n, d)) * rng.uniform(0.5, 3)
+    s = draw_training_sample(train, t_min=1e-3, T=2.0, n_time=5, n_noise=3, seed=seed % 97,
+                             quadrature="gauss-legendre-log-t")
+    for block in s.blocks(10**6, by_node=False):
+        mean, tang = block_mean_and_tangent(s, block, 1)
+        np.testing.assert_array_equal(mean, block_posterior_mean(s, block))
+        ref = block_tangent_frames(s, block, 1)
+        np.testing.assert_array_equal(tang @ np.swapaxes(tang, 1, 2), ref @ np.swapaxes(ref, 1, 2))
+        assert block_mean_and_tangent(s, block, None)[1] is None
+
+
+def test_stacked_readouts_give_every_fits_outputs():
+    """evaluate_fits computes every (schedule, width, tau) output by one product with the stacked,
+    zero-padded readouts; the losses equal those of each fit's own denoiser evaluated row by row here."""
+    from ridgexr.training import fit_sweep, loss_weight
+    from ridgexr.training.fit import evaluate_fits
+    from ridgexr.training.sample import block_posterior_mean
+
+    train = np.array([[-3.0, 0.0], [3.0, 0.0], [0.5, 2.0]])
+    fits = fit_sweep(train, widths=[6, 16], schedules=["1", "h2"], taus=[0.5, math.inf],
+                     model_kwargs=dict(n_frequencies=2, feature_period=2.0), t_min=0.01, T=2.0, n_time=5, n_noise=4,
+                     quadrature="gauss-legendre-log-t")
+    hold = next(iter(fits.values())).heldout_sample()
+    stats = evaluate_fits(fits, hold, None)
+    proc = OU()
+    whole = next(hold.blocks(10**9, by_node=False))
+    a = proc.alpha(whole.t)[:, None]
+    f_star = a * block_posterior_mean(hold, whole)
+    for (sched, w), fit in fits.items():
+        lam = loss_weight(sched, whole.t, "posterior_mean", proc)
+        y = a * whole.x0
+        for i, tau in enumerate(fit.taus):
+            den = fit.denoiser(tau)
+            f = np.concatenate([den(torch.as_tensor(whole.xt[whole.t == t]), torch.tensor(t)).detach().numpy()
+                                for t in hold.t_nodes])  # the network's own forward, node by node
+            c = whole.weight * lam
+            assert stats[(sched, w)]["loss"][i] == pytest.approx(float(c @ ((f - y) ** 2).sum(1)), rel=1e-12)
+            excess = float(whole.weight @ (lam * (((f - y) ** 2).sum(1) - ((f_star - y) ** 2).sum(1))))
+            assert stats[(sched, w)]["excess_loss"][i] == pytest.approx(excess, rel=1e-10, abs=1e-13)
+
+
+def test_the_cli_prints_each_stages_estimate_before_the_run(tmp_path):
+    from typer.testing import CliRunner
+
+    from ridgexr.cli import app
+
+    f = tmp_path / "cat.yaml"
+    f.write_text(ENTRY % dict(diag="", rule="gauss-legendre-log-t", n_time=9, n_noise=6))
+    out = CliRunner().invoke(app, ["run", str(f), "--data-dir", str(tmp_path / "data")], terminal_width=250)
+    assert out.exit_code == 0, out.output
+    line = next(ln for ln in out.output.splitlines() if ln.startswith("estimated time"))
+    exp = load_catalog_file(f)["held"]
+    est = estimate_stage_seconds(exp, load_training_set(exp.dataset))
+    shares = [int(x) for x in re.findall(r"\((\d+)%\)", line)]
+    assert [name in line for name in est] == [True] * 3 and len(shares) == 3
+    total = sum(est.values())
+    assert shares == [round(100 * v / total) for v in est.values()]
+
+
+def test_diagnostics_that_cut_nothing_leave_the_hash_as_before_the_field(tmp_path):
+    """The config hash of an entry whose held-out sample is the training sample's size (the diagnostics
+    cut nothing) equals the hash of the same entry without the field, computed here from the dump."""
+    import hashlib
+    import json
+
+    from ridgexr.catalog import NOT_HASHED
+
+    def without_field(exp, train):
+        cfg = exp.model_dump(exclude=set(NOT_HASHED))
+        for key in ("stop_degenerate", "d_star_alt", "accelerate"):
+            del cfg["ridge"][key]
+        del cfg["dataset"]["n_train"], cfg["model"]["name"], cfg["model"]["diagnostics"]
+        h = hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode())
+        h.update(np.ascontiguousarray(train, dtype=np.float64).tobytes())
+        return h.hexdigest()
+
+    small = entry(tmp_path, n_time=9, n_noise=6)  # default 65 x 64 cuts nothing from 9 x 6
+    train = load_training_set(small.dataset)
+    assert small.config_hash(train) == without_field(small, train)
+    same = entry(tmp_path, diag=", diagnostics: {n_time: 9, n_noise: 100}", n_time=9, n_noise=6)
+    assert same.config_hash(train) == small.config_hash(train)
+    big = entry(tmp_path, n_time=99, n_noise=6)  # 65 of 99 nodes: other numbers, another hash
+    assert big.config_hash(train) != without_field(big, train)
+    cut = entry(tmp_path, diag=", diagnostics: {n_noise: 5}", n_time=9, n_noise=6)
+    assert cut.config_hash(train) != small.config_hash(train)
