@@ -451,6 +451,33 @@ def report(
 
 
 @app.command()
+def explore(
+    name: str = typer.Argument(..., help="store path or catalog entry name"),
+    port: int = typer.Option(0, "--port", min=0, max=65535, help="port on localhost (0: a free one)"),
+    show: bool = typer.Option(True, "--show/--no-show", help="open the explorer in a browser tab"),
+    max_samples: int = typer.Option(256, "--max-samples", min=1, help="samples drawn per frame"),
+    data_dir: str = _data_dir_option(),
+    catalog: list[str] = _catalog_option(),
+):
+    """Serve an interactive explorer of a store (cell widgets, a t slider, samples, ridge distance curves)."""
+    import socket
+
+    with user_errors():
+        path = _store(name, data_dir, catalog)
+        ds = _open_store(path)
+        from .explore import ExplorerData, serve
+
+        ExplorerData(ds, max_samples)  # refuses a dataset that is not a store before serving
+        if port == 0:
+            with socket.socket() as s:
+                s.bind(("localhost", 0))
+                port = s.getsockname()[1]
+    console.print(f"explorer of {path} at http://localhost:{port}/ (Ctrl-C stops)", soft_wrap=True)
+    serve(ds, port=port, show=show, title=f"ridgexr explore {ds.attrs.get('experiment', name)}",
+          max_samples=max_samples)
+
+
+@app.command()
 def verify(
     store: str = typer.Argument(..., help="store path or catalog entry name"),
     repair: bool = typer.Option(False, "--repair", help="rewrite missing or damaged metadata and small arrays from "
