@@ -431,11 +431,12 @@ def analyze(
 def report(
     name: str = typer.Argument(..., help="store path or catalog entry name"),
     out: str = typer.Option(None, "--out", help="output directory (default: <store>.report)"),
-    n_frames: int = typer.Option(12, "--n-frames", min=1, help="steps on the slider of the sample plot"),
+    n_frames: int = typer.Option(12, "--n-frames", min=1, help="snapshots (steps) in the grid of the 2-D sample "
+                                 "figure; 'ridgexr explore' has a slider over every step"),
     data_dir: str = _data_dir_option(),
     catalog: list[str] = _catalog_option(),
 ):
-    """Write PNG figures and one self-contained interactive HTML report."""
+    """Write PNG figures and one self-contained HTML report (bokeh figures; 'ridgexr explore' is the interactive view)."""
     from pathlib import Path
 
     from .report import make_report
