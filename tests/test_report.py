@@ -196,6 +196,7 @@ def test_report_layout_in_chromium_fits_the_page_and_orders_cells_numerically(re
         table = page.evaluate("() => document.querySelector('table#summary').getBoundingClientRect().right")
         viewport = page.evaluate("() => document.documentElement.clientWidth")
         figures = page.evaluate(_FIGURES)
+        config_rows = page.evaluate("() => Array.from(document.querySelectorAll('table#config th'), (th) => th.textContent)")
         browser.close()
     assert paths_uri.endswith("report.html")
     assert table <= viewport, f"the summary table ({table:.0f} px) is wider than the page ({viewport} px)"
@@ -218,7 +219,13 @@ def test_report_layout_in_chromium_fits_the_page_and_orders_cells_numerically(re
     assert reach == expected
     spread = next(f["legend_labels"] for f in figures if f["root"] == "spread_curves")
     assert spread == [f"schedule={s} width={w}" for s in ds.schedule.values for w in widths]
-    # the mode-count PNG is large enough for its labels, and they do not overlap
+    # the configuration lists the fields of the store's model kind, none of another kind's
+    from ridgexr.models import REGISTRY
+
+    kind = ds.ridge.config["model"]["kind"]
+    assert {r.split(".", 1)[1] for r in config_rows if r.startswith("model.")} == \
+        set(REGISTRY[kind].spec_class().model_fields)
+    # the mode-count PNG is large enough for its labels
     width, height = Image.open(report_paths["mode_counts"]).size
     assert width >= 500 and height >= 250, (width, height)
 
@@ -243,3 +250,22 @@ def test_mode_count_bars_labels_do_not_overlap(tiny_store):
                 for w in sorted(ds.width.values.tolist())]
     assert [d[0] for d in drawn] == [e[0] for e in expected]
     assert [d[1] for d in drawn] == pytest.approx([e[1] for e in expected])
+
+
+def test_distance_caption_explains_identical_panels_only_when_they_are(tiny_store):
+    import xarray as xr
+
+    from ridgexr.report import identical_curves_note
+
+    ds = ridgexr.open_dataset(tiny_store)
+    d = ds.ridge_distance.where(~ds.ridge_degenerate).mean("sample").compute()
+    assert float(abs(d - d.isel(schedule=0, width=0)).max()) > 1e-6  # this store's cells differ
+    assert identical_curves_note(ds) == ""
+    same = xr.broadcast(ds.ridge_distance.isel(schedule=0, width=0, drop=True), ds.ridge_distance)[0]
+    equal = ds.assign(ridge_distance=same.transpose(*ds.ridge_distance.dims), ridge_degenerate=ds.ridge_degenerate & False,
+                      residual_normal=ds.residual_normal * 0.0)
+    note = identical_curves_note(equal)
+    assert f"The {ds.sizes['schedule'] * ds.sizes['width']} panels are identical" in note
+    assert "same sampler noise" in note and "normal direction" in note
+    noisy = equal.assign(residual_normal=equal.residual_normal + 0.1)
+    assert "normal direction" not in identical_curves_note(noisy)
