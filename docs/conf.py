@@ -46,6 +46,11 @@ numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 numpydoc_validation_checks = set()
 myst_heading_anchors = 3
+# mystnb.unknown_mime_type: holoviews/panel give every notebook output an extra
+# application/vnd.holoviews_exec.v0+json (and the extension's load an ..._load.v0+json) entry for a live
+# kernel's comms; myst-nb parses every entry of a bundle and warns on these, then renders the bundle's
+# text/html and application/javascript. The plots render because the tutorial loads BokehJS inline
+# (hv.extension(..., inline=True)); tests/test_docs.py opens the built tutorial in Chromium and counts them.
 suppress_warnings = ["myst.header", "mystnb.unknown_mime_type"]
 
 nb_execution_mode = "force"
