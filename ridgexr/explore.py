@@ -185,7 +185,7 @@ def explorer(ds: xr.Dataset, *, max_samples: int = 256, show_ridge: bool = True)
     show_ridge = check_bool(show_ridge, "show_ridge")
     data = ExplorerData(ds, max_samples)
     hv.renderer("bokeh")  # loads the bokeh plotting classes; leaves hv.Store.current_backend as it was
-    cell_widgets = {d: pn.widgets.Select(label=d, options=data.options(d)) for d in data.cell_dims}
+    cell_widgets = {d: pn.widgets.Select(label=d, options=data.options(d), width=240) for d in data.cell_dims}
     labels = [f"{t:.4g}" for t in data.t]
     if len(set(labels)) < len(labels):
         labels = [f"{t:.4g} (step {k})" for k, t in enumerate(data.t)]
