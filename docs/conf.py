@@ -2,8 +2,9 @@
 
 Build (warnings are errors):  sphinx-build -W -b html docs docs/_build/html
 ``tests/test_docs.py`` runs exactly this build in the test suite, on a copy of docs/.  The tutorial is
-executed against a small store that this file creates under ``docs/_build/tutorial-store`` (about
-5 s on 2 cores), so the built page shows real outputs; it runs in a temporary working folder, so the
+executed against a small store that this file creates under ``docs/_build/tutorial-store`` from
+``docs/tutorial.yaml`` (no sample diverges, memorization varies with schedule and width), so the
+built page shows real outputs; it runs in a temporary working folder, so the
 files it writes (a figure, ``slice.nc``, a scratch store) never land in docs/.
 """
 
@@ -34,6 +35,10 @@ root_doc = "index"
 html_theme = "pydata_sphinx_theme"
 html_title = f"ridgexr {release}"
 html_theme_options = {"navigation_with_keys": False, "show_toc_level": 2}
+# every page in the left sidebar: the theme's own sidebar lists only the pages below the current top-level
+# page, and all of ours are top level (one flat toctree in index.md), so it was empty
+templates_path = ["_templates"]
+html_sidebars = {"**": ["sidebar-pages"]}
 
 autosummary_generate = True
 autodoc_typehints = "none"
@@ -41,6 +46,11 @@ numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 numpydoc_validation_checks = set()
 myst_heading_anchors = 3
+# mystnb.unknown_mime_type: holoviews/panel give every notebook output an extra
+# application/vnd.holoviews_exec.v0+json (and the extension's load an ..._load.v0+json) entry for a live
+# kernel's comms; myst-nb parses every entry of a bundle and warns on these, then renders the bundle's
+# text/html and application/javascript. The plots render because the tutorial loads BokehJS inline
+# (hv.extension(..., inline=True)); tests/test_docs.py opens the built tutorial in Chromium and counts them.
 suppress_warnings = ["myst.header", "mystnb.unknown_mime_type"]
 
 nb_execution_mode = "force"
@@ -50,25 +60,15 @@ nb_execution_in_temp = True  # the tutorial writes a figure, a netCDF slice and 
 
 
 def _tutorial_store() -> str:
-    """A small two-point store for the tutorial (rebuilt when missing or written by another configuration)."""
+    """The tutorial's store: the entry of docs/tutorial.yaml (the demo's model and training at two widths,
+    60 steps, 64 samples; rebuilt when missing or written by another configuration)."""
     from ridgexr.catalog import experiment_from_file
     from ridgexr.run import ConfigMismatchError, run_experiment
 
     folder = HERE / "_build" / "tutorial-store"
     folder.mkdir(parents=True, exist_ok=True)
-    catalog = folder / "tutorial.yaml"
-    catalog.write_text("""experiments:
-  two-points-docs:
-    description: The two-point set, small enough to build the documentation in seconds.
-    dataset: {points: two-points}
-    process: {T: 3.0, t_min: 0.001, n_steps: 60}
-    model: {widths: [64, 256], n_frequencies: 16}
-    training: {quadrature: gauss-legendre-log-t, n_time: 16, n_noise: 32}
-    schedules: ["1", "h", "h2"]
-    n_samples: 64
-    d_star: 1
-    store: two-points-docs.zarr
-""")
+    catalog = folder / "tutorial.yaml"  # docs/tutorial.yaml, the entry tests/test_tutorial.py runs too
+    catalog.write_text((HERE / "tutorial.yaml").read_text())
     exp = experiment_from_file(catalog)
     try:
         return str(run_experiment(exp, data_dir=folder).store)

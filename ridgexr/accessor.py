@@ -168,6 +168,16 @@ class RidgeDataArrayAccessor(_Accessor):
 class RidgeDatasetAccessor(_Accessor):
     """``ds.ridge``: the analyses of :mod:`ridgexr.analysis` on a store's Dataset (lazy)."""
 
+    def explore(self, *, max_samples: int = 256, show_ridge: bool = True):
+        """An interactive explorer of this store (panel; displays inline in a notebook).
+
+        See :func:`ridgexr.explore.explorer`: one widget per cell dimension, a t slider, the
+        samples with their ridge projections, and the cell's distance curve with a t marker.
+        """
+        from .explore import explorer
+
+        return explorer(self._obj, max_samples=max_samples, show_ridge=show_ridge)
+
     @property
     def config(self) -> dict:
         """The store's configuration (attr ``config``, the validated catalog entry) as a dict."""

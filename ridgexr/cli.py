@@ -470,11 +470,12 @@ def analyze(
 def report(
     name: str = typer.Argument(..., help="store path or catalog entry name"),
     out: str = typer.Option(None, "--out", help="output directory (default: <store>.report)"),
-    n_frames: int = typer.Option(12, "--n-frames", min=1, help="steps on the slider of the sample plot"),
+    n_frames: int = typer.Option(12, "--n-frames", min=1, help="snapshots (steps) in the grid of the 2-D sample "
+                                 "figure; 'ridgexr explore' has a slider over every step"),
     data_dir: str = _data_dir_option(),
     catalog: list[str] = _catalog_option(),
 ):
-    """Write PNG figures and one self-contained interactive HTML report."""
+    """Write PNG figures and one self-contained HTML report (bokeh figures; 'ridgexr explore' is the interactive view)."""
     from pathlib import Path
 
     from .report import make_report
@@ -487,6 +488,33 @@ def report(
             paths = make_report(ds, target, title=str(ds.attrs.get("title", name)), n_frames=n_frames)
     for k, p in paths.items():
         console.print(f"{k}: {p}")
+
+
+@app.command()
+def explore(
+    name: str = typer.Argument(..., help="store path or catalog entry name"),
+    port: int = typer.Option(0, "--port", min=0, max=65535, help="port on localhost (0: a free one)"),
+    show: bool = typer.Option(True, "--show/--no-show", help="open the explorer in a browser tab"),
+    max_samples: int = typer.Option(256, "--max-samples", min=1, help="samples drawn per frame"),
+    data_dir: str = _data_dir_option(),
+    catalog: list[str] = _catalog_option(),
+):
+    """Serve an interactive explorer of a store (cell widgets, a t slider, samples, ridge distance curves)."""
+    import socket
+
+    with user_errors():
+        path = _store(name, data_dir, catalog)
+        ds = _open_store(path)
+        from .explore import ExplorerData, serve
+
+        ExplorerData(ds, max_samples)  # refuses a dataset that is not a store before serving
+        if port == 0:
+            with socket.socket() as s:
+                s.bind(("localhost", 0))
+                port = s.getsockname()[1]
+    console.print(f"explorer of {path} at http://localhost:{port}/ (Ctrl-C stops)", soft_wrap=True)
+    serve(ds, port=port, show=show, title=f"ridgexr explore {ds.attrs.get('experiment', name)}",
+          max_samples=max_samples)
 
 
 @app.command()

@@ -36,13 +36,29 @@ def ensure_backends() -> None:
     # hv.renderer makes the first backend it loads current when the current one is not loaded yet
     hv.Store.current_backend = current
 
-__all__ = ["ensure_backends", "cell_selection", "is_mnist", "decoded_samples", "decoded_trajectories",
+__all__ = ["ensure_backends", "cell_selection", "ordered_cells", "is_mnist", "decoded_samples", "decoded_trajectories",
            "ridge_points", "samples_over_time", "distance_curves_plot", "degenerate_share_plot", "spread_curves_plot", "phase_time_hist",
            "phase_diagram", "mode_count_bars", "theory_scatter"]
 
 
 def _label(cell: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in cell.items())
+
+
+def ordered_cells(ds: xr.Dataset) -> list[dict]:
+    """The cells that are run, in reading order: numeric labels ascending (width 64 < 256 < 1024,
+    whatever the catalog's order), text labels (schedule, model) in store order.
+
+    Every per-cell figure lists its panels, legend entries and bars in this order (holoviews
+    would otherwise sort the text of the labels: 1024 < 256 < 64).
+    """
+    position = {d: {v: i for i, v in enumerate(ds[d].values.tolist())} for d in ds.dims}
+
+    def key(cell):
+        return tuple(v if isinstance(v, (int, float)) and not isinstance(v, bool) else position[d][v]
+                     for d, v in cell.items())
+
+    return sorted(store_cells(ds), key=key)
 
 
 def cell_selection(schedule, width, tau=None, **sweeps) -> dict:
@@ -106,7 +122,7 @@ def samples_over_time(ds: xr.Dataset, *, schedule, width, tau=None, n_frames: in
             rid = _colored(hv.Points(ridge_points(train, float(t[k]), d_star=d_star, lim=lim), kdims=["x0", "x1"],
                                      label="ridge R_t"), "#bbbbbb", 0.6)
             layers = rid * layers
-        frames[int(step)] = both(layers, title=f"{_label(sel)}  t = {t[k]:.3g}")
+        frames[int(step)] = both(layers, title=f"{_label(sel)}  t = {t[k]:.3g}", legend_position="right")  # off the data
     hm = hv.HoloMap(frames, kdims=["step"])
     return hm.redim.range(x0=(-lim, lim), x1=(-lim, lim))
 
@@ -132,9 +148,9 @@ def distance_curves_plot(ds: xr.Dataset, *, statistic: str = "mean") -> hv.NdLay
     curves = analysis.distance_curves(ds, quantiles=(0.1, 0.9)).compute()
     t = ds["t"].values
     unit = ds["ridge_distance"].attrs.get("units", "")
-    ydim = _value_dim("distance", f"{statistic} ridge distance", unit)
+    ydim = _value_dim("distance", "ridge distance", unit)  # the layout's title says which statistic
     items = {}
-    for cell in store_cells(ds):
+    for cell in ordered_cells(ds):
         c = curves.sel(cell)
         band = hv.Area((t, c["distance_quantile"].sel(quantile=0.1).values,
                         c["distance_quantile"].sel(quantile=0.9).values),
@@ -148,7 +164,7 @@ def distance_curves_plot(ds: xr.Dataset, *, statistic: str = "mean") -> hv.NdLay
         line = hv.Curve((t, c[f"distance_{statistic}"].values), kdims=[_time_dim(ds)], vdims=[ydim], label=label)
         items[tuple(cell.values())] = band * line
     ncols = ds.sizes["width"] if "width" in ds.dims and "model" not in ds.dims else min(3, len(items))
-    layout = hv.NdLayout(items, kdims=list(store_cells(ds)[0]), sort=False).cols(ncols)
+    layout = hv.NdLayout(items, kdims=list(ordered_cells(ds)[0]), sort=False).cols(ncols)
     return both(layout, title=f"{statistic} ridge distance and its 10-90 % band over samples")
 
 
@@ -161,8 +177,8 @@ def degenerate_share_plot(ds: xr.Dataset) -> hv.NdOverlay:
     t = ds["t"].values
     ydim = _value_dim("degenerate_share", "share of states with a degenerate ridge frame", "1")
     overlay = {_label(c): hv.Curve((t, share.sel(c).values), kdims=[_time_dim(ds)], vdims=[ydim])
-               for c in store_cells(ds)}
-    over = both(hv.NdOverlay(overlay, kdims=["cell"]), title="degenerate ridge frames (masked in the summaries)",
+               for c in ordered_cells(ds)}
+    over = both(hv.NdOverlay(overlay, kdims=["cell"], sort=False), title="degenerate ridge frames (masked in the summaries)",
                 logx=True, legend_position="right")
     return over.opts(fig_inches=(11, 4), backend="matplotlib").opts(width=1000, height=380, backend="bokeh")
 
@@ -171,18 +187,17 @@ def spread_curves_plot(ds: xr.Dataset) -> hv.NdOverlay:
     """Mean distance of ridge projections to the nearest alpha_t x_i vs t, one curve per schedule and width."""
     sp = analysis.spread_curves(ds)["spread_mean"].compute()
     t = ds["t"].values
-    ydim = _value_dim("spread", "mean distance of projections to the nearest alpha_t x_i",
-                      sp.attrs.get("units", ""))
+    ydim = _value_dim("spread", "projection to nearest alpha_t x_i", sp.attrs.get("units", ""))
     overlay = {_label(c): hv.Curve((t, sp.sel(c).values), kdims=[_time_dim(ds)], vdims=[ydim])
-               for c in store_cells(ds)}
-    return both(hv.NdOverlay(overlay, kdims=["cell"]), title="tangential spread along the ridge")
+               for c in ordered_cells(ds)}
+    return both(hv.NdOverlay(overlay, kdims=["cell"], sort=False), title="tangential spread along the ridge")
 
 
 def phase_time_hist(ds: xr.Dataset, *, which: str = "reach_time", r: float = 0.5, bins: int = 30) -> hv.NdLayout:
     """Histograms of a phase time (``reach_time``, ``align_time``, ``slide_chord``) per cell."""
     ph = analysis.phase_times(ds, r=r)[which].compute()
     items = {}
-    for cell in store_cells(ds):
+    for cell in ordered_cells(ds):
         v = ph.sel(cell).values
         v = v[np.isfinite(v)]
         if v.size == 0:
@@ -191,7 +206,8 @@ def phase_time_hist(ds: xr.Dataset, *, which: str = "reach_time", r: float = 0.5
         items[_label(cell)] = hv.Histogram((edges, freq), kdims=[_value_dim(which, which.replace("_", " "),
                                                                              ph.attrs.get("units", ""))],
                                            vdims=["count"])
-    return both(hv.NdLayout(items, kdims=["cell"]).cols(3), title=f"{which.replace('_', ' ')} per cell (r = {r})")
+    return both(hv.NdLayout(items, kdims=["cell"], sort=False).cols(3),
+                title=f"{which.replace('_', ' ')} per cell (r = {r})")
 
 
 #: the memorization measures a phase diagram can show: name -> (function, description)
@@ -234,26 +250,33 @@ def phase_diagram(ds: xr.Dataset, *, x: str = "width", y: str = "schedule", metr
     text = text.opts(hv.opts.Labels(text_color="white", backend="bokeh"),
                      hv.opts.Labels(color="white", backend="matplotlib"))
     ticks = dict(xticks=list(enumerate(xl)), yticks=list(enumerate(yl)))  # on the overlay too: bokeh reads its axes there
-    return both(img * text, title=f"{label} by {y} and {x}", **ticks)
+    # the axes name x and y; a title that repeats them does not fit above the frame
+    return both(img * text, title=label, **ticks).opts(width=620, height=360, backend="bokeh")
 
 
 def mode_count_bars(ds: xr.Dataset, *, r: float = 0.5) -> hv.Bars:
     """Share of final samples within r of any training point, per cell."""
     mc = analysis.mode_counts(ds, r=r)["share_any"].compute()
-    rows = [(_label(c), float(mc.sel(c))) for c in store_cells(ds)]
-    bars = hv.Bars(rows, kdims=["cell"], vdims=["share near a training point"])
-    return both(bars, title=f"mode counts (r = {r})")
+    cells = ordered_cells(ds)
+    rows = [(" / ".join(str(v) for v in c.values()), float(mc.sel(c))) for c in cells]  # short labels: no overlap
+    cell_dim = hv.Dimension("cell", label=" / ".join(cells[0]))
+    bars = hv.Bars(rows, kdims=[cell_dim], vdims=[_value_dim("share", "share near a training point", "1")])
+    rotation = 45 if len(rows) > 6 else 0
+    bars = both(bars, title=f"mode counts (r = {r})", xrotation=rotation, ylim=(0, 1.05))
+    width = max(500, 48 * len(rows))
+    return bars.opts(width=width, height=360, backend="bokeh").opts(
+        fig_inches=(12, 5), aspect=2.4, backend="matplotlib")  # ~700 x 330 px at hv.save's 72 dpi
 
 
 def theory_scatter(ds: xr.Dataset, *, cells: Sequence[dict] | None = None) -> hv.NdLayout:
     """Slide vs time-integrated tangential residual per trajectory, per cell."""
     tc = analysis.theory_check(ds).compute()
     items = {}
-    for cell in cells or store_cells(ds):
+    for cell in cells or ordered_cells(ds):
         c = tc.sel(cell)
         items[_label(cell)] = hv.Scatter((c["integrated_tangent"].values, c["slide_chord"].values),
                                          kdims=["integrated tangential residual"], vdims=["slide (chord)"])
-    return hv.NdLayout(items, kdims=["cell"]).cols(3)
+    return hv.NdLayout(items, kdims=["cell"], sort=False).cols(3)
 
 
 def is_mnist(ds: xr.Dataset) -> bool:

@@ -139,15 +139,22 @@ def open_dataset(name_or_path: str | Path, *, data_dir: str | Path | None = None
         Data folder used when ``name_or_path`` is an entry name (default ``$RIDGEXR_DATA`` or
         the platform's user data folder).
     catalog : Catalog, optional
+        The catalog that resolves an entry name (default: the built-in and the data folder's).
     complete_only : bool
         Mask the per-cell data of incomplete cells (NaN for floats; boolean variables keep
         their dtype and read False there; integer ones read -1).
 
+    Returns
+    -------
+    xarray.Dataset
+        The store, lazily (dask arrays). Its ``cell_complete`` variable tells which cells are
+        complete; its attrs hold the configuration (``config``, JSON) and the provenance;
+        ``ds.ridge.config`` and ``ds.ridge.provenance`` return them parsed.
+
+    Notes
+    -----
     A cell marked complete whose chunks are not all on disk (damage: it would read fill values)
     is treated as incomplete, with a warning naming it (a listing of the store, no chunk read).
-    The Dataset's ``cell_complete`` variable tells which cells are complete; its attrs hold
-    the configuration (``config``, JSON) and provenance; ``ds.ridge.config`` and
-    ``ds.ridge.provenance`` return them parsed.
     """
     path = store_path(name_or_path, data_dir=data_dir, catalog=catalog)
     ds = check_complete_cells(open_store(path), path)

@@ -35,6 +35,9 @@ PAGE = Template("""{% from macros import embed %}<!DOCTYPE html>
 body { font-family: sans-serif; margin: 1.5em; }
 table.ridgexr { border-collapse: collapse; font-size: 0.85em; margin-bottom: 1.5em; }
 table.ridgexr td, table.ridgexr th { border: 1px solid #ccc; padding: 2px 6px; text-align: right; }
+table#summary { max-width: 100%; }
+table#summary th { white-space: normal; vertical-align: bottom; }
+table#summary td { white-space: nowrap; }
 figcaption { color: #444; margin: 0.3em 0 1.5em 0; }
 </style>
 </head>
@@ -44,6 +47,7 @@ figcaption { color: #444; margin: 0.3em 0 1.5em 0; }
 <h2>Summary per cell (final step)</h2>
 {{ summary_table }}
 <h2>Figures</h2>
+<p class="explore">Interactive: {{ explore_hint }}</p>
 {% for fig in figures %}
 <figure id="{{ fig.name }}">
 {{ embed(roots[fig.name]) }}
@@ -104,6 +108,51 @@ def snapshot_cell(ds: xr.Dataset) -> tuple[dict, float]:
     return best, share
 
 
+def identical_curves_note(ds: xr.Dataset) -> str:
+    """A sentence for the distance figure's caption when every cell's mean ridge distance is the same
+    curve (to 1e-9 relative), saying why; an empty string otherwise.
+
+    Every cell draws the same sampler noise (``seeds.sampler``); where no model errs in the normal
+    direction (``residual_normal`` zero, as on the two-point set, whose ridge is the x-axis), the
+    normal coordinate, hence the distance to the ridge, follows the same path in every cell
+    (``residual_normal`` below 1e-6 of the training set's scale counts as zero: the frame's rounding).
+    """
+    run = cells(ds)
+    if len(run) < 2:
+        return ""
+    mean = analysis.distance_curves(ds, quantiles=(0.5,))["distance_mean"].compute()
+    curves = np.stack([np.asarray(mean.sel(c).values, dtype=float) for c in run])
+    if not np.allclose(curves, curves[:1], rtol=1e-9, atol=0.0, equal_nan=True):
+        return ""
+    note = f" The {len(run)} panels are identical: every cell draws the same sampler noise (seeds.sampler)"
+    if "residual_normal" in ds:
+        worst = float(abs(ds["residual_normal"]).max())
+        scale = max(1.0, float(abs(ds["train_data"]).max())) if "train_data" in ds else 1.0
+        if worst < 1e-6 * scale:  # rounding of the ridge frame, not a model's error
+            note += (f" and no model errs in the normal direction (largest |residual_normal| {worst:.1e}), so the "
+                     "normal coordinate, hence the distance to the ridge, follows the same path in every cell")
+    return note + "; the cells differ along the ridge (spread, mode counts, memorization below)."
+
+
+def _summary_html(df) -> str:
+    """The summary table as HTML that fits a page: a share and its interval bounds (``x``, ``x_low``,
+    ``x_high``) in one column ``x [95 % CI]``, headers with spaces (so they wrap), 3 significant digits."""
+    import pandas as pd
+
+    shares = [c for c in df.columns if f"{c}_low" in df.columns and f"{c}_high" in df.columns]
+    fmt = lambda v: f"{v:.3g}" if isinstance(v, float) else str(v)  # noqa: E731
+    out = pd.DataFrame(index=df.index)
+    for c in df.columns:
+        if c.endswith(("_low", "_high")) and c.rsplit("_", 1)[0] in shares:
+            continue
+        if c in shares:
+            out[f"{c.replace('_', ' ')} [95 % CI]"] = [f"{v:.2f} [{lo:.2f}, {hi:.2f}]" for v, lo, hi in
+                                                    zip(df[c], df[f"{c}_low"], df[f"{c}_high"])]
+        else:
+            out[c.replace("_", " ")] = [fmt(v) for v in df[c]]
+    return out.to_html(index=False, border=0, classes="ridgexr", table_id="summary")
+
+
 @contextlib.contextmanager
 def _quiet():
     """Silence third-party progress output and chatty loggers while rendering."""
@@ -118,18 +167,15 @@ def _quiet():
 
 def _style(fig):
     """Sizes and options per backend (holoviews stores options per backend)."""
-    fig = fig.opts(hv.opts.Curve(logx=True, logy=True, backend="bokeh", width=260, height=200),
+    fig = fig.opts(hv.opts.Curve(logx=True, logy=True, backend="bokeh", width=280, height=240),
                    hv.opts.Curve(logx=True, logy=True, backend="matplotlib"),
-                   hv.opts.Area(logx=True, logy=True, backend="bokeh", width=260, height=200),
+                   hv.opts.Area(logx=True, logy=True, backend="bokeh", width=280, height=240),
                    hv.opts.Area(logx=True, logy=True, backend="matplotlib"),
                    hv.opts.Histogram(width=260, height=200, backend="bokeh"),
-                   hv.opts.Bars(xrotation=60, width=700, height=350, backend="bokeh"),
-                   hv.opts.Bars(xrotation=60, fig_inches=(8, 4), backend="matplotlib"),
-                   hv.opts.Image(width=520, height=320, tools=["hover"], backend="bokeh"),
+                   hv.opts.Image(tools=["hover"], backend="bokeh"),
                    hv.opts.Image(fig_inches=(6, 4), backend="matplotlib"),
                    hv.opts.NdOverlay(legend_position="right", width=800, height=380, backend="bokeh"),
-                   hv.opts.NdOverlay(legend_position="right", fig_inches=(9, 4), backend="matplotlib"),
-                   hv.opts.Overlay(width=330, height=300, backend="bokeh"))
+                   hv.opts.NdOverlay(legend_position="right", fig_inches=(9, 4), backend="matplotlib"))
     return fig
 
 
@@ -138,8 +184,10 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
     """Write PNG figures and ``report.html`` for a store's Dataset; returns {name: path}.
 
     Figures: ridge distance per cell (faceted), tangential spread, reach times, mode counts,
-    the memorization phase diagram, and for 2-D data ``n_frames`` snapshots over time of
-    the cell that memorizes least (named in the caption).
+    the memorization phase diagram, and for 2-D data a grid of ``n_frames`` snapshots over
+    time of the cell that memorizes least (named in the caption).  Per-cell panels, legend
+    entries and summary rows are in reading order (:func:`ridgexr.plot.ordered_cells`).  The
+    page says how to open the interactive explorer (:mod:`ridgexr.explore`) of the store.
     """
     from bokeh.embed import file_html
     from bokeh.resources import INLINE
@@ -151,7 +199,7 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
     figures = {
         "distance_curves": (plot.distance_curves_plot(ds), "Mean distance of the samples to the ridge R_t "
                             "against diffusion time (log-log), one panel per cell; the band spans the 10-90 % "
-                            "quantiles over samples."),
+                            "quantiles over samples." + identical_curves_note(ds)),
         **({"degenerate_share": (plot.degenerate_share_plot(ds), "Share of the observed states whose ridge frame "
                                  "is numerically undetermined, against t; they are masked (not averaged) in the "
                                  "distance curves above and every summary.")}
@@ -162,6 +210,10 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
                         f"and stays in the tube of radius {r} around the ridge."),
         "mode_counts": (plot.mode_count_bars(ds, r=r), f"Share of final samples within {r} of a training point."),
     }
+    source = ds.encoding.get("source")
+    explore_hint = (f"ridgexr explore {source}" if source else "ridgexr explore STORE") + \
+        " (or ds.ridge.explore() in a notebook) serves an interactive explorer: every cell dimension as a " \
+        "widget, a t slider, the samples and the cell's distance curve."
     x, y = phase_axes(ds)
     if ds.sizes.get("train", 0) >= 2:
         figures["phase_diagram"] = (plot.phase_diagram(ds, x=x, y=y), "Share of final samples with d1/d2 < 1/3 "
@@ -178,9 +230,11 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
                                                     f"Decoded trajectories of {cell}.")
     if ds.sizes["dim"] == 2:
         hm = plot.samples_over_time(ds, **memo_cell, n_frames=n_frames)
-        figures["samples"] = (hm.layout().cols(3), f"Snapshots over time of the cell {memo_cell}, the one that "
+        grid = hm.layout().cols(2).opts(hv.opts.Overlay(width=470, height=330, backend="bokeh"))
+        figures["samples"] = (grid, f"{len(hm)} snapshots over time of the cell {memo_cell}, the one that "
                               f"memorizes least ({memo_share:.0%} of final samples with d1/d2 < 1/3): samples "
-                              "(blue), their ridge projections (red), the ridge R_t (grey), alpha_t x_i (black).")
+                              "(blue), their ridge projections (red), the ridge R_t (grey), alpha_t x_i (black). "
+                              "Every cell and step: " + explore_hint)
     paths = {}
     rendered = {}
     with _quiet():
@@ -196,11 +250,16 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
     keep = [c for c in summary.columns if c in CELL_DIMS] + \
         [c for c in summary.columns if c not in CELL_DIMS + ("quantile", "step", "t", "alpha", "h",
                                                    "sampler_step", "stat")]
-    summary_html = summary[keep].round(4).to_html(index=False, border=0, classes="ridgexr", table_id="summary")
+    dims = [c for c in keep if c in CELL_DIMS]  # rows in reading order: numbers ascending, text in store order
+    position = {d: {v: i for i, v in enumerate(ds[d].values.tolist())} for d in dims}
+    summary = summary.sort_values(dims, key=lambda col: col if col.dtype.kind in "iuf" else col.map(position[col.name]),
+                                  kind="stable") if dims else summary
+    summary_html = _summary_html(summary[keep])
     page = file_html(
         list(rendered.values()), resources=INLINE, title=title, template=PAGE,
         template_variables=dict(
             report_title=title, description=ds.attrs.get("description", ""), summary_table=summary_html,
+            explore_hint=explore_hint,
             figures=[{"name": n, "caption": cap} for n, (_, cap) in figures.items()],
             config_table=_html_table(_kv_table(json_attr(ds, "config")), "config"),
             provenance_table=_html_table(_kv_table(json_attr(ds, "provenance")), "provenance"),

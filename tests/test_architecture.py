@@ -95,7 +95,7 @@ LAYERS = [
     {"analysis", "labelled", "accessor"},
     {"reader", "engine"},
     {"run"},
-    {"plot", "report"},
+    {"plot", "report", "explore"},
     {"cli", "__main__", ""},
 ]
 

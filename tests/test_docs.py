@@ -39,3 +39,52 @@ def test_sphinx_build_with_warnings_as_errors(tmp_path):
     assert {"RandomFeaturesSpec (kind: random_features)", "MLPSpec (kind: mlp)"} <= headings
     changelog = BeautifulSoup((out / "changelog.html").read_text(), "html.parser").get_text()
     assert "0.4.0" in changelog and "feature_period" in changelog
+    _check_navigation(out)
+    _check_tutorial_plots_render(out / "tutorial.html")
+
+
+def _check_navigation(out):
+    """The index starts with install and the tutorial; one page is the API reference; every page is in the
+    sidebar; numpydoc pages show no raw reST markup."""
+    index = BeautifulSoup((out / "index.html").read_text(), "html.parser").select_one("main")
+    first = index.find("h2")
+    assert first.get_text(strip=True).rstrip("#") == "Install and first run"
+    section = first.find_parent("section")
+    assert section.find("a", href="tutorial.html") and "pip install" in section.get_text()
+    titles = {}
+    for page in out.glob("*.html"):
+        h1 = BeautifulSoup(page.read_text(), "html.parser").select_one("main h1")
+        if h1:
+            titles.setdefault(h1.get_text(strip=True).rstrip("#"), []).append(page.name)
+    assert titles.get("API reference") == ["reference.html"], titles.get("API reference")
+    pages = {p.stem for p in DOCS.glob("*.md")} | {"tutorial"}
+    for name in ("running", "analysis", "tutorial"):
+        nav = BeautifulSoup((out / f"{name}.html").read_text(), "html.parser").select("nav.bd-docs-nav a")
+        linked = {a["href"].split("#")[0].removesuffix(".html") for a in nav} | {name}  # its own link is "#"
+        assert linked >= pages - {"index"}, (name, pages - linked)
+    opened = BeautifulSoup((out / "generated" / "ridgexr.open_dataset.html").read_text(), "html.parser")
+    assert "``" not in opened.select_one("main").get_text()
+
+
+def _check_tutorial_plots_render(page_path):
+    """The tutorial's plot cells render in Chromium, offline: BokehJS is inline, each plot a bokeh document."""
+    playwright = pytest.importorskip("playwright.sync_api")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("needs chromium (.ci/run installs the Debian package)")
+    with playwright.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page()
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.route("http*://**", lambda route: route.abort())  # offline: nothing may come from a CDN
+        page.goto(page_path.as_uri())
+        page.wait_for_function("() => window.Bokeh && Bokeh.documents.length >= 2", timeout=60000)
+        page.wait_for_timeout(1000)
+        canvases = page.evaluate("() => document.querySelectorAll('.bk-Canvas, canvas').length + "
+                                 "Array.from(document.querySelectorAll('[data-root-id]')).filter("
+                                 "(e) => e.shadowRoot || e.children.length).length")
+        documents = page.evaluate("() => Bokeh.documents.length")
+        browser.close()
+    assert documents >= 2 and canvases >= 2, (documents, canvases)
+    assert not errors, errors

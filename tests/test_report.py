@@ -95,8 +95,11 @@ def test_report_page_in_headless_chromium_shows_title_tables_and_figures(report_
 
     near = float(analysis.near_mode_fraction(ds).near_mode.values.flat[0])  # the paper's count, beside d1/d2
     heads = heads[-len(first):]  # header rows may carry an index row; align with the cells
-    assert "near_mode" in heads and "memorized" in heads
-    assert float(first[heads.index("near_mode")]) == pytest.approx(near, abs=1e-4)
+    assert "near mode [95 % CI]" in heads and "memorized [95 % CI]" in heads
+    value, interval = first[heads.index("near mode [95 % CI]")].split(" ", 1)
+    assert float(value) == pytest.approx(near, abs=5e-3)
+    low, high = (float(v) for v in interval.strip("[]").split(","))
+    assert low <= float(value) <= high
     assert dom.select_one("table#config") and "n_samples" in dom.select_one("table#config").get_text()
     assert "torch_version" in dom.select_one("table#provenance").get_text()
     figures = {f["id"] for f in dom.find_all("figure")}
@@ -135,3 +138,134 @@ def test_phase_diagram_with_a_single_width(tiny_store, drawn_matplotlib_image):
     width = str(int(ds.width.values[0]))
     expected = {(width, str(s)): float(memo.sel(schedule=s).squeeze()) for s in memo.schedule.values}
     assert drawn_matplotlib_image(hv.render(plot.phase_diagram(ds), backend="matplotlib")) == pytest.approx(expected)
+
+
+# per bokeh figure of the page: its title and y-axis labels with their rendered text widths (canvas
+# measureText in the figure's fonts), the frame's size, and where its legends and colour bars sit
+_FIGURES = """() => {
+  const ctx = document.createElement("canvas").getContext("2d");
+  const width = (text, size, style, font) => { ctx.font = `${style} ${size} ${font}`; return ctx.measureText(text).width; };
+  const kind = (m) => m.constructor.__name__;
+  const out = [];
+  for (const doc of window.Bokeh.documents) {
+    for (const root of doc.roots()) {
+      const figures = [];
+      const walk = (m) => {
+        if (m == null || typeof m !== "object") return;
+        if (Array.isArray(m)) { m.forEach(walk); return; }
+        if (kind(m) === "Figure" || kind(m) === "Plot") { figures.push(m); return; }
+        if (m.children !== undefined) walk(m.children);
+      };
+      walk(root);
+      for (const f of figures) {
+        const t = f.title;
+        out.push({
+          root: root.name,
+          title: t && t.text ? [t.text, width(t.text, t.text_font_size, t.text_font_style, t.text_font)] : null,
+          ylabels: f.left.filter((a) => a.axis_label).map((a) => [a.axis_label,
+            width(a.axis_label, a.axis_label_text_font_size, a.axis_label_text_font_style, a.axis_label_text_font)]),
+          inner: [f.inner_width, f.inner_height],
+          legend_inside: f.center.some((r) => kind(r) === "Legend"),
+          legend_labels: [].concat(...[...f.right, ...f.center].filter((r) => kind(r) === "Legend").map(
+            (l) => l.items.map((i) => i.label && (i.label.value ?? i.label)))),
+          colorbar_inside: f.center.some((r) => kind(r) === "ColorBar"),
+          colorbars: [...f.right, ...f.center].filter((r) => kind(r) === "ColorBar").length,
+        });
+      }
+    }
+  }
+  return out;
+}"""
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (.ci/run installs the Debian package)")
+def test_report_layout_in_chromium_fits_the_page_and_orders_cells_numerically(report_paths, tiny_store):
+    from PIL import Image
+
+    playwright = pytest.importorskip("playwright.sync_api")
+    ds = ridgexr.open_dataset(tiny_store)
+    widths = sorted(int(w) for w in ds.width.values)
+    assert sorted(map(str, widths)) != [str(w) for w in widths]  # the store's widths (8, 16) sort differently as text
+    with playwright.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(paths_uri := report_paths["html"].as_uri())
+        page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0 && "
+                               "Bokeh.documents[0].roots().length > 0", timeout=60000)
+        page.wait_for_timeout(1500)  # layout: the frames' inner sizes are set after the first paint
+        table = page.evaluate("() => document.querySelector('table#summary').getBoundingClientRect().right")
+        viewport = page.evaluate("() => document.documentElement.clientWidth")
+        figures = page.evaluate(_FIGURES)
+        config_rows = page.evaluate("() => Array.from(document.querySelectorAll('table#config th'), (th) => th.textContent)")
+        browser.close()
+    assert paths_uri.endswith("report.html")
+    assert table <= viewport, f"the summary table ({table:.0f} px) is wider than the page ({viewport} px)"
+    assert {f["root"] for f in figures} >= {"distance_curves", "reach_times", "mode_counts", "phase_diagram",
+                                            "samples"}
+    for f in figures:
+        where = f"{f['root']}: {f['title'] and f['title'][0]!r}"
+        assert f["inner"][0] > 50 and f["inner"][1] > 50, where  # laid out
+        if f["title"]:
+            assert f["title"][1] <= f["inner"][0], f"{where}: the title is {f['title'][1]:.0f} px over a " \
+                                                   f"{f['inner'][0]} px frame"
+        for label, w in f["ylabels"]:
+            assert w <= f["inner"][1], f"{where}: y label {label!r} is {w:.0f} px along a {f['inner'][1]} px frame"
+        assert not f["legend_inside"], f"{where}: a legend is drawn over the data"
+        assert not f["colorbar_inside"], f"{where}: a colour bar is drawn over the data"
+    assert sum(f["colorbars"] for f in figures if f["root"] == "phase_diagram") == 1
+    # panels and legend entries in numeric order of width (and store order of schedule)
+    reach = [f["title"][0] for f in figures if f["root"] == "reach_times" and f["title"]]
+    expected = [f"cell: schedule={s} width={w}" for s in ds.schedule.values for w in widths]
+    assert reach == expected
+    spread = next(f["legend_labels"] for f in figures if f["root"] == "spread_curves")
+    assert spread == [f"schedule={s} width={w}" for s in ds.schedule.values for w in widths]
+    # the configuration lists the fields of the store's model kind, none of another kind's
+    from ridgexr.models import REGISTRY
+
+    kind = ds.ridge.config["model"]["kind"]
+    assert {r.split(".", 1)[1] for r in config_rows if r.startswith("model.")} == \
+        set(REGISTRY[kind].spec_class().model_fields)
+    # the mode-count PNG is large enough for its labels
+    width, height = Image.open(report_paths["mode_counts"]).size
+    assert width >= 500 and height >= 250, (width, height)
+
+
+def test_mode_count_bars_labels_do_not_overlap(tiny_store):
+    import holoviews as hv
+
+    from ridgexr import analysis, plot
+
+    ds = ridgexr.open_dataset(tiny_store)
+    plot.ensure_backends()
+    fig = hv.render(plot.mode_count_bars(ds), backend="matplotlib")
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    boxes = sorted((b.x0, b.x1) for b in (t.get_window_extent() for t in ax.get_xticklabels() if t.get_text()))
+    assert len(boxes) == ds.sizes["schedule"] * ds.sizes["width"]
+    assert all(right <= left for (_, right), (left, _) in zip(boxes, boxes[1:])), boxes
+    # the bars in reading order with their values
+    share = analysis.mode_counts(ds).share_any.compute()
+    drawn = [(t.get_text(), p.get_height()) for t, p in zip(ax.get_xticklabels(), ax.patches)]
+    expected = [(f"{s} / {w}", float(share.sel(schedule=s, width=w))) for s in ds.schedule.values
+                for w in sorted(ds.width.values.tolist())]
+    assert [d[0] for d in drawn] == [e[0] for e in expected]
+    assert [d[1] for d in drawn] == pytest.approx([e[1] for e in expected])
+
+
+def test_distance_caption_explains_identical_panels_only_when_they_are(tiny_store):
+    import xarray as xr
+
+    from ridgexr.report import identical_curves_note
+
+    ds = ridgexr.open_dataset(tiny_store)
+    d = ds.ridge_distance.where(~ds.ridge_degenerate).mean("sample").compute()
+    assert float(abs(d - d.isel(schedule=0, width=0)).max()) > 1e-6  # this store's cells differ
+    assert identical_curves_note(ds) == ""
+    same = xr.broadcast(ds.ridge_distance.isel(schedule=0, width=0, drop=True), ds.ridge_distance)[0]
+    equal = ds.assign(ridge_distance=same.transpose(*ds.ridge_distance.dims), ridge_degenerate=ds.ridge_degenerate & False,
+                      residual_normal=ds.residual_normal * 0.0)
+    note = identical_curves_note(equal)
+    assert f"The {ds.sizes['schedule'] * ds.sizes['width']} panels are identical" in note
+    assert "same sampler noise" in note and "normal direction" in note
+    noisy = equal.assign(residual_normal=equal.residual_normal + 0.1)
+    assert "normal direction" not in identical_curves_note(noisy)

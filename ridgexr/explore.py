@@ -1,0 +1,220 @@
+"""An interactive explorer of one store: ``ridgexr explore NAME|STORE`` and ``ds.ridge.explore()``.
+
+A panel app around two holoviews ``DynamicMap`` s (bokeh):
+
+- left: one cell's samples at one diffusion time t, their ridge projections, the scaled
+  training points alpha_t x_i and, for 2-D data, the ridge R_t itself (an SCMS-projected
+  grid, :func:`ridgexr.plot.ridge_points`); for d > 2 the first two coordinates are drawn
+  and the title says so;
+- right: that cell's mean ridge distance against t (log-log, the 10-90 % band over samples)
+  with a vertical marker at the slider's t.
+
+Every cell dimension of the store (``schedule``, ``width``, ``model``, ``tau``, ...) is a
+select widget and t is a slider over the store's steps.  Nothing is loaded up front but the
+training set: each move reads one (cell, step) slice of the lazily opened store
+(``isel`` on its dask arrays) and each cell's distance curve is computed when the cell is
+first shown (:func:`ridgexr.analysis.distance_curves` on that cell only).
+
+Rendering is local: the bokeh backend is passed where it is used, and holoviews' current
+backend and matplotlib's backend are left as they were.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import holoviews as hv
+import numpy as np
+import panel as pn
+import xarray as xr
+
+from . import analysis
+from ._validation import check_bool, check_int
+from .store import CELL_DIMS
+
+__all__ = ["explorer", "ExplorerData", "samples_overlay", "distance_overlay", "serve"]
+
+#: legend labels of the samples plot; the browser test finds the plotted data through them
+SAMPLES, PROJECTIONS, TRAINING, RIDGE = "samples", "ridge projections", "alpha_t x_i (training)", "ridge R_t"
+_COLORS = {SAMPLES: "#1f77b4", PROJECTIONS: "#d62728", TRAINING: "black", RIDGE: "#bbbbbb"}
+
+
+@dataclass
+class ExplorerData:
+    """What the explorer reads from a store, one slice at a time.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A store opened lazily (:func:`ridgexr.open_dataset`) with ``trajectory`` and
+        ``ridge_projection`` (cells..., sample, step, dim), ``ridge_distance`` (cells...,
+        sample, step), ``train_data`` (train, dim) and the ``t``, ``alpha`` coordinates.
+    max_samples : int
+        Samples drawn per frame (the first ``max_samples`` of the store).
+    """
+
+    ds: xr.Dataset
+    max_samples: int = 256
+
+    def __post_init__(self):
+        missing = [v for v in ("trajectory", "ridge_projection", "ridge_distance", "train_data") if v not in self.ds]
+        if missing:
+            raise ValueError(f"`ds` is not a ridgexr store: it has no {', '.join(missing)}")
+        self.max_samples = check_int(self.max_samples, "max_samples", min_val=1)
+        self.time_dim = self.ds["t"].dims[0]
+        self.cell_dims = [d for d in CELL_DIMS if d in self.ds.dims]
+        self.d = int(self.ds.sizes["dim"])
+        self.train = np.asarray(self.ds["train_data"].values, dtype=float)  # (train, dim): read once
+        self.t = np.asarray(self.ds["t"].values, dtype=float)  # (step,)
+        self.alpha = np.asarray(self.ds["alpha"].values, dtype=float)  # (step,)
+        lim = float(np.abs(self.train[:, :2]).max()) * 1.6 + 1.0 if self.train.size else 4.0
+        last = self.ds["trajectory"].isel({self.time_dim: -1, "dim": slice(0, 2)})
+        if "diverged" in self.ds:
+            last = last.where(~self.ds["diverged"])
+        last = np.abs(np.asarray(last.values, dtype=float))
+        last = last[np.isfinite(last)]  # one step of every cell: where the samples end (diverged ones aside)
+        reach = 1.1 * float(np.quantile(last, 0.99)) if last.size else 0.0
+        self.lim = max(lim, reach, 4.0)  # fixed axes over the frames; the prior's N(0, I) at t = T fits too
+        self._curves: dict[tuple, tuple] = {}
+
+    def options(self, dim: str) -> dict:
+        """{label text: label} of a cell dimension, in store order (plain Python values)."""
+        return {str(v): v for v in self.ds[dim].values.tolist()}
+
+    def cell(self, labels: dict) -> xr.Dataset:
+        """The lazy Dataset of one cell (``labels``: {cell dim: label})."""
+        return self.ds.sel({d: labels[d] for d in self.cell_dims})
+
+    def frame(self, labels: dict, step: int) -> dict[str, np.ndarray]:
+        """One (cell, step) slice: {legend label: (n, 2) points}, the first two coordinates.
+
+        Reads ``trajectory`` and ``ridge_projection`` of that cell and step only.
+        """
+        sl = self.cell(labels).isel({self.time_dim: int(step), "sample": slice(0, self.max_samples)})
+        return {SAMPLES: np.asarray(sl["trajectory"].values, dtype=float)[:, :2],
+                PROJECTIONS: np.asarray(sl["ridge_projection"].values, dtype=float)[:, :2],
+                TRAINING: self.train[:, :2] * self.alpha[int(step)]}
+
+    def has_run(self, labels: dict) -> bool:
+        """Whether the cell is complete (``cell_complete``; a masked or unfinished cell is drawn empty)."""
+        if "cell_complete" not in self.ds:
+            return True
+        return bool(self.ds["cell_complete"].sel({d: labels[d] for d in self.cell_dims}).values)
+
+    def curves(self, labels: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(mean, 10 % quantile, 90 % quantile) of the cell's ridge distance per step, shapes (step,).
+
+        Degenerate ridge frames are masked as in :func:`ridgexr.analysis.distance_curves`;
+        computed once per cell (on that cell only).
+        """
+        key = tuple(labels[d] for d in self.cell_dims)
+        if key not in self._curves:
+            c = analysis.distance_curves(self.cell(labels), quantiles=(0.1, 0.9)).compute()
+            q = c["distance_quantile"]
+            self._curves[key] = tuple(np.asarray(v.values, dtype=float) for v in
+                                      (c["distance_mean"], q.sel(quantile=0.1), q.sel(quantile=0.9)))
+        return self._curves[key]
+
+
+def _cell_text(labels: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in labels.items())
+
+
+def samples_overlay(data: ExplorerData, labels: dict, step: int, show_ridge: bool) -> hv.Overlay:
+    """The samples overlay of one (cell, step)."""
+    pts = data.frame(labels, step)
+    if show_ridge and data.d == 2:
+        from .plot import ridge_points
+
+        d_star = int(data.ds.attrs.get("d_star", 1))
+        pts = {RIDGE: ridge_points(data.train, float(data.t[step]), d_star=d_star, lim=data.lim)} | pts
+    layers = [hv.Points(p, kdims=["x0", "x1"], label=name).opts(color=_COLORS[name], size=4 if name != TRAINING else 6,
+                                                                  alpha=1.0 if name == TRAINING else 0.6,
+                                                                  backend="bokeh")
+              for name, p in pts.items()]
+    note = "" if data.d == 2 else f"; first 2 of {data.d} coordinates"
+    state = "" if data.has_run(labels) else " (not run)"
+    title = f"{_cell_text(labels)}{state}: t = {data.t[step]:.4g} (step {step}){note}"
+    return hv.Overlay(layers).opts(
+        hv.opts.Overlay(title=title, width=560, height=440, legend_position="right", xlim=(-data.lim, data.lim),
+                        ylim=(-data.lim, data.lim), backend="bokeh"))
+
+
+def distance_overlay(data: ExplorerData, labels: dict, step: int) -> hv.Overlay:
+    """The cell's mean ridge distance and its 10-90 % band against t, a marker at the step's t."""
+    mean, low, high = data.curves(labels)
+    unit = data.ds["ridge_distance"].attrs.get("units", "")
+    ydim = hv.Dimension("distance", label="ridge distance", unit=None if unit in ("", "1") else unit)
+    tdim = hv.Dimension("t", label="diffusion time t")
+    band = hv.Area((data.t, low, high), kdims=[tdim], vdims=[ydim, "distance_high"], label="10-90 % over samples")
+    line = hv.Curve((data.t, mean), kdims=[tdim], vdims=[ydim], label="mean")
+    marker = hv.VLine(float(data.t[step]))  # no label: the same bokeh Span moves with the slider
+    style = dict(logx=True, logy=True, width=420, height=360, backend="bokeh")
+    return (band.opts(alpha=0.3, color="#1f77b4", **style) * line.opts(color="#1f77b4", **style)
+            * marker.opts(color="#d62728", line_dash="dashed", backend="bokeh")).opts(
+        hv.opts.Overlay(title=f"ridge distance, {_cell_text(labels)}", legend_position="bottom_right",
+                        backend="bokeh"))
+
+
+def explorer(ds: xr.Dataset, *, max_samples: int = 256, show_ridge: bool = True) -> pn.viewable.Viewable:
+    """The explorer of a store as a panel object (display it in a notebook, or serve it).
+
+    One select widget per cell dimension, a t slider over the steps, the samples plot and the
+    distance curves with a t marker (see the module's description).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A store opened lazily (:func:`ridgexr.open_dataset`).
+    max_samples : int
+        Samples drawn per frame (the first ``max_samples``).
+    show_ridge : bool
+        Initial state of the "ridge R_t" checkbox (2-D data only: SCMS on a 40 x 40 grid per
+        frame, a fraction of a second for small training sets).
+
+    Returns
+    -------
+    panel.layout.Row
+        Widgets and the two plots.
+
+    Examples
+    --------
+    >>> import ridgexr                                   # doctest: +SKIP
+    >>> ridgexr.open_dataset("two-points").ridge.explore()  # doctest: +SKIP
+    """
+    show_ridge = check_bool(show_ridge, "show_ridge")
+    data = ExplorerData(ds, max_samples)
+    hv.renderer("bokeh")  # loads the bokeh plotting classes; leaves hv.Store.current_backend as it was
+    cell_widgets = {d: pn.widgets.Select(label=d, options=data.options(d), width=240) for d in data.cell_dims}
+    labels = [f"{t:.4g}" for t in data.t]
+    if len(set(labels)) < len(labels):
+        labels = [f"{t:.4g} (step {k})" for k, t in enumerate(data.t)]
+    t_slider = pn.widgets.DiscreteSlider(label="t", options=dict(zip(labels, range(len(labels)))), value=0,
+                                         width=240)
+    ridge_box = pn.widgets.Checkbox(label="ridge R_t (SCMS on a grid)", value=show_ridge and data.d == 2,
+                                    disabled=data.d != 2)
+
+    def points(step, ridge, **cell):
+        return samples_overlay(data, cell, step, ridge)
+
+    def curve(step, **cell):
+        return distance_overlay(data, cell, step)
+
+    samples = hv.DynamicMap(pn.bind(points, step=t_slider, ridge=ridge_box, **cell_widgets))
+    curves = hv.DynamicMap(pn.bind(curve, step=t_slider, **cell_widgets))
+    name = ds.attrs.get("experiment", ds.attrs.get("title", "store"))
+    note = ("" if data.d == 2 else f"\n\nThe data have d = {data.d} coordinates; the plot shows the first two.")
+    controls = pn.Column(pn.pane.Markdown(f"### ridgexr explore: {name}\n\nsamples (blue), their ridge projections "
+                                          f"(red), alpha_t x_i (black), the ridge R_t (grey, 2-D){note}", width=250),
+                         *cell_widgets.values(), t_slider, ridge_box, width=260)
+    return pn.Row(controls, pn.pane.HoloViews(samples, backend="bokeh"), pn.pane.HoloViews(curves, backend="bokeh"))
+
+
+def serve(ds: xr.Dataset, *, port: int = 0, show: bool = True, title: str = "ridgexr explore", **kwargs):
+    """Serve :func:`explorer` of ``ds`` on ``http://localhost:<port>/`` until interrupted (blocks).
+
+    Each browser session gets its own explorer.  ``port=0`` picks a free port.  ``kwargs`` go
+    to :func:`explorer`.
+    """
+    port = check_int(port, "port", min_val=0, max_val=65535)
+    return pn.serve(lambda: explorer(ds, **kwargs), port=port, show=show, title=title, threaded=False)

@@ -1,0 +1,198 @@
+"""The explorer (ridgexr.explore): its slices against the store, and ``ridgexr explore`` driven in Chromium."""
+
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import ridgexr
+from ridgexr.catalog import experiment_from_file
+from ridgexr.cli import app
+from ridgexr.explore import PROJECTIONS, SAMPLES, TRAINING, ExplorerData, samples_overlay
+from ridgexr.run import run_experiment
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def tiny_store(tmp_path_factory, write_catalog):
+    tmp = tmp_path_factory.mktemp("explore")
+    exp = experiment_from_file(write_catalog(tmp, steps=12, samples=16))
+    return run_experiment(exp, data_dir=tmp / "data").store
+
+
+def test_explorer_slices_are_the_stores_values(tiny_store):
+    ds = ridgexr.open_dataset(tiny_store)
+    data = ExplorerData(ds, max_samples=5)
+    cell = {"schedule": "h2", "width": 16}
+    frame = data.frame(cell, 7)
+    raw = ds.sel(cell).isel(step=7, sample=slice(0, 5))
+    np.testing.assert_array_equal(frame[SAMPLES], raw["trajectory"].values)
+    np.testing.assert_array_equal(frame[PROJECTIONS], raw["ridge_projection"].values)
+    np.testing.assert_allclose(frame[TRAINING], ds["train_data"].values * float(raw["alpha"]))
+    mean, low, high = data.curves(cell)
+    d = ds["ridge_distance"].sel(cell).values  # (sample, step)
+    ok = ~ds["ridge_degenerate"].sel(cell).values
+    d = np.where(ok, d, np.nan)
+    np.testing.assert_allclose(mean, np.nanmean(d, axis=0))
+    np.testing.assert_allclose(low, np.nanquantile(d, 0.1, axis=0))
+    np.testing.assert_allclose(high, np.nanquantile(d, 0.9, axis=0))
+
+
+def test_accessor_explore_has_one_widget_per_cell_dim_and_a_t_slider(tiny_store):
+    import panel as pn
+
+    ds = ridgexr.open_dataset(tiny_store)
+    view = ds.ridge.explore(max_samples=4)
+    widgets = {w.label: w for w in view.select(pn.widgets.Widget)}
+    assert list(widgets["schedule"].options.values()) == ds["schedule"].values.tolist()
+    assert list(widgets["width"].options.values()) == ds["width"].values.tolist()
+    slider = widgets["t"]
+    assert list(slider.options.values()) == list(range(ds.sizes["step"]))
+    np.testing.assert_allclose([float(k) for k in slider.options], ds["t"].values, rtol=1e-3)
+    assert len(view.select(pn.pane.HoloViews)) == 2
+
+
+def test_explorer_of_high_dimensional_data_draws_the_first_two_coordinates(tiny_store):
+    import holoviews as hv
+    import xarray as xr
+
+    ds = ridgexr.open_dataset(tiny_store)
+    points = {v: xr.concat([ds[v], 2 * ds[v]], "dim").assign_coords(dim=np.arange(4))
+              for v in ("trajectory", "ridge_projection", "train_data")}
+    ds3 = ds[["ridge_distance", "ridge_degenerate", "diverged"]].assign(points)  # d = 4
+    data = ExplorerData(ds3)
+    assert data.d == 4
+    frame = data.frame({"schedule": "1", "width": 8}, 3)
+    assert frame[SAMPLES].shape == (16, 2)
+    np.testing.assert_array_equal(frame[SAMPLES], ds["trajectory"].sel(schedule="1", width=8).isel(step=3).values)
+
+    title = hv.Store.lookup_options("bokeh", samples_overlay(data, {"schedule": "1", "width": 8}, 3, True),
+                                    "plot").kwargs["title"]
+    assert "first 2 of 4 coordinates" in title
+
+
+def test_cli_explore_refuses_a_missing_store_in_one_line(tmp_path):
+    r = CliRunner().invoke(app, ["explore", str(tmp_path / "none.zarr"), "--no-show", "--data-dir",
+                                 str(tmp_path)])
+    assert r.exit_code == 2
+    assert len(r.output.strip().splitlines()) == 1, r.output
+
+
+# what BokehJS holds: {legend label: {column: values}} of the glyphs and the t marker (Span) locations
+_PLOTTED = """() => {
+  const doc = window.Bokeh && window.Bokeh.documents[0];
+  if (!doc) return null;
+  const out = {points: {}, spans: []};
+  for (const m of doc.all_models) {
+    const kind = m.constructor.__name__;
+    if (kind === "Legend") {
+      for (const item of m.items) {
+        const label = item.label && (item.label.value ?? item.label);
+        const data = item.renderers[0].data_source.data;
+        const get = (k) => (data instanceof Map ? data.get(k) : data[k]);
+        if (get("x0") !== undefined) out.points[label] = {x0: Array.from(get("x0")), x1: Array.from(get("x1"))};
+      }
+    } else if (kind === "Span") {
+      out.spans.push(m.location);
+    }
+  }
+  return out;
+}"""
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for_port(port, proc, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stdout.read()
+        try:
+            socket.create_connection(("localhost", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise TimeoutError(f"ridgexr explore did not listen on {port} within {timeout} s")
+
+
+def _plotted_when(page, t, timeout=60):
+    """The plotted data once the t marker stands at ``t`` (the page updates asynchronously)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = page.evaluate(_PLOTTED)
+        if got and got["spans"] and np.isclose(got["spans"][-1], t) and SAMPLES in got["points"]:
+            return got
+        time.sleep(0.2)
+    raise TimeoutError(f"the t marker never reached t = {t}: {got and got['spans']}")
+
+
+def _assert_points(got, ds, cell, step):
+    raw = ds.sel(cell).isel(step=step)
+    for label, values in ((SAMPLES, raw["trajectory"].values), (PROJECTIONS, raw["ridge_projection"].values),
+                          (TRAINING, ds["train_data"].values * float(raw["alpha"]))):
+        drawn = np.column_stack([got["points"][label]["x0"], got["points"][label]["x1"]])
+        np.testing.assert_allclose(drawn, values, rtol=1e-12, err_msg=f"{label} at {cell}, step {step}")
+
+
+@pytest.mark.slow  # 34 s at load 13 on 2 cores (a server subprocess, Chromium, five updates)
+@pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (.ci/run installs the Debian package)")
+def test_cli_explore_in_chromium_follows_the_t_slider_and_the_cell_widgets(tiny_store):
+    playwright = pytest.importorskip("playwright.sync_api")
+    ds = ridgexr.open_dataset(tiny_store)
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "ridgexr.cli", "explore", str(tiny_store), "--port", str(port),
+                             "--no-show"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        _wait_for_port(port, proc)
+        with playwright.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            page = browser.new_page(viewport={"width": 1300, "height": 800})
+            errors = []
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(f"http://localhost:{port}/")
+            t = ds["t"].values
+            # the first cell at the first step (t = T)
+            _assert_points(_plotted_when(page, t[0]), ds, {"schedule": "1", "width": 8}, 0)
+            # the t slider by keyboard: End moves it to the last step (t = t_min)
+            handle = page.locator(".noUi-handle").first
+            handle.focus()
+            handle.press("End")
+            _assert_points(_plotted_when(page, t[-1]), ds, {"schedule": "1", "width": 8}, ds.sizes["step"] - 1)
+            handle.press("ArrowLeft")
+            _assert_points(_plotted_when(page, t[-2]), ds, {"schedule": "1", "width": 8}, ds.sizes["step"] - 2)
+            # a cell widget: width 8 -> 16 keeps t and swaps the cell's samples
+            before = page.evaluate(_PLOTTED)["points"][SAMPLES]
+            page.locator("select").nth(1).select_option(label="16")
+            deadline = time.monotonic() + 60
+            while page.evaluate(_PLOTTED)["points"][SAMPLES] == before and time.monotonic() < deadline:
+                time.sleep(0.2)
+            _assert_points(_plotted_when(page, t[-2]), ds, {"schedule": "1", "width": 16}, ds.sizes["step"] - 2)
+            page.locator("select").nth(0).select_option(label="exact")
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    _assert_points(page.evaluate(_PLOTTED), ds, {"schedule": "exact", "width": 16}, ds.sizes["step"] - 2)
+                    break
+                except AssertionError:
+                    time.sleep(0.2)
+            _assert_points(page.evaluate(_PLOTTED), ds, {"schedule": "exact", "width": 16}, ds.sizes["step"] - 2)
+            browser.close()
+        assert not errors, errors
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
