@@ -47,6 +47,8 @@ HASH_NEUTRAL: dict[str, object] = {
     "ridge.d_star_alt": [],  # 0.2
     "dataset.n_train": None,  # 0.3
     "models[].name": None,  # 0.2
+    "sampler.scheduler_class": None,  # 0.5 (sampler kind scheduler)
+    "sampler.eta": None,  # 0.5
 }
 
 
