@@ -283,14 +283,14 @@ CHILD = textwrap.dedent("""
     from ridgexr.models.unet.denoiser import UNetDenoiser
     from ridgexr.models.unet.training import save_folder
     from ridgexr.training import fit_neural
-    train = np.random.default_rng(0).uniform(-1, 1, size=(32, 16))
+    train = np.random.default_rng(0).uniform(-1, 1, size=(16, 16))
     torch.manual_seed(0)
     unet = UNet2DModel(sample_size=4, in_channels=1, out_channels=1, block_out_channels=(8,),
                        down_block_types=("DownBlock2D",), up_block_types=("UpBlock2D",), norm_num_groups=4)
     sched = DDPMScheduler()
     ck = sys.argv[1]
     fit = fit_neural(UNetDenoiser(unet, sched), train, epochs=int(sys.argv[2]), batch_size=8, T=2.0, t_min=0.01,
-                     ema=0.9, seed=1, device="cpu", checkpoint_dir=ck, save_epochs=[3, 30],
+                     ema=0.9, seed=1, device="cpu", checkpoint_dir=ck, save_epochs=[3, 12],
                      export=lambda m, e: save_folder(m.unet, sched, __import__("pathlib").Path(ck) / f"e{e}"))
     torch.save(fit.model.state_dict(), ck + "/final.pt")
 """)
@@ -302,9 +302,9 @@ def test_unet_training_killed_and_resumed_equals_an_uninterrupted_run(tmp_path):
     script.write_text(CHILD)
     env = dict(os.environ, PYTHONHASHSEED="0")
     whole = tmp_path / "whole"
-    subprocess.run([sys.executable, str(script), str(whole), "30"], check=True, env=env, timeout=300)
+    subprocess.run([sys.executable, str(script), str(whole), "12"], check=True, env=env, timeout=300)
     cut = tmp_path / "cut"
-    proc = subprocess.Popen([sys.executable, str(script), str(cut), "30"], env=env)
+    proc = subprocess.Popen([sys.executable, str(script), str(cut), "12"], env=env)
     deadline = time.time() + 300
     while not (cut / "e3" / "unet" / "config.json").exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.05)
@@ -312,10 +312,10 @@ def test_unet_training_killed_and_resumed_equals_an_uninterrupted_run(tmp_path):
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert not (cut / "final.pt").exists()
-    subprocess.run([sys.executable, str(script), str(cut), "30"], check=True, env=env, timeout=300)
+    subprocess.run([sys.executable, str(script), str(cut), "12"], check=True, env=env, timeout=300)
     a, b = torch.load(whole / "final.pt"), torch.load(cut / "final.pt")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     # the exported folder is a diffusers UNet2DModel holding the EMA weights of the last epoch
-    loaded = UNet2DModel.from_pretrained(cut / "e30" / "unet", low_cpu_mem_usage=False)
+    loaded = UNet2DModel.from_pretrained(cut / "e12" / "unet", low_cpu_mem_usage=False)
     assert all(torch.equal(v, a[f"unet.{k}"]) for k, v in loaded.state_dict().items())
-    assert DDPMScheduler.from_pretrained(cut / "e30" / "scheduler").config.prediction_type == "epsilon"
+    assert DDPMScheduler.from_pretrained(cut / "e12" / "scheduler").config.prediction_type == "epsilon"
