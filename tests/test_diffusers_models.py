@@ -283,16 +283,20 @@ CHILD = textwrap.dedent("""
     from ridgexr.models.unet.denoiser import UNetDenoiser
     from ridgexr.models.unet.training import save_folder
     from ridgexr.training import fit_neural
-    train = np.random.default_rng(0).uniform(-1, 1, size=(16, 16))
-    torch.manual_seed(0)
-    unet = UNet2DModel(sample_size=4, in_channels=1, out_channels=1, block_out_channels=(8,),
-                       down_block_types=("DownBlock2D",), up_block_types=("UpBlock2D",), norm_num_groups=4)
-    sched = DDPMScheduler()
-    ck = sys.argv[1]
-    fit = fit_neural(UNetDenoiser(unet, sched), train, epochs=int(sys.argv[2]), batch_size=8, T=2.0, t_min=0.01,
-                     ema=0.9, seed=1, device="cpu", checkpoint_dir=ck, save_epochs=[3, 12],
-                     export=lambda m, e: save_folder(m.unet, sched, __import__("pathlib").Path(ck) / f"e{e}"))
-    torch.save(fit.model.state_dict(), ck + "/final.pt")
+
+    def train(ck, epochs):
+        x = np.random.default_rng(0).uniform(-1, 1, size=(16, 16))
+        torch.manual_seed(0)
+        unet = UNet2DModel(sample_size=4, in_channels=1, out_channels=1, block_out_channels=(8,),
+                           down_block_types=("DownBlock2D",), up_block_types=("UpBlock2D",), norm_num_groups=4)
+        sched = DDPMScheduler()
+        fit = fit_neural(UNetDenoiser(unet, sched), x, epochs=epochs, batch_size=8, T=2.0, t_min=0.01,
+                         ema=0.9, seed=1, device="cpu", checkpoint_dir=ck, save_epochs=[3, epochs],
+                         export=lambda m, e: save_folder(m.unet, sched, __import__("pathlib").Path(ck) / f"e{e}"))
+        torch.save(fit.model.state_dict(), ck + "/final.pt")
+
+    if __name__ == "__main__":
+        train(sys.argv[1], int(sys.argv[2]))
 """)
 
 
@@ -302,7 +306,13 @@ def test_unet_training_killed_and_resumed_equals_an_uninterrupted_run(tmp_path):
     script.write_text(CHILD)
     env = dict(os.environ, PYTHONHASHSEED="0")
     whole = tmp_path / "whole"
-    subprocess.run([sys.executable, str(script), str(whole), "12"], check=True, env=env, timeout=300)
+    namespace = {}
+    exec(compile(CHILD, "child", "exec"), namespace)  # the uninterrupted run, here, on one thread as the child
+    threads = torch.get_num_threads()
+    try:
+        namespace["train"](str(whole), 12)
+    finally:
+        torch.set_num_threads(threads)
     cut = tmp_path / "cut"
     proc = subprocess.Popen([sys.executable, str(script), str(cut), "12"], env=env)
     deadline = time.time() + 300
