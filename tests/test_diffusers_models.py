@@ -232,6 +232,11 @@ def test_bad_diffusers_and_unet_blocks_are_refused_naming_the_field(saved_model,
                                                                              "sampler: {kind: sde, eta: 0.5,"))
     with pytest.raises(CatalogError, match="eta"):
         load_catalog_file(tmp_path / "e.yaml")
+    (tmp_path / "d.yaml").write_text((text % dict(sampler="scheduler")).replace("file: " + str(wide), "file: "
+                                     + str(folder / "train.npy")).replace("block_steps: 4}", "block_steps: 4, eta: 0.5}"))
+    with pytest.raises(ValueError, match="DDIM"):
+        run_experiment(load_catalog_file(tmp_path / "d.yaml")["mine"], store=tmp_path / "d.zarr")
+    assert not (tmp_path / "d.zarr").exists()
     unet = CATALOG.replace("model: {kind: diffusers, name: tiny, path: model, subfolder: unet, data_range: [-1, 1]}",
                            "model: {kind: unet, sample_size: [5, 5], block_out_channels: [8], norm_num_groups: 4}"
                            "\n    schedules: ['1']").replace("file: train.npy", f"file: {folder / 'train.npy'}")

@@ -352,6 +352,9 @@ def entry_scheduler(exp):
     name = exp.sampler.scheduler_class
     if name is not None and type(scheduler).__name__ != SCHEDULER_CLASSES[name]:
         scheduler = getattr(diffusers, SCHEDULER_CLASSES[name]).from_config(scheduler.config)
+    if exp.sampler.eta is not None and type(scheduler).__name__ != SCHEDULER_CLASSES["ddim"]:
+        raise ValueError(f"entry {exp.name!r}: `sampler.eta` is DDIM's; the scheduler is a {type(scheduler).__name__} "
+                         "(set `sampler.scheduler_class: ddim`)")
     return scheduler, tuple(int(v) for v in shape)
 
 
