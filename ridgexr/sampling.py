@@ -16,6 +16,9 @@ from one ``torch.Generator`` seeded with ``seed`` on the sampling device: the sa
 gives the same trajectory on the same device.  The consumer receives :class:`StepBlock`
 objects holding ``block_steps`` recorded states at a time, so the whole trajectory is
 never held on the device.
+
+:func:`scheduler_sampling` steps a diffusers scheduler instead (DDPM, DDIM), as its pipeline
+does, recording each state at the OU time of its timestep (alpha_bar = e^{-2t}).
 """
 
 from __future__ import annotations
