@@ -334,3 +334,64 @@ def test_unet_training_killed_and_resumed_equals_an_uninterrupted_run(tmp_path):
     loaded = UNet2DModel.from_pretrained(cut / "e12" / "unet", low_cpu_mem_usage=False)
     assert all(torch.equal(v, a[f"unet.{k}"]) for k, v in loaded.state_dict().items())
     assert DDPMScheduler.from_pretrained(cut / "e12" / "scheduler").config.prediction_type == "epsilon"
+
+
+UNET_CATALOG = """
+experiments:
+  trained:
+    dataset: {file: train.npy}
+    process: {T: 2.0, t_min: 0.01, n_steps: 4}
+    model: {kind: unet, sample_size: [4, 4], block_out_channels: [8], norm_num_groups: 4, epochs: [1, 2],
+            batch_size: 4, ema: 0.5}
+    schedules: ["h2"]
+    training: {n_time: 3, n_noise: 1}
+    sampler: {kind: scheduler, block_steps: 4}
+    n_samples: 3
+    d_star: 1
+    store: trained.zarr
+  reloaded:
+    dataset: {file: train.npy}
+    process: {T: 2.0, t_min: 0.01, n_steps: 4}
+    model: {kind: diffusers, path: %(folder)s, subfolder: unet}
+    training: {n_time: 3, n_noise: 1}
+    sampler: {kind: scheduler, block_steps: 4}
+    n_samples: 3
+    d_star: 1
+    store: reloaded.zarr
+"""
+
+
+@pytest.mark.slow
+def test_a_unet_trained_here_is_a_diffusers_model_that_kind_diffusers_reads_back(saved_model, tmp_path):
+    """The epoch-1 cell of a unet run and its exported save_pretrained folder, run as kind diffusers,
+    give the same trajectories and residuals."""
+    folder, _ = saved_model
+    np.save(tmp_path / "train.npy", np.load(folder / "train.npy"))
+    (tmp_path / "c.yaml").write_text(UNET_CATALOG % dict(folder="none"))
+    trained = ridgexr.open_dataset(run_experiment(load_catalog_file(tmp_path / "c.yaml")["trained"],
+                                                  data_dir=tmp_path / "data").store)
+    (export,) = (tmp_path / "data").glob("trained.zarr.checkpoints/*/unet/h2-nall/epoch-1")
+    (tmp_path / "c.yaml").write_text(UNET_CATALOG % dict(folder=export))
+    back = ridgexr.open_dataset(run_experiment(load_catalog_file(tmp_path / "c.yaml")["reloaded"],
+                                               data_dir=tmp_path / "data").store)
+    cell = trained.sel(epoch=1).squeeze(drop=True)
+    for name in ("trajectory", "residual_normal"):
+        np.testing.assert_array_equal(cell[name].transpose("sample", "step", "dim").values,
+                                      back[name].isel(model=0).transpose("sample", "step", "dim").values)
+    assert not np.array_equal(trained.sel(epoch=2)["trajectory"].values, cell["trajectory"].values)
+
+
+def test_a_class_conditional_unet_is_called_with_its_class_label():
+    unet = _tiny_unet(2, num_class_embeds=3).eval()
+    sched = DDPMScheduler()
+    acp = sched.alphas_cumprod.to(torch.float64)
+    x = torch.as_tensor(_train(3))
+    k = 250
+    a, b = acp[k].sqrt(), (1 - acp[k]).sqrt()
+    with torch.no_grad():
+        eps = unet(x.float().reshape(3, *SHAPE), torch.tensor(k), class_labels=torch.tensor([2, 2, 2])).sample
+    want = (x - b * eps.reshape(3, D).double()) / a
+    got = DiffusersDenoiser(unet, sched, class_labels=2).denoise(x, float(-0.5 * torch.log(acp[k])))
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+    other = DiffusersDenoiser(unet, sched, class_labels=0).denoise(x, float(-0.5 * torch.log(acp[k])))
+    assert np.abs(other - want).max() > 1e-3
