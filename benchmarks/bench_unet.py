@@ -26,7 +26,6 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine  # noqa: E402
 
-from ridgexr.catalog import Experiment  # noqa: E402, F401  (the catalog's validation of the block below)
 from ridgexr.models.unet import UNetSpec  # noqa: E402
 from ridgexr.models.unet.denoiser import UNetDenoiser, make_scheduler, make_unet  # noqa: E402
 from ridgexr.training import fit_neural  # noqa: E402

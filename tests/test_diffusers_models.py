@@ -16,7 +16,7 @@ import pytest
 import torch
 
 diffusers = pytest.importorskip("diffusers")
-from diffusers import DDIMPipeline, DDIMScheduler, DDPMPipeline, DDPMScheduler, UNet2DModel  # noqa: E402
+from diffusers import DDIMPipeline, DDPMPipeline, DDPMScheduler, UNet2DModel  # noqa: E402
 
 import ridgexr  # noqa: E402
 from ridgexr.catalog import CatalogError, load_catalog_file  # noqa: E402

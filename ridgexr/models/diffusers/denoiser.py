@@ -38,7 +38,6 @@ Folders are loaded with ``local_files_only=True``: nothing is downloaded.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from pathlib import Path
@@ -54,7 +53,7 @@ from ..module.denoiser import ModelError, ModuleDenoiser
 from . import TIMESTEP_MODES
 
 __all__ = ["DiffusersDenoiser", "PREDICTION_TYPES", "SCHEDULER_CLASSES", "scheduler_times", "load_unet",
-           "load_scheduler", "scheduler_folder", "denoiser_from_block", "folder_digest", "denoised_from_prediction",
+           "load_scheduler", "scheduler_folder", "denoiser_from_block", "denoised_from_prediction",
            "prediction_from_denoised", "entry_scheduler", "scheduler_predict", "build"]
 
 #: the scheduler ``prediction_type`` values this wrapper reads
@@ -297,17 +296,6 @@ def denoiser_from_block(block, base_dir: Path | None, device: Any = "cpu") -> Di
     scheduler = load_scheduler(scheduler_folder(block, base_dir))
     return DiffusersDenoiser(unet, scheduler, class_labels=block.class_labels, timestep=block.timestep,
                              name=block.label)
-
-
-def folder_digest(block, base_dir: Path | None) -> str:
-    """SHA-256 (16 hex) of the files of a block's UNet and scheduler folders (names and bytes)."""
-    h = hashlib.sha256()
-    unet_dir = _folder(block.path, base_dir, "path") / (block.subfolder or "")
-    for folder in (unet_dir, scheduler_folder(block, base_dir)):
-        for f in sorted(p for p in folder.iterdir() if p.is_file()):
-            h.update(f.name.encode())
-            h.update(f.read_bytes())
-    return h.hexdigest()[:16]
 
 
 def build(exp, block, task, train, device: str = "cpu") -> DiffusersDenoiser:
