@@ -38,24 +38,24 @@ class UNetSpec(ModelSpec):
 
     kind: Literal["unet"] = "unet"
     sample_size: list[int] = Field(description="[height, width] of the images (their d = in_channels x height x width)")
-    in_channels: int = Field(1, ge=1, description="image channels")
-    block_out_channels: list[Annotated[int, Field(ge=1)]] = Field([16, 32, 32], min_length=1,
+    in_channels: int = Field(defaults.UNET_IN_CHANNELS, ge=1, description="image channels")
+    block_out_channels: list[Annotated[int, Field(ge=1)]] = Field(list(defaults.UNET_BLOCK_OUT_CHANNELS), min_length=1,
         description="channels of each resolution level (one DownBlock2D / UpBlock2D per level)")
-    layers_per_block: int = Field(1, ge=1, description="ResNet layers per down block (up blocks: one more)")
+    layers_per_block: int = Field(defaults.UNET_LAYERS_PER_BLOCK, ge=1, description="ResNet layers per down block (up blocks: one more)")
     attention: bool = Field(True, description="self-attention in the middle block")
-    norm_num_groups: int = Field(8, ge=1, description="GroupNorm groups (must divide every channel count)")
+    norm_num_groups: int = Field(defaults.UNET_NORM_GROUPS, ge=1, description="GroupNorm groups (must divide every channel count)")
     parametrization: Literal[UNET_PARAMETRIZATIONS] | None = Field(None,
         description="what the U-Net outputs: 'epsilon' (the noise, default) or 'x0' (diffusers' 'sample')")
     beta_schedule: Literal[BETA_SCHEDULES] = Field("linear",
         description="beta schedule of the DDPMScheduler saved with the U-Net (its timestep <-> OU time map)")
-    num_train_timesteps: int = Field(1000, ge=2, description="timesteps of that scheduler")
-    epochs: Annotated[int, Field(ge=1)] | list[Annotated[int, Field(ge=1)]] = Field(10,
+    num_train_timesteps: int = Field(defaults.UNET_TIMESTEPS, ge=2, description="timesteps of that scheduler")
+    epochs: Annotated[int, Field(ge=1)] | list[Annotated[int, Field(ge=1)]] = Field(defaults.UNET_EPOCHS,
         description="training epochs; a list trains once to the largest and makes an epoch dimension from the "
                     "weights after each listed epoch")
-    batch_size: int = Field(128, ge=1, description="images per Adam step")
-    lr: float = Field(2e-3, gt=0, description="learning rate")
+    batch_size: int = Field(defaults.UNET_BATCH_SIZE, ge=1, description="images per Adam step")
+    lr: float = Field(defaults.UNET_LR, gt=0, description="learning rate")
     optimizer: Literal[OPTIMIZERS] = Field(defaults.MLP_OPTIMIZER, description="optimizer")
-    ema: float | None = Field(0.999, ge=0, lt=1,
+    ema: float | None = Field(defaults.UNET_EMA, ge=0, lt=1,
         description="decay of the exponential moving average of the weights used for sampling (null: none)")
 
     @model_validator(mode="after")
