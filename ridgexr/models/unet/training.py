@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 from ...training import fit_neural
@@ -42,6 +43,20 @@ def save_folder(unet, scheduler, folder: Path) -> None:
         os.replace(folder, old)
     os.replace(tmp, folder)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def _progress(ctx, label: str):
+    """``progress(epoch, epochs, loss)`` of :func:`ridgexr.fit_neural`: the run's progress line with the loss
+    and the remaining time estimated from this call's epochs so far."""
+    start, first = time.perf_counter(), []
+
+    def report(epoch: int, epochs: int, loss: float) -> None:
+        first.append(epoch)  # the first reported epoch (a resumed run starts past 1)
+        done = epoch - first[0] + 1
+        eta = (time.perf_counter() - start) / done * (epochs - epoch)
+        ctx.say(f"{label} epoch {epoch}/{epochs} loss {loss:.4g}, ETA {eta:.0f} s")
+
+    return report
 
 
 def check(exp, block, train) -> None:
@@ -85,7 +100,7 @@ def fit(ctx, bi: int, block, cells: list[tuple[tuple, dict]]) -> dict:
             optimizer=block.optimizer, ema=block.ema, t_min=exp.loss_t_min, T=exp.process.T,
             seed=exp.seeds.training, device=ctx.device, checkpoint_dir=ck, save_epochs=block.epoch_list,
             export=None if ck is None else export,
-            progress=lambda e, n, loss, s=s: ctx.say(f"{prefix}{s} epoch {e}/{n} loss {loss:.4g}"))
+            progress=_progress(ctx, f"{prefix}{s}"))
         for idx, lab in cells:
             if (lab["schedule"], lab.get("n_train", n_trains[0])) != (s, n_train):
                 continue
