@@ -19,8 +19,8 @@ SCHEDULE_NAMES = ("1", "h", "h2")
 QUADRATURES = ("simpson-t", "trapezoid-log-t", "gauss-legendre-log-t")
 #: fitted targets: the DSM target alpha_t x0, or its conditional mean (the exact denoiser's output)
 TARGETS = ("dsm", "ideal")
-#: samplers: reverse SDE (Euler-Maruyama) or probability-flow ODE (Heun)
-SAMPLER_KINDS = ("sde", "ode")
+#: samplers: reverse SDE (Euler-Maruyama), probability-flow ODE (Heun), or the model's diffusers scheduler
+SAMPLER_KINDS = ("sde", "ode", "scheduler")
 #: how a random-feature readout is trained: closed-form gradient flow, or gradient descent
 TRAINING_METHODS = ("flow", "gd")
 #: A(0) of a random-feature readout

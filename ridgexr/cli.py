@@ -309,7 +309,13 @@ def run(
                                  n_workers=workers, progress=progress, force=force)
         _raise_if_interrupted()  # a stop swallowed after the last progress update still exits 130
         elapsed = time.perf_counter() - t0
-    _summary_table(res.summary, f"{exp.name}: final step (t = {exp.process.t_min:g})")
+    t_last = exp.process.t_min
+    if exp.sampler.kind == "scheduler":  # the OU time of the scheduler's last timestep
+        from .models.diffusers.denoiser import entry_scheduler
+        from .sampling import scheduler_grid
+
+        t_last = float(scheduler_grid(entry_scheduler(exp)[0], exp.process.n_steps)[-1])
+    _summary_table(res.summary, f"{exp.name}: final step (t = {t_last:g})")
     console.print(f"ran {res.cells_run} cell(s), kept {res.cells_skipped} complete cell(s) in {elapsed:.1f} s")
     console.print(f"store: [bold]{res.store}[/]  (open with ridgexr.open_dataset({str(res.store)!r}))")
 

@@ -16,7 +16,9 @@ from __future__ import annotations
 __all__ = ["T", "T_MIN", "N_STEPS", "GRID", "N_SAMPLES", "N_FREQUENCIES", "FEATURE_PERIOD", "INIT",
            "ACTIVATION", "QUADRATURE", "N_TIME", "N_NOISE", "TARGET", "METHOD", "MLP_HIDDEN", "MLP_DEPTH",
            "MLP_EMBED_DIM", "MLP_EMBED_SCALE", "MLP_EPOCHS", "MLP_BATCH_SIZE", "MLP_LR", "MLP_OPTIMIZER",
-           "MLP_PARAMETRIZATION", "RF_PARAMETRIZATION", "HELDOUT_N_TIME", "HELDOUT_N_NOISE"]
+           "MLP_PARAMETRIZATION", "RF_PARAMETRIZATION", "HELDOUT_N_TIME", "HELDOUT_N_NOISE",
+           "UNET_BLOCK_OUT_CHANNELS", "UNET_LAYERS_PER_BLOCK", "UNET_NORM_GROUPS", "UNET_IN_CHANNELS",
+           "UNET_TIMESTEPS", "UNET_EPOCHS", "UNET_BATCH_SIZE", "UNET_LR", "UNET_EMA"]
 
 # ---------------------------------------------------------------- the sampler (2-D runs)
 #: start time of the sampler, OU time units (the authors' 2-D scripts: 10)
@@ -77,3 +79,17 @@ MLP_LR = 1e-3
 MLP_OPTIMIZER = "adam"
 #: what the MLP outputs: the score
 MLP_PARAMETRIZATION = "score"
+
+# ---------------------------------------------------------------- the unet kind (not the paper's: image issue 25)
+#: U-Net levels' channels and ResNet layers per level: ~0.27 M parameters at 28 x 28 x 1, sized for 2 CPU cores
+UNET_BLOCK_OUT_CHANNELS = (16, 32, 32)
+UNET_LAYERS_PER_BLOCK = 1
+UNET_NORM_GROUPS = 8
+UNET_IN_CHANNELS = 1
+#: timesteps of the DDPMScheduler that fixes a trained U-Net's timestep convention (diffusers' default)
+UNET_TIMESTEPS = 1000
+#: training: epochs, images per Adam step, learning rate, EMA decay of the sampled weights
+UNET_EPOCHS = 10
+UNET_BATCH_SIZE = 128
+UNET_LR = 2e-3
+UNET_EMA = 0.999

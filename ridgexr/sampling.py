@@ -16,6 +16,9 @@ from one ``torch.Generator`` seeded with ``seed`` on the sampling device: the sa
 gives the same trajectory on the same device.  The consumer receives :class:`StepBlock`
 objects holding ``block_steps`` recorded states at a time, so the whole trajectory is
 never held on the device.
+
+:func:`scheduler_sampling` steps a diffusers scheduler instead (DDPM, DDIM), as its pipeline
+does, recording each state at the OU time of its timestep (alpha_bar = e^{-2t}).
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ from ._validation import check_int, check_option
 from .process import OU
 
 __all__ = ["StepBlock", "recorded_steps", "reverse_sde", "probability_flow", "sample", "SAMPLERS",
-           "guard_divergence", "within_bound", "divergence_bound", "DIVERGENCE_FACTOR"]
+           "guard_divergence", "within_bound", "divergence_bound", "DIVERGENCE_FACTOR", "scheduler_sampling",
+           "scheduler_grid"]
 
 #: a state farther than this many data scales from the origin has diverged
 DIVERGENCE_FACTOR = 1e6
@@ -212,3 +216,91 @@ SAMPLERS = {"sde": reverse_sde, "ode": probability_flow}
 def sample(kind: str, *args, **kwargs) -> Iterator[StepBlock]:
     """Dispatch to :data:`SAMPLERS` by name ("sde" or "ode")."""
     return SAMPLERS[check_option(kind, "kind", SAMPLERS)](*args, **kwargs)
+
+
+def scheduler_sampling(predict: Callable, scheduler, n_samples: int, shape: tuple[int, ...], n_steps: int, *,
+                       seed: int, block_steps: int = 64, record_every: int = 1, device="cpu",
+                       dtype=torch.float32, eta: float | None = None,
+                       final: Callable[[torch.Tensor], None] | None = None) -> Iterator[StepBlock]:
+    """Step a diffusers scheduler (``DDPMScheduler``, ``DDIMScheduler``, ...) as its pipeline does; yields
+    :class:`StepBlock` s at the OU times of its timesteps.
+
+    The initial state is ``torch.randn((n_samples, *shape), generator=g)`` with g a generator seeded
+    with ``seed`` on ``device`` (what ``DDPMPipeline`` / ``DDIMPipeline`` draw with that generator),
+    then for each timestep k of ``scheduler.set_timesteps(n_steps)``::
+
+        x <- scheduler.step(predict(x, k)[0], k, x, generator=g[, eta=eta]).prev_sample
+
+    in ``dtype`` (the pipelines' float32).  State i (step i, i = 0 .. n_steps - 1) is recorded at
+    OU time t_i = -log(alphas_cumprod[k_i]) / 2 > 0 (alpha_bar = e^{-2t}); the scheduler's output
+    after its last step is the sample at alpha_bar = 1 (t = 0), where p_t has no ridge: it is not
+    recorded but handed to ``final`` (the pipelines' image before ``(x / 2 + 0.5).clamp(0, 1)``).
+
+    Parameters
+    ----------
+    predict : callable (x (n, d) tensor in ``dtype``, timestep, t float) -> (output, score)
+        The model's output (n, d) in the scheduler's ``prediction_type`` (``dtype``) and the score
+        grad log p_t (n, d) the observer reuses (float64; NaN where not evaluated).
+    scheduler : diffusers scheduler
+    n_samples : int
+    shape : tuple of int
+        Image shape (C, H, W) of a state; d = prod(shape).
+    n_steps : int
+        Inference steps (``num_inference_steps``).
+    seed, block_steps, record_every, device
+        As in :func:`reverse_sde` (the last state t > 0 is always recorded).
+    eta : float, optional
+        DDIM's eta (only passed to the step when given).
+    final : callable, optional
+        Receives the final output (n_samples, d) in ``dtype``.
+
+    Examples
+    --------
+    >>> from diffusers import DDPMScheduler
+    >>> sched = DDPMScheduler(num_train_timesteps=100)
+    >>> pred = lambda x, k, t: (torch.zeros_like(x), torch.zeros(x.shape, dtype=torch.float64))
+    >>> blocks = list(scheduler_sampling(pred, sched, 2, (1, 2, 2), 10, seed=0, block_steps=4))
+    >>> [b.x.shape[0] for b in blocks], float(blocks[-1].t[-1]) > 0
+    ([4, 4, 2], True)
+    """
+    check_int(n_samples, "n_samples", min_val=1)
+    check_int(n_steps, "n_steps", min_val=1)
+    check_int(block_steps, "block_steps", min_val=1)
+    check_int(seed, "seed", min_val=0, max_val=2**63 - 1)
+    scheduler.set_timesteps(n_steps, device=device)
+    timesteps = scheduler.timesteps
+    acp = torch.as_tensor(scheduler.alphas_cumprod).to(torch.float64).cpu()
+    times = (-0.5 * torch.log(acp[timesteps.cpu().long()])).numpy()
+    n = len(timesteps)
+    rec = set(recorded_steps(n - 1, record_every).tolist()) if n > 1 else {0}
+    gen = torch.Generator(device=device)
+    gen.manual_seed(int(seed))
+    d = math.prod(shape)
+    x = torch.randn((n_samples, *shape), generator=gen, device=device, dtype=dtype)
+    kwargs = {} if eta is None else {"eta": float(eta)}
+    buf, buf_scores, buf_steps = [], [], []
+    next_index = 0
+    for i, k in enumerate(timesteps):
+        flat = x.reshape(n_samples, d)
+        with torch.no_grad():
+            out, s = predict(flat, k, float(times[i]))
+            x = scheduler.step(out.to(dtype).reshape(x.shape), k, x, generator=gen, **kwargs).prev_sample
+        if i in rec:
+            buf.append(flat)
+            buf_scores.append(s)
+            buf_steps.append(i)
+            if len(buf) == block_steps or i == n - 1:
+                steps = np.asarray(buf_steps)
+                yield StepBlock(index=np.arange(next_index, next_index + len(buf)), step=steps, t=times[steps],
+                                x=torch.stack(buf), score=torch.stack(buf_scores))
+                next_index += len(buf)
+                buf, buf_scores, buf_steps = [], [], []
+    if final is not None:
+        final(x.reshape(n_samples, d))
+
+
+def scheduler_grid(scheduler, n_steps: int) -> np.ndarray:
+    """OU times (n_steps,) of the timesteps ``scheduler.set_timesteps(n_steps)`` steps through (decreasing)."""
+    scheduler.set_timesteps(check_int(n_steps, "n_steps", min_val=1))
+    acp = torch.as_tensor(scheduler.alphas_cumprod).to(torch.float64).cpu()
+    return (-0.5 * torch.log(acp[scheduler.timesteps.cpu().long()])).numpy()

@@ -107,7 +107,8 @@ def test_rerun_keeps_every_cell(multi_run):
     ("{kind: module}", r"field 'models\.3\.module': Field required"),
     ("{kind: module, module: nocolon}", "package.module:factory"),
     ("{kind: mlp, activation: sigmoid}", r"field 'models\.3\.activation': Input should be 'relu', 'silu', 'tanh' or 'gelu'"),
-    ("{kind: unet}", r"unknown model kind 'unet' \(known: random_features, exact, mlp, module\)"),
+    ("{kind: vae}", r"unknown model kind 'vae' \(known: random_features, exact, mlp, module, diffusers, unet\)"),
+    ("{kind: unet}", r"field 'models\.3\.sample_size': Field required"),
     ("{kind: mpl, widths: [8]}", r"unknown model kind 'mpl'; did you mean 'mlp'\?"),
 ])
 def test_bad_model_blocks_name_the_field(tmp_path, block, msg):

@@ -49,6 +49,8 @@ HASH_NEUTRAL: dict[str, object] = {
     "dataset.n_train": None,  # 0.3
     "models[].name": None,  # 0.2
     "models[].diagnostics": {"n_time": None, "n_noise": None},  # 0.5: the training sample's size
+    "sampler.scheduler_class": None,  # 0.5 (sampler kind scheduler)
+    "sampler.eta": None,  # 0.5
 }
 
 

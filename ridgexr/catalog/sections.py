@@ -85,9 +85,22 @@ class TrainingSpec(Spec):
 
 class SamplerSpec(Spec):
     kind: Literal[SAMPLER_KINDS] = Field("sde",
-        description="'sde' (reverse SDE, Euler-Maruyama) or 'ode' (probability flow, Heun)")
+        description="'sde' (reverse SDE, Euler-Maruyama), 'ode' (probability flow, Heun) or 'scheduler' (the "
+                    "diffusers scheduler of the entry's diffusers/unet block, process.n_steps inference steps, "
+                    "states recorded at the OU times of its timesteps)")
     record_every: int = Field(1, ge=1, description="record every k-th step (the last is always recorded)")
     block_steps: int = Field(256, ge=1, description="recorded steps per block (and per chunk along step)")
+    scheduler_class: Literal["ddpm", "ddim"] | None = Field(None,
+        description="kind scheduler: step with this scheduler class built from the model's scheduler config "
+                    "(null: the model's own class)")
+    eta: float | None = Field(None, ge=0,
+        description="kind scheduler: DDIM's eta (0: deterministic; null: the step's default)")
+
+    @model_validator(mode="after")
+    def _scheduler_fields(self):
+        if self.kind != "scheduler" and (self.scheduler_class is not None or self.eta is not None):
+            raise ValueError("`scheduler_class` and `eta` belong to `kind: scheduler`")
+        return self
 
 
 class RidgeSpec(Spec):

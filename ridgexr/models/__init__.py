@@ -7,6 +7,8 @@ kind                 subpackage (spec, torch-free) / ``denoiser`` (torch) / ``tr
 ``exact``            :mod:`ridgexr.models.exact` (the memorizing reference)
 ``mlp``              :mod:`ridgexr.models.mlp` (the paper's MLP score network)
 ``module``           :mod:`ridgexr.models.module` (your own trained model)
+``diffusers``        :mod:`ridgexr.models.diffusers` (your own diffusers UNet2DModel + scheduler)
+``unet``             :mod:`ridgexr.models.unet` (a diffusers UNet2DModel trained here by DSM)
 ===================  =============================================================
 
 Each kind's ``__init__`` holds its spec (a :class:`ModelSpec` subclass: its fields and their
@@ -32,7 +34,8 @@ from .kind import FitContext, FittedCell, ModelKind
 from .spec import MODEL_CELL_DIMS, ModelSpec
 
 __all__ = ["REGISTRY", "DEFAULT_KIND", "ModelKind", "ModelSpec", "FitContext", "FittedCell", "MODEL_CELL_DIMS",
-           "model_kind", "validate_block", "RandomFeatureDenoiser", "ExactDenoiser", "MLPDenoiser", "ModuleDenoiser"]
+           "model_kind", "validate_block", "RandomFeatureDenoiser", "ExactDenoiser", "MLPDenoiser", "ModuleDenoiser",
+           "DiffusersDenoiser", "UNetDenoiser"]
 
 #: kind -> its spec, builder and trainer (import paths)
 REGISTRY: dict[str, ModelKind] = {k.name: k for k in (
@@ -46,6 +49,12 @@ REGISTRY: dict[str, ModelKind] = {k.name: k for k in (
     ModelKind("module", "ridgexr.models.module:ModuleSpec",
               "ridgexr.models.module.denoiser:build", "ridgexr.models.module.training:fit",
               "ridgexr.models.module.training:check"),
+    ModelKind("diffusers", "ridgexr.models.diffusers:DiffusersSpec",
+              "ridgexr.models.diffusers.denoiser:build", "ridgexr.models.diffusers.training:fit",
+              "ridgexr.models.diffusers.training:check"),
+    ModelKind("unet", "ridgexr.models.unet:UNetSpec",
+              "ridgexr.models.unet.denoiser:build", "ridgexr.models.unet.training:fit",
+              "ridgexr.models.unet.training:check"),
 )}
 
 #: the kind of a model block that names none
@@ -91,6 +100,7 @@ def validate_block(value) -> ModelSpec:
 _NETWORKS = {
     "RandomFeatureDenoiser": "random_features.denoiser", "ExactDenoiser": "exact.denoiser",
     "MLPDenoiser": "mlp.denoiser", "ModuleDenoiser": "module.denoiser",
+    "DiffusersDenoiser": "diffusers.denoiser", "UNetDenoiser": "unet.denoiser",
 }
 
 

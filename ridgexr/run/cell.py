@@ -14,7 +14,7 @@ from ..models import model_kind
 from ..observe import step_quantities
 from ..process import time_grid
 from ..ridge import ridge_residual
-from ..sampling import divergence_bound, guard_divergence, sample
+from ..sampling import divergence_bound, guard_divergence, sample, scheduler_sampling
 from ..store import CellWriter, StoreLayout, write_cell_end
 from .plan import CellTask
 
@@ -68,8 +68,17 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
     last = None
     # the writer closes (every queued block on disk, errors raised) before the completion mark
     with torch.no_grad(), CellWriter(store, layout, task.index) as writer:  # writes overlap the next block
-        blocks = sample(exp.sampler.kind, score, exp.n_samples, d, grid, seed=exp.seeds.sampler,
-                        block_steps=exp.sampler.block_steps, record_every=exp.sampler.record_every, device=dev)
+        if exp.sampler.kind == "scheduler":  # the diffusers scheduler (docs/models.md)
+            from ..models.diffusers.denoiser import entry_scheduler, scheduler_predict
+
+            sched, shape = entry_scheduler(exp)
+            blocks = scheduler_sampling(scheduler_predict(model, sched), sched, exp.n_samples, shape,
+                                        exp.process.n_steps, seed=exp.seeds.sampler, eta=exp.sampler.eta,
+                                        block_steps=exp.sampler.block_steps, record_every=exp.sampler.record_every,
+                                        device=dev)
+        else:
+            blocks = sample(exp.sampler.kind, score, exp.n_samples, d, grid, seed=exp.seeds.sampler,
+                            block_steps=exp.sampler.block_steps, record_every=exp.sampler.record_every, device=dev)
         for block in blocks:
             q = step_quantities(density, block.x, block.t, exp.d_star, denoise, tol=exp.ridge.tol,
                                 max_iter=exp.ridge.max_iter, top_k=exp.ridge.top_k, bound=bound,

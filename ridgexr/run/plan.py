@@ -58,8 +58,15 @@ def count_run_cells(exp: Experiment) -> int:
 def plan_layout(exp: Experiment, train: np.ndarray) -> StoreLayout:
     """The store layout of an experiment (``exp.d_star`` already resolved)."""
     n_steps = exp.process.n_steps
-    grid = time_grid(n_steps, exp.process.T, exp.process.t_min, exp.process.grid)
-    steps = recorded_steps(n_steps, exp.sampler.record_every)
+    if exp.sampler.kind == "scheduler":  # the scheduler's timesteps (t > 0): n_steps states, the last unstepped
+        from ..models.diffusers.denoiser import entry_scheduler
+        from ..sampling import scheduler_grid
+
+        grid = scheduler_grid(entry_scheduler(exp)[0], n_steps)
+        steps = recorded_steps(n_steps - 1, exp.sampler.record_every) if n_steps > 1 else np.array([0])
+    else:
+        grid = time_grid(n_steps, exp.process.T, exp.process.t_min, exp.process.grid)
+        steps = recorded_steps(n_steps, exp.sampler.record_every)
     coords = exp.cell_coords()
     applies = applying_cells(exp, coords)
     return StoreLayout(

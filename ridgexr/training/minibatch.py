@@ -148,7 +148,8 @@ def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable =
                parametrization: str | None = None, checkpoint_dir: str | Path | None = None,
                checkpoint_every: int | None = None, save_epochs: Sequence[int] = (),
                progress: bool | Callable[[int, int, float], None] = False,
-               process: OU | None = None) -> NeuralFit:
+               process: OU | None = None,
+               export: Callable[[torch.nn.Module, int], None] | None = None) -> NeuralFit:
     """Train ``model`` by minibatch denoising score matching (the package's loss; module doc).
 
     Parameters
@@ -190,6 +191,10 @@ def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable =
     progress : bool or callable(epoch, epochs, loss)
         True: a rich progress bar with the loss.
     process : OU, optional
+    export : callable(model, epoch), optional
+        Called at each checkpoint, before the side file ``checkpoint.pt`` is written, with the
+        model to publish (the EMA weights with ``ema``) and the epoch: e.g. a diffusers
+        ``save_pretrained`` folder (:mod:`ridgexr.models.unet`).  Resuming reads only the side file.
 
     Returns
     -------
@@ -303,6 +308,8 @@ def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable =
                 src = averaged.module if averaged is not None else model
                 snapshots[epoch] = {k: v.detach().cpu().clone() for k, v in src.state_dict().items()}
             if ckpt is not None and (epoch % every == 0 or epoch == epochs):
+                if export is not None:
+                    export(averaged.module if averaged is not None else model, epoch)
                 save_atomic(dict(config=config, epoch=epoch, model=model.state_dict(), optimizer=opt.state_dict(),
                                   ema=None if averaged is None else averaged.state_dict(), losses=losses,
                                   snapshots=snapshots), ckpt)

@@ -269,6 +269,7 @@ def model_digest(model: Callable) -> str:
             h.update(code.co_code + repr(code.co_consts).encode())
     if isinstance(model, ModuleDenoiser):
         h.update(f"{model.parametrization}:{model.time}".encode())
+        h.update(str(getattr(model, "config_digest", "")).encode())  # e.g. a diffusers model's scheduler
     return h.hexdigest()[:16]
 
 

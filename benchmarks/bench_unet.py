@@ -1,0 +1,82 @@
+"""Benchmark: training throughput of the `unet` kind's U-Net on 28 x 28 x 1 images, and what it implies.
+
+Run:  python benchmarks/bench_unet.py [--quick] [--threads N]
+
+Trains the default `kind: unet` network (UNet2DModel, block_out_channels [16, 32, 32], one ResNet
+layer per block, mid-block attention; ~0.27 M parameters) by :func:`ridgexr.fit_neural` -- the
+package's DSM loss, batch 128, Adam, EMA 0.999, float32 -- on Fashion-MNIST class 0 scaled to
+[-1, 1] (Debian's IDX files; random images of the same shape when absent), and prints images/s
+(one epoch after a warm-up epoch), the same for a wider U-Net, and the training time of the
+`fashion-unet` entry (6 000 images, two schedules, the largest epoch count) at this rate.
+Timing is noisy on a shared machine: the load average is printed beside the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine  # noqa: E402
+
+from ridgexr.models.unet import UNetSpec  # noqa: E402
+from ridgexr.models.unet.denoiser import UNetDenoiser, make_scheduler, make_unet  # noqa: E402
+from ridgexr.training import fit_neural  # noqa: E402
+
+IDX = Path("/usr/share/datasets/fashion-mnist")
+
+
+def images(n: int) -> tuple[np.ndarray, str]:
+    """n images (n, 784) of class 0 in [-1, 1], and where they came from."""
+    img, lab = IDX / "train-images-idx3-ubyte.gz", IDX / "train-labels-idx1-ubyte.gz"
+    if img.is_file() and lab.is_file():
+        x = np.frombuffer(gzip.open(img).read(), np.uint8, offset=16).reshape(-1, 784)
+        y = np.frombuffer(gzip.open(lab).read(), np.uint8, offset=8)
+        return x[y == 0][:n].astype(np.float64) / 127.5 - 1.0, "Fashion-MNIST class 0"
+    return np.random.default_rng(0).uniform(-1, 1, size=(n, 784)), "random images (Fashion-MNIST IDX files absent)"
+
+
+def throughput(block: UNetSpec, train: np.ndarray) -> tuple[int, float]:
+    """(parameters, images/s of one epoch after a warm-up epoch)."""
+    net = UNetDenoiser(make_unet(block, 0), make_scheduler(block))
+    n_par = sum(p.numel() for p in net.parameters())
+    fit_neural(net, train[: block.batch_size], epochs=1, batch_size=block.batch_size, ema=block.ema, T=5.0,
+               device="cpu")  # warm-up
+    t0 = time.perf_counter()
+    fit_neural(net, train, epochs=1, batch_size=block.batch_size, ema=block.ema, T=5.0, device="cpu")
+    return n_par, len(train) / (time.perf_counter() - t0)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="256 images instead of 1024")
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    train, source = images(256 if args.quick else 1024)
+    print(f"# {machine()}; load average {os.getloadavg()[0]:.2f}; {len(train)} images: {source}")
+    print("| U-Net | parameters | images/s |")
+    print("|---|---|---|")
+    rates = {}
+    for label, extra in (("default [16, 32, 32]", {}), ("wider [32, 64, 64]", {"block_out_channels": [32, 64, 64]})):
+        block = UNetSpec(kind="unet", sample_size=[28, 28], **extra)
+        n_par, rate = throughput(block, train)
+        rates[label] = rate
+        print(f"| {label} | {n_par:,} | {rate:.1f} |")
+    rate = rates["default [16, 32, 32]"]
+    for epochs in (10, 40):
+        hours = 2 * 6000 * epochs / rate / 3600
+        print(f"fashion-unet training at {rate:.1f} images/s: 6 000 images x {epochs} epochs x 2 schedules = "
+              f"{hours:.2f} h")
+    print(f"# load average after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

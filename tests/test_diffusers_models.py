@@ -1,0 +1,397 @@
+"""diffusers U-Nets: kind diffusers (a user's UNet2DModel + scheduler), kind unet (trained here by DSM),
+sampler kind scheduler.  Every expected number is computed here from the scheduler's own
+``alphas_cumprod``, never through ridgexr's time map."""
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+diffusers = pytest.importorskip("diffusers")
+from diffusers import DDIMPipeline, DDPMPipeline, DDPMScheduler, UNet2DModel  # noqa: E402
+
+import ridgexr  # noqa: E402
+from ridgexr.catalog import CatalogError, load_catalog_file  # noqa: E402
+from ridgexr.empirical import SmoothedEmpirical  # noqa: E402
+from ridgexr.models.diffusers.denoiser import DiffusersDenoiser, scheduler_predict  # noqa: E402
+from ridgexr.models.unet.denoiser import UNetDenoiser  # noqa: E402
+from ridgexr.observe import step_quantities  # noqa: E402
+from ridgexr.run import run_experiment  # noqa: E402
+from ridgexr.sampling import scheduler_sampling  # noqa: E402
+from ridgexr.training import fit_neural  # noqa: E402
+from ridgexr.training.heldout import heldout_diagnostics  # noqa: E402
+from ridgexr.training.sample import draw_training_sample  # noqa: E402
+
+SHAPE = (1, 4, 4)
+D = 16
+
+
+def _train(n=6, seed=0):
+    return np.random.default_rng(seed).uniform(-1, 1, size=(n, D))
+
+
+def _tiny_unet(seed=0, **kw):
+    torch.manual_seed(seed)
+    return UNet2DModel(sample_size=4, in_channels=1, out_channels=1, block_out_channels=(8,),
+                       down_block_types=("DownBlock2D",), up_block_types=("UpBlock2D",), norm_num_groups=4, **kw)
+
+
+class ExactUNet(torch.nn.Module):
+    """A UNet2DModel-compatible stand-in whose output is the exact prediction of a training set.
+
+    At a real timestep s, alpha_bar(s) is the scheduler's alphas_cumprod interpolated linearly in
+    log between integers (exact at integers); the posterior of y = sqrt(ab) x0 + sqrt(1 - ab) z over
+    the training points gives m = E[x0 | y], eps = (y - sqrt(ab) m) / sqrt(1 - ab),
+    v = sqrt(ab) eps - sqrt(1 - ab) m.  Computed in float64, returned in float32.
+    """
+
+    def __init__(self, train, scheduler, embedding="positional"):
+        super().__init__()
+        self.x = torch.as_tensor(train, dtype=torch.float64)
+        self.log_ab = torch.log(torch.as_tensor(scheduler.alphas_cumprod).to(torch.float64))
+        self.kind = scheduler.config.prediction_type
+        self.config = SimpleNamespace(sample_size=4, in_channels=1, time_embedding_type=embedding)
+        self.dummy = torch.nn.Parameter(torch.zeros(1))  # float32, on cpu
+        self.timesteps_seen = []
+
+    def forward(self, sample, timestep, class_labels=None):
+        n = sample.shape[0]
+        s = torch.as_tensor(timestep, dtype=torch.float64).reshape(-1).expand(n)
+        self.timesteps_seen.append(s.clone())
+        k = torch.clamp(torch.floor(s), 0, self.log_ab.numel() - 2).long()
+        lam = s - k
+        ab = torch.exp((1 - lam) * self.log_ab[k] + lam * self.log_ab[k + 1])[:, None]
+        y = sample.reshape(n, -1).to(torch.float64)
+        logits = -((y[:, None, :] - ab.sqrt()[:, None] * self.x[None]) ** 2).sum(-1) / (2 * (1 - ab))
+        m = torch.softmax(logits, -1) @ self.x
+        eps = (y - ab.sqrt() * m) / (1 - ab).sqrt()
+        out = {"epsilon": eps, "sample": m, "v_prediction": ab.sqrt() * eps - (1 - ab).sqrt() * m}[self.kind]
+        return SimpleNamespace(sample=out.to(torch.float32).reshape(sample.shape))
+
+
+def _exact_m(train, x, ab):
+    """E[x0 | y = x] under y = sqrt(ab) x0 + sqrt(1 - ab) z, float64 (the test's own posterior)."""
+    logits = -((x[:, None, :] - math.sqrt(ab) * train[None]) ** 2).sum(-1) / (2 * (1 - ab))
+    w = np.exp(logits - logits.max(-1, keepdims=True))
+    return (w / w.sum(-1, keepdims=True)) @ train
+
+
+@pytest.mark.parametrize("beta_schedule", ["linear", "squaredcos_cap_v2"])
+@pytest.mark.parametrize("prediction_type", ["epsilon", "v_prediction", "sample"])
+def test_an_exact_standin_is_read_exactly_at_integer_timesteps(prediction_type, beta_schedule):
+    """Residuals (normal and tangent) at float32 rounding at the scheduler's integer timesteps, and a
+    held-out excess loss at float32 rounding of the loss: this pins time and scaling conventions."""
+    train = _train()
+    sched = DDPMScheduler(beta_schedule=beta_schedule, prediction_type=prediction_type)
+    den = DiffusersDenoiser(ExactUNet(train, sched), sched)
+    acp = sched.alphas_cumprod.to(torch.float64).numpy()
+    rng = np.random.default_rng(1)
+    ks = np.array([3, 60, 250, 500, 700])
+    density = SmoothedEmpirical(train, 1.0)
+    for k in ks:
+        t = -0.5 * math.log(acp[k])  # the test's own OU time of timestep k
+        x = math.sqrt(acp[k]) * train[rng.integers(0, 6, 5)] + math.sqrt(1 - acp[k]) * rng.normal(size=(5, D))
+        m = den.denoise(x, t)
+        assert np.abs(den.model.timesteps_seen[-1].numpy() - k).max() < 1e-3  # called at timestep k
+        np.testing.assert_allclose(m, _exact_m(train, x, acp[k]), rtol=0, atol=4e-6 * (1 + 1 / math.sqrt(acp[k])))
+        q = step_quantities(density, torch.as_tensor(x)[None], np.array([t]), 1,
+                            lambda y, tt: torch.as_tensor(den.denoise(y, tt)), tol=1e-10)
+        err = np.linalg.norm(q["residual_normal"], axis=-1).max() + np.linalg.norm(q["residual_tangent"], axis=-1).max()
+        assert err < 1e-5 * (1 + 1 / math.sqrt(acp[k])), (k, err)
+    sample = draw_training_sample(train, t_min=0.01, T=2.0, n_time=5, n_noise=2, seed=3)
+    diag = heldout_diagnostics(den.denoise, sample, "1", 1)
+    assert abs(diag["excess_loss"]) < 1e-6 * diag["optimal_loss"], diag
+
+
+def test_a_wrong_time_map_would_be_seen():
+    """The same check fails by orders of magnitude when the model is read one timestep off."""
+    train = _train()
+    sched = DDPMScheduler()
+    den = DiffusersDenoiser(ExactUNet(train, sched), sched)
+    acp = sched.alphas_cumprod.to(torch.float64).numpy()
+    x = math.sqrt(acp[400]) * train[:3] + math.sqrt(1 - acp[400]) * np.random.default_rng(0).normal(size=(3, D))
+    off = den.denoise(x, -0.5 * math.log(acp[401]))  # the model's m at timestep 401, read as 401
+    assert np.abs(off - _exact_m(train, x, acp[400])).max() > 100 * 4e-6 * (1 + 1 / math.sqrt(acp[400]))
+
+
+def test_a_learned_time_embedding_is_interpolated_within_one_timestep():
+    """'interpolate': exact at integers; between k and k + 1, within the change of E[x0|x] over one timestep."""
+    train = _train()
+    sched = DDPMScheduler()
+    stand = ExactUNet(train, sched, embedding="learned")
+    den = DiffusersDenoiser(stand, sched)
+    assert den.timestep == "interpolate"
+    acp = sched.alphas_cumprod.to(torch.float64).numpy()
+    x = math.sqrt(acp[300]) * train[:4] + math.sqrt(1 - acp[300]) * np.random.default_rng(2).normal(size=(4, D))
+    t_mid = -0.25 * (math.log(acp[300]) + math.log(acp[301]))
+    m = den.denoise(x, t_mid)
+    assert all(bool((s == torch.round(s)).all()) for s in stand.timesteps_seen)  # integers only
+    m0, m1 = _exact_m(train, x, acp[300]), _exact_m(train, x, acp[301])
+    exact = _exact_m(train, x, math.exp(-2 * t_mid))
+    assert np.abs(m - exact).max() <= np.abs(m1 - m0).max() + 1e-5
+    np.testing.assert_allclose(den.denoise(x, -0.5 * math.log(acp[300])), m0, atol=2e-5)
+
+
+@pytest.mark.parametrize("pipeline, steps, eta", [(DDPMPipeline, 12, None), (DDIMPipeline, 8, 0.0),
+                                                  (DDIMPipeline, 8, 0.7)])
+def test_the_scheduler_sampler_reproduces_the_diffusers_pipeline(pipeline, steps, eta):
+    unet = _tiny_unet(3).eval()
+    pipe = pipeline(unet=unet, scheduler=DDPMScheduler())
+    kwargs = {} if eta is None else {"eta": eta}
+    want = pipe(batch_size=3, generator=torch.Generator().manual_seed(7), num_inference_steps=steps,
+                output_type="np", **kwargs).images  # (3, 4, 4, 1) in [0, 1]
+    sched = type(pipe.scheduler).from_config(pipe.scheduler.config)
+    den = DiffusersDenoiser(unet, sched)
+    got = {}
+    blocks = list(scheduler_sampling(scheduler_predict(den, sched), sched, 3, SHAPE, steps, seed=7, block_steps=5,
+                                     eta=eta, final=lambda x: got.setdefault("x", x)))
+    image = (got["x"].reshape(3, *SHAPE) / 2 + 0.5).clamp(0, 1).permute(0, 2, 3, 1).numpy()
+    np.testing.assert_allclose(image, want, rtol=0, atol=1e-6)
+    times = np.concatenate([b.t for b in blocks])
+    acp = sched.alphas_cumprod.to(torch.float64).numpy()
+    np.testing.assert_allclose(times, -0.5 * np.log(acp[sched.timesteps.numpy()]), rtol=1e-15)
+    assert times.size == steps and times[-1] > 0 and np.all(np.diff(times) < 0)
+
+
+CATALOG = """
+experiments:
+  mine:
+    dataset: {file: train.npy}
+    process: {T: 2.0, t_min: 0.01, n_steps: 6}
+    model: {kind: diffusers, name: tiny, path: model, subfolder: unet, data_range: [-1, 1]}
+    training: {n_time: 5, n_noise: 2}
+    sampler: {kind: %(sampler)s, block_steps: 4}
+    n_samples: 4
+    d_star: 1
+    store: mine.zarr
+"""
+
+
+@pytest.fixture(scope="module")
+def saved_model(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("diffusers")
+    np.save(folder / "train.npy", _train())
+    unet = _tiny_unet(5)
+    unet.save_pretrained(folder / "model" / "unet")
+    DDPMScheduler().save_pretrained(folder / "model" / "scheduler")
+    return folder, unet.eval()
+
+
+def test_a_saved_unet_run_from_a_catalog_equals_the_in_memory_model(saved_model):
+    folder, unet = saved_model
+    (folder / "cat.yaml").write_text(CATALOG % dict(sampler="sde"))
+    exp = load_catalog_file(folder / "cat.yaml")["mine"]
+    a = ridgexr.open_dataset(run_experiment(exp, store=folder / "a.zarr").store)
+    b = ridgexr.open_dataset(run_experiment(exp, store=folder / "b.zarr",
+                                            model=DiffusersDenoiser(unet, DDPMScheduler(), name="tiny")).store)
+    for name in ("trajectory", "residual_normal", "residual_tangent", "ridge_projection"):
+        np.testing.assert_array_equal(a[name].values, b[name].values)
+    assert np.isfinite(a["residual_normal"].values).all()
+
+
+def test_a_scheduler_run_records_the_timesteps_and_the_pipelines_states(saved_model):
+    folder, unet = saved_model
+    (folder / "sched.yaml").write_text(CATALOG % dict(sampler="scheduler"))
+    exp = load_catalog_file(folder / "sched.yaml")["mine"]
+    ds = ridgexr.open_dataset(run_experiment(exp, store=folder / "s.zarr").store)
+    sched = DDPMScheduler()
+    sched.set_timesteps(6)
+    acp = sched.alphas_cumprod.to(torch.float64).numpy()
+    np.testing.assert_allclose(ds.t.values, -0.5 * np.log(acp[sched.timesteps.numpy()]), rtol=1e-15)
+    # the states are those of diffusers' own loop with the same generator
+    g = torch.Generator().manual_seed(exp.seeds.sampler)
+    x = torch.randn((4, *SHAPE), generator=g)
+    states = []
+    with torch.no_grad():
+        for k in sched.timesteps:
+            states.append(x.reshape(4, D).double().numpy())
+            x = sched.step(unet(x, k).sample, k, x, generator=g).prev_sample
+    traj = ds["trajectory"].isel(model=0).transpose("step", "sample", "dim").values
+    np.testing.assert_allclose(traj, np.stack(states), rtol=0, atol=1e-6)
+    assert np.isfinite(ds["residual_normal"].values).all()
+
+
+def test_bad_diffusers_and_unet_blocks_are_refused_naming_the_field(saved_model, tmp_path):
+    folder, _ = saved_model
+    wide = tmp_path / "wide.npy"
+    np.save(wide, 3 * _train())
+    text = CATALOG.replace("file: train.npy", f"file: {wide}").replace("path: model", f"path: {folder / 'model'}")
+    (tmp_path / "c.yaml").write_text(text % dict(sampler="sde"))
+    with pytest.raises(ValueError, match="data_range"):
+        run_experiment(load_catalog_file(tmp_path / "c.yaml")["mine"], store=tmp_path / "x.zarr")
+    assert not (tmp_path / "x.zarr").exists()
+    (tmp_path / "e.yaml").write_text((CATALOG % dict(sampler="sde")).replace("sampler: {kind: sde,",
+                                                                             "sampler: {kind: sde, eta: 0.5,"))
+    with pytest.raises(CatalogError, match="eta"):
+        load_catalog_file(tmp_path / "e.yaml")
+    (tmp_path / "d.yaml").write_text((text % dict(sampler="scheduler")).replace("file: " + str(wide), "file: "
+                                     + str(folder / "train.npy")).replace("block_steps: 4}", "block_steps: 4, eta: 0.5}"))
+    with pytest.raises(ValueError, match="DDIM"):
+        run_experiment(load_catalog_file(tmp_path / "d.yaml")["mine"], store=tmp_path / "d.zarr")
+    assert not (tmp_path / "d.zarr").exists()
+    unet = CATALOG.replace("model: {kind: diffusers, name: tiny, path: model, subfolder: unet, data_range: [-1, 1]}",
+                           "model: {kind: unet, sample_size: [5, 5], block_out_channels: [8], norm_num_groups: 4}"
+                           "\n    schedules: ['1']").replace("file: train.npy", f"file: {folder / 'train.npy'}")
+    (tmp_path / "u.yaml").write_text(unet % dict(sampler="sde"))
+    with pytest.raises(ValueError, match="d = 25"):
+        run_experiment(load_catalog_file(tmp_path / "u.yaml")["mine"], store=tmp_path / "u.zarr")
+
+
+def _epoch_draws(seed, epoch, n, d, t_min, T):
+    """fit_neural's documented draws of an epoch: CPU generator seeded by (seed, epoch); perm, t, z."""
+    state = np.random.SeedSequence([seed, epoch]).generate_state(2, np.uint32)
+    g = torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
+    perm = torch.randperm(n, generator=g)
+    t = t_min + (T - t_min) * torch.rand(n, generator=g, dtype=torch.float64)
+    z = torch.randn(n, d, generator=g, dtype=torch.float64)
+    return perm, t, z
+
+
+@pytest.mark.parametrize("schedule", ["1", "h2"])
+def test_the_unet_training_loss_is_the_dsm_loss_of_the_batch(schedule):
+    """One full-batch step: fit_neural's epoch loss equals (T - t_min) mean w(t)/h |eps_hat - z|^2 computed
+    here, with eps_hat the U-Net's output at x_t = e^{-t} x0 + sqrt(1 - e^{-2t}) z and its timestep from
+    alphas_cumprod (log-linear between integers), before the step."""
+    train = _train(8)
+    sched = DDPMScheduler()
+    unet = _tiny_unet(1)
+    ref = _tiny_unet(1).eval()
+    t_min, T = 0.01, 2.0
+    fit = fit_neural(UNetDenoiser(unet, sched), train, schedule=schedule, epochs=1, batch_size=8, t_min=t_min, T=T,
+                     device="cpu", seed=4)
+    perm, t, z = _epoch_draws(4, 1, 8, D, t_min, T)
+    x0 = torch.as_tensor(train)[perm]
+    t, z = t[perm].float().double(), z[perm].float().double()
+    h = 1 - torch.exp(-2 * t)
+    xt = torch.exp(-t)[:, None] * x0 + h.sqrt()[:, None] * z
+    log_ab = torch.log(sched.alphas_cumprod.double()).numpy()
+    s = np.interp(-2 * t.numpy(), log_ab[::-1], np.arange(1000.0)[::-1])
+    with torch.no_grad():
+        eps = ref(xt.float().reshape(8, *SHAPE), torch.as_tensor(s, dtype=torch.float32)).sample.reshape(8, D).double()
+    w = torch.ones_like(h) if schedule == "1" else h**2
+    want = (T - t_min) * float((w / h * ((eps - z) ** 2).sum(-1)).mean())
+    np.testing.assert_allclose(fit.losses[0], want, rtol=2e-4)
+
+
+CHILD = textwrap.dedent("""
+    import sys, numpy as np, torch
+    torch.set_num_threads(1)
+    from diffusers import DDPMScheduler, UNet2DModel
+    from ridgexr.models.unet.denoiser import UNetDenoiser
+    from ridgexr.models.unet.training import save_folder
+    from ridgexr.training import fit_neural
+
+    def train(ck, epochs):
+        x = np.random.default_rng(0).uniform(-1, 1, size=(16, 16))
+        torch.manual_seed(0)
+        unet = UNet2DModel(sample_size=4, in_channels=1, out_channels=1, block_out_channels=(8,),
+                           down_block_types=("DownBlock2D",), up_block_types=("UpBlock2D",), norm_num_groups=4)
+        sched = DDPMScheduler()
+        fit = fit_neural(UNetDenoiser(unet, sched), x, epochs=epochs, batch_size=8, T=2.0, t_min=0.01,
+                         ema=0.9, seed=1, device="cpu", checkpoint_dir=ck, save_epochs=[3, epochs],
+                         export=lambda m, e: save_folder(m.unet, sched, __import__("pathlib").Path(ck) / f"e{e}"))
+        torch.save(fit.model.state_dict(), ck + "/final.pt")
+
+    if __name__ == "__main__":
+        train(sys.argv[1], int(sys.argv[2]))
+""")
+
+
+@pytest.mark.slow
+def test_unet_training_killed_and_resumed_equals_an_uninterrupted_run(tmp_path):
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    whole = tmp_path / "whole"
+    namespace = {}
+    exec(compile(CHILD, "child", "exec"), namespace)  # the uninterrupted run, here, on one thread as the child
+    threads = torch.get_num_threads()
+    try:
+        namespace["train"](str(whole), 12)
+    finally:
+        torch.set_num_threads(threads)
+    cut = tmp_path / "cut"
+    proc = subprocess.Popen([sys.executable, str(script), str(cut), "12"], env=env)
+    deadline = time.time() + 300
+    while not (cut / "e3" / "unet" / "config.json").exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run finished before it could be killed: make it longer"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (cut / "final.pt").exists()
+    subprocess.run([sys.executable, str(script), str(cut), "12"], check=True, env=env, timeout=300)
+    a, b = torch.load(whole / "final.pt"), torch.load(cut / "final.pt")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    # the exported folder is a diffusers UNet2DModel holding the EMA weights of the last epoch
+    loaded = UNet2DModel.from_pretrained(cut / "e12" / "unet", low_cpu_mem_usage=False)
+    assert all(torch.equal(v, a[f"unet.{k}"]) for k, v in loaded.state_dict().items())
+    assert DDPMScheduler.from_pretrained(cut / "e12" / "scheduler").config.prediction_type == "epsilon"
+
+
+UNET_CATALOG = """
+experiments:
+  trained:
+    dataset: {file: train.npy}
+    process: {T: 2.0, t_min: 0.01, n_steps: 4}
+    model: {kind: unet, sample_size: [4, 4], block_out_channels: [8], norm_num_groups: 4, epochs: [1, 2],
+            batch_size: 4, ema: 0.5}
+    schedules: ["h2"]
+    training: {n_time: 3, n_noise: 1}
+    sampler: {kind: scheduler, block_steps: 4}
+    n_samples: 3
+    d_star: 1
+    store: trained.zarr
+  reloaded:
+    dataset: {file: train.npy}
+    process: {T: 2.0, t_min: 0.01, n_steps: 4}
+    model: {kind: diffusers, path: %(folder)s, subfolder: unet}
+    training: {n_time: 3, n_noise: 1}
+    sampler: {kind: scheduler, block_steps: 4}
+    n_samples: 3
+    d_star: 1
+    store: reloaded.zarr
+"""
+
+
+@pytest.mark.slow
+def test_a_unet_trained_here_is_a_diffusers_model_that_kind_diffusers_reads_back(saved_model, tmp_path):
+    """The epoch-1 cell of a unet run and its exported save_pretrained folder, run as kind diffusers,
+    give the same trajectories and residuals."""
+    folder, _ = saved_model
+    np.save(tmp_path / "train.npy", np.load(folder / "train.npy"))
+    (tmp_path / "c.yaml").write_text(UNET_CATALOG % dict(folder="none"))
+    trained = ridgexr.open_dataset(run_experiment(load_catalog_file(tmp_path / "c.yaml")["trained"],
+                                                  data_dir=tmp_path / "data").store)
+    (export,) = (tmp_path / "data").glob("trained.zarr.checkpoints/*/unet/h2-nall/epoch-1")
+    (tmp_path / "c.yaml").write_text(UNET_CATALOG % dict(folder=export))
+    back = ridgexr.open_dataset(run_experiment(load_catalog_file(tmp_path / "c.yaml")["reloaded"],
+                                               data_dir=tmp_path / "data").store)
+    cell = trained.sel(epoch=1).squeeze(drop=True)
+    for name in ("trajectory", "residual_normal"):
+        np.testing.assert_array_equal(cell[name].transpose("sample", "step", "dim").values,
+                                      back[name].isel(model=0).transpose("sample", "step", "dim").values)
+    assert not np.array_equal(trained.sel(epoch=2)["trajectory"].values, cell["trajectory"].values)
+
+
+def test_a_class_conditional_unet_is_called_with_its_class_label():
+    unet = _tiny_unet(2, num_class_embeds=3).eval()
+    sched = DDPMScheduler()
+    acp = sched.alphas_cumprod.to(torch.float64)
+    x = torch.as_tensor(_train(3))
+    k = 250
+    a, b = acp[k].sqrt(), (1 - acp[k]).sqrt()
+    with torch.no_grad():
+        eps = unet(x.float().reshape(3, *SHAPE), torch.tensor(k), class_labels=torch.tensor([2, 2, 2])).sample
+    want = (x - b * eps.reshape(3, D).double()) / a
+    got = DiffusersDenoiser(unet, sched, class_labels=2).denoise(x, float(-0.5 * torch.log(acp[k])))
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+    other = DiffusersDenoiser(unet, sched, class_labels=0).denoise(x, float(-0.5 * torch.log(acp[k])))
+    assert float((other - want).abs().max()) > 1e-3
