@@ -11,7 +11,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from .. import defaults
-from ..choices import GRID_KINDS, QUADRATURES, SAMPLER_KINDS, TARGETS, TRAINING_METHODS
+from ..choices import GRID_KINDS, KEEP_EPOCHS, QUADRATURES, SAMPLER_KINDS, SCORE_SCALES, TARGETS, TRAINING_METHODS
 from ..spec import Spec, as_list, distinct_sweep
 
 __all__ = ["ProcessSpec", "TrainingSpec", "SamplerSpec", "RidgeSpec", "SeedSpec", "SEED_MAX"]
@@ -88,6 +88,10 @@ class SamplerSpec(Spec):
         description="'sde' (reverse SDE, Euler-Maruyama) or 'ode' (probability flow, Heun)")
     record_every: int = Field(1, ge=1, description="record every k-th step (the last is always recorded)")
     block_steps: int = Field(256, ge=1, description="recorded steps per block (and per chunk along step)")
+    score_scale: Literal[SCORE_SCALES] = Field("none",
+        description="'none': step with the model's score; 'inverse_sigma': with score / sigma_t, sigma_t = sqrt(h_t) "
+                    "(what the authors' MNIST notebook's sampler does to a network trained to output the score); "
+                    "the model error is then observed for the rescaled score")
 
 
 class RidgeSpec(Spec):
