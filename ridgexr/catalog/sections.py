@@ -51,6 +51,9 @@ class TrainingSpec(Spec):
     method: Literal[TRAINING_METHODS] = Field(defaults.METHOD, description="closed-form gradient 'flow' or gradient descent 'gd'")
     lr: float | None = Field(None, gt=0, description="learning rate of method 'gd'")
     t_min: float | None = Field(None, gt=0, description="smallest time of the loss (null: the sampler's t_min)")
+    keep: Literal[KEEP_EPOCHS] = Field("last",
+        description="mlp models: keep the weights of the 'last' epoch, or of the 'best' "
+                    "epoch by its mean minibatch loss (the authors' MNIST notebook), up to each listed epoch")
 
     @field_validator("n_noise", "target")
     @classmethod
