@@ -11,7 +11,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from .. import defaults
-from ..choices import GRID_KINDS, KEEP_EPOCHS, QUADRATURES, SAMPLER_KINDS, SCORE_SCALES, TARGETS, TRAINING_METHODS
+from ..choices import GRID_KINDS, KEEP_EPOCHS, NULL_CUTOFFS, QUADRATURES, SAMPLER_KINDS, SCORE_SCALES, TARGETS, TRAINING_METHODS
 from ..spec import Spec, as_list, distinct_sweep
 
 __all__ = ["ProcessSpec", "TrainingSpec", "SamplerSpec", "RidgeSpec", "SeedSpec", "SEED_MAX"]
@@ -51,6 +51,10 @@ class TrainingSpec(Spec):
     method: Literal[TRAINING_METHODS] = Field(defaults.METHOD, description="closed-form gradient 'flow' or gradient descent 'gd'")
     lr: float | None = Field(None, gt=0, description="learning rate of method 'gd'")
     t_min: float | None = Field(None, gt=0, description="smallest time of the loss (null: the sampler's t_min)")
+    null_cutoff: Literal[NULL_CUTOFFS] = Field("relative",
+        description="random features, method 'flow': the null space of the loss form U kept at A(0) -- eigenvalues "
+                    "<= p eps mu_max ('relative', ours) or <= 1 / (p 1e4) ('absolute', the authors' "
+                    "sampling_implementation_1126.py)")
     keep: Literal[KEEP_EPOCHS] = Field("last",
         description="mlp models: keep the weights of the 'last' epoch, or of the 'best' "
                     "epoch by its mean minibatch loss (the authors' MNIST notebook), up to each listed epoch")
