@@ -21,6 +21,11 @@ empirical density of the training set:
   |E E^T grad log p_s(x)| at the state itself, E the d - d* most negative Hessian eigenvectors of log
   p_s at x, with s the state's own time t (``_tmin``: the sampler's last time t_min, as the authors'
   notebook evaluates it); 1 / data units, unmasked (the authors mask nothing)
+- ``frame_gap_relative``: the frame's tangent/normal eigengap at x less its certified error, over the
+  largest posterior-covariance eigenvalue: ``frame_degenerate`` is ``frame_gap_relative <= gap_floor``,
+  so the degenerate share under any other floor is read off it
+- ``ridge_distance_resolved`` (with ``resolved=True``): |x - SCMS projection| at the state's resolved
+  dimension d*(x, t) = min(d*, resolved_rank), the fixed-d* distance where the rank reaches d*
 - ``projected_gradient_scaled`` / ``projected_gradient_tmin_scaled``: the same divided by their
   maximum over the block's finite states of each step (the authors' normalisation by the batch
   maximum; dimensionless, in [0, 1])
@@ -54,7 +59,7 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
                     tol: float | None = None, max_iter: int = 200, top_k: int | None = None,
                     bound: float = math.inf, stop_degenerate: int | None = None,
                     score: torch.Tensor | None = None, accelerate: bool = False,
-                    t_min: float | None = None) -> dict:
+                    t_min: float | None = None, gap_floor: float | None = None, resolved: bool = False) -> dict:
     """All per-step quantities of a block, as numpy arrays.
 
     Parameters
@@ -77,6 +82,12 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
     t_min : float, optional
         The time of ``projected_gradient_tmin`` (OU time; the sampler's last time). Default: the
         smallest of ``t``.
+    gap_floor : float, optional
+        Relative floor of the frame's eigengap (``frame_degenerate``, ``resolved_rank``; default sqrt(eps),
+        :func:`ridgexr.scms.default_gap_floor`).
+    resolved : bool
+        Also project each state at its resolved dimension min(d*, resolved_rank) (``ridge_distance_resolved``;
+        one more SCMS run per distinct dimension below d*). Default False: NaN.
 
     Returns
     -------
@@ -108,6 +119,8 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
         "dropped_mass": np.full((B, n), np.nan),
         "projected_gradient": np.full((B, n), np.nan),
         "projected_gradient_tmin": np.full((B, n), np.nan),
+        "frame_gap_relative": np.full((B, n), np.nan),
+        "ridge_distance_resolved": np.full((B, n), np.nan),
     }
     if not bool(finite.any()):
         return _with_scaled(out)
@@ -116,7 +129,8 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
     xf, tf = x[finite], tt[finite]
     mask = out["finite"]
     dens = density.with_time(tf)
-    proj, fr = scms(dens, xf, tf, d_star, "log", tol, max_iter, top_k, stop_degenerate, accelerate=accelerate)
+    proj, fr = scms(dens, xf, tf, d_star, "log", tol, max_iter, top_k, stop_degenerate, accelerate=accelerate,
+                    gap_floor=gap_floor)
     out["ridge_projection"][mask] = proj.point.cpu().numpy()
     out["ridge_distance"][mask] = (proj.point - xf).norm(dim=-1).cpu().numpy()
     out["ridge_residual"][mask] = proj.residual.cpu().numpy()
@@ -126,12 +140,24 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
     out["frame_degenerate"][mask] = fr.degenerate.cpu().numpy()
     out["ridge_degenerate"][mask] = proj.degenerate.cpu().numpy()
     out["resolved_rank"][mask] = fr.resolved_rank.cpu().numpy()
+    out["frame_gap_relative"][mask] = fr.relative_gap.cpu().numpy()
+    if resolved:
+        # d*(x, t) = min(d*, resolved rank): the fixed-d* projection where the rank reaches d*, one more SCMS
+        # run for each smaller dimension present (a few distinct values)
+        dist = (proj.point - xf).norm(dim=-1)
+        dim_x = torch.clamp(fr.resolved_rank, max=d_star)
+        for k in torch.unique(dim_x[dim_x < d_star]).tolist():
+            sel = (dim_x == k).nonzero().squeeze(-1)
+            pk, _ = scms(density.with_time(tf[sel]), xf[sel], tf[sel], int(k), "log", tol, max_iter, top_k,
+                         stop_degenerate, accelerate=accelerate, gap_floor=gap_floor)
+            dist[sel] = (pk.point - xf[sel]).norm(dim=-1)
+        out["ridge_distance_resolved"][mask] = dist.cpu().numpy()
     # the authors' measure at the state: |E E^T grad log p_s(x)| = |N N^T step| / h_s, at s = t (the frame
     # at x is SCMS's first) and at s = t_min (one more frame)
     out["projected_gradient"][mask] = (project_onto(fr.normal, fr.step).norm(dim=-1) / fr.h).cpu().numpy()
     s_min = float(np.min(t)) if t_min is None else float(t_min)
     tm = torch.full_like(tf, s_min)
-    fm = frame_flat(density.with_time(tm), xf, tm, d_star, "log", top_k)
+    fm = frame_flat(density.with_time(tm), xf, tm, d_star, "log", top_k, gap_floor)
     out["projected_gradient_tmin"][mask] = (project_onto(fm.normal, fm.step).norm(dim=-1) / fm.h).cpu().numpy()
     _with_scaled(out)
     if denoise is None:

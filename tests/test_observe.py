@@ -218,3 +218,41 @@ def test_projected_gradient_scaling_ignores_diverged_states(rng):
     np.testing.assert_allclose(q["projected_gradient_scaled"][1], row / np.nanmax(row))
     # t_min defaults to the block's last time: the t_min measure of the last step is the measure at t
     np.testing.assert_allclose(q["projected_gradient_tmin"][-1], q["projected_gradient"][-1], rtol=1e-12)
+
+
+def test_frame_gap_relative_is_the_covariance_gap_and_sets_degeneracy_under_any_floor(rng):
+    train = rng.normal(size=(15, 4)) * np.array([3.0, 2.0, 1.0, 0.5])
+    x = torch.tensor(rng.normal(size=(3, 8, 4)) * 2)
+    t = np.array([0.8, 0.3, 0.05])
+    q = step_quantities(SmoothedEmpirical(train, 1.0), x, t, 2, None, max_iter=1)  # the frame at x: SCMS's first
+    for k in range(3):
+        for i in range(8):
+            mu = np.linalg.eigvalsh(_brute_cov(train, x[k, i].numpy(), t[k]))[::-1]  # descending
+            np.testing.assert_allclose(q["frame_gap_relative"][k, i], (mu[1] - mu[2]) / mu[0], atol=1e-9)
+    for floor in (None, 1e-13, 0.05):
+        qf = step_quantities(SmoothedEmpirical(train, 1.0), x, t, 2, None, gap_floor=floor, max_iter=1)
+        c = np.sqrt(np.finfo(float).eps) if floor is None else floor
+        np.testing.assert_array_equal(qf["frame_degenerate"], qf["frame_gap_relative"] <= c)
+    assert step_quantities(SmoothedEmpirical(train, 1.0), x, t, 2, None, gap_floor=0.05,
+                           max_iter=1)["frame_degenerate"].any()
+
+
+def test_resolved_projection_equals_a_fixed_projection_at_the_resolved_rank(rng):
+    """Three points in R^4 resolve at most 2 posterior directions: with d* = 3 every state's d*(t) is its rank
+    (0, 1 or 2), and ridge_distance_resolved is the SCMS distance at that fixed dimension."""
+    train = np.c_[THREE, np.zeros((3, 2))]
+    x = torch.tensor(np.c_[rng.normal(size=(4 * 9, 2)) * 2 + 2, rng.normal(size=(4 * 9, 2))].reshape(4, 9, 4))
+    t = np.array([1.0, 0.5, 0.2, 0.02])
+    q = step_quantities(SmoothedEmpirical(train, 1.0), x, t, 3, None, resolved=True, max_iter=300)
+    rank = q["resolved_rank"]
+    assert rank.max() < 3 and len(np.unique(rank)) >= 2
+    for k in range(4):
+        for r in np.unique(rank[k]):
+            sel = rank[k] == r
+            ref = project_to_ridge(SmoothedEmpirical(train, t[k]), x[k][sel].numpy(), int(r), max_iter=300)
+            np.testing.assert_allclose(q["ridge_distance_resolved"][k][sel],
+                                       np.linalg.norm(ref.point - x[k][sel].numpy(), axis=-1), atol=1e-9)
+    full = step_quantities(SmoothedEmpirical(train, 1.0), x, t, 1, None, resolved=True)  # rank >= d* = 1 mostly
+    at_fixed = full["resolved_rank"] >= 1
+    np.testing.assert_array_equal(full["ridge_distance_resolved"][at_fixed], full["ridge_distance"][at_fixed])
+    assert np.isnan(step_quantities(SmoothedEmpirical(train, 1.0), x, t, 3, None)["ridge_distance_resolved"]).all()

@@ -120,6 +120,14 @@ class RidgeSpec(Spec):
     stop_degenerate: int | None = Field(None, ge=1,
         description="stop a projection after this many consecutive iterations with a degenerate frame (its steps "
                     "are arbitrary there; such states are masked in every summary anyway); null: iterate to tol")
+    gap_floor: float | None = Field(None, gt=0, lt=1,
+        description="relative floor c of the ridge frame's eigengap: a frame is degenerate (and a posterior "
+                    "direction unresolved) where the gap, less its certified error, is <= c x the largest "
+                    "eigenvalue; null: sqrt(eps) = 1.5e-8 in float64 (ours); 1e-13 is a float64-level floor (the "
+                    "authors' notebook has none). frame_gap_relative stores the gap, for any other floor")
+    resolved_projection: bool = Field(False,
+        description="also project each state at its resolved dimension min(d_star, resolved_rank) "
+                    "(ridge_distance_resolved; one more SCMS run per distinct smaller dimension)")
     accelerate: bool = Field(False,
         description="extrapolate runs of slow SCMS steps (the same fixed points and stopping rule, fewer "
                     "iterations; projections move within the plain iteration's accuracy); false: the plain iteration")

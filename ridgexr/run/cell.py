@@ -77,7 +77,8 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
             q = step_quantities(density, block.x, block.t, exp.d_star, denoise, tol=exp.ridge.tol,
                                 max_iter=exp.ridge.max_iter, top_k=exp.ridge.top_k, bound=bound,
                                 stop_degenerate=exp.ridge.stop_degenerate, score=block.score,
-                                accelerate=exp.ridge.accelerate, t_min=float(grid[-1]))
+                                accelerate=exp.ridge.accelerate, t_min=float(grid[-1]),
+                                gap_floor=exp.ridge.gap_floor, resolved=exp.ridge.resolved_projection)
             writer.write(int(block.index[0]), q)
             diverged |= ~q["finite"].all(0)
             if np.isfinite(q["dropped_mass"]).any():
