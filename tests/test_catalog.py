@@ -209,14 +209,19 @@ def _setting(exp, name):
             "d_star": lambda: exp.d_star}[name]()
 
 
+@pytest.fixture(scope="module")
+def builtin_catalog():
+    return open_catalog()
+
+
 @pytest.mark.parametrize("entry, name, value, source", AUTHORS_SETTINGS)
-def test_paper_entries_use_the_authors_settings(entry, name, value, source):
-    exp = open_catalog()[entry]
+def test_paper_entries_use_the_authors_settings(builtin_catalog, entry, name, value, source):
+    exp = builtin_catalog[entry]
     assert _setting(exp, name) == value, f"{entry}: {name} differs from the authors' ({source})"
 
 
-def test_renamed_paper_entries_say_so_and_name_the_new_entry():
-    cat = open_catalog()
+def test_renamed_paper_entries_say_so_and_name_the_new_entry(builtin_catalog):
+    cat = builtin_catalog
     for old, new in (("square-center-paper", "square-center-ours"), ("grid-3x3-paper", "grid-3x3-ours")):
         assert old not in cat.experiments and new in cat.experiments
         with pytest.raises(KeyError, match=f"renamed in ridgexr 0.4.*did you mean '{new}'"):

@@ -160,7 +160,7 @@ def test_keep_best_picks_the_epoch_an_independent_scan_of_a_last_run_picks(tmp_p
     kw = dict(epochs=14, batch_size=8, lr=3e-2, device="cpu", seed=2)
     last = fit_neural(MLPDenoiser(2, hidden=(16,), embed_dim=8, seed=1), train, save_epochs=range(1, 15), **kw)
     best = fit_neural(MLPDenoiser(2, hidden=(16,), embed_dim=8, seed=1), train, save_epochs=[3, 9, 14],
-                      keep="best", checkpoint_dir=tmp_path / "ck", **kw)
+                      keep="best", checkpoint_dir=tmp_path / "ck", checkpoint_every=7, **kw)
     np.testing.assert_allclose(last.minibatch_losses, last.losses, rtol=1e-5)  # full minibatches: the same mean
     np.testing.assert_array_equal(best.losses, last.losses)  # the same training, only the kept weights differ
     for e in (3, 9, 14):
@@ -173,5 +173,5 @@ def test_keep_best_picks_the_epoch_an_independent_scan_of_a_last_run_picks(tmp_p
     torch.testing.assert_close(best.model.denoise(x, t), last.at_epoch(best.kept[14]).denoise(x, t))
     # a resumed best run keeps the same choice
     again = fit_neural(MLPDenoiser(2, hidden=(16,), embed_dim=8, seed=1), train, save_epochs=[3, 9, 14],
-                       keep="best", checkpoint_dir=tmp_path / "ck", **kw)
+                       keep="best", checkpoint_dir=tmp_path / "ck", checkpoint_every=7, **kw)
     assert again.kept == best.kept and again.resumed_from == 14
