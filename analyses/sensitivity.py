@@ -12,7 +12,10 @@ the paper's count) with its Wilson interval over samples (feature-seed variabili
 in the interval: ``--seeds`` repeats over feature seeds), the d1/d2 memorized share, and the
 median |x1| of the final samples (small: bunched at the midpoint of the segment).
 
-Run:  python analyses/sensitivity.py [--width 1000] [--n-noise 500] [--samples 500] [--seeds 0]
+The minimum-norm fit's null cutoff (ours p eps mu_max, the authors' absolute 1 / (p 1e4):
+``training.null_cutoff``) is one more row.
+
+Run:  python analyses/sensitivity.py [--width 1000] [--n-noise 500] [--samples 500] [--seeds 0] [--rows paper cutoff]
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ from ridgexr.datasets import POINT_SETS
 from ridgexr.sampling import divergence_bound, guard_divergence, reverse_sde
 from ridgexr.training import fit_sweep
 
-PAPER = dict(feature_period=10.0, quadrature="simpson-t", n_time=2001, init="normal", n_frequencies=128, T=10.0)
+PAPER = dict(feature_period=10.0, quadrature="simpson-t", n_time=2001, init="normal", n_frequencies=128, T=10.0,
+             null_cutoff="relative")
 VARIANTS = {
     "paper (period T, Simpson 2001, A(0) ~ N(0,1), K = 128)": {},
     "period 2T": dict(feature_period=20.0),
@@ -42,6 +46,7 @@ VARIANTS = {
     "Gauss-Legendre in log t (64 nodes)": dict(quadrature="gauss-legendre-log-t", n_time=64),
     "A(0) = 0": dict(init="zeros"),
     "K = 16": dict(n_frequencies=16),
+    "null cutoff 1 / (p 1e4) (the authors', Ridge_2mode.py)": dict(null_cutoff="absolute"),
     "ridgexr 0.2 demo (K 16, T 3, period 6, GL 64, A(0) = 0)": dict(n_frequencies=16, T=3.0, feature_period=6.0,
                                                                   quadrature="gauss-legendre-log-t", n_time=64,
                                                                   init="zeros"),
@@ -61,17 +66,19 @@ def final_states(model, n_samples: int, T: float, seed: int, bound: float) -> np
     return last.numpy()
 
 
-def run(width: int, n_noise: int, n_samples: int, seeds: list[int]) -> pd.DataFrame:
+def run(width: int, n_noise: int, n_samples: int, seeds: list[int], rows_like: list[str] | None = None) -> pd.DataFrame:
     train = POINT_SETS["two-points"]
     bound = divergence_bound(train)
     rows = []
     for name, change in VARIANTS.items():  # a handful of configurations
+        if rows_like and not any(k in name for k in rows_like):
+            continue
         cfg = {**PAPER, **change}
         for seed in seeds:
             t0 = time.perf_counter()
             fits = fit_sweep(train, widths=[width], schedules=SCHEDULES, taus=TAUS, t_min=1e-3, T=cfg["T"],
                              quadrature=cfg["quadrature"], n_time=cfg["n_time"], n_noise=n_noise, init=cfg["init"],
-                             seed=0, model_kwargs=dict(n_frequencies=cfg["n_frequencies"],
+                             seed=0, null_cutoff=cfg["null_cutoff"], model_kwargs=dict(n_frequencies=cfg["n_frequencies"],
                                                        feature_period=cfg["feature_period"], seed=seed))
             for (s, _), fit in fits.items():
                 for tau in TAUS:
@@ -98,8 +105,9 @@ def main(argv=None):
     ap.add_argument("--n-noise", type=int, default=500)
     ap.add_argument("--samples", type=int, default=500)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
+    ap.add_argument("--rows", nargs="+", default=None, help="run only the rows whose name contains one of these")
     args = ap.parse_args(argv)
-    df = run(args.width, args.n_noise, args.samples, args.seeds)
+    df = run(args.width, args.n_noise, args.samples, args.seeds, args.rows)
     print(f"\n## Sensitivity (p = {args.width}, {args.n_noise} draws per node, {args.samples} samples)\n")
     print(markdown_table(df))
 

@@ -27,7 +27,7 @@ from _common import machine  # noqa: E402
 import ridgexr  # noqa: E402
 from ridgexr.datasets import load_training_set  # noqa: E402
 
-ENTRIES = ("two-points", "three-points", "square-center-paper", "grid-3x3-paper")
+ENTRIES = ("two-points", "three-points", "square-center-ours", "grid-3x3-ours")
 TIMES = (0.05, 0.2, 0.5)
 
 
@@ -67,7 +67,7 @@ def main(argv=None):
         train = load_training_set(exp.dataset, base_dir=exp.base_dir)
         for t in TIMES:
             print(row(name, train, t, int(exp.d_star), q, exp))
-        if name == "grid-3x3-paper":  # where SCMS crawls toward points whose frame is degenerate
+        if name == "grid-3x3-ours":  # where SCMS crawls toward points whose frame is degenerate
             print(row(name, train, 0.2, int(exp.d_star), q, exp, stop=5))
     if args.mnist:
         exp = cat["mnist48"]

@@ -126,10 +126,10 @@ def train_vae(images: np.ndarray, *, latent_dim: int = 32, epochs: int = 60, see
 
 
 def cached_vae(images: np.ndarray, *, latent_dim: int = 32, epochs: int = 60, seed: int = 0,
-               directory: str | Path | None = None, progress=None) -> AutoencoderResult:
-    """Load the VAE for (images, architecture, seed, epochs) from the cache, or train and cache it."""
+               directory: str | Path | None = None, progress=None, batch_size: int = BATCH_SIZE) -> AutoencoderResult:
+    """Load the VAE for (images, architecture, seed, epochs, batch_size) from the cache, or train and cache it."""
     x = np.asarray(images, dtype=np.float64)
-    config = _vae_config(x.shape[1], latent_dim, seed, epochs, BATCH_SIZE, LEARNING_RATE)
+    config = _vae_config(x.shape[1], latent_dim, seed, epochs, batch_size, LEARNING_RATE)
     key = _key(x, config)
     d = Path(directory) if directory is not None else cache_dir()
     path = d / f"vae-{key[:20]}.pt"
@@ -148,7 +148,7 @@ def cached_vae(images: np.ndarray, *, latent_dim: int = 32, epochs: int = 60, se
         model.eval()
         return AutoencoderResult(model=model, latents=blob["latents"], recon_bce=blob["recon_bce"],
                                  recon_mse=blob["recon_mse"], key=key, path=path, config=stored)
-    res = train_vae(x, latent_dim=latent_dim, epochs=epochs, seed=seed, progress=progress)
+    res = train_vae(x, latent_dim=latent_dim, epochs=epochs, seed=seed, progress=progress, batch_size=batch_size)
     d.mkdir(parents=True, exist_ok=True)
     save_atomic({"state_dict": res.model.state_dict(), "latents": res.latents, "recon_bce": res.recon_bce,
                  "recon_mse": res.recon_mse, "key": res.key, "config": res.config}, path)  # never half-written

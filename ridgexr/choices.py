@@ -9,7 +9,7 @@ This module imports nothing.
 from __future__ import annotations
 
 __all__ = ["GRID_KINDS", "SCHEDULE_NAMES", "QUADRATURES", "TARGETS", "SAMPLER_KINDS", "TRAINING_METHODS",
-           "INITS", "OPTIMIZERS"]
+           "INITS", "OPTIMIZERS", "SCORE_SCALES", "KEEP_EPOCHS", "NULL_CUTOFFS"]
 
 #: spacings of the sampler's time grid (:func:`ridgexr.time_grid`)
 GRID_KINDS = ("exponential", "linear", "cosine")
@@ -27,3 +27,12 @@ TRAINING_METHODS = ("flow", "gd")
 INITS = ("normal", "zeros")
 #: optimizers of minibatch training (:func:`ridgexr.fit_neural`)
 OPTIMIZERS = ("adam", "adamw", "sgd")
+#: how the sampler uses a model's score: as it is, or divided by sigma_t = sqrt(h_t) (the authors' MNIST
+#: notebook; :func:`ridgexr.sampling.scale_score`)
+SCORE_SCALES = ("none", "inverse_sigma")
+#: which weights minibatch training keeps: the last epoch's, or the epoch with the smallest mean
+#: minibatch loss (the authors' MNIST notebook; :func:`ridgexr.fit_neural`)
+KEEP_EPOCHS = ("last", "best")
+#: null space of the loss form U in the minimum-norm fit: eigenvalues <= p eps mu_max ("relative", ours) or
+#: <= 1 / (p 1e4) ("absolute", the authors' sampling_implementation_1126.py; :class:`ridgexr.training.GradientFlow`)
+NULL_CUTOFFS = ("relative", "absolute")

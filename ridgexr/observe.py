@@ -17,6 +17,18 @@ empirical density of the training set:
   |T T^T e| with the frame's tangent space the top ``resolved_rank`` eigenvectors at x (the
   split at d*(x, t) instead of the fixed d*; never degenerate, the gap at the rank is resolved
   by construction)
+- ``projected_gradient`` / ``projected_gradient_tmin``: the authors' measure of distance to the ridge,
+  |E E^T grad log p_s(x)| at the state itself, E the d - d* most negative Hessian eigenvectors of log
+  p_s at x, with s the state's own time t (``_tmin``: the sampler's last time t_min, as the authors'
+  notebook evaluates it); 1 / data units, unmasked (the authors mask nothing)
+- ``frame_gap_relative``: the frame's tangent/normal eigengap at x less its certified error, over the
+  largest posterior-covariance eigenvalue: ``frame_degenerate`` is ``frame_gap_relative <= gap_floor``,
+  so the degenerate share under any other floor is read off it
+- ``ridge_distance_resolved`` (with ``resolved=True``): |x - SCMS projection| at the state's resolved
+  dimension d*(x, t) = min(d*, resolved_rank), the fixed-d* distance where the rank reaches d*
+- ``projected_gradient_scaled`` / ``projected_gradient_tmin_scaled``: the same divided by their
+  maximum over the block's finite states of each step (the authors' normalisation by the batch
+  maximum; dimensionless, in [0, 1])
 
 States that are not finite, or beyond the divergence bound (|x| > ``bound``, see
 :func:`ridgexr.sampling.divergence_bound`), count as diverged: they get NaN geometry and are flagged in
@@ -33,9 +45,9 @@ import torch
 
 from .empirical import SmoothedEmpirical
 from .sampling import within_bound
-from .scms import project_onto, scms
+from .scms import frame_flat, project_onto, scms
 
-__all__ = ["step_quantities"]
+__all__ = ["step_quantities", "batch_scaled"]
 
 #: points per call of the model's denoiser when a block is observed (bounds its scratch memory)
 DENOISE_CHUNK = 8192
@@ -46,7 +58,8 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
                     denoise: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None, *,
                     tol: float | None = None, max_iter: int = 200, top_k: int | None = None,
                     bound: float = math.inf, stop_degenerate: int | None = None,
-                    score: torch.Tensor | None = None, accelerate: bool = False) -> dict:
+                    score: torch.Tensor | None = None, accelerate: bool = False,
+                    t_min: float | None = None, gap_floor: float | None = None, resolved: bool = False) -> dict:
     """All per-step quantities of a block, as numpy arrays.
 
     Parameters
@@ -66,6 +79,15 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
         the model's denoiser output is then (x + h_t score) / alpha_t (every model's ``denoise`` and
         ``score`` are related so), and ``denoise`` is called only where it is NaN (the last step).
         Ignored when ``denoise`` is None.
+    t_min : float, optional
+        The time of ``projected_gradient_tmin`` (OU time; the sampler's last time). Default: the
+        smallest of ``t``.
+    gap_floor : float, optional
+        Relative floor of the frame's eigengap (``frame_degenerate``, ``resolved_rank``; default sqrt(eps),
+        :func:`ridgexr.scms.default_gap_floor`).
+    resolved : bool
+        Also project each state at its resolved dimension min(d*, resolved_rank) (``ridge_distance_resolved``;
+        one more SCMS run per distinct dimension below d*). Default False: NaN.
 
     Returns
     -------
@@ -73,7 +95,9 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
     (B, n), ``ridge_residual`` (B, n), ``ridge_converged`` (B, n) bool, ``normal_curvature``
     (B, n), ``residual_normal`` (B, n, d), ``residual_tangent`` (B, n, d), ``finite`` (B, n)
     (finite and within ``bound``) and
-    ``dropped_mass`` (B, n) (top-k truncation of the projection; 0 without it).
+    ``dropped_mass`` (B, n) (top-k truncation of the projection; 0 without it), and the authors'
+    measures ``projected_gradient``, ``projected_gradient_tmin`` (B, n) (1 / data units) with their
+    batch-maximum-scaled forms ``projected_gradient_scaled``, ``projected_gradient_tmin_scaled`` (B, n).
     """
     B, n, d = x.shape
     finite = within_bound(x, bound)
@@ -93,15 +117,20 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
         "residual_tangent_rank": np.full((B, n), np.nan),
         "finite": finite.cpu().numpy(),
         "dropped_mass": np.full((B, n), np.nan),
+        "projected_gradient": np.full((B, n), np.nan),
+        "projected_gradient_tmin": np.full((B, n), np.nan),
+        "frame_gap_relative": np.full((B, n), np.nan),
+        "ridge_distance_resolved": np.full((B, n), np.nan),
     }
     if not bool(finite.any()):
-        return out
+        return _with_scaled(out)
     tt = torch.as_tensor(np.broadcast_to(np.asarray(t, dtype=np.float64)[:, None], (B, n)).copy(),
                          device=x.device, dtype=x.dtype)
     xf, tf = x[finite], tt[finite]
     mask = out["finite"]
     dens = density.with_time(tf)
-    proj, fr = scms(dens, xf, tf, d_star, "log", tol, max_iter, top_k, stop_degenerate, accelerate=accelerate)
+    proj, fr = scms(dens, xf, tf, d_star, "log", tol, max_iter, top_k, stop_degenerate, accelerate=accelerate,
+                    gap_floor=gap_floor)
     out["ridge_projection"][mask] = proj.point.cpu().numpy()
     out["ridge_distance"][mask] = (proj.point - xf).norm(dim=-1).cpu().numpy()
     out["ridge_residual"][mask] = proj.residual.cpu().numpy()
@@ -111,6 +140,26 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
     out["frame_degenerate"][mask] = fr.degenerate.cpu().numpy()
     out["ridge_degenerate"][mask] = proj.degenerate.cpu().numpy()
     out["resolved_rank"][mask] = fr.resolved_rank.cpu().numpy()
+    out["frame_gap_relative"][mask] = fr.relative_gap.cpu().numpy()
+    if resolved:
+        # d*(x, t) = min(d*, resolved rank): the fixed-d* projection where the rank reaches d*, one more SCMS
+        # run for each smaller dimension present (a few distinct values)
+        dist = (proj.point - xf).norm(dim=-1)
+        dim_x = torch.clamp(fr.resolved_rank, max=d_star)
+        for k in torch.unique(dim_x[dim_x < d_star]).tolist():
+            sel = (dim_x == k).nonzero().squeeze(-1)
+            pk, _ = scms(density.with_time(tf[sel]), xf[sel], tf[sel], int(k), "log", tol, max_iter, top_k,
+                         stop_degenerate, accelerate=accelerate, gap_floor=gap_floor)
+            dist[sel] = (pk.point - xf[sel]).norm(dim=-1)
+        out["ridge_distance_resolved"][mask] = dist.cpu().numpy()
+    # the authors' measure at the state: |E E^T grad log p_s(x)| = |N N^T step| / h_s, at s = t (the frame
+    # at x is SCMS's first) and at s = t_min (one more frame)
+    out["projected_gradient"][mask] = (project_onto(fr.normal, fr.step).norm(dim=-1) / fr.h).cpu().numpy()
+    s_min = float(np.min(t)) if t_min is None else float(t_min)
+    tm = torch.full_like(tf, s_min)
+    fm = frame_flat(density.with_time(tm), xf, tm, d_star, "log", top_k, gap_floor)
+    out["projected_gradient_tmin"][mask] = (project_onto(fm.normal, fm.step).norm(dim=-1) / fm.h).cpu().numpy()
+    _with_scaled(out)
     if denoise is None:
         for name in ("residual_normal", "residual_tangent", "residual_normal_rank", "residual_tangent_rank"):
             out[name][mask] = 0.0
@@ -138,4 +187,26 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
     inside = torch.arange(coef.shape[-1], device=coef.device)[None, :] < fr.resolved_rank[:, None]
     out["residual_tangent_rank"][mask] = torch.sqrt((coef * inside).sum(-1)).cpu().numpy()
     out["residual_normal_rank"][mask] = torch.sqrt((coef * ~inside).sum(-1)).cpu().numpy()
+    return out
+
+
+def batch_scaled(values: np.ndarray) -> np.ndarray:
+    """``values`` (B, n) divided by each row's maximum over its finite entries (the authors' normalisation
+    of the ridge residual by the batch maximum); rows with no finite positive maximum stay NaN.
+
+    Examples
+    --------
+    >>> batch_scaled(np.array([[1.0, 4.0, np.nan], [0.0, 0.0, 0.0]])).tolist()
+    [[0.25, 1.0, nan], [nan, nan, nan]]
+    """
+    v = np.asarray(values, dtype=np.float64)
+    top = np.max(np.where(np.isfinite(v), v, -np.inf), axis=-1, keepdims=True)
+    ok = np.isfinite(top) & (top > 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(ok, v / np.where(ok, top, 1.0), np.nan)
+
+
+def _with_scaled(out: dict) -> dict:
+    for name in ("projected_gradient", "projected_gradient_tmin"):
+        out[f"{name}_scaled"] = batch_scaled(out[name])
     return out

@@ -47,7 +47,7 @@ import torch
 from .empirical import Moments, SmoothedEmpirical
 
 __all__ = ["eigh_2x2", "CLOSED_FORM_MAX_D", "RIDGE_KINDS", "FlatFrame", "ScmsResult", "batched_eigh", "fix_signs",
-           "frame_flat", "frame_from_moments", "project_onto", "default_tol", "scms"]
+           "frame_flat", "frame_from_moments", "project_onto", "default_tol", "scms", "default_gap_floor"]
 
 RIDGE_KINDS = ("log", "density")
 
@@ -68,9 +68,12 @@ class FlatFrame:
     alpha, h : (Q,)  alpha_t and h_t at each query
     dropped_mass : (Q,)  posterior mass dropped by top-k truncation
     resolved_rank : (Q,)  int, posterior-covariance eigenvalues above the numerical floor
-        2 d cov_error + sqrt(eps) mu_max of the O(1)-scaled covariance (the floor of
-        ``degenerate``): the number of directions in which the posterior is resolved;
+        2 d cov_error + c mu_max of the O(1)-scaled covariance (the floor of ``degenerate``; c =
+        ``gap_floor``, default sqrt(eps)): the number of directions in which the posterior is resolved;
         -1 for ``kind="density"`` (not computed)
+    relative_gap : (Q,)  the tangent/normal gap of the diagonalised matrix less its certified error
+        2 d cov_error, over its largest eigenvalue: the frame is degenerate under a floor c exactly
+        where relative_gap <= c (inf for d* = 0)
     """
 
     step: torch.Tensor
@@ -84,6 +87,13 @@ class FlatFrame:
     h: torch.Tensor
     dropped_mass: torch.Tensor
     resolved_rank: torch.Tensor | None = None
+    relative_gap: torch.Tensor | None = None
+
+
+#: default relative floor c of the eigengap (``gap_floor``): sqrt(eps) of the dtype
+def default_gap_floor(dtype: torch.dtype) -> float:
+    """sqrt(eps) of ``dtype`` (1.5e-8 in float64): the default relative floor of the ridge frame's eigengap."""
+    return math.sqrt(torch.finfo(dtype).eps)
 
 
 @dataclass
@@ -174,26 +184,27 @@ def project_onto(basis: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 
 
 def frame_flat(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star: int, kind: str,
-               top_k: int | None) -> FlatFrame:
+               top_k: int | None, gap_floor: float | None = None) -> FlatFrame:
     """The d*-dimensional ridge frame at flat queries xf (Q, d) with times tf (Q,).
 
     ``kind="log"``: eigenvectors of the O(1)-scaled posterior covariance (resolved even
     where the covariance underflows), eigenvalues mapped to the Hessian of log p_t.
     ``kind="density"``: eigh of grad^2 p / p = H + g g^T.  ``degenerate`` compares the
     tangent/normal gap with the certified error of the matrix (Weyl: d x the entry error)
-    plus rounding.
+    plus rounding: ``gap_floor`` x the largest eigenvalue (default sqrt(eps), :func:`default_gap_floor`).
     """
     mom = density.moments_flat(xf, tf, cov=True, top_k=top_k)
-    return frame_from_moments(mom, xf, d_star, kind)
+    return frame_from_moments(mom, xf, d_star, kind, gap_floor=gap_floor)
 
 
-def frame_from_moments(mom: Moments, xf: torch.Tensor, d_star: int, kind: str, signs: bool = True) -> FlatFrame:
+def frame_from_moments(mom: Moments, xf: torch.Tensor, d_star: int, kind: str, signs: bool = True,
+                       gap_floor: float | None = None) -> FlatFrame:
     """:func:`frame_flat` from moments already computed at xf (with ``cov=True``).
 
     ``signs=False`` skips :func:`fix_signs` (the projections N N^T and T T^T do not depend on
     the eigenvectors' signs; only frames handed to users need deterministic signs).
     """
-    return _frame_diagnostics(_spectrum(mom, xf, d_star, kind), d_star, signs)
+    return _frame_diagnostics(_spectrum(mom, xf, d_star, kind, gap_floor), d_star, signs)
 
 
 @dataclass
@@ -210,9 +221,10 @@ class _Spectrum:
     vals: torch.Tensor
     vecs: torch.Tensor
     kind: str
+    gap_floor: float  # relative floor c of the eigengap
 
 
-def _spectrum(mom: Moments, xf: torch.Tensor, d_star: int, kind: str) -> _Spectrum:
+def _spectrum(mom: Moments, xf: torch.Tensor, d_star: int, kind: str, gap_floor: float | None = None) -> _Spectrum:
     a, h = mom.alpha, mom.h
     step = a[:, None] * mom.mean - xf  # = h * grad log p
     if kind == "log":
@@ -225,27 +237,29 @@ def _spectrum(mom: Moments, xf: torch.Tensor, d_star: int, kind: str) -> _Spectr
         hess = (a[:, None, None] ** 2 * mom.cov - h[:, None, None] * eye) / h[:, None, None] ** 2
         m = hess + g[:, :, None] * g[:, None, :]
         vals, vecs = batched_eigh(0.5 * (m + m.transpose(1, 2)))
-    return _Spectrum(mom=mom, step=step, vals=vals, vecs=vecs, kind=kind)
+    return _Spectrum(mom=mom, step=step, vals=vals, vecs=vecs, kind=kind,
+                     gap_floor=default_gap_floor(xf.dtype) if gap_floor is None else float(gap_floor))
 
 
 def _gap_floor(sp: _Spectrum, d_star: int):
     """The tangent/normal gap of the diagonalised matrix and its certified floor (Q,) each (d* > 0), and
-    the Hessian eigenvalues (Q, d) ascending; ``degenerate`` is gap <= floor."""
+    the Hessian eigenvalues (Q, d) ascending; ``degenerate`` is gap <= floor.  The floor is the certified
+    error of the matrix's eigenvalues plus ``sp.gap_floor`` x its largest eigenvalue (rounding)."""
     mom = sp.mom
     a, h = mom.alpha, mom.h
     d = sp.vals.shape[-1]
-    eps = torch.finfo(sp.vals.dtype).eps
+    c = sp.gap_floor
     if sp.kind == "log":
         mu_unit = sp.vals
         mu = torch.exp(mom.log_cov_scale)[:, None] * mu_unit
         lam = (a[:, None] ** 2 * mu - h[:, None]) / h[:, None] ** 2
         # eigenvalues of cov_unit are resolved to (Weyl) d x entry error, plus rounding
-        floor = 2 * d * mom.cov_error + math.sqrt(eps) * mu_unit.abs().amax(-1)
+        floor = 2 * d * mom.cov_error + c * mu_unit.abs().amax(-1)
         gap_c = mu_unit[:, d - d_star] - mu_unit[:, d - d_star - 1] if d_star > 0 else None
     else:
         lam = sp.vals
         cov_abs_err = mom.cov_error * torch.exp(mom.log_cov_scale)
-        floor = 2 * d * cov_abs_err * (a / h) ** 2 + math.sqrt(eps) * lam.abs().amax(-1)
+        floor = 2 * d * cov_abs_err * (a / h) ** 2 + c * lam.abs().amax(-1)
         gap_c = lam[:, d - d_star] - lam[:, d - d_star - 1] if d_star > 0 else None
     return gap_c, floor, lam
 
@@ -268,13 +282,16 @@ def _frame_diagnostics(sp: _Spectrum, d_star: int, signs: bool) -> FlatFrame:
     if d_star > 0:
         gap = lam_desc[:, d_star - 1] - lam_desc[:, d_star]
         degenerate = gap_c <= floor
+        scale = (sp.vals if sp.kind == "log" else lam).abs().amax(-1)
+        relative_gap = (gap_c - (floor - sp.gap_floor * scale)) / scale
     else:
         gap = torch.full_like(h, math.inf)
         degenerate = torch.zeros_like(h, dtype=torch.bool)
+        relative_gap = torch.full_like(h, math.inf)
     return FlatFrame(step=sp.step, normal=vecs_desc[..., d_star:], tangent=vecs_desc[..., :d_star],
                      eigenvalues=lam_desc, normal_curvature=lam_desc[:, d_star], eigengap=gap,
                      degenerate=degenerate, alpha=sp.mom.alpha, h=h, dropped_mass=sp.mom.dropped_mass,
-                     resolved_rank=rank)
+                     resolved_rank=rank, relative_gap=relative_gap)
 
 
 def default_tol(dtype: torch.dtype, radius: float) -> float:
@@ -307,7 +324,7 @@ def _host(t: torch.Tensor) -> np.ndarray:
 def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star: int, kind: str = "log",
          tol: float | None = None, max_iter: int = 500,
          top_k: int | None = None, stop_degenerate: int | None = None,
-         accelerate: bool = False) -> tuple[ScmsResult, FlatFrame]:
+         accelerate: bool = False, gap_floor: float | None = None) -> tuple[ScmsResult, FlatFrame]:
     """SCMS from flat validated points xf (Q, d) at times tf (Q,).
 
     ``tol=None`` uses :func:`default_tol`.  ``stop_degenerate=k`` stops a point whose frame
@@ -319,7 +336,8 @@ def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star:
     ``accelerate=True`` extrapolates runs of plain steps that follow a geometric model
     (:class:`_Extrapolation`, the module docstring): the same fixed points and the same stopping
     rule, fewer iterations for slow points; the points differ from the plain ones within the
-    plain iteration's own distance from its limit.
+    plain iteration's own distance from its limit.  ``gap_floor``: the relative floor of the frame's
+    eigengap (``degenerate``, ``resolved_rank``, ``stop_degenerate``; default sqrt(eps)).
 
     Every iteration diagonalises the posterior covariance in full (a warm-started
     Rayleigh-Ritz/LOBPCG update of the top d* + 1 eigenpairs was measured slower on the CPU; see
@@ -353,7 +371,7 @@ def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star:
     first = None
     for it in range(max_iter + 1 if q else 0):
         mom = density.moments_flat(xa, ta, cov=True, top_k=top_k)
-        sp = _spectrum(mom, xa, d_star, kind)
+        sp = _spectrum(mom, xa, d_star, kind, gap_floor)
         fr = None
         if first is None:
             fr = first = _frame_diagnostics(sp, d_star, signs=True)  # the frame at the starting points, in their order

@@ -84,6 +84,19 @@ VARIABLE_ATTRS: dict[str, tuple[str, str]] = {
                               units.DATA),
     "resolved_rank": ("number of resolved posterior-covariance directions at the state (the time-dependent "
                       "ridge dimension d*(t)); -1 where not observed", "1"),
+    "projected_gradient": ("the authors' ridge residual |E E^T grad log p_t| at the state itself (E: the d - d* "
+                           "most negative Hessian eigenvectors of log p_t at x), unmasked", units.INV_DATA),
+    "projected_gradient_tmin": ("|E E^T grad log p_t_min| at the state, p and E at the sampler's last time t_min "
+                                "(the authors' notebook)", units.INV_DATA),
+    "projected_gradient_scaled": ("projected_gradient divided by its maximum over the cell's samples at that step "
+                                  "(the authors' normalisation)", units.DIMENSIONLESS),
+    "projected_gradient_tmin_scaled": ("projected_gradient_tmin divided by its maximum over the cell's samples at "
+                                       "that step (the authors' normalisation)", units.DIMENSIONLESS),
+    "frame_gap_relative": ("tangent/normal eigengap of the posterior covariance at the state less its certified "
+                           "error, over its largest eigenvalue: frame_degenerate is frame_gap_relative <= attr "
+                           "gap_floor", units.DIMENSIONLESS),
+    "ridge_distance_resolved": ("|state - SCMS projection| at the resolved dimension min(d*, resolved_rank) "
+                                "(ridge.resolved_projection; NaN without it)", units.DATA),
     "normal_curvature": ("largest normal Hessian eigenvalue of log p_t at the projection (< 0 on a ridge)",
                          units.INV_DATA2),
     "residual_normal": ("normal part N N^T e of the model error e = denoise(x,t) - E[x0|x_t=x], frame at x",
@@ -141,7 +154,9 @@ ROOT_ATTRS = {
 #: training.n_noise, dataset.n_train)
 CELL_DIMS = ("model", "schedule", "width", "tau", "epoch", "target", "n_noise", "n_train")
 
-STEP_SCALAR = ("ridge_distance", "ridge_residual", "normal_curvature", "residual_normal_rank", "residual_tangent_rank")
+STEP_SCALAR = ("ridge_distance", "ridge_residual", "normal_curvature", "residual_normal_rank", "residual_tangent_rank",
+               "projected_gradient", "projected_gradient_tmin", "projected_gradient_scaled",
+               "projected_gradient_tmin_scaled", "frame_gap_relative", "ridge_distance_resolved")
 STEP_VECTOR = ("trajectory", "ridge_projection", "residual_normal", "residual_tangent")
 STEP_BOOL = ("ridge_converged", "frame_degenerate", "ridge_degenerate")
 STEP_INT = ("resolved_rank",)

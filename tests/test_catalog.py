@@ -1,5 +1,6 @@
 """Catalog loading: validation errors that name file, entry and field; renamed fields; data sources."""
 
+import math
 import warnings
 from pathlib import Path
 
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 
 import ridgexr
-from ridgexr.catalog import CatalogError, experiment_from_file, load_catalog_file
+from ridgexr.catalog import CatalogError, experiment_from_file, load_catalog_file, open_catalog
 from ridgexr.datasets import load_training_set
 from ridgexr.run import run_experiment
 from ridgexr.models.spec import DiagnosticsSpec
@@ -153,3 +154,79 @@ def test_unknown_entry_names_suggest_the_closest_entry():
         cat["two-point"]
     with pytest.raises(KeyError, match=r"no experiment 'zzzz' in the catalogs"):
         cat["zzzz"]
+
+
+# The authors' settings of each -paper entry, read off their code (rf_diffusion_experiments):
+# (entry, setting, the authors' value, their file)
+AUTHORS_SETTINGS = [
+    ("two-points-paper", "points", "two-points", "Sampling_Quantifying/Ridge_2mode.py: DATA_CENTERS (-3,0),(3,0)"),
+    ("two-points-paper", "T", 10.0, "Ridge_2mode.py: T = 10.0"),
+    ("two-points-paper", "widths", [2000], "Ridge_2mode.py: DIMS_TO_TEST = [2000]"),
+    ("two-points-paper", "n_frequencies", 128, "Ridge_2mode.py: K_t = 128"),
+    ("two-points-paper", "n_time", 2001, "Ridge_2mode.py: L_t = 2000 Simpson intervals"),
+    ("two-points-paper", "quadrature", "simpson-t", "Ridge_2mode.py: Simpson weights 1, 4, 2, ..., 1"),
+    ("two-points-paper", "n_noise", 2000, "Ridge_2mode.py: m_z = 2000"),
+    ("two-points-paper", "taus", [1000.0, 1500.0, 2000.0, 5000.0, math.inf], "Ridge_2mode.py: TAUS_TO_TEST"),
+    ("two-points-paper", "null_cutoff", "absolute", "Ridge_2mode.py: compute_A_infty, lam > 1 / (p * 10000)"),
+    ("two-points-paper", "t_min", 1e-3, "Ridge_2mode.py: start_t = 1e-3, sample_exponential t_min = 1e-3"),
+    ("three-points-paper", "points", "three-points", "sampling_implementation_1126.py: DATA_CENTERS (0,0),(5,0),(0,5)"),
+    ("three-points-paper", "T", 40.0, "sampling_implementation_1126.py: T = 40.0"),
+    ("three-points-paper", "widths", [1000], "sampling_implementation_1126.py: DIMS_TO_TEST = [1000]"),
+    ("three-points-paper", "n_frequencies", 128, "sampling_implementation_1126.py: K_t = 128"),
+    ("three-points-paper", "n_time", 4001, "sampling_implementation_1126.py: L_t = 4000 Simpson intervals"),
+    ("three-points-paper", "quadrature", "simpson-t", "sampling_implementation_1126.py: Simpson weights"),
+    ("three-points-paper", "n_noise", 4000, "sampling_implementation_1126.py: m_z = 4000"),
+    ("three-points-paper", "schedules", ["1"], "sampling_implementation_1126.py: compute_UV_unweighted (w = 1)"),
+    ("three-points-paper", "taus", [5.0, 10.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 5000.0, 10000.0, math.inf],
+     "sampling_implementation_1126.py: TAUS_TO_TEST"),
+    ("three-points-paper", "null_cutoff", "absolute", "sampling_implementation_1126.py: compute_A_infty"),
+    ("three-points-paper", "t_min", 1e-3, "sampling_implementation_1126.py: start_t = 1e-3, t_min = 1e-3"),
+    ("three-points-paper", "n_samples", 2000, "sampling_implementation_1126.py: num_samples=2000"),
+    ("three-points-paper", "n_steps", 2000, "sampling_implementation_1126.py: num_steps=2000"),
+    ("mnist-authors", "digits", [1], "Sampling_Quantifying/MNIST.ipynb: target_digit = 1"),
+    ("mnist-authors", "T", 10.0, "MNIST.ipynb: CONFIG['T'] = 10.0"),
+    ("mnist-authors", "lr", 1e-4, "MNIST.ipynb: optim.Adam(score_model.parameters(), lr=0.0001)"),
+    ("mnist-authors", "batch_size", 1024, "MNIST.ipynb: CONFIG['batch_size'] = 1024"),
+    ("mnist-authors", "keep", "best", "MNIST.ipynb: best_model_state by epoch_loss"),
+    ("mnist-authors", "vae_epochs", 100, "MNIST.ipynb: CONFIG['vae_epochs'] = 100"),
+    ("mnist-authors", "vae_batch_size", 1024, "MNIST.ipynb: train_loader batch_size = CONFIG['batch_size']"),
+    ("mnist-authors", "score_scale", "inverse_sigma", "MNIST.ipynb: score = score_model(x, t_batch) / std"),
+    ("mnist-authors", "n_steps", 1000, "MNIST.ipynb: euler_maruyama_sampler num_steps=1000"),
+    ("mnist-authors", "t_min", 1e-3, "MNIST.ipynb: t_min = 1e-3; loss eps = 1e-3"),
+    ("mnist-authors", "schedules", ["1"], "MNIST.ipynb: loss weight 1 / h_t on |s sigma + z|^2 (w = 1)"),
+    ("mnist-authors", "d_star", 25, "MNIST.ipynb: d_star = 25"),
+]
+
+
+def _setting(exp, name):
+    block = exp.blocks[0]
+    mnist = exp.dataset.mnist
+    return {"points": lambda: exp.dataset.points, "T": lambda: exp.process.T, "t_min": lambda: exp.process.t_min,
+            "widths": lambda: block.values("width"), "n_frequencies": lambda: block.n_frequencies,
+            "n_time": lambda: exp.training.n_time, "quadrature": lambda: exp.training.quadrature,
+            "n_noise": lambda: exp.training.n_noise, "taus": lambda: block.taus,
+            "null_cutoff": lambda: exp.training.null_cutoff, "schedules": lambda: exp.schedules,
+            "n_samples": lambda: exp.n_samples, "n_steps": lambda: exp.process.n_steps,
+            "digits": lambda: mnist.digits, "lr": lambda: block.lr, "batch_size": lambda: block.batch_size,
+            "keep": lambda: exp.training.keep, "vae_epochs": lambda: mnist.epochs,
+            "vae_batch_size": lambda: mnist.batch_size, "score_scale": lambda: exp.sampler.score_scale,
+            "d_star": lambda: exp.d_star}[name]()
+
+
+@pytest.fixture(scope="module")
+def builtin_catalog():
+    return open_catalog()
+
+
+@pytest.mark.parametrize("entry, name, value, source", AUTHORS_SETTINGS)
+def test_paper_entries_use_the_authors_settings(builtin_catalog, entry, name, value, source):
+    exp = builtin_catalog[entry]
+    assert _setting(exp, name) == value, f"{entry}: {name} differs from the authors' ({source})"
+
+
+def test_renamed_paper_entries_say_so_and_name_the_new_entry(builtin_catalog):
+    cat = builtin_catalog
+    for old, new in (("square-center-paper", "square-center-ours"), ("grid-3x3-paper", "grid-3x3-ours")):
+        assert old not in cat.experiments and new in cat.experiments
+        with pytest.raises(KeyError, match=f"renamed in ridgexr 0.4.*did you mean '{new}'"):
+            cat[old]

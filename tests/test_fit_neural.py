@@ -150,3 +150,28 @@ def test_kill_9_then_resume_gives_the_weights_of_an_uninterrupted_run(tmp_path):
     assert all(torch.equal(ref["state"][k], res["state"][k]) for k in ref["state"])
     assert np.array_equal(ref["losses"], res["losses"])
     assert all(torch.equal(ref["snap"][e][k], res["snap"][e][k]) for e in (6, 12) for k in ref["snap"][e])
+
+
+def test_keep_best_picks_the_epoch_an_independent_scan_of_a_last_run_picks(tmp_path):
+    """keep="best" returns (and snapshots) the weights of the epoch with the smallest mean minibatch loss so far:
+    the epoch that a scan of a keep="last" run's per-epoch losses picks, with that run's weights at that epoch."""
+    rng = np.random.default_rng(3)
+    train = rng.normal(size=(16, 2)) * 2  # 16 points in minibatches of 8: every minibatch full
+    kw = dict(epochs=14, batch_size=8, lr=3e-2, device="cpu", seed=2)
+    last = fit_neural(MLPDenoiser(2, hidden=(16,), embed_dim=8, seed=1), train, save_epochs=range(1, 15), **kw)
+    best = fit_neural(MLPDenoiser(2, hidden=(16,), embed_dim=8, seed=1), train, save_epochs=[3, 9, 14],
+                      keep="best", checkpoint_dir=tmp_path / "ck", checkpoint_every=7, **kw)
+    np.testing.assert_allclose(last.minibatch_losses, last.losses, rtol=1e-5)  # full minibatches: the same mean
+    np.testing.assert_array_equal(best.losses, last.losses)  # the same training, only the kept weights differ
+    for e in (3, 9, 14):
+        scan = int(np.argmin([float(v) for v in last.losses[:e]])) + 1  # the first smallest loss up to e
+        assert best.kept[e] == scan
+        for k, v in best.snapshots[e].items():
+            torch.testing.assert_close(v, last.snapshots[scan][k], rtol=0, atol=0)
+    assert any(best.kept[e] != e for e in (3, 9, 14))  # a real choice (fails if keep were ignored)
+    x, t = torch.tensor(train[:4]), torch.full((4,), 0.3, dtype=torch.float64)
+    torch.testing.assert_close(best.model.denoise(x, t), last.at_epoch(best.kept[14]).denoise(x, t))
+    # a resumed best run keeps the same choice
+    again = fit_neural(MLPDenoiser(2, hidden=(16,), embed_dim=8, seed=1), train, save_epochs=[3, 9, 14],
+                       keep="best", checkpoint_dir=tmp_path / "ck", checkpoint_every=7, **kw)
+    assert again.kept == best.kept and again.resumed_from == 14

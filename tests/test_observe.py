@@ -171,3 +171,88 @@ def test_accelerated_observation_matches_the_plain_one(rng):
     for name in ("ridge_converged", "frame_degenerate", "ridge_degenerate", "resolved_rank", "finite"):
         np.testing.assert_array_equal(fast[name], plain[name])
     np.testing.assert_array_equal(np.sign(fast["normal_curvature"]), np.sign(plain["normal_curvature"]))
+
+
+def _autograd_projected_gradient(train, x, t, d_star):
+    """|E E^T grad log p_t(x)| by torch.autograd: the Hessian of the mixture's log-density, its d - d*
+    most negative eigenvectors E (the authors' definition, written from the density alone)."""
+    tr = torch.as_tensor(train)
+    a, h = np.exp(-t), 1 - np.exp(-2 * t)
+
+    def logp(y):
+        return torch.logsumexp(-((y[None, :] - a * tr) ** 2).sum(-1) / (2 * h), 0)
+
+    out = []
+    for xi in torch.as_tensor(x):
+        y = xi.clone().requires_grad_(True)
+        g = torch.autograd.grad(logp(y), y)[0]
+        hess = torch.autograd.functional.hessian(logp, xi)
+        vals, vecs = torch.linalg.eigh(hess)  # ascending: the most negative first
+        e = vecs[:, : xi.shape[0] - d_star]
+        out.append(float((e @ (e.T @ g)).norm()))
+    return np.array(out)
+
+
+def test_projected_gradient_matches_the_autograd_hessian_at_t_and_at_t_min(rng):
+    train = rng.normal(size=(12, 4)) * np.array([3.0, 2.0, 1.0, 0.5])
+    x = torch.tensor(rng.normal(size=(3, 6, 4)) * 1.5)
+    t = np.array([0.9, 0.5, 0.3])
+    t_min = 0.2
+    q = step_quantities(SmoothedEmpirical(train, 1.0), x, t, 2, None, t_min=t_min)
+    for k in range(3):
+        ref_t = _autograd_projected_gradient(train, x[k].numpy(), t[k], 2)
+        ref_min = _autograd_projected_gradient(train, x[k].numpy(), t_min, 2)
+        np.testing.assert_allclose(q["projected_gradient"][k], ref_t, rtol=1e-8)
+        np.testing.assert_allclose(q["projected_gradient_tmin"][k], ref_min, rtol=1e-8)
+        np.testing.assert_allclose(q["projected_gradient_scaled"][k], ref_t / ref_t.max(), rtol=1e-8)
+        np.testing.assert_allclose(q["projected_gradient_tmin_scaled"][k], ref_min / ref_min.max(), rtol=1e-8)
+    assert np.all(q["projected_gradient_scaled"].max(-1) == 1.0)
+
+
+def test_projected_gradient_scaling_ignores_diverged_states(rng):
+    x, t = block(rng)
+    x[1, 2, 0] = float("nan")
+    q = step_quantities(SmoothedEmpirical(THREE, 1.0), x, t, 1, None)
+    assert np.isnan(q["projected_gradient"][1, 2]) and np.isnan(q["projected_gradient_scaled"][1, 2])
+    row = q["projected_gradient"][1]
+    np.testing.assert_allclose(q["projected_gradient_scaled"][1], row / np.nanmax(row))
+    # t_min defaults to the block's last time: the t_min measure of the last step is the measure at t
+    np.testing.assert_allclose(q["projected_gradient_tmin"][-1], q["projected_gradient"][-1], rtol=1e-12)
+
+
+def test_frame_gap_relative_is_the_covariance_gap_and_sets_degeneracy_under_any_floor(rng):
+    train = rng.normal(size=(15, 4)) * np.array([3.0, 2.0, 1.0, 0.5])
+    x = torch.tensor(rng.normal(size=(3, 8, 4)) * 2)
+    t = np.array([0.8, 0.3, 0.05])
+    q = step_quantities(SmoothedEmpirical(train, 1.0), x, t, 2, None, max_iter=1)  # the frame at x: SCMS's first
+    for k in range(3):
+        for i in range(8):
+            mu = np.linalg.eigvalsh(_brute_cov(train, x[k, i].numpy(), t[k]))[::-1]  # descending
+            np.testing.assert_allclose(q["frame_gap_relative"][k, i], (mu[1] - mu[2]) / mu[0], atol=1e-9)
+    for floor in (None, 1e-13, 0.05):
+        qf = step_quantities(SmoothedEmpirical(train, 1.0), x, t, 2, None, gap_floor=floor, max_iter=1)
+        c = np.sqrt(np.finfo(float).eps) if floor is None else floor
+        np.testing.assert_array_equal(qf["frame_degenerate"], qf["frame_gap_relative"] <= c)
+    assert step_quantities(SmoothedEmpirical(train, 1.0), x, t, 2, None, gap_floor=0.05,
+                           max_iter=1)["frame_degenerate"].any()
+
+
+def test_resolved_projection_equals_a_fixed_projection_at_the_resolved_rank(rng):
+    """Three points in R^4 resolve at most 2 posterior directions: with d* = 3 every state's d*(t) is its rank
+    (0, 1 or 2), and ridge_distance_resolved is the SCMS distance at that fixed dimension."""
+    train = np.c_[THREE, np.zeros((3, 2))]
+    x = torch.tensor(np.c_[rng.normal(size=(4 * 9, 2)) * 2 + 2, rng.normal(size=(4 * 9, 2))].reshape(4, 9, 4))
+    t = np.array([1.0, 0.5, 0.2, 0.02])
+    q = step_quantities(SmoothedEmpirical(train, 1.0), x, t, 3, None, resolved=True, max_iter=300)
+    rank = q["resolved_rank"]
+    assert rank.max() < 3 and len(np.unique(rank)) >= 2
+    for k in range(4):
+        for r in np.unique(rank[k]):
+            sel = rank[k] == r
+            ref = project_to_ridge(SmoothedEmpirical(train, t[k]), x[k][sel].numpy(), int(r), max_iter=300)
+            np.testing.assert_allclose(q["ridge_distance_resolved"][k][sel],
+                                       np.linalg.norm(ref.point - x[k][sel].numpy(), axis=-1), atol=1e-9)
+    full = step_quantities(SmoothedEmpirical(train, 1.0), x, t, 1, None, resolved=True)  # rank >= d* = 1 mostly
+    at_fixed = full["resolved_rank"] >= 1
+    np.testing.assert_array_equal(full["ridge_distance_resolved"][at_fixed], full["ridge_distance"][at_fixed])
+    assert np.isnan(step_quantities(SmoothedEmpirical(train, 1.0), x, t, 3, None)["ridge_distance_resolved"]).all()

@@ -86,7 +86,10 @@ def test_complete_only_masks_without_changing_dtypes(tmp_path):
 
     vals = {n: np.ones((2, 2, 2)) for n in ("trajectory", "ridge_projection", "residual_normal", "residual_tangent")}
     vals |= {n: np.ones((2, 2)) for n in ("ridge_distance", "ridge_residual", "normal_curvature",
-                                          "residual_normal_rank", "residual_tangent_rank")}
+                                          "residual_normal_rank", "residual_tangent_rank", "projected_gradient",
+                                          "projected_gradient_tmin", "projected_gradient_scaled",
+                                          "projected_gradient_tmin_scaled", "frame_gap_relative",
+                                          "ridge_distance_resolved")}
     vals["ridge_converged"] = np.ones((2, 2), dtype=bool)
     vals |= {n: np.zeros((2, 2), dtype=bool) for n in ("frame_degenerate", "ridge_degenerate")}
     vals["resolved_rank"] = np.ones((2, 2), dtype=np.int16)

@@ -285,3 +285,51 @@ def test_a_module_that_breaks_mid_run_gives_diverged_trajectories_and_complete_c
     with pytest.raises(ridgexr.models.module.denoiser.ModelError, match="non-finite"):
         run_experiment(load_catalog_file(cat)["multi"], data_dir=tmp_path / "data")
     assert not (tmp_path / "data" / "b.zarr").exists()
+
+
+AUTHORS_SAMPLER = """
+experiments:
+  rescaled:
+    dataset: {points: two-points}
+    process: {T: 2.0, t_min: 0.01, n_steps: 12}
+    models:
+      - {kind: exact}
+    training: {quadrature: gauss-legendre-log-t, n_time: 4, n_noise: 4}
+    schedules: ["1"]
+    sampler: {kind: sde, block_steps: 8, score_scale: inverse_sigma}
+    n_samples: 5
+    d_star: 1
+    store: rescaled.zarr
+"""
+
+
+def test_a_run_with_the_authors_score_scale_steps_and_observes_score_over_sigma(tmp_path):
+    """The stored trajectories are a hand-stepped Euler-Maruyama loop with score / sigma_t, and the observed model
+    error is that of the rescaled score: e = (x + h s / sigma) / alpha - E[x0 | x]."""
+    import torch
+
+    from ridgexr import ExactDenoiser, OU, time_grid
+    from ridgexr.datasets import point_set
+
+    cat = tmp_path / "cat.yaml"
+    cat.write_text(AUTHORS_SAMPLER)
+    exp = load_catalog_file(cat)["rescaled"]
+    ds = ridgexr.open_dataset(run_experiment(exp, data_dir=tmp_path / "data").store)
+    ex, ou = ExactDenoiser(point_set("two-points")), OU()
+    grid = time_grid(12, 2.0, 0.01, "exponential")
+    gen = torch.Generator().manual_seed(exp.seeds.sampler)
+    x = torch.randn(5, 2, generator=gen, dtype=torch.float64)
+    hand = [x.numpy().copy()]
+    for i in range(12):
+        dt = grid[i] - grid[i + 1]
+        z = torch.randn(5, 2, generator=gen, dtype=torch.float64)
+        x = x + (x + 2 * ex.score(x, grid[i]) / math.sqrt(ou.h(grid[i]))) * dt + math.sqrt(2 * dt) * z
+        hand.append(x.numpy().copy())
+    traj = ds.trajectory.squeeze().transpose("step", "sample", "dim").values
+    np.testing.assert_allclose(traj, np.stack(hand), rtol=1e-10, atol=1e-10)
+    k = 6
+    xk, tk = torch.tensor(traj[k]), float(grid[k])
+    err = ((xk + ou.h(tk) * ex.score(xk, tk) / math.sqrt(ou.h(tk))) / ou.alpha(tk) - ex.denoise(xk, tk)).numpy()
+    got = (ds.residual_normal + ds.residual_tangent).squeeze().isel(step=k).transpose("sample", "dim").values
+    np.testing.assert_allclose(got, err, rtol=1e-8, atol=1e-10)
+    assert np.abs(err).max() > 1e-3  # the exact denoiser's rescaled score has an error

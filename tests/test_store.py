@@ -35,6 +35,9 @@ def block_values(rng, B, n, d):
         "frame_degenerate": rng.random((B, n)) > 0.8, "ridge_degenerate": rng.random((B, n)) > 0.8,
         "resolved_rank": rng.integers(0, d + 1, (B, n)).astype(np.int16),
         "residual_normal_rank": rng.random((B, n)), "residual_tangent_rank": rng.random((B, n)),
+        **{name: rng.random((B, n)) for name in ("projected_gradient", "projected_gradient_tmin",
+                                                 "projected_gradient_scaled", "projected_gradient_tmin_scaled",
+                                                 "frame_gap_relative", "ridge_distance_resolved")},
     }
 
 

@@ -376,3 +376,23 @@ def test_random_feature_loss_is_the_quadratic_form_or_the_sum_of_squares(scale):
     else:  # the form cancels to 0.0 (the true loss is 13.6): the sum of squares stands in
         assert np.isnan([fit.quadratic.loss(fit.readout(tau)) for tau in fit.taus]).all()
         np.testing.assert_array_equal(q, brute)
+
+
+@pytest.mark.parametrize("null_cutoff", ["relative", "absolute"])
+def test_null_cutoff_gives_the_authors_minimum_norm_formula(null_cutoff):
+    """A(inf) = A0 (I - U U^+) + V U^+ with U^+ keeping eigenvalues above p eps mu_max ("relative") or above the
+    authors' absolute 1 / (p 1e4) ("absolute", their compute_A_infty); one eigenvalue lies between the two."""
+    rng = np.random.default_rng(4)
+    p, d = 40, 2
+    q, _ = np.linalg.qr(rng.normal(size=(p, p)))
+    mu = np.concatenate([np.logspace(0, -4, p - 2), [1e-8, 1e-18]])  # 1e-8: between 1/(p 1e4) and p eps mu_max
+    U = (q * mu) @ q.T
+    V, A0 = rng.normal(size=(d, p)), rng.normal(size=(d, p))
+    lam, Q = np.linalg.eigh(0.5 * (U + U.T))
+    lam = np.clip(lam, 0.0, None)
+    keep = lam > (1.0 / (p * 1e4) if null_cutoff == "absolute" else p * np.finfo(float).eps * lam.max())
+    assert keep.sum() == (p - 2 if null_cutoff == "absolute" else p - 1)
+    pinv = (Q * np.where(keep, 1.0 / np.where(keep, lam, 1.0), 0.0)) @ Q.T
+    expected = A0 @ (np.eye(p) - U @ pinv) + V @ pinv
+    got = GradientFlow(torch.tensor(U), torch.tensor(V), torch.tensor(A0), null_cutoff=null_cutoff).path([math.inf])
+    np.testing.assert_allclose(got.A[0].numpy(), expected, rtol=1e-6, atol=1e-6 * np.abs(expected).max())

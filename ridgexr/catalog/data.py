@@ -23,7 +23,8 @@ class MnistSpec(Spec):
     idx_dir: str | None = Field(None, description="folder of the MNIST IDX files (train-images-idx3-ubyte[.gz], ...)")
     n_per_digit: int | None = Field(None, ge=1, description="keep the first n images of each digit (all when null)")
     latent_dim: int = Field(32, ge=1, description="VAE latent dimension d")
-    epochs: int = Field(60, ge=1, description="VAE training epochs")
+    epochs: int = Field(60, ge=1, description="VAE training epochs (the authors' notebook: 100)")
+    batch_size: int = Field(128, ge=1, description="VAE minibatch size (ours: 128; the authors' notebook: 1024)")
     seed: int = Field(0, ge=0, description="VAE seed")
 
     @field_validator("digits")

@@ -24,7 +24,7 @@ from .experiment import Experiment
 from .folders import default_data_dir
 
 __all__ = ["load_catalog_file", "builtin_catalog_files", "catalog_files", "data_folder_catalog_files", "Catalog",
-           "open_catalog",
+           "open_catalog", "RENAMED_ENTRIES",
            "experiment_from_file", "describe"]
 
 
@@ -140,6 +140,10 @@ def data_folder_catalog_files(data_dir: str | Path | None = None) -> list[Path]:
     return [p.resolve() for p in _yaml_files(user)] if user.is_dir() else []
 
 
+#: built-in entries renamed in 0.4 -> their new names (a lookup of the old name says so)
+RENAMED_ENTRIES = {"square-center-paper": "square-center-ours", "grid-3x3-paper": "grid-3x3-ours"}
+
+
 class Catalog:
     """All experiments of the catalog files (see the module docstring for where they come from).
 
@@ -189,7 +193,11 @@ class Catalog:
                         f"{[str(f) for f in self.files]}; known: {sorted(self.experiments)}")
 
     def did_you_mean(self, name: str) -> str:
-        """"; did you mean 'X'?" naming the closest entry, or "" when none is close."""
+        """"; did you mean 'X'?" naming the closest entry, or "" when none is close (for an entry renamed in 0.4,
+        its new name: :data:`RENAMED_ENTRIES`)."""
+        if name in RENAMED_ENTRIES and name not in self.experiments and RENAMED_ENTRIES[name] in self.experiments:
+            return (f" (renamed in ridgexr 0.4: its settings are ours, not the authors'); did you mean "
+                    f"{RENAMED_ENTRIES[name]!r}?")
         close = difflib.get_close_matches(str(name), list(self.experiments), n=1)
         return f"; did you mean {close[0]!r}?" if close else ""
 

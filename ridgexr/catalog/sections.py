@@ -11,7 +11,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from .. import defaults
-from ..choices import GRID_KINDS, QUADRATURES, SAMPLER_KINDS, TARGETS, TRAINING_METHODS
+from ..choices import GRID_KINDS, KEEP_EPOCHS, NULL_CUTOFFS, QUADRATURES, SAMPLER_KINDS, SCORE_SCALES, TARGETS, TRAINING_METHODS
 from ..spec import Spec, as_list, distinct_sweep
 
 __all__ = ["ProcessSpec", "TrainingSpec", "SamplerSpec", "RidgeSpec", "SeedSpec", "SEED_MAX"]
@@ -51,6 +51,13 @@ class TrainingSpec(Spec):
     method: Literal[TRAINING_METHODS] = Field(defaults.METHOD, description="closed-form gradient 'flow' or gradient descent 'gd'")
     lr: float | None = Field(None, gt=0, description="learning rate of method 'gd'")
     t_min: float | None = Field(None, gt=0, description="smallest time of the loss (null: the sampler's t_min)")
+    null_cutoff: Literal[NULL_CUTOFFS] = Field("relative",
+        description="random features, method 'flow': the null space of the loss form U kept at A(0) -- eigenvalues "
+                    "<= p eps mu_max ('relative', ours) or <= 1 / (p 1e4) ('absolute', the authors' "
+                    "sampling_implementation_1126.py)")
+    keep: Literal[KEEP_EPOCHS] = Field("last",
+        description="mlp models: keep the weights of the 'last' epoch, or of the 'best' "
+                    "epoch by its mean minibatch loss (the authors' MNIST notebook), up to each listed epoch")
 
     @field_validator("n_noise", "target")
     @classmethod
@@ -90,6 +97,10 @@ class SamplerSpec(Spec):
                     "states recorded at the OU times of its timesteps)")
     record_every: int = Field(1, ge=1, description="record every k-th step (the last is always recorded)")
     block_steps: int = Field(256, ge=1, description="recorded steps per block (and per chunk along step)")
+    score_scale: Literal[SCORE_SCALES] = Field("none",
+        description="'none': step with the model's score; 'inverse_sigma': with score / sigma_t, sigma_t = sqrt(h_t) "
+                    "(what the authors' MNIST notebook's sampler does to a network trained to output the score); "
+                    "the model error is then observed for the rescaled score")
     scheduler_class: Literal["ddpm", "ddim"] | None = Field(None,
         description="kind scheduler: step with this scheduler class built from the model's scheduler config "
                     "(null: the model's own class)")
@@ -100,6 +111,9 @@ class SamplerSpec(Spec):
     def _scheduler_fields(self):
         if self.kind != "scheduler" and (self.scheduler_class is not None or self.eta is not None):
             raise ValueError("`scheduler_class` and `eta` belong to `kind: scheduler`")
+        if self.kind == "scheduler" and self.score_scale != "none":
+            raise ValueError("`score_scale` applies to the sde and ode samplers, not to `kind: scheduler` (which steps "
+                             "the model's own prediction)")
         return self
 
 
@@ -122,6 +136,14 @@ class RidgeSpec(Spec):
     stop_degenerate: int | None = Field(None, ge=1,
         description="stop a projection after this many consecutive iterations with a degenerate frame (its steps "
                     "are arbitrary there; such states are masked in every summary anyway); null: iterate to tol")
+    gap_floor: float | None = Field(None, gt=0, lt=1,
+        description="relative floor c of the ridge frame's eigengap: a frame is degenerate (and a posterior "
+                    "direction unresolved) where the gap, less its certified error, is <= c x the largest "
+                    "eigenvalue; null: sqrt(eps) = 1.5e-8 in float64 (ours); 1e-13 is a float64-level floor (the "
+                    "authors' notebook has none). frame_gap_relative stores the gap, for any other floor")
+    resolved_projection: bool = Field(False,
+        description="also project each state at its resolved dimension min(d_star, resolved_rank) "
+                    "(ridge_distance_resolved; one more SCMS run per distinct smaller dimension)")
     accelerate: bool = Field(False,
         description="extrapolate runs of slow SCMS steps (the same fixed points and stopping rule, fewer "
                     "iterations; projections move within the plain iteration's accuracy); false: the plain iteration")

@@ -55,7 +55,8 @@ def mnist_latents(spec: Any):
     from ..autoencoder import cached_vae
 
     x, _, _ = mnist_images(spec)
-    return cached_vae(x, latent_dim=spec.latent_dim, epochs=spec.epochs, seed=spec.seed)
+    return cached_vae(x, latent_dim=spec.latent_dim, epochs=spec.epochs, seed=spec.seed,
+                      batch_size=spec.batch_size)
 
 
 def load_training_set(dataset: Any, *, base_dir: str | Path | None = None) -> np.ndarray:

@@ -14,7 +14,8 @@ from ..models import model_kind
 from ..observe import step_quantities
 from ..process import time_grid
 from ..ridge import ridge_residual
-from ..sampling import divergence_bound, guard_divergence, sample, scheduler_sampling
+from ..sampling import (divergence_bound, guard_divergence, implied_denoiser, sample, scale_score,
+                        scheduler_sampling)
 from ..store import CellWriter, StoreLayout, write_cell_end
 from .plan import CellTask
 
@@ -59,6 +60,9 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
     score = lambda x, t: model.score(x, t)  # noqa: E731
     # the exact denoiser's error is zero by definition: no residuals to observe
     denoise = None if getattr(model, "is_exact", False) else (lambda x, t: model.denoise(x, t))
+    if exp.sampler.score_scale != "none":  # the sampler steps with a rescaled score: observe that one's error
+        score = scale_score(score, exp.sampler.score_scale)
+        denoise = implied_denoiser(score)
     bound = divergence_bound(train)
     score = guard_divergence(score, bound)
     density = SmoothedEmpirical(train, 1.0, drop_tol=exp.ridge.drop_tol)
@@ -83,7 +87,8 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
             q = step_quantities(density, block.x, block.t, exp.d_star, denoise, tol=exp.ridge.tol,
                                 max_iter=exp.ridge.max_iter, top_k=exp.ridge.top_k, bound=bound,
                                 stop_degenerate=exp.ridge.stop_degenerate, score=block.score,
-                                accelerate=exp.ridge.accelerate)
+                                accelerate=exp.ridge.accelerate, t_min=float(grid[-1]),
+                                gap_floor=exp.ridge.gap_floor, resolved=exp.ridge.resolved_projection)
             writer.write(int(block.index[0]), q)
             diverged |= ~q["finite"].all(0)
             if np.isfinite(q["dropped_mass"]).any():

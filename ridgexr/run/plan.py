@@ -234,7 +234,8 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
     sc = S if S <= 512 else 256  # plan_layout's sample chunk
     k = len(exp.cell_coords())  # cell dimensions: the leading levels of every per-cell chunk key
     per_chunk = (4 * on_disk(sc * bs * 8.0 * d, k + 3)  # trajectory, ridge_projection, residual_normal, residual_tangent
-                 + 5 * on_disk(sc * bs * 8.0, k + 2)  # ridge_distance, ridge_residual, normal_curvature, two rank residuals
+                 + 11 * on_disk(sc * bs * 8.0, k + 2)  # ridge_distance, ridge_residual, normal_curvature, two rank
+                 # residuals, four projected gradients, frame_gap_relative, ridge_distance_resolved
                  + 3 * on_disk(sc * bs * 1.0, k + 2)  # ridge_converged, frame_degenerate, ridge_degenerate
                  + on_disk(sc * bs * 2.0, k + 2))  # resolved_rank
     n_alt = len(exp.ridge.d_star_alt)

@@ -12,7 +12,8 @@ from typing import NamedTuple, Sequence
 import numpy as np
 import torch
 
-from .._validation import check_float
+from .._validation import check_float, check_option
+from ..choices import NULL_CUTOFFS
 
 __all__ = ["ReadoutPath", "GradientFlow", "gradient_descent"]
 
@@ -37,15 +38,24 @@ class GradientFlow:
     U : (p, p) symmetric PSD, V : (d, p), A0 : (d, p)
     rcond : float, optional
         Eigenvalues mu <= rcond * mu_max are treated as the null space (default p * eps).
+    null_cutoff : {"relative", "absolute"}
+        "relative" (default): the null space is mu <= rcond * mu_max; "absolute": mu <= 1 / (p 1e4) in
+        the paper's units, the authors' cutoff (rf_diffusion_experiments, sampling_implementation_1126.py,
+        ``compute_A_infty``). At p = 1000 on the two points one or two eigenvalues lie between the two.
     """
 
-    def __init__(self, U: torch.Tensor, V: torch.Tensor, A0: torch.Tensor, rcond: float | None = None):
+    def __init__(self, U: torch.Tensor, V: torch.Tensor, A0: torch.Tensor, rcond: float | None = None,
+                 null_cutoff: str = "relative"):
         self.d, self.p = V.shape
+        check_option(null_cutoff, "null_cutoff", NULL_CUTOFFS)
         mu, Q = torch.linalg.eigh(U)
         eps = torch.finfo(U.dtype).eps
         rcond = self.p * eps if rcond is None else rcond
         self.mu, self.Q = mu, Q
-        self.range = mu > rcond * max(float(mu.max()), 0.0)
+        if null_cutoff == "absolute":
+            self.range = mu > 1.0 / (self.p * 1e4)
+        else:
+            self.range = mu > rcond * max(float(mu.max()), 0.0)
         self.Vt = V @ Q
         self.A0 = A0
         self.B0 = A0 @ Q

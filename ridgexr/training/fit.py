@@ -300,14 +300,15 @@ class FitError(ValueError):
 
 
 def _solve(model: RandomFeatureDenoiser, train: np.ndarray, schedule, taus: np.ndarray, method: str,
-           quad: QuadraticLoss, lr, A0: torch.Tensor, seed: int, init: str) -> RandomFeatureFit:
+           quad: QuadraticLoss, lr, A0: torch.Tensor, seed: int, init: str,
+           null_cutoff: str = "relative") -> RandomFeatureFit:
     where = (f"the random-feature fit of schedule {schedule_name(schedule)!r}, width {model.width} failed "
              f"numerically")
     if not (bool(torch.isfinite(quad.U).all()) and bool(torch.isfinite(quad.V).all())):
         raise FitError(f"{where}: its loss form U, V is not finite (t_min {quad.sample.t_min:g})")
     try:
         if method == "flow":
-            path = GradientFlow(quad.U, quad.V, A0).path(taus.tolist())
+            path = GradientFlow(quad.U, quad.V, A0, null_cutoff=null_cutoff).path(taus.tolist())
         else:
             path = gradient_descent(quad.U, quad.V, A0, taus.tolist(), lr)
     except torch.linalg.LinAlgError as exc:
@@ -349,7 +350,7 @@ def fit_random_features(model: RandomFeatureDenoiser, train: Any, *, schedule: s
                         T: float | None = None, quadrature: str = DEFAULT_QUADRATURE, n_time: int = PAPER_N_TIME,
                         n_noise: int = PAPER_N_NOISE, seed: int = 0, lr: float | None = None,
                         init: Any = defaults.INIT, init_seed: int = 0, batch_size: int = 8192,
-                        target: str = defaults.TARGET) -> RandomFeatureFit:
+                        target: str = defaults.TARGET, null_cutoff: str = "relative") -> RandomFeatureFit:
     """Fit the readout A of a random-feature denoiser by weighted denoising score matching.
 
     The loss is the paper's, ``L(A) = int_{t_min}^T lambda(t) E|A psi(x_t, t) - y|^2 dt`` summed over
@@ -386,6 +387,9 @@ def fit_random_features(model: RandomFeatureDenoiser, train: Any, *, schedule: s
     target : {"dsm", "ideal"}
         Fit the noisy DSM target or its conditional expectation, the exact denoiser's output
         (see :func:`ridgexr.training.quadratic_loss`).
+    null_cutoff : {"relative", "absolute"}
+        The null space of U in the closed-form flow (:class:`ridgexr.training.GradientFlow`): eigenvalues
+        <= p eps mu_max (ours) or <= 1 / (p 1e4) (the authors').
 
     Returns
     -------
@@ -413,7 +417,7 @@ def fit_random_features(model: RandomFeatureDenoiser, train: Any, *, schedule: s
     sample = draw_training_sample(train_np, t_min=t_min, T=T, n_time=n_time, n_noise=n_noise, seed=seed,
                                   process=model.process, quadrature=quadrature)
     quad = accumulate(model, sample, [schedule], target=target, batch_size=batch_size)[schedule_name(schedule)]
-    return _solve(model, train_np, schedule, taus, method, quad, lr, A0, seed, _init_label(init))
+    return _solve(model, train_np, schedule, taus, method, quad, lr, A0, seed, _init_label(init), null_cutoff)
 
 
 def fit_sweep(train: Any, *, widths: Sequence[int], schedules: Sequence[str | Callable],
@@ -421,7 +425,8 @@ def fit_sweep(train: Any, *, widths: Sequence[int], schedules: Sequence[str | Ca
               t_min: float = defaults.T_MIN, T: float | None = None, quadrature: str = DEFAULT_QUADRATURE,
               n_time: int = PAPER_N_TIME, n_noise: int = PAPER_N_NOISE, seed: int = 0, lr: float | None = None,
               init: str = defaults.INIT, init_seed: int = 0, batch_size: int = 8192, device: Any = None,
-              progress: Callable[[str], None] | None = None, target: str = defaults.TARGET) -> dict:
+              progress: Callable[[str], None] | None = None, target: str = defaults.TARGET,
+              null_cutoff: str = "relative") -> dict:
     """Fit every (schedule, width) cell on nested features, one shared sample and one streamed pass.
 
     The raw feature moments of every schedule are accumulated together at the largest width
@@ -462,7 +467,7 @@ def fit_sweep(train: Any, *, widths: Sequence[int], schedules: Sequence[str | Ca
         for p in widths:
             model = RandomFeatureDenoiser(d, p, device=device, **model_kwargs)
             fits[(name, p)] = _solve(model, train_np, schedule, taus, method, raw[name].width_block(p), lr,
-                                     A0_big[:, :p].clone(), seed, init)
+                                     A0_big[:, :p].clone(), seed, init, null_cutoff)
             if progress is not None:
                 progress(f"{name}/{p}")
     return fits

@@ -29,6 +29,7 @@ def fit(ctx, bi: int, block, cells: list[tuple[tuple, dict]]) -> dict:
             net, train[:n_train], schedule=s, epochs=max(block.epoch_list), batch_size=block.batch_size, lr=block.lr,
             optimizer=block.optimizer, ema=block.ema, t_min=exp.loss_t_min, T=exp.process.T,
             seed=exp.seeds.training, device=ctx.device, checkpoint_dir=ck, save_epochs=block.epoch_list,
+            keep=exp.training.keep,
             progress=lambda e, n, loss, c=(s, w): ctx.say(f"{prefix}{c[0]}/{c[1]} epoch {e}/{n} loss {loss:.4g}"))
         for idx, lab in cells:
             if (lab["schedule"], lab["width"], lab.get("n_train", n_trains[0])) != (s, w, n_train):
@@ -37,7 +38,7 @@ def fit(ctx, bi: int, block, cells: list[tuple[tuple, dict]]) -> dict:
             model = fitted.at_epoch(epoch)
             ctx.say(f"{prefix}{s}/{w} epoch {epoch}: held-out diagnostics")
             values = heldout_diagnostics(model.denoise, heldout_sample(ctx, n_train, block.diagnostics), s,
-                                         exp.d_star, loss=float(fitted.losses[epoch - 1]),
+                                         exp.d_star, loss=float(fitted.losses[fitted.kept[epoch] - 1]),
                                          progress=ctx.node_bar(f"{prefix}{s}/{w} epoch {epoch}: held-out diagnostics"
                                                                " (time nodes)"))
             out[idx] = FittedCell(fitted.snapshots[epoch], values)

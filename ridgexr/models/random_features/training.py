@@ -88,7 +88,7 @@ def fit(ctx, bi: int, block, cells: list[tuple[tuple, dict]]) -> dict:
                 t_min=exp.loss_t_min, T=exp.process.T,
                 quadrature=exp.training.quadrature, n_time=exp.training.n_time, n_noise=n_noise,
                 seed=exp.seeds.training, lr=exp.training.lr, init=block.init, init_seed=exp.seeds.init,
-                target=target, progress=note)
+                target=target, progress=note, null_cutoff=exp.training.null_cutoff)
         except FitError as exc:
             raise FitError(f"{_where(exp)}: {exc}; the form is set by {', '.join(LOSS_FIELDS)} (here t_min "
                            f"{exp.loss_t_min:g}, T {exp.process.T:g}, n_time {exp.training.n_time}, "

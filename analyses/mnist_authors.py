@@ -1,0 +1,98 @@
+"""The MNIST claims with the authors' measure beside ours: the `mnist-authors` entries (docs/mnist.md).
+
+For each store (mnist-authors: the notebook's sampler, score / sigma_t; mnist-authors-score: the
+network's score itself) and a few sampler steps, prints:
+
+- the authors' measure |E E^T grad log p| at the state (``projected_gradient``), scaled by the
+  step's batch maximum as they do, at the current t and at t_min: median with a 95 % bootstrap
+  interval over trajectories (their histogram is the t_min one at the last step);
+- ours: the SCMS distance to the d* = 25 ridge (unmasked and the share of degenerate frames), and
+  at the resolved dimension min(d*, resolved rank) (``ridge_distance_resolved``, when stored);
+- the degenerate share under our floor (sqrt(eps) = 1.5e-8) and a float64-level one (1e-13), read
+  off ``frame_gap_relative`` (when stored);
+- at the end: the distance to the nearest training latent and the share within 0.5 of one.
+
+Run:  python analyses/mnist_authors.py [--data DIR] [--steps 100 500 800 1000]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from _common import markdown_table, parser, store_for
+
+import pandas as pd
+
+from ridgexr.analysis.arrays import proportion_ci
+
+ENTRIES = ("mnist-authors", "mnist-authors-score")
+
+
+def median_ci(v: np.ndarray, n_boot: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """Median of the finite values with a percentile-bootstrap 95 % interval over them."""
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return (np.nan, np.nan, np.nan)
+    rng = np.random.default_rng(seed)
+    boot = np.median(v[rng.integers(0, v.size, (n_boot, v.size))], axis=1)
+    return float(np.median(v)), float(np.quantile(boot, 0.025)), float(np.quantile(boot, 0.975))
+
+
+def fmt(m: tuple[float, float, float]) -> str:
+    return f"{m[0]:.3g} [{m[1]:.3g}, {m[2]:.3g}]"
+
+
+def share(mask: np.ndarray) -> str:
+    k, n = int(mask.sum()), int(mask.size)
+    lo, hi = proportion_ci(k, n)
+    return f"{k / n:.2f} [{float(lo):.2f}, {float(hi):.2f}]"
+
+
+def step_rows(ds, name: str, steps) -> list[dict]:
+    cell = {d: 0 for d in ("model", "schedule", "width", "epoch") if d in ds.dims}
+    ds = ds.isel(cell)
+    rows = []
+    for k in steps:
+        at = ds.sel(step=ds.step[ds.sampler_step == k]).squeeze("step")
+        row = {"entry": name, "step": int(k), "t": f"{float(at.t):.3g}",
+               "authors at t (scaled)": fmt(median_ci(at.projected_gradient_scaled.values)),
+               "authors at t_min (scaled)": fmt(median_ci(at.projected_gradient_tmin_scaled.values)),
+               "authors at t_min (1/latent)": fmt(median_ci(at.projected_gradient_tmin.values)),
+               "SCMS distance d*=25": fmt(median_ci(at.ridge_distance.values)),
+               "degenerate (sqrt eps)": share(at.frame_degenerate.values)}
+        if "frame_gap_relative" in at:
+            row["degenerate (1e-13)"] = share(at.frame_gap_relative.values <= 1e-13)
+        if "ridge_distance_resolved" in at and np.isfinite(at.ridge_distance_resolved.values).any():
+            row["SCMS distance d*(t)"] = fmt(median_ci(at.ridge_distance_resolved.values))
+        row["median d*(t)"] = float(np.median(at.resolved_rank.values))
+        rows.append(row)
+    return rows
+
+
+def end_row(ds, name: str) -> dict:
+    cell = {d: 0 for d in ("model", "schedule", "width", "epoch") if d in ds.dims}
+    ds = ds.isel(cell)
+    x = ds.trajectory.isel(step=-1).values  # (sample, dim)
+    train = ds.train_data.values
+    a = float(ds.alpha.isel(step=-1))
+    dist = np.sqrt(((x[:, None, :] - a * train[None]) ** 2).sum(-1)).min(1)
+    return {"entry": name, "nearest training latent": fmt(median_ci(dist)), "within 0.5": share(dist < 0.5),
+            "diverged": int(ds.diverged.values.sum())}
+
+
+def main(argv=None):
+    ap = parser(__doc__)
+    ap.add_argument("--steps", type=int, nargs="+", default=[100, 500, 800, 1000])
+    args = ap.parse_args(argv)
+    rows, ends = [], []
+    for name in ENTRIES:
+        ds = store_for(name, args.data)
+        rows += step_rows(ds, name, args.steps)
+        ends.append(end_row(ds, name))
+    print(markdown_table(pd.DataFrame(rows)))
+    print()
+    print(markdown_table(pd.DataFrame(ends)))
+
+
+if __name__ == "__main__":
+    main()
