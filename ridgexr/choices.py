@@ -9,7 +9,7 @@ This module imports nothing.
 from __future__ import annotations
 
 __all__ = ["GRID_KINDS", "SCHEDULE_NAMES", "QUADRATURES", "TARGETS", "SAMPLER_KINDS", "TRAINING_METHODS",
-           "INITS", "OPTIMIZERS"]
+           "INITS", "OPTIMIZERS", "IMAGE_SCALES", "IMAGE_SPACES"]
 
 #: spacings of the sampler's time grid (:func:`ridgexr.time_grid`)
 GRID_KINDS = ("exponential", "linear", "cosine")
@@ -27,3 +27,7 @@ TRAINING_METHODS = ("flow", "gd")
 INITS = ("normal", "zeros")
 #: optimizers of minibatch training (:func:`ridgexr.fit_neural`)
 OPTIMIZERS = ("adam", "adamw", "sgd")
+#: pixel scales of an image dataset: [0, 1] or [-1, 1] (:mod:`ridgexr.datasets.images`)
+IMAGE_SCALES = ("unit", "symmetric")
+#: where image data is observed: the pixels themselves, or the VAE latents of the images
+IMAGE_SPACES = ("pixel", "latent")

@@ -11,6 +11,7 @@ from ..catalog import Experiment
 from ..datasets import load_training_set
 from ..empirical import SmoothedEmpirical
 from ..models import model_kind
+from ..nearest import step_nearest
 from ..observe import step_quantities
 from ..process import time_grid
 from ..ridge import ridge_residual
@@ -63,6 +64,7 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
     score = guard_divergence(score, bound)
     density = SmoothedEmpirical(train, 1.0, drop_tol=exp.ridge.drop_tol)
     grid = time_grid(exp.process.n_steps, exp.process.T, exp.process.t_min, exp.process.grid)
+    train_t = torch.as_tensor(train, dtype=torch.float64, device=dev)  # the nearest-training search
     diverged = np.zeros(exp.n_samples, dtype=bool)
     dropped = 0.0
     last = None
@@ -75,6 +77,7 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
                                 max_iter=exp.ridge.max_iter, top_k=exp.ridge.top_k, bound=bound,
                                 stop_degenerate=exp.ridge.stop_degenerate, score=block.score,
                                 accelerate=exp.ridge.accelerate)
+            q |= step_nearest(block.x.to(torch.float64), block.t, train_t, q["finite"])
             writer.write(int(block.index[0]), q)
             diverged |= ~q["finite"].all(0)
             if np.isfinite(q["dropped_mass"]).any():
