@@ -107,9 +107,9 @@ def test_config_hash_leaves_out_fields_at_their_neutral_value(tmp_path, catalog_
     cfg = exp.model_dump(exclude=set(NOT_HASHED))
     for key in ("stop_degenerate", "d_star_alt", "accelerate"):
         del cfg["ridge"][key]
-    del cfg["dataset"]["n_train"], cfg["model"]["name"]
+    del cfg["dataset"]["n_train"], cfg["dataset"]["images"], cfg["model"]["name"]
     assert {"ridge.stop_degenerate", "ridge.d_star_alt", "ridge.accelerate", "dataset.n_train",
-            "models[].name"} <= set(HASH_NEUTRAL)
+            "models[].name", "dataset.images", "dataset.mnist.space"} <= set(HASH_NEUTRAL)
     assert exp.config_hash(train) == direct(cfg)
     # a non-neutral value enters the hash
     ridge = exp.ridge.model_copy(update={"stop_degenerate": 3})

@@ -148,3 +148,19 @@ experiments:
     np.testing.assert_allclose(ds["nearest_ratio"].values[0], dist[..., 0] / dist[..., 1], rtol=1e-10)
     prov = json.loads(ds.attrs["dataset_provenance"])
     assert prov["dataset"] == "images" and prov["space"] == "pixel" and prov["labels"] == [1] * 6
+
+
+def test_image_catalog_entries():
+    """The built-in image entries: pixel-space exact denoiser on nested 1 000 / 10 000 / 60 000 images, VAE latents
+    of all 60 000 for the paper's models; the -large variants only grow the run."""
+    cat = ridgexr.open_catalog()
+    exact, latent = cat["fashion-exact"], cat["fashion-latent"]
+    assert exact.dataset.images.space == "pixel" and exact.dataset.images.scale == "symmetric"
+    assert exact.dataset.n_train == [1000, 10000, 60000] and [b.kind for b in exact.blocks] == ["exact"]
+    assert image_shape(exact.dataset) == (1, 28, 28) and image_shape(latent.dataset) is None
+    assert latent.dataset.images.space == "latent" and latent.dataset.images.n is None  # all 60 000
+    assert {b.kind for b in latent.blocks} == {"mlp", "random_features", "exact"} and latent.d_star == 25
+    for name in ("fashion-exact", "fashion-latent"):
+        small, large = cat[name], cat[f"{name}-large"]
+        assert large.dataset == small.dataset and large.n_samples == 4 * small.n_samples == 256
+        assert large.process.n_steps // large.sampler.record_every > small.process.n_steps // small.sampler.record_every
