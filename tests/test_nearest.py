@@ -23,7 +23,8 @@ def test_nearest_training_equals_brute_force_for_any_chunking(m, n, d, seed, bud
 
 
 def test_on_a_training_point_the_distance_is_exactly_zero():
-    """x = alpha x_i with |x| ~ 1e4: the expansion |x|^2 - 2 x.y + |y|^2 would leave ~1e-4; the direct recomputation 0."""
+    """x = alpha x_i with |x| ~ 1e4: the expansion |x|^2 - 2 x.y + |y|^2 would leave ~1e-4; the direct
+    recomputation 0."""
     g = np.random.default_rng(0)
     train = torch.tensor(g.normal(size=(50, 784)) * 1e3)
     alpha = torch.full((3,), 0.7, dtype=torch.float64)
