@@ -77,6 +77,8 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
     if split:  # the observation in parts of samples, here or on workers (CPU)
         settings = split_settings(exp, bound)
         shared = scatter_training_set(client, train) if client is not None else train
+        if client is not None and denoise is not None:  # the model once per worker and cell, like the data
+            denoise = client.scatter(denoise, broadcast=True, hash=False)
     diverged = np.zeros(exp.n_samples, dtype=bool)
     dropped = 0.0
     last = None

@@ -111,6 +111,8 @@ def observe_split(train: np.ndarray | Any, x: torch.Tensor | np.ndarray, t: np.n
     else:
         if isinstance(train, np.ndarray):
             train = scatter_training_set(client, train)
+        if callable(denoise):  # the model, like the training set, once per worker (not pickled into every task)
+            denoise = client.scatter(denoise, broadcast=True, hash=False)
         futures = [client.submit(observe_part, train, xp, t, d_star, settings, denoise, sp, pure=False)
                    for xp, sp in args]
         results = client.gather(futures)
