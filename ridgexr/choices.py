@@ -9,7 +9,7 @@ This module imports nothing.
 from __future__ import annotations
 
 __all__ = ["GRID_KINDS", "SCHEDULE_NAMES", "QUADRATURES", "TARGETS", "SAMPLER_KINDS", "TRAINING_METHODS",
-           "INITS", "OPTIMIZERS", "SCORE_SCALES", "KEEP_EPOCHS", "NULL_CUTOFFS"]
+           "INITS", "OPTIMIZERS", "SCORE_SCALES", "KEEP_EPOCHS", "NULL_CUTOFFS", "IMAGE_SCALES", "IMAGE_SPACES"]
 
 #: spacings of the sampler's time grid (:func:`ridgexr.time_grid`)
 GRID_KINDS = ("exponential", "linear", "cosine")
@@ -36,3 +36,7 @@ KEEP_EPOCHS = ("last", "best")
 #: null space of the loss form U in the minimum-norm fit: eigenvalues <= p eps mu_max ("relative", ours) or
 #: <= 1 / (p 1e4) ("absolute", the authors' sampling_implementation_1126.py; :class:`ridgexr.training.GradientFlow`)
 NULL_CUTOFFS = ("relative", "absolute")
+#: pixel scales of an image dataset: [0, 1] or [-1, 1] (:mod:`ridgexr.datasets.images`)
+IMAGE_SCALES = ("unit", "symmetric")
+#: where image data is observed: the pixels themselves, or the VAE latents of the images
+IMAGE_SPACES = ("pixel", "latent")

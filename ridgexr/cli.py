@@ -286,6 +286,9 @@ def run(
                                   help="'local' (LocalCluster of processes) or a dask scheduler address; "
                                        "default: in-process, or $DASK_SCHEDULER_ADDRESS"),
     workers: int = typer.Option(2, "--workers", min=1, help="workers of --scheduler local"),
+    sample_block: int = typer.Option(None, "--sample-block", min=1,
+                                     help="split each cell's observation into parts of this many samples: on the "
+                                          "--scheduler's workers (one cell across a cluster), else in-process"),
     overwrite: bool = typer.Option(False, "--overwrite", help="replace an existing store (the new one is "
                                    "written beside it and swapped in only once created)"),
     force: bool = typer.Option(False, "--force", help="run even when the estimated memory or store size "
@@ -306,7 +309,7 @@ def run(
         t0 = time.perf_counter()
         with _progress() as progress:
             res = run_experiment(exp, store=store, device=device, scheduler=scheduler, overwrite=overwrite,
-                                 n_workers=workers, progress=progress, force=force)
+                                 n_workers=workers, progress=progress, force=force, sample_block=sample_block)
         _raise_if_interrupted()  # a stop swallowed after the last progress update still exits 130
         elapsed = time.perf_counter() - t0
     t_last = exp.process.t_min

@@ -37,6 +37,7 @@ def ensure_backends() -> None:
     hv.Store.current_backend = current
 
 __all__ = ["ensure_backends", "cell_selection", "ordered_cells", "is_mnist", "decoded_samples", "decoded_trajectories",
+           "is_image_store", "image_grid_values", "image_grid",
            "ridge_points", "samples_over_time", "distance_curves_plot", "degenerate_share_plot", "spread_curves_plot", "phase_time_hist",
            "phase_diagram", "mode_count_bars", "theory_scatter"]
 
@@ -288,17 +289,103 @@ def _decoder(ds: xr.Dataset):
     from .autoencoder import load_vae
 
     prov = json_attr(ds, "dataset_provenance")
-    if prov.get("dataset") != "mnist":
-        raise ValueError("decoded plots need an MNIST store (attr dataset_provenance.dataset == 'mnist')")
+    if prov.get("dataset") not in ("mnist", "images") or "vae_cache" not in prov:
+        raise ValueError("decoded plots need a store of VAE latents (attr dataset_provenance: dataset 'mnist' or "
+                         "'images' with a vae_cache)")
     model = load_vae(prov["vae_cache"])
+    hw = tuple(prov.get("image_hw", (28, 28)))
 
     def decode(z: np.ndarray) -> np.ndarray:
         import torch
 
         with torch.no_grad():
-            return model.decode(torch.tensor(z, dtype=torch.float32)).numpy().reshape(-1, 28, 28)
+            return model.decode(torch.tensor(z, dtype=torch.float32)).double().numpy().reshape(-1, *hw)
 
     return decode
+
+
+def is_image_store(ds: xr.Dataset) -> bool:
+    """Whether a store's points are images: pixel space (attr ``image_shape``) or VAE latents (a ``vae_cache``)."""
+    return "image_shape" in ds.attrs or "vae_cache" in json_attr(ds, "dataset_provenance")
+
+
+def _to_images(ds: xr.Dataset):
+    """(points (M, d) -> images (M, H, W) in [0, 1]) of an image store: pixel stores reshaped by
+    ``image_shape`` (first channel) and mapped from the entry's pixel scale to [0, 1] (clipped);
+    latent stores decoded by the cached VAE."""
+    if "image_shape" not in ds.attrs:
+        return _decoder(ds)
+    c, h, w = (int(v) for v in ds.attrs["image_shape"])
+    symmetric = json_attr(ds, "dataset_provenance").get("scale") == "symmetric"
+
+    def show(x: np.ndarray) -> np.ndarray:
+        img = np.asarray(x, dtype=float).reshape(-1, c, h, w)[:, 0]
+        return np.clip((img + 1) / 2 if symmetric else img, 0.0, 1.0)
+
+    return show
+
+
+def _grid(images: np.ndarray, pad: int = 1, fill: float = np.nan) -> np.ndarray:
+    """Tile images (rows, cols, H, W) into one canvas with ``pad`` pixels of ``fill`` between them."""
+    rows, cols, h, w = images.shape
+    canvas = np.full((rows * (h + pad) - pad, cols * (w + pad) - pad), fill)
+    for r in range(rows):  # a handful of tiles
+        for c in range(cols):
+            canvas[r * (h + pad):r * (h + pad) + h, c * (w + pad):c * (w + pad) + w] = images[r, c]
+    return canvas
+
+
+def image_grid_values(ds: xr.Dataset, cell: dict | None = None, *, n_samples: int = 6, n_times: int = 4
+                      ) -> tuple[np.ndarray, np.ndarray, dict]:
+    """The image grid of :func:`image_grid` as numbers: (canvas (rows, cols) in [0, 1], NaN between
+    tiles; the times shown (n_times,); the cell).
+
+    Rows are the first ``n_samples`` trajectories; for each of ``n_times`` recorded steps (from the
+    first to the last, evenly spaced) three columns: the state x / alpha_t, its ridge projection /
+    alpha_t and the nearest training point (argmin_i |x - alpha_t x_i|, over the cell's training set).
+    Pixel stores show the pixels; latent stores the VAE decoding of the latents.
+    """
+    from .analysis.arrays import nearest_two
+
+    if not is_image_store(ds):
+        raise ValueError("image grids need an image store (attr image_shape, or VAE latents)")
+    cell = dict(cell) if cell is not None else store_cells(ds)[0]
+    show = _to_images(ds)
+    steps = np.unique(np.linspace(0, ds.sizes["step"] - 1, n_times).round().astype(int))
+    sub = ds.sel(cell).isel(step=steps, sample=slice(0, n_samples))
+    alpha = sub["alpha"].values[None, :, None]
+    x = sub["trajectory"].transpose("sample", "step", "dim").values / alpha  # (n, k, d)
+    proj = sub["ridge_projection"].transpose("sample", "step", "dim").values / alpha
+    train = ds["train_data"].values
+    if "n_train" in cell:
+        train = train[:int(cell["n_train"])]
+    _, _, idx = nearest_two(x, train)  # |x/alpha - x_i| = |x - alpha x_i| / alpha: the same argmin
+    tiles = np.stack([show(v.reshape(-1, v.shape[-1])).reshape(x.shape[:2] + show(train[:1]).shape[1:])
+                      for v in (x, proj, train[idx.reshape(-1)].reshape(x.shape))], 2)  # (n, k, 3, H, W)
+    n, k = x.shape[:2]
+    tiles = np.where(np.isfinite(tiles), tiles, np.nan)
+    return _grid(tiles.reshape(n, 3 * k, *tiles.shape[-2:])), sub["t"].values, cell
+
+
+def image_grid(ds: xr.Dataset, cell: dict | None = None, *, n_samples: int = 6, n_times: int = 4) -> hv.Image:
+    """Samples at several t beside their ridge projections and nearest training images (grey images).
+
+    For each of ``n_times`` recorded steps, three columns per sample row: the state x / alpha_t,
+    its projection onto the ridge R_t (/ alpha_t) and the nearest training image; pixel stores
+    directly (mapped to [0, 1] from the entry's pixel scale), latent stores decoded by the cached
+    VAE (the nearest training latent decoded too).  Values drawn: :func:`image_grid_values`.
+    """
+    ensure_backends()
+    canvas, t, cell = image_grid_values(ds, cell, n_samples=n_samples, n_times=n_times)
+    times = ", ".join(f"{v:.3g}" for v in t)
+    title = (f"{_label(cell)}: per t in ({times}): sample | ridge projection | nearest training image"
+             + (" (decoded)" if "image_shape" not in ds.attrs else ""))
+    img = hv.Image(canvas, bounds=(0, 0, canvas.shape[1], canvas.shape[0]))  # a numpy array's row 0 is the top
+    return img.opts(
+        hv.opts.Image(cmap="gray_r", clim=(0, 1), title=title, xaxis=None, yaxis=None, fig_inches=(10, 4),
+                      fontsize={"title": 8}, backend="matplotlib"),
+        hv.opts.Image(cmap="gray_r", clim=(0, 1), title=title, xaxis=None, yaxis=None, width=1000, height=400,
+                      backend="bokeh"))
 
 
 def _gray(img: hv.Image, title: str) -> hv.Image:
@@ -336,7 +423,7 @@ def decoded_samples(ds: xr.Dataset, *, schedule, width, tau=None, n: int = 8, **
     gen, near = decode(z), decode(train[idx])
     pix = np.sqrt(((gen - near) ** 2).sum((1, 2)))
     img = _tile(np.concatenate([gen, near]), 2, len(gen))
-    return _gray(hv.Image(img[::-1], bounds=(0, 0, img.shape[1], img.shape[0])),
+    return _gray(hv.Image(img, bounds=(0, 0, img.shape[1], img.shape[0])),  # a numpy array's row 0 is the top
                  f"{_label(sel)}: samples (top) vs nearest training latents (bottom); "
                  f"mean latent dist {np.nanmean(d1):.2f}, pixel dist {np.nanmean(pix):.2f}")
 
@@ -351,5 +438,5 @@ def decoded_trajectories(ds: xr.Dataset, *, schedule, width, tau=None, n_samples
     z = cell["trajectory"].values / cell["alpha"].values[None, :, None]  # (sample, frame, d)
     imgs = decode(z.reshape(-1, z.shape[-1]))
     grid = _tile(imgs, z.shape[0], z.shape[1])
-    return _gray(hv.Image(grid[::-1], bounds=(0, 0, grid.shape[1], grid.shape[0])),
+    return _gray(hv.Image(grid, bounds=(0, 0, grid.shape[1], grid.shape[0])),  # a numpy array's row 0 is the top
                  f"{_label(sel)}: decoded trajectories, t from {float(cell.t[0]):.3g} to {float(cell.t[-1]):.3g}")

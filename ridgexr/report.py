@@ -15,6 +15,7 @@ import logging
 from pathlib import Path
 
 import holoviews as hv
+from holoviews.core.options import SkipRendering
 import numpy as np
 import xarray as xr
 from jinja2 import Template
@@ -69,7 +70,7 @@ def phase_axes(ds) -> tuple[str, str]:
     has a model dimension, else tau or width against schedule."""
     present = [d for d in ("model", "schedule", "tau", "width", "epoch") if d in ds.dims]
     if "model" in ds.dims:
-        return next((d for d in ("schedule", "width", "epoch") if d in ds.dims), "model"), "model"
+        return next((d for d in ("schedule", "width", "epoch", "n_train") if d in ds.dims), "model"), "model"
     x = "tau" if "tau" in ds.dims else "width"
     return x, "schedule" if "schedule" in ds.dims else present[0]
 
@@ -215,12 +216,13 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
         " (or ds.ridge.explore() in a notebook) serves an interactive explorer: every cell dimension as a " \
         "widget, a t slider, the samples and the cell's distance curve."
     x, y = phase_axes(ds)
-    if ds.sizes.get("train", 0) >= 2:
+    if ds.sizes.get("train", 0) >= 2 and x != y:
         figures["phase_diagram"] = (plot.phase_diagram(ds, x=x, y=y), "Share of final samples with d1/d2 < 1/3 "
                                     "(nearest over second-nearest training distance) per cell.")
-    figures["near_mode_diagram"] = (plot.phase_diagram(ds, x=x, y=y, metric="near_mode"),
-                                    "Share of final samples within 0.5 of a training point (the paper's "
-                                    "memorization count) per cell.")
+    if x != y:  # a store of one model block and no other cell dimension has no diagram
+        figures["near_mode_diagram"] = (plot.phase_diagram(ds, x=x, y=y, metric="near_mode"),
+                                        "Share of final samples within 0.5 of a training point (the paper's "
+                                        "memorization count) per cell.")
     if plot.is_mnist(ds):
         is_exact = lambda c: "exact" in (c.get("schedule"), c.get("model"))  # noqa: E731
         picked = [c for c in cells(ds) if not is_exact(c)][:1] + [c for c in cells(ds) if is_exact(c)][:1]
@@ -228,6 +230,14 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
             figures[f"decoded_samples_{i}"] = (plot.decoded_samples(ds, **cell), f"Decoded samples of {cell}.")
             figures[f"decoded_trajectories_{i}"] = (plot.decoded_trajectories(ds, **cell),
                                                     f"Decoded trajectories of {cell}.")
+    if plot.is_image_store(ds):  # pixel images, or VAE latents decoded
+        is_exact = lambda c: "exact" in (c.get("schedule"), c.get("model"))  # noqa: E731
+        picked = [c for c in cells(ds) if not is_exact(c)][:1] + [c for c in cells(ds) if is_exact(c)][-1:]
+        for i, cell in enumerate(picked):
+            figures[f"image_grid_{i}"] = (plot.image_grid(ds, cell), f"Cell {cell}: samples at several t (rows: "
+                                          "trajectories), each beside its ridge projection and its nearest "
+                                          "training image" + ("" if "image_shape" in ds.attrs else
+                                                               ", latents decoded through the VAE") + ".")
     if ds.sizes["dim"] == 2:
         hm = plot.samples_over_time(ds, **memo_cell, n_frames=n_frames)
         grid = hm.layout().cols(2).opts(hv.opts.Overlay(width=470, height=330, backend="bokeh"))
@@ -238,10 +248,14 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
     paths = {}
     rendered = {}
     with _quiet():
-        for name, (fig, _) in figures.items():
+        for name, (fig, _) in list(figures.items()):
             fig = _style(fig)
             target = out / f"{name}.png"
-            hv.save(fig, target, backend="matplotlib", fmt="png")
+            try:
+                hv.save(fig, target, backend="matplotlib", fmt="png")
+            except SkipRendering:  # nothing to draw (e.g. no trajectory reached the tube): left out of the page
+                del figures[name]
+                continue
             paths[name] = target
             model = hv.render(fig, backend="bokeh")
             model.name = name

@@ -74,6 +74,10 @@ VARIABLE_ATTRS: dict[str, tuple[str, str]] = {
     "ridge_projection": ("SCMS projection of the state onto the log-density ridge R_t", units.DATA),
     "ridge_distance": ("|state - ridge_projection|", units.DATA),
     "ridge_residual": ("|E E^T grad log p_t| at the projection (0 on the ridge)", units.INV_DATA),
+    "nearest_distance": ("distance min_i |state - alpha_t x_i| to the nearest scaled training point "
+                         "(NaN: not observed)", units.DATA),
+    "nearest_ratio": ("d1 / d2: nearest over second-nearest distance to the scaled training points "
+                      "(< 1/3: memorized; NaN: not observed)", "1"),
     "ridge_converged": ("SCMS converged for this state", "1"),
     "frame_degenerate": ("the ridge frame at the state is numerically undetermined (eigengap at d* below its "
                          "certified floor): residual_normal/residual_tangent are arbitrary there", "1"),
@@ -160,6 +164,8 @@ STEP_SCALAR = ("ridge_distance", "ridge_residual", "normal_curvature", "residual
 STEP_VECTOR = ("trajectory", "ridge_projection", "residual_normal", "residual_tangent")
 STEP_BOOL = ("ridge_converged", "frame_degenerate", "ridge_degenerate")
 STEP_INT = ("resolved_rank",)
+#: per-step scalars a writer may leave out (they stay NaN): the nearest training point (ridgexr.nearest)
+STEP_OPTIONAL = ("nearest_distance", "nearest_ratio")
 #: per-step variable -> the flag under which it is numerically undetermined (masked, not averaged,
 #: by every summary: :func:`ridgexr.analysis.resolved`)
 DEGENERATE_FLAGS = {"ridge_projection": "ridge_degenerate", "ridge_distance": "ridge_degenerate",
@@ -249,7 +255,7 @@ def _template(layout: StoreLayout, train: np.ndarray, attrs: dict, extra: dict |
     data = {}
     for name in STEP_VECTOR:
         data[name] = (cd + ("sample", "step", "dim"), da.full(cs + (S, K, d), np.nan, chunks=ones + (sc, bs, d)))
-    for name in STEP_SCALAR:
+    for name in STEP_SCALAR + STEP_OPTIONAL:
         data[name] = (cd + ("sample", "step"), da.full(cs + (S, K), np.nan, chunks=ones + (sc, bs)))
     for name in STEP_BOOL:
         data[name] = (cd + ("sample", "step"), da.zeros(cs + (S, K), dtype=bool, chunks=ones + (sc, bs)))
@@ -563,16 +569,18 @@ def replace_store(path: str | Path, layout: StoreLayout, train: np.ndarray, attr
     commit_staging(path, create_staging(path, layout, train, attrs, extra))
 
 
-STEP_VARIABLES = STEP_VECTOR + STEP_SCALAR + STEP_BOOL + STEP_INT
+STEP_VARIABLES = STEP_VECTOR + STEP_SCALAR + STEP_BOOL + STEP_INT + STEP_OPTIONAL
 
 
 def _put_block(arrays: dict, layout: StoreLayout, cell: tuple[int, ...], start: int,
                values: dict[str, np.ndarray]) -> None:
     B = values["trajectory"].shape[0]
     where = tuple(int(i) for i in cell) + (slice(None), slice(start, start + B))
-    missing = [name for name in STEP_VARIABLES if name not in values]
+    missing = [name for name in STEP_VARIABLES if name not in values and name not in STEP_OPTIONAL]
     if missing:
         raise ValueError(f"block values lack {missing}")
+    B0, n0 = np.shape(values["trajectory"])[:2]
+    values = {name: np.full((B0, n0), np.nan) for name in STEP_OPTIONAL} | dict(values)  # absent: NaN, chunk written
     for name in STEP_VARIABLES:  # zarr broadcasts silently: check every shape before writing anything
         want = (B, layout.n_samples) + ((layout.d,) if name in STEP_VECTOR else ())
         if np.shape(values[name]) != want:

@@ -223,3 +223,25 @@ def _drawn_matplotlib_image(fig):
 def drawn_matplotlib_image():
     """``drawn_matplotlib_image(fig)``: {(x tick label, y tick label): value} of an hv.Image rendered by matplotlib."""
     return _drawn_matplotlib_image
+
+
+def _write_idx_folder(folder, images, labels, split="train"):
+    """Write ``images`` (n, H, W) uint8 and ``labels`` (n,) as gzipped IDX files in ``folder``."""
+    import gzip
+    import struct
+
+    prefix = "train" if split == "train" else "t10k"
+    folder.mkdir(parents=True, exist_ok=True)
+    images, labels = np.asarray(images, dtype=np.uint8), np.asarray(labels, dtype=np.uint8)
+    with gzip.open(folder / f"{prefix}-images-idx3-ubyte.gz", "wb") as fh:
+        fh.write(struct.pack(">IIII", 0x803, *images.shape) + images.tobytes())
+    with gzip.open(folder / f"{prefix}-labels-idx1-ubyte.gz", "wb") as fh:
+        fh.write(struct.pack(">II", 0x801, labels.shape[0]) + labels.tobytes())
+    return folder
+
+
+@pytest.fixture(scope="session")
+def write_idx_folder():
+    """``write_idx_folder(folder, images (n, H, W) uint8, labels (n,), split="train")`` writes the gzipped
+    IDX pair ``{train,t10k}-{images-idx3,labels-idx1}-ubyte.gz`` and returns the folder."""
+    return _write_idx_folder

@@ -90,7 +90,7 @@ LAYERS = [
     {"empirical"},
     {"scms", "ridge"},
     {"models", "training"},
-    {"sampling", "observe", "catalog"},
+    {"sampling", "observe", "catalog", "nearest"},
     {"store"},
     {"analysis", "labelled", "accessor"},
     {"reader", "engine"},

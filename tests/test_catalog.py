@@ -109,10 +109,11 @@ def test_config_hash_leaves_out_fields_at_their_neutral_value(tmp_path, catalog_
     cfg = exp.model_dump(exclude=set(NOT_HASHED))
     for key in ("stop_degenerate", "d_star_alt", "accelerate"):
         del cfg["ridge"][key]
-    del cfg["dataset"]["n_train"], cfg["model"]["name"], cfg["model"]["diagnostics"]
+    del cfg["dataset"]["n_train"], cfg["dataset"]["images"], cfg["model"]["name"], cfg["model"]["diagnostics"]
     del cfg["sampler"]["scheduler_class"], cfg["sampler"]["eta"]
     assert {"ridge.stop_degenerate", "ridge.d_star_alt", "ridge.accelerate", "dataset.n_train",
-            "models[].name", "models[].diagnostics", "sampler.scheduler_class", "sampler.eta"} <= set(HASH_NEUTRAL)
+            "models[].name", "models[].diagnostics", "sampler.scheduler_class", "sampler.eta", "dataset.images",
+            "dataset.mnist.space"} <= set(HASH_NEUTRAL)
     assert exp.config_hash(train) == direct(cfg)
     # a non-neutral value enters the hash
     ridge = exp.ridge.model_copy(update={"stop_degenerate": 3})

@@ -1,20 +1,23 @@
-"""The ``dataset`` section: a built-in point set, an array file, MNIST latents or points on a manifold."""
+"""The ``dataset`` section: a built-in point set, an array file, MNIST latents, images (pixels or VAE latents)
+or points on a manifold."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from ..choices import IMAGE_SCALES, IMAGE_SPACES
 from ..datasets import POINT_SETS
 from ..datasets.manifolds import DENSITIES, MANIFOLD_KINDS
 from ..spec import Spec, distinct_sweep
 
-__all__ = ["MnistSpec", "ManifoldSpec", "DatasetSpec"]
+__all__ = ["MnistSpec", "ImagesSpec", "ManifoldSpec", "DatasetSpec"]
 
 
 class MnistSpec(Spec):
-    """MNIST digits encoded by a cached VAE; the latents are the training set."""
+    """MNIST digits encoded by a cached VAE (the latents are the training set), or their pixels."""
 
     digits: list[int] = Field(default_factory=lambda: [4, 8], min_length=1,
         description="MNIST digit classes to keep (distinct, 0..9)")
@@ -26,6 +29,9 @@ class MnistSpec(Spec):
     epochs: int = Field(60, ge=1, description="VAE training epochs (the authors' notebook: 100)")
     batch_size: int = Field(128, ge=1, description="VAE minibatch size (ours: 128; the authors' notebook: 1024)")
     seed: int = Field(0, ge=0, description="VAE seed")
+    space: Literal[IMAGE_SPACES] = Field("latent",
+        description="'latent': the VAE latents (d = latent_dim) are the training set; 'pixel': the images "
+                    "themselves, 784-d, pixels in [0, 1] (the VAE fields are then unused)")
 
     @field_validator("digits")
     @classmethod
@@ -33,6 +39,42 @@ class MnistSpec(Spec):
         if any(not 0 <= d <= 9 for d in v) or len(set(v)) != len(v):
             raise ValueError("digits must be distinct integers in 0..9")
         return v
+
+
+class ImagesSpec(Spec):
+    """Images from IDX files (Fashion-MNIST by name, or a folder of IDX files): their pixels, or the
+    latents of a cached VAE trained on them (:mod:`ridgexr.datasets.images`)."""
+
+    images: str = Field(description="'fashion-mnist' (found in $RIDGEXR_IMAGES, <data folder>/images or the "
+                                    "Debian package dataset-fashion-mnist) or a folder of IDX files "
+                                    "(train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz]), relative to "
+                                    "the catalog file")
+    classes: list[int] | None = Field(None, min_length=1,
+        description="labels to keep (distinct, 0..9 for Fashion-MNIST); null: all")
+    n: int | None = Field(None, ge=2, description="keep the first n images (file order) of the kept classes; "
+                                                  "null: all (Fashion-MNIST: 60 000)")
+    scale: Literal[IMAGE_SCALES] = Field("unit",
+        description="pixel space: 'unit' pixels in [0, 1] (p / 255) or 'symmetric' in [-1, 1] (2 p / 255 - 1); "
+                    "latent space encodes [0, 1] pixels and needs 'unit'")
+    space: Literal[IMAGE_SPACES] = Field("pixel",
+        description="'pixel': the flattened images (d = H W = 784) are the training set; 'latent': the encoder "
+                    "means of a VAE trained on the kept images (d = latent_dim; cached, keyed by the pixels)")
+    latent_dim: int = Field(32, ge=1, description="VAE latent dimension d (space 'latent')")
+    epochs: int = Field(60, ge=1, description="VAE training epochs (space 'latent')")
+    seed: int = Field(0, ge=0, description="VAE seed (space 'latent')")
+
+    @field_validator("classes")
+    @classmethod
+    def _classes(cls, v):
+        if v is not None and (any(c < 0 for c in v) or len(set(v)) != len(v)):
+            raise ValueError("classes must be distinct non-negative integers")
+        return v
+
+    @model_validator(mode="after")
+    def _scale(self):
+        if self.space == "latent" and self.scale != "unit":
+            raise ValueError("images.scale must be 'unit' for space 'latent' (the VAE encodes pixels in [0, 1])")
+        return self
 
 
 class ManifoldSpec(Spec):
@@ -56,12 +98,13 @@ class ManifoldSpec(Spec):
 
 class DatasetSpec(Spec):
     """Training data: a built-in point set (``points``), an array file (``file``), ``mnist`` latents
-    or points on a known ``manifold``."""
+    (or pixels), ``images`` (pixels or VAE latents) or points on a known ``manifold``."""
 
     points: str | None = Field(None, description="a built-in point set (see datasets.POINT_SETS)")
     file: str | None = Field(None,
         description="an array file (.npy, .csv, .txt) of shape (N, d), relative to the catalog file")
     mnist: MnistSpec | None = Field(None, description="MNIST digits encoded by a cached VAE")
+    images: ImagesSpec | None = Field(None, description="images from IDX files (Fashion-MNIST), pixels or VAE latents")
     manifold: ManifoldSpec | None = Field(None, description="points on a circle, sphere or torus in R^D")
     n_train: Annotated[int, Field(ge=1)] | list[Annotated[int, Field(ge=1)]] | None = Field(None,
         description="train on the first n points of the set (nested subsets of one draw); a list makes an "
@@ -82,12 +125,14 @@ class DatasetSpec(Spec):
         """A short name of the data source (point-set name, file path, "mnist" or the manifold)."""
         if self.manifold is not None:
             return f"{self.manifold.kind} in R^{self.manifold.ambient_dim}"
+        if self.images is not None:
+            return f"{Path(self.images.images).name} ({self.images.space})"
         return self.points or self.file or "mnist"
 
     @model_validator(mode="after")
     def _one_source(self):
-        if sum(v is not None for v in (self.points, self.file, self.mnist, self.manifold)) != 1:
-            raise ValueError("give exactly one of 'points', 'file', 'mnist' or 'manifold'")
+        if sum(v is not None for v in (self.points, self.file, self.mnist, self.images, self.manifold)) != 1:
+            raise ValueError("give exactly one of 'points', 'file', 'mnist', 'images' or 'manifold'")
         m = self.manifold
         if m is not None:
             k = 1 if m.kind == "circle" else 2

@@ -47,6 +47,8 @@ HASH_NEUTRAL: dict[str, object] = {
     "ridge.accelerate": False,  # 0.4
     "ridge.d_star_alt": [],  # 0.2
     "dataset.n_train": None,  # 0.3
+    "dataset.images": None,  # 0.4
+    "dataset.mnist.space": "latent",  # 0.4
     "models[].name": None,  # 0.2
     "models[].diagnostics": {"n_time": None, "n_noise": None},  # 0.5: the training sample's size
     "sampler.scheduler_class": None,  # 0.5 (sampler kind scheduler)

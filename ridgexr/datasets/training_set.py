@@ -1,9 +1,10 @@
 """Load the training set an experiment's ``dataset`` block describes.
 
 The catalog (:mod:`ridgexr.catalog`) only validates configuration; this module turns a
-validated dataset block into data: a built-in point set, an array file, or MNIST digits
-encoded by the cached VAE (:mod:`ridgexr.autoencoder`).  The block is read by attribute
-(``points``, ``file``, ``mnist``), so this module does not import the catalog.
+validated dataset block into data: a built-in point set, an array file, MNIST digits (their
+pixels, or their encoding by the cached VAE of :mod:`ridgexr.autoencoder`) or images from IDX
+files (Fashion-MNIST; pixels or VAE latents).  The block is read by attribute (``points``,
+``file``, ``mnist``, ``images``, ``manifold``), so this module does not import the catalog.
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from typing import Any
 
 import numpy as np
 
+from .images import load_images
 from .manifolds import Manifold
 from .mnist import load_mnist
 from .points import load_array_file, point_set
 
 __all__ = ["load_training_set", "mnist_images", "mnist_latents", "dataset_provenance", "manifold_of",
-           "dataset_extras"]
+           "dataset_extras", "image_set", "image_latents", "image_shape", "dataset_vae"]
 
 
 def manifold_of(spec: Any) -> Manifold:
@@ -59,14 +61,73 @@ def mnist_latents(spec: Any):
                       batch_size=spec.batch_size)
 
 
+@functools.lru_cache(maxsize=4)
+def _image_set(images: str, classes: tuple[int, ...] | None, n: int | None, scale: str, base_dir: str | None):
+    return load_images(images, classes=classes, n=n, scale=scale, base_dir=base_dir)
+
+
+def image_set(spec: Any, base_dir: str | Path | None = None) -> tuple[np.ndarray, np.ndarray, tuple[int, int], str]:
+    """Images (n, H W) at the block's pixel scale, labels (n,), (H, W) and a source text of an
+    ``images`` block (memoised per process)."""
+    return _image_set(spec.images, None if spec.classes is None else tuple(spec.classes), spec.n, spec.scale,
+                      None if base_dir is None else str(base_dir))
+
+
+def image_latents(spec: Any, base_dir: str | Path | None = None):
+    """The cached VAE result (latents, reconstruction error, cache key) of an ``images`` block,
+    trained on its pixels in [0, 1] (the cache is keyed by the pixels)."""
+    from ..autoencoder import cached_vae
+
+    x, _, _, _ = image_set(spec, base_dir)
+    return cached_vae(x, latent_dim=spec.latent_dim, epochs=spec.epochs, seed=spec.seed)
+
+
+def dataset_vae(dataset: Any, base_dir: str | Path | None = None):
+    """The cached VAE of a latent-space ``mnist`` or ``images`` block (None for any other dataset)."""
+    if getattr(dataset, "images", None) is not None and dataset.images.space == "latent":
+        return image_latents(dataset.images, base_dir)
+    if dataset.mnist is not None and getattr(dataset.mnist, "space", "latent") == "latent":
+        return mnist_latents(dataset.mnist)
+    return None
+
+
+def image_shape(dataset: Any, base_dir: str | Path | None = None) -> tuple[int, int, int] | None:
+    """The shape (C, H, W) of one training point of a pixel-space dataset, None otherwise.
+
+    A pixel-space ``images`` or ``mnist`` block is a set of grey images stored flat, so a
+    training point x (H W,) is the image ``x.reshape(1, H, W)`` (Fashion-MNIST and MNIST:
+    (1, 28, 28), read from no file; a user's IDX folder: its files' size, ``base_dir`` the
+    catalog's folder).  Latents, point sets, array files and manifolds have no image shape.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> image_shape(SimpleNamespace(images=SimpleNamespace(images="fashion-mnist", space="pixel"), mnist=None))
+    (1, 28, 28)
+    >>> image_shape(SimpleNamespace(images=None, mnist=None, points="two-points")) is None
+    True
+    """
+    from .images import IMAGE_SETS
+
+    images = getattr(dataset, "images", None)
+    if images is not None and images.space == "pixel":
+        hw = IMAGE_SETS[images.images]["shape"] if images.images in IMAGE_SETS else image_set(images, base_dir)[2]
+        return (1, int(hw[0]), int(hw[1]))
+    mnist = getattr(dataset, "mnist", None)
+    if mnist is not None and getattr(mnist, "space", "latent") == "pixel":
+        return (1, 28, 28)
+    return None
+
+
 def load_training_set(dataset: Any, *, base_dir: str | Path | None = None) -> np.ndarray:
     """The training set (N, d), float64, of a validated dataset block.
 
     Parameters
     ----------
     dataset : DatasetSpec
-        Exactly one of ``points`` (a built-in set), ``file`` (an array file), ``mnist`` or
-        ``manifold`` (``n`` points drawn with ``seed``).
+        Exactly one of ``points`` (a built-in set), ``file`` (an array file), ``mnist``
+        (latents, or pixels in [0, 1]), ``images`` (pixels at the block's ``scale``, or VAE
+        latents) or ``manifold`` (``n`` points drawn with ``seed``).
     base_dir : path, optional
         Folder a relative ``file`` is resolved against (the catalog file's folder).
 
@@ -81,7 +142,12 @@ def load_training_set(dataset: Any, *, base_dir: str | Path | None = None) -> np
     if getattr(dataset, "manifold", None) is not None:
         spec = dataset.manifold
         return manifold_of(spec).sample(spec.n, density=spec.density, kappa=spec.kappa, seed=spec.seed)[0]
+    if getattr(dataset, "images", None) is not None:
+        spec = dataset.images
+        return image_latents(spec, base_dir).latents if spec.space == "latent" else image_set(spec, base_dir)[0]
     if dataset.mnist is not None:
+        if getattr(dataset.mnist, "space", "latent") == "pixel":
+            return mnist_images(dataset.mnist)[0]
         return mnist_latents(dataset.mnist).latents
     path = Path(dataset.file)
     if not path.is_absolute() and base_dir is not None:
@@ -89,10 +155,26 @@ def load_training_set(dataset: Any, *, base_dir: str | Path | None = None) -> np
     return load_array_file(path)
 
 
-def dataset_provenance(dataset: Any) -> dict:
-    """Where the training set came from (MNIST: source, VAE cache key, reconstruction error)."""
+def dataset_provenance(dataset: Any, base_dir: str | Path | None = None) -> dict:
+    """Where the training set came from (MNIST, images: source, labels, VAE cache key and
+    reconstruction error in latent space, image shape in pixel space)."""
     if getattr(dataset, "manifold", None) is not None:
         return {"dataset": "manifold", **dataset.manifold.model_dump()}
+    if getattr(dataset, "images", None) is not None:
+        spec = dataset.images
+        _, labels, hw, source = image_set(spec, base_dir)
+        out = {"dataset": "images", "images": spec.images, "source": source, "space": spec.space,
+               "scale": spec.scale, "image_hw": list(hw), "labels": [int(v) for v in labels]}
+        if spec.space == "latent":
+            vae = image_latents(spec, base_dir)
+            out |= {"vae_key": vae.key, "vae_cache": str(vae.path), "vae_config": vae.config,
+                    "recon_bce": vae.recon_bce, "recon_mse": vae.recon_mse,
+                    "latents": "encoder means, not standardised"}
+        return out
+    if dataset.mnist is not None and getattr(dataset.mnist, "space", "latent") == "pixel":
+        _, labels, source = mnist_images(dataset.mnist)
+        return {"dataset": "mnist", "source": source, "space": "pixel", "scale": "unit", "image_hw": [28, 28],
+                "labels": [int(v) for v in labels]}
     if dataset.mnist is None:
         return {"dataset": dataset.points or dataset.file}
     _, labels, source = mnist_images(dataset.mnist)

@@ -11,6 +11,7 @@ from ..catalog import Experiment
 from ..datasets import load_training_set
 from ..empirical import SmoothedEmpirical
 from ..models import model_kind
+from ..nearest import step_nearest
 from ..observe import step_quantities
 from ..process import time_grid
 from ..ridge import ridge_residual
@@ -18,6 +19,7 @@ from ..sampling import (divergence_bound, guard_divergence, implied_denoiser, sa
                         scheduler_sampling)
 from ..store import CellWriter, StoreLayout, write_cell_end
 from .plan import CellTask
+from .split import observe_split, scatter_training_set, split_settings
 
 __all__ = ["run_cell"]
 
@@ -36,7 +38,8 @@ def _final_residual_alt(density: SmoothedEmpirical, layout: StoreLayout, x_last:
 
 
 def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, device: str = "cpu",
-             n_threads: int | None = None, on_block: Callable[[int], None] | None = None) -> dict:
+             n_threads: int | None = None, on_block: Callable[[int], None] | None = None, *,
+             sample_block: int | None = None, client=None) -> dict:
     """Sample, observe and write one cell; returns a small summary. Runs in a dask worker too.
 
     Parameters
@@ -48,6 +51,12 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
     device : torch device of the sampler and the observation
     n_threads : torch threads in this process (workers: 1)
     on_block : called with 1 after each written block (progress)
+    sample_block : int, optional
+        Observe each block in parts of this many samples (:func:`ridgexr.run.split.observe_split`):
+        on ``client``'s workers when given (the training set scattered to each once), else here.
+        The same parts give bit-identical stores here and on workers; the unsplit observation
+        agrees to ~1e-12.
+    client : dask.distributed.Client, optional
     """
     if n_threads:
         torch.set_num_threads(n_threads)
@@ -67,6 +76,13 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
     score = guard_divergence(score, bound)
     density = SmoothedEmpirical(train, 1.0, drop_tol=exp.ridge.drop_tol)
     grid = time_grid(exp.process.n_steps, exp.process.T, exp.process.t_min, exp.process.grid)
+    train_t = torch.as_tensor(train, dtype=torch.float64, device=dev)  # the nearest-training search
+    split = sample_block is not None or client is not None
+    if split:  # the observation in parts of samples, here or on workers (CPU)
+        settings = split_settings(exp, bound, t_min=float(grid[-1]))
+        shared = scatter_training_set(client, train) if client is not None else train
+        if client is not None and denoise is not None:  # the model once per worker and cell, like the data
+            denoise = client.scatter(denoise, broadcast=True, hash=False)
     diverged = np.zeros(exp.n_samples, dtype=bool)
     dropped = 0.0
     last = None
@@ -84,11 +100,16 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
             blocks = sample(exp.sampler.kind, score, exp.n_samples, d, grid, seed=exp.seeds.sampler,
                             block_steps=exp.sampler.block_steps, record_every=exp.sampler.record_every, device=dev)
         for block in blocks:
-            q = step_quantities(density, block.x, block.t, exp.d_star, denoise, tol=exp.ridge.tol,
-                                max_iter=exp.ridge.max_iter, top_k=exp.ridge.top_k, bound=bound,
-                                stop_degenerate=exp.ridge.stop_degenerate, score=block.score,
-                                accelerate=exp.ridge.accelerate, t_min=float(grid[-1]),
-                                gap_floor=exp.ridge.gap_floor, resolved=exp.ridge.resolved_projection)
+            if split:
+                q = observe_split(shared, block.x, block.t, exp.d_star, settings, sample_block=sample_block,
+                                  denoise=denoise, score=block.score, client=client)
+            else:
+                q = step_quantities(density, block.x, block.t, exp.d_star, denoise, tol=exp.ridge.tol,
+                                    max_iter=exp.ridge.max_iter, top_k=exp.ridge.top_k, bound=bound,
+                                    stop_degenerate=exp.ridge.stop_degenerate, score=block.score,
+                                    accelerate=exp.ridge.accelerate, t_min=float(grid[-1]),
+                                    gap_floor=exp.ridge.gap_floor, resolved=exp.ridge.resolved_projection)
+                q |= step_nearest(block.x.to(torch.float64), block.t, train_t, q["finite"])
             writer.write(int(block.index[0]), q)
             diverged |= ~q["finite"].all(0)
             if np.isfinite(q["dropped_mass"]).any():

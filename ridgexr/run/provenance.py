@@ -12,7 +12,7 @@ import torch
 
 from .. import units
 from ..catalog import Experiment
-from ..datasets import dataset_provenance
+from ..datasets import dataset_provenance, image_shape
 
 __all__ = ["provenance", "store_attrs"]
 
@@ -44,7 +44,7 @@ def store_attrs(exp: Experiment, config_hash: str, device: str, scheduler: str |
         "sampler": exp.sampler.kind,
         "created": prov["created"],
         "d_star_info": json.dumps(d_star_info),
-        "dataset_provenance": json.dumps(dataset_provenance(exp.dataset)),
+        "dataset_provenance": json.dumps(dataset_provenance(exp.dataset, exp.base_dir)),
         "top_k": -1 if exp.ridge.top_k is None else int(exp.ridge.top_k),
         "drop_tol": float(exp.ridge.drop_tol),
         "tau_units": units.TAU_UNITS,
@@ -53,6 +53,9 @@ def store_attrs(exp: Experiment, config_hash: str, device: str, scheduler: str |
         "target": ", ".join(exp.training.targets),
         "models": json.dumps([{"label": b.label, "kind": b.kind, "parametrization": b.output} for b in exp.blocks]),
     }
+    shape = image_shape(exp.dataset, exp.base_dir)
+    if shape is not None:  # pixel-space images: a training point x is the image x.reshape(image_shape)
+        attrs["image_shape"] = [int(v) for v in shape]
     for b in reversed(exp.blocks):  # the first block that sets an attribute wins
         attrs.update(b.store_attrs(exp))
     if exp.legacy_exact:

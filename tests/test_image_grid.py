@@ -1,0 +1,102 @@
+"""Image grids of image stores (ridgexr.plot.image_grid): the values drawn, for pixel and latent stores."""
+
+import numpy as np
+import pytest
+import torch
+
+import ridgexr
+from ridgexr import plot
+from ridgexr.autoencoder import load_vae
+from ridgexr.catalog import experiment_from_file
+from ridgexr.run import run_experiment
+from ridgexr.store import json_attr
+
+CATALOG = """
+experiments:
+  imgs:
+    dataset: {images: {images: tiny, %(block)s}}
+    process: {T: 1.0, t_min: 0.05, n_steps: 6}
+    models: [{kind: exact}]
+    training: {n_time: 3, n_noise: 1}
+    sampler: {kind: sde, block_steps: 3}
+    n_samples: 3
+    d_star: 1
+    store: imgs.zarr
+"""
+
+
+@pytest.fixture(scope="module")
+def image_stores(tmp_path_factory, write_idx_folder):
+    """A pixel store (5 x 5 images in [-1, 1]) and a latent store (a 2-d VAE of the same images)."""
+    tmp = tmp_path_factory.mktemp("grid")
+    g = np.random.default_rng(7)
+    write_idx_folder(tmp / "tiny", g.integers(0, 256, (10, 5, 5)), np.arange(10) % 2)
+    stores = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RIDGEXR_CACHE", str(tmp / "cache"))
+        for name, block in (("pixel", "scale: symmetric"), ("latent", "space: latent, latent_dim: 2, epochs: 2")):
+            f = tmp / f"{name}.yaml"
+            f.write_text(CATALOG % dict(block=block))
+            stores[name] = run_experiment(experiment_from_file(f), data_dir=tmp / name).store
+    return stores
+
+
+def _tiles(canvas, h, w, pad=1):
+    rows, cols = (canvas.shape[0] + pad) // (h + pad), (canvas.shape[1] + pad) // (w + pad)
+    return np.stack([[canvas[r * (h + pad):r * (h + pad) + h, c * (w + pad):c * (w + pad) + w]
+                      for c in range(cols)] for r in range(rows)])
+
+
+def _expected(ds, show, n_times):
+    """(sample, 3 n_times, H, W): state / alpha, projection / alpha, brute-force nearest training point."""
+    steps = np.unique(np.linspace(0, ds.sizes["step"] - 1, n_times).round().astype(int))
+    cell = ds.isel(model=0, step=steps)
+    a = cell["alpha"].values[None, :, None]
+    x, p = cell["trajectory"].values / a, cell["ridge_projection"].values / a
+    train = ds["train_data"].values
+    near = train[np.argmin(((x[:, :, None] - train) ** 2).sum(-1), -1)]
+    out = [[f(v) for i in range(len(steps)) for f, v in ((show, x[s, i]), (show, p[s, i]), (show, near[s, i]))]
+           for s in range(x.shape[0])]
+    return np.array(out)
+
+
+def test_pixel_grid_draws_states_projections_and_nearest_images(image_stores):
+    ds = ridgexr.open_dataset(image_stores["pixel"])
+    assert plot.is_image_store(ds) and ds.attrs["image_shape"] == [1, 5, 5]
+    canvas, t, cell = plot.image_grid_values(ds, n_samples=3, n_times=3)
+    K = ds.sizes["step"]
+    np.testing.assert_allclose(t, ds["t"].values[[0, (K - 1) // 2, K - 1]])
+    want = _expected(ds, lambda v: np.clip((v.reshape(5, 5) + 1) / 2, 0, 1), 3)
+    np.testing.assert_allclose(_tiles(canvas, 5, 5), want, atol=1e-12)
+    assert np.isnan(canvas[5]).all() and np.isnan(canvas[:, 5]).all()  # the gaps between tiles
+    fig = hv_render(plot.image_grid(ds, n_samples=3, n_times=3))
+    im = fig.axes[0].images[0]
+    drawn = np.asarray(im.get_array(), dtype=float)
+    drawn = drawn if im.origin == "upper" else drawn[::-1]
+    np.testing.assert_allclose(np.ma.filled(np.ma.masked_invalid(drawn), np.nan), canvas, atol=1e-12)
+
+
+def test_latent_grid_draws_vae_decodings(image_stores):
+    ds = ridgexr.open_dataset(image_stores["latent"])
+    assert "image_shape" not in ds.attrs and plot.is_image_store(ds)
+    vae = load_vae(json_attr(ds, "dataset_provenance")["vae_cache"])
+
+    def decode(z):
+        with torch.no_grad():
+            return vae.decode(torch.tensor(z[None], dtype=torch.float32)).double().numpy().reshape(5, 5)
+
+    canvas, _, _ = plot.image_grid_values(ds, n_samples=2, n_times=2)
+    np.testing.assert_allclose(_tiles(canvas, 5, 5), _expected(ds.isel(sample=slice(0, 2)), decode, 2), atol=1e-7)
+
+
+def test_report_includes_the_grid(image_stores, tmp_path):
+    from ridgexr.report import make_report
+
+    paths = make_report(ridgexr.open_dataset(image_stores["pixel"]), tmp_path / "rep")
+    assert paths["image_grid_0"].stat().st_size > 1000 and "image_grid_0" in paths["html"].read_text()
+
+
+def hv_render(obj):
+    import holoviews as hv
+
+    return hv.render(obj, backend="matplotlib")
