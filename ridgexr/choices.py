@@ -9,7 +9,7 @@ This module imports nothing.
 from __future__ import annotations
 
 __all__ = ["GRID_KINDS", "SCHEDULE_NAMES", "QUADRATURES", "TARGETS", "SAMPLER_KINDS", "TRAINING_METHODS",
-           "INITS", "OPTIMIZERS"]
+           "INITS", "OPTIMIZERS", "FRAME_METHODS"]
 
 #: spacings of the sampler's time grid (:func:`ridgexr.time_grid`)
 GRID_KINDS = ("exponential", "linear", "cosine")
@@ -27,3 +27,6 @@ TRAINING_METHODS = ("flow", "gd")
 INITS = ("normal", "zeros")
 #: optimizers of minibatch training (:func:`ridgexr.fit_neural`)
 OPTIMIZERS = ("adam", "adamw", "sgd")
+#: how a ridge frame's eigenpairs are computed: automatic (dense eigh at small d, the low-rank
+#: paths of :mod:`ridgexr.empirical.lowrank` above), the dense (d, d) eigh, or low rank
+FRAME_METHODS = ("auto", "dense", "lowrank")

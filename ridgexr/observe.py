@@ -33,7 +33,7 @@ import torch
 
 from .empirical import SmoothedEmpirical
 from .sampling import within_bound
-from .scms import project_onto, scms
+from .scms import scms
 
 __all__ = ["step_quantities"]
 
@@ -46,7 +46,7 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
                     denoise: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None, *,
                     tol: float | None = None, max_iter: int = 200, top_k: int | None = None,
                     bound: float = math.inf, stop_degenerate: int | None = None,
-                    score: torch.Tensor | None = None, accelerate: bool = False) -> dict:
+                    score: torch.Tensor | None = None, accelerate: bool = False, frame: str = "auto") -> dict:
     """All per-step quantities of a block, as numpy arrays.
 
     Parameters
@@ -58,7 +58,7 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
     d_star : int
     denoise : callable (x (M, d), t (M,)) -> (M, d), or None for the exact denoiser
         (whose error is zero by definition).
-    tol, max_iter, top_k, stop_degenerate, accelerate : SCMS settings (see :func:`ridgexr.project_to_ridge`)
+    tol, max_iter, top_k, stop_degenerate, accelerate, frame : SCMS settings (see :func:`ridgexr.project_to_ridge`)
     bound : float
         States with ``|x| > bound`` (or not finite) get no geometry (data units; default: none).
     score : (B, n, d) tensor, optional
@@ -101,7 +101,8 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
     xf, tf = x[finite], tt[finite]
     mask = out["finite"]
     dens = density.with_time(tf)
-    proj, fr = scms(dens, xf, tf, d_star, "log", tol, max_iter, top_k, stop_degenerate, accelerate=accelerate)
+    proj, fr = scms(dens, xf, tf, d_star, "log", tol, max_iter, top_k, stop_degenerate, accelerate=accelerate,
+                    frame=frame)
     out["ridge_projection"][mask] = proj.point.cpu().numpy()
     out["ridge_distance"][mask] = (proj.point - xf).norm(dim=-1).cpu().numpy()
     out["ridge_residual"][mask] = proj.residual.cpu().numpy()
@@ -130,12 +131,20 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
         pred[todo] = torch.cat([denoise(xf[todo[i:i + DENOISE_CHUNK]], tf[todo[i:i + DENOISE_CHUNK]]).to(xf.dtype)
                                 for i in range(0, todo.numel(), DENOISE_CHUNK)])
     err = pred - mean
-    out["residual_normal"][mask] = project_onto(fr.normal, err).cpu().numpy()
-    out["residual_tangent"][mask] = project_onto(fr.tangent, err).cpu().numpy()
+    out["residual_normal"][mask] = fr.project_normal(err).cpu().numpy()
+    out["residual_tangent"][mask] = fr.project_tangent(err).cpu().numpy()
     # the same split with the state's own ridge dimension d*(x, t) = resolved_rank: the frame's
-    # eigenvectors (descending) are tangent up to the rank, normal beyond it
-    coef = torch.einsum("qdk,qd->qk", torch.cat([fr.tangent, fr.normal], -1), err) ** 2
+    # eigenvectors (descending) are tangent up to the rank, normal beyond it; a low-rank frame holds
+    # the top m eigenvectors, so the split is known where the rank is below m (else NaN: censored)
+    coef = torch.einsum("qdk,qd->qk", fr.vectors, err) ** 2
     inside = torch.arange(coef.shape[-1], device=coef.device)[None, :] < fr.resolved_rank[:, None]
-    out["residual_tangent_rank"][mask] = torch.sqrt((coef * inside).sum(-1)).cpu().numpy()
-    out["residual_normal_rank"][mask] = torch.sqrt((coef * ~inside).sum(-1)).cpu().numpy()
+    tangent_rank = (coef * inside).sum(-1)
+    known = fr.resolved_rank < coef.shape[-1]
+    if fr.normal is not None:  # dense: every eigenvector, the normal part summed as before
+        normal_rank, known = (coef * ~inside).sum(-1), torch.ones_like(known)
+    else:
+        normal_rank = ((err * err).sum(-1) - tangent_rank).clamp_min(0)
+    nan = torch.full_like(tangent_rank, math.nan)
+    out["residual_tangent_rank"][mask] = torch.where(known, torch.sqrt(tangent_rank), nan).cpu().numpy()
+    out["residual_normal_rank"][mask] = torch.where(known, torch.sqrt(normal_rank), nan).cpu().numpy()
     return out
