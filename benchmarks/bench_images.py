@@ -122,7 +122,8 @@ def observation_row(train, n_samples: int, steps: int, max_iter: int, seed: int 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="smoke test: 4 000 images, 4 queries, 2 observed steps")
+    ap.add_argument("--quick", action="store_true", help="smoke test: 2 000 images, 2 queries, 5 iterations, "
+                                                         "2 samples x 1 observed step")
     ap.add_argument("--queries", type=int, default=256, help="queries projected per (t, d*)")
     ap.add_argument("--n-train", type=int, default=60_000, help="training images used")
     ap.add_argument("--samples", type=int, default=64, help="samples observed per step")
@@ -135,7 +136,7 @@ def main(argv=None):
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     if args.quick:
-        args.queries, args.n_train, args.samples, args.steps, args.max_iter = 4, 4000, 4, 2, 20
+        args.queries, args.n_train, args.samples, args.steps, args.max_iter = 2, 2000, 2, 1, 5
     train, what = load_images(args.n_train)
     n, d = train.shape
     print(f"# image-scale ridge benchmark  ({machine()})", flush=True)

@@ -39,7 +39,11 @@ frame adds 2 |R_s|.  beta is a probabilistic bound (Halko, Martinsson & Tropp 20
 applied to B^p for the PSD compression B): with ``CERT_VECTORS`` Gaussian vectors w_i,
 |B| <= (a sqrt(2 / pi) max_i |B^p w_i|)^(1/p) except with probability a^-CERT_VECTORS
 (a = ``CERT_ALPHA``; 1e-12 with the defaults).  A subspace that misses a top eigenvector
-fails it: beta then bounds the missed eigenvalue from above, which exceeds theta_s.
+fails it: beta then bounds the missed eigenvalue from above, which exceeds theta_s.  Where the
+covariance has fewer than d* + 1 eigenvalues above the frame's numerical floor (a posterior on a few
+points, seen by all N), the block is also certified when everything beyond the s0 Ritz values above
+the floor is bounded by the floor (gamma_{s0} <= floor), with eig_error = max(|R_{s0}|, gamma_{s0}):
+the unresolved eigenvalues then stay within the degenerate floor, as on the dense path.
 
 Queries the randomized path cannot certify within ``max_iter`` iterations are recomputed by the
 dense path (their covariance formed, one small sub-chunk at a time within the memory budget).
@@ -198,7 +202,7 @@ def _ritz(vecs: torch.Tensor, cv: torch.Tensor):
 
 
 def certify_subspace(apply, theta: torch.Tensor, vecs: torch.Tensor, res: torch.Tensor, need: int,
-                     generator: torch.Generator):
+                     generator: torch.Generator, floor: torch.Tensor | None = None):
     """The certificate of a Ritz block (module docstring): (certified (q,) bool, eig_error (q,)).
 
     Parameters
@@ -215,11 +219,17 @@ def certify_subspace(apply, theta: torch.Tensor, vecs: torch.Tensor, res: torch.
         The top ``need`` eigenpairs must be certified (d* + 1 for a frame).
     generator : torch.Generator
         Of the Gaussian test vectors.
+    floor : tensor (q,), optional
+        The frame's numerical floor (eigenvalues below it are unresolved).  Also certified: the
+        s0 < need Ritz values above the floor, when everything else is bounded by the floor
+        (gamma_{s0} <= floor); the error is then max(|R_{s0}|, gamma_{s0}), so that a gap
+        involving the unresolved eigenvalues stays below the degenerate floor.
 
     Returns
     -------
     certified : (q,) bool
-        Some split s in [need, m] has theta_s > max(theta_{s+1}, beta) + |R_{>s}|.
+        Some split s in [need, m] has theta_s > max(theta_{s+1}, beta) + |R_{>s}| (or the floor
+        case above).
     eig_error : (q,)
         |R_s| at the smallest such split (inf where not certified): every one of the top s
         eigenvalues of C is within it of its Ritz value.
@@ -249,18 +259,29 @@ def certify_subspace(apply, theta: torch.Tensor, vecs: torch.Tensor, res: torch.
     certified = ok.any(-1)
     first = torch.argmax(ok.to(torch.int8), -1)
     err = torch.where(certified, torch.gather(head, 1, first[:, None])[:, 0], torch.full_like(beta, math.inf))
+    if floor is not None:  # the top s0 < need values above the floor, the rest bounded by it
+        s0 = (theta > floor[:, None]).sum(-1)
+        at = (s0 - 1).clamp_min(0)[:, None]
+        gamma0 = torch.where(s0 > 0, torch.gather(gamma, 1, at)[:, 0], beta + tail[:, -1] + torch.sqrt(r2.sum(-1)))
+        head0 = torch.where(s0 > 0, torch.gather(head, 1, at)[:, 0], torch.zeros_like(beta))
+        low = ~certified & (s0 < need) & (gamma0 <= floor)
+        certified = certified | low
+        err = torch.where(low, torch.maximum(head0, gamma0), err)
     return certified, err
 
 
 def subspace_iteration(apply, q: int, d: int, m: int, need: int, dtype: torch.dtype, device: torch.device,
-                       generator: torch.Generator, max_iter: int, start: torch.Tensor | None = None):
+                       generator: torch.Generator, max_iter: int, start: torch.Tensor | None = None,
+                       floor_of=None):
     """Block subspace iteration with Rayleigh-Ritz for the top eigenpairs of q PSD operators.
 
     Each query iterates until the residuals of its top ``need`` Ritz pairs are at most
     ``RES_RTOL`` x its largest Ritz value and :func:`certify_subspace` certifies the block, or
     ``max_iter`` applications; converged queries leave the active set.
 
-    Returns values (q, m) descending, vectors (q, d, m), eig_error (q,) and certified (q,) bool.
+    ``floor_of(rows, theta)`` gives the frame's numerical floor of these queries (passed to the
+    certificate).  Returns values (q, m) descending, vectors (q, d, m), eig_error (q,) and certified
+    (q,) bool.
     """
     if start is None:
         start = torch.randn(q, d, m, generator=generator, dtype=dtype, device=device)
@@ -278,8 +299,9 @@ def subspace_iteration(apply, q: int, d: int, m: int, need: int, dtype: torch.dt
         done = torch.zeros_like(small)
         if bool(small.any()):
             idx = torch.nonzero(small).squeeze(1)
-            ok, err = certify_subspace(lambda rows, v: apply(active[idx][rows], v), theta[idx], y[idx], res[idx],
-                                       need, generator)
+            sel = active[idx]
+            ok, err = certify_subspace(lambda rows, v: apply(sel[rows], v), theta[idx], y[idx], res[idx],
+                                       need, generator, None if floor_of is None else floor_of(sel, theta[idx]))
             done[idx] = ok
             eig_error[active[idx]] = torch.where(ok, err, eig_error[active[idx]])
             certified[active[idx]] = ok
@@ -425,9 +447,13 @@ def lowrank_chunk(yaug: torch.Tensor, tr: dict, nc: int, m: int, need: int, top_
         return acc.reshape(d, qa, b).permute(1, 0, 2) - mu[:, :, None] * wsum[:, None, :]
 
     st = None if start is None else start[rows[spread]]
-    values, vectors, eig_error, certified = subspace_iteration(apply, spread.numel(), d, m, need, dtype, device,
-                                                               gen, max_iter, st)
     err = err_sub[spread]
+
+    def floor_of(sel, theta):  # the frame's floor (scms._gap_floor, before the eigenvalue error)
+        return 2 * d * err[sel] + math.sqrt(eps) * theta.abs().amax(-1)
+
+    values, vectors, eig_error, certified = subspace_iteration(apply, spread.numel(), d, m, need, dtype, device,
+                                                               gen, max_iter, st, floor_of)
     rank, _ = _floor_rank(values, err, d, eps)
     g = rows[spread]
     out["values"][g], out["vectors"][g], out["eig_error"][g] = values, vectors, eig_error
