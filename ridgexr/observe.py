@@ -16,7 +16,9 @@ empirical density of the training set:
   dimension d*(t); ``residual_normal_rank`` / ``residual_tangent_rank``: |N N^T e| and
   |T T^T e| with the frame's tangent space the top ``resolved_rank`` eigenvectors at x (the
   split at d*(x, t) instead of the fixed d*; never degenerate, the gap at the rank is resolved
-  by construction)
+  by construction).  With a low-rank frame (``frame``, d > 128 by default: :func:`ridgexr.scms.use_lowrank`)
+  only the top d* + 11 eigenvectors are computed: where the resolved rank reaches them (the randomized
+  path's censored rank) the two ``*_rank`` splits are NaN, and ``resolved_rank`` is a lower bound
 
 States that are not finite, or beyond the divergence bound (|x| > ``bound``, see
 :func:`ridgexr.sampling.divergence_bound`), count as diverged: they get NaN geometry and are flagged in
