@@ -9,7 +9,8 @@ This module imports nothing.
 from __future__ import annotations
 
 __all__ = ["GRID_KINDS", "SCHEDULE_NAMES", "QUADRATURES", "TARGETS", "SAMPLER_KINDS", "TRAINING_METHODS",
-           "INITS", "OPTIMIZERS", "SCORE_SCALES", "KEEP_EPOCHS", "NULL_CUTOFFS", "IMAGE_SCALES", "IMAGE_SPACES"]
+           "INITS", "OPTIMIZERS", "SCORE_SCALES", "KEEP_EPOCHS", "NULL_CUTOFFS", "IMAGE_SCALES", "IMAGE_SPACES",
+           "FRAME_METHODS"]
 
 #: spacings of the sampler's time grid (:func:`ridgexr.time_grid`)
 GRID_KINDS = ("exponential", "linear", "cosine")
@@ -40,3 +41,6 @@ NULL_CUTOFFS = ("relative", "absolute")
 IMAGE_SCALES = ("unit", "symmetric")
 #: where image data is observed: the pixels themselves, or the VAE latents of the images
 IMAGE_SPACES = ("pixel", "latent")
+#: how a ridge frame's eigenpairs are computed: automatic (dense eigh at small d, the low-rank
+#: paths of :mod:`ridgexr.empirical.lowrank` above), the dense (d, d) eigh, or low rank
+FRAME_METHODS = ("auto", "dense", "lowrank")

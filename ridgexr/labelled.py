@@ -69,7 +69,7 @@ def _dtype_of(x: xr.DataArray):
 def project_to_ridge(density: SmoothedEmpirical, x: xr.DataArray, d_star: int, *, feature_dim: str = "dim",
                      t: Any = None, kind: str = "log", tol: float | None = None, max_iter: int = 500,
                      top_k: int | None = None, stop_degenerate: int | None = None,
-                     accelerate: bool = False) -> xr.Dataset:
+                     accelerate: bool = False, frame: str = "auto") -> xr.Dataset:
     """Labelled :func:`ridgexr.project_to_ridge`.
 
     Parameters
@@ -81,7 +81,7 @@ def project_to_ridge(density: SmoothedEmpirical, x: xr.DataArray, d_star: int, *
         Name of the dimension that holds a point's coordinates.
     t : float or DataArray, optional
         Diffusion time(s), broadcast against ``x``; defaults to ``density.t`` (scalar).
-    kind, tol, max_iter, top_k, stop_degenerate, accelerate
+    kind, tol, max_iter, top_k, stop_degenerate, accelerate, frame
         As in the array function.
 
     Returns
@@ -99,7 +99,7 @@ def project_to_ridge(density: SmoothedEmpirical, x: xr.DataArray, d_star: int, *
     [[1.0, 0.0]]
     """
     tt, args = _check_inputs(density, x, feature_dim, t, d_star=d_star, kind=kind, tol=tol, max_iter=max_iter,
-                             top_k=top_k, stop_degenerate=stop_degenerate, accelerate=accelerate)
+                             top_k=top_k, stop_degenerate=stop_degenerate, accelerate=accelerate, frame=frame)
     d_star = args.pop("d_star")
     names = list(_PROJECTION_VARS)
     dtype = _dtype_of(x)
@@ -126,7 +126,8 @@ def project_to_ridge(density: SmoothedEmpirical, x: xr.DataArray, d_star: int, *
 
 
 def ridge_residual(density: SmoothedEmpirical, x: xr.DataArray, d_star: int, *, feature_dim: str = "dim",
-                   t: Any = None, kind: str = "log", top_k: int | None = None) -> xr.DataArray:
+                   t: Any = None, kind: str = "log", top_k: int | None = None,
+                   frame: str = "auto") -> xr.DataArray:
     """Labelled :func:`ridgexr.ridge_residual`: ``|E E^T grad log p_t(x)|`` over x's dims minus ``feature_dim``.
 
     Arguments as in :func:`project_to_ridge`; units 1 / data units.
@@ -139,13 +140,13 @@ def ridge_residual(density: SmoothedEmpirical, x: xr.DataArray, d_star: int, *, 
     >>> float(ridge_residual(p, x, 1)[0]) < 1e-12
     True
     """
-    tt, args = _check_inputs(density, x, feature_dim, t, d_star=d_star, kind=kind, top_k=top_k)
-    d_star, kind, top_k = args["d_star"], args["kind"], args["top_k"]
+    tt, args = _check_inputs(density, x, feature_dim, t, d_star=d_star, kind=kind, top_k=top_k, frame=frame)
+    d_star, kind, top_k, frame = args["d_star"], args["kind"], args["top_k"], args["frame"]
     dtype = _dtype_of(x)
 
     def func(xb, tb):
         return ridge.ridge_residual(density.with_time(np.asarray(tb, dtype=np.float64)),
-                                    np.asarray(xb, dtype=dtype), d_star, kind=kind, top_k=top_k)
+                                    np.asarray(xb, dtype=dtype), d_star, kind=kind, top_k=top_k, frame=frame)
 
     out = xr.apply_ufunc(func, x, tt, input_core_dims=[[feature_dim], []], output_core_dims=[[]],
                          dask="parallelized", output_dtypes=[dtype])

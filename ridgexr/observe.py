@@ -16,7 +16,9 @@ empirical density of the training set:
   dimension d*(t); ``residual_normal_rank`` / ``residual_tangent_rank``: |N N^T e| and
   |T T^T e| with the frame's tangent space the top ``resolved_rank`` eigenvectors at x (the
   split at d*(x, t) instead of the fixed d*; never degenerate, the gap at the rank is resolved
-  by construction)
+  by construction).  With a low-rank frame (``frame``, d > 128 by default: :func:`ridgexr.scms.use_lowrank`)
+  only the top d* + 11 eigenvectors are computed: where the resolved rank reaches them (the randomized
+  path's censored rank) the two ``*_rank`` splits are NaN, and ``resolved_rank`` is a lower bound
 - ``projected_gradient`` / ``projected_gradient_tmin``: the authors' measure of distance to the ridge,
   |E E^T grad log p_s(x)| at the state itself, E the d - d* most negative Hessian eigenvectors of log
   p_s at x, with s the state's own time t (``_tmin``: the sampler's last time t_min, as the authors'
@@ -45,7 +47,7 @@ import torch
 
 from .empirical import SmoothedEmpirical
 from .sampling import within_bound
-from .scms import frame_flat, project_onto, scms
+from .scms import frame_flat, scms
 
 __all__ = ["step_quantities", "batch_scaled"]
 
@@ -59,7 +61,8 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
                     tol: float | None = None, max_iter: int = 200, top_k: int | None = None,
                     bound: float = math.inf, stop_degenerate: int | None = None,
                     score: torch.Tensor | None = None, accelerate: bool = False,
-                    t_min: float | None = None, gap_floor: float | None = None, resolved: bool = False) -> dict:
+                    t_min: float | None = None, gap_floor: float | None = None, resolved: bool = False,
+                    frame: str = "auto") -> dict:
     """All per-step quantities of a block, as numpy arrays.
 
     Parameters
@@ -71,7 +74,7 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
     d_star : int
     denoise : callable (x (M, d), t (M,)) -> (M, d), or None for the exact denoiser
         (whose error is zero by definition).
-    tol, max_iter, top_k, stop_degenerate, accelerate : SCMS settings (see :func:`ridgexr.project_to_ridge`)
+    tol, max_iter, top_k, stop_degenerate, accelerate, frame : SCMS settings (see :func:`ridgexr.project_to_ridge`)
     bound : float
         States with ``|x| > bound`` (or not finite) get no geometry (data units; default: none).
     score : (B, n, d) tensor, optional
@@ -130,7 +133,7 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
     mask = out["finite"]
     dens = density.with_time(tf)
     proj, fr = scms(dens, xf, tf, d_star, "log", tol, max_iter, top_k, stop_degenerate, accelerate=accelerate,
-                    gap_floor=gap_floor)
+                    gap_floor=gap_floor, frame=frame)
     out["ridge_projection"][mask] = proj.point.cpu().numpy()
     out["ridge_distance"][mask] = (proj.point - xf).norm(dim=-1).cpu().numpy()
     out["ridge_residual"][mask] = proj.residual.cpu().numpy()
@@ -149,16 +152,16 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
         for k in torch.unique(dim_x[dim_x < d_star]).tolist():
             sel = (dim_x == k).nonzero().squeeze(-1)
             pk, _ = scms(density.with_time(tf[sel]), xf[sel], tf[sel], int(k), "log", tol, max_iter, top_k,
-                         stop_degenerate, accelerate=accelerate, gap_floor=gap_floor)
+                         stop_degenerate, accelerate=accelerate, gap_floor=gap_floor, frame=frame)
             dist[sel] = (pk.point - xf[sel]).norm(dim=-1)
         out["ridge_distance_resolved"][mask] = dist.cpu().numpy()
     # the authors' measure at the state: |E E^T grad log p_s(x)| = |N N^T step| / h_s, at s = t (the frame
     # at x is SCMS's first) and at s = t_min (one more frame)
-    out["projected_gradient"][mask] = (project_onto(fr.normal, fr.step).norm(dim=-1) / fr.h).cpu().numpy()
+    out["projected_gradient"][mask] = (fr.project_normal(fr.step).norm(dim=-1) / fr.h).cpu().numpy()
     s_min = float(np.min(t)) if t_min is None else float(t_min)
     tm = torch.full_like(tf, s_min)
-    fm = frame_flat(density.with_time(tm), xf, tm, d_star, "log", top_k, gap_floor)
-    out["projected_gradient_tmin"][mask] = (project_onto(fm.normal, fm.step).norm(dim=-1) / fm.h).cpu().numpy()
+    fm = frame_flat(density.with_time(tm), xf, tm, d_star, "log", top_k, gap_floor, frame=frame)
+    out["projected_gradient_tmin"][mask] = (fm.project_normal(fm.step).norm(dim=-1) / fm.h).cpu().numpy()
     _with_scaled(out)
     if denoise is None:
         for name in ("residual_normal", "residual_tangent", "residual_normal_rank", "residual_tangent_rank"):
@@ -179,14 +182,22 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
         pred[todo] = torch.cat([denoise(xf[todo[i:i + DENOISE_CHUNK]], tf[todo[i:i + DENOISE_CHUNK]]).to(xf.dtype)
                                 for i in range(0, todo.numel(), DENOISE_CHUNK)])
     err = pred - mean
-    out["residual_normal"][mask] = project_onto(fr.normal, err).cpu().numpy()
-    out["residual_tangent"][mask] = project_onto(fr.tangent, err).cpu().numpy()
+    out["residual_normal"][mask] = fr.project_normal(err).cpu().numpy()
+    out["residual_tangent"][mask] = fr.project_tangent(err).cpu().numpy()
     # the same split with the state's own ridge dimension d*(x, t) = resolved_rank: the frame's
-    # eigenvectors (descending) are tangent up to the rank, normal beyond it
-    coef = torch.einsum("qdk,qd->qk", torch.cat([fr.tangent, fr.normal], -1), err) ** 2
+    # eigenvectors (descending) are tangent up to the rank, normal beyond it; a low-rank frame holds
+    # the top m eigenvectors, so the split is known where the rank is below m (else NaN: censored)
+    coef = torch.einsum("qdk,qd->qk", fr.vectors, err) ** 2
     inside = torch.arange(coef.shape[-1], device=coef.device)[None, :] < fr.resolved_rank[:, None]
-    out["residual_tangent_rank"][mask] = torch.sqrt((coef * inside).sum(-1)).cpu().numpy()
-    out["residual_normal_rank"][mask] = torch.sqrt((coef * ~inside).sum(-1)).cpu().numpy()
+    tangent_rank = (coef * inside).sum(-1)
+    known = fr.resolved_rank < coef.shape[-1]
+    if fr.normal is not None:  # dense: every eigenvector, the normal part summed as before
+        normal_rank, known = (coef * ~inside).sum(-1), torch.ones_like(known)
+    else:
+        normal_rank = ((err * err).sum(-1) - tangent_rank).clamp_min(0)
+    nan = torch.full_like(tangent_rank, math.nan)
+    out["residual_tangent_rank"][mask] = torch.where(known, torch.sqrt(tangent_rank), nan).cpu().numpy()
+    out["residual_normal_rank"][mask] = torch.where(known, torch.sqrt(normal_rank), nan).cpu().numpy()
     return out
 
 

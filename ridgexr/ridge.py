@@ -31,7 +31,7 @@ import torch
 from ._backend import as_tensor, to_like
 from ._validation import check_bool, check_float, check_int, check_option, check_optional_int
 from .empirical import SmoothedEmpirical
-from .scms import RIDGE_KINDS, default_tol, frame_flat, project_onto, scms
+from .scms import FRAME_METHODS, RIDGE_KINDS, default_tol, frame_flat, scms
 
 __all__ = ["RidgeFrame", "RidgeProjection", "ridge_frame", "ridge_residual", "project_to_ridge",
            "suggest_d_star", "check_ridge_args", "default_tol", "RIDGE_KINDS"]
@@ -91,13 +91,15 @@ class RidgeProjection:
 
 # ---------------------------------------------------------------------------- validation
 def check_ridge_args(density: Any, d_star: Any, *, kind: Any = "log", tol: Any = None, max_iter: Any = 1,
-                     top_k: Any = None, stop_degenerate: Any = None, accelerate: Any = False) -> dict:
+                     top_k: Any = None, stop_degenerate: Any = None, accelerate: Any = False,
+                     frame: Any = "auto") -> dict:
     """Validate the arguments shared by the ridge functions; returns them normalised.
 
     The single rule for ``density`` (a :class:`SmoothedEmpirical`), ``d_star`` (integer in
     [0, d)), ``kind`` (one of :data:`RIDGE_KINDS`), ``tol`` (None or finite > 0),
     ``max_iter`` (integer >= 1), ``top_k`` and ``stop_degenerate`` (None or integer >= 1), ``accelerate``
-    (a bool), used by the array
+    (a bool), ``frame`` (one of :data:`~ridgexr.scms.FRAME_METHODS`; ``"lowrank"`` needs ``kind="log"``),
+    used by the array
     functions here and by :mod:`ridgexr.labelled` before it builds a dask graph.
 
     Raises
@@ -107,14 +109,20 @@ def check_ridge_args(density: Any, d_star: Any, *, kind: Any = "log", tol: Any =
     """
     if not isinstance(density, SmoothedEmpirical):
         raise TypeError(f"`density` must be a SmoothedEmpirical; got {type(density).__name__}")
+    kind = check_option(kind, "kind", RIDGE_KINDS)
+    frame = check_option(frame, "frame", FRAME_METHODS)
+    if frame == "lowrank" and kind != "log":
+        raise ValueError(f"`frame` = 'lowrank' needs kind = 'log' (the low-rank paths diagonalise the posterior "
+                         f"covariance); got kind = {kind!r}")
     return dict(
         d_star=check_int(d_star, "d_star", min_val=0, max_val=density.d - 1),
-        kind=check_option(kind, "kind", RIDGE_KINDS),
+        kind=kind,
         tol=None if tol is None else check_float(tol, "tol", min_val=0, include_boundaries="neither"),
         max_iter=check_int(max_iter, "max_iter", min_val=1),
         top_k=check_optional_int(top_k, "top_k", min_val=1),
         stop_degenerate=check_optional_int(stop_degenerate, "stop_degenerate", min_val=1),
         accelerate=check_bool(accelerate, "accelerate"),
+        frame=frame,
     )
 
 
@@ -159,7 +167,9 @@ def ridge_frame(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: str = 
     xt, xf, tf = _flatten(density, x)
     batch = xt.shape[:-1]
     d = xt.shape[-1]
-    fr = frame_flat(density, xf, tf, d_star, args["kind"], args["top_k"])
+    # the full bases and spectrum it returns come from the dense eigh (the low-rank frames of
+    # ridge_residual and project_to_ridge hold only the top eigenpairs)
+    fr = frame_flat(density, xf, tf, d_star, args["kind"], args["top_k"], frame="dense")
     out = RidgeFrame(
         tangent=fr.tangent.reshape(*batch, d, d_star),
         normal=fr.normal.reshape(*batch, d, d - d_star),
@@ -172,7 +182,7 @@ def ridge_frame(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: str = 
 
 
 def ridge_residual(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: str = "log",
-                   top_k: int | None = None) -> Any:
+                   top_k: int | None = None, frame: str = "auto") -> Any:
     """Norm of the normal part of the score, ``|E E^T grad log p_t(x)|``.
 
     Zero exactly on the ridge (first-order condition).  Units: 1 / data units.
@@ -181,6 +191,8 @@ def ridge_residual(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: str
     ----------
     density, x, d_star, kind, top_k
         As in :func:`ridge_frame`.
+    frame : {"auto", "dense", "lowrank"}
+        How the frame's eigenpairs are computed (as in :func:`project_to_ridge`).
 
     Returns
     -------
@@ -193,17 +205,17 @@ def ridge_residual(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: str
     >>> float(ridge_residual(p, np.array([1.0, 0.0]), 1)) < 1e-12
     True
     """
-    args = check_ridge_args(density, d_star, kind=kind, top_k=top_k)
+    args = check_ridge_args(density, d_star, kind=kind, top_k=top_k, frame=frame)
     xt, xf, tf = _flatten(density, x)
-    fr = frame_flat(density, xf, tf, args["d_star"], args["kind"], args["top_k"])
-    res = project_onto(fr.normal, fr.step).norm(dim=-1) / fr.h
+    fr = frame_flat(density, xf, tf, args["d_star"], args["kind"], args["top_k"], frame=args["frame"])
+    res = fr.project_normal(fr.step).norm(dim=-1) / fr.h
     return to_like(res.reshape(xt.shape[:-1]), x)
 
 
 def project_to_ridge(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: str = "log",
                      tol: float | None = None, max_iter: int = 500,
                      top_k: int | None = None, stop_degenerate: int | None = None,
-                     accelerate: bool = False) -> RidgeProjection:
+                     accelerate: bool = False, frame: str = "auto") -> RidgeProjection:
     """Project points onto the d*-dimensional ridge by subspace-constrained mean shift.
 
     Iterates x <- x + E E^T (alpha_t E[x0|x] - x) for all points at once, each point
@@ -237,6 +249,13 @@ def project_to_ridge(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: s
         the same fixed points and stopping rule in fewer iterations; the projected points move
         within the plain iteration's own distance from its limit, ~ ``tol`` r / (1 - r) for a
         contraction ratio r (docs/performance.md).  Default False: the plain iteration.
+    frame : {"auto", "dense", "lowrank"}
+        How each iteration's frame is computed: ``"dense"`` diagonalises the (d, d) posterior
+        covariance; ``"lowrank"`` computes only its top d* + 1 + 10 eigenpairs without forming it
+        (:mod:`ridgexr.empirical.lowrank`: the k x k Gram matrix of a certified top-k support, a
+        certified randomized subspace iteration where the posterior is spread; the log ridge only);
+        ``"auto"`` (default) is dense up to d = 128 (``ridgexr.empirical.LOWRANK_MIN_D``) and low rank
+        above.  Both give the same points to the certified accuracy (docs/reference.md).
 
     Returns
     -------
@@ -260,7 +279,7 @@ def project_to_ridge(density: SmoothedEmpirical, x: Any, d_star: int, *, kind: s
     ([[1.0, 0.0]], True)
     """
     args = check_ridge_args(density, d_star, kind=kind, tol=tol, max_iter=max_iter, top_k=top_k,
-                            stop_degenerate=stop_degenerate, accelerate=accelerate)
+                            stop_degenerate=stop_degenerate, accelerate=accelerate, frame=frame)
     xt, xf, tf = _flatten(density, x)
     batch = xt.shape[:-1]
     d = xf.shape[1]

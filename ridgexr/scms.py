@@ -44,12 +44,32 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .empirical import Moments, SmoothedEmpirical
+from .choices import FRAME_METHODS
+from .empirical import LOWRANK_MIN_D, LowRankSpectrum, Moments, SmoothedEmpirical
+from .empirical.lowrank import OVERSAMPLE
 
-__all__ = ["eigh_2x2", "CLOSED_FORM_MAX_D", "RIDGE_KINDS", "FlatFrame", "ScmsResult", "batched_eigh", "fix_signs",
-           "frame_flat", "frame_from_moments", "project_onto", "default_tol", "scms", "default_gap_floor"]
+__all__ = ["eigh_2x2", "CLOSED_FORM_MAX_D", "RIDGE_KINDS", "FRAME_METHODS", "FlatFrame", "ScmsResult", "batched_eigh",
+           "fix_signs", "frame_flat", "frame_from_moments", "frame_width", "use_lowrank", "project_onto", "default_tol",
+           "scms", "default_gap_floor"]
 
 RIDGE_KINDS = ("log", "density")
+
+
+def use_lowrank(frame: str, kind: str, d: int, d_star: int) -> bool:
+    """Whether a frame takes the low-rank paths (:mod:`ridgexr.empirical.lowrank`).
+
+    ``frame="lowrank"``: always (``kind="log"`` only); ``"dense"``: never; ``"auto"``: for the log ridge
+    where d > :data:`~ridgexr.empirical.LOWRANK_MIN_D` and the block of d* + 1 + ``OVERSAMPLE``
+    eigenpairs is at most d / 2 (otherwise the dense (d, d) eigh is as cheap and gives every eigenpair).
+    """
+    if frame == "dense" or kind != "log":
+        return False
+    return frame == "lowrank" or (d > LOWRANK_MIN_D and 2 * frame_width(d, d_star) <= d)
+
+
+def frame_width(d: int, d_star: int) -> int:
+    """Eigenpairs a low-rank frame computes: min(d, d* + 1 + ``OVERSAMPLE``)."""
+    return min(d, d_star + 1 + OVERSAMPLE)
 
 
 @dataclass
@@ -59,9 +79,11 @@ class FlatFrame:
     Attributes
     ----------
     step : (Q, d)  mean-shift step alpha_t E[x0|x] - x = h_t grad log p_t(x), data units
-    normal : (Q, d, d - d*)  orthonormal normal basis
+    normal : (Q, d, d - d*)  orthonormal normal basis; None for a low-rank frame (its normal space is
+        the orthogonal complement of ``tangent``: use :meth:`project_normal`)
     tangent : (Q, d, d*)  orthonormal tangent basis
-    eigenvalues : (Q, d)  Hessian eigenvalues, descending, 1 / data units^2
+    eigenvalues : (Q, m)  Hessian eigenvalues, descending, 1 / data units^2: all of them (m = d) for a
+        dense frame, the top m = :func:`frame_width` for a low-rank one
     normal_curvature : (Q,)  eigenvalues[:, d*], the largest normal eigenvalue
     eigengap : (Q,)  eigenvalues[:, d*-1] - eigenvalues[:, d*] (inf for d* = 0)
     degenerate : (Q,)  the gap is below its certified numerical floor
@@ -70,10 +92,15 @@ class FlatFrame:
     resolved_rank : (Q,)  int, posterior-covariance eigenvalues above the numerical floor
         2 d cov_error + c mu_max of the O(1)-scaled covariance (the floor of ``degenerate``; c =
         ``gap_floor``, default sqrt(eps)): the number of directions in which the posterior is resolved;
-        -1 for ``kind="density"`` (not computed)
+        -1 for ``kind="density"`` (not computed); a lower bound where ``rank_censored`` (on the low-rank
+        paths the rank is counted by the kernel under the default floor sqrt(eps))
     relative_gap : (Q,)  the tangent/normal gap of the diagonalised matrix less its certified error
         2 d cov_error, over its largest eigenvalue: the frame is degenerate under a floor c exactly
         where relative_gap <= c (inf for d* = 0)
+    vectors : (Q, d, m)  the eigenvectors of ``eigenvalues`` (columns, descending): [tangent, normal]
+        for a dense frame
+    rank_censored : (Q,)  bool, ``resolved_rank`` counts only the m computed eigenvalues, all above the
+        floor (the randomized low-rank path); False on the dense and Gram paths, where it is exact
     """
 
     step: torch.Tensor
@@ -88,6 +115,16 @@ class FlatFrame:
     dropped_mass: torch.Tensor
     resolved_rank: torch.Tensor | None = None
     relative_gap: torch.Tensor | None = None
+    vectors: torch.Tensor | None = None
+    rank_censored: torch.Tensor | None = None
+
+    def project_tangent(self, v: torch.Tensor) -> torch.Tensor:
+        """T T^T v for vectors v (Q, d) -> (Q, d)."""
+        return project_onto(self.tangent, v)
+
+    def project_normal(self, v: torch.Tensor) -> torch.Tensor:
+        """N N^T v for vectors v (Q, d) -> (Q, d) (v - T T^T v for a low-rank frame)."""
+        return project_onto(self.normal, v) if self.normal is not None else v - project_onto(self.tangent, v)
 
 
 #: default relative floor c of the eigengap (``gap_floor``): sqrt(eps) of the dtype
@@ -184,15 +221,22 @@ def project_onto(basis: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 
 
 def frame_flat(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star: int, kind: str,
-               top_k: int | None, gap_floor: float | None = None) -> FlatFrame:
+               top_k: int | None, gap_floor: float | None = None, frame: str = "auto") -> FlatFrame:
     """The d*-dimensional ridge frame at flat queries xf (Q, d) with times tf (Q,).
 
     ``kind="log"``: eigenvectors of the O(1)-scaled posterior covariance (resolved even
     where the covariance underflows), eigenvalues mapped to the Hessian of log p_t.
     ``kind="density"``: eigh of grad^2 p / p = H + g g^T.  ``degenerate`` compares the
     tangent/normal gap with the certified error of the matrix (Weyl: d x the entry error)
-    plus rounding: ``gap_floor`` x the largest eigenvalue (default sqrt(eps), :func:`default_gap_floor`).
+    plus rounding: ``gap_floor`` x the largest eigenvalue (default sqrt(eps), :func:`default_gap_floor`), plus
+    twice the certified eigenvalue error on the randomized low-rank path.
+    ``frame`` (one of :data:`FRAME_METHODS`) chooses the dense (d, d) eigh or the low-rank paths
+    (:func:`use_lowrank`); a low-rank frame has ``normal=None`` and the top :func:`frame_width`
+    eigenpairs.
     """
+    if use_lowrank(frame, kind, xf.shape[-1], d_star):
+        spec = density.spectrum_flat(xf, tf, n_eig=frame_width(xf.shape[-1], d_star), need=d_star + 1, top_k=top_k)
+        return _frame_diagnostics(_lowrank_spectrum(spec, xf, gap_floor), d_star, True)
     mom = density.moments_flat(xf, tf, cov=True, top_k=top_k)
     return frame_from_moments(mom, xf, d_star, kind, gap_floor=gap_floor)
 
@@ -212,16 +256,26 @@ class _Spectrum:
     """One eigendecomposition behind a frame at Q points: SCMS forms the normal step from it every
     iteration and the diagnostics (:func:`_frame_diagnostics`) only when a point stops.
 
-    ``vals`` (Q, d), ``vecs`` (Q, d, d), ascending: of the O(1)-scaled posterior covariance
-    ``cov_unit`` (``kind="log"``) or of grad^2 p / p (``kind="density"``).
+    ``vals`` (Q, m), ``vecs`` (Q, d, m), ascending: of the O(1)-scaled posterior covariance
+    ``cov_unit`` (``kind="log"``) or of grad^2 p / p (``kind="density"``); m = d, or the top m
+    eigenpairs of a low-rank spectrum (``lowrank``, whose ``mom`` is the
+    :class:`~ridgexr.empirical.LowRankSpectrum` itself).
     """
 
-    mom: Moments
+    mom: Moments | LowRankSpectrum
     step: torch.Tensor
     vals: torch.Tensor
     vecs: torch.Tensor
     kind: str
     gap_floor: float  # relative floor c of the eigengap
+    lowrank: bool = False
+
+
+def _lowrank_spectrum(spec: LowRankSpectrum, xf: torch.Tensor, gap_floor: float | None = None) -> _Spectrum:
+    step = spec.alpha[:, None] * spec.mean - xf
+    return _Spectrum(mom=spec, step=step, vals=torch.flip(spec.values, (-1,)), vecs=torch.flip(spec.vectors, (-1,)),
+                     kind="log", gap_floor=default_gap_floor(xf.dtype) if gap_floor is None else float(gap_floor),
+                     lowrank=True)
 
 
 def _spectrum(mom: Moments, xf: torch.Tensor, d_star: int, kind: str, gap_floor: float | None = None) -> _Spectrum:
@@ -247,32 +301,42 @@ def _gap_floor(sp: _Spectrum, d_star: int):
     error of the matrix's eigenvalues plus ``sp.gap_floor`` x its largest eigenvalue (rounding)."""
     mom = sp.mom
     a, h = mom.alpha, mom.h
-    d = sp.vals.shape[-1]
+    d = sp.step.shape[-1]
+    w = sp.vals.shape[-1]  # d, or the width of a low-rank spectrum
     c = sp.gap_floor
     if sp.kind == "log":
         mu_unit = sp.vals
         mu = torch.exp(mom.log_cov_scale)[:, None] * mu_unit
         lam = (a[:, None] ** 2 * mu - h[:, None]) / h[:, None] ** 2
-        # eigenvalues of cov_unit are resolved to (Weyl) d x entry error, plus rounding
+        # eigenvalues of cov_unit are resolved to (Weyl) d x entry error, plus rounding (plus, on the
+        # randomized low-rank path, the certified error of each computed eigenvalue, twice for a gap)
         floor = 2 * d * mom.cov_error + c * mu_unit.abs().amax(-1)
-        gap_c = mu_unit[:, d - d_star] - mu_unit[:, d - d_star - 1] if d_star > 0 else None
+        if sp.lowrank:
+            floor = floor + 2 * mom.eig_error
+        gap_c = mu_unit[:, w - d_star] - mu_unit[:, w - d_star - 1] if d_star > 0 else None
     else:
         lam = sp.vals
         cov_abs_err = mom.cov_error * torch.exp(mom.log_cov_scale)
         floor = 2 * d * cov_abs_err * (a / h) ** 2 + c * lam.abs().amax(-1)
-        gap_c = lam[:, d - d_star] - lam[:, d - d_star - 1] if d_star > 0 else None
+        gap_c = lam[:, w - d_star] - lam[:, w - d_star - 1] if d_star > 0 else None
     return gap_c, floor, lam
 
 
-def _normal_basis(sp: _Spectrum, d_star: int) -> torch.Tensor:
-    """The normal basis (Q, d, d - d*) of a spectrum, columns in the frame's (descending) order."""
-    return torch.flip(sp.vecs, (-1,))[..., d_star:]
+def _normal_step(sp: _Spectrum, d_star: int) -> torch.Tensor:
+    """N N^T step (Q, d) of a spectrum (step - T T^T step for a low-rank one)."""
+    if sp.lowrank:
+        w = sp.vecs.shape[-1]
+        return sp.step - project_onto(sp.vecs[..., w - d_star:], sp.step)
+    return project_onto(torch.flip(sp.vecs, (-1,))[..., d_star:], sp.step)
 
 
 def _frame_diagnostics(sp: _Spectrum, d_star: int, signs: bool) -> FlatFrame:
     gap_c, floor, lam = _gap_floor(sp, d_star)
     h = sp.mom.h
-    if sp.kind == "log":
+    censored = torch.zeros_like(h, dtype=torch.bool)
+    if sp.lowrank:  # counted over every eigenvalue by the low-rank kernel (censored on the randomized path)
+        rank, censored = sp.mom.rank, sp.mom.rank_censored
+    elif sp.kind == "log":
         rank = (sp.vals > floor[:, None]).sum(-1)
     else:
         rank = torch.full_like(h, -1, dtype=torch.int64)
@@ -288,10 +352,10 @@ def _frame_diagnostics(sp: _Spectrum, d_star: int, signs: bool) -> FlatFrame:
         gap = torch.full_like(h, math.inf)
         degenerate = torch.zeros_like(h, dtype=torch.bool)
         relative_gap = torch.full_like(h, math.inf)
-    return FlatFrame(step=sp.step, normal=vecs_desc[..., d_star:], tangent=vecs_desc[..., :d_star],
-                     eigenvalues=lam_desc, normal_curvature=lam_desc[:, d_star], eigengap=gap,
-                     degenerate=degenerate, alpha=sp.mom.alpha, h=h, dropped_mass=sp.mom.dropped_mass,
-                     resolved_rank=rank, relative_gap=relative_gap)
+    return FlatFrame(step=sp.step, normal=None if sp.lowrank else vecs_desc[..., d_star:],
+                     tangent=vecs_desc[..., :d_star], eigenvalues=lam_desc, normal_curvature=lam_desc[:, d_star],
+                     eigengap=gap, degenerate=degenerate, alpha=sp.mom.alpha, h=h, dropped_mass=sp.mom.dropped_mass,
+                     resolved_rank=rank, relative_gap=relative_gap, vectors=vecs_desc, rank_censored=censored)
 
 
 def default_tol(dtype: torch.dtype, radius: float) -> float:
@@ -324,7 +388,8 @@ def _host(t: torch.Tensor) -> np.ndarray:
 def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star: int, kind: str = "log",
          tol: float | None = None, max_iter: int = 500,
          top_k: int | None = None, stop_degenerate: int | None = None,
-         accelerate: bool = False, gap_floor: float | None = None) -> tuple[ScmsResult, FlatFrame]:
+         accelerate: bool = False, gap_floor: float | None = None, frame: str = "auto"
+         ) -> tuple[ScmsResult, FlatFrame]:
     """SCMS from flat validated points xf (Q, d) at times tf (Q,).
 
     ``tol=None`` uses :func:`default_tol`.  ``stop_degenerate=k`` stops a point whose frame
@@ -339,9 +404,12 @@ def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star:
     plain iteration's own distance from its limit.  ``gap_floor``: the relative floor of the frame's
     eigengap (``degenerate``, ``resolved_rank``, ``stop_degenerate``; default sqrt(eps)).
 
-    Every iteration diagonalises the posterior covariance in full (a warm-started
-    Rayleigh-Ritz/LOBPCG update of the top d* + 1 eigenpairs was measured slower on the CPU; see
-    docs/performance.md); only the first frame gets deterministic eigenvector signs, the other
+    ``frame`` (:func:`use_lowrank`): with the dense frame every iteration diagonalises the posterior
+    covariance in full (a warm-started Rayleigh-Ritz/LOBPCG update of the top d* + 1 eigenpairs was
+    measured slower on the CPU at small d; see docs/performance.md); with the low-rank frame (the
+    default above d = ``LOWRANK_MIN_D``) each iteration computes the top :func:`frame_width` eigenpairs
+    without a (d, d) matrix, the randomized path warm-started from the point's previous eigenvectors,
+    and the normal step is step - T T^T step.  Only the first frame gets deterministic eigenvector signs, the other
     diagnostics are formed only in iterations where some point stops, and the per-point
     bookkeeping (stopping, acceleration) runs on numpy arrays of the active points.
 
@@ -369,16 +437,20 @@ def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star:
     run = np.zeros(q, dtype=np.int64)  # consecutive degenerate frames (stop_degenerate)
     acc = _Extrapolation(xf, ACCEL_DEVIATION * tol) if accelerate else None
     first = None
+    lowrank = use_lowrank(frame, kind, d, d_star)
+    width = frame_width(d, d_star)
+    basis = None  # the active points' last eigenvectors (Q', d, width): the low-rank path's warm start
     for it in range(max_iter + 1 if q else 0):
-        mom = density.moments_flat(xa, ta, cov=True, top_k=top_k)
-        sp = _spectrum(mom, xa, d_star, kind, gap_floor)
+        if lowrank:
+            sp = _lowrank_spectrum(density.spectrum_flat(xa, ta, n_eig=width, need=d_star + 1, top_k=top_k,
+                                                         start=basis), xa, gap_floor)
+            basis = torch.flip(sp.vecs, (-1,))
+        else:
+            sp = _spectrum(density.moments_flat(xa, ta, cov=True, top_k=top_k), xa, d_star, kind, gap_floor)
         fr = None
         if first is None:
             fr = first = _frame_diagnostics(sp, d_star, signs=True)  # the frame at the starting points, in their order
-            normal = fr.normal
-        else:
-            normal = _normal_basis(sp, d_star)  # N N^T does not depend on the eigenvectors' signs
-        nstep = project_onto(normal, sp.step)
+        nstep = _normal_step(sp, d_star)  # N N^T does not depend on the eigenvectors' signs
         norm = torch.linalg.vector_norm(nstep, dim=-1)
         small = _host(norm < tol)
         stop = small.copy() if it < max_iter else np.ones_like(small)  # the last evaluation ends every point
@@ -409,6 +481,8 @@ def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star:
                 break
             kept = torch.from_numpy(keep).to(dev)
             active, xa, ta, nstep, run = active[kept], xa[kept], ta[kept], nstep[kept], run[keep]
+            if basis is not None:
+                basis = basis[kept]
             if acc is not None:
                 acc.keep(keep, kept)
         xa = xa + nstep if acc is None else acc.step(xa, nstep)

@@ -32,6 +32,11 @@ NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
                       rf"sample-steps/s, peak RSS {NUMBER} GB",
                       rf"one cell of two-points-paper \(p = 2000, 20 trajectories x 2000 steps, 101 recorded\): "
                       rf"{NUMBER} s = {NUMBER} sample-steps/s"]),
+    # an image-scale row at t = 0.5, d* = 10 (whichever regime its queries fall in) and the observation line
+    ("bench_images.py", [rf"\| 0.5 \| 10 \| (concentrated|spread|degenerate) \| {NUMBER} \| {NUMBER} \| {NUMBER} \| {NUMBER} \| {NUMBER} \| "
+                         rf"{NUMBER}x \| {NUMBER} \|",
+                         rf"observation: {NUMBER} samples x {NUMBER} of 50 observed steps, N = {NUMBER}, d = 784: "
+                         rf"{NUMBER} s measured"]),
 ])
 def test_benchmark_runs_and_prints_its_numbers(script, expected):
     out = subprocess.run([sys.executable, str(BENCH / script), "--quick"], capture_output=True, text=True,

@@ -26,17 +26,22 @@ Modules (imports point downward in this list):
 - :mod:`.kernels` -- the moments of one chunk of queries as plain functions on tensors: the
   prepared training set, the exact paths (small N, streamed, resolved concentrated
   covariances) and top-k truncation;
+- :mod:`.lowrank` -- :class:`~.lowrank.LowRankSpectrum`: the top eigenpairs of the posterior
+  covariance without forming it (Gram matrix of the weighted support, or a certified randomized
+  subspace iteration);
 - :mod:`.density` -- :class:`SmoothedEmpirical`: validation, ``with_time``, the training set
   cached per dtype/device, chunk planning within the memory budget, and the public methods.
 
 Kernel interface.  Besides the public methods (numpy or torch in, the same kind out),
 :class:`SmoothedEmpirical` offers three documented entry points for the geometry
 kernels of :mod:`ridgexr.scms`, which work on flat, already validated torch tensors:
-:meth:`SmoothedEmpirical.validate_queries`, :meth:`SmoothedEmpirical.moments_flat` and
-:attr:`SmoothedEmpirical.radius`.
+:meth:`SmoothedEmpirical.validate_queries`, :meth:`SmoothedEmpirical.moments_flat`,
+:meth:`SmoothedEmpirical.spectrum_flat` and :attr:`SmoothedEmpirical.radius`.
 """
 
-from .density import DEFAULT_MEMORY_BUDGET, SMALL_N, SmoothedEmpirical
+from .density import DEFAULT_MEMORY_BUDGET, LOWRANK_MAX_ITER, SMALL_N, SmoothedEmpirical
+from .lowrank import LOWRANK_MIN_D, LowRankSpectrum
 from .moments import Moments
 
-__all__ = ["SmoothedEmpirical", "Moments", "DEFAULT_MEMORY_BUDGET", "SMALL_N"]
+__all__ = ["SmoothedEmpirical", "Moments", "LowRankSpectrum", "DEFAULT_MEMORY_BUDGET", "SMALL_N", "LOWRANK_MIN_D",
+           "LOWRANK_MAX_ITER"]

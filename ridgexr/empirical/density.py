@@ -17,14 +17,18 @@ from .._backend import as_tensor, broadcast_time, check_finite, check_positive_t
 from .._validation import check_float, check_int, check_optional_int
 from ..process import OU
 from .kernels import chunk_moments, prepare_training_set
+from .lowrank import LowRankSpectrum, lowrank_chunk
 from .moments import Moments
 
-__all__ = ["SmoothedEmpirical", "DEFAULT_MEMORY_BUDGET", "SMALL_N"]
+__all__ = ["SmoothedEmpirical", "DEFAULT_MEMORY_BUDGET", "SMALL_N", "LOWRANK_MAX_ITER"]
 
 DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes of scratch space per call
 #: training sets of up to this many points take the cancellation-free form for every query
 #: (the default of SmoothedEmpirical.small_n; ridgexr.empirical.kernels.small_moments)
 SMALL_N = 16
+#: applications of the covariance per query chunk on the randomized low-rank path before the
+#: uncertified queries are handed to the dense path (:meth:`SmoothedEmpirical.spectrum_flat`)
+LOWRANK_MAX_ITER = 60
 
 
 class SmoothedEmpirical:
@@ -221,15 +225,85 @@ class SmoothedEmpirical:
         q = xf.shape[0]
         eps = torch.finfo(dtype).eps
         qc, nc = self._chunk_sizes(q, xf.element_size(), cov, top_k)
+        # the exact recomputation of queries that top-k cannot certify streams the training set in the
+        # exact path's own chunks: the top-k chunk (~memory_budget / (64 d) points) would build (nc, d^2)
+        # outer-product blocks (105 GB at d = 784 with the default budget)
+        nc_exact = nc if top_k is None else self._chunk_sizes(qc, xf.element_size(), cov, None)[1]
         a_all, h_all = self.process.alpha(tf), self.process.h(tf)
         settings = dict(drop_tol=self.drop_tol, small_n=self.small_n, refine_k=self.refine_k,
-                        memory_budget=self.memory_budget)
+                        memory_budget=self.memory_budget, nc_exact=nc_exact)
         parts = [chunk_moments(xf[q0:q0 + qc], a_all[q0:q0 + qc], h_all[q0:q0 + qc], tr, nc, cov, top_k, eps,
                                **settings)
                  for q0 in range(0, max(q, 1), qc)]  # an empty batch: one empty chunk
         # one query chunk (the usual case, and every small active set of SCMS) is used as it is
         out = parts[0] if len(parts) == 1 else {key: torch.cat([p[key] for p in parts]) for key in parts[0]}
         return Moments(alpha=a_all, h=h_all, **out)
+
+    def spectrum_flat(self, xf: torch.Tensor, tf: torch.Tensor, *, n_eig: int, need: int,
+                      top_k: int | None = None, start: torch.Tensor | None = None,
+                      max_iter: int = LOWRANK_MAX_ITER, force: str | None = None, seed: int = 0) -> LowRankSpectrum:
+        """Kernel interface: the top ``n_eig`` eigenpairs of the O(1)-scaled posterior covariance, no (d, d) matrix.
+
+        The low-rank paths of :mod:`ridgexr.empirical.lowrank` (Gram where the posterior is carried
+        by few points, certified randomized subspace iteration where it is spread, dense for the
+        queries the latter cannot certify), following the dense path's decisions, so that the
+        eigenpairs are those of :meth:`moments_flat`'s ``cov_unit``.
+
+        Parameters
+        ----------
+        xf : tensor (Q, d)
+            Finite queries, data units.
+        tf : tensor (Q,)
+            Their diffusion times (> 0), same dtype and device.
+        n_eig : int
+            Eigenpairs to return, 1 <= n_eig <= d (the randomized block size).
+        need : int
+            Leading eigenpairs the randomized path must certify (d* + 1 for a frame), <= n_eig.
+        top_k : int, optional
+            As in :meth:`moments_flat` (already validated).
+        start : tensor (Q, d, n_eig), optional
+            A warm start of the randomized path's block (e.g. the previous SCMS iteration's vectors).
+        max_iter : int
+            Covariance applications before uncertified queries go to the dense path.
+        force : {None, "randomized"}
+            ``"randomized"``: every query that is not on the small-N path goes through the randomized
+            path (tests and benchmarks).
+        seed : int
+            Of the random starts, completions and certificate vectors (results are deterministic).
+
+        Returns
+        -------
+        LowRankSpectrum with leading shape (Q,).
+        """
+        dtype, device = xf.dtype, xf.device
+        tr = self._train_on(dtype, device)
+        q, d = xf.shape
+        n = int(tr["xc"].shape[0])
+        itemsize = xf.element_size()
+        elems = max(self.memory_budget // itemsize, 1024)
+        k = top_k if top_k is not None else self.refine_k
+        # per query: its logits, responsibilities and their exponentials (3 N), the kept points
+        # (k (d + 3), twice), the Gram matrix, and the block with its products (~6 d n_eig)
+        per_query = 3 * n + 2 * k * (d + 3) + k * k + 6 * d * n_eig
+        qc = max(1, min(q, elems // per_query))
+        nc = self._chunk_sizes(qc, itemsize, False, top_k)[1]
+        nc_exact = self._chunk_sizes(1, itemsize, True, None)[1]
+        a_all, h_all = self.process.alpha(tf), self.process.h(tf)
+        parts = []
+        for q0 in range(0, max(q, 1), qc):
+            x, a, h = xf[q0:q0 + qc], a_all[q0:q0 + qc], h_all[q0:q0 + qc]
+            y = x - a[:, None] * tr["center"]
+            yaug = torch.cat([y * (a / h)[:, None], (-0.5 * a * a / h)[:, None], torch.ones_like(h)[:, None]], 1)
+            part = lowrank_chunk(yaug, tr, nc, n_eig, need, top_k, drop_tol=self.drop_tol, small_n=self.small_n,
+                                 refine_k=self.refine_k, memory_budget=self.memory_budget, nc_exact=nc_exact,
+                                 max_iter=max_iter, seed=seed, force=force,
+                                 start=None if start is None else start[q0:q0 + qc])
+            lse = part.pop("lse")
+            part["log_prob"] = lse - (y * y).sum(1) / (2 * h) - 0.5 * d * (math.log(2 * math.pi) + torch.log(h))
+            part["mean"] = part["mean"] + tr["center"]
+            parts.append(part)
+        out = parts[0] if len(parts) == 1 else {key: torch.cat([p[key] for p in parts]) for key in parts[0]}
+        return LowRankSpectrum(alpha=a_all, h=h_all, **out)
 
     # ------------------------------------------------------------------ public API
     def log_prob(self, x: Any) -> Any:

@@ -97,7 +97,7 @@ def prepare_training_set(train: torch.Tensor, weights: torch.Tensor, dtype: torc
 
 def chunk_moments(x: torch.Tensor, a: torch.Tensor, h: torch.Tensor, tr: dict, nc: int, cov: bool,
                   top_k: int | None, eps: float, *, drop_tol: float, small_n: int, refine_k: int,
-                  memory_budget: int) -> dict:
+                  memory_budget: int, nc_exact: int | None = None) -> dict:
     """The fields of :class:`~ridgexr.empirical.Moments` (but alpha and h) for one chunk of queries.
 
     Parameters
@@ -119,6 +119,10 @@ def chunk_moments(x: torch.Tensor, a: torch.Tensor, h: torch.Tensor, tr: dict, n
         Machine epsilon of the dtype.
     drop_tol, small_n, refine_k, memory_budget
         The density's settings (see :class:`~ridgexr.empirical.SmoothedEmpirical`).
+    nc_exact : int, optional
+        Training points per chunk of the exact paths (default ``nc``); with ``top_k`` the
+        caller passes the exact path's own, smaller chunk (the top-k chunk is sized for
+        (q, nc) logits, not for (nc, d^2) outer products).
 
     Returns
     -------
@@ -131,6 +135,7 @@ def chunk_moments(x: torch.Tensor, a: torch.Tensor, h: torch.Tensor, tr: dict, n
     yaug = torch.cat([y * (a / h)[:, None], (-0.5 * a * a / h)[:, None], torch.ones_like(h)[:, None]], 1)
     drop = None
     exact = dict(small_n=small_n, refine_k=refine_k, memory_budget=memory_budget)
+    nc_exact = nc if nc_exact is None else nc_exact
     if top_k is None:
         lse, m1, cu = exact_moments(yaug, tr, nc, cov, eps, **exact)
     else:
@@ -142,7 +147,7 @@ def chunk_moments(x: torch.Tensor, a: torch.Tensor, h: torch.Tensor, tr: dict, n
         # the other queries are recomputed exactly (dropped mass 0)
         bad = drop > drop_tol
         if bool(bad.any()):
-            lse_b, m1_b, cu_b = exact_moments(yaug[bad], tr, nc, cov, eps, **exact)
+            lse_b, m1_b, cu_b = exact_moments(yaug[bad], tr, nc_exact, cov, eps, **exact)
             lse, m1, drop = lse.clone(), m1.clone(), drop.clone()
             lse[bad], m1[bad], drop[bad] = lse_b, m1_b, 0.0
             if cov:

@@ -1,0 +1,245 @@
+"""Low-rank ridge frames (ridgexr/empirical/lowrank.py) against the dense eigh path, the randomized
+path's certificate, and memory-bounded moments at image scale (N up to 60 000, d = 784)."""
+
+import math
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from ridgexr import SmoothedEmpirical, project_to_ridge, ridge_residual
+from ridgexr.empirical.lowrank import PATH_DENSE, PATH_GRAM, PATH_RANDOMIZED, certify_subspace
+from ridgexr.scms import frame_flat, frame_width
+
+D = 784
+FASHION = Path("/usr/share/datasets/fashion-mnist")
+
+
+def cluster_problem(seed: int, rel_gap: float, n: int = 2000, d: int = D, n_near: int = 1, inside: float = 0.0):
+    """n - 8 far-apart points and a cluster of 8 around c whose two largest spreads differ by ``rel_gap``;
+    ``n_near`` queries near alpha c (offset orthogonally to the cluster, and by ``inside`` x that noise
+    within it) and one near a far point.
+
+    At t = 0.5 the posterior near c is carried by the cluster (the far points' mass is ~exp(-400)):
+    the certified top-k support holds, so the Gram path and the dense top-k path both run.
+    """
+    rng = np.random.default_rng(seed)
+    far = rng.normal(size=(n - 8, d))
+    c = rng.normal(size=d) * 0.1
+    u = np.linalg.qr(rng.normal(size=(d, 4)))[0]
+    spreads = np.array([1.5, 1.5 * (1 + rel_gap), 0.8, 0.4])
+    coef = np.concatenate([np.eye(4), -np.eye(4)]) * spreads
+    cluster = c + coef @ u.T
+    train = np.concatenate([far, cluster])
+    p = SmoothedEmpirical(train, 0.5)
+    a, h = p.process.alpha(0.5), p.process.h(0.5)
+    # queries at alpha c plus noise orthogonal to the cluster: the cluster's posterior weights stay symmetric,
+    # so the top two covariance eigenvalues differ by O(rel_gap) (near-degenerate for small gaps)
+    noise = 0.3 * math.sqrt(h) * rng.normal(size=(n_near, d))
+    x = a * c + noise - (noise @ u) @ u.T + inside * (noise @ u) @ u.T  # ``inside`` > 0: asymmetric
+    x = np.concatenate([x, a * far[:1] + 0.01 * rng.normal(size=(1, d))])  # one concentrated on a far point
+    return p, torch.tensor(x)
+
+
+def assert_frames_agree(dense, low, d_star, tol=1e-8, n_values=None):
+    """Flags equal; where the frame is determined, the tangent projectors, normal curvatures, top
+    ``n_values`` eigenvalues (default all computed) and residuals agree to ``tol`` plus the eigenvector
+    perturbation bound eps |C| / gap."""
+    assert torch.equal(dense.degenerate, low.degenerate)
+    assert torch.equal(dense.resolved_rank, low.resolved_rank)
+    assert not bool(low.rank_censored.any())
+    m = low.eigenvalues.shape[-1]
+    assert m == frame_width(dense.step.shape[-1], d_star) and low.normal is None
+    scale = dense.eigenvalues[:, :m].abs().amax(-1)
+    nv = m if n_values is None else n_values
+    np.testing.assert_allclose(low.eigenvalues[:, :nv], dense.eigenvalues[:, :nv], rtol=0,
+                               atol=float(tol * scale.max()))
+    ok = ~dense.degenerate
+    pt_d = dense.tangent @ dense.tangent.mT
+    pt_l = low.tangent @ low.tangent.mT
+    bound = tol + 64 * 2.2e-16 / (dense.eigengap.abs() / scale).clamp_min(1e-300)
+    diff = (pt_d - pt_l).abs().amax((-1, -2))
+    assert bool((diff[ok] <= bound[ok]).all()), (diff, bound, dense.degenerate)
+    res_d = dense.project_normal(dense.step).norm(dim=-1) / dense.h
+    res_l = low.project_normal(low.step).norm(dim=-1) / low.h
+    step = dense.step.norm(dim=-1) / dense.h
+    assert bool(((res_d - res_l).abs()[ok] <= (bound * step)[ok] + 1e-12).all())
+    np.testing.assert_allclose(low.normal_curvature[ok], dense.normal_curvature[ok], rtol=tol)
+
+
+@pytest.mark.slow
+@settings(max_examples=3)
+@given(log10_gap=st.floats(-12, -1), d_star=st.integers(1, 2), seed=st.integers(0, 1000))
+def test_gram_frames_equal_the_dense_eigh_path(log10_gap, d_star, seed):
+    """Top-k support (dropped mass <= drop_tol): the k x k Gram path gives the dense path's frame,
+    including gaps near the degenerate floor (hypothesis draws gaps 1e-12 .. 1e-1)."""
+    p, x = cluster_problem(seed, 10.0 ** log10_gap)
+    t = torch.full((x.shape[0],), 0.5, dtype=torch.float64)
+    dense = frame_flat(p, x, t, d_star, "log", 64, frame="dense")
+    low = frame_flat(p, x, t, d_star, "log", 64, frame="lowrank")
+    spec = p.spectrum_flat(x, t, n_eig=frame_width(D, d_star), need=d_star + 1, top_k=64)
+    assert bool((spec.path == PATH_GRAM).all())
+    assert_frames_agree(dense, low, d_star)
+
+
+def test_scms_projections_equal_on_the_gram_path():
+    """project_to_ridge: the low-rank frames give the dense path's projected points and diagnostics
+    (d = 200: the dense reference diagonalises a (d, d) matrix per point and iteration)."""
+    p, x = cluster_problem(3, 0.3, d=200, n_near=3, inside=0.5)
+    kw = dict(top_k=64, max_iter=40)
+    dense = project_to_ridge(p, x[:3], 1, frame="dense", **kw)
+    low = project_to_ridge(p, x[:3], 1, frame="lowrank", **kw)
+    for name in ("converged", "degenerate", "iterations", "on_ridge"):
+        np.testing.assert_array_equal(getattr(low, name), getattr(dense, name), err_msg=name)
+    assert bool(dense.converged.all()) and int(dense.iterations.min()) >= 5
+    np.testing.assert_allclose(low.point, dense.point, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(low.residual, dense.residual, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(low.normal_curvature, dense.normal_curvature, rtol=1e-8)
+
+
+def spread_problem(seed: int, n: int = 2000, d: int = D):
+    """Points on a 30-dim ellipsoid (geometric spreads) plus 1e-3 noise, queried at t = 0.3: posteriors
+    spread over many points, so the exact dense path and the randomized path run."""
+    rng = np.random.default_rng(seed)
+    u = np.linalg.qr(rng.normal(size=(d, 30)))[0]
+    train = (rng.normal(size=(n, 30)) * (2.0 * 0.8 ** np.arange(30))) @ u.T + 1e-3 * rng.normal(size=(n, d))
+    p = SmoothedEmpirical(train, 0.3)
+    a, h = p.process.alpha(0.3), p.process.h(0.3)
+    x = a * train[:2] + math.sqrt(h) * (rng.normal(size=(2, 30)) @ u.T)
+    return p, torch.tensor(x)
+
+
+@pytest.mark.slow
+def test_randomized_frames_equal_the_dense_eigh_path():
+    """Spread posteriors over all N = 2 000 points: the certified subspace iteration gives the dense frame;
+    its rank is censored at the block width where the dense rank is at least that."""
+    p, x = spread_problem(0)
+    t = torch.full((x.shape[0],), 0.3, dtype=torch.float64)
+    spec = p.spectrum_flat(x, t, n_eig=frame_width(D, 3), need=4)
+    assert bool((spec.path == PATH_RANDOMIZED).all())
+    assert bool((spec.eig_error < 1e-9 * spec.values[:, 0]).all())
+    dense = frame_flat(p, x, t, 3, "log", None, frame="dense")
+    low = frame_flat(p, x, t, 3, "log", None, frame="lowrank")
+    assert bool(low.rank_censored.all()) and bool((dense.resolved_rank >= frame_width(D, 3)).all())
+    low.rank_censored[:] = False
+    low.resolved_rank = dense.resolved_rank
+    assert_frames_agree(dense, low, 3, n_values=4)  # the certified d* + 1 (the rest of the block: no claim)
+
+
+def test_certificate_rejects_a_wrong_subspace():
+    """An invariant subspace that misses the top eigenvector has zero residuals, yet the complement
+    bound exceeds its Ritz values; a random subspace has large residuals; the true one passes."""
+    rng = np.random.default_rng(1)
+    d, m = 60, 6
+    q_mat = np.linalg.qr(rng.normal(size=(d, d)))[0]
+    lam = 10.0 * 0.5 ** np.arange(d)
+    c = torch.tensor((q_mat * lam) @ q_mat.T)[None]
+
+    def apply(rows, v):
+        return c[rows] @ v
+
+    gen = torch.Generator().manual_seed(0)
+    for cols, want in ((range(0, m), True), (range(1, m + 1), False)):
+        v = torch.tensor(q_mat[:, list(cols)])[None]
+        theta = torch.tensor(lam[list(cols)])[None]
+        res = torch.linalg.vector_norm(c @ v - v * theta[:, None, :], dim=1)
+        ok, err = certify_subspace(apply, theta, v, res, 2, gen)
+        assert bool(ok[0]) is want, cols
+        if want:
+            assert float(err[0]) < 1e-12
+    v = torch.linalg.qr(torch.tensor(rng.normal(size=(1, d, m))))[0]
+    h = v.mT @ c @ v
+    theta, u = torch.linalg.eigh(h)
+    theta, u = theta.flip(-1), u.flip(-1)
+    y = v @ u
+    res = torch.linalg.vector_norm(c @ y - y * theta[:, None, :], dim=1)
+    assert not bool(certify_subspace(apply, theta, y, res, 2, gen)[0][0])
+
+
+def test_uncertified_queries_fall_back_to_the_dense_path():
+    """With one application allowed the randomized path cannot certify: those queries take the dense
+    path, whose eigenvalues are those of the formed covariance."""
+    p, x = spread_problem(1, n=300, d=200)
+    t = torch.full((2,), 0.3, dtype=torch.float64)
+    spec = p.spectrum_flat(x, t, n_eig=6, need=2, max_iter=1)
+    assert bool((spec.path == PATH_DENSE).all())
+    cov = p.moments_flat(x, t, cov=True).cov_unit
+    mu = torch.linalg.eigvalsh(cov).flip(-1)[:, :6]
+    np.testing.assert_allclose(spec.values, mu, rtol=1e-12, atol=1e-14)
+
+
+def fashion_or_random(n: int):
+    """The Fashion-MNIST training images in [0, 1] (the Debian package), or random data of that size."""
+    if (FASHION / "train-images-idx3-ubyte.gz").is_file():
+        from ridgexr.datasets.mnist import load_idx_dir
+        return load_idx_dir(FASHION)[0][:n], "fashion-mnist"
+    return np.random.default_rng(0).uniform(size=(n, D)), "random"
+
+
+@pytest.mark.slow
+def test_streamed_moments_at_sixty_thousand_points_equal_brute_force():
+    """N = 60 000, d = 784, a 32 MiB budget (the training set streamed in chunks): log p_t and E[x0|x]
+    equal a float64 brute force (numpy logits and log-sum-exp over all N) for a few queries."""
+    train, _ = fashion_or_random(60_000)
+    rng = np.random.default_rng(2)
+    for t in (0.5,):  # posteriors over thousands of images: the running maximum moves between chunks
+        p = SmoothedEmpirical(train, t, memory_budget=1 << 25)
+        a, h = p.process.alpha(t), p.process.h(t)
+        x = a * train[rng.choice(len(train), 3)] + math.sqrt(h) * rng.normal(size=(3, D))
+        mom = p.moments(x, cov=False)
+        logits = -(np.sum(x * x, 1)[:, None] - 2 * a * x @ train.T + a * a * np.sum(train * train, 1)[None]) / (2 * h)
+        top = logits.max(1, keepdims=True)
+        r = np.exp(logits - top)
+        lse = top[:, 0] + np.log(r.sum(1))
+        want_lp = lse - math.log(len(train)) - 0.5 * D * math.log(2 * math.pi * h)
+        want_mean = (r / r.sum(1, keepdims=True)) @ train
+        np.testing.assert_allclose(mom.log_prob.numpy(), want_lp, rtol=1e-10)
+        np.testing.assert_allclose(mom.mean.numpy(), want_mean, rtol=0, atol=1e-9)
+
+
+def test_top_k_fallback_stays_within_the_memory_budget(tmp_path):
+    """frame_flat(top_k=8) where top-k cannot certify (spread posteriors): the exact recomputation
+    streams in its own chunks; with the top-k chunk it built (600, 784^2) blocks (2.9 GB)."""
+    script = textwrap.dedent("""
+        import resource, numpy as np, torch
+        from ridgexr import SmoothedEmpirical
+        from ridgexr.scms import frame_flat
+        rng = np.random.default_rng(0)
+        p = SmoothedEmpirical(rng.uniform(size=(600, 784)), 1.0, memory_budget=1 << 28)
+        x = torch.tensor(rng.uniform(size=(2, 784)))
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        fr = frame_flat(p, x, torch.full((2,), 1.0, dtype=torch.float64), 1, "log", 8, frame="dense")
+        assert float(fr.dropped_mass.max()) == 0.0  # recomputed exactly
+        print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 2**20)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert float(out.stdout.strip()) < 1.0, out.stdout  # GB of peak RSS growth (the budget is 0.25 GB)
+
+
+def test_observation_with_low_rank_frames_equals_the_dense_one():
+    """step_quantities: the model-error split by a low-rank frame equals the dense split (N N^T e = e - T T^T e);
+    the split at the resolved rank is the dense one where the rank is below the computed block (Gram path)."""
+    from ridgexr.observe import step_quantities
+
+    p, x = cluster_problem(5, 0.2, d=200, n_near=3, inside=0.5)
+    rng = np.random.default_rng(0)
+    shift = torch.tensor(rng.normal(size=(1, 200)) * 0.05)
+
+    def denoise(xx, tt):  # a model with a known error: the exact denoiser shifted by a constant
+        return p.with_time(tt).moments(xx, cov=False).mean + shift
+
+    kw = dict(max_iter=8, top_k=64)
+    dense = step_quantities(p, x[None], np.array([0.5]), 2, denoise, frame="dense", **kw)
+    low = step_quantities(p, x[None], np.array([0.5]), 2, denoise, frame="lowrank", **kw)
+    assert not dense["frame_degenerate"].any()
+    for name in ("frame_degenerate", "ridge_converged", "resolved_rank"):
+        np.testing.assert_array_equal(low[name], dense[name], err_msg=name)
+    for name in ("residual_normal", "residual_tangent", "ridge_projection", "residual_tangent_rank",
+                 "residual_normal_rank"):
+        np.testing.assert_allclose(low[name], dense[name], rtol=0, atol=1e-8, err_msg=name)
