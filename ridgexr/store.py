@@ -48,10 +48,10 @@ from .process import OU
 from . import units
 from .training.diagnostics import DIAGNOSTIC_VARIABLES, LOSS_UNITS
 
-SCHEMA_VERSION = "1.4"
+SCHEMA_VERSION = "1.5"
 LOCK_NAME = ".ridgexr-lock"
 
-__all__ = ["CELL_DIMS", "CellWriter", "STEP_VARIABLES", "consolidate", "is_consolidated", "COORD_ATTRS", "CF_ATTRS", "SCHEMA_VERSION", "StoreLayout", "create_store", "write_block", "write_cell_end", "open_store",
+__all__ = ["CELL_DIMS", "CellWriter", "STEP_VARIABLES", "consolidate", "is_consolidated", "COORD_ATTRS", "CF_ATTRS", "SCHEMA_VERSION", "schema_older", "StoreLayout", "create_store", "write_block", "write_cell_end", "open_store",
            "StoreLock", "StoreLockedError", "cells", "complete_cells", "cell_label", "json_attr", "VARIABLE_ATTRS",
            "CELL_DIAGNOSTICS", "is_store", "chunk_leftover", "remove_partial_creations", "replace_store",
            "recover_store", "create_staging", "commit_staging", "StoreWarning", "StoreDamagedError",
@@ -1009,7 +1009,15 @@ def verify_store(path: str | Path) -> tuple[list[Damage], int]:
 CONSOLIDATED = "consolidated metadata"
 
 #: arrays added after schema 1.3, with the schema version that added them
-SINCE = {"cell_digest": "1.4"}
+SINCE = {"cell_digest": "1.4", "nearest_distance": "1.5", "nearest_ratio": "1.5", "projected_gradient": "1.5",
+         "projected_gradient_tmin": "1.5", "projected_gradient_scaled": "1.5", "projected_gradient_tmin_scaled": "1.5",
+         "frame_gap_relative": "1.5", "ridge_distance_resolved": "1.5"}
+
+
+def schema_older(version: str) -> bool:
+    """Whether a store's ``schema_version`` is older than :data:`SCHEMA_VERSION` (it may lack arrays of
+    :data:`SINCE`: readable, but not resumable)."""
+    return _version(str(version)) < _version(SCHEMA_VERSION)
 
 
 def _version(text: str) -> tuple[int, ...]:

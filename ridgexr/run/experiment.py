@@ -27,7 +27,7 @@ from ..reader import summarize
 from ..store import (StoreDamagedError, StoreLock, StoreWarning, cell_label, check_schema, chunk_leftover,
                      clear_completion,
                      commit_staging, consolidate, copy_cell, create_staging, create_store, is_store, missing_chunks,
-                     open_store, recover_store, write_template)
+                     open_store, recover_store, schema_older, write_template, SCHEMA_VERSION)
 from .cell import run_cell
 from .cluster import dask_client, resolve_scheduler
 from .plan import describe_stages, estimate_resources, estimate_stage_seconds, plan_layout, plan_tasks, resolve_d_star
@@ -248,6 +248,12 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
                                         + (f" (and {len(damaged) - 3} more)" if len(damaged) > 3 else "")
                                         + f"; run 'ridgexr verify --repair {path}' first")
             done = _done(path, layout)
+            version = str(ds.attrs.get("schema_version", SCHEMA_VERSION))
+            if len(done) < len(list(layout.cells())) and schema_older(version):
+                raise ConfigMismatchError(
+                    f"store {str(path)!r} has unfinished cells and was written with store schema {version}; this "
+                    f"ridgexr writes schema {SCHEMA_VERSION} (new variables, docs/schema.md): use --overwrite to "
+                    "rerun it, or finish it with the ridgexr that wrote it")
         elif exists and staging is not None:  # an interrupted --overwrite of this configuration: resume it
             done = _done(staging, layout)
         todo = [idx for idx in layout.cells() if idx not in done]
