@@ -102,6 +102,10 @@ VARIABLE_ATTRS: dict[str, tuple[str, str]] = {
                          "(<= attr drop_tol)", "1"),
     "final_ridge_residual_alt": ("|E E^T grad log p_t| at the final state for alternative ridge dimensions",
                                  units.INV_DATA),
+    "v_kernel": ("V-kernel estimate: variance over training-noise draws of each coordinate of the learned score "
+                 "on the grid v_kernel_x at the times v_kernel_t (training.draws > 1)", "data_unit-2"),
+    "v_kernel_x": ("grid points of v_kernel (on the line through the first two training points)", units.DATA),
+    "v_kernel_t": ("probe times of v_kernel", units.TIME),
     "t": ("diffusion time of the recorded step", units.TIME),
     "alpha": ("alpha_t = exp(-t)", "1"),
     "h": ("h_t = 1 - exp(-2t)", "1"),
@@ -119,6 +123,8 @@ COORD_ATTRS: dict[str, tuple[str, str]] = {
     "target": ("fitted target: 'dsm' (alpha_t x0, noisy) or 'ideal' (its mean E[alpha_t x0 | x_t])",
                units.DIMENSIONLESS),
     "n_noise": ("noise draws per (training point, time node) of the fit", units.DIMENSIONLESS),
+    "draw": ("independent draw of the training noise of the fit (training.draws; features fixed)",
+             units.DIMENSIONLESS),
     "n_train": ("training-set size: the cell was trained (and observed) on train_data[:n_train]",
                 units.DIMENSIONLESS),
     "sample": ("trajectory index", units.DIMENSIONLESS),
@@ -135,8 +141,8 @@ ROOT_ATTRS = {
 #: every cell dimension a store can have, in store order: ``model`` when the entry has several
 #: model blocks (or a module or exact block alone), ``schedule`` and ``width`` when some block
 #: uses them, the rest when the entry sweeps them (model.tau, model.epochs, training.target,
-#: training.n_noise, dataset.n_train)
-CELL_DIMS = ("model", "schedule", "width", "tau", "epoch", "target", "n_noise", "n_train")
+#: training.n_noise, training.draws, dataset.n_train)
+CELL_DIMS = ("model", "schedule", "width", "tau", "epoch", "target", "n_noise", "draw", "n_train")
 
 STEP_SCALAR = ("ridge_distance", "ridge_residual", "normal_curvature", "residual_normal_rank", "residual_tangent_rank")
 STEP_VECTOR = ("trajectory", "ridge_projection", "residual_normal", "residual_tangent")

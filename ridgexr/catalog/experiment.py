@@ -47,6 +47,7 @@ HASH_NEUTRAL: dict[str, object] = {
     "ridge.d_star_alt": [],  # 0.2
     "dataset.n_train": None,  # 0.3
     "models[].name": None,  # 0.2
+    "training.draws": 1,  # 0.5
 }
 
 
