@@ -6,12 +6,13 @@ All functions are vectorised over leading (batch) axes; none loops over samples.
 from __future__ import annotations
 
 import statistics
+import warnings
 
 import numpy as np
 
 from ..process import OU
 
-__all__ = ["sliced_wasserstein", "mmd2", "hausdorff", "novelty", "rate_fit", "proportion_ci", "share_with_ci", "CI_METHODS", "enter_and_stay_time", "reach_time", "align_time", "slide_distance", "nearest_two",
+__all__ = ["pooled_share_ci", "sliced_wasserstein", "mmd2", "hausdorff", "novelty", "rate_fit", "proportion_ci", "share_with_ci", "CI_METHODS", "enter_and_stay_time", "reach_time", "align_time", "slide_distance", "nearest_two",
            "memorized", "near_mode", "bootstrap_mean_ci", "crossing", "integrated_residual"]
 
 
@@ -349,3 +350,48 @@ def rate_fit(n: np.ndarray, metric: np.ndarray, *, n_boot: int = 2000, ci: float
     boot = boot[np.isfinite(boot)]  # dropped: the replicates that drew a single n
     lo, hi = np.quantile(boot, [(1 - ci) / 2, (1 + ci) / 2])
     return np.array([slopes(u[None], v[None])[0], lo, hi])
+
+
+def pooled_share_ci(k: np.ndarray, n: np.ndarray, *, k_ref: np.ndarray | None = None,
+                    n_ref: np.ndarray | None = None, n_boot: int = 2000, ci: float = 0.95,
+                    seed: int = 0) -> np.ndarray:
+    """Pooled share sum_m k_m / sum_m n_m over an ensemble of M draws (last axis), with a
+    percentile-bootstrap interval over draws (draws resampled with replacement, the pooled share
+    recomputed); with ``k_ref, n_ref`` the paired difference share(k, n) - share(k_ref, n_ref),
+    both resampled with the same draws.
+
+    Parameters
+    ----------
+    k, n : arrays (..., M), counts in a region and of valid samples per draw (n >= 0)
+    k_ref, n_ref : arrays (..., M), optional, the reference ensemble (paired draw by draw)
+    n_boot : int, bootstrap replicates
+    ci : float in (0, 1)
+    seed : int
+
+    Returns
+    -------
+    array (..., 3): pooled share (or difference), lower, upper; NaN where no sample is valid.
+
+    Examples
+    --------
+    >>> pooled_share_ci(np.array([1.0, 3.0]), np.array([4.0, 4.0]), n_boot=10)[0]
+    0.5
+    """
+    k, n = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
+    m = k.shape[-1]
+    idx = np.random.default_rng(seed).integers(0, m, size=(n_boot, m))
+
+    def share(kk, nn):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(nn > 0, kk / np.where(nn > 0, nn, 1.0), np.nan)
+
+    point = share(k.sum(-1), n.sum(-1))
+    boot = share(k[..., idx].sum(-1), n[..., idx].sum(-1))  # (..., n_boot)
+    if k_ref is not None:
+        k_ref, n_ref = np.asarray(k_ref, dtype=float), np.asarray(n_ref, dtype=float)
+        point = point - share(k_ref.sum(-1), n_ref.sum(-1))
+        boot = boot - share(k_ref[..., idx].sum(-1), n_ref[..., idx].sum(-1))
+    with warnings.catch_warnings():  # an all-NaN cell (no valid sample) gives NaN, as documented
+        warnings.simplefilter("ignore", RuntimeWarning)
+        lo, hi = np.nanquantile(boot, [(1 - ci) / 2, (1 + ci) / 2], axis=-1)
+    return np.stack([point, lo, hi], -1)
