@@ -106,6 +106,10 @@ VARIABLE_ATTRS: dict[str, tuple[str, str]] = {
                  "on the grid v_kernel_x at the times v_kernel_t (training.draws > 1)", "data_unit-2"),
     "v_kernel_x": ("grid points of v_kernel (on the line through the first two training points)", units.DATA),
     "v_kernel_t": ("probe times of v_kernel", units.TIME),
+    "denoised": ("Tweedie's denoiser output E[x0 | x_s = final state] at s = denoise_t (a stopped score: "
+                 "s = t_stop, the state frozen below it)", units.DATA),
+    "denoise_t": ("time of the state that denoised is computed from: t_stop, or the sampler's last time",
+                  units.TIME),
     "t": ("diffusion time of the recorded step", units.TIME),
     "alpha": ("alpha_t = exp(-t)", "1"),
     "h": ("h_t = 1 - exp(-2t)", "1"),
@@ -174,6 +178,7 @@ class StoreLayout:
     sample_chunk: int
     d_star_alt: tuple[int, ...] = ()  # extra ridge dimensions of final_ridge_residual_alt
     applies: tuple[tuple[int, ...], ...] | None = None
+    denoised: bool = False  # the per-cell variables denoised and denoise_t (a stopped exact block)
 
     def __post_init__(self):
         names = [n for n, _ in self.coords]
@@ -254,6 +259,9 @@ def _template(layout: StoreLayout, train: np.ndarray, attrs: dict, extra: dict |
         nd = len(layout.d_star_alt)
         data["final_ridge_residual_alt"] = (cd + ("sample", "d_star_alt"),
                                             da.full(cs + (S, nd), np.nan, chunks=ones + (S, nd)))
+    if layout.denoised:
+        data["denoised"] = (cd + ("sample", "dim"), da.full(cs + (S, d), np.nan, chunks=ones + (S, d)))
+        data["denoise_t"] = (cd, da.full(cs, np.nan, chunks=ones))
     coords = {
         "sample": np.arange(S, dtype=np.int64),
         "step": np.arange(K, dtype=np.int64),
@@ -647,12 +655,14 @@ class CellWriter:
 
 def write_cell_end(path: str | Path, layout: StoreLayout, cell: tuple[int, ...], diverged: np.ndarray,
                    diagnostics: dict[str, float], *, max_dropped_mass: float = np.nan,
-                   final_ridge_residual_alt: np.ndarray | None = None) -> None:
+                   final_ridge_residual_alt: np.ndarray | None = None, denoised: np.ndarray | None = None,
+                   denoise_t: float = np.nan) -> None:
     """Write the per-cell variables, then the completion mark (in that order).
 
     ``diverged`` is (n_samples,) bool; ``diagnostics`` maps names of :data:`CELL_DIAGNOSTICS` to
     floats (missing ones are NaN); ``final_ridge_residual_alt`` is (n_samples,
-    len(layout.d_star_alt)).  Written straight into the zarr arrays (every cell is one chunk of
+    len(layout.d_star_alt)); ``denoised`` (n_samples, d) and ``denoise_t`` only with
+    ``layout.denoised`` (NaN when not given).  Written straight into the zarr arrays (every cell is one chunk of
     them), after every shape is checked.
     """
     cell = tuple(int(i) for i in cell)
@@ -660,7 +670,11 @@ def write_cell_end(path: str | Path, layout: StoreLayout, cell: tuple[int, ...],
     values = {"diverged": np.asarray(diverged, dtype=bool), "max_dropped_mass": float(max_dropped_mass)}
     if layout.d_star_alt:
         values["final_ridge_residual_alt"] = np.asarray(final_ridge_residual_alt, dtype=np.float64)
-    want = {"diverged": (S,), "final_ridge_residual_alt": (S, len(layout.d_star_alt))}
+    if layout.denoised:
+        values["denoised"] = (np.full((S, layout.d), np.nan) if denoised is None
+                              else np.asarray(denoised, dtype=np.float64))
+        values["denoise_t"] = float(denoise_t)
+    want = {"diverged": (S,), "final_ridge_residual_alt": (S, len(layout.d_star_alt)), "denoised": (S, layout.d)}
     for name, shape in want.items():  # zarr broadcasts silently: check before writing anything
         if name in values and values[name].shape != shape:
             raise ValueError(f"`{name}` has shape {values[name].shape}; expected {shape}")
@@ -695,6 +709,8 @@ def copy_cell(path: str | Path, layout: StoreLayout, source: tuple[int, ...], ce
     names = list(STEP_VARIABLES) + ["diverged", "max_dropped_mass", "cell_complete"]
     if layout.d_star_alt:
         names.append("final_ridge_residual_alt")
+    if layout.denoised:
+        names += ["denoised", "denoise_t"]
     arrays = _open_arrays(path, names)
     if not bool(arrays["cell_complete"][source]):
         raise ValueError(f"cell {source} is not complete: its values cannot be copied to cell {cell}")
@@ -704,7 +720,9 @@ def copy_cell(path: str | Path, layout: StoreLayout, source: tuple[int, ...], ce
             arrays[name][cell + steps] = arrays[name][source + steps]
     write_cell_end(path, layout, cell, arrays["diverged"][source], diagnostics,
                    max_dropped_mass=float(arrays["max_dropped_mass"][source]),
-                   final_ridge_residual_alt=arrays["final_ridge_residual_alt"][source] if layout.d_star_alt else None)
+                   final_ridge_residual_alt=arrays["final_ridge_residual_alt"][source] if layout.d_star_alt else None,
+                   denoised=arrays["denoised"][source] if layout.denoised else None,
+                   denoise_t=float(arrays["denoise_t"][source]) if layout.denoised else np.nan)
 
 
 def _open_arrays(path: str | Path | zarr.Group, names: Iterable[str]) -> dict[str, Any]:

@@ -48,6 +48,8 @@ HASH_NEUTRAL: dict[str, object] = {
     "dataset.n_train": None,  # 0.3
     "models[].name": None,  # 0.2
     "training.draws": 1,  # 0.5
+    "models[].t_stop": None,  # 0.5
+    "models[].sigma_stop": None,  # 0.5
 }
 
 
