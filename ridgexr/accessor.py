@@ -72,7 +72,8 @@ class RidgeDataArrayAccessor(_Accessor):
 @_forwarding("analysis", 0, ("distance_curves", "ridge_dimension", "ridge_motion", "degenerate_share", "phase_times", "spread_curves", "ridge_position", "position_histogram",
                            "mode_counts", "memorization_fraction", "near_mode_fraction", "position_density",
                            "target_effect", "theory_check", "summary_table", "manifold_distance", "novelty",
-                           "manifold_density", "distribution_distance", "ridge_vs_manifold", "pool_draws", "gap_mass"))
+                           "manifold_density", "distribution_distance", "ridge_vs_manifold", "pool_draws", "gap_mass",
+                           "coverage", "smoothed_target_distance"))
 class RidgeDatasetAccessor(_Accessor):
     """``ds.ridge``: the analyses of :mod:`ridgexr.analysis` on a store's Dataset (lazy)."""
 
