@@ -72,7 +72,7 @@ def gap_mass(ds: xr.Dataset, *, lower: float = -2.0, upper: float = 2.0, coordin
 
     A sample is in the gap when ``alpha_t lower < x[coordinate] < alpha_t upper`` at ``step``
     (or the step nearest ``t``; the bounds are scaled with the training points, alpha_t x_i):
-    for the two points (-3, 0), (3, 0) the default is the gap |x_1| < 2.  Non-finite samples
+    for the two points (-3, 0), (3, 0) the default is the gap ``abs(x_1) < 2``.  Non-finite samples
     (diverged) are left out of numerator and denominator.
 
     Returns a Dataset over the cell dims without ``draw_dim``:
