@@ -131,6 +131,22 @@ def coverage_table(ds, c: float = 0.5):
     return pd.DataFrame(rows), m.k
 
 
+def coverage_floor(ds, c: float = 0.5, n_reps: int = 5) -> tuple[float, float]:
+    """delta_N of an ideal sampler: fresh samples of the data law itself, as many as a cell has (seeds 100..):
+    the smallest coverage radius the generated sample's size can resolve.  Returns (median, max) over reps."""
+    import json
+
+    from ridgexr.analysis.manifold import store_manifold
+
+    m = store_manifold(ds)
+    cfg = json.loads(ds.attrs["config"])["dataset"]["manifold"]
+    reps = np.stack([m.sample(ds.sizes["sample"], density=cfg["density"], kappa=cfg.get("kappa", 1.0),
+                              seed=100 + i)[0] for i in range(n_reps)])
+    fake = xr.Dataset({"ideal": (("rep", "sample", "dim"), reps)}, attrs=ds.attrs)
+    d = analysis.coverage(fake, c=c, variable="ideal").coverage_delta.values
+    return float(np.median(d)), float(np.max(d))
+
+
 def coverage_rates(df, k: int):
     """Log-log slopes against N with 95 % pairs-bootstrap intervals, next to -1/k."""
     import pandas as pd
@@ -150,8 +166,10 @@ def coverage_rates(df, k: int):
     return out
 
 
-def coverage_verdict(df, rates, k: int) -> list[str]:
-    """The criteria of docs/manifold.md (written before the runs), evaluated."""
+def coverage_verdict(df, rates, k: int, floor: tuple[float, float] | None = None) -> list[str]:
+    """The criteria of docs/manifold.md (written before the runs), evaluated.  ``floor``: the ideal sampler's
+    delta_N (median, max); when every stopped model's delta_N at the two largest N is within 1.5 x its max,
+    delta_N is at the resolution floor and the criteria's "otherwise" clause applies (inconclusive)."""
     lines, confirmed = [], []
     ref = -1.0 / k
     largest = df.N.max()
@@ -174,8 +192,18 @@ def coverage_verdict(df, rates, k: int) -> list[str]:
     if len(mem):
         lines.append(f"memorize (reference): delta_N slope {float(mem.slope.iloc[0]):.2f} "
                      f"[{float(mem.low.iloc[0]):.2f}, {float(mem.high.iloc[0]):.2f}] (-1/k = {ref:g})")
+    at_floor = False
+    if floor is not None:
+        top = sorted(df.N.unique())[-2:]
+        stopped = df[(df.model != "memorize") & df.N.isin(top)]
+        at_floor = bool(len(stopped)) and bool((stopped.delta_N <= 1.5 * floor[1]).all())
+        lines.append(f"resolution floor: an ideal sampler (the data law itself, same sample count) has delta_N "
+                     f"{floor[0]:.3g} (median of 5; max {floor[1]:.3g}); stopped models at the two largest N "
+                     f"within 1.5 x that: {at_floor}")
     if any(ok for _, ok, _, _ in confirmed):
         verdict = "confirmed for " + ", ".join(m for m, ok, _, _ in confirmed if ok)
+    elif at_floor:
+        verdict = "inconclusive at these sizes (delta_N at the resolution floor of the generated sample)"
     elif confirmed and all(at_or_above or not_novel for _, _, at_or_above, not_novel in confirmed):
         verdict = "refuted"
     else:
@@ -192,7 +220,7 @@ def coverage_main(name: str, ds) -> None:
     print(f"\n### {name}: log-log slopes against N (95% pairs-bootstrap interval)\n")
     print(markdown_table(rates))
     print()
-    for line in coverage_verdict(df, rates, k):
+    for line in coverage_verdict(df, rates, k, coverage_floor(ds)):
         print(f"- {line}")
     print()
 
