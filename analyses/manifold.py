@@ -86,7 +86,7 @@ def main(argv=None):
     for name in args.entries:
         ds = store_for(name, args.data, args.catalog)
         if "denoised" in ds:  # a store with stopped scores: the coverage test
-            coverage_main(name, ds)
+            coverage_main(name, ds, figs)
             continue
         m = cell_metrics(ds)
         df = m.drop_vars([c for c in m.coords if c not in m.dims]).to_dataframe().reset_index()
@@ -212,8 +212,24 @@ def coverage_verdict(df, rates, k: int, floor: tuple[float, float] | None = None
     return lines
 
 
-def coverage_main(name: str, ds) -> None:
+def coverage_figure(df, k: int, name: str) -> hv.Overlay:
+    """delta_N against N per model (log-log), with the slope -1/k through the memorizer's first point."""
+    curves = {m: hv.Curve((g.N, g.delta_N), "N", "coverage radius delta_N").opts(logx=True, logy=True,
+                                                                                 backend="matplotlib")
+              for m, g in df.groupby("model", sort=False)}
+    first = df[df.model == df.model.iloc[0]].sort_values("N")
+    n = np.array([first.N.iloc[0], first.N.iloc[-1]], dtype=float)
+    ref = hv.Curve((n, first.delta_N.iloc[0] * (n / n[0]) ** (-1.0 / k)), "N", "coverage radius delta_N",
+                   label=f"slope -1/k = {-1 / k:g}").opts(linestyle="--", color="gray", backend="matplotlib")
+    return (hv.NdOverlay(curves, kdims=["model"]) * ref).opts(title=f"{name}: delta-coverage against N",
+                                                               legend_position="right", aspect=1.6,
+                                                               backend="matplotlib")
+
+
+def coverage_main(name: str, ds, figures: Path | None = None) -> None:
     df, k = coverage_table(ds)
+    if figures is not None:
+        save_png(coverage_figure(df, k, name), figures / f"manifold_{name.replace('-', '_')}.png")
     print(f"## {name}: denoised outputs, {ds.sizes['sample']} samples per cell, c = 0.5\n")
     print(markdown_table(df))
     rates = coverage_rates(df, k)

@@ -67,7 +67,7 @@ def main(argv=None):
     for name in args.entries:
         ds = store_for(name, args.data, args.catalog)
         if "draw" in ds.dims:  # ensembles over training-noise draws: the fair test
-            ensemble_main(name, ds)
+            ensemble_main(name, ds, figs)
             continue
         df = effect_table(ds)
         print(f"## {name}: DSM vs ideal target (final step, {ds.sizes['sample']} paired samples)\n")
@@ -150,8 +150,25 @@ def ensemble_verdict(df) -> list[str]:
     return lines
 
 
-def ensemble_main(name: str, ds) -> None:
+def ensemble_figure(df, name: str) -> hv.Overlay:
+    """Delta G (DSM - ideal pooled gap mass) against p/P, one curve per (schedule, n_noise), 95 % intervals."""
+    curves, bars = {}, {}
+    for (s, n), g in df.groupby(["w", "n_noise"]):
+        g = g.sort_values("p/P")
+        key = f"w={s}, n_noise={n}"
+        curves[key] = hv.Curve((g["p/P"], g["diff"]), "p / P", "gap mass, DSM - ideal").opts(
+            logx=True, backend="matplotlib")
+        bars[key] = hv.ErrorBars((g["p/P"], g["diff"], g["diff"] - g["diff_low"], g["diff_high"] - g["diff"]),
+                                 "p / P", ["gap mass, DSM - ideal", "neg", "pos"])
+    zero = hv.HLine(0).opts(color="black", linewidth=0.8, backend="matplotlib")
+    return (hv.NdOverlay(curves, kdims=["cell"]) * hv.NdOverlay(bars, kdims=["cell"]) * zero).opts(
+        title=f"{name}: pooled gap mass difference", legend_position="right", aspect=2, backend="matplotlib")
+
+
+def ensemble_main(name: str, ds, figures: Path | None = None) -> None:
     df, t_probe = ensemble_table(ds)
+    if figures is not None:
+        save_png(ensemble_figure(df, name), figures / f"variance_{name.split('-', 1)[1].replace('-', '_')}.png")
     print(f"## {name}: pooled ensembles of {ds.sizes['draw']} draws x {ds.sizes['sample']} samples, "
           f"probability-flow ODE, final step; V_gap at t = {t_probe:g}\n")
     print(markdown_table(df))
