@@ -4,7 +4,6 @@ import json
 
 import numpy as np
 import pytest
-import torch
 import xarray as xr
 
 import ridgexr
