@@ -21,9 +21,15 @@ def parser(doc: str) -> argparse.ArgumentParser:
     return ap
 
 
-def store_for(name: str, data: str | None):
-    """Run (or resume) a catalog entry and open its store lazily."""
-    exp = ridgexr.open_catalog()[name]
+def store_for(name: str, data: str | None, catalog: str | None = None):
+    """Run (or resume) a catalog entry (of the built-in catalogs, or of the file ``catalog``) and open its
+    store lazily."""
+    if catalog:
+        from ridgexr.catalog import load_catalog_file
+
+        exp = load_catalog_file(catalog)[name]
+    else:
+        exp = ridgexr.open_catalog()[name]
     res = run_experiment(exp, data_dir=data)
     return ridgexr.open_dataset(res.store)
 

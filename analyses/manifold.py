@@ -9,6 +9,9 @@ the manifold (8 bins, inside a tube of 0.1 radius), the sliced Wasserstein dista
 population sample with bootstrap intervals, and the Hausdorff distance between the ridge
 projections and the manifold; then the log-log rates against N with bootstrap intervals.
 Writes docs/figures/manifold_<entry>.png.
+manifold-coverage (the fair test of issue 27): per (model, N) the coverage delta_N of the denoised
+outputs, distance to M, novelty and the distance to the smoothed-and-projected target, their
+slopes against N next to -1/k, and the criteria of docs/manifold.md evaluated.
 """
 
 from __future__ import annotations
@@ -76,11 +79,15 @@ def figure(m: xr.Dataset, name: str) -> hv.Layout:
 
 def main(argv=None):
     ap = parser(__doc__)
-    ap.add_argument("--entries", nargs="+", default=ENTRIES)
+    ap.add_argument("--entries", nargs="+", default=ENTRIES + ["manifold-coverage"])
+    ap.add_argument("--catalog", default=None, help="a catalog file holding the entries (default: the built-in ones)")
     args = ap.parse_args(argv)
     figs = Path(args.figures)
     for name in args.entries:
-        ds = store_for(name, args.data)
+        ds = store_for(name, args.data, args.catalog)
+        if "denoised" in ds:  # a store with stopped scores: the coverage test
+            coverage_main(name, ds, figs)
+            continue
         m = cell_metrics(ds)
         df = m.drop_vars([c for c in m.coords if c not in m.dims]).to_dataframe().reset_index()
         print(f"## {name}: final step (t = {m.attrs['t_min']:g}), {ds.sizes['sample']} samples per cell\n")
@@ -90,6 +97,148 @@ def main(argv=None):
         print()
         save_png(figure(m, name), figs / f"manifold_{name.replace('-', '_')}.png")
         np.seterr(all="ignore")
+
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The fair test (issue 27): coarse (stopped) exact scores, Tweedie outputs, delta-coverage against N.
+
+def coverage_table(ds, c: float = 0.5):
+    """Per (model, N): t_stop, coverage delta_N (c x population mass) with the mass ratios at delta, mean
+    distance of the denoised outputs to M, their median novelty and memorized share (novelty < 1/3), and the
+    sliced W2 to the smoothed-and-projected population."""
+    import pandas as pd
+
+    from ridgexr.analysis import arrays
+    from ridgexr.analysis.manifold import store_manifold
+
+    m = store_manifold(ds)
+    cov = analysis.coverage(ds, c=c)
+    target = analysis.smoothed_target_distance(ds)
+    train = ds.train_data.values
+    rows = []
+    for model in ds.model.values:
+        for n in ds.n_train.values:
+            x = ds.denoised.sel(model=model, n_train=n).values
+            x = x[np.isfinite(x).all(-1)]
+            nov = arrays.novelty(x, train[:int(n)])
+            cv = cov.sel(model=model, n_train=n)
+            rows.append({"model": str(model), "N": int(n), "t_stop": float(ds.denoise_t.sel(model=model, n_train=n)),
+                         "delta_N": float(cv.coverage_delta), "ratio min": float(cv.mass_ratio_min),
+                         "ratio max": float(cv.mass_ratio_max), "dist to M": float(np.mean(m.distance(x))),
+                         "novelty (median)": float(np.median(nov)), "memorized share": float(np.mean(nov < 1 / 3)),
+                         "W2 to smoothed target": float(target.sel(model=model, n_train=n))})
+    return pd.DataFrame(rows), m.k
+
+
+def coverage_floor(ds, c: float = 0.5, n_reps: int = 5) -> tuple[float, float]:
+    """delta_N of an ideal sampler: fresh samples of the data law itself, as many as a cell has (seeds 100..):
+    the smallest coverage radius the generated sample's size can resolve.  Returns (median, max) over reps."""
+    import json
+
+    from ridgexr.analysis.manifold import store_manifold
+
+    m = store_manifold(ds)
+    cfg = json.loads(ds.attrs["config"])["dataset"]["manifold"]
+    reps = np.stack([m.sample(ds.sizes["sample"], density=cfg["density"], kappa=cfg.get("kappa", 1.0),
+                              seed=100 + i)[0] for i in range(n_reps)])
+    fake = xr.Dataset({"ideal": (("rep", "sample", "dim"), reps)}, attrs=ds.attrs)
+    d = analysis.coverage(fake, c=c, variable="ideal").coverage_delta.values
+    return float(np.median(d)), float(np.max(d))
+
+
+def coverage_rates(df, k: int):
+    """Log-log slopes against N with 95 % pairs-bootstrap intervals, next to -1/k."""
+    import pandas as pd
+
+    rows = []
+    for model, g in df.groupby("model", sort=False):
+        for metric in ("delta_N", "dist to M", "W2 to smoothed target"):
+            v = g[metric].to_numpy(float)
+            if np.isfinite(np.log(np.where(v > 0, v, np.nan))).sum() < 3:
+                rows.append({"model": model, "metric": metric, "slope": np.nan, "low": np.nan, "high": np.nan})
+                continue
+            fit = analysis.rate_fit(xr.DataArray(v, dims=("n_train",), coords={"n_train": g["N"].to_numpy()}))
+            rows.append({"model": model, "metric": metric, "slope": float(fit.slope), "low": float(fit.slope_low),
+                         "high": float(fit.slope_high)})
+    out = pd.DataFrame(rows)
+    out["-1/k"] = -1.0 / k
+    return out
+
+
+def coverage_verdict(df, rates, k: int, floor: tuple[float, float] | None = None) -> list[str]:
+    """The criteria of docs/manifold.md (written before the runs), evaluated.  ``floor``: the ideal sampler's
+    delta_N (median, max); when every stopped model's delta_N at the two largest N is within 1.5 x its max,
+    delta_N is at the resolution floor and the criteria's "otherwise" clause applies (inconclusive)."""
+    lines, confirmed = [], []
+    ref = -1.0 / k
+    largest = df.N.max()
+    for model in [m for m in df.model.unique() if m != "memorize"]:
+        r = rates[rates.model == model].set_index("metric")
+        m1 = r.loc["delta_N", "high"] < ref
+        last = df[(df.model == model) & (df.N == largest)]
+        m2 = float(last["novelty (median)"].iloc[0]) >= 1 and r.loc["dist to M", "high"] < 0
+        m3 = r.loc["W2 to smoothed target", "high"] < -0.25
+        lines.append(f"{model}: M1 delta_N slope {r.loc['delta_N', 'slope']:.2f} [{r.loc['delta_N', 'low']:.2f}, "
+                     f"{r.loc['delta_N', 'high']:.2f}] below {ref:g}: {m1}; M2 median novelty at N = {largest} "
+                     f"{float(last['novelty (median)'].iloc[0]):.2f} and dist-to-M slope "
+                     f"{r.loc['dist to M', 'slope']:.2f} [{r.loc['dist to M', 'low']:.2f}, "
+                     f"{r.loc['dist to M', 'high']:.2f}]: {m2}; M3 W2-to-target slope "
+                     f"{r.loc['W2 to smoothed target', 'slope']:.2f} [{r.loc['W2 to smoothed target', 'low']:.2f}, "
+                     f"{r.loc['W2 to smoothed target', 'high']:.2f}] below -0.25: {m3}")
+        confirmed.append((model, m1 and m2 and m3, r.loc["delta_N", "low"] >= ref,
+                          float(last["novelty (median)"].iloc[0]) < 1))
+    mem = rates[(rates.model == "memorize") & (rates.metric == "delta_N")]
+    if len(mem):
+        lines.append(f"memorize (reference): delta_N slope {float(mem.slope.iloc[0]):.2f} "
+                     f"[{float(mem.low.iloc[0]):.2f}, {float(mem.high.iloc[0]):.2f}] (-1/k = {ref:g})")
+    at_floor = False
+    if floor is not None:
+        top = sorted(df.N.unique())[-2:]
+        stopped = df[(df.model != "memorize") & df.N.isin(top)]
+        at_floor = bool(len(stopped)) and bool((stopped.delta_N <= 1.5 * floor[1]).all())
+        lines.append(f"resolution floor: an ideal sampler (the data law itself, same sample count) has delta_N "
+                     f"{floor[0]:.3g} (median of 5; max {floor[1]:.3g}); stopped models at the two largest N "
+                     f"within 1.5 x that: {at_floor}")
+    if any(ok for _, ok, _, _ in confirmed):
+        verdict = "confirmed for " + ", ".join(m for m, ok, _, _ in confirmed if ok)
+    elif at_floor:
+        verdict = "inconclusive at these sizes (delta_N at the resolution floor of the generated sample)"
+    elif confirmed and all(at_or_above or not_novel for _, _, at_or_above, not_novel in confirmed):
+        verdict = "refuted"
+    else:
+        verdict = "inconclusive at these sizes"
+    lines.append(f"verdict by the stated criteria: {verdict}")
+    return lines
+
+
+def coverage_figure(df, k: int, name: str) -> hv.Overlay:
+    """delta_N against N per model (log-log), with the slope -1/k through the memorizer's first point."""
+    curves = {m: hv.Curve((g.N, g.delta_N), "N", "coverage radius delta_N").opts(logx=True, logy=True,
+                                                                                 backend="matplotlib")
+              for m, g in df.groupby("model", sort=False)}
+    first = df[df.model == df.model.iloc[0]].sort_values("N")
+    n = np.array([first.N.iloc[0], first.N.iloc[-1]], dtype=float)
+    ref = hv.Curve((n, first.delta_N.iloc[0] * (n / n[0]) ** (-1.0 / k)), "N", "coverage radius delta_N",
+                   label=f"slope -1/k = {-1 / k:g}").opts(linestyle="--", color="gray", backend="matplotlib")
+    return (hv.NdOverlay(curves, kdims=["model"]) * ref).opts(title=f"{name}: delta-coverage against N",
+                                                               legend_position="right", aspect=1.6,
+                                                               backend="matplotlib")
+
+
+def coverage_main(name: str, ds, figures: Path | None = None) -> None:
+    df, k = coverage_table(ds)
+    if figures is not None:
+        save_png(coverage_figure(df, k, name), figures / f"manifold_{name.replace('-', '_')}.png")
+    print(f"## {name}: denoised outputs, {ds.sizes['sample']} samples per cell, c = 0.5\n")
+    print(markdown_table(df))
+    rates = coverage_rates(df, k)
+    print(f"\n### {name}: log-log slopes against N (95% pairs-bootstrap interval)\n")
+    print(markdown_table(rates))
+    print()
+    for line in coverage_verdict(df, rates, k, coverage_floor(ds)):
+        print(f"- {line}")
+    print()
 
 
 if __name__ == "__main__":

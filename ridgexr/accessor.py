@@ -64,6 +64,10 @@ DATASET_METHODS: dict[str, tuple[str, str]] = {
     "manifold_density": ("analysis", "ds"),
     "distribution_distance": ("analysis", "ds"),
     "ridge_vs_manifold": ("analysis", "ds"),
+    "pool_draws": ("analysis", "x"),
+    "gap_mass": ("analysis", "ds"),
+    "coverage": ("analysis", "ds"),
+    "smoothed_target_distance": ("analysis", "ds"),
 }
 
 

@@ -30,7 +30,7 @@ from typing import Callable, Iterator
 import numpy as np
 import torch
 
-from ._validation import check_int, check_option
+from ._validation import check_float, check_int, check_option
 from .choices import SCORE_SCALES
 from .process import OU
 
@@ -105,8 +105,10 @@ def _validate(grid, n_samples, d, block_steps, seed):
 
 
 def _run(step_fn, score: ScoreFn, n_samples: int, d: int, grid, *, seed: int, block_steps: int,
-         record_every: int, device, dtype, process: OU | None) -> Iterator[StepBlock]:
+         record_every: int, device, dtype, process: OU | None, t_stop: float | None = None) -> Iterator[StepBlock]:
     grid = _validate(grid, n_samples, d, block_steps, seed)
+    if t_stop is not None:
+        t_stop = check_float(t_stop, "t_stop", min_val=0, include_boundaries="neither")
     process = process if process is not None else OU()
     n_steps = grid.size - 1
     rec = recorded_steps(n_steps, record_every)
@@ -117,9 +119,14 @@ def _run(step_fn, score: ScoreFn, n_samples: int, d: int, grid, *, seed: int, bl
     next_index = 0
     rec_set = set(rec.tolist())
     for k in range(n_steps + 1):
-        if k < n_steps:
+        if k < n_steps and t_stop is not None and grid[k] <= t_stop:  # stopped: the state is frozen
+            x_next = x
+            with torch.no_grad():
+                s = score(x, t_stop) if k in rec_set else torch.full_like(x, math.nan)
+        elif k < n_steps:
+            t1 = float(grid[k + 1]) if t_stop is None else max(float(grid[k + 1]), t_stop)  # land on t_stop
             with torch.no_grad():  # samplers never need gradients; keeps memory flat
-                x_next, s = step_fn(process, score, x, float(grid[k]), float(grid[k + 1]), gen)
+                x_next, s = step_fn(process, score, x, float(grid[k]), t1, gen)
         else:
             x_next, s = None, torch.full_like(x, math.nan)
         if k in rec_set:
@@ -223,7 +230,7 @@ def _heun_step(process, score, x, t0, t1, gen):
 
 def reverse_sde(score: ScoreFn, n_samples: int, d: int, grid, *, seed: int, block_steps: int = 64,
                 record_every: int = 1, device="cpu", dtype=torch.float64,
-                process: OU | None = None) -> Iterator[StepBlock]:
+                process: OU | None = None, t_stop: float | None = None) -> Iterator[StepBlock]:
     """Euler-Maruyama for the reverse-time SDE; yields :class:`StepBlock` s.
 
     Parameters
@@ -239,6 +246,10 @@ def reverse_sde(score: ScoreFn, n_samples: int, d: int, grid, *, seed: int, bloc
         Record every k-th step (the last step is always recorded).
     process : OU, optional
         The forward process whose reverse is sampled (default ``OU()``).
+    t_stop : float > 0, optional
+        Stop at this time (a coarse score): the step that crosses it ends at t_stop, and the state
+        stays there for the remaining grid times (recorded with score(x, t_stop)).  None: run to
+        the grid's end.
 
     Examples
     --------
@@ -249,15 +260,15 @@ def reverse_sde(score: ScoreFn, n_samples: int, d: int, grid, *, seed: int, bloc
     ([5, 5, 1], 10)
     """
     return _run(_em_step, score, n_samples, d, grid, seed=seed, block_steps=block_steps,
-                record_every=record_every, device=device, dtype=dtype, process=process)
+                record_every=record_every, device=device, dtype=dtype, process=process, t_stop=t_stop)
 
 
 def probability_flow(score: ScoreFn, n_samples: int, d: int, grid, *, seed: int, block_steps: int = 64,
                      record_every: int = 1, device="cpu", dtype=torch.float64,
-                     process: OU | None = None) -> Iterator[StepBlock]:
+                     process: OU | None = None, t_stop: float | None = None) -> Iterator[StepBlock]:
     """Heun's method for the probability-flow ODE; same interface as :func:`reverse_sde`."""
     return _run(_heun_step, score, n_samples, d, grid, seed=seed, block_steps=block_steps,
-                record_every=record_every, device=device, dtype=dtype, process=process)
+                record_every=record_every, device=device, dtype=dtype, process=process, t_stop=t_stop)
 
 
 SAMPLERS = {"sde": reverse_sde, "ode": probability_flow}

@@ -119,6 +119,14 @@ VARIABLE_ATTRS: dict[str, tuple[str, str]] = {
                          "(<= attr drop_tol)", "1"),
     "final_ridge_residual_alt": ("|E E^T grad log p_t| at the final state for alternative ridge dimensions",
                                  units.INV_DATA),
+    "v_kernel": ("V-kernel estimate: variance over training-noise draws of each coordinate of the learned score "
+                 "on the grid v_kernel_x at the times v_kernel_t (training.draws > 1)", "data_unit-2"),
+    "v_kernel_x": ("grid points of v_kernel (on the line through the first two training points)", units.DATA),
+    "v_kernel_t": ("probe times of v_kernel", units.TIME),
+    "denoised": ("Tweedie's denoiser output E[x0 | x_s = final state] at s = denoise_t (a stopped score: "
+                 "s = t_stop, the state frozen below it)", units.DATA),
+    "denoise_t": ("time of the state that denoised is computed from: t_stop, or the sampler's last time",
+                  units.TIME),
     "t": ("diffusion time of the recorded step", units.TIME),
     "alpha": ("alpha_t = exp(-t)", "1"),
     "h": ("h_t = 1 - exp(-2t)", "1"),
@@ -137,6 +145,8 @@ COORD_ATTRS: dict[str, tuple[str, str | None]] = {
     "target": ("fitted target: 'dsm' (alpha_t x0, noisy) or 'ideal' (its mean E[alpha_t x0 | x_t])",
                units.LABEL),
     "n_noise": ("noise draws per (training point, time node) of the fit", units.LABEL),
+    "draw": ("independent draw of the training noise of the fit (training.draws; features fixed)",
+             units.LABEL),
     "n_train": ("training-set size: the cell was trained (and observed) on train_data[:n_train]",
                 units.LABEL),
     "sample": ("trajectory index", units.LABEL),
@@ -155,8 +165,8 @@ ROOT_ATTRS = {
 #: every cell dimension a store can have, in store order: ``model`` when the entry has several
 #: model blocks (or a module or exact block alone), ``schedule`` and ``width`` when some block
 #: uses them, the rest when the entry sweeps them (model.tau, model.epochs, training.target,
-#: training.n_noise, dataset.n_train)
-CELL_DIMS = ("model", "schedule", "width", "tau", "epoch", "target", "n_noise", "n_train")
+#: training.n_noise, training.draws, dataset.n_train)
+CELL_DIMS = ("model", "schedule", "width", "tau", "epoch", "target", "n_noise", "draw", "n_train")
 
 STEP_SCALAR = ("ridge_distance", "ridge_residual", "normal_curvature", "residual_normal_rank", "residual_tangent_rank",
                "projected_gradient", "projected_gradient_tmin", "projected_gradient_scaled",
@@ -192,6 +202,7 @@ class StoreLayout:
     sample_chunk: int
     d_star_alt: tuple[int, ...] = ()  # extra ridge dimensions of final_ridge_residual_alt
     applies: tuple[tuple[int, ...], ...] | None = None
+    denoised: bool = False  # the per-cell variables denoised and denoise_t (a stopped exact block)
 
     def __post_init__(self):
         names = [n for n, _ in self.coords]
@@ -272,6 +283,9 @@ def _template(layout: StoreLayout, train: np.ndarray, attrs: dict, extra: dict |
         nd = len(layout.d_star_alt)
         data["final_ridge_residual_alt"] = (cd + ("sample", "d_star_alt"),
                                             da.full(cs + (S, nd), np.nan, chunks=ones + (S, nd)))
+    if layout.denoised:
+        data["denoised"] = (cd + ("sample", "dim"), da.full(cs + (S, d), np.nan, chunks=ones + (S, d)))
+        data["denoise_t"] = (cd, da.full(cs, np.nan, chunks=ones))
     coords = {
         "sample": np.arange(S, dtype=np.int64),
         "step": np.arange(K, dtype=np.int64),
@@ -668,12 +682,14 @@ class CellWriter:
 
 def write_cell_end(path: str | Path, layout: StoreLayout, cell: tuple[int, ...], diverged: np.ndarray,
                    diagnostics: dict[str, float], *, max_dropped_mass: float = np.nan,
-                   final_ridge_residual_alt: np.ndarray | None = None) -> None:
+                   final_ridge_residual_alt: np.ndarray | None = None, denoised: np.ndarray | None = None,
+                   denoise_t: float = np.nan) -> None:
     """Write the per-cell variables, then the completion mark (in that order).
 
     ``diverged`` is (n_samples,) bool; ``diagnostics`` maps names of :data:`CELL_DIAGNOSTICS` to
     floats (missing ones are NaN); ``final_ridge_residual_alt`` is (n_samples,
-    len(layout.d_star_alt)).  Written straight into the zarr arrays (every cell is one chunk of
+    len(layout.d_star_alt)); ``denoised`` (n_samples, d) and ``denoise_t`` only with
+    ``layout.denoised`` (NaN when not given).  Written straight into the zarr arrays (every cell is one chunk of
     them), after every shape is checked.
     """
     cell = tuple(int(i) for i in cell)
@@ -681,7 +697,11 @@ def write_cell_end(path: str | Path, layout: StoreLayout, cell: tuple[int, ...],
     values = {"diverged": np.asarray(diverged, dtype=bool), "max_dropped_mass": float(max_dropped_mass)}
     if layout.d_star_alt:
         values["final_ridge_residual_alt"] = np.asarray(final_ridge_residual_alt, dtype=np.float64)
-    want = {"diverged": (S,), "final_ridge_residual_alt": (S, len(layout.d_star_alt))}
+    if layout.denoised:
+        values["denoised"] = (np.full((S, layout.d), np.nan) if denoised is None
+                              else np.asarray(denoised, dtype=np.float64))
+        values["denoise_t"] = float(denoise_t)
+    want = {"diverged": (S,), "final_ridge_residual_alt": (S, len(layout.d_star_alt)), "denoised": (S, layout.d)}
     for name, shape in want.items():  # zarr broadcasts silently: check before writing anything
         if name in values and values[name].shape != shape:
             raise ValueError(f"`{name}` has shape {values[name].shape}; expected {shape}")
@@ -716,6 +736,8 @@ def copy_cell(path: str | Path, layout: StoreLayout, source: tuple[int, ...], ce
     names = list(STEP_VARIABLES) + ["diverged", "max_dropped_mass", "cell_complete"]
     if layout.d_star_alt:
         names.append("final_ridge_residual_alt")
+    if layout.denoised:
+        names += ["denoised", "denoise_t"]
     arrays = _open_arrays(path, names)
     if not bool(arrays["cell_complete"][source]):
         raise ValueError(f"cell {source} is not complete: its values cannot be copied to cell {cell}")
@@ -725,7 +747,9 @@ def copy_cell(path: str | Path, layout: StoreLayout, source: tuple[int, ...], ce
             arrays[name][cell + steps] = arrays[name][source + steps]
     write_cell_end(path, layout, cell, arrays["diverged"][source], diagnostics,
                    max_dropped_mass=float(arrays["max_dropped_mass"][source]),
-                   final_ridge_residual_alt=arrays["final_ridge_residual_alt"][source] if layout.d_star_alt else None)
+                   final_ridge_residual_alt=arrays["final_ridge_residual_alt"][source] if layout.d_star_alt else None,
+                   denoised=arrays["denoised"][source] if layout.denoised else None,
+                   denoise_t=float(arrays["denoise_t"][source]) if layout.denoised else np.nan)
 
 
 def _open_arrays(path: str | Path | zarr.Group, names: Iterable[str]) -> dict[str, Any]:

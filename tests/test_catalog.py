@@ -110,10 +110,10 @@ def test_config_hash_leaves_out_fields_at_their_neutral_value(tmp_path, catalog_
     for key in ("stop_degenerate", "d_star_alt", "accelerate"):
         del cfg["ridge"][key]
     del cfg["dataset"]["n_train"], cfg["dataset"]["images"], cfg["model"]["name"], cfg["model"]["diagnostics"]
-    del cfg["sampler"]["scheduler_class"], cfg["sampler"]["eta"]
+    del cfg["sampler"]["scheduler_class"], cfg["sampler"]["eta"], cfg["training"]["draws"]
     assert {"ridge.stop_degenerate", "ridge.d_star_alt", "ridge.accelerate", "dataset.n_train",
             "models[].name", "models[].diagnostics", "sampler.scheduler_class", "sampler.eta", "dataset.images",
-            "dataset.mnist.space"} <= set(HASH_NEUTRAL)
+            "dataset.mnist.space", "training.draws"} <= set(HASH_NEUTRAL)
     assert exp.config_hash(train) == direct(cfg)
     # a non-neutral value enters the hash
     ridge = exp.ridge.model_copy(update={"stop_degenerate": 3})

@@ -227,7 +227,7 @@ def test_diagnostics_that_cut_nothing_leave_the_hash_as_before_the_field(tmp_pat
         for key in ("stop_degenerate", "d_star_alt", "accelerate"):
             del cfg["ridge"][key]
         del cfg["dataset"]["n_train"], cfg["dataset"]["images"], cfg["model"]["name"], cfg["model"]["diagnostics"]
-        del cfg["sampler"]["scheduler_class"], cfg["sampler"]["eta"]
+        del cfg["sampler"]["scheduler_class"], cfg["sampler"]["eta"], cfg["training"]["draws"]
         h = hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode())
         h.update(np.ascontiguousarray(train, dtype=np.float64).tobytes())
         return h.hexdigest()

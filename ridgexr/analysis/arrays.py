@@ -6,12 +6,13 @@ All functions are vectorised over leading (batch) axes; none loops over samples.
 from __future__ import annotations
 
 import statistics
+import warnings
 
 import numpy as np
 
 from ..process import OU
 
-__all__ = ["sliced_wasserstein", "mmd2", "hausdorff", "novelty", "rate_fit", "proportion_ci", "share_with_ci", "CI_METHODS", "enter_and_stay_time", "reach_time", "align_time", "slide_distance", "nearest_two",
+__all__ = ["pooled_share_ci", "ball_mass", "coverage_radius", "sliced_wasserstein", "mmd2", "hausdorff", "novelty", "rate_fit", "proportion_ci", "share_with_ci", "CI_METHODS", "enter_and_stay_time", "reach_time", "align_time", "slide_distance", "nearest_two",
            "memorized", "near_mode", "bootstrap_mean_ci", "crossing", "integrated_residual"]
 
 
@@ -349,3 +350,128 @@ def rate_fit(n: np.ndarray, metric: np.ndarray, *, n_boot: int = 2000, ci: float
     boot = boot[np.isfinite(boot)]  # dropped: the replicates that drew a single n
     lo, hi = np.quantile(boot, [(1 - ci) / 2, (1 + ci) / 2])
     return np.array([slopes(u[None], v[None])[0], lo, hi])
+
+
+def pooled_share_ci(k: np.ndarray, n: np.ndarray, *, k_ref: np.ndarray | None = None,
+                    n_ref: np.ndarray | None = None, n_boot: int = 2000, ci: float = 0.95,
+                    seed: int = 0) -> np.ndarray:
+    """Pooled share sum_m k_m / sum_m n_m over an ensemble of M draws (last axis), with a
+    percentile-bootstrap interval over draws (draws resampled with replacement, the pooled share
+    recomputed); with ``k_ref, n_ref`` the paired difference share(k, n) - share(k_ref, n_ref),
+    both resampled with the same draws.
+
+    Parameters
+    ----------
+    k, n : arrays (..., M), counts in a region and of valid samples per draw (n >= 0)
+    k_ref, n_ref : arrays (..., M), optional, the reference ensemble (paired draw by draw)
+    n_boot : int, bootstrap replicates
+    ci : float in (0, 1)
+    seed : int
+
+    Returns
+    -------
+    array (..., 3): pooled share (or difference), lower, upper; NaN where no sample is valid.
+
+    Examples
+    --------
+    >>> pooled_share_ci(np.array([1.0, 3.0]), np.array([4.0, 4.0]), n_boot=10)[0]
+    0.5
+    """
+    k, n = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
+    m = k.shape[-1]
+    idx = np.random.default_rng(seed).integers(0, m, size=(n_boot, m))
+
+    def share(kk, nn):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(nn > 0, kk / np.where(nn > 0, nn, 1.0), np.nan)
+
+    point = share(k.sum(-1), n.sum(-1))
+    boot = share(k[..., idx].sum(-1), n[..., idx].sum(-1))  # (..., n_boot)
+    if k_ref is not None:
+        k_ref, n_ref = np.asarray(k_ref, dtype=float), np.asarray(n_ref, dtype=float)
+        point = point - share(k_ref.sum(-1), n_ref.sum(-1))
+        boot = boot - share(k_ref[..., idx].sum(-1), n_ref[..., idx].sum(-1))
+    with warnings.catch_warnings():  # an all-NaN cell (no valid sample) gives NaN, as documented
+        warnings.simplefilter("ignore", RuntimeWarning)
+        lo, hi = np.nanquantile(boot, [(1 - ci) / 2, (1 + ci) / 2], axis=-1)
+    return np.stack([point, lo, hi], -1)
+
+
+def ball_mass(dist: np.ndarray, radii: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """Mass of closed balls: share of points (or of ``weights``) with distance <= r, per centre and radius.
+
+    Parameters
+    ----------
+    dist : (n_centers, n_points) distances of the points to each centre (NaN: left out)
+    radii : (n_radii,) radii, increasing
+    weights : (n_points,) optional non-negative weights (default uniform)
+
+    Returns
+    -------
+    (n_centers, n_radii) masses in [0, 1]; one sort and one ``searchsorted`` for all centres (the
+    rows are offset so that they do not mix).
+
+    Examples
+    --------
+    >>> ball_mass(np.array([[0.5, 1.5, 2.5, 3.5]]), np.array([1.0, 3.0])).tolist()
+    [[0.25, 0.75]]
+    """
+    dist = np.asarray(dist, dtype=np.float64)
+    radii = np.asarray(radii, dtype=np.float64)
+    n_c, n_p = dist.shape
+    w = np.ones(n_p) if weights is None else np.asarray(weights, dtype=np.float64)
+    w = np.broadcast_to(w, dist.shape)
+    ok = np.isfinite(dist)
+    total = np.where(ok, w, 0.0).sum(1)
+    span = (np.nanmax(dist) if ok.any() else 0.0) + float(np.max(radii, initial=0.0)) + 1.0
+    d = np.where(ok, dist, np.inf)
+    order = np.argsort(d, axis=1)
+    ds = np.take_along_axis(d, order, 1)
+    cw = np.cumsum(np.take_along_axis(np.where(ok, w, 0.0), order, 1), axis=1)
+    off = np.arange(n_c)[:, None] * span
+    # non-finite distances get a key above every radius but below the next row's keys
+    key = np.where(np.isfinite(ds), ds, span - 0.5) + off
+    pos = np.searchsorted(key.ravel(), (radii[None, :] + off).ravel(), side="right").reshape(n_c, -1)
+    within = pos - np.arange(n_c)[:, None] * n_p  # points of the row with distance <= r
+    cum = np.concatenate([np.zeros((n_c, 1)), cw], 1)
+    mass = np.take_along_axis(cum, within, 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total[:, None] > 0, mass / total[:, None], np.nan)
+
+
+def coverage_radius(sample_mass: np.ndarray, population_mass: np.ndarray, radii: np.ndarray,
+                    c: float = 0.5) -> np.ndarray:
+    """delta-coverage: the smallest radius r such that every ball B(centre, r) holds sample mass
+    >= c x population mass.
+
+    Parameters
+    ----------
+    sample_mass : (..., n_centers, n_radii) sample mass of each ball (:func:`ball_mass`)
+    population_mass : (n_centers, n_radii) population mass of the same balls
+    radii : (n_radii,) increasing radii
+    c : float > 0, the mass ratio required
+
+    Returns
+    -------
+    (..., 3): delta (the smallest radius of ``radii`` at which every centre passes; NaN if none),
+    the smallest and the largest mass ratio sample / population over the centres at delta.
+
+    Examples
+    --------
+    >>> s = np.array([[0.0, 0.3, 1.0], [0.1, 0.4, 1.0]]); p = np.array([[0.1, 0.4, 1.0]] * 2)
+    >>> coverage_radius(s, p, np.array([0.5, 1.0, 2.0]), c=0.5)[0]
+    1.0
+    """
+    sample_mass = np.asarray(sample_mass, dtype=np.float64)
+    population_mass = np.asarray(population_mass, dtype=np.float64)
+    radii = np.asarray(radii, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = sample_mass / population_mass
+    passes = (sample_mass >= c * population_mass).all(-2)  # (..., n_radii)
+    first = np.argmax(passes, axis=-1)
+    found = passes.any(-1)
+    delta = np.where(found, radii[first], np.nan)
+    at = np.take_along_axis(ratio, np.broadcast_to(first[..., None, None], ratio.shape[:-1] + (1,)), -1)[..., 0]
+    lo = np.where(found, np.nanmin(np.where(np.isfinite(at), at, np.inf), -1), np.nan)
+    hi = np.where(found, np.nanmax(np.where(np.isfinite(at), at, -np.inf), -1), np.nan)
+    return np.stack([delta, lo, hi], -1)

@@ -26,7 +26,8 @@ from . import arrays
 from ._helpers import along_step, at_step, by_train, cell_train, check_vars, step_label, with_attrs
 
 __all__ = ["store_manifold", "manifold_distance", "novelty", "manifold_density", "distribution_distance",
-           "ridge_vs_manifold", "rate_fit"]
+           "ridge_vs_manifold", "rate_fit", "coverage",
+           "smoothed_target_distance"]
 
 
 def store_manifold(ds: xr.Dataset) -> Manifold:
@@ -260,3 +261,134 @@ def rate_fit(metric: xr.DataArray, *, dim: str = "n_train", n_boot: int = 2000, 
         "slope_low": with_attrs(res.isel(stat=1, drop=True), f"lower end of the {ci:.0%} bootstrap interval", "1"),
         "slope_high": with_attrs(res.isel(stat=2, drop=True), f"upper end of the {ci:.0%} bootstrap interval", "1"),
     }, attrs={"dim": dim})
+
+
+def _circle_arc_mass(center: np.ndarray, half_angle: np.ndarray, density: str, kappa: float) -> np.ndarray:
+    """Population mass of the arcs [phi - a, phi + a] of a circle (closed form), (n_centers, n_radii)."""
+
+    def cdf(theta):  # cumulative mass from -pi, continued periodically (one more unit per turn)
+        turns = np.floor((theta + np.pi) / (2 * np.pi))
+        w = theta - 2 * np.pi * turns  # in [-pi, pi)
+        if density == "uniform":
+            base = (w + np.pi) / (2 * np.pi)
+        elif density == "piecewise":  # 1/3 of the mass on [-pi, 0), 2/3 on [0, pi)
+            base = np.where(w < 0, (w + np.pi) / (3 * np.pi), 1 / 3 + 2 * w / (3 * np.pi))
+        else:
+            from scipy import stats
+            base = stats.vonmises.cdf(w, kappa) - stats.vonmises.cdf(-np.pi, kappa)
+        return turns + base
+
+    a = np.minimum(half_angle, np.pi)
+    return np.clip(cdf(center[:, None] + a[None, :]) - cdf(center[:, None] - a[None, :]), 0.0, 1.0)
+
+
+def coverage(ds: xr.Dataset, *, c: float = 0.5, variable: str = "denoised", n_centers: int = 256,
+             radii: np.ndarray | None = None, step: int = -1, t: float | None = None,
+             dim: str = "sample") -> xr.Dataset:
+    """delta-coverage of the manifold by the samples: the smallest geodesic radius r such that every
+    geodesic ball of radius r on M holds sample mass >= c x population mass.
+
+    The samples (``variable``: ``denoised``, the output of a stopped score, or ``trajectory`` at
+    ``step`` / nearest ``t``, divided by alpha_t) are replaced by their nearest points on M;
+    geodesic distances are closed form (:meth:`Manifold.geodesic_distance`).  Ball centres:
+    ``n_centers`` equally spaced points of a circle, or a Fibonacci lattice of the sphere.
+    Population mass: closed form on the circle (the entry's density: uniform, piecewise or von
+    Mises), the share of the stored ``population_data`` on the sphere.  Radii: ``radii`` (increasing,
+    data units), default 80 geometric values from 1e-3 r to pi r (r the radius).  Non-finite
+    samples are left out.
+
+    Returns a Dataset over the cells: ``coverage_delta`` (data units; NaN when no radius of the
+    grid passes), ``mass_ratio_min`` and ``mass_ratio_max`` (sample over population mass over the
+    centres at delta).  Computed eagerly per cell (one sort per cell).
+
+    Raises
+    ------
+    ValueError
+        For a store that is not of a circle or sphere, a missing ``variable``, c <= 0, bad radii.
+    """
+    m = store_manifold(ds)
+    if m.kind == "torus":
+        raise ValueError("`coverage` needs a circle or sphere store (no closed-form geodesics on the torus)")
+    check_vars(ds, variable, dim=dim)
+    c = check_float(c, "c", min_val=0, include_boundaries="neither")
+    n_centers = check_int(n_centers, "n_centers", min_val=2)
+    r0 = float(m.radius)
+    radii = (np.geomspace(1e-3 * r0, np.pi * r0, 80) if radii is None else np.asarray(radii, dtype=np.float64))
+    if radii.ndim != 1 or radii.size == 0 or not np.all(np.diff(radii) > 0) or radii[0] <= 0:
+        raise ValueError(f"`radii` must be a 1-D increasing array of radii > 0; got {radii!r}")
+    x = ds[variable]
+    if "step" in x.dims:
+        last = at_step(ds, step, t)
+        x = last[variable] / float(last["alpha"])
+    cfg = json.loads(ds.attrs["config"])["dataset"]["manifold"]
+    if m.kind == "circle":
+        phi = np.linspace(-np.pi, np.pi, n_centers, endpoint=False)
+        centers = m.embed(r0 * np.c_[np.cos(phi), np.sin(phi)])
+        pop_mass = _circle_arc_mass(phi, radii / r0, cfg["density"], float(cfg.get("kappa", 1.0)))
+    else:
+        i = np.arange(n_centers) + 0.5
+        z, ang = 1 - 2 * i / n_centers, np.pi * (1 + 5**0.5) * i
+        s = np.sqrt(1 - z * z)
+        centers = m.embed(r0 * np.c_[s * np.cos(ang), s * np.sin(ang), z])
+        check_vars(ds, "population_data")
+        pop_mass = arrays.ball_mass(m.geodesic_distance(centers, np.asarray(ds["population_data"].values)), radii)
+
+    def _cov(xx):
+        xx = np.asarray(xx, dtype=np.float64)
+        dist = m.geodesic_distance(centers, xx)
+        dist[:, ~np.isfinite(xx).all(-1)] = np.nan
+        return arrays.coverage_radius(arrays.ball_mass(dist, radii), pop_mass, radii, c)
+
+    res = xr.apply_ufunc(_cov, x.compute(), input_core_dims=[[dim, "dim"]], output_core_dims=[["stat"]],
+                         vectorize=True)
+    out = xr.Dataset({
+        "coverage_delta": with_attrs(res.isel(stat=0, drop=True), f"smallest geodesic radius at which every ball "
+                                     f"holds sample mass >= {c:g} x population mass", units.DATA),
+        "mass_ratio_min": with_attrs(res.isel(stat=1, drop=True), "smallest sample / population ball mass at delta",
+                                     "1"),
+        "mass_ratio_max": with_attrs(res.isel(stat=2, drop=True), "largest sample / population ball mass at delta",
+                                     "1"),
+    })
+    out.attrs.update(c=c, n_centers=n_centers, variable=variable, k=m.k)
+    return out
+
+
+def smoothed_target_distance(ds: xr.Dataset, *, variable: str = "denoised", n_projections: int = 128,
+                             seed: int = 0, dim: str = "sample") -> xr.DataArray:
+    """Sliced 2-Wasserstein distance between the samples projected to M and the smoothed-and-projected
+    population: proj_M(p + sigma z), p from ``population_data``, z ~ N(0, I), sigma = sqrt(h_s) / alpha_s
+    at the cell's ``denoise_t`` = s (the noise level the stopped score was learned down to).
+
+    The coarse score's samples converge to this target, not to the data law (Shen, Hsieh & He):
+    its distance to the target should fall near-parametrically in N.  ``variable`` must be
+    per-cell (``denoised``); samples that are not finite are left out.  Returns (cells), data
+    units; computed eagerly per cell (``seed`` draws z and the projections).
+
+    Raises
+    ------
+    ValueError
+        For a store without ``denoised`` / ``denoise_t`` / ``population_data`` or not of a circle or sphere.
+    """
+    from ..process import OU
+
+    m = store_manifold(ds)
+    check_vars(ds, variable, "denoise_t", "population_data", dim=dim)
+    n_projections = check_int(n_projections, "n_projections", min_val=1)
+    seed = check_int(seed, "seed", min_val=0)
+    pop = np.asarray(ds["population_data"].values, dtype=np.float64)
+    z = np.random.default_rng(seed).standard_normal(pop.shape)
+    proc = OU()
+
+    def _dist(xx, s):
+        xx = np.asarray(xx, dtype=np.float64)
+        xx = xx[np.isfinite(xx).all(-1)]
+        if not np.isfinite(s) or xx.shape[0] == 0:
+            return np.nan
+        sigma = float(np.sqrt(proc.h(s)) / proc.alpha(s))
+        target = m.project(pop + sigma * z)
+        return arrays.sliced_wasserstein(m.project(xx), target, n_projections=n_projections, seed=seed)
+
+    out = xr.apply_ufunc(_dist, ds[variable].compute(), ds["denoise_t"].compute(),
+                         input_core_dims=[[dim, "dim"], []], vectorize=True, output_dtypes=[float])
+    return with_attrs(out, "sliced W2 between the samples on M and the smoothed-and-projected population",
+                      units.DATA)

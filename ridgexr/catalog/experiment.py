@@ -53,6 +53,9 @@ HASH_NEUTRAL: dict[str, object] = {
     "models[].diagnostics": {"n_time": None, "n_noise": None},  # 0.5: the training sample's size
     "sampler.scheduler_class": None,  # 0.5 (sampler kind scheduler)
     "sampler.eta": None,  # 0.5
+    "training.draws": 1,  # 0.5
+    "models[].t_stop": None,  # 0.5
+    "models[].sigma_stop": None,  # 0.5
 }
 
 

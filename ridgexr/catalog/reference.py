@@ -66,5 +66,10 @@ def schema_markdown() -> str:
               "A block's `kind` (default `random_features`) picks its spec; a field of another kind is an error.", ""]
     for kind_name, entry in REGISTRY.items():
         spec = entry.spec_class()
-        lines += table(f"{spec.__name__} (kind: {kind_name})", spec.model_json_schema())
+        own = spec.model_json_schema()
+        nested = own.pop("$defs", {})  # a kind's own sub-blocks (exact's SigmaStop) get their tables too
+        lines += table(f"{spec.__name__} (kind: {kind_name})", own)
+        for name in sorted(nested):
+            if name not in defs:
+                lines += table(name, nested[name])
     return "\n".join(lines).rstrip() + "\n"

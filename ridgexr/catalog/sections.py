@@ -48,6 +48,10 @@ class TrainingSpec(Spec):
         description="fitted target: 'dsm' (alpha_t x0, the denoising score-matching target) or 'ideal' (its "
                     "conditional mean E[alpha_t x0 given x_t], the exact denoiser's output on the same sample); a "
                     "list makes a target cell dimension")
+    draws: int = Field(1, ge=1,
+        description="independent draws of the training noise (the (x_t, t) sample's noise; features, A(0) and "
+                    "time nodes fixed); > 1 makes a `draw` cell dimension 0 .. draws-1 (one fit per draw; draw 0 "
+                    "is the single fit's sample); random features only")
     method: Literal[TRAINING_METHODS] = Field(defaults.METHOD, description="closed-form gradient 'flow' or gradient descent 'gd'")
     lr: float | None = Field(None, gt=0, description="learning rate of method 'gd'")
     t_min: float | None = Field(None, gt=0, description="smallest time of the loss (null: the sampler's t_min)")
@@ -79,6 +83,8 @@ class TrainingSpec(Spec):
             out.append(("target", tuple(self.target)))
         if isinstance(self.n_noise, list):
             out.append(("n_noise", tuple(sorted(self.n_noise))))
+        if self.draws > 1:
+            out.append(("draw", tuple(range(self.draws))))
         return tuple(out)
 
     @model_validator(mode="after")

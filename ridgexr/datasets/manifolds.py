@@ -168,6 +168,59 @@ class Manifold:
             own = tube - self.minor_radius
         return np.sqrt(own * own + rest2)
 
+    def embed(self, local: np.ndarray) -> np.ndarray:
+        """Points (n, D) of R^D from points (n, m) of the manifold's own R^m (m <= D): R (local, 0, ..., 0)."""
+        local = np.asarray(local, dtype=np.float64)
+        if local.ndim != 2 or local.shape[1] > self.ambient_dim:
+            raise ValueError(f"`local` must have shape (n, m) with m <= {self.ambient_dim}; got {local.shape}")
+        return self._embed(local)
+
+    def project(self, x: np.ndarray) -> np.ndarray:
+        """The nearest manifold point of each point of ``x`` (..., D) (circle and sphere; NaN at the centre).
+
+        >>> m = Manifold("circle", ambient_dim=2, radius=2.0)
+        >>> bool(np.allclose(m.distance(m.project(np.array([[0.3, -5.0]]))), 0))
+        True
+        """
+        if self.kind == "torus":
+            raise ValueError("project: the torus has no closed form here; use a circle or sphere")
+        y = self._local(x)
+        m = self.k + 1
+        out = np.zeros_like(y)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[..., :m] = self.radius * y[..., :m] / np.linalg.norm(y[..., :m], axis=-1, keepdims=True)
+        return out @ self.rotation.T
+
+    def geodesic_distance(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Geodesic distances (n, m) on M between the nearest manifold points of ``x`` (n, D) and ``y`` (m, D).
+
+        Circle and sphere: r times the angle between the projections (radius r), in [0, pi r],
+        data units.  Points at the centre (no nearest point) give NaN.
+
+        Raises
+        ------
+        ValueError
+            For a torus (no closed form here), or points of the wrong dimension.
+
+        Examples
+        --------
+        >>> m = Manifold("circle", ambient_dim=2, radius=2.0)
+        >>> x = m._embed(np.array([[2.0, 0.0]])); y = m._embed(np.array([[0.0, 3.0]]))
+        >>> round(float(m.geodesic_distance(x, y)[0, 0]), 6)
+        3.141593
+        """
+        if self.kind == "torus":
+            raise ValueError("geodesic_distance: the torus has no closed form here; use a circle or sphere")
+        m = self.k + 1
+
+        def unit(z):
+            u = self._local(z)[..., :m]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                return u / np.linalg.norm(u, axis=-1, keepdims=True)
+
+        cos = np.clip(unit(x) @ unit(y).T, -1.0, 1.0)
+        return self.radius * np.arccos(cos)
+
     def coordinates(self, x: np.ndarray) -> np.ndarray:
         """Manifold coordinates (..., k) of the nearest manifold point (angles in radians)."""
         y = self._local(x)

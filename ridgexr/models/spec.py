@@ -140,4 +140,4 @@ class ModelSpec(Spec):
         is the n_train dimension's labels (None without one).  The default: stored once, at the
         first label of every dimension.
         """
-        return all(at(dim) for dim in ("schedule", "width", "tau", "epoch", "target", "n_noise"))
+        return all(at(dim) for dim in ("schedule", "width", "tau", "epoch", "target", "n_noise", "draw"))

@@ -87,6 +87,7 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
     dropped = 0.0
     last = None
     # the writer closes (every queued block on disk, errors raised) before the completion mark
+    t_stop = getattr(model, "t_stop", None)  # a stopped (coarse) exact score: frozen below t_stop
     with torch.no_grad(), CellWriter(store, layout, task.index) as writer:  # writes overlap the next block
         if exp.sampler.kind == "scheduler":  # the diffusers scheduler (docs/models.md)
             from ..models.diffusers.denoiser import entry_scheduler, scheduler_predict
@@ -98,7 +99,8 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
                                         device=dev)
         else:
             blocks = sample(exp.sampler.kind, score, exp.n_samples, d, grid, seed=exp.seeds.sampler,
-                            block_steps=exp.sampler.block_steps, record_every=exp.sampler.record_every, device=dev)
+                            block_steps=exp.sampler.block_steps, record_every=exp.sampler.record_every, device=dev,
+                            t_stop=t_stop)
         for block in blocks:
             if split:
                 q = observe_split(shared, block.x, block.t, exp.d_star, settings, sample_block=sample_block,
@@ -118,6 +120,11 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
             if on_block is not None:
                 on_block(1)
     alt = _final_residual_alt(density, layout, *last, exp.ridge.top_k) if layout.d_star_alt else None
+    den = den_t = None
+    if layout.denoised:  # Tweedie's denoiser at the time the final state has (t_stop when stopped before t_min)
+        den_t = float(grid[-1]) if t_stop is None else max(float(t_stop), float(grid[-1]))
+        with torch.no_grad():
+            den = np.asarray(torch.as_tensor(model.denoise(last[0], den_t)).cpu().numpy(), dtype=np.float64)
     write_cell_end(store, layout, task.index, diverged, task.diagnostics, max_dropped_mass=dropped,
-                   final_ridge_residual_alt=alt)
+                   final_ridge_residual_alt=alt, denoised=den, denoise_t=np.nan if den_t is None else den_t)
     return {**task.labels, "diverged": int(diverged.sum())}

@@ -30,6 +30,7 @@ from ..store import (StoreDamagedError, StoreLock, StoreWarning, cell_label, che
                      open_store, recover_store, schema_older, write_template, SCHEMA_VERSION)
 from .cell import run_cell
 from .cluster import dask_client, resolve_scheduler
+from .ensemble import v_kernel_variables
 from .plan import describe_stages, estimate_resources, estimate_stage_seconds, plan_layout, plan_tasks, resolve_d_star
 from .provenance import store_attrs
 
@@ -268,7 +269,7 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
         if not exists or (overwrite and staging is None):  # the attributes (and MNIST's provenance): a new store
             attrs = store_attrs(exp, config_hash, device, scheduler, d_star_info)
             attrs["divergence_bound"] = divergence_bound(train)
-            extra = dataset_extras(exp.dataset)
+            extra = dataset_extras(exp.dataset) | v_kernel_variables(exp, train, layout, tasks, device)
             if not exists:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 create_store(path, layout, train, attrs, extra)

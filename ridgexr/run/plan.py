@@ -74,6 +74,7 @@ def plan_layout(exp: Experiment, train: np.ndarray) -> StoreLayout:
         t=grid[steps], sampler_step=steps, d=int(train.shape[1]), block_steps=exp.sampler.block_steps,
         sample_chunk=exp.n_samples if exp.n_samples <= 512 else 256,
         d_star_alt=tuple(exp.ridge.d_star_alt), applies=applies,
+        denoised=any(getattr(b, "stopped", False) for b in exp.blocks),
     )
 
 

@@ -68,7 +68,7 @@ eigenvectors).  This direct estimate equals the excess loss in expectation.
 
 from .schedules import SCHEDULES, schedule_name, schedule_weight
 from .quadrature import DEFAULT_QUADRATURE, QUADRATURES, time_nodes
-from .sample import SampleBlock, TrainingSample, draw_training_sample
+from .sample import SampleBlock, TrainingSample, draw_seed, draw_training_sample
 from .quadratic import (TARGETS, QuadraticLoss, accumulate, accumulate_moments, exact_outputs, loss_weight,
                         quadratic_loss, targets)
 from .dynamics import GradientFlow, ReadoutPath, gradient_descent
@@ -79,7 +79,7 @@ from .diagnostics import DIAGNOSTIC_VARIABLES, fits_to_dataset
 
 __all__ = ["DEFAULT_QUADRATURE", "QUADRATURES", "time_nodes", "SampleBlock", "accumulate", "loss_weight",
            "INITS", "PAPER_N_TIME", "PAPER_N_NOISE", "evaluate_fits", "evaluate_denoiser", "OPTIMIZERS", "NeuralFit",
-           "fit_neural", "resolve_device", "initial_readout", "TARGETS", "SCHEDULES", "schedule_weight", "schedule_name", "TrainingSample", "draw_training_sample",
+           "fit_neural", "resolve_device", "initial_readout", "TARGETS", "SCHEDULES", "schedule_weight", "schedule_name", "TrainingSample", "draw_training_sample", "draw_seed",
            "QuadraticLoss", "accumulate_moments", "exact_outputs", "quadratic_loss", "targets", "GradientFlow",
            "ReadoutPath", "gradient_descent", "METHODS", "RandomFeatureFit", "fit_random_features", "fit_sweep",
            "DIAGNOSTIC_VARIABLES", "fits_to_dataset"]

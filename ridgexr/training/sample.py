@@ -25,7 +25,7 @@ from ..ridge import ridge_frame
 from ..scms import frame_from_moments
 from .quadrature import DEFAULT_QUADRATURE, time_nodes
 
-__all__ = ["SampleBlock", "TrainingSample", "draw_training_sample", "batches", "block_mean_and_tangent"]
+__all__ = ["SampleBlock", "TrainingSample", "draw_training_sample", "draw_seed", "batches", "block_mean_and_tangent"]
 
 
 @dataclass
@@ -239,6 +239,36 @@ def draw_training_sample(train: Any, *, t_min: float, T: float, n_time: int, n_n
     tn, tw = time_nodes(quadrature, n_time, t_min, T)
     return TrainingSample(train=x, t_nodes=tn, t_weights=tw, n_noise=n_noise, seed=seed, t_min=float(t_min),
                           T=float(T), quadrature=quadrature, process=process)
+
+
+def draw_seed(seed: int, draw: int) -> int:
+    """Seed of the training sample's noise for draw ``draw`` of ``training.draws`` (independent draws).
+
+    Draw 0 is ``seed`` itself (the single fit's sample); draw m > 0 is the first 63 bits of
+    ``numpy.random.SeedSequence([seed, 0x64726177, m])`` (``0x64726177`` spells "draw"), so no
+    draw shares its noise with another draw or with the held-out sample (seed + 1) in practice.
+
+    Parameters
+    ----------
+    seed : int >= 0, the training seed (``seeds.training``)
+    draw : int >= 0
+
+    Returns
+    -------
+    int in [0, 2**63)
+
+    Examples
+    --------
+    >>> draw_seed(7, 0)
+    7
+    >>> draw_seed(7, 1) != draw_seed(7, 2)
+    True
+    """
+    seed = check_int(seed, "seed", min_val=0)
+    draw = check_int(draw, "draw", min_val=0)
+    if draw == 0:
+        return seed
+    return int(np.random.SeedSequence([seed, 0x64726177, draw]).generate_state(1, np.uint64)[0] >> np.uint64(1))
 
 
 def batches(n: int, size: int):

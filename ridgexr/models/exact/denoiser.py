@@ -44,6 +44,9 @@ class ExactDenoiser:
     parametrization = "posterior_mean"
     #: its error is zero by definition: samplers and observers skip the residuals
     is_exact = True
+    #: OU time below which the score is not used (a stopped, coarse score; the sampler's state is
+    #: frozen there and the output is denoise(x, t_stop)); None: not stopped
+    t_stop = None
 
     def __init__(self, train: Any, process: OU | None = None, *, top_k: int | None = None,
                  drop_tol: float = 1e-6):
@@ -73,5 +76,9 @@ class ExactDenoiser:
 
 
 def build(exp, block, task, train, device: str = "cpu") -> ExactDenoiser:
-    """The exact denoiser of one cell's training set ``train`` (N, d), truncated as ``exp.ridge`` says."""
-    return ExactDenoiser(train, top_k=exp.ridge.top_k, drop_tol=exp.ridge.drop_tol)
+    """The exact denoiser of one cell's training set ``train`` (N, d), truncated as ``exp.ridge`` says;
+    a stopped block (``t_stop`` or ``sigma_stop``) sets ``t_stop`` (the sampler freezes below it)."""
+    model = ExactDenoiser(train, top_k=exp.ridge.top_k, drop_tol=exp.ridge.drop_tol)
+    stop = getattr(block, "stop_time", None)
+    model.t_stop = stop(len(train)) if stop is not None else None
+    return model

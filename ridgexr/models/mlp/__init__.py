@@ -89,4 +89,5 @@ class MLPSpec(ModelSpec):
 
     def applies(self, at: Callable[..., bool], schedules: list[str] | None, n_train: tuple | None) -> bool:
         return (at("schedule", schedules) and at("width", self.hidden_widths) and at("tau")
-                and at("epoch", self.epoch_list) and at("target", ("dsm",)) and at("n_noise"))
+                and at("epoch", self.epoch_list) and at("target", ("dsm",)) and at("n_noise")
+                and at("draw"))

@@ -66,6 +66,6 @@ class ModuleSpec(ModelSpec):
 
     def applies(self, at: Callable[..., bool], schedules: list[str] | None, n_train: tuple | None) -> bool:
         # stored at the largest n_train (it was trained already) and at its own schedule
-        pinned = all(at(dim) for dim in ("width", "tau", "epoch", "target", "n_noise"))
+        pinned = all(at(dim) for dim in ("width", "tau", "epoch", "target", "n_noise", "draw"))
         return (pinned and at("schedule", (self.diagnostic_schedule(schedules),))
                 and (n_train is None or at("n_train", (n_train[-1],))))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...training import fit_sweep, fits_to_dataset
+from ...training import draw_seed, fit_sweep, fits_to_dataset
 from ...training.diagnostics import DIAGNOSTIC_VARIABLES
 from ...training.fit import FitError
 from ...training.heldout import heldout_sample
@@ -64,22 +64,24 @@ def fit(ctx, bi: int, block, cells: list[tuple[tuple, dict]]) -> dict:
     """Fit a random-feature block for its cells; ``{cell index: FittedCell}``.
 
     One :func:`ridgexr.fit_sweep` (every schedule and width in one streamed pass) per
-    combination of the swept settings (``target``, ``n_noise``, ``n_train``; the cell with
-    ``n_train = n`` is trained on ``train[:n]``).  A cell of schedule 'exact' (the single-block
+    combination of the swept settings (``target``, ``n_noise``, ``draw``, ``n_train``; the cell with
+    ``n_train = n`` is trained on ``train[:n]``, the cell with ``draw = m`` on the training noise of
+    seed :func:`ridgexr.training.draw_seed` (seeds.training, m), features and A(0) unchanged).  A cell of schedule 'exact' (the single-block
     form) gets no readout: its diagnostics are those of the optimum (zero excess).
     """
     exp, train = ctx.exp, ctx.train
     n_trains = exp.dataset.n_trains
     prefix = ctx.prefix(block)
 
-    def fit_key(lab):  # the fit a cell comes from: (target, n_noise, n_train)
+    def fit_key(lab):  # the fit a cell comes from: (target, n_noise, n_train, draw)
         return (lab.get("target", exp.training.targets[0]), lab.get("n_noise", exp.training.n_noises[0]),
-                lab.get("n_train", n_trains[0]))
+                lab.get("n_train", n_trains[0]), int(lab.get("draw", 0)))
 
     out = {}
     for combo in sorted({fit_key(lab) for _, lab in cells}, key=str):
-        target, n_noise, n_train = combo
-        note = (lambda msg, c=combo: ctx.say(f"{prefix}target {c[0]}, n_noise {c[1]}, n_train {c[2]}: {msg}"
+        target, n_noise, n_train, draw = combo
+        note = (lambda msg, c=combo: ctx.say(f"{prefix}target {c[0]}, n_noise {c[1]}, n_train {c[2]}, draw {c[3]}: "
+                                             f"{msg}"
                                              if exp.sweeps() else f"{prefix}{msg}"))
         try:
             fits = fit_sweep(
@@ -87,7 +89,7 @@ def fit(ctx, bi: int, block, cells: list[tuple[tuple, dict]]) -> dict:
                 model_kwargs=model_kwargs(exp, block), method=exp.training.method,
                 t_min=exp.loss_t_min, T=exp.process.T,
                 quadrature=exp.training.quadrature, n_time=exp.training.n_time, n_noise=n_noise,
-                seed=exp.seeds.training, lr=exp.training.lr, init=block.init, init_seed=exp.seeds.init,
+                seed=draw_seed(exp.seeds.training, draw), lr=exp.training.lr, init=block.init, init_seed=exp.seeds.init,
                 target=target, progress=note, null_cutoff=exp.training.null_cutoff)
         except FitError as exc:
             raise FitError(f"{_where(exp)}: {exc}; the form is set by {', '.join(LOSS_FIELDS)} (here t_min "

@@ -1,0 +1,179 @@
+"""Coarse (stopped) exact scores, Tweedie's output, delta-coverage and slope fits (docs/manifold.md)."""
+
+import json
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import ridgexr
+from ridgexr import analysis, time_grid
+from ridgexr.analysis import arrays
+from ridgexr.catalog import load_catalog_file
+from ridgexr.datasets import Manifold
+from ridgexr.models.exact import ExactSpec
+from ridgexr.models.exact.denoiser import ExactDenoiser
+from ridgexr.run import run_experiment
+from ridgexr.sampling import probability_flow, reverse_sde
+
+CATALOG = """
+experiments:
+  cov:
+    dataset:
+      manifold: {kind: circle, ambient_dim: 2, radius: 2.0, density: piecewise, n: 120, seed: 0}
+      n_train: [30, 120]
+    process: {T: 2.0, t_min: 0.001, n_steps: 16}
+    models:
+      - {kind: exact, name: memorize}
+      - {kind: exact, name: coarse, sigma_stop: {c: 1.0, gamma: 0.5}}
+    training: {quadrature: gauss-legendre-log-t, n_time: 4, n_noise: 2}
+    sampler: {record_every: 4, block_steps: 4}
+    n_samples: 24
+    d_star: 1
+    store: cov.zarr
+"""
+
+
+def _posterior_mean(x, train, t):
+    """E[x0 | x_t = x] of the empirical law, directly: softmax(-|x - a x_i|^2 / 2h) weights."""
+    a, h = np.exp(-t), 1 - np.exp(-2 * t)
+    logw = -((x[:, None, :] - a * train[None]) ** 2).sum(-1) / (2 * h)
+    w = np.exp(logw - logw.max(1, keepdims=True))
+    return (w / w.sum(1, keepdims=True)) @ train
+
+
+@pytest.fixture(scope="module")
+def cov_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cov")
+    f = root / "cat.yaml"
+    f.write_text(CATALOG)
+    exp = load_catalog_file(f)["cov"]
+    res = run_experiment(exp, data_dir=root / "data")
+    return exp, ridgexr.open_dataset(res.store)
+
+
+def test_stopped_cells_store_tweedie_output_at_t_stop(cov_run):
+    """denoise_t = (c N^-gamma)^2 / 2; denoised = E[x0 | x_t_stop] of the final (frozen) state, computed directly,
+    and equal to Tweedie's (x + h score) / alpha; the state stops moving once t <= t_stop."""
+    exp, ds = cov_run
+    train = ds.train_data.values
+    for n in (30, 120):
+        cell = ds.sel(model="coarse", n_train=n)
+        s = float(cell.denoise_t)
+        assert s == pytest.approx((1.0 * n ** -0.5) ** 2 / 2, rel=1e-12)
+        x = cell.trajectory.isel(step=-1).values
+        np.testing.assert_allclose(cell.denoised.values, _posterior_mean(x, train[:n], s), atol=1e-10)
+        score = ExactDenoiser(train[:n]).score(x, s)
+        a, h = np.exp(-s), 1 - np.exp(-2 * s)
+        np.testing.assert_allclose(cell.denoised.values, (x + h * np.asarray(score)) / a, atol=1e-9)
+        frozen = cell.trajectory.where(cell.t <= s, drop=True)
+        assert frozen.sizes["step"] >= 1
+        np.testing.assert_array_equal(frozen.values, np.broadcast_to(x[:, None], frozen.shape))
+    mem = ds.sel(model="memorize", n_train=30)
+    assert float(mem.denoise_t) == pytest.approx(0.001)
+    np.testing.assert_allclose(mem.denoised.values, _posterior_mean(mem.trajectory.isel(step=-1).values, train[:30],
+                                                                    0.001), atol=1e-10)
+
+
+@pytest.mark.parametrize("sampler", [reverse_sde, probability_flow])
+def test_stopped_sampler_is_the_sampler_on_the_grid_cut_at_t_stop(sampler):
+    """Stopping at t_stop = running the same sampler on the grid's times > t_stop followed by t_stop; the
+    recorded score of a frozen state is the exact score at (x, t_stop), checked against its formula."""
+    train = np.array([[-3.0, 0.0], [3.0, 0.0], [0.0, 2.0]])
+    ex = ExactDenoiser(train)
+    grid = time_grid(20, 2.0, 0.001)
+    t_stop = 0.5 * (grid[12] + grid[13])
+    stopped = list(sampler(ex.score, 7, 2, grid, seed=3, block_steps=50, t_stop=t_stop))[0]
+    cut = np.r_[grid[grid > t_stop], t_stop]
+    direct = list(sampler(ex.score, 7, 2, cut, seed=3, block_steps=50))[0]
+    np.testing.assert_allclose(stopped.x[13].numpy(), direct.x[-1].numpy(), atol=1e-12)
+    np.testing.assert_array_equal(stopped.x[13:].numpy(), np.broadcast_to(stopped.x[13].numpy(), stopped.x[13:].shape))
+    x = stopped.x[15].numpy()
+    a, h = np.exp(-t_stop), 1 - np.exp(-2 * t_stop)
+    formula = (a * _posterior_mean(x, train, t_stop) - x) / h  # grad log p_t of the empirical law
+    np.testing.assert_allclose(stopped.score[15].numpy(), formula, atol=1e-9)
+    with pytest.raises(ValueError, match="t_stop"):
+        list(sampler(ex.score, 2, 2, grid, seed=0, t_stop=-1.0))
+
+
+def test_sigma_stop_rule_and_exclusive_fields():
+    spec = ExactSpec(sigma_stop={"c": 0.8, "gamma": 0.25})
+    assert spec.stop_time(10_000) == pytest.approx((0.8 * 10_000 ** -0.25) ** 2 / 2)
+    assert ExactSpec(t_stop=0.01).stop_time(5) == 0.01 and ExactSpec().stop_time(5) is None
+    with pytest.raises(ValueError, match="not both"):
+        ExactSpec(t_stop=0.01, sigma_stop={"c": 1.0, "gamma": 0.0})
+
+
+def _fake_store(samples, *, density="uniform", radius=2.0):
+    cfg = {"dataset": {"manifold": {"kind": "circle", "ambient_dim": 2, "radius": radius, "minor_radius": 0.3,
+                                    "rotation_seed": 0, "density": density, "kappa": 1.0}}}
+    ds = xr.Dataset({"denoised": (("cell", "sample", "dim"), samples[None])}, attrs={"config": json.dumps(cfg)})
+    return ds
+
+
+def test_coverage_radius_of_a_sample_missing_an_arc_is_known():
+    """Samples dense on the circle but for an arc of length L: the ball at the gap's centre needs radius
+    r = L C / (2 (C - c (C - L))) (C = 2 pi R) to hold c x its population mass; c -> 0 gives L / 2."""
+    R, L = 2.0, 1.2
+    m = Manifold("circle", ambient_dim=2, radius=R)
+    theta = np.linspace(-np.pi, np.pi, 6000, endpoint=False)
+    keep = np.abs(theta - 1.0) >= L / (2 * R)  # the arc of length L centred at angle 1
+    x = m.embed(R * np.c_[np.cos(theta[keep]), np.sin(theta[keep])])
+    C = 2 * np.pi * R
+    radii = np.linspace(0.01, 3.0, 300)
+    for c in (0.02, 0.5):
+        got = analysis.coverage(_fake_store(x), c=c, n_centers=720, radii=radii)
+        want = L * C / (2 * (C - c * (C - L)))
+        assert float(got.coverage_delta.squeeze()) == pytest.approx(want, abs=radii[1] - radii[0] + 4e-3)
+        assert float(got.mass_ratio_min.squeeze()) >= c
+
+
+def test_coverage_of_the_population_itself_has_ratio_one(rng):
+    """Samples = the population (ball masses from the same points): every ratio is 1, delta the first radius."""
+    dist = rng.uniform(0, 3, size=(40, 500))
+    radii = np.linspace(0.1, 3.0, 30)
+    pop = arrays.ball_mass(dist, radii)
+    np.testing.assert_allclose(pop, (dist[:, :, None] <= radii).mean(1))  # against brute force
+    out = arrays.coverage_radius(pop, pop, radii, c=1.0)
+    np.testing.assert_allclose(out, [radii[0], 1.0, 1.0])
+    # the closed-form piecewise arc mass against a dense sample of the law
+    m = Manifold("circle", ambient_dim=2, radius=2.0)
+    x, _ = m.sample(60_000, density="piecewise", seed=1)
+    got = analysis.coverage(_fake_store(x, density="piecewise"), c=0.9, n_centers=64,
+                            radii=np.array([0.5, 1.0, 2.0, 4.0]))
+    assert 0.9 <= float(got.mass_ratio_min.squeeze()) <= 1.0 <= float(got.mass_ratio_max.squeeze()) <= 1.1
+    wrong = analysis.coverage(_fake_store(x, density="uniform"), c=0.9, n_centers=64,
+                              radii=np.array([0.5, 1.0, 2.0, 4.0]))  # the wrong law: ratios down to 2/3
+    assert np.isnan(float(wrong.coverage_delta.squeeze()))  # no radius below pi r passes at c = 0.9
+
+
+@pytest.mark.parametrize("rate", [0.25, 1.0])
+def test_slope_fit_recovers_a_planted_rate(rate):
+    """metric = 3 N^-rate x lognormal noise, 4 draws at each of 5 N pooled, 40 replicates: the mean slope is
+    -rate and the 95 % pairs-bootstrap intervals hold it in most replicates (a rate off by 0.1 in almost none)."""
+    rng = np.random.default_rng(int(rate * 8))
+    n = np.repeat(np.geomspace(100, 10_000, 5), 4)
+    fits = []
+    for rep in range(40):
+        metric = 3.0 * n ** -rate * np.exp(0.05 * rng.standard_normal(n.size))
+        da = xr.DataArray(metric, dims=("n_train",), coords={"n_train": n})
+        fit = analysis.rate_fit(da, n_boot=400, seed=rep).compute()
+        fits.append([float(fit.slope), float(fit.slope_low), float(fit.slope_high)])
+    fits = np.array(fits)
+    assert np.mean(fits[:, 0]) == pytest.approx(-rate, abs=0.01)
+    assert np.mean((fits[:, 1] <= -rate) & (-rate <= fits[:, 2])) >= 0.8
+    assert np.mean((fits[:, 1] <= -rate - 0.1) & (-rate - 0.1 <= fits[:, 2])) <= 0.05
+
+
+def test_smoothed_target_distance_is_small_for_the_target_itself(cov_run):
+    """The target sample against itself (a second z draw) is close; the unstopped memorizer at N = 30 is farther."""
+    _, ds = cov_run
+    d = ds.ridge.smoothed_target_distance().compute()
+    assert d.dims == ("model", "n_train") and np.isfinite(d.values).all()
+    m = Manifold("circle", ambient_dim=2, radius=2.0)
+    pop = ds.population_data.values
+    s = float(ds.denoise_t.sel(model="coarse", n_train=120))
+    sigma = np.sqrt(1 - np.exp(-2 * s)) / np.exp(-s)
+    z = np.random.default_rng(5).standard_normal(pop.shape)
+    own = arrays.sliced_wasserstein(m.project(pop + sigma * z), m.project(pop), seed=0)
+    assert own < float(d.sel(model="memorize", n_train=30))

@@ -1,0 +1,152 @@
+"""Ensembles over training-noise draws: the draw dimension, the stored V-kernel, pooling and the gap mass."""
+
+import math
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import ridgexr
+from ridgexr import analysis
+from ridgexr.analysis import arrays
+from ridgexr.catalog import load_catalog_file
+from ridgexr.catalog.experiment import hashed_config
+from ridgexr.datasets import load_training_set
+from ridgexr.run import run_experiment
+from ridgexr.run.ensemble import ensemble_variance, v_kernel_grid
+from ridgexr.training import draw_seed
+
+CATALOG = """
+experiments:
+  ens:
+    dataset: {points: two-points}
+    process: {T: 2.0, t_min: 0.01, n_steps: 12}
+    model: {widths: [8], n_frequencies: 3, include_exact: false}
+    training: {quadrature: gauss-legendre-log-t, n_time: 4, n_noise: 2, target: [dsm, ideal], draws: 3}
+    schedules: ["h2"]
+    sampler: {kind: ode, block_steps: 8}
+    n_samples: 16
+    d_star: 1
+    store: ens.zarr
+"""
+
+
+@pytest.fixture(scope="module")
+def ens_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ens")
+    f = root / "cat.yaml"
+    f.write_text(CATALOG)
+    exp = load_catalog_file(f)["ens"]
+    res = run_experiment(exp, data_dir=root / "data")
+    return exp, ridgexr.open_dataset(res.store)
+
+
+def test_draw_is_a_cell_dim_and_only_training_noise_changes(ens_run):
+    exp, ds = ens_run
+    assert ds["trajectory"].dims == ("schedule", "width", "target", "draw", "sample", "step", "dim")
+    assert list(ds.draw.values) == [0, 1, 2] and bool(ds.cell_complete.all())
+    t0 = ds.trajectory.isel(draw=0, step=-1).values
+    assert not np.array_equal(t0, ds.trajectory.isel(draw=1, step=-1).values)
+    # draws = 1 is hash-neutral: the entry without the field has the same config hash
+    train = load_training_set(exp.dataset, base_dir=exp.base_dir)
+    one = exp.model_copy(update={"training": exp.training.model_copy(update={"draws": 1})})
+    assert "draws" not in hashed_config(one.model_dump())["training"]
+    assert hashed_config(exp.model_dump())["training"]["draws"] == 3
+    assert exp.config_hash(train) != one.config_hash(train)
+
+
+def test_stored_v_kernel_is_the_variance_of_independently_fitted_scores(ens_run):
+    """v_kernel equals the ddof=1 variance over draws of fit_sweep(seed=draw_seed(0, m)) scores on the grid."""
+    exp, ds = ens_run
+    train = load_training_set(exp.dataset, base_dir=exp.base_dir)
+    grid = ds.v_kernel_x.values
+    np.testing.assert_allclose(grid[[0, -1]], [[-6.0, 0.0], [6.0, 0.0]])
+    for target in ("dsm", "ideal"):
+        scores = []
+        for m in range(3):
+            fit = ridgexr.fit_sweep(train, widths=[8], schedules=["h2"], taus=[math.inf],
+                                    model_kwargs=dict(n_frequencies=3, feature_period=2.0, seed=0), t_min=0.01,
+                                    T=2.0, quadrature="gauss-legendre-log-t", n_time=4, n_noise=2,
+                                    seed=draw_seed(0, m), target=target)[("h2", 8)].denoiser(math.inf)
+            scores.append([np.asarray(fit.score(grid, float(t))) for t in ds.v_kernel_t.values])
+        s = np.array(scores)  # (draw, v_time, v_point, dim)
+        want = ((s - s.mean(0)) ** 2).sum(0) / 2
+        np.testing.assert_allclose(ds.v_kernel.sel(schedule="h2", width=8, target=target).values, want,
+                                   rtol=1e-8, atol=1e-12)
+    assert float(ds.v_kernel.sel(target="dsm").max()) > 0
+
+
+def test_pool_draws_and_gap_mass_equal_a_direct_loop_over_draws(ens_run):
+    exp, ds = ens_run
+    pooled = ds.ridge.pool_draws()
+    assert pooled.trajectory.dims == ("schedule", "width", "target", "sample", "step", "dim")
+    x = ds.trajectory.isel(step=-1).values  # (1, 1, target, draw, sample, dim)
+    loop = np.concatenate([x[:, :, :, m] for m in range(3)], axis=3)
+    np.testing.assert_array_equal(pooled.trajectory.isel(step=-1).values, loop)
+    g = ds.ridge.gap_mass(lower=-2.5, upper=2.5, n_boot=300).compute()
+    a = float(ds.alpha.isel(step=-1))
+    counts = {}
+    for ti, target in enumerate(("dsm", "ideal")):
+        k = n = 0
+        per_draw = []
+        for m in range(3):
+            x1 = x[0, 0, ti, m, :, 0]
+            ok = np.isfinite(x1)
+            km = int(np.sum(ok & (np.abs(x1) < 2.5 * a)))
+            per_draw.append(km / ok.sum())
+            k, n = k + km, n + int(ok.sum())
+        counts[target] = k / n
+        assert float(g.gap_mass.sel(target=target).squeeze()) == pytest.approx(k / n, abs=1e-12)
+        np.testing.assert_allclose(g.gap_mass_draw.sel(target=target).values.ravel(), per_draw, atol=1e-12)
+        assert float(g.gap_mass_low.sel(target=target).squeeze()) <= k / n <= float(g.gap_mass_high.sel(target=target).squeeze())
+    assert float(g.gap_mass_diff.squeeze()) == pytest.approx(counts["dsm"] - counts["ideal"], abs=1e-12)
+
+
+def test_pooled_share_interval_resamples_draws():
+    """Against a direct bootstrap loop over draws (same index matrix), and the paired difference."""
+    rng = np.random.default_rng(3)
+    k, n = rng.integers(0, 20, (2, 5)).astype(float), np.full((2, 5), 20.0)
+    kr = rng.integers(0, 20, (2, 5)).astype(float)
+    got = arrays.pooled_share_ci(k, n, n_boot=400, ci=0.9, seed=11)
+    diff = arrays.pooled_share_ci(k, n, k_ref=kr, n_ref=n, n_boot=400, ci=0.9, seed=11)
+    idx = np.random.default_rng(11).integers(0, 5, size=(400, 5))
+    for row in range(2):
+        boot = [k[row, i].sum() / n[row, i].sum() for i in idx]
+        bdiff = [k[row, i].sum() / n[row, i].sum() - kr[row, i].sum() / n[row, i].sum() for i in idx]
+        np.testing.assert_allclose(got[row], [k[row].sum() / 100, *np.quantile(boot, [0.05, 0.95])], atol=1e-12)
+        np.testing.assert_allclose(diff[row], [(k[row].sum() - kr[row].sum()) / 100, *np.quantile(bdiff, [0.05, 0.95])],
+                                   atol=1e-12)
+
+
+def test_v_kernel_estimator_on_a_linear_model_matches_the_closed_form_variance():
+    """Least squares y = Phi a + eps, eps ~ N(0, s^2): Var[phi*^T a_hat] = s^2 phi*^T (Phi^T Phi)^-1 phi*.
+
+    The estimator (ensemble variance over M = 3 fits, averaged over 4000 ensembles) is unbiased;
+    with ddof = 0 it would be 2/3 of the closed form."""
+    rng = np.random.default_rng(0)
+    phi = rng.standard_normal((12, 3))
+    grid = rng.standard_normal((5, 3))
+    s, a = 0.7, np.array([1.0, -2.0, 0.5])
+    noise = s * rng.standard_normal((4000, 3, 12))  # (ensemble, draw, row)
+    a_hat = np.linalg.lstsq(phi, (phi @ a + noise).reshape(-1, 12).T, rcond=None)[0].T.reshape(4000, 3, 3)
+    pred = a_hat @ grid.T  # (ensemble, draw, point)
+    est = ensemble_variance(pred, axis=1).mean(0)
+    want = s**2 * np.einsum("pi,ij,pj->p", grid, np.linalg.inv(phi.T @ phi), grid)
+    np.testing.assert_allclose(est, want, rtol=0.06)
+    with pytest.raises(ValueError, match="values"):
+        ensemble_variance(pred[:, :1], axis=1)
+
+
+def test_v_kernel_grid_runs_through_the_first_two_points():
+    g = v_kernel_grid(np.array([[-3.0, 0.0], [3.0, 0.0], [0.0, 9.0]]), n_points=5)
+    np.testing.assert_allclose(g, [[-6, 0], [-3, 0], [0, 0], [3, 0], [6, 0]])
+
+
+def test_gap_mass_refuses_a_store_without_draws(ens_run):
+    _, ds = ens_run
+    with pytest.raises(ValueError, match="draw_dim"):
+        analysis.gap_mass(ds.isel(draw=0, drop=True))
+    with pytest.raises(ValueError, match="lower"):
+        analysis.gap_mass(ds, lower=2.0, upper=-2.0)
+    with pytest.raises(ValueError, match="draw_dim"):
+        analysis.pool_draws(xr.DataArray(np.zeros(3), dims=("sample",)))
