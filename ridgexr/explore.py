@@ -7,7 +7,10 @@ A panel app around two holoviews ``DynamicMap`` s (bokeh):
   grid, :func:`ridgexr.plot.ridge_points`); for d > 2 the first two coordinates are drawn
   and the title says so;
 - right: that cell's mean ridge distance against t (log-log, the 10-90 % band over samples)
-  with a vertical marker at the slider's t.
+  with a vertical marker at the slider's t;
+- below, for image stores (pixel space, or VAE latents decoded): the cell's first samples at the
+  slider's t as images, each beside its ridge projection and its nearest training image
+  (:func:`ridgexr.plot.image_grid_values` at that step).
 
 Every cell dimension of the store (``schedule``, ``width``, ``model``, ``tau``, ...) is a
 select widget and t is a slider over the store's steps.  Nothing is loaded up front but the
@@ -32,7 +35,7 @@ from . import analysis
 from ._validation import check_bool, check_int
 from .store import CELL_DIMS
 
-__all__ = ["explorer", "ExplorerData", "samples_overlay", "distance_overlay", "serve"]
+__all__ = ["explorer", "ExplorerData", "samples_overlay", "distance_overlay", "images_view", "serve"]
 
 #: legend labels of the samples plot; the browser test finds the plotted data through them
 SAMPLES, PROJECTIONS, TRAINING, RIDGE = "samples", "ridge projections", "alpha_t x_i (training)", "ridge R_t"
@@ -95,6 +98,22 @@ class ExplorerData:
                 PROJECTIONS: np.asarray(sl["ridge_projection"].values, dtype=float)[:, :2],
                 TRAINING: self.train[:, :2] * self.alpha[int(step)]}
 
+    @property
+    def is_image(self) -> bool:
+        """Whether the store's points are images (pixel space, or VAE latents)."""
+        from .plot import is_image_store
+
+        return is_image_store(self.ds)
+
+    def image_frame(self, labels: dict, step: int, n_samples: int = 6) -> np.ndarray:
+        """The image grid (rows, cols) in [0, 1] of one (cell, step): per row a sample / alpha_t, its ridge
+        projection / alpha_t and its nearest training image (:func:`ridgexr.plot.image_grid_values`)."""
+        from .plot import image_grid_values
+
+        cell = {d: labels[d] for d in self.cell_dims}
+        n = min(int(n_samples), self.max_samples, int(self.ds.sizes["sample"]))
+        return image_grid_values(self.ds, cell, n_samples=n, steps=[int(step)])[0]
+
     def has_run(self, labels: dict) -> bool:
         """Whether the cell is complete (``cell_complete``; a masked or unfinished cell is drawn empty)."""
         if "cell_complete" not in self.ds:
@@ -156,6 +175,16 @@ def distance_overlay(data: ExplorerData, labels: dict, step: int) -> hv.Overlay:
                         backend="bokeh"))
 
 
+def images_view(data: ExplorerData, labels: dict, step: int) -> hv.Image:
+    """The image grid of one (cell, step) of an image store: sample | ridge projection | nearest training
+    image, one row per sample (grey, 0 white to 1 black)."""
+    canvas = data.image_frame(labels, step)
+    title = f"{_cell_text(labels)}: t = {data.t[step]:.4g}: sample | ridge projection | nearest training image"
+    return hv.Image(canvas, bounds=(0, 0, canvas.shape[1], canvas.shape[0])).opts(
+        cmap="gray_r", clim=(0, 1), title=title, xaxis=None, yaxis=None, width=560,
+        height=max(160, int(560 * canvas.shape[0] / max(canvas.shape[1], 1))), backend="bokeh")
+
+
 def explorer(ds: xr.Dataset, *, max_samples: int = 256, show_ridge: bool = True) -> pn.viewable.Viewable:
     """The explorer of a store as a panel object (display it in a notebook, or serve it).
 
@@ -207,7 +236,12 @@ def explorer(ds: xr.Dataset, *, max_samples: int = 256, show_ridge: bool = True)
     controls = pn.Column(pn.pane.Markdown(f"### ridgexr explore: {name}\n\nsamples (blue), their ridge projections "
                                           f"(red), alpha_t x_i (black), the ridge R_t (grey, 2-D){note}", width=250),
                          *cell_widgets.values(), t_slider, ridge_box, width=260)
-    return pn.Row(controls, pn.pane.HoloViews(samples, backend="bokeh"), pn.pane.HoloViews(curves, backend="bokeh"))
+    plots = pn.Row(pn.pane.HoloViews(samples, backend="bokeh"), pn.pane.HoloViews(curves, backend="bokeh"))
+    if data.is_image:  # the images themselves at the slider's t
+        images = hv.DynamicMap(pn.bind(lambda step, **cell: images_view(data, cell, step), step=t_slider,
+                                       **cell_widgets))
+        plots = pn.Column(plots, pn.pane.HoloViews(images, backend="bokeh"))
+    return pn.Row(controls, plots)
 
 
 def serve(ds: xr.Dataset, *, port: int = 0, show: bool = True, title: str = "ridgexr explore", **kwargs):

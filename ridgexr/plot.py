@@ -335,15 +335,15 @@ def _grid(images: np.ndarray, pad: int = 1, fill: float = np.nan) -> np.ndarray:
     return canvas
 
 
-def image_grid_values(ds: xr.Dataset, cell: dict | None = None, *, n_samples: int = 6, n_times: int = 4
-                      ) -> tuple[np.ndarray, np.ndarray, dict]:
+def image_grid_values(ds: xr.Dataset, cell: dict | None = None, *, n_samples: int = 6, n_times: int = 4,
+                      steps: list[int] | None = None) -> tuple[np.ndarray, np.ndarray, dict]:
     """The image grid of :func:`image_grid` as numbers: (canvas (rows, cols) in [0, 1], NaN between
     tiles; the times shown (n_times,); the cell).
 
     Rows are the first ``n_samples`` trajectories; for each of ``n_times`` recorded steps (from the
-    first to the last, evenly spaced) three columns: the state x / alpha_t, its ridge projection /
-    alpha_t and the nearest training point (argmin_i |x - alpha_t x_i|, over the cell's training set).
-    Pixel stores show the pixels; latent stores the VAE decoding of the latents.
+    first to the last, evenly spaced; or the store steps ``steps``) three columns: the state x / alpha_t,
+    its ridge projection / alpha_t and the nearest training point (argmin_i |x - alpha_t x_i|, over the
+    cell's training set).  Pixel stores show the pixels; latent stores the VAE decoding of the latents.
     """
     from .analysis.arrays import nearest_two
 
@@ -351,7 +351,9 @@ def image_grid_values(ds: xr.Dataset, cell: dict | None = None, *, n_samples: in
         raise ValueError("image grids need an image store (attr image_shape, or VAE latents)")
     cell = dict(cell) if cell is not None else store_cells(ds)[0]
     show = _to_images(ds)
-    steps = np.unique(np.linspace(0, ds.sizes["step"] - 1, n_times).round().astype(int))
+    if steps is None:
+        steps = np.unique(np.linspace(0, ds.sizes["step"] - 1, n_times).round().astype(int))
+    steps = np.asarray(steps, dtype=int)
     sub = ds.sel(cell).isel(step=steps, sample=slice(0, n_samples))
     alpha = sub["alpha"].values[None, :, None]
     x = sub["trajectory"].transpose("sample", "step", "dim").values / alpha  # (n, k, d)

@@ -100,3 +100,31 @@ def hv_render(obj):
     import holoviews as hv
 
     return hv.render(obj, backend="matplotlib")
+
+
+def test_explorer_shows_the_images_at_the_sliders_t(image_stores):
+    """An image store's explorer has a third view: at the slider's step, each sample / alpha_t beside its
+    ridge projection / alpha_t and its nearest training image (brute force here)."""
+    import holoviews as hv
+    import panel as pn
+
+    from ridgexr.explore import ExplorerData, images_view
+
+    ds = ridgexr.open_dataset(image_stores["pixel"])
+    assert len(ds.ridge.explore().select(pn.pane.HoloViews)) == 3  # samples, distance curves, images
+    data = ExplorerData(ds)
+    labels = {d: ds[d].values.tolist()[0] for d in data.cell_dims}
+    show = lambda v: np.clip((v.reshape(5, 5) + 1) / 2, 0, 1)  # noqa: E731  [-1, 1] pixels -> [0, 1]
+    train = ds["train_data"].values
+    for k in (1, ds.sizes["step"] - 1):
+        cell = ds.sel(labels).isel(step=k)
+        a = float(cell["alpha"])
+        x, p = cell["trajectory"].values / a, cell["ridge_projection"].values / a
+        near = train[np.argmin(((x[:, None] - train) ** 2).sum(-1), -1)]
+        want = np.array([[show(x[s]), show(p[s]), show(near[s])] for s in range(x.shape[0])])
+        canvas = data.image_frame(labels, k)
+        np.testing.assert_allclose(_tiles(canvas, 5, 5), want, atol=1e-12)
+        img = images_view(data, labels, k)
+        drawn = img.dimension_values(2, flat=False)  # holoviews' y axis points up: row 0 is the bottom
+        np.testing.assert_allclose(np.flipud(drawn), canvas, atol=1e-12)
+        hv.render(img, backend="bokeh")  # it renders
