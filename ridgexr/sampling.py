@@ -182,7 +182,7 @@ def scale_score(score: ScoreFn, score_scale: str = "none", process: OU | None = 
     >>> import torch
     >>> s = scale_score(lambda x, t: -x, "inverse_sigma")
     >>> round(float(s(torch.ones(1, 1), 0.5)[0, 0]), 6)  # -1 / sqrt(1 - e^-1)
-    -1.257755
+    -1.257767
     """
     check_option(score_scale, "score_scale", SCORE_SCALES)
     if score_scale == "none":

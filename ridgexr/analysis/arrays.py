@@ -374,7 +374,7 @@ def pooled_share_ci(k: np.ndarray, n: np.ndarray, *, k_ref: np.ndarray | None = 
 
     Examples
     --------
-    >>> pooled_share_ci(np.array([1.0, 3.0]), np.array([4.0, 4.0]), n_boot=10)[0]
+    >>> float(pooled_share_ci(np.array([1.0, 3.0]), np.array([4.0, 4.0]), n_boot=10)[0])
     0.5
     """
     k, n = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
@@ -459,7 +459,7 @@ def coverage_radius(sample_mass: np.ndarray, population_mass: np.ndarray, radii:
     Examples
     --------
     >>> s = np.array([[0.0, 0.3, 1.0], [0.1, 0.4, 1.0]]); p = np.array([[0.1, 0.4, 1.0]] * 2)
-    >>> coverage_radius(s, p, np.array([0.5, 1.0, 2.0]), c=0.5)[0]
+    >>> float(coverage_radius(s, p, np.array([0.5, 1.0, 2.0]), c=0.5)[0])
     1.0
     """
     sample_mass = np.asarray(sample_mass, dtype=np.float64)
