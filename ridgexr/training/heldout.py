@@ -18,7 +18,7 @@ from .diagnostics import DIAGNOSTIC_VARIABLES
 from .fit import evaluate_denoiser
 from .sample import TrainingSample, draw_training_sample
 
-__all__ = ["heldout_sample", "heldout_diagnostics"]
+__all__ = ["heldout_per_cell", "heldout_sample", "heldout_diagnostics"]
 
 
 def heldout_sample(ctx, n_train: int | None, diagnostics=None, n_noise: int | None = None) -> TrainingSample:
@@ -58,3 +58,18 @@ def heldout_diagnostics(denoise: Callable, sample: TrainingSample, schedule: str
     """
     ev = evaluate_denoiser(denoise, sample, schedule=schedule, d_star=d_star, progress=progress)
     return {name: ev.get(name, math.nan) for name in DIAGNOSTIC_VARIABLES} | {"loss": loss}
+
+
+def heldout_per_cell(ctx, block, denoise: Callable, cells: list[tuple[tuple, dict]]) -> dict:
+    """Held-out diagnostics of a model trained elsewhere (one denoiser for every cell of ``block``):
+    ``{cell index: diagnostics}``, each on the held-out sample of the cell's ``n_train`` (default the
+    largest), sized by ``block.diagnostics``, under ``block.diagnostic_schedule``'s weight."""
+    exp = ctx.exp
+    out = {}
+    for idx, lab in cells:
+        ctx.say(f"{ctx.prefix(block)}held-out diagnostics")
+        n_train = lab.get("n_train", exp.dataset.n_trains[-1])
+        out[idx] = heldout_diagnostics(denoise, heldout_sample(ctx, n_train, block.diagnostics),
+                                       block.diagnostic_schedule(exp.schedules), exp.d_star,
+                                       progress=ctx.node_bar(f"{ctx.prefix(block)}held-out diagnostics (time nodes)"))
+    return out

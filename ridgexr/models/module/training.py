@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...training.heldout import heldout_diagnostics, heldout_sample
+from ...training.heldout import heldout_per_cell
 from ..kind import FittedCell
 from .denoiser import build
 
@@ -53,12 +53,4 @@ def fit(ctx, bi: int, block, cells: list[tuple[tuple, dict]]) -> dict:
     exp = ctx.exp
     obj = ctx.objects.get(block.label)
     den = obj.nonfinite_as_nan() if obj is not None else build(exp, block, None, ctx.train, ctx.device)
-    out = {}
-    for idx, lab in cells:
-        ctx.say(f"{ctx.prefix(block)}held-out diagnostics")
-        n_train = lab.get("n_train", exp.dataset.n_trains[-1])
-        values = heldout_diagnostics(den.denoise, heldout_sample(ctx, n_train, block.diagnostics),
-                                     block.diagnostic_schedule(exp.schedules), exp.d_star,
-                                     progress=ctx.node_bar(f"{ctx.prefix(block)}held-out diagnostics (time nodes)"))
-        out[idx] = FittedCell(obj, values)
-    return out
+    return {idx: FittedCell(obj, values) for idx, values in heldout_per_cell(ctx, block, den.denoise, cells).items()}
