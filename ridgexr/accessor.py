@@ -47,6 +47,7 @@ DATASET_METHODS: dict[str, tuple[str, str]] = {
     "distance_curves": ("analysis", "ds"),
     "ridge_dimension": ("analysis", "ds"),
     "ridge_motion": ("analysis", "ds"),
+    "tangential_distance": ("analysis", "ds"),
     "degenerate_share": ("analysis", "ds"),
     "phase_times": ("analysis", "ds"),
     "spread_curves": ("analysis", "ds"),

@@ -338,3 +338,67 @@ def test_degenerate_share_is_drawn_beside_the_distance_curves():
     ds0, _, _ = synthetic_store()
     with pytest.raises(ValueError, match="ridge_degenerate"):
         plot.degenerate_share_plot(ds0)
+
+
+def _brute_tangential(p, t, train, d_star):
+    """|T T^T (q - p)| and |(I - T T^T)(q - p)| by brute force: q the nearest alpha_t x_i by a loop over
+    the training points, T the top-d* eigenvectors of the autograd Hessian of log p_t at p."""
+    import torch
+
+    a, h = math.exp(-t), -math.expm1(-2 * t)
+    best = min(range(len(train)), key=lambda i: float(np.sum((p - a * train[i]) ** 2)))
+    q = a * train[best]
+    tr = torch.tensor(train)
+
+    def log_p(x):
+        return torch.logsumexp(-((x - a * tr) ** 2).sum(1) / (2 * h), 0)
+
+    hess = torch.autograd.functional.hessian(log_p, torch.tensor(p)).numpy()
+    vals, vecs = np.linalg.eigh(hess)  # ascending: the tangent space is the top d*
+    tangent = vecs[:, -d_star:]
+    v = q - p
+    along = tangent @ (tangent.T @ v)
+    return np.linalg.norm(along), np.linalg.norm(v - along)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_tangential_distance_against_an_autograd_hessian_and_a_brute_force_nearest_point(seed):
+    rng = np.random.default_rng(seed)
+    d, n, d_star = 4, 9, 2
+    train = rng.normal(size=(n, d))
+    t = rng.uniform(0.05, 0.8, size=6)
+    p = rng.normal(size=(6, d)) * 0.8
+    got = arrays.tangential_distance(p, t, train, d_star)
+    assert (got[:, 2] == 0).all()  # well-separated random data: no degenerate frame
+    want = np.array([_brute_tangential(p[i], t[i], train, d_star) for i in range(6)])
+    np.testing.assert_allclose(got[:, :2], want, rtol=1e-7, atol=1e-10)
+    # a NaN row of the training set (an n_train subset) is left out; a NaN projection gives NaN
+    padded = np.vstack([train, np.full((2, d), np.nan)])
+    p2 = np.vstack([p, np.full((1, d), np.nan)])
+    got2 = arrays.tangential_distance(p2, np.r_[t, 0.3], padded, d_star)
+    np.testing.assert_allclose(got2[:6], got)
+    assert np.isnan(got2[6]).all()
+    with pytest.raises(ValueError, match="d_star"):
+        arrays.tangential_distance(p, t, train, d)
+
+
+def test_tangential_distance_on_two_points_is_the_distance_to_the_nearer_point_along_the_segment():
+    ds, k, t = synthetic_store()
+    flag = np.zeros((2, 2, S, K), dtype=bool)
+    flag[:, :, :10, -5:] = True  # 10 of 50 samples masked over the last five steps
+    ds = ds.assign(ridge_degenerate=(("schedule", "width", "sample", "step"), flag))
+    out = ds.ridge.tangential_distance(d_star=1).compute()
+    xr.testing.assert_identical(out, an.tangential_distance(ds, d_star=1).compute())
+    px = ds["ridge_projection"].values[..., 0]  # on the segment between -3 alpha_t and 3 alpha_t
+    alpha = np.exp(-t)
+    want = np.abs(3 * alpha - np.abs(px))  # the tangent is the segment: along = the 1-d distance
+    got = out["tangential_distance"].transpose("schedule", "width", "sample", "step").values
+    np.testing.assert_allclose(got[~flag], want[~flag], rtol=1e-9)
+    assert np.isnan(got[flag]).all()
+    across = out["normal_offset"].transpose("schedule", "width", "sample", "step").values
+    np.testing.assert_allclose(across[~flag], 0.0, atol=1e-12)
+    np.testing.assert_allclose(out["masked_share"].values[..., -5:], 10 / S)
+    np.testing.assert_allclose(out["masked_share"].values[..., :-5], 0.0)
+    np.testing.assert_allclose(out["tangential_distance_mean"].values[..., -1], want[..., 10:, -1].mean(-1))
+    with pytest.raises(ValueError, match="d_star"):
+        an.tangential_distance(ds)  # a store without an integer d_star in its config

@@ -13,7 +13,8 @@ import numpy as np
 from ..process import OU
 
 __all__ = ["pooled_share_ci", "ball_mass", "coverage_radius", "sliced_wasserstein", "mmd2", "hausdorff", "novelty", "rate_fit", "proportion_ci", "share_with_ci", "CI_METHODS", "enter_and_stay_time", "reach_time", "align_time", "slide_distance", "nearest_two",
-           "memorized", "near_mode", "bootstrap_mean_ci", "crossing", "integrated_residual"]
+           "memorized", "near_mode", "bootstrap_mean_ci", "crossing", "integrated_residual",
+           "tangential_distance"]
 
 
 def enter_and_stay_time(inside: np.ndarray, t: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
@@ -129,6 +130,79 @@ def nearest_two(x: np.ndarray, points: np.ndarray, chunk: int = 4096) -> tuple[n
     d1[nan] = d2[nan] = np.nan
     shape = x.shape[:-1]
     return d1.reshape(shape), d2.reshape(shape), idx.reshape(shape)
+
+
+def tangential_distance(projection: np.ndarray, t: np.ndarray, points: np.ndarray, d_star: int, *,
+                        gap_floor: float | None = None, top_k: int | None = None) -> np.ndarray:
+    """Distance along the ridge from each ridge projection to its nearest scaled training point.
+
+    For a ridge projection P at OU time t, let q = alpha_t x_i* be the scaled training point
+    nearest to P (i* = argmin_i |P - alpha_t x_i|) and T the tangent basis of the d*-dimensional
+    log-density ridge frame of p_t at P (the top-d* eigenvectors of Cov[x0 | x_t = P], i.e. of
+    the Hessian of log p_t; :func:`ridgexr.scms.frame_flat`, dense).  Then
+
+        along  = |T T^T (q - P)|           (the tangential component: distance along the ridge)
+        across = |(I - T T^T) (q - P)|     (the normal component)
+
+    so along^2 + across^2 = |q - P|^2, the spread of :func:`ridgexr.analysis.spread_curves`.
+    Where the frame at P is degenerate (tangent/normal eigengap at or below its floor, so T is
+    not determined by the data) both are NaN and the flag is 1.
+
+    Parameters
+    ----------
+    projection : (..., d) array
+        Ridge projections in data units at time t (NaN rows: not observed, given NaN).
+    t : (...,) array or float
+        OU time of each projection (broadcast against the batch shape of ``projection``).
+    points : (N, d) array
+        The training set (unscaled); rows that are not finite are left out (nested ``n_train`` subsets).
+    d_star : int
+        Ridge dimension, 1 <= d_star < d.
+    gap_floor : float, optional
+        Relative floor of the frame's eigengap (default sqrt(eps), :func:`ridgexr.scms.default_gap_floor`).
+    top_k : int, optional
+        Truncate the posterior to the k most responsible training points (default: exact).
+
+    Returns
+    -------
+    (..., 3) array: along, across (data units) and the degenerate flag (1.0 / 0.0; NaN where P is
+    not finite).  One vectorised frame computation for all finite projections.
+
+    Examples
+    --------
+    >>> tr = np.array([[-3.0, 0.0], [3.0, 0.0]])
+    >>> out = tangential_distance(np.array([[1.0, 0.0]]), 0.5, tr, 1)
+    >>> out.round(6).tolist()  # along = 3 e^-0.5 - 1, the segment's distance to 3 alpha_t; across 0; not degenerate
+    [[0.819592, 0.0, 0.0]]
+    """
+    import torch
+
+    from ..empirical import SmoothedEmpirical
+    from ..scms import frame_flat
+
+    p = np.asarray(projection, dtype=np.float64)
+    tt = np.broadcast_to(np.asarray(t, dtype=np.float64), p.shape[:-1])
+    pts = np.asarray(points, dtype=np.float64)
+    pts = pts[np.isfinite(pts).all(1)]
+    d = p.shape[-1]
+    if not 1 <= int(d_star) < d:
+        raise ValueError(f"`d_star` must be in 1..{d - 1}; got {d_star!r}")
+    flat, tf = p.reshape(-1, d), tt.reshape(-1)
+    out = np.full((flat.shape[0], 3), np.nan)
+    ok = np.isfinite(flat).all(1) & np.isfinite(tf)
+    if ok.any():
+        x, s = flat[ok], tf[ok]
+        alpha = OU().alpha(s)
+        idx = nearest_two(x / alpha[:, None], pts)[2]  # nearest alpha_t x_i to P = nearest x_i to P / alpha_t
+        offset = torch.from_numpy(alpha[:, None] * pts[idx] - x)
+        xs, ts = torch.from_numpy(x), torch.from_numpy(s)
+        fr = frame_flat(SmoothedEmpirical(pts, t=ts), xs, ts, int(d_star), "log", top_k, gap_floor, frame="dense")
+        along = fr.project_tangent(offset)
+        res = np.stack([along.norm(dim=-1).numpy(), (offset - along).norm(dim=-1).numpy(),
+                        fr.degenerate.numpy().astype(np.float64)], -1)
+        res[res[:, 2] > 0, :2] = np.nan
+        out[ok] = res
+    return out.reshape(p.shape[:-1] + (3,))
 
 
 def memorized(x: np.ndarray, points: np.ndarray, ratio: float = 1 / 3) -> np.ndarray:

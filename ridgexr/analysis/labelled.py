@@ -19,11 +19,14 @@ Definitions (parameters in brackets):
 - slide: tangential displacement along the ridge from the align time to the end, as the
   chord |P_end - P_align| and the path length sum |P_{k+1} - P_k| of the ridge projections.
 - spread: distance from a ridge projection to the nearest scaled training point alpha_t x_i.
+- tangential distance [d_star, gap_floor]: the component of that offset alpha_t x_i - P along
+  the ridge, |T T^T (alpha_t x_i - P)| with T the tangent frame at P; NaN where the frame is degenerate.
 - memorized: d1/d2 < ratio (nearest / second-nearest scaled training distance) at a step.
 """
 
 from __future__ import annotations
 
+import json
 from functools import partial
 
 from typing import Sequence
@@ -37,7 +40,7 @@ from . import arrays
 from ._helpers import (along_step, at_step, by_train, cell_train, check_radius, check_vars, degenerate_share, resolved, step_label,
                        with_attrs)
 
-__all__ = ["cell_train", "distance_curves", "ridge_dimension", "ridge_motion", "resolved", "degenerate_share", "phase_times", "phase_summary", "spread_curves", "ridge_position",
+__all__ = ["cell_train", "distance_curves", "ridge_dimension", "ridge_motion", "tangential_distance", "resolved", "degenerate_share", "phase_times", "phase_summary", "spread_curves", "ridge_position",
            "position_histogram", "position_density", "target_effect", "mode_counts", "memorization_fraction", "near_mode_fraction",
            "phase_transition", "theory_check", "summary_table"]
 
@@ -113,6 +116,99 @@ def ridge_motion(ds: xr.Dataset, *, dim: str = "sample", mask_degenerate: bool =
     path = with_attrs(mean.fillna(0.0).cumsum("step"), "cumulative mean displacement along the ridge from T",
                       units.DATA)
     return xr.Dataset({"ridge_step": step, "ridge_step_mean": mean, "ridge_path_mean": path})
+
+
+def tangential_distance(ds: xr.Dataset, *, d_star: int | None = None, gap_floor: float | None = None,
+                        top_k: int | None = None, quantiles: Sequence[float] = (0.1, 0.5, 0.9),
+                        dim: str = "sample") -> xr.Dataset:
+    """Tangential motion as a level: the distance along the ridge from each ridge projection to the
+    nearest scaled training point, over non-degenerate states only (lazy).
+
+    For the ridge projection P of a state at OU time t, q = alpha_t x_i* the scaled training point
+    nearest to P and T the d*-dimensional tangent frame of the log ridge of p_t at P (top-d*
+    eigenvectors of the posterior covariance, dense), ``tangential_distance`` = |T T^T (q - P)| and
+    ``normal_offset`` = |(I - T T^T)(q - P)| (:func:`ridgexr.analysis.arrays.tangential_distance`); their
+    squares sum to the squared spread of :func:`spread_curves`.  A sample that slides along the ridge
+    onto a training point drives ``tangential_distance`` to 0; one that stops short keeps it > 0.
+    The frame is recomputed at the stored projections from the store's training set (per ``n_train``
+    cell: its nested subset).  Masked (NaN): projections the store flags ``ridge_degenerate``, and those
+    whose recomputed frame is degenerate under ``gap_floor``; ``masked_share`` says how many.
+
+    Parameters
+    ----------
+    ds : Dataset
+        A store's Dataset (``ridge_projection``, ``train_data``, ``t``), or a selection of it by time.
+    d_star : int, optional
+        Ridge dimension (1 <= d_star < d); default: the store's ``d_star`` (an integer).
+    gap_floor : float, optional
+        Relative eigengap floor of the frame at P; default: the store's ``ridge.gap_floor`` (null: sqrt(eps)).
+    top_k : int, optional
+        Posterior truncation of the recomputed frame; default None (the exact posterior).
+    quantiles : sequence of float in [0, 1]
+    dim : str
+        The dimension reduced over by the summaries (default ``sample``).
+
+    Returns
+    -------
+    Dataset with ``tangential_distance`` and ``normal_offset`` (cells, sample, step; data units at t),
+    ``tangential_distance_mean`` / ``_median`` (cells, step), ``tangential_distance_quantile``
+    (cells, quantile, step) over the unmasked states, and ``masked_share`` (cells, step): the share of
+    the observed projections left out as degenerate.  Attrs ``d_star``, ``gap_floor``.
+
+    Raises
+    ------
+    ValueError
+        For a Dataset without these variables, a missing or out-of-range ``d_star``, a bad ``gap_floor``.
+    """
+    ds = along_step(ds)  # selected by t (scalar or slice) or after swap_dims(step="t")
+    check_vars(ds, "ridge_projection", "train_data", "t", dim=dim)
+    cfg = json.loads(ds.attrs.get("config", "{}"))
+    if d_star is None:
+        d_star = cfg.get("d_star")
+        if not isinstance(d_star, int):
+            raise ValueError(f"`d_star` must be given: the store's d_star is {d_star!r}, not an integer")
+    d = ds.sizes["dim"]
+    d_star = check_int(d_star, "d_star", min_val=1, max_val=d - 1)
+    if gap_floor is None:
+        gap_floor = (cfg.get("ridge") or {}).get("gap_floor")
+    if gap_floor is not None:
+        gap_floor = check_float(gap_floor, "gap_floor", min_val=0, max_val=1, include_boundaries="neither")
+    if top_k is not None:
+        top_k = check_int(top_k, "top_k", min_val=1)
+    quantiles = [check_float(q, "quantiles[i]", min_val=0, max_val=1) for q in quantiles]
+    proj = resolved(ds, "ridge_projection").chunk({"dim": -1})
+    train = cell_train(ds)
+
+    def _per_train(packed, tr):  # packed (..., d + 1): the projection and its time in the last column
+        return arrays.tangential_distance(packed[..., :-1], packed[..., -1], tr, d_star, gap_floor=gap_floor,
+                                          top_k=top_k)
+
+    def _kernel(pp, tt, tr):
+        packed = np.concatenate([pp, np.broadcast_to(tt, pp.shape[:-1])[..., None]], -1)
+        return by_train(_per_train, packed, tr)
+
+    res = xr.apply_ufunc(_kernel, proj, ds["t"], train, input_core_dims=[["dim"], [], ["train", "dim"]],
+                         output_core_dims=[["part"]], dask="parallelized", output_dtypes=[float],
+                         dask_gufunc_kwargs={"output_sizes": {"part": 3}})
+    along = with_attrs(res.isel(part=0, drop=True), "distance along the ridge to the nearest alpha_t x_i "
+                       "(|T T^T (alpha_t x_i - P)|, non-degenerate frames only)", units.DATA)
+    across = with_attrs(res.isel(part=1, drop=True), "normal part of the offset to the nearest alpha_t x_i",
+                        units.DATA)
+    observed = ds["ridge_projection"].notnull().all("dim")
+    summary = along.chunk({dim: -1})
+    masked = (observed & along.isnull()).sum(dim) / observed.sum(dim)
+    return xr.Dataset({
+        "tangential_distance": along,
+        "normal_offset": across,
+        "tangential_distance_mean": with_attrs(summary.mean(dim), "mean distance along the ridge to the nearest "
+                                               "alpha_t x_i", units.DATA),
+        "tangential_distance_median": with_attrs(summary.median(dim).drop_vars("quantile", errors="ignore"),
+                                                 "median distance along the ridge to the nearest alpha_t x_i",
+                                                 units.DATA),
+        "tangential_distance_quantile": with_attrs(summary.quantile(list(quantiles), dim=dim),
+                                                   "quantiles of the distance along the ridge", units.DATA),
+        "masked_share": with_attrs(masked, "share of the observed projections left out (degenerate frame)", "1"),
+    }, attrs={"d_star": d_star, "gap_floor": "sqrt(eps)" if gap_floor is None else float(gap_floor)})
 
 
 def phase_times(ds: xr.Dataset, *, r: float = 0.5, align_factor: float = 2.0, atol: float = 0.0) -> xr.Dataset:
