@@ -10,6 +10,9 @@ network's score itself) and a few sampler steps, prints:
   at the resolved dimension min(d*, resolved rank) (``ridge_distance_resolved``, when stored);
 - the degenerate share under our floor (sqrt(eps) = 1.5e-8) and a float64-level one (1e-13), read
   off ``frame_gap_relative`` (when stored);
+- tangential motion as a level (:func:`ridgexr.analysis.tangential_distance`): the median distance along the
+  d* = 25 ridge from the projection to the nearest scaled training latent, over the non-degenerate
+  projections only, and the share of projections left out as degenerate;
 - at the end: the distance to the nearest training latent and the share within 0.5 of one.
 
 Run:  python analyses/mnist_authors.py [--data DIR] [--steps 100 500 800 1000]
@@ -23,6 +26,7 @@ from _common import markdown_table, parser, store_for
 
 import pandas as pd
 
+from ridgexr import analysis as an
 from ridgexr.analysis.arrays import proportion_ci
 
 ENTRIES = ("mnist-authors", "mnist-authors-score")
@@ -52,7 +56,9 @@ def step_rows(ds, name: str, steps) -> list[dict]:
     cell = {d: 0 for d in ("model", "schedule", "width", "epoch") if d in ds.dims}
     ds = ds.isel(cell)
     rows = []
-    for k in steps:
+    picked = [int(np.flatnonzero(ds.sampler_step.values == k)[0]) for k in steps]
+    tang = an.tangential_distance(ds.isel(step=picked)).compute()
+    for j, k in enumerate(steps):
         at = ds.sel(step=ds.step[ds.sampler_step == k]).squeeze("step")
         row = {"entry": name, "step": int(k), "t": f"{float(at.t):.3g}",
                "authors at t (scaled)": fmt(median_ci(at.projected_gradient_scaled.values)),
@@ -65,6 +71,10 @@ def step_rows(ds, name: str, steps) -> list[dict]:
         if "ridge_distance_resolved" in at and np.isfinite(at.ridge_distance_resolved.values).any():
             row["SCMS distance d*(t)"] = fmt(median_ci(at.ridge_distance_resolved.values))
         row["median d*(t)"] = float(np.median(at.resolved_rank.values))
+        tk = tang.isel(step=j)
+        row["tangential distance (median)"] = fmt(median_ci(tk.tangential_distance.values))
+        row["normal offset (median)"] = fmt(median_ci(tk.normal_offset.values))
+        row["masked"] = f"{float(tk.masked_share):.2f}"
         rows.append(row)
     return rows
 

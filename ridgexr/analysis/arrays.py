@@ -139,7 +139,8 @@ def tangential_distance(projection: np.ndarray, t: np.ndarray, points: np.ndarra
     For a ridge projection P at OU time t, let q = alpha_t x_i* be the scaled training point
     nearest to P (i* = argmin_i |P - alpha_t x_i|) and T the tangent basis of the d*-dimensional
     log-density ridge frame of p_t at P (the top-d* eigenvectors of Cov[x0 | x_t = P], i.e. of
-    the Hessian of log p_t; :func:`ridgexr.scms.frame_flat`, dense).  Then
+    the Hessian of log p_t; :func:`ridgexr.scms.frame_flat`: a dense eigh up to d = 128, the certified
+low-rank path above, :func:`ridgexr.scms.use_lowrank`).  Then
 
         along  = |T T^T (q - P)|           (the tangential component: distance along the ridge)
         across = |(I - T T^T) (q - P)|     (the normal component)
@@ -196,7 +197,7 @@ def tangential_distance(projection: np.ndarray, t: np.ndarray, points: np.ndarra
         idx = nearest_two(x / alpha[:, None], pts)[2]  # nearest alpha_t x_i to P = nearest x_i to P / alpha_t
         offset = torch.from_numpy(alpha[:, None] * pts[idx] - x)
         xs, ts = torch.from_numpy(x), torch.from_numpy(s)
-        fr = frame_flat(SmoothedEmpirical(pts, t=ts), xs, ts, int(d_star), "log", top_k, gap_floor, frame="dense")
+        fr = frame_flat(SmoothedEmpirical(pts, t=ts), xs, ts, int(d_star), "log", top_k, gap_floor, frame="auto")
         along = fr.project_tangent(offset)
         res = np.stack([along.norm(dim=-1).numpy(), (offset - along).norm(dim=-1).numpy(),
                         fr.degenerate.numpy().astype(np.float64)], -1)
