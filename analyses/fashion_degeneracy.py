@@ -11,7 +11,8 @@ For each training-set size N (nested subsets of the 60 000 latents) and a few ob
   ridge from the projection to the nearest scaled training latent over the non-degenerate projections, with a
   95 % bootstrap interval, and the share of projections left out as degenerate.
 
-Run:  python analyses/fashion_degeneracy.py [--data DIR] [--t 0.1 0.055 0.04 0.02 0.0063 0.0025 0.001]
+Run:  python analyses/fashion_degeneracy.py [--data DIR] [--store PATH] [--t 0.1 0.055 0.04 0.02 0.0063 0.0025 0.001]
+(``--store``: read that store instead of running or resuming the entry)
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from _common import markdown_table, parser, store_for
 
 import pandas as pd
 
+import ridgexr
 from ridgexr import analysis as an
 from ridgexr.analysis.arrays import proportion_ci
 
@@ -49,8 +51,9 @@ def median_ci(v: np.ndarray, n_boot: int = 2000, seed: int = 0) -> str:
 def main(argv=None):
     ap = parser(__doc__)
     ap.add_argument("--t", type=float, nargs="+", default=[0.1, 0.055, 0.04, 0.02, 0.0063, 0.0025, 0.001])
+    ap.add_argument("--store", default=None, help="an existing store of the entry (read only)")
     args = ap.parse_args(argv)
-    ds = store_for(ENTRY, args.data)
+    ds = ridgexr.open_dataset(args.store) if args.store else store_for(ENTRY, args.data)
     cell = {d: 0 for d in ("model", "schedule", "width", "epoch") if d in ds.dims}
     ds = ds.isel(cell)
     steps = sorted({int(np.argmin(np.abs(ds.t.values - t))) for t in args.t})

@@ -415,3 +415,13 @@ def test_tangential_distance_on_two_points_is_the_distance_to_the_nearer_point_a
     np.testing.assert_allclose(out["tangential_distance_mean"].values[..., -1], want[..., 10:, -1].mean(-1))
     with pytest.raises(ValueError, match="d_star"):
         an.tangential_distance(ds)  # a store without an integer d_star in its config
+
+
+def test_a_training_set_stored_in_several_chunks_is_read_as_one():
+    # a large training set is stored in several chunks along train; every analysis takes it as a core dim
+    ds, k, t = synthetic_store()
+    split = ds.assign(train_data=ds["train_data"].chunk({"train": 1}))
+    assert len(split["train_data"].chunks[0]) == 2
+    xr.testing.assert_allclose(an.spread_curves(split).compute(), an.spread_curves(ds).compute())
+    xr.testing.assert_allclose(an.tangential_distance(split, d_star=1).compute(),
+                               an.tangential_distance(ds, d_star=1).compute())
