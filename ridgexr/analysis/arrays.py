@@ -142,10 +142,10 @@ def tangential_distance(projection: np.ndarray, t: np.ndarray, points: np.ndarra
     the Hessian of log p_t; :func:`ridgexr.scms.frame_flat`: a dense eigh up to d = 128, the certified
 low-rank path above, :func:`ridgexr.scms.use_lowrank`).  Then
 
-        along  = |T T^T (q - P)|           (the tangential component: distance along the ridge)
-        across = |(I - T T^T) (q - P)|     (the normal component)
+    - along = ``|T T^T (q - P)|``, the tangential component: the distance along the ridge;
+    - across = ``|(I - T T^T) (q - P)|``, the normal component;
 
-    so along^2 + across^2 = |q - P|^2, the spread of :func:`ridgexr.analysis.spread_curves`.
+    so along^2 + across^2 = ``|q - P|^2``, the squared spread of :func:`ridgexr.analysis.spread_curves`.
     Where the frame at P is degenerate (tangent/normal eigengap at or below its floor, so T is
     not determined by the data) both are NaN and the flag is 1.
 

@@ -126,8 +126,9 @@ def tangential_distance(ds: xr.Dataset, *, d_star: int | None = None, gap_floor:
 
     For the ridge projection P of a state at OU time t, q = alpha_t x_i* the scaled training point
     nearest to P and T the d*-dimensional tangent frame of the log ridge of p_t at P (top-d*
-    eigenvectors of the posterior covariance; dense up to d = 128, low-rank above), ``tangential_distance`` = |T T^T (q - P)| and
-    ``normal_offset`` = |(I - T T^T)(q - P)| (:func:`ridgexr.analysis.arrays.tangential_distance`); their
+    eigenvectors of the posterior covariance; dense up to d = 128, low-rank above), ``tangential_distance`` =
+    ``|T T^T (q - P)|`` and ``normal_offset`` = ``|(I - T T^T)(q - P)|``
+    (:func:`ridgexr.analysis.arrays.tangential_distance`); their
     squares sum to the squared spread of :func:`spread_curves`.  A sample that slides along the ridge
     onto a training point drives ``tangential_distance`` to 0; one that stops short keeps it > 0.
     The frame is recomputed at the stored projections from the store's training set (per ``n_train``
