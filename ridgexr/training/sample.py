@@ -170,9 +170,44 @@ class TrainingSample:
                               quadrature=self.quadrature, process=self.process)
 
 
+#: (query, training point) pairs per call of the posterior moments in :func:`block_posterior_mean` and
+#: :func:`block_mean_and_tangent`: their (rows, N) temporaries stay at 8 MB, which the allocator reuses,
+#: instead of one fresh, page-faulted array per block (2^13 rows x 1024 points = 64 MB); each row's
+#: moments are those of one call over the block up to float64 rounding (BLAS picks its kernels by the
+#: number of rows: bit for bit on manifold-circle's N = 1024 blocks, ~1e-14 on small blocks).  Training
+#: sets of at most 128 points (every two-/three-point entry) are not split: 8 192-row blocks fit
+MOMENT_PAIRS = 1 << 20
+
+
+def _row_chunks(n_rows: int, n_train: int) -> list[slice]:
+    """Slices of at most ``MOMENT_PAIRS // n_train`` rows (at least 64) covering ``n_rows``."""
+    step = max(64, MOMENT_PAIRS // max(n_train, 1))
+    return [slice(i, i + step) for i in range(0, max(n_rows, 1), step)]
+
+
+def _block_moments(sample: TrainingSample, block: SampleBlock, cov: bool, d_star: int | None = None):
+    """(mean (B, d), tangent (B, d, d*) or None) at the rows of ``block``, in row chunks (:data:`MOMENT_PAIRS`)."""
+    dens = SmoothedEmpirical(sample.train, block.t, process=sample.process)
+    xt = torch.as_tensor(block.xt, dtype=torch.float64)
+    tt = torch.as_tensor(block.t, dtype=torch.float64)
+    means, tangents = [], []
+    for rows in _row_chunks(xt.shape[0], dens.n_train):
+        mom = dens.moments_flat(xt[rows], tt[rows], cov=cov)
+        means.append(mom.mean)
+        if d_star is not None:
+            tangents.append(frame_from_moments(mom, xt[rows], int(d_star), "log").tangent)
+    mean = torch.cat(means).cpu().numpy()
+    return mean, (torch.cat(tangents).cpu().numpy() if d_star is not None else None)
+
+
 def block_posterior_mean(sample: TrainingSample, block: SampleBlock) -> np.ndarray:
-    """E[x0 | x_t] (B, d) of the sample's training set at the rows of ``block``."""
-    return SmoothedEmpirical(sample.train, block.t, process=sample.process).posterior_mean(block.xt)
+    """E[x0 | x_t] (B, d) of the sample's training set at the rows of ``block``.
+
+    Computed in chunks of rows (:data:`MOMENT_PAIRS`); the numbers of
+    ``SmoothedEmpirical(train, block.t).posterior_mean(block.xt)`` up to float64 rounding
+    (``tests/test_heldout.py``).
+    """
+    return _block_moments(sample, block, cov=False)[0]
 
 
 def block_tangent_frames(sample: TrainingSample, block: SampleBlock, d_star: int) -> np.ndarray:
@@ -187,15 +222,12 @@ def block_mean_and_tangent(sample: TrainingSample, block: SampleBlock,
     from one pass of the posterior moments (the frame's covariance pass also gives the mean).
 
     The same numbers as :func:`block_posterior_mean` and :func:`block_tangent_frames` (bit for bit on
-    the problems of ``tests/test_heldout.py``) at about half their cost.
+    the problems of ``tests/test_heldout.py``) at about half their cost, in chunks of rows
+    (:data:`MOMENT_PAIRS`).
     """
     if d_star is None:
         return block_posterior_mean(sample, block), None
-    dens = SmoothedEmpirical(sample.train, block.t, process=sample.process)
-    xt = torch.as_tensor(block.xt, dtype=torch.float64)
-    mom = dens.moments_flat(xt, torch.as_tensor(block.t, dtype=torch.float64), cov=True)
-    frame = frame_from_moments(mom, xt, int(d_star), "log")
-    return mom.mean.cpu().numpy(), frame.tangent.cpu().numpy()
+    return _block_moments(sample, block, cov=True, d_star=d_star)
 
 
 def _concat(blocks: list[SampleBlock]) -> SampleBlock:
