@@ -258,7 +258,7 @@ def accumulate(model: RandomFeatureDenoiser, sample: TrainingSample, schedules: 
         for block in sample.blocks(batch_size, by_node=True):
             j = block.node
             tj = torch.tensor(float(sample.t_nodes[j]), dtype=dt, device=dev)
-            psi = model.features(torch.as_tensor(block.xt, dtype=dt, device=dev), tj) * scale
+            psi = model.features(torch.as_tensor(block.xt, dtype=dt, device=dev), tj).mul_(scale)  # in place: no copy
             f_star = exact_outputs(sample.train, block, par, proc, owner=sample)
             y = f_star if target == "ideal" else targets(block, par, "1", proc)[1]
             c = torch.as_tensor(block.weight, dtype=dt, device=dev)
