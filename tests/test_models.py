@@ -31,9 +31,10 @@ def test_forward_matches_formula(rng):
 
 @given(n=st.integers(1, 300), width=st.integers(1, 40), seed=st.integers(0, 1000))
 def test_forward_in_row_chunks_matches_the_formula(n, width, seed):
-    """One time for all rows (a sampler step): forward runs the rows in equal chunks of at most
-    FORWARD_ELEMENTS features (forced here to 64, so most draws span several chunks); the output
-    equals the numpy formula and the unchunked product, with the batch shape kept."""
+    """One time for all rows and no gradient (a sampler step): forward runs the rows in equal chunks
+    of at most FORWARD_ELEMENTS features (forced here to 64, so most draws span several chunks)
+    through one reused scratch array; the output equals the numpy formula, the unchunked product and
+    the path that records gradients, with the batch shape kept."""
     import ridgexr.models.random_features.denoiser as rf
 
     rng = np.random.default_rng(seed)
@@ -48,13 +49,20 @@ def test_forward_in_row_chunks_matches_the_formula(n, width, seed):
     tt = torch.tensor(t, dtype=torch.float64)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(rf, "FORWARD_ELEMENTS", 64)
-        out = m(torch.tensor(x), tt).detach().numpy()
-        batched = m(torch.tensor(x.reshape(1, n, 2)), tt).detach().numpy()
+        with torch.no_grad():
+            out = m(torch.tensor(x), tt).numpy()
+            again = m(torch.tensor(x), tt).numpy()  # the scratch array reused
+            batched = m(torch.tensor(x.reshape(1, n, 2)), tt).numpy()
+        graded = m(torch.tensor(x), tt)  # records gradients: the unchunked path
+    assert graded.requires_grad
     whole = (m.features(torch.tensor(x), tt) @ m.A.T).detach().numpy()
     np.testing.assert_allclose(out, f, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(out, whole, rtol=1e-14, atol=1e-14)
+    np.testing.assert_allclose(graded.detach().numpy(), out, rtol=1e-14, atol=1e-14)
+    np.testing.assert_array_equal(again, out)
     assert batched.shape == (1, n, 2)
     np.testing.assert_array_equal(batched[0], out)
+    assert m.with_A(m.A.detach())._scratch == {}  # a copy never shares the scratch array
 
 
 def test_feature_statistics_and_nesting():
