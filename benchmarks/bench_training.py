@@ -7,7 +7,11 @@ Prints, from one run: the achieved GFLOP/s of the U/V accumulation (counted flop
 matmul measured in the same run, and the time to produce A(tau) for 20 tau values from the
 closed-form flow against the time of the one eigendecomposition it needs.  Then the streamed
 accumulation of the fits (``training.accumulate``: one Gram matrix per time node, shared by three
-schedules) at the default entry's size: two points, width 1024, 64 nodes x 256 noise draws.
+schedules) at the default entry's size: two points, width 1024, 64 nodes x 256 noise draws.  Last,
+``two-points-paper``'s stages per unit on a reduced problem (5 of its 2001 Simpson nodes, full
+4 000-row nodes, p = 2000, K = 128, three schedules x five taus): the accumulation per node, the
+held-out evaluation per node and the network's forward per sampler step (2 000 trajectories), with
+the stage times they extrapolate to on one thread.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ def main(argv=None):
         print(f"| {p} | {S} | {gf:.1f} | {100 * gf / mm:.0f}% | {t_eigh:.3f} | {t_a:.3f} | "
               f"{t_total / t_eigh:.2f}x (eigh + 20 taus vs eigh) |")
     streamed_fit_row(mm, args.quick)
+    paper_stages(args.quick)
 
 
 def streamed_fit_row(mm: float, quick: bool) -> None:
@@ -71,6 +76,44 @@ def streamed_fit_row(mm: float, quick: bool) -> None:
     gf = 2 * s.size * p * p / el / 1e9  # the Gram matrices' GEMM flops (shared by the three schedules)
     print(f"\nstreamed fit accumulation (two points, width {p}, {s.n_time} nodes x {s.size // s.n_time} rows, "
           f"3 schedules): {el:.2f} s, Gram GEMMs at {gf:.1f} GFLOP/s = {100 * gf / mm:.0f}% of matmul")
+
+
+def paper_stages(quick: bool) -> None:
+    """two-points-paper per node (fit, held-out) and per sampler step (forward), CPU seconds of this process."""
+    import time
+
+    from ridgexr.training import draw_training_sample, fit_sweep
+    from ridgexr.training.fit import evaluate_fits
+
+    p, n_noise, n_time = (256, 200, 3) if quick else (2000, 2000, 5)
+    train = np.array([[-3.0, 0.0], [3.0, 0.0]])
+    kw = dict(n_frequencies=128, feature_period=10.0, seed=0)
+    cpu = time.process_time
+    model = RandomFeatureDenoiser(2, p, **kw)
+    s = draw_training_sample(train, t_min=1e-3, T=10.0, n_time=n_time, n_noise=n_noise, seed=0, quadrature="simpson-t")
+    t0 = cpu()
+    accumulate(model, s, ["1", "h", "h2"], normalized=False)
+    acc = (cpu() - t0) / n_time
+    fits = fit_sweep(train, widths=[p], schedules=["1", "h", "h2"], taus=[1000.0, 1500.0, 2000.0, 5000.0, math.inf],
+                     model_kwargs=kw, t_min=1e-3, T=10.0, n_time=n_time, n_noise=n_noise, quadrature="simpson-t",
+                     null_cutoff="absolute")
+    hold = next(iter(fits.values())).heldout_sample()
+    t0 = cpu()
+    evaluate_fits(fits, hold, 1)
+    held = (cpu() - t0) / n_time
+    net = next(iter(fits.values())).denoiser(math.inf)
+    x = torch.as_tensor(np.random.default_rng(0).normal(size=(2000, 2)))
+    t = torch.tensor(0.5, dtype=torch.float64)
+    with torch.no_grad():
+        net(x, t)
+        t0 = cpu()
+        for _ in range(20):
+            net(x, t)
+    step = (cpu() - t0) / 20
+    print(f"\ntwo-points-paper stages (p = {p}, {2 * n_noise} rows per node, CPU s of one process): accumulate "
+          f"{acc:.3f} s per node, held-out evaluation {held:.3f} s per node, forward {1e3 * step:.2f} ms per sampler "
+          f"step of 2000 trajectories; x 2001 nodes / 15 cells x 2000 steps: {acc * 2001 / 60:.1f} + "
+          f"{held * 2001 / 60:.1f} + {step * 30000 / 60:.1f} min")
 
 
 if __name__ == "__main__":

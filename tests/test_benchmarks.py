@@ -14,7 +14,9 @@ NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
 @pytest.mark.slow
 @pytest.mark.parametrize("script, expected", [
     # the U/V table rows and the streamed fit line
-    ("bench_training.py", [rf"\| 256 \| 8192 \| {NUMBER} \|", rf"streamed fit accumulation .* {NUMBER} s"]),
+    ("bench_training.py", [rf"\| 256 \| 8192 \| {NUMBER} \|", rf"streamed fit accumulation .* {NUMBER} s",
+                           rf"two-points-paper stages \(p = 256, .* accumulate {NUMBER} s per node, held-out "
+                           rf"evaluation {NUMBER} s per node, forward {NUMBER} ms per sampler step"]),
     # the ridge table rows at d = 2, 16, 32 and the three-point line
     ("bench_ridge.py", [rf"\| 100 \| 200 \| 2 \| {NUMBER} \|", rf"\| 500 \| 100 \| 32 \| {NUMBER} \|",
                         rf"three points, t = 0.3, 20,000 queries, d = 2: {NUMBER} point-it/s",

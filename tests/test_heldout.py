@@ -243,3 +243,32 @@ def test_diagnostics_that_cut_nothing_leave_the_hash_as_before_the_field(tmp_pat
     assert big.config_hash(train) != without_field(big, train)
     cut = entry(tmp_path, diag=", diagnostics: {n_noise: 5}", n_time=9, n_noise=6)
     assert cut.config_hash(train) != small.config_hash(train)
+
+
+@settings(max_examples=4, deadline=None)
+@given(n=st.integers(20, 60), d=st.integers(2, 3), seed=st.integers(0, 10**6))
+def test_row_chunked_moments_equal_one_call(n, d, seed):
+    """block_posterior_mean / block_mean_and_tangent compute the moments in chunks of rows
+    (MOMENT_PAIRS // N rows, here forced to 64 so that a block spans several chunks): each row's
+    numbers equal those of one call over the whole block up to float64 rounding (BLAS picks its
+    kernels by the number of rows; on manifold-circle's N = 1024 blocks they are bit for bit)."""
+    import ridgexr.training.sample as sample_mod
+    from ridgexr.empirical import SmoothedEmpirical
+    from ridgexr.ridge import ridge_frame
+
+    rng = np.random.default_rng(seed)
+    train = rng.normal(size=(n, d)) * rng.uniform(0.5, 3)
+    s = draw_training_sample(train, t_min=1e-3, T=2.0, n_time=3, n_noise=5, seed=seed % 97,
+                             quadrature="gauss-legendre-log-t")
+    block = next(s.blocks(10**6, by_node=False))
+    assert block.size > 2 * 64
+    dens = SmoothedEmpirical(train, block.t)
+    ref_mean = dens.posterior_mean(block.xt)
+    ref_tan = ridge_frame(dens, block.xt, 1).tangent
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sample_mod, "MOMENT_PAIRS", 64 * n)
+        assert len(sample_mod._row_chunks(block.size, n)) >= 3
+        np.testing.assert_allclose(sample_mod.block_posterior_mean(s, block), ref_mean, rtol=1e-12, atol=1e-12)
+        mean, tan = sample_mod.block_mean_and_tangent(s, block, 1)
+    np.testing.assert_allclose(mean, ref_mean, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(tan @ np.swapaxes(tan, 1, 2), ref_tan @ np.swapaxes(ref_tan, 1, 2), atol=1e-9)

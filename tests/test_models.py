@@ -29,6 +29,42 @@ def test_forward_matches_formula(rng):
     np.testing.assert_allclose(s.denoise(x, t), (x + h * f) / a, rtol=1e-12)
 
 
+@given(n=st.integers(1, 300), width=st.integers(1, 40), seed=st.integers(0, 1000))
+def test_forward_in_row_chunks_matches_the_formula(n, width, seed):
+    """One time for all rows and no gradient (a sampler step): forward runs the rows in equal chunks
+    of at most FORWARD_ELEMENTS features (forced here to 64, so most draws span several chunks)
+    through one reused scratch array; the output equals the numpy formula, the unchunked product and
+    the path that records gradients, with the batch shape kept."""
+    import ridgexr.models.random_features.denoiser as rf
+
+    rng = np.random.default_rng(seed)
+    m = RandomFeatureDenoiser(2, width, n_frequencies=3, feature_period=4.0, seed=seed).with_A(
+        rng.normal(size=(2, width)))
+    x = rng.normal(size=(n, 2)) * 2
+    t = float(rng.uniform(0.01, 2.0))
+    k = np.arange(1, 4)
+    phi = np.concatenate([[1.0], np.sin(2 * np.pi * k * t / 4.0), np.cos(2 * np.pi * k * t / 4.0)])
+    f = np.maximum(x @ m.w_x.numpy().T + phi @ m.w_t.numpy().T + m.b.numpy(), 0) @ m.A.detach().numpy().T
+    f /= math.sqrt(width)
+    tt = torch.tensor(t, dtype=torch.float64)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(rf, "FORWARD_ELEMENTS", 64)
+        with torch.no_grad():
+            out = m(torch.tensor(x), tt).numpy()
+            again = m(torch.tensor(x), tt).numpy()  # the scratch array reused
+            batched = m(torch.tensor(x.reshape(1, n, 2)), tt).numpy()
+        graded = m(torch.tensor(x), tt)  # records gradients: the unchunked path
+    assert graded.requires_grad
+    whole = (m.features(torch.tensor(x), tt) @ m.A.T).detach().numpy()
+    np.testing.assert_allclose(out, f, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(out, whole, rtol=1e-14, atol=1e-14)
+    np.testing.assert_allclose(graded.detach().numpy(), out, rtol=1e-14, atol=1e-14)
+    np.testing.assert_array_equal(again, out)
+    assert batched.shape == (1, n, 2)
+    np.testing.assert_array_equal(batched[0], out)
+    assert m.with_A(m.A.detach())._scratch == {}  # a copy never shares the scratch array
+
+
 def test_feature_statistics_and_nesting():
     big = RandomFeatureDenoiser(4, 4000, n_frequencies=8, feature_period=2.0, seed=11)
     small = RandomFeatureDenoiser(4, 100, n_frequencies=8, feature_period=2.0, seed=11)

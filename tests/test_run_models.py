@@ -110,12 +110,31 @@ def test_rerun_keeps_every_cell(multi_run):
     ("{kind: vae}", r"unknown model kind 'vae' \(known: random_features, exact, mlp, module, diffusers, unet\)"),
     ("{kind: unet}", r"field 'models\.3\.sample_size': Field required"),
     ("{kind: mpl, widths: [8]}", r"unknown model kind 'mpl'; did you mean 'mlp'\?"),
+    ("{kind: mlp, widths: [8], epochs: [2, 2]}", "epochs must be distinct"),
+    ("{kind: unet, sample_size: [4, 4], block_out_channels: [8], norm_num_groups: 4, epochs: [3, 1, 3]}",
+     "epochs must be distinct"),
 ])
 def test_bad_model_blocks_name_the_field(tmp_path, block, msg):
     f = tmp_path / "c.yaml"
     f.write_text(CATALOG.replace("- {kind: exact}", "- " + block) % dict(time=""))
     with pytest.raises(CatalogError, match=msg):
         load_catalog_file(f)
+
+
+@pytest.mark.parametrize("kind, block", [
+    ("mlp", "{kind: mlp, widths: [8]}"),
+    ("unet", "{kind: unet, sample_size: [4, 4], block_out_channels: [8], norm_num_groups: 4}"),
+])
+def test_networks_trained_on_the_dsm_target_refuse_an_entry_without_it(tmp_path, kind, block):
+    """mlp and unet blocks (EpochTrainedSpec) need 'dsm' among training.target; with it they load."""
+    f = tmp_path / "c.yaml"
+    text = CATALOG.replace("- {kind: mlp, widths: [16], embed_dim: 8, epochs: [2, 4], batch_size: 2}", "- " + block)
+    f.write_text(text.replace("n_noise: 4}", "n_noise: 4, target: ideal}") % dict(time=""))
+    with pytest.raises(CatalogError, match=f"{kind} models are trained on the DSM target: training.target must "
+                                           "include 'dsm'"):
+        load_catalog_file(f)
+    f.write_text(text.replace("n_noise: 4}", "n_noise: 4, target: [ideal, dsm]}") % dict(time=""))
+    assert [b.kind for b in load_catalog_file(f)["multi"].blocks].count(kind) == 1
 
 
 def test_bad_module_path_fails_before_the_store_is_created(tmp_path):

@@ -396,3 +396,41 @@ def test_null_cutoff_gives_the_authors_minimum_norm_formula(null_cutoff):
     expected = A0 @ (np.eye(p) - U @ pinv) + V @ pinv
     got = GradientFlow(torch.tensor(U), torch.tensor(V), torch.tensor(A0), null_cutoff=null_cutoff).path([math.inf])
     np.testing.assert_allclose(got.A[0].numpy(), expected, rtol=1e-6, atol=1e-6 * np.abs(expected).max())
+
+
+@given(p=st.integers(1, 4000), strip=st.integers(1, 700))
+def test_gram_strips_tile_the_columns(p, strip):
+    """The strips of the upper-triangular Gram cover 0..p once, in order, with about p / strip parts."""
+    from ridgexr.training.quadratic import gram_strips
+
+    parts = gram_strips(p, strip)
+    assert parts[0][0] == 0 and parts[-1][1] == p
+    assert all(a < b for a, b in parts) and all(b == a2 for (_, b), (a2, _) in zip(parts, parts[1:]))
+    assert len(parts) == max(1, round(p / strip))
+
+
+def test_strip_gram_equals_the_full_gemm_and_brute_force():
+    """accumulate's Gram by strips of rows (upper triangle only, forced here to strips of 5 columns at width 24)
+    against the one full GEMM (the path of widths < 1.5 x GRAM_STRIP): equal to float64 reduction order;
+    and against the per-row brute force sum of c psi psi^T."""
+    import ridgexr.training.quadratic as quadratic
+
+    m = small_model()
+    s = draw_training_sample(TWO, n_time=4, n_noise=3, seed=0, **SMALL)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(quadratic, "GRAM_STRIP", 5)
+        assert len(quadratic.gram_strips(24)) == 5
+        split = quadratic.accumulate(m, s, ["1", "h2"], normalized=False)
+    full = quadratic.accumulate(m, s, ["1", "h2"], normalized=False)
+    from ridgexr.training import loss_weight
+
+    lam_nodes = {k: loss_weight(k, s.t, m.parametrization, OU()) for k in ("1", "h2")}
+    for k in ("1", "h2"):
+        U = split[k].U.numpy()
+        np.testing.assert_array_equal(U, U.T)  # the upper triangle mirrored
+        scale = np.abs(full[k].U.numpy()).max()
+        np.testing.assert_allclose(U, full[k].U.numpy(), rtol=0, atol=1e-14 * scale)
+        np.testing.assert_array_equal(split[k].V.numpy(), full[k].V.numpy())
+        psi = m.features(torch.tensor(s.xt), torch.tensor(s.t)).numpy() * math.sqrt(24)  # raw activations
+        brute = np.einsum("s,si,sj->ij", s.weight * lam_nodes[k], psi, psi)
+        np.testing.assert_allclose(U, brute, rtol=1e-11, atol=1e-12 * scale)

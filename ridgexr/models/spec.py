@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Callable, ClassVar
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from .. import defaults
-from ..spec import Spec
+from ..spec import Spec, as_list
 
-__all__ = ["ModelSpec", "DiagnosticsSpec", "MODEL_CELL_DIMS", "sorted_widths", "sized_diagnostics",
+__all__ = ["ModelSpec", "EpochTrainedSpec", "DiagnosticsSpec", "MODEL_CELL_DIMS", "sorted_widths", "sized_diagnostics",
            "hashed_diagnostics"]
 
 #: the cell dimensions that model blocks label (store order)
@@ -141,3 +141,22 @@ class ModelSpec(Spec):
         first label of every dimension.
         """
         return all(at(dim) for dim in ("schedule", "width", "tau", "epoch", "target", "n_noise", "draw"))
+
+
+class EpochTrainedSpec(ModelSpec):
+    """Base of the kinds trained here by minibatch DSM over ``epochs`` (mlp, unet): their two shared rules.
+
+    ``epochs`` (an int, or a list that makes an epoch dimension) must hold distinct values, and the
+    entry's ``training.target`` must include ``'dsm'`` (the only target these networks are trained on).
+    """
+
+    @model_validator(mode="after")
+    def _distinct_epochs(self):
+        epochs = as_list(self.epochs)
+        if not epochs or len(set(epochs)) != len(epochs):
+            raise ValueError("epochs must be distinct")
+        return self
+
+    def check_entry(self, exp) -> None:
+        if "dsm" not in exp.training.targets:
+            raise ValueError(f"{self.kind} models are trained on the DSM target: training.target must include 'dsm'")

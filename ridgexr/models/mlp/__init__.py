@@ -14,14 +14,14 @@ from pydantic import Field, field_validator, model_validator
 from ... import defaults
 from ...choices import OPTIMIZERS
 from ...spec import as_list
-from ..spec import ModelSpec, sorted_widths
+from ..spec import EpochTrainedSpec, sorted_widths
 
 __all__ = ["MLPSpec", "ACTIVATION_NAMES"]
 
 ACTIVATION_NAMES = ("relu", "silu", "tanh", "gelu")
 
 
-class MLPSpec(ModelSpec):
+class MLPSpec(EpochTrainedSpec):
     """The paper's MLP score network, trained by Adam on the DSM loss (Monte-Carlo t)."""
 
     default_parametrization: ClassVar[str] = defaults.MLP_PARAMETRIZATION
@@ -59,14 +59,7 @@ class MLPSpec(ModelSpec):
     def _check(self):
         if self.embed_dim % 2:
             raise ValueError(f"embed_dim must be even; got {self.embed_dim}")
-        ep = as_list(self.epochs)
-        if not ep or len(set(ep)) != len(ep):
-            raise ValueError("epochs must be distinct")
         return self
-
-    def check_entry(self, exp) -> None:
-        if "dsm" not in exp.training.targets:
-            raise ValueError("mlp models are trained on the DSM target: training.target must include 'dsm'")
 
     @property
     def nonlinearity(self) -> str:

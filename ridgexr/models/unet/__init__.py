@@ -17,7 +17,7 @@ from pydantic import Field, model_validator
 from ... import defaults
 from ...choices import OPTIMIZERS
 from ...spec import as_list
-from ..spec import ModelSpec
+from ..spec import EpochTrainedSpec
 
 __all__ = ["UNetSpec", "BETA_SCHEDULES", "UNET_PARAMETRIZATIONS"]
 
@@ -27,7 +27,7 @@ BETA_SCHEDULES = ("linear", "scaled_linear", "squaredcos_cap_v2")
 UNET_PARAMETRIZATIONS = ("epsilon", "x0")
 
 
-class UNetSpec(ModelSpec):
+class UNetSpec(EpochTrainedSpec):
     """A ``UNet2DModel`` (default ~0.27 M parameters at 28 x 28 x 1) trained by Adam on the DSM loss."""
 
     default_parametrization: ClassVar[str] = "epsilon"
@@ -66,14 +66,7 @@ class UNetSpec(ModelSpec):
         if bad:
             raise ValueError(f"norm_num_groups ({self.norm_num_groups}) must divide every block_out_channels "
                              f"entry; it does not divide {bad}")
-        ep = as_list(self.epochs)
-        if not ep or len(set(ep)) != len(ep):
-            raise ValueError("epochs must be distinct")
         return self
-
-    def check_entry(self, exp) -> None:
-        if "dsm" not in exp.training.targets:
-            raise ValueError("unet models are trained on the DSM target: training.target must include 'dsm'")
 
     @property
     def d(self) -> int:
