@@ -217,6 +217,23 @@ def test_a_scheduler_run_records_the_timesteps_and_the_pipelines_states(saved_mo
     traj = ds["trajectory"].isel(model=0).transpose("step", "sample", "dim").values
     np.testing.assert_allclose(traj, np.stack(states), rtol=0, atol=1e-6)
     assert np.isfinite(ds["residual_normal"].values).all()
+    # the scheduler's output after its last step (t = 0) is stored: diffusers' own pipeline call gives it
+    final = ds["final_sample"].isel(model=0).values
+    np.testing.assert_allclose(final, x.reshape(4, D).double().numpy(), rtol=0, atol=1e-6)
+    pipe = DDPMPipeline(unet=unet, scheduler=DDPMScheduler())
+    image = pipe(batch_size=4, generator=torch.Generator().manual_seed(exp.seeds.sampler), num_inference_steps=6,
+                 output_type="np").images  # (4, 4, 4, 1): (x / 2 + 0.5).clamp(0, 1)
+    np.testing.assert_allclose(np.clip(final / 2 + 0.5, 0, 1), image.reshape(4, D), rtol=0, atol=1e-6)
+    assert not np.allclose(final, traj[-1], atol=1e-3)  # not the last recorded state (t > 0)
+    # read as a state at t = 0 (alpha = 1): shares of the final samples, computed here
+    dist = np.sort(np.sqrt(((final[:, None] - _train()[None]) ** 2).sum(-1)), -1)
+    at0 = ds.ridge.final_state()
+    assert float(at0["t"]) == 0.0 and float(at0["alpha"]) == 1.0
+    r = float(np.median(dist[:, 0]))
+    near = ridgexr.analysis.mode_counts(at0, r=r)["share_any"].isel(model=0)
+    assert float(near) == np.mean(dist[:, 0] <= r)
+    memo = ridgexr.analysis.memorization_fraction(at0)["memorized"].isel(model=0)
+    assert float(memo) == np.mean(dist[:, 0] / dist[:, 1] < 1 / 3)
 
 
 def test_bad_diffusers_and_unet_blocks_are_refused_naming_the_field(saved_model, tmp_path):
