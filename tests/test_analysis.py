@@ -152,6 +152,16 @@ def test_spread_and_position():
     np.testing.assert_allclose((hist.density * widths).sum("bin").values, 1.0)
 
 
+def test_a_training_set_stored_in_several_chunks_is_read_whole():
+    """zarr splits a large train_data (an image store's 100 x 784 came back in chunks of 50): the analyses
+    that take it as a core dimension give the numbers of the one-chunk Dataset."""
+    ds, _, _ = synthetic_store()
+    split = ds.assign(train_data=ds["train_data"].chunk({"train": 1}))
+    assert len(split["train_data"].chunks[0]) == 2
+    for fn, name in ((an.spread_curves, "spread_mean"), (an.memorization_fraction, "memorized")):
+        np.testing.assert_array_equal(fn(split)[name].compute().values, fn(ds)[name].compute().values)
+
+
 def test_phase_transition_crossing():
     widths = np.array([8, 16, 32, 64, 128, 256])
     crit = 40.0

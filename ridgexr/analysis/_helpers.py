@@ -92,6 +92,8 @@ def cell_train(ds: xr.Dataset) -> xr.DataArray:
     """The training set of every cell: ``train_data`` (train, dim), and for a store that sweeps
     ``n_train`` the nested subsets, NaN beyond ``n_train`` (dims n_train, train, dim)."""
     train = ds["train_data"]
+    if train.chunks is not None:  # a core dimension of the analyses: one chunk (zarr may split large training sets)
+        train = train.chunk({"train": -1, "dim": -1})
     if "n_train" in ds.dims:
         train = train.where(ds["train"] < ds["n_train"])
     return train
