@@ -262,6 +262,11 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
             except SkipRendering:  # nothing to draw (e.g. no trajectory reached the tube): left out of the page
                 del figures[name]
                 continue
+            except ValueError as exc:  # a log axis with no positive value: every value masked (e.g. all frames
+                if "log-scaled" not in str(exc):  # degenerate at d = 784), nothing to draw either
+                    raise
+                del figures[name]
+                continue
             paths[name] = target
             model = hv.render(fig, backend="bokeh")
             model.name = name

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+import xarray as xr
 
 import ridgexr
 from ridgexr import plot
@@ -113,6 +114,18 @@ def test_report_includes_the_grid(image_stores, tmp_path):
 
     paths = make_report(ridgexr.open_dataset(image_stores["pixel"]), tmp_path / "rep")
     assert paths["image_grid_0"].stat().st_size > 1000 and "image_grid_0" in paths["html"].read_text()
+
+
+def test_a_report_whose_every_frame_is_degenerate_leaves_the_distance_curves_out(image_stores, tmp_path):
+    """At d = 784 every ridge frame can be degenerate (fashion-unet's smoke run): every distance is masked,
+    the log-scaled distance curves have nothing to draw and are left out; the rest of the report is written."""
+    from ridgexr.report import make_report
+
+    ds = ridgexr.open_dataset(image_stores["pixel"])
+    ds = ds.assign(ridge_degenerate=xr.ones_like(ds["ridge_degenerate"]))
+    paths = make_report(ds, tmp_path / "rep")
+    assert "distance_curves" not in paths and "image_grid_0" in paths
+    assert "distance_curves" not in paths["html"].read_text()
 
 
 def hv_render(obj):
