@@ -69,6 +69,7 @@ DATASET_METHODS: dict[str, tuple[str, str]] = {
     "gap_mass": ("analysis", "ds"),
     "coverage": ("analysis", "ds"),
     "smoothed_target_distance": ("analysis", "ds"),
+    "final_state": ("analysis", "ds"),
 }
 
 

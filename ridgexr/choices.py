@@ -10,7 +10,7 @@ from __future__ import annotations
 
 __all__ = ["GRID_KINDS", "SCHEDULE_NAMES", "QUADRATURES", "TARGETS", "SAMPLER_KINDS", "TRAINING_METHODS",
            "INITS", "OPTIMIZERS", "SCORE_SCALES", "KEEP_EPOCHS", "NULL_CUTOFFS", "IMAGE_SCALES", "IMAGE_SPACES",
-           "FRAME_METHODS"]
+           "FRAME_METHODS", "TIME_CONVENTIONS", "MIXED_PRECISIONS"]
 
 #: spacings of the sampler's time grid (:func:`ridgexr.time_grid`)
 GRID_KINDS = ("exponential", "linear", "cosine")
@@ -34,6 +34,12 @@ SCORE_SCALES = ("none", "inverse_sigma")
 #: which weights minibatch training keeps: the last epoch's, or the epoch with the smallest mean
 #: minibatch loss (the authors' MNIST notebook; :func:`ridgexr.fit_neural`)
 KEEP_EPOCHS = ("last", "best")
+#: how minibatch training draws a row's time: t ~ U(t_min, T) in OU time, or a diffusers scheduler's
+#: integer timestep uniformly, as its training loop does (:func:`ridgexr.fit_neural`)
+TIME_CONVENTIONS = ("ou", "scheduler")
+#: mixed precision of minibatch training: none (the parameters' dtype), torch.autocast to float16 with
+#: a GradScaler (CUDA only), or to bfloat16 (:func:`ridgexr.fit_neural`)
+MIXED_PRECISIONS = ("none", "fp16", "bf16")
 #: null space of the loss form U in the minimum-norm fit: eigenvalues <= p eps mu_max ("relative", ours) or
 #: <= 1 / (p 1e4) ("absolute", the authors' sampling_implementation_1126.py; :class:`ridgexr.training.GradientFlow`)
 NULL_CUTOFFS = ("relative", "absolute")

@@ -343,7 +343,9 @@ def image_grid_values(ds: xr.Dataset, cell: dict | None = None, *, n_samples: in
     Rows are the first ``n_samples`` trajectories; for each of ``n_times`` recorded steps (from the
     first to the last, evenly spaced; or the store steps ``steps``) three columns: the state x / alpha_t,
     its ridge projection / alpha_t and the nearest training point (argmin_i |x - alpha_t x_i|, over the
-    cell's training set).  Pixel stores show the pixels; latent stores the VAE decoding of the latents.
+    cell's training set).  A store with the scheduler's final output (``final_sample``, t = 0) gets
+    three more columns at t = 0: that output, an empty tile (p_0 has no ridge) and its nearest
+    training point.  Pixel stores show the pixels; latent stores the VAE decoding of the latents.
     """
     from .analysis.arrays import nearest_two
 
@@ -358,6 +360,12 @@ def image_grid_values(ds: xr.Dataset, cell: dict | None = None, *, n_samples: in
     alpha = sub["alpha"].values[None, :, None]
     x = sub["trajectory"].transpose("sample", "step", "dim").values / alpha  # (n, k, d)
     proj = sub["ridge_projection"].transpose("sample", "step", "dim").values / alpha
+    times = sub["t"].values
+    if "final_sample" in ds.variables:  # the scheduler's output at t = 0: no ridge projection there
+        final = ds["final_sample"].sel(cell).isel(sample=slice(0, n_samples)).transpose("sample", "dim").values
+        x = np.concatenate([x, final[:, None]], 1)
+        proj = np.concatenate([proj, np.full_like(final[:, None], np.nan)], 1)
+        times = np.append(times, 0.0)
     train = ds["train_data"].values
     if "n_train" in cell:
         train = train[:int(cell["n_train"])]
@@ -366,14 +374,15 @@ def image_grid_values(ds: xr.Dataset, cell: dict | None = None, *, n_samples: in
                       for v in (x, proj, train[idx.reshape(-1)].reshape(x.shape))], 2)  # (n, k, 3, H, W)
     n, k = x.shape[:2]
     tiles = np.where(np.isfinite(tiles), tiles, np.nan)
-    return _grid(tiles.reshape(n, 3 * k, *tiles.shape[-2:])), sub["t"].values, cell
+    return _grid(tiles.reshape(n, 3 * k, *tiles.shape[-2:])), times, cell
 
 
 def image_grid(ds: xr.Dataset, cell: dict | None = None, *, n_samples: int = 6, n_times: int = 4) -> hv.Image:
     """Samples at several t beside their ridge projections and nearest training images (grey images).
 
     For each of ``n_times`` recorded steps, three columns per sample row: the state x / alpha_t,
-    its projection onto the ridge R_t (/ alpha_t) and the nearest training image; pixel stores
+    its projection onto the ridge R_t (/ alpha_t) and the nearest training image (and the scheduler's
+    final output at t = 0 with its nearest training image, when the store has it); pixel stores
     directly (mapped to [0, 1] from the entry's pixel scale), latent stores decoded by the cached
     VAE (the nearest training latent decoded too).  Values drawn: :func:`image_grid_values`.
     """

@@ -95,9 +95,12 @@ def _html_table(rows: list[tuple[str, str]], css_id: str) -> str:
 def snapshot_cell(ds: xr.Dataset) -> tuple[dict, float]:
     """The cell whose final samples memorize least (lowest d1/d2 share; ties: the first model cell).
 
-    Returns its labels and its memorized share.
+    The final samples are the last recorded states, or the scheduler's output at t = 0 where the
+    store has it (``final_sample``, :func:`ridgexr.analysis.final_state`).  Returns its labels and
+    its memorized share.
     """
-    memo = analysis.memorization_fraction(ds)["memorized"].compute()
+    final = analysis.final_state(ds) if "final_sample" in ds.variables else ds
+    memo = analysis.memorization_fraction(final)["memorized"].compute()
     best, share = None, np.inf
     for cell in cells(ds):
         value = float(memo.sel(cell))
@@ -236,7 +239,10 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
         for i, cell in enumerate(picked):
             figures[f"image_grid_{i}"] = (plot.image_grid(ds, cell), f"Cell {cell}: samples at several t (rows: "
                                           "trajectories), each beside its ridge projection and its nearest "
-                                          "training image" + ("" if "image_shape" in ds.attrs else
+                                          "training image" + ("; last, the scheduler's output at t = 0 (no "
+                                                              "ridge) beside its nearest training image"
+                                                              if "final_sample" in ds.variables else "")
+                                          + ("" if "image_shape" in ds.attrs else
                                                                ", latents decoded through the VAE") + ".")
     if ds.sizes["dim"] == 2:
         hm = plot.samples_over_time(ds, **memo_cell, n_frames=n_frames)
@@ -254,6 +260,11 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
             try:
                 hv.save(fig, target, backend="matplotlib", fmt="png")
             except SkipRendering:  # nothing to draw (e.g. no trajectory reached the tube): left out of the page
+                del figures[name]
+                continue
+            except ValueError as exc:  # a log axis with no positive value: every value masked (e.g. all frames
+                if "log-scaled" not in str(exc):  # degenerate at d = 784), nothing to draw either
+                    raise
                 del figures[name]
                 continue
             paths[name] = target

@@ -127,6 +127,8 @@ VARIABLE_ATTRS: dict[str, tuple[str, str]] = {
                  "s = t_stop, the state frozen below it)", units.DATA),
     "denoise_t": ("time of the state that denoised is computed from: t_stop, or the sampler's last time",
                   units.TIME),
+    "final_sample": ("the diffusers scheduler's output after its last step (alpha_bar = 1, t = 0; no ridge there)",
+                     units.DATA),
     "t": ("diffusion time of the recorded step", units.TIME),
     "alpha": ("alpha_t = exp(-t)", "1"),
     "h": ("h_t = 1 - exp(-2t)", "1"),
@@ -203,6 +205,7 @@ class StoreLayout:
     d_star_alt: tuple[int, ...] = ()  # extra ridge dimensions of final_ridge_residual_alt
     applies: tuple[tuple[int, ...], ...] | None = None
     denoised: bool = False  # the per-cell variables denoised and denoise_t (a stopped exact block)
+    final_sample: bool = False  # the per-sample final_sample (sampler kind scheduler: its output at t = 0)
 
     def __post_init__(self):
         names = [n for n, _ in self.coords]
@@ -286,6 +289,8 @@ def _template(layout: StoreLayout, train: np.ndarray, attrs: dict, extra: dict |
     if layout.denoised:
         data["denoised"] = (cd + ("sample", "dim"), da.full(cs + (S, d), np.nan, chunks=ones + (S, d)))
         data["denoise_t"] = (cd, da.full(cs, np.nan, chunks=ones))
+    if layout.final_sample:
+        data["final_sample"] = (cd + ("sample", "dim"), da.full(cs + (S, d), np.nan, chunks=ones + (S, d)))
     coords = {
         "sample": np.arange(S, dtype=np.int64),
         "step": np.arange(K, dtype=np.int64),
@@ -683,13 +688,14 @@ class CellWriter:
 def write_cell_end(path: str | Path, layout: StoreLayout, cell: tuple[int, ...], diverged: np.ndarray,
                    diagnostics: dict[str, float], *, max_dropped_mass: float = np.nan,
                    final_ridge_residual_alt: np.ndarray | None = None, denoised: np.ndarray | None = None,
-                   denoise_t: float = np.nan) -> None:
+                   denoise_t: float = np.nan, final_sample: np.ndarray | None = None) -> None:
     """Write the per-cell variables, then the completion mark (in that order).
 
     ``diverged`` is (n_samples,) bool; ``diagnostics`` maps names of :data:`CELL_DIAGNOSTICS` to
     floats (missing ones are NaN); ``final_ridge_residual_alt`` is (n_samples,
     len(layout.d_star_alt)); ``denoised`` (n_samples, d) and ``denoise_t`` only with
-    ``layout.denoised`` (NaN when not given).  Written straight into the zarr arrays (every cell is one chunk of
+    ``layout.denoised`` (NaN when not given); ``final_sample`` (n_samples, d) only with
+    ``layout.final_sample`` (NaN when not given).  Written straight into the zarr arrays (every cell is one chunk of
     them), after every shape is checked.
     """
     cell = tuple(int(i) for i in cell)
@@ -701,7 +707,11 @@ def write_cell_end(path: str | Path, layout: StoreLayout, cell: tuple[int, ...],
         values["denoised"] = (np.full((S, layout.d), np.nan) if denoised is None
                               else np.asarray(denoised, dtype=np.float64))
         values["denoise_t"] = float(denoise_t)
-    want = {"diverged": (S,), "final_ridge_residual_alt": (S, len(layout.d_star_alt)), "denoised": (S, layout.d)}
+    if layout.final_sample:
+        values["final_sample"] = (np.full((S, layout.d), np.nan) if final_sample is None
+                                  else np.asarray(final_sample, dtype=np.float64))
+    want = {"diverged": (S,), "final_ridge_residual_alt": (S, len(layout.d_star_alt)), "denoised": (S, layout.d),
+            "final_sample": (S, layout.d)}
     for name, shape in want.items():  # zarr broadcasts silently: check before writing anything
         if name in values and values[name].shape != shape:
             raise ValueError(f"`{name}` has shape {values[name].shape}; expected {shape}")
@@ -738,6 +748,8 @@ def copy_cell(path: str | Path, layout: StoreLayout, source: tuple[int, ...], ce
         names.append("final_ridge_residual_alt")
     if layout.denoised:
         names += ["denoised", "denoise_t"]
+    if layout.final_sample:
+        names.append("final_sample")
     arrays = _open_arrays(path, names)
     if not bool(arrays["cell_complete"][source]):
         raise ValueError(f"cell {source} is not complete: its values cannot be copied to cell {cell}")
@@ -749,7 +761,8 @@ def copy_cell(path: str | Path, layout: StoreLayout, source: tuple[int, ...], ce
                    max_dropped_mass=float(arrays["max_dropped_mass"][source]),
                    final_ridge_residual_alt=arrays["final_ridge_residual_alt"][source] if layout.d_star_alt else None,
                    denoised=arrays["denoised"][source] if layout.denoised else None,
-                   denoise_t=float(arrays["denoise_t"][source]) if layout.denoised else np.nan)
+                   denoise_t=float(arrays["denoise_t"][source]) if layout.denoised else np.nan,
+                   final_sample=arrays["final_sample"][source] if layout.final_sample else None)
 
 
 def _open_arrays(path: str | Path | zarr.Group, names: Iterable[str]) -> dict[str, Any]:

@@ -423,5 +423,7 @@ def test_a_training_set_stored_in_several_chunks_is_read_as_one():
     split = ds.assign(train_data=ds["train_data"].chunk({"train": 1}))
     assert len(split["train_data"].chunks[0]) == 2
     xr.testing.assert_allclose(an.spread_curves(split).compute(), an.spread_curves(ds).compute())
+    np.testing.assert_array_equal(an.memorization_fraction(split)["memorized"].compute().values,
+                                  an.memorization_fraction(ds)["memorized"].compute().values)
     xr.testing.assert_allclose(an.tangential_distance(split, d_star=1).compute(),
                                an.tangential_distance(ds, d_star=1).compute())

@@ -217,6 +217,23 @@ def test_a_scheduler_run_records_the_timesteps_and_the_pipelines_states(saved_mo
     traj = ds["trajectory"].isel(model=0).transpose("step", "sample", "dim").values
     np.testing.assert_allclose(traj, np.stack(states), rtol=0, atol=1e-6)
     assert np.isfinite(ds["residual_normal"].values).all()
+    # the scheduler's output after its last step (t = 0) is stored: diffusers' own pipeline call gives it
+    final = ds["final_sample"].isel(model=0).values
+    np.testing.assert_allclose(final, x.reshape(4, D).double().numpy(), rtol=0, atol=1e-6)
+    pipe = DDPMPipeline(unet=unet, scheduler=DDPMScheduler())
+    image = pipe(batch_size=4, generator=torch.Generator().manual_seed(exp.seeds.sampler), num_inference_steps=6,
+                 output_type="np").images  # (4, 4, 4, 1): (x / 2 + 0.5).clamp(0, 1)
+    np.testing.assert_allclose(np.clip(final / 2 + 0.5, 0, 1), image.reshape(4, D), rtol=0, atol=1e-6)
+    assert not np.allclose(final, traj[-1], atol=1e-3)  # not the last recorded state (t > 0)
+    # read as a state at t = 0 (alpha = 1): shares of the final samples, computed here
+    dist = np.sort(np.sqrt(((final[:, None] - _train()[None]) ** 2).sum(-1)), -1)
+    at0 = ds.ridge.final_state()
+    assert float(at0["t"]) == 0.0 and float(at0["alpha"]) == 1.0
+    r = float(np.median(dist[:, 0]))
+    near = ridgexr.analysis.mode_counts(at0, r=r)["share_any"].isel(model=0)
+    assert float(near) == np.mean(dist[:, 0] <= r)
+    memo = ridgexr.analysis.memorization_fraction(at0)["memorized"].isel(model=0)
+    assert float(memo) == np.mean(dist[:, 0] / dist[:, 1] < 1 / 3)
 
 
 def test_bad_diffusers_and_unet_blocks_are_refused_naming_the_field(saved_model, tmp_path):
@@ -279,6 +296,71 @@ def test_the_unet_training_loss_is_the_dsm_loss_of_the_batch(schedule):
     w = torch.ones_like(h) if schedule == "1" else h**2
     want = (T - t_min) * float((w / h * ((eps - z) ** 2).sum(-1)).mean())
     np.testing.assert_allclose(fit.losses[0], want, rtol=2e-4)
+
+
+@pytest.mark.parametrize("schedule", ["1", "h2"])
+def test_the_scheduler_convention_draws_integer_timesteps_with_the_same_dsm_loss(schedule):
+    """One full-batch step in the scheduler's convention: the epoch loss equals mean w(t_k)/h_k |eps_hat - z|^2
+    computed here with k drawn as diffusers' training loop does (randint over the timesteps, after the
+    permutation), alpha_bar_k = alphas_cumprod[k], h_k = 1 - alpha_bar_k, and the U-Net called at the
+    integer k; no (T - t_min) factor, and t_min, T play no part."""
+    train = _train(8)
+    sched = DDPMScheduler(beta_schedule="squaredcos_cap_v2")
+    acp = sched.alphas_cumprod.to(torch.float64)
+    fit = fit_neural(UNetDenoiser(_tiny_unet(1), sched), train, schedule=schedule, epochs=1, batch_size=8,
+                     t_min=0.3, T=0.4, device="cpu", seed=4, timesteps=-0.5 * np.log(acp.numpy()))
+    state = np.random.SeedSequence([4, 1]).generate_state(2, np.uint32)
+    g = torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
+    perm = torch.randperm(8, generator=g)
+    k = torch.randint(0, 1000, (8,), generator=g)
+    z = torch.randn(8, D, generator=g, dtype=torch.float64)
+    x0, k, z = torch.as_tensor(train)[perm], k[perm], z[perm].float().double()
+    ab = acp[k]
+    xt = ab.sqrt()[:, None] * x0 + (1 - ab).sqrt()[:, None] * z
+    with torch.no_grad():
+        eps = _tiny_unet(1).eval()(xt.float().reshape(8, *SHAPE), k).sample.reshape(8, D).double()
+    h = 1 - ab
+    w = torch.ones_like(h) if schedule == "1" else h**2
+    want = float((w / h * ((eps - z) ** 2).sum(-1)).mean())
+    np.testing.assert_allclose(fit.losses[0], want, rtol=2e-4)
+    assert float(k.min()) < 300 and float(k.max()) > 400  # times outside [t_min, T] = [0.3, 0.4] were drawn
+    with pytest.raises(ValueError, match="timesteps"):
+        fit_neural(UNetDenoiser(_tiny_unet(1), sched), train, epochs=1, device="cpu", timesteps=[0.1, -1.0])
+
+
+def test_bf16_mixed_precision_trains_on_cpu_close_to_float32_and_fp16_needs_cuda():
+    """bf16 autocast (8 mantissa bits): the full-batch epoch loss (evaluated before the step) within 2 %
+    of float32's, not equal to it (autocast ran), and a few epochs train to finite weights; fp16 on CPU
+    is refused naming the field."""
+    train = _train(16)
+    sched = DDPMScheduler()
+    kw = dict(schedule="h", batch_size=16, t_min=0.01, T=2.0, device="cpu", seed=2)
+    full = fit_neural(UNetDenoiser(_tiny_unet(1), sched), train, epochs=1, **kw)
+    half = fit_neural(UNetDenoiser(_tiny_unet(1), sched), train, epochs=1, mixed_precision="bf16", **kw)
+    np.testing.assert_allclose(half.losses[0], full.losses[0], rtol=2e-2)
+    assert half.losses[0] != full.losses[0]
+    more = fit_neural(UNetDenoiser(_tiny_unet(1), sched), train, epochs=3, mixed_precision="bf16", **kw)
+    assert np.isfinite(more.losses).all() and more.config["mixed_precision"] == "bf16"
+    assert all(torch.isfinite(p).all() for p in more.model.parameters())
+    assert next(more.model.parameters()).dtype == torch.float32  # the weights stay float32
+    with pytest.raises(ValueError, match="mixed_precision.*fp16.*CUDA"):
+        fit_neural(UNetDenoiser(_tiny_unet(1), sched), train, epochs=1, mixed_precision="fp16", **kw)
+
+
+def test_the_unet_training_fields_enter_the_config_hash_only_off_their_defaults(tmp_path):
+    np.save(tmp_path / "train.npy", _train())
+    text = UNET_CATALOG % dict(folder="none")
+    base = text.replace("ema: 0.5}", "ema: 0.5%s}")
+    hashes = {}
+    for extra in ("", ", time_convention: ou, mixed_precision: none", ", time_convention: scheduler",
+                  ", mixed_precision: bf16"):
+        (tmp_path / "c.yaml").write_text(base % extra)
+        hashes[extra] = load_catalog_file(tmp_path / "c.yaml")["trained"].config_hash(_train())
+    assert hashes[""] == hashes[", time_convention: ou, mixed_precision: none"]
+    assert len(set(hashes.values())) == 3
+    (tmp_path / "c.yaml").write_text(base % ", time_convention: sched")
+    with pytest.raises(CatalogError, match="time_convention"):
+        load_catalog_file(tmp_path / "c.yaml")
 
 
 CHILD = textwrap.dedent("""

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+import xarray as xr
 
 import ridgexr
 from ridgexr import plot
@@ -76,6 +77,25 @@ def test_pixel_grid_draws_states_projections_and_nearest_images(image_stores):
     np.testing.assert_allclose(np.ma.filled(np.ma.masked_invalid(drawn), np.nan), canvas, atol=1e-12)
 
 
+def test_a_scheduler_output_at_t0_ends_each_row_beside_its_nearest_image(image_stores):
+    """With ``final_sample`` (the scheduler's output at t = 0, docs/schema.md) three more tiles per row:
+    that output, an empty tile (no ridge at t = 0) and its brute-force nearest training image."""
+    ds = ridgexr.open_dataset(image_stores["pixel"])
+    final = np.random.default_rng(3).uniform(-1, 1, (ds.sizes["model"], ds.sizes["sample"], ds.sizes["dim"]))
+    ds = ds.assign(final_sample=(("model", "sample", "dim"), final))
+    canvas, t, _ = plot.image_grid_values(ds, n_samples=3, n_times=3)
+    assert t.size == 4 and t[-1] == 0.0
+    show = lambda v: np.clip((v.reshape(5, 5) + 1) / 2, 0, 1)  # noqa: E731
+    tiles = _tiles(canvas, 5, 5)
+    np.testing.assert_allclose(tiles[:, :9], _expected(ds, show, 3), atol=1e-12)  # the recorded steps unchanged
+    train = ds["train_data"].values
+    for s in range(3):
+        near = train[np.argmin(((final[0, s] - train) ** 2).sum(-1))]
+        np.testing.assert_allclose(tiles[s, 9], show(final[0, s]), atol=1e-12)
+        assert np.isnan(tiles[s, 10]).all()
+        np.testing.assert_allclose(tiles[s, 11], show(near), atol=1e-12)
+
+
 def test_latent_grid_draws_vae_decodings(image_stores):
     ds = ridgexr.open_dataset(image_stores["latent"])
     assert "image_shape" not in ds.attrs and plot.is_image_store(ds)
@@ -94,6 +114,18 @@ def test_report_includes_the_grid(image_stores, tmp_path):
 
     paths = make_report(ridgexr.open_dataset(image_stores["pixel"]), tmp_path / "rep")
     assert paths["image_grid_0"].stat().st_size > 1000 and "image_grid_0" in paths["html"].read_text()
+
+
+def test_a_report_whose_every_frame_is_degenerate_leaves_the_distance_curves_out(image_stores, tmp_path):
+    """At d = 784 every ridge frame can be degenerate (fashion-unet's smoke run): every distance is masked,
+    the log-scaled distance curves have nothing to draw and are left out; the rest of the report is written."""
+    from ridgexr.report import make_report
+
+    ds = ridgexr.open_dataset(image_stores["pixel"])
+    ds = ds.assign(ridge_degenerate=xr.ones_like(ds["ridge_degenerate"]))
+    paths = make_report(ds, tmp_path / "rep")
+    assert "distance_curves" not in paths and "image_grid_0" in paths
+    assert "distance_curves" not in paths["html"].read_text()
 
 
 def hv_render(obj):

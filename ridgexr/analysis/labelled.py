@@ -42,8 +42,44 @@ from ._helpers import (along_step, at_step, by_train, cell_train, check_radius, 
 
 __all__ = ["cell_train", "distance_curves", "ridge_dimension", "ridge_motion", "tangential_distance", "resolved", "degenerate_share", "phase_times", "phase_summary", "spread_curves", "ridge_position",
            "position_histogram", "position_density", "target_effect", "mode_counts", "memorization_fraction", "near_mode_fraction",
-           "phase_transition", "theory_check", "summary_table"]
+           "phase_transition", "theory_check", "summary_table", "final_state"]
 
+
+
+def final_state(ds: xr.Dataset) -> xr.Dataset:
+    """The scheduler's final output (``final_sample``) as a state selected at t = 0.
+
+    A store of ``sampler: {kind: scheduler}`` records the ridge geometry down to the last timestep
+    with t > 0; the scheduler's output after that step (alpha_bar = 1, t = 0, where p_t has no
+    ridge) is the per-sample ``final_sample``.  This returns the store without its per-step
+    variables, with ``trajectory`` (cells..., sample, dim) = ``final_sample`` and the scalar
+    coordinates t = 0, alpha = 1, h = 0, so the analyses that need only the state and the training
+    set read it as the generated images: e.g. ``memorization_fraction(final_state(ds))``,
+    ``near_mode_fraction``, ``mode_counts`` (their ``step`` attribute is -1: not a recorded step).
+
+    Raises
+    ------
+    ValueError
+        When ``ds`` has no ``final_sample`` (not scheduler-sampled, or written before it existed).
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr
+    >>> ds = xr.Dataset({"final_sample": (("sample", "dim"), np.ones((2, 3))),
+    ...                  "trajectory": (("sample", "step", "dim"), np.zeros((2, 4, 3))),
+    ...                  "train_data": (("train", "dim"), np.eye(3))}, coords={"t": ("step", [3., 2., 1., .5])})
+    >>> out = final_state(ds)
+    >>> float(out["t"]), out["trajectory"].dims, float(out["trajectory"].sum())
+    (0.0, ('sample', 'dim'), 6.0)
+    """
+    check_vars(ds, "final_sample", "train_data")
+    per_step = [n for n in ds.variables if "step" in ds[n].dims or n == "step"]
+    out = ds.drop_vars(per_step + ["final_sample"])
+    t_attrs = dict(ds["t"].attrs) if "t" in ds.variables else {}
+    out = out.assign(trajectory=with_attrs(ds["final_sample"].copy(), "the scheduler's final output (t = 0)",
+                                           ds["final_sample"].attrs.get("units", units.DATA)))
+    return out.assign_coords(t=((), 0.0, t_attrs), alpha=((), 1.0, {"long_name": "alpha_t = exp(-t)", "units": "1"}),
+                             h=((), 0.0, {"long_name": "h_t = 1 - exp(-2t)", "units": "1"}))
 
 
 def distance_curves(ds: xr.Dataset, *, quantiles: Sequence[float] = (0.1, 0.5, 0.9),

@@ -56,6 +56,8 @@ HASH_NEUTRAL: dict[str, object] = {
     "training.draws": 1,  # 0.5
     "models[].t_stop": None,  # 0.5
     "models[].sigma_stop": None,  # 0.5
+    "models[].time_convention": "ou",  # 0.5 (unet)
+    "models[].mixed_precision": "none",  # 0.5 (unet)
 }
 
 

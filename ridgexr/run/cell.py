@@ -88,6 +88,7 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
     last = None
     # the writer closes (every queued block on disk, errors raised) before the completion mark
     t_stop = getattr(model, "t_stop", None)  # a stopped (coarse) exact score: frozen below t_stop
+    final = {}  # the scheduler's output at t = 0 (stored without ridge geometry)
     with torch.no_grad(), CellWriter(store, layout, task.index) as writer:  # writes overlap the next block
         if exp.sampler.kind == "scheduler":  # the diffusers scheduler (docs/models.md)
             from ..models.diffusers.denoiser import entry_scheduler, scheduler_predict
@@ -96,7 +97,7 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
             blocks = scheduler_sampling(scheduler_predict(model, sched), sched, exp.n_samples, shape,
                                         exp.process.n_steps, seed=exp.seeds.sampler, eta=exp.sampler.eta,
                                         block_steps=exp.sampler.block_steps, record_every=exp.sampler.record_every,
-                                        device=dev)
+                                        device=dev, final=lambda x: final.setdefault("x", x))
         else:
             blocks = sample(exp.sampler.kind, score, exp.n_samples, d, grid, seed=exp.seeds.sampler,
                             block_steps=exp.sampler.block_steps, record_every=exp.sampler.record_every, device=dev,
@@ -126,5 +127,6 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
         with torch.no_grad():
             den = np.asarray(torch.as_tensor(model.denoise(last[0], den_t)).cpu().numpy(), dtype=np.float64)
     write_cell_end(store, layout, task.index, diverged, task.diagnostics, max_dropped_mass=dropped,
-                   final_ridge_residual_alt=alt, denoised=den, denoise_t=np.nan if den_t is None else den_t)
+                   final_ridge_residual_alt=alt, denoised=den, denoise_t=np.nan if den_t is None else den_t,
+                   final_sample=final["x"].cpu().numpy() if "x" in final else None)
     return {**task.labels, "diverged": int(diverged.sum())}

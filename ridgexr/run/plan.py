@@ -75,6 +75,7 @@ def plan_layout(exp: Experiment, train: np.ndarray) -> StoreLayout:
         sample_chunk=exp.n_samples if exp.n_samples <= 512 else 256,
         d_star_alt=tuple(exp.ridge.d_star_alt), applies=applies,
         denoised=any(getattr(b, "stopped", False) for b in exp.blocks),
+        final_sample=exp.sampler.kind == "scheduler",
     )
 
 

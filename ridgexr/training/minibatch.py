@@ -10,6 +10,22 @@ x0 a training point, z ~ N(0, I), one (t, z) draw per point per epoch
 Uniform t is the Monte-Carlo counterpart of the random-feature fit's quadrature in t, so
 the two losses estimate the same number (tested on a shared sample).
 
+**A scheduler's time convention** (``timesteps``: the OU times t_k of a diffusers scheduler's
+integer timesteps k = 0 .. K-1, alpha_bar_k = e^{-2 t_k}): each row's timestep is drawn
+uniformly, k ~ U{0, ..., K-1}, as diffusers' training loop does (``torch.randint``), with the
+same row term and weight w(t_k), and the loss is their plain mean
+
+    L_K(f) = E_k E_{x0, z} w(t_k) |s_f(x_{t_k}, t_k) + z / sqrt(h_{t_k})|^2 ~ mean_rows (...),
+
+an average over the scheduler's timesteps rather than an integral over OU time (no (T - t_min)
+factor; t_min and T do not enter), so its values are not comparable with the OU convention's.
+
+**Mixed precision** (``mixed_precision``): the model's forward pass runs under
+``torch.autocast`` (float16 or bfloat16) and its output is cast back to the parameters' dtype
+before the row term, which is computed there; float16 scales the loss with a
+``torch.amp.GradScaler`` (CUDA only, whose state the checkpoint keeps).  bfloat16 needs no scaler
+and works on CPU too.
+
 **Reproducibility.**  Epoch k's shuffling, times and noise come from a CPU generator seeded
 by (seed, k), so they depend on nothing but the seed and the epoch; with the model,
 optimizer and EMA state of a checkpoint a resumed run continues exactly where the first one
@@ -37,7 +53,7 @@ import numpy as np
 import torch
 
 from .. import defaults
-from ..choices import KEEP_EPOCHS, OPTIMIZERS
+from ..choices import KEEP_EPOCHS, MIXED_PRECISIONS, OPTIMIZERS
 from .._backend import save_atomic
 from .._validation import check_float, check_int, check_option
 from ..models.module.denoiser import model_digest
@@ -158,7 +174,8 @@ def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable =
                checkpoint_every: int | None = None, save_epochs: Sequence[int] = (), keep: str = "last",
                progress: bool | Callable[[int, int, float], None] = False,
                process: OU | None = None,
-               export: Callable[[torch.nn.Module, int], None] | None = None) -> NeuralFit:
+               export: Callable[[torch.nn.Module, int], None] | None = None,
+               timesteps: Sequence[float] | None = None, mixed_precision: str = "none") -> NeuralFit:
     """Train ``model`` by minibatch denoising score matching (the package's loss; module doc).
 
     Parameters
@@ -208,6 +225,13 @@ def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable =
         Called at each checkpoint, before the side file ``checkpoint.pt`` is written, with the
         model to publish (the EMA weights with ``ema``) and the epoch: e.g. a diffusers
         ``save_pretrained`` folder (:mod:`ridgexr.models.unet`).  Resuming reads only the side file.
+    timesteps : (K,) array, optional
+        OU times t_k (> 0, finite) of a scheduler's integer timesteps: each row's time is t_k with
+        k ~ U{0, ..., K-1} and the loss is the plain mean over rows (module doc); ``t_min`` and
+        ``T`` are then not used by the loss.  None: t ~ U(t_min, T) (the OU convention).
+    mixed_precision : {"none", "fp16", "bf16"}
+        Forward pass under ``torch.autocast`` in float16 (with a GradScaler; CUDA only) or
+        bfloat16 (CPU or CUDA); "none": the parameters' dtype (module doc).
 
     Returns
     -------
@@ -251,6 +275,16 @@ def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable =
     if checkpoint_every is not None:
         checkpoint_every = check_int(checkpoint_every, "checkpoint_every", min_val=1)
     dev = resolve_device(device)
+    check_option(mixed_precision, "mixed_precision", MIXED_PRECISIONS)
+    if mixed_precision == "fp16" and dev.type != "cuda":
+        raise ValueError(f"`mixed_precision` 'fp16' needs a CUDA device (torch's GradScaler); got device "
+                         f"{str(dev)!r}: use 'bf16' or 'none'")
+    t_k = None
+    if timesteps is not None:
+        t_k = np.asarray(timesteps, dtype=np.float64)
+        if t_k.ndim != 1 or t_k.size < 1 or not np.isfinite(t_k).all() or (t_k <= 0).any():
+            raise ValueError(f"`timesteps` must be a non-empty 1-d array of finite OU times > 0; got shape "
+                             f"{t_k.shape}")
     process = process or OU()
     schedule_weight(schedule, np.array([t_min, T]), process)  # validates the schedule
     n, d = arr.shape
@@ -267,7 +301,18 @@ def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable =
                   n_parameters=int(sum(p.numel() for p in model.parameters())), parametrization=parametrization,
                   schedule=schedule_name(schedule), epochs=epochs, batch_size=batch_size, lr=lr, optimizer=optimizer,
                   ema=ema, t_min=t_min, T=T, seed=seed, train=_train_digest(arr), save_epochs=save_epochs,
-                  dtype=str(dtype), **({"keep": keep} if keep != "last" else {}))
+                  dtype=str(dtype), **({"keep": keep} if keep != "last" else {}),
+                  **({} if t_k is None else {"timesteps": hashlib.sha256(t_k.tobytes()).hexdigest()[:16]}),
+                  **({"mixed_precision": mixed_precision} if mixed_precision != "none" else {}))
+    amp = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(mixed_precision)
+    scaler = torch.amp.GradScaler(dev.type) if mixed_precision == "fp16" else None
+
+    def forward(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:  # the autocast region: the model alone
+        if amp is None:
+            return model(x, t)
+        with torch.autocast(device_type=dev.type, dtype=amp):
+            out = model(x, t)
+        return out.to(dtype)
     losses: list[float] = []
     batch_losses: list[float] = []
     snapshots: dict[int, dict] = {}
@@ -291,11 +336,14 @@ def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable =
                 averaged.load_state_dict(state["ema"])
             losses, snapshots, start = list(state["losses"]), dict(state["snapshots"]), int(state["epoch"])
             batch_losses, kept = list(state["batch_losses"]), dict(state["kept"])
+            if scaler is not None:
+                scaler.load_state_dict(state["scaler"])
             best = dict(state["best"])
         every = checkpoint_every or 1
 
     x_all = torch.as_tensor(arr, dtype=dtype, device=dev)
-    scale = T - t_min
+    scale = T - t_min if t_k is None else 1.0  # the OU convention integrates over [t_min, T]; timesteps average
+    t_k_torch = None if t_k is None else torch.as_tensor(t_k)
     bar, report = (None, progress) if callable(progress) else (_rich_progress(epochs, start) if progress else (None, None))
     t0 = time.perf_counter()
     if bar is not None:
@@ -304,7 +352,10 @@ def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable =
         for epoch in range(start + 1, epochs + 1):
             g = _epoch_generator(seed, epoch)
             perm = torch.randperm(n, generator=g)
-            t = t_min + scale * torch.rand(n, generator=g, dtype=torch.float64)
+            if t_k_torch is None:
+                t = t_min + scale * torch.rand(n, generator=g, dtype=torch.float64)
+            else:  # diffusers' training loop: an integer timestep per row, uniformly
+                t = t_k_torch[torch.randint(0, t_k_torch.numel(), (n,), generator=g)]
             z = torch.randn(n, d, generator=g, dtype=torch.float64)
             w = torch.as_tensor(schedule_weight(schedule, t.numpy(), process))
             t_d, z_d, w_d = t.to(dtype).to(dev), z.to(dtype).to(dev), w.to(dtype).to(dev)
@@ -312,11 +363,16 @@ def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable =
             batch_sum = 0.0
             for lo in range(0, n, batch_size):  # minibatch steps: the optimizer's loop
                 idx = perm[lo:lo + batch_size].to(dev)
-                rows = dsm_loss_rows(model, x_all[idx], t_d[idx], z_d[idx], w_d[idx], parametrization, process)
+                rows = dsm_loss_rows(forward, x_all[idx], t_d[idx], z_d[idx], w_d[idx], parametrization, process)
                 loss = scale * rows.mean()
                 opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
+                if scaler is None:
+                    loss.backward()
+                    opt.step()
+                else:
+                    scaler.scale(loss).backward()
+                    scaler.step(opt)
+                    scaler.update()
                 if averaged is not None:
                     averaged.update_parameters(model)
                 total += float(rows.detach().sum())
@@ -341,7 +397,8 @@ def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable =
                     export(averaged.module if averaged is not None else model, epoch)
                 save_atomic(dict(config=config, epoch=epoch, model=model.state_dict(), optimizer=opt.state_dict(),
                                   ema=None if averaged is None else averaged.state_dict(), losses=losses,
-                                  snapshots=snapshots, batch_losses=batch_losses, kept=kept, best=best), ckpt)
+                                  snapshots=snapshots, batch_losses=batch_losses, kept=kept, best=best,
+                                  **({} if scaler is None else {"scaler": scaler.state_dict()})), ckpt)
             if report is not None:
                 report(epoch, epochs, mean)
     finally:

@@ -3,7 +3,8 @@
 The spec is here (torch-free); the network is :class:`ridgexr.models.unet.denoiser.UNetDenoiser`
 (a ``UNet2DModel`` + the ``DDPMScheduler`` that fixes its timestep convention), training
 :func:`ridgexr.fit_neural` through :func:`ridgexr.models.unet.training.fit` (the loss and weight
-schedules w(t) of every kind, in OU time), checkpoints as ``save_pretrained`` folders beside the
+schedules w(t) of every kind, in OU time or, with ``time_convention: scheduler``, at the
+scheduler's integer timesteps drawn uniformly; ``mixed_precision`` under torch.autocast), checkpoints as ``save_pretrained`` folders beside the
 resumable side file.  A trained cell is an ordinary diffusers model: ``kind: diffusers`` and
 diffusers' own pipelines load its folders.
 """
@@ -15,7 +16,7 @@ from typing import Annotated, Callable, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from ... import defaults
-from ...choices import OPTIMIZERS
+from ...choices import MIXED_PRECISIONS, OPTIMIZERS, TIME_CONVENTIONS
 from ...spec import as_list
 from ..spec import EpochTrainedSpec
 
@@ -57,6 +58,14 @@ class UNetSpec(EpochTrainedSpec):
     optimizer: Literal[OPTIMIZERS] = Field(defaults.MLP_OPTIMIZER, description="optimizer")
     ema: float | None = Field(defaults.UNET_EMA, ge=0, lt=1,
         description="decay of the exponential moving average of the weights used for sampling (null: none)")
+    time_convention: Literal[TIME_CONVENTIONS] = Field("ou",
+        description="how training draws a row's time: 'ou', t ~ U(t_min, T) in OU time, the loss integrated over "
+                    "[t_min, T]; 'scheduler', an integer timestep k of the U-Net's DDPMScheduler uniformly (diffusers' "
+                    "training loop) at its OU time t_k (alpha_bar_k = e^{-2 t_k}), the same row term and weight w(t_k), "
+                    "the loss averaged over timesteps (ridgexr.fit_neural)")
+    mixed_precision: Literal[MIXED_PRECISIONS] = Field("none",
+        description="training's forward pass under torch.autocast: 'fp16' (with a GradScaler; CUDA only), 'bf16' "
+                    "(CPU or CUDA), or 'none' (float32)")
 
     @model_validator(mode="after")
     def _check(self):

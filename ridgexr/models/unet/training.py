@@ -19,6 +19,7 @@ from pathlib import Path
 from ...training import fit_neural
 from ...training.heldout import heldout_diagnostics, heldout_sample
 from ..kind import FittedCell
+from ..diffusers.denoiser import scheduler_times
 from .denoiser import UNetDenoiser, make_scheduler, make_unet
 
 __all__ = ["fit", "check", "unet_state", "save_folder"]
@@ -62,8 +63,6 @@ def _progress(ctx, label: str):
 def check(exp, block, train) -> None:
     """Before the lock: the training set's d is the images' in_channels x height x width, and
     ``process.T`` lies within the OU times of the block's scheduler."""
-    from .denoiser import scheduler_times
-
     where = f"{exp.source}: entry {exp.name!r}" if exp.source else f"entry {exp.name!r}"
     if train.shape[1] != block.d:
         raise ValueError(f"{where}: model {block.label!r}: images of {block.in_channels} x {block.sample_size[0]} x "
@@ -100,7 +99,8 @@ def fit(ctx, bi: int, block, cells: list[tuple[tuple, dict]]) -> dict:
             optimizer=block.optimizer, ema=block.ema, t_min=exp.loss_t_min, T=exp.process.T,
             seed=exp.seeds.training, device=ctx.device, checkpoint_dir=ck, save_epochs=block.epoch_list,
             export=None if ck is None else export,
-            progress=_progress(ctx, f"{prefix}{s}"))
+            progress=_progress(ctx, f"{prefix}{s}"), mixed_precision=block.mixed_precision,
+            timesteps=scheduler_times(scheduler) if block.time_convention == "scheduler" else None)
         for idx, lab in cells:
             if (lab["schedule"], lab.get("n_train", n_trains[0])) != (s, n_train):
                 continue
