@@ -272,3 +272,35 @@ def test_row_chunked_moments_equal_one_call(n, d, seed):
         mean, tan = sample_mod.block_mean_and_tangent(s, block, 1)
     np.testing.assert_allclose(mean, ref_mean, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(tan @ np.swapaxes(tan, 1, 2), ref_tan @ np.swapaxes(ref_tan, 1, 2), atol=1e-9)
+
+
+def test_heldout_frames_above_d128_take_the_lowrank_path_and_equal_the_dense_frames():
+    """At d > 128 the held-out tangent frames come from the low-rank path (no (B, d, d) covariance):
+    their projectors equal those of the dense eigh wherever the dense frame is resolved, and the mean
+    equals the one-call posterior mean."""
+    import ridgexr.training.sample as sample_mod
+    from ridgexr.empirical import SmoothedEmpirical
+    from ridgexr.scms import frame_flat, use_lowrank
+
+    rng = np.random.default_rng(3)
+    d, n, d_star = 140, 40, 3
+    train = rng.normal(size=(n, d)) * np.linspace(2.0, 0.2, d)
+    s = draw_training_sample(train, t_min=1e-2, T=1.0, n_time=3, n_noise=2, seed=5, quadrature="gauss-legendre-log-t")
+    block = next(s.blocks(10**6, by_node=False))
+    assert use_lowrank("auto", "log", d, d_star)
+    covs = []  # every moments pass's cov flag: the low-rank path never forms a (B, d, d) covariance
+    real = SmoothedEmpirical.moments_flat
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(SmoothedEmpirical, "moments_flat", lambda self, *a, **k: covs.append(k.get("cov")) or real(self, *a, **k))
+        mean, tan = sample_mod.block_mean_and_tangent(s, block, d_star)
+    assert covs and not any(covs)
+    assert tan.shape == (block.size, d, d_star)
+    dens = SmoothedEmpirical(train, block.t)
+    xt = torch.as_tensor(block.xt)
+    dense = frame_flat(dens, xt, torch.as_tensor(block.t), d_star, "log", top_k=None, frame="dense")
+    ok = ~dense.degenerate.numpy()
+    assert ok.sum() >= block.size // 4  # resolved rows to compare (76 of 240 here)
+    ref = dense.tangent.numpy()
+    proj = lambda b: b @ np.swapaxes(b, 1, 2)  # noqa: E731
+    np.testing.assert_allclose(proj(tan)[ok], proj(ref)[ok], atol=1e-8)
+    np.testing.assert_allclose(mean, dens.posterior_mean(block.xt), rtol=1e-12, atol=1e-12)

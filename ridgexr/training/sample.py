@@ -22,7 +22,7 @@ from .._validation import check_int
 from ..empirical import Moments, SmoothedEmpirical
 from ..process import OU
 from ..ridge import ridge_frame
-from ..scms import frame_from_moments
+from ..scms import frame_flat, frame_from_moments, use_lowrank
 from .quadrature import DEFAULT_QUADRATURE, time_nodes
 
 __all__ = ["SampleBlock", "TrainingSample", "draw_training_sample", "draw_seed", "batches", "block_mean_and_tangent"]
@@ -179,6 +179,9 @@ class TrainingSample:
 #: small ones).  Training sets of at most 32 points (every two-/three-point entry) are not split:
 #: their 8 192-row blocks fit
 MOMENT_PAIRS = 1 << 18
+#: low-rank held-out frames go through in chunks of at most MOMENT_PAIRS // max(N, this) rows (<= 64 rows
+#: per call at N <= 4 096): the Gram / subspace-iteration buffers are (rows, N) and (rows, d, k)
+LOWRANK_ROWS_DIVISOR = 4096
 
 
 def _row_chunks(n_rows: int, n_train: int) -> list[slice]:
@@ -193,6 +196,14 @@ def _block_moments(sample: TrainingSample, block: SampleBlock, cov: bool, d_star
     dens = SmoothedEmpirical(sample.train, block.t, process=sample.process)
     xt = torch.as_tensor(block.xt, dtype=torch.float64)
     tt = torch.as_tensor(block.t, dtype=torch.float64)
+    if d_star is not None and use_lowrank("auto", "log", xt.shape[-1], int(d_star)):
+        # above d = 128 no (B, d, d) covariance: the mean in row chunks, the tangent from the observation's
+        # low-rank frames (top d* + 1 + OVERSAMPLE eigenpairs; equal to the dense frame where both run)
+        chunks = _row_chunks(xt.shape[0], dens.n_train)
+        mean = torch.cat([dens.moments_flat(xt[rows], tt[rows], cov=False).mean for rows in chunks])
+        tangent = torch.cat([frame_flat(dens, xt[rows], tt[rows], int(d_star), "log", top_k=None).tangent
+                             for rows in _row_chunks(xt.shape[0], max(dens.n_train, LOWRANK_ROWS_DIVISOR))])
+        return mean.cpu().numpy(), tangent.cpu().numpy()
     parts = [dens.moments_flat(xt[rows], tt[rows], cov=cov) for rows in _row_chunks(xt.shape[0], dens.n_train)]
     mom = parts[0] if len(parts) == 1 else Moments(**{
         f.name: None if getattr(parts[0], f.name) is None else torch.cat([getattr(m, f.name) for m in parts])
