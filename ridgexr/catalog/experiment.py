@@ -56,6 +56,7 @@ HASH_NEUTRAL: dict[str, object] = {
     "training.draws": 1,  # 0.5
     "models[].t_stop": None,  # 0.5
     "models[].sigma_stop": None,  # 0.5
+    "dataset.manifold.draws": 1,  # 0.5
 }
 
 
@@ -170,8 +171,7 @@ class Experiment(Spec):
 
     def sweeps(self) -> tuple[tuple[str, tuple], ...]:
         """Cell dimensions from the training and dataset blocks, (name, labels), in store order."""
-        n = self.dataset.n_train
-        return self.training.sweeps() + ((("n_train", tuple(sorted(n))),) if isinstance(n, list) else ())
+        return self.training.sweeps() + self.dataset.sweeps()
 
     @property
     def cell_schedules(self) -> list[str]:

@@ -133,7 +133,7 @@ def plan_tasks(exp: Experiment, train: np.ndarray, layout: StoreLayout,
         first: dict = {}
         for idx, lab in cells:
             if lab["schedule"] == "exact":
-                key = lab.get("n_train")
+                key = (lab.get("n_train"), lab.get("data_draw"))
                 if key in first:
                     tasks[idx] = replace(tasks[idx], twin_of=first[key])
                 else:
