@@ -339,3 +339,23 @@ def test_sphere_coverage_of_the_law_itself_and_of_a_missing_cap():
         want = R * np.arccos(1 - 2 * cap(rho) / (1 - c * (1 - cap(rho))))
         assert float(out.coverage_delta.squeeze()) == pytest.approx(want, abs=radii[1] - radii[0] + 5e-3)
         assert float(out.mass_ratio_min.squeeze()) >= c
+
+
+def test_store_estimate_counts_denoised_as_written(cov_run):
+    """estimate_resources counts denoised + denoise_t at their nbytes in the store (every cell runs here), adds
+    at least that much to the store-size bound against the same entry unstopped, and bounds the disk use."""
+    import os
+    from pathlib import Path
+
+    from ridgexr.run.plan import estimate_resources
+
+    exp, ds = cov_run
+    est = estimate_resources(exp, ds.train_data.values)
+    assert est["store_variables"] == {"denoised": ds.denoised.nbytes + ds.denoise_t.nbytes, "v_kernel": 0}
+    plain = exp.model_copy(update={"models": [b.model_copy(update={"sigma_stop": None}) for b in exp.models]})
+    assert not any(b.stopped for b in plain.blocks)
+    grew = est["store_size"] - estimate_resources(plain, ds.train_data.values)["store_size"]
+    assert ds.denoised.nbytes + ds.denoise_t.nbytes <= grew
+    root = Path(ds.encoding["source"])
+    used = sum(os.lstat(p).st_blocks * 512 for p in [root, *root.rglob("*")])
+    assert 0 < used <= est["store_size"]
