@@ -248,6 +248,8 @@ def test_runs_with_data_draws_train_each_cell_on_its_own_set(tmp_path):
     x = ds.trajectory.isel(step=-1).sel(model="memorize", n_train=10).values / float(ds.alpha.isel(step=-1))
     for j in range(3):
         np.testing.assert_allclose(nov.sel(data_draw=j).values, arrays.novelty(x[j], train[40 * j:40 * j + 10]))
+    split = ds.assign(train_data=ds.train_data.chunk({"train": 7}))  # a large training set is stored in chunks
+    np.testing.assert_array_equal(split.ridge.novelty().sel(model="memorize", n_train=10).values, nov.values)
     plain = load_catalog_file(f)["draws"].model_copy(deep=True)
     cfg = json.loads(exp.model_dump_json())
     cfg["dataset"]["manifold"]["draws"] = 1

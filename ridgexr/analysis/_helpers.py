@@ -94,6 +94,8 @@ def cell_train(ds: xr.Dataset) -> xr.DataArray:
     ``data_draw`` (M independent sets of n = train / M rows each) the rows of the cell's draw,
     NaN elsewhere (dims data_draw, [n_train,] train, dim)."""
     train = ds["train_data"]
+    if train.chunks:  # a core dimension of the analyses' apply_ufunc: one chunk (a large set is stored in several)
+        train = train.chunk({"train": -1, "dim": -1})
     row = ds["train"]
     if "data_draw" in ds.dims:
         n = ds.sizes["train"] // ds.sizes["data_draw"]
