@@ -106,7 +106,8 @@ def main(argv=None):
 
 def coverage_table(ds, c: float = 0.5):
     """Per (model, data_draw, N) (draw 0 only without independent training sets): t_stop, coverage delta_N
-    (c x population mass) with the mass ratios at delta, mean distance of the denoised outputs to M, their median novelty and memorized share (novelty < 1/3), and the
+    (c x population mass) with the mass ratios at delta, mean distance of the denoised outputs to M, their
+    median novelty and memorized share (novelty < 1/3), and the
     sliced W2 to the smoothed-and-projected population."""
     import pandas as pd
 

@@ -20,7 +20,8 @@ from .manifolds import Manifold
 from .mnist import load_mnist
 from .points import load_array_file, point_set
 
-__all__ = ["load_training_set", "manifold_draw_seeds", "mnist_images", "mnist_latents", "dataset_provenance", "manifold_of",
+__all__ = ["load_training_set", "manifold_draw_seeds", "mnist_images", "mnist_latents", "dataset_provenance",
+           "manifold_of",
            "dataset_extras", "image_set", "image_latents", "image_shape", "dataset_vae"]
 
 

@@ -27,8 +27,9 @@ def fit(ctx, bi: int, block, cells: list[tuple[tuple, dict]]) -> dict:
     for s, w, n_train, data_draw in runs:
         rows = exp.dataset.rows({"n_train": n_train} | ({} if data_draw is None else {"data_draw": data_draw}))
         net = MLPDenoiser(train.shape[1], **mlp_kwargs(exp, block, w))
+        tail = "" if data_draw is None else f"-d{data_draw}"  # a manifold's independent training set
         ck = (None if ctx.checkpoint_root is None else
-              ctx.checkpoint_root / block.label / f"{s}-w{w}-n{'all' if n_train is None else n_train}{'' if data_draw is None else f'-d{data_draw}'}")
+              ctx.checkpoint_root / block.label / f"{s}-w{w}-n{'all' if n_train is None else n_train}{tail}")
         fitted = fit_neural(
             net, train[rows], schedule=s, epochs=max(block.epoch_list), batch_size=block.batch_size, lr=block.lr,
             optimizer=block.optimizer, ema=block.ema, t_min=exp.loss_t_min, T=exp.process.T,

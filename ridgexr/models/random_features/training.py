@@ -65,7 +65,8 @@ def fit(ctx, bi: int, block, cells: list[tuple[tuple, dict]]) -> dict:
 
     One :func:`ridgexr.fit_sweep` (every schedule and width in one streamed pass) per
     combination of the swept settings (``target``, ``n_noise``, ``draw``, ``data_draw``, ``n_train``; the
-    cell with ``n_train = n`` is trained on ``train[:n]`` (of its ``data_draw``'s rows: ``DatasetSpec.rows``), the cell with ``draw = m`` on the training noise of
+    cell with ``n_train = n`` is trained on ``train[:n]`` (of its ``data_draw``'s rows: ``DatasetSpec.rows``),
+    the cell with ``draw = m`` on the training noise of
     seed :func:`ridgexr.training.draw_seed` (seeds.training, m), features and A(0) unchanged).  A cell of schedule 'exact' (the single-block
     form) gets no readout: its diagnostics are those of the optimum (zero excess).
     """

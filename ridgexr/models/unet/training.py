@@ -91,8 +91,9 @@ def fit(ctx, bi: int, block, cells: list[tuple[tuple, dict]]) -> dict:
         rows = exp.dataset.rows({"n_train": n_train} | ({} if data_draw is None else {"data_draw": data_draw}))
         scheduler = make_scheduler(block)
         net = UNetDenoiser(make_unet(block, exp.seeds.init), scheduler)
+        tail = "" if data_draw is None else f"-d{data_draw}"  # a manifold's independent training set
         ck = (None if ctx.checkpoint_root is None else
-              ctx.checkpoint_root / block.label / f"{s}-n{'all' if n_train is None else n_train}{'' if data_draw is None else f'-d{data_draw}'}")
+              ctx.checkpoint_root / block.label / f"{s}-n{'all' if n_train is None else n_train}{tail}")
 
         def export(model, epoch, ck=ck, scheduler=scheduler):
             save_folder(model.unet, scheduler, ck / "latest")
