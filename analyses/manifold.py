@@ -16,6 +16,7 @@ slopes against N next to -1/k, and the criteria of docs/manifold.md evaluated.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import holoviews as hv
@@ -104,8 +105,9 @@ def main(argv=None):
 # The fair test (issue 27): coarse (stopped) exact scores, Tweedie outputs, delta-coverage against N.
 
 def coverage_table(ds, c: float = 0.5):
-    """Per (model, N): t_stop, coverage delta_N (c x population mass) with the mass ratios at delta, mean
-    distance of the denoised outputs to M, their median novelty and memorized share (novelty < 1/3), and the
+    """Per (model, data_draw, N) (draw 0 only without independent training sets): t_stop, coverage delta_N
+    (c x population mass) with the mass ratios at delta, mean distance of the denoised outputs to M, their
+    median novelty and memorized share (novelty < 1/3), and the
     sliced W2 to the smoothed-and-projected population."""
     import pandas as pd
 
@@ -116,18 +118,20 @@ def coverage_table(ds, c: float = 0.5):
     cov = analysis.coverage(ds, c=c)
     target = analysis.smoothed_target_distance(ds)
     train = ds.train_data.values
+    draws = ds.sizes.get("data_draw", 1)
+    per_draw = train.shape[0] // draws  # draw j: rows j n .. (j + 1) n (DatasetSpec.rows)
     rows = []
-    for model in ds.model.values:
-        for n in ds.n_train.values:
-            x = ds.denoised.sel(model=model, n_train=n).values
-            x = x[np.isfinite(x).all(-1)]
-            nov = arrays.novelty(x, train[:int(n)])
-            cv = cov.sel(model=model, n_train=n)
-            rows.append({"model": str(model), "N": int(n), "t_stop": float(ds.denoise_t.sel(model=model, n_train=n)),
-                         "delta_N": float(cv.coverage_delta), "ratio min": float(cv.mass_ratio_min),
-                         "ratio max": float(cv.mass_ratio_max), "dist to M": float(np.mean(m.distance(x))),
-                         "novelty (median)": float(np.median(nov)), "memorized share": float(np.mean(nov < 1 / 3)),
-                         "W2 to smoothed target": float(target.sel(model=model, n_train=n))})
+    for model, j, n in itertools.product(ds.model.values, range(draws), ds.n_train.values):
+        at = dict(model=model, n_train=n) | ({"data_draw": j} if "data_draw" in ds.dims else {})
+        x = ds.denoised.sel(at).values
+        x = x[np.isfinite(x).all(-1)]
+        nov = arrays.novelty(x, train[j * per_draw:j * per_draw + int(n)])
+        cv = cov.sel(at)
+        rows.append({"model": str(model), "draw": j, "N": int(n), "t_stop": float(ds.denoise_t.sel(at)),
+                     "delta_N": float(cv.coverage_delta), "ratio min": float(cv.mass_ratio_min),
+                     "ratio max": float(cv.mass_ratio_max), "dist to M": float(np.mean(m.distance(x))),
+                     "novelty (median)": float(np.median(nov)), "memorized share": float(np.mean(nov < 1 / 3)),
+                     "W2 to smoothed target": float(target.sel(at))})
     return pd.DataFrame(rows), m.k
 
 
@@ -148,22 +152,43 @@ def coverage_floor(ds, c: float = 0.5, n_reps: int = 5) -> tuple[float, float]:
 
 
 def coverage_rates(df, k: int):
-    """Log-log slopes against N with 95 % pairs-bootstrap intervals, next to -1/k."""
+    """Log-log slopes against N next to -1/k.  One training draw: 95 % pairs-bootstrap intervals (low, high).
+    Several independent draws: the mean of the per-draw slopes with a 95 % Student-t interval over the draws
+    (low, high; ``analysis.rate_fit(draw_dim="data_draw")``), and beside it the pairs bootstrap over every
+    (draw, N) point pooled (boot low, boot high)."""
     import pandas as pd
 
     rows = []
+    n_draws = df["draw"].nunique() if "draw" in df else 1
     for model, g in df.groupby("model", sort=False):
         for metric in ("delta_N", "dist to M", "W2 to smoothed target"):
             v = g[metric].to_numpy(float)
+            row = {"model": model, "metric": metric, "slope": np.nan, "low": np.nan, "high": np.nan}
             if np.isfinite(np.log(np.where(v > 0, v, np.nan))).sum() < 3:
-                rows.append({"model": model, "metric": metric, "slope": np.nan, "low": np.nan, "high": np.nan})
+                rows.append(row)
                 continue
-            fit = analysis.rate_fit(xr.DataArray(v, dims=("n_train",), coords={"n_train": g["N"].to_numpy()}))
-            rows.append({"model": model, "metric": metric, "slope": float(fit.slope), "low": float(fit.slope_low),
-                         "high": float(fit.slope_high)})
+            boot = analysis.rate_fit(xr.DataArray(v, dims=("n_train",), coords={"n_train": g["N"].to_numpy()}))
+            if n_draws > 1:
+                grid = g.pivot(index="draw", columns="N", values=metric)
+                fit = analysis.rate_fit(xr.DataArray(grid.to_numpy(float), dims=("data_draw", "n_train"),
+                                                     coords={"n_train": grid.columns.to_numpy()}),
+                                        draw_dim="data_draw")
+                row |= {"slope": float(fit.slope), "low": float(fit.slope_low), "high": float(fit.slope_high),
+                        "boot low": float(boot.slope_low), "boot high": float(boot.slope_high),
+                        "draws": int(fit.n_draws)}
+            else:
+                row |= {"slope": float(boot.slope), "low": float(boot.slope_low), "high": float(boot.slope_high)}
+            rows.append(row)
     out = pd.DataFrame(rows)
     out["-1/k"] = -1.0 / k
     return out
+
+
+def draw_means(df):
+    """The per-(model, N) means over the training draws of the coverage table (the table itself with one draw)."""
+    if "draw" not in df or df["draw"].nunique() == 1:
+        return df
+    return df.drop(columns="draw").groupby(["model", "N"], sort=False).mean().reset_index()
 
 
 def coverage_verdict(df, rates, k: int, floor: tuple[float, float] | None = None) -> list[str]:
@@ -172,6 +197,7 @@ def coverage_verdict(df, rates, k: int, floor: tuple[float, float] | None = None
     delta_N is at the resolution floor and the criteria's "otherwise" clause applies (inconclusive)."""
     lines, confirmed = [], []
     ref = -1.0 / k
+    df = draw_means(df)
     largest = df.N.max()
     for model in [m for m in df.model.unique() if m != "memorize"]:
         r = rates[rates.model == model].set_index("metric")
@@ -229,11 +255,20 @@ def coverage_figure(df, k: int, name: str) -> hv.Overlay:
 def coverage_main(name: str, ds, figures: Path | None = None) -> None:
     df, k = coverage_table(ds)
     if figures is not None:
-        save_png(coverage_figure(df, k, name), figures / f"manifold_{name.replace('-', '_')}.png")
-    print(f"## {name}: denoised outputs, {ds.sizes['sample']} samples per cell, c = 0.5\n")
+        from ridgexr import plot
+
+        plot.ensure_backends()  # the figure's options need a loaded backend (when no other figure came first)
+        save_png(coverage_figure(draw_means(df), k, name), figures / f"manifold_{name.replace('-', '_')}.png")
+    draws = ds.sizes.get("data_draw", 1)
+    print(f"## {name}: denoised outputs, {ds.sizes['sample']} samples per cell, c = 0.5, {draws} training draw(s)\n")
     print(markdown_table(df))
+    if draws > 1:
+        print(f"\n### {name}: means over the {draws} training draws\n")
+        print(markdown_table(draw_means(df)))
     rates = coverage_rates(df, k)
-    print(f"\n### {name}: log-log slopes against N (95% pairs-bootstrap interval)\n")
+    how = (f"mean of the per-draw slopes, 95% Student-t interval over the {draws} independent training draws; "
+           "boot: 95% pairs bootstrap over every (draw, N)" if draws > 1 else "95% pairs-bootstrap interval")
+    print(f"\n### {name}: log-log slopes against N ({how})\n")
     print(markdown_table(rates))
     print()
     for line in coverage_verdict(df, rates, k, coverage_floor(ds)):

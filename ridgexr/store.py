@@ -149,7 +149,10 @@ COORD_ATTRS: dict[str, tuple[str, str | None]] = {
     "n_noise": ("noise draws per (training point, time node) of the fit", units.LABEL),
     "draw": ("independent draw of the training noise of the fit (training.draws; features fixed)",
              units.LABEL),
-    "n_train": ("training-set size: the cell was trained (and observed) on train_data[:n_train]",
+    "data_draw": ("independent training set of a manifold dataset (dataset.manifold.draws): train_data rows "
+                  "data_draw n .. (data_draw + 1) n, n = dataset.manifold.n", units.LABEL),
+    "n_train": ("training-set size: the cell was trained (and observed) on the first n_train points of its "
+                "training set (train_data[:n_train], or of its data_draw's rows)",
                 units.LABEL),
     "sample": ("trajectory index", units.LABEL),
     "step": ("index of the recorded step (sampling order: t decreases)", units.LABEL),
@@ -167,8 +170,8 @@ ROOT_ATTRS = {
 #: every cell dimension a store can have, in store order: ``model`` when the entry has several
 #: model blocks (or a module or exact block alone), ``schedule`` and ``width`` when some block
 #: uses them, the rest when the entry sweeps them (model.tau, model.epochs, training.target,
-#: training.n_noise, training.draws, dataset.n_train)
-CELL_DIMS = ("model", "schedule", "width", "tau", "epoch", "target", "n_noise", "draw", "n_train")
+#: training.n_noise, training.draws, dataset.manifold.draws, dataset.n_train)
+CELL_DIMS = ("model", "schedule", "width", "tau", "epoch", "target", "n_noise", "draw", "data_draw", "n_train")
 
 STEP_SCALAR = ("ridge_distance", "ridge_residual", "normal_curvature", "residual_normal_rank", "residual_tangent_rank",
                "projected_gradient", "projected_gradient_tmin", "projected_gradient_scaled",

@@ -150,3 +150,20 @@ def test_gap_mass_refuses_a_store_without_draws(ens_run):
         analysis.gap_mass(ds, lower=2.0, upper=-2.0)
     with pytest.raises(ValueError, match="draw_dim"):
         analysis.pool_draws(xr.DataArray(np.zeros(3), dims=("sample",)))
+
+
+def test_store_estimate_counts_the_v_kernel_as_written(ens_run):
+    """estimate_resources counts the V-kernel variables at their nbytes in the store, and the store-size bound
+    holds the store's disk use (what du counts)."""
+    import os
+    from pathlib import Path
+
+    from ridgexr.run.plan import estimate_resources
+
+    exp, ds = ens_run
+    est = estimate_resources(exp, ds.train_data.values)
+    assert est["store_variables"]["v_kernel"] == sum(ds[v].nbytes for v in ("v_kernel", "v_kernel_x", "v_kernel_t"))
+    assert est["store_variables"]["denoised"] == 0 and "denoised" not in ds
+    root = Path(ds.encoding["source"])
+    used = sum(os.lstat(p).st_blocks * 512 for p in [root, *root.rglob("*")])
+    assert 0 < used <= est["store_size"]

@@ -90,13 +90,20 @@ def step_label(ds: xr.Dataset, step: int = -1, t: float | None = None) -> int:
 
 def cell_train(ds: xr.Dataset) -> xr.DataArray:
     """The training set of every cell: ``train_data`` (train, dim), and for a store that sweeps
-    ``n_train`` the nested subsets, NaN beyond ``n_train`` (dims n_train, train, dim); lazy, in one chunk
-    along ``train`` and ``dim``."""
+    ``n_train`` the nested subsets, NaN beyond ``n_train`` (dims n_train, train, dim); with
+    ``data_draw`` (M independent sets of n = train / M rows each) the rows of the cell's draw,
+    NaN elsewhere (dims data_draw, [n_train,] train, dim); lazy, in one chunk along ``train`` and ``dim``."""
     train = ds["train_data"]
-    if "n_train" in ds.dims:
-        train = train.where(ds["train"] < ds["n_train"])
-    if train.chunks is not None:  # a core dimension of every use (apply_ufunc): one chunk (a large set is stored in several)
+    if train.chunks:  # a core dimension of the analyses' apply_ufunc: one chunk (a large set is stored in several)
         train = train.chunk({"train": -1, "dim": -1})
+    row = ds["train"]
+    if "data_draw" in ds.dims:
+        n = ds.sizes["train"] // ds.sizes["data_draw"]
+        start = ds["data_draw"] * n
+        train = train.where((row >= start) & (row < start + n))
+        row = row - start
+    if "n_train" in ds.dims:
+        train = train.where(row < ds["n_train"])
     return train
 
 

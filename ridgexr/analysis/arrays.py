@@ -427,6 +427,52 @@ def rate_fit(n: np.ndarray, metric: np.ndarray, *, n_boot: int = 2000, ci: float
     return np.array([slopes(u[None], v[None])[0], lo, hi])
 
 
+def draw_rate_fit(n: np.ndarray, metric: np.ndarray, *, ci: float = 0.95) -> np.ndarray:
+    """Slope of log(metric) against log(n) over M independent replicates (e.g. training sets), with a
+    Student-t interval from the spread of the per-replicate slopes.
+
+    Each row of ``metric`` (M, K) is one replicate's curve over the K values ``n`` (K,); its slope is
+    the least-squares slope of its finite (log n, log metric) pairs (rows with fewer than 2 distinct
+    finite n are left out).  The estimate is the mean of the M' remaining slopes, the interval
+    mean +- t_{M'-1, (1 + ci) / 2} sd / sqrt(M'): the replicates are independent, so their spread
+    carries every source of noise inside a replicate (the training draw and the sampler's noise).
+
+    Returns (4,): slope, lower, upper, M' (NaN interval when M' < 2).  A metric ~ c n^-r gives slope -r.
+
+    >>> n = np.array([100.0, 1000.0, 10000.0])
+    >>> m = np.array([n ** -0.5 * 1.1, n ** -0.5 * 0.9, n ** -0.5])
+    >>> [round(float(v), 6) for v in draw_rate_fit(n, m)]
+    [-0.5, -0.5, -0.5, 3.0]
+    """
+    from scipy import stats
+
+    ci = float(ci)
+    if not 0 < ci < 1:
+        raise ValueError(f"`ci` must be in (0, 1); got {ci}")
+    u = np.log(np.asarray(n, dtype=float))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = np.log(np.atleast_2d(np.asarray(metric, dtype=float)))
+    if v.shape[-1] != u.size:
+        raise ValueError(f"`metric` must have shape (M, {u.size}); got {v.shape}")
+    ok = np.isfinite(v) & np.isfinite(u)
+    w = ok.astype(float)
+    cnt = w.sum(-1)
+    uu, vv = np.where(ok, u, 0.0), np.where(ok, v, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        um, vm = (uu * w).sum(-1) / cnt, (vv * w).sum(-1) / cnt
+        uc = (uu - um[:, None]) * w
+        slopes = (uc * (vv - vm[:, None])).sum(-1) / (uc * uc).sum(-1)
+    slopes = slopes[np.isfinite(slopes) & (cnt >= 2)]
+    m = slopes.size
+    if m == 0:
+        return np.array([np.nan, np.nan, np.nan, 0.0])
+    mean = float(slopes.mean())
+    if m < 2:
+        return np.array([mean, np.nan, np.nan, 1.0])
+    half = stats.t.ppf((1 + ci) / 2, m - 1) * slopes.std(ddof=1) / np.sqrt(m)
+    return np.array([mean, mean - half, mean + half, float(m)])
+
+
 def pooled_share_ci(k: np.ndarray, n: np.ndarray, *, k_ref: np.ndarray | None = None,
                     n_ref: np.ndarray | None = None, n_boot: int = 2000, ci: float = 0.95,
                     seed: int = 0) -> np.ndarray:

@@ -235,16 +235,43 @@ def ridge_vs_manifold(ds: xr.Dataset, *, step: int = -1, t: float | None = None,
 
 
 def rate_fit(metric: xr.DataArray, *, dim: str = "n_train", n_boot: int = 2000, ci: float = 0.95,
-             seed: int = 0) -> xr.Dataset:
+             seed: int = 0, draw_dim: str | None = None) -> xr.Dataset:
     """Log-log slope of ``metric`` against the coordinate ``dim`` (e.g. a distance against
     ``n_train``), per remaining cell, with a pairs-bootstrap interval
     (:func:`ridgexr.analysis.arrays.rate_fit`).  A metric ~ c N^-r has slope -r.
 
-    Returns ``slope``, ``slope_low``, ``slope_high``; lazy.
+    With ``draw_dim`` (e.g. ``"data_draw"``, independent training sets): one slope per draw, their
+    mean and a Student-t interval from their spread (:func:`ridgexr.analysis.arrays.draw_rate_fit`),
+    plus ``n_draws`` (the draws with a slope); ``n_boot`` and ``seed`` are then unused.
+
+    Returns ``slope``, ``slope_low``, ``slope_high`` (and ``n_draws``); lazy.
     """
     if dim not in metric.dims:
         raise ValueError(f"`dim` must be a dimension of the metric {metric.dims}; got {dim!r}")
     n = metric[dim].values.astype(float)
+    if draw_dim is not None:
+        if draw_dim not in metric.dims or draw_dim == dim:
+            raise ValueError(f"`draw_dim` must be a dimension of the metric {metric.dims} other than {dim!r}; "
+                             f"got {draw_dim!r}")
+
+        def _dfit(v):
+            flat = v.reshape(-1, *v.shape[-2:])
+            out = np.array([arrays.draw_rate_fit(n, cell, ci=ci) for cell in flat])  # one fit per cell
+            return out.reshape(v.shape[:-2] + (4,))
+
+        data = metric.chunk({dim: -1, draw_dim: -1}) if metric.chunks else metric
+        res = xr.apply_ufunc(_dfit, data, input_core_dims=[[draw_dim, dim]], output_core_dims=[["stat"]],
+                             dask="parallelized", output_dtypes=[float],
+                             dask_gufunc_kwargs={"output_sizes": {"stat": 4}})
+        return xr.Dataset({
+            "slope": with_attrs(res.isel(stat=0, drop=True), f"mean over {draw_dim} of the log-log slopes against "
+                                f"{dim}", "1"),
+            "slope_low": with_attrs(res.isel(stat=1, drop=True), f"lower end of the {ci:.0%} Student-t interval "
+                                    f"over {draw_dim}", "1"),
+            "slope_high": with_attrs(res.isel(stat=2, drop=True), f"upper end of the {ci:.0%} Student-t interval "
+                                     f"over {draw_dim}", "1"),
+            "n_draws": with_attrs(res.isel(stat=3, drop=True), f"{draw_dim} labels with a slope", "1"),
+        }, attrs={"dim": dim, "draw_dim": draw_dim})
 
     def _fit(v):
         flat = v.reshape(-1, v.shape[-1])
@@ -282,6 +309,31 @@ def _circle_arc_mass(center: np.ndarray, half_angle: np.ndarray, density: str, k
     return np.clip(cdf(center[:, None] + a[None, :]) - cdf(center[:, None] - a[None, :]), 0.0, 1.0)
 
 
+def _sphere_cap_mass(center: np.ndarray, half_angle: np.ndarray, density: str, n_grid: int = 4097) -> np.ndarray:
+    """Population mass of the geodesic caps of half-angle a (radians) around unit ``center`` (n, 3), in
+    the sphere's own coordinates, for the uniform or piecewise density, (n_centers, n_radii).
+
+    Piecewise: 4/3 x uniform on the half y2 >= 0 (azimuth in [0, pi)), 2/3 x on the other.  The circle
+    at angle s from c meets that half in the share arccos(q) / pi of its length, q = -c2 cos s /
+    (sqrt(1 - c2^2) sin s) clipped to [-1, 1] (closed form); the mass is the integral over s of
+    sin(s) / 2 x (2/3 + 2/3 share(s)), by the trapezoid rule on ``n_grid`` angles in [0, pi]
+    (uniform: (1 - cos a) / 2 exactly).
+    """
+    a = np.minimum(np.asarray(half_angle, dtype=np.float64), np.pi)
+    if density == "uniform":
+        return np.broadcast_to((1 - np.cos(a)) / 2, (center.shape[0], a.size)).copy()
+    s = np.linspace(0.0, np.pi, n_grid)
+    c2 = np.clip(center[:, 1:2], -1.0, 1.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        q = -c2 * np.cos(s) / (np.sqrt(1 - c2 * c2) * np.sin(s))
+    # at s = 0, pi and for c on the y2 axis q is +-inf (the whole circle on one side); 0 / 0 (c on y2 = 0
+    # at s = pi / 2): the great circle, half on each side
+    share = np.arccos(np.clip(np.nan_to_num(q, nan=0.0), -1.0, 1.0)) / np.pi
+    f = np.sin(s) / 2 * (2 / 3 + 2 / 3 * share)
+    cum = np.concatenate([np.zeros((f.shape[0], 1)), np.cumsum((f[:, 1:] + f[:, :-1]) / 2 * np.diff(s), -1)], -1)
+    return np.clip(np.stack([np.interp(a, s, row) for row in cum]), 0.0, 1.0)  # one interpolation per centre
+
+
 def coverage(ds: xr.Dataset, *, c: float = 0.5, variable: str = "denoised", n_centers: int = 256,
              radii: np.ndarray | None = None, step: int = -1, t: float | None = None,
              dim: str = "sample") -> xr.Dataset:
@@ -293,7 +345,8 @@ def coverage(ds: xr.Dataset, *, c: float = 0.5, variable: str = "denoised", n_ce
     geodesic distances are closed form (:meth:`Manifold.geodesic_distance`).  Ball centres:
     ``n_centers`` equally spaced points of a circle, or a Fibonacci lattice of the sphere.
     Population mass: closed form on the circle (the entry's density: uniform, piecewise or von
-    Mises), the share of the stored ``population_data`` on the sphere.  Radii: ``radii`` (increasing,
+    Mises) and on the sphere for the uniform and piecewise densities (:func:`_sphere_cap_mass`), the
+    share of the stored ``population_data`` on the sphere with von Mises-Fisher.  Radii: ``radii`` (increasing,
     data units), default 80 geometric values from 1e-3 r to pi r (r the radius).  Non-finite
     samples are left out.
 
@@ -329,9 +382,14 @@ def coverage(ds: xr.Dataset, *, c: float = 0.5, variable: str = "denoised", n_ce
         i = np.arange(n_centers) + 0.5
         z, ang = 1 - 2 * i / n_centers, np.pi * (1 + 5**0.5) * i
         s = np.sqrt(1 - z * z)
-        centers = m.embed(r0 * np.c_[s * np.cos(ang), s * np.sin(ang), z])
-        check_vars(ds, "population_data")
-        pop_mass = arrays.ball_mass(m.geodesic_distance(centers, np.asarray(ds["population_data"].values)), radii)
+        unit = np.c_[s * np.cos(ang), s * np.sin(ang), z]
+        centers = m.embed(r0 * unit)
+        if cfg["density"] in ("uniform", "piecewise"):
+            pop_mass = _sphere_cap_mass(unit, radii / r0, cfg["density"])
+        else:
+            check_vars(ds, "population_data")
+            pop_mass = arrays.ball_mass(m.geodesic_distance(centers, np.asarray(ds["population_data"].values)),
+                                        radii)
 
     def _cov(xx):
         xx = np.asarray(xx, dtype=np.float64)

@@ -94,6 +94,16 @@ class ManifoldSpec(Spec):
     seed: int = Field(0, ge=0, le=2**32 - 2, description="seed of the training draw (the population uses seed + 1)")
     n_population: int = Field(2000, ge=2,
         description="size of the fresh population sample stored as population_data (distribution metrics)")
+    draws: int = Field(1, ge=1,
+        description="independent training sets of n points (seeds seed, seed + 2, seed + 3, ...); > 1 makes a "
+                    "data_draw cell dimension: cell (data_draw j, n_train N) trains on the first N points of draw j "
+                    "(train_data rows j n .. j n + N)")
+
+    @model_validator(mode="after")
+    def _draw_seeds(self):
+        if self.draws > 1 and self.seed + self.draws > 2**32 - 1:
+            raise ValueError(f"manifold.seed + manifold.draws must be <= {2**32 - 1}; got {self.seed + self.draws}")
+        return self
 
 
 class DatasetSpec(Spec):
@@ -121,6 +131,31 @@ class DatasetSpec(Spec):
         return sorted(self.n_train) if isinstance(self.n_train, list) else [self.n_train]
 
     @property
+    def draws(self) -> int:
+        """Independent training sets stacked in the training set (``manifold.draws``; 1 otherwise)."""
+        return self.manifold.draws if self.manifold is not None else 1
+
+    def sweeps(self) -> tuple[tuple[str, tuple], ...]:
+        """Cell dimensions of the dataset block, (name, labels), in store order: ``data_draw`` (with
+        ``manifold.draws`` > 1), then ``n_train`` (with a list)."""
+        out = (("data_draw", tuple(range(self.draws))),) if self.draws > 1 else ()
+        return out + ((("n_train", tuple(sorted(self.n_train))),) if isinstance(self.n_train, list) else ())
+
+    def rows(self, labels: dict) -> slice:
+        """The training-set rows of the cell with ``labels``: the first ``n_train`` points (every point
+        when null) of the cell's ``data_draw`` (the whole set without draws).
+
+        >>> DatasetSpec(manifold={"kind": "circle", "ambient_dim": 2, "n": 10, "draws": 3},
+        ...             n_train=[4, 10]).rows({"data_draw": 2, "n_train": 4})
+        slice(20, 24, None)
+        """
+        n = labels.get("n_train", self.n_trains[0])
+        if self.draws == 1:
+            return slice(None, n)
+        start = int(labels.get("data_draw", 0)) * self.manifold.n
+        return slice(start, start + (self.manifold.n if n is None else int(n)))
+
+    @property
     def label(self) -> str:
         """A short name of the data source (point-set name, file path, "mnist" or the manifold)."""
         if self.manifold is not None:
@@ -140,6 +175,8 @@ class DatasetSpec(Spec):
                 raise ValueError(f"manifold.ambient_dim must be >= {k + 1} for a {m.kind}; got {m.ambient_dim}")
             if m.kind == "torus" and not m.minor_radius < m.radius:
                 raise ValueError("manifold.minor_radius must be < manifold.radius for a torus")
+            if isinstance(self.n_train, list) and max(self.n_train) > m.n:
+                raise ValueError(f"dataset.n_train must be <= manifold.n ({m.n}); got {max(self.n_train)}")
         if self.points is not None and self.points not in POINT_SETS:
             raise ValueError(f"unknown point set {self.points!r}; choose from {sorted(POINT_SETS)}")
         return self

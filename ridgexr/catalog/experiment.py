@@ -58,6 +58,7 @@ HASH_NEUTRAL: dict[str, object] = {
     "models[].sigma_stop": None,  # 0.5
     "models[].time_convention": "ou",  # 0.5 (unet)
     "models[].mixed_precision": "none",  # 0.5 (unet)
+    "dataset.manifold.draws": 1,  # 0.5
 }
 
 
@@ -172,8 +173,7 @@ class Experiment(Spec):
 
     def sweeps(self) -> tuple[tuple[str, tuple], ...]:
         """Cell dimensions from the training and dataset blocks, (name, labels), in store order."""
-        n = self.dataset.n_train
-        return self.training.sweeps() + ((("n_train", tuple(sorted(n))),) if isinstance(n, list) else ())
+        return self.training.sweeps() + self.dataset.sweeps()
 
     @property
     def cell_schedules(self) -> list[str]:

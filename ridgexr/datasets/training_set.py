@@ -20,7 +20,8 @@ from .manifolds import Manifold
 from .mnist import load_mnist
 from .points import load_array_file, point_set
 
-__all__ = ["load_training_set", "mnist_images", "mnist_latents", "dataset_provenance", "manifold_of",
+__all__ = ["load_training_set", "manifold_draw_seeds", "mnist_images", "mnist_latents", "dataset_provenance",
+           "manifold_of",
            "dataset_extras", "image_set", "image_latents", "image_shape", "dataset_vae"]
 
 
@@ -28,6 +29,16 @@ def manifold_of(spec: Any) -> Manifold:
     """The :class:`Manifold` of a validated ``dataset.manifold`` block."""
     return Manifold(spec.kind, ambient_dim=spec.ambient_dim, radius=spec.radius, minor_radius=spec.minor_radius,
                     rotation_seed=spec.rotation_seed)
+
+
+def manifold_draw_seeds(seed: int, draws: int) -> list[int]:
+    """Seeds of the ``draws`` independent training sets of a manifold dataset: ``seed`` for the first
+    (the single-draw set), ``seed + 1 + j`` for draw j >= 1 (``seed + 1`` is the population's).
+
+    >>> manifold_draw_seeds(0, 4)
+    [0, 2, 3, 4]
+    """
+    return [seed] + [seed + 1 + j for j in range(1, draws)]
 
 
 def dataset_extras(dataset: Any) -> dict[str, tuple[tuple[str, ...], np.ndarray]]:
@@ -127,7 +138,9 @@ def load_training_set(dataset: Any, *, base_dir: str | Path | None = None) -> np
     dataset : DatasetSpec
         Exactly one of ``points`` (a built-in set), ``file`` (an array file), ``mnist``
         (latents, or pixels in [0, 1]), ``images`` (pixels at the block's ``scale``, or VAE
-        latents) or ``manifold`` (``n`` points drawn with ``seed``).
+        latents) or ``manifold`` (``n`` points drawn with ``seed``; with ``draws`` = M > 1, M independent
+        sets of ``n`` points stacked, (M n, d), draw j in rows j n .. (j + 1) n, seeds
+        :func:`manifold_draw_seeds`).
     base_dir : path, optional
         Folder a relative ``file`` is resolved against (the catalog file's folder).
 
@@ -141,7 +154,9 @@ def load_training_set(dataset: Any, *, base_dir: str | Path | None = None) -> np
         return point_set(dataset.points)
     if getattr(dataset, "manifold", None) is not None:
         spec = dataset.manifold
-        return manifold_of(spec).sample(spec.n, density=spec.density, kappa=spec.kappa, seed=spec.seed)[0]
+        m, draws = manifold_of(spec), getattr(spec, "draws", 1)
+        return np.concatenate([m.sample(spec.n, density=spec.density, kappa=spec.kappa, seed=draw_seed)[0]
+                               for draw_seed in manifold_draw_seeds(spec.seed, draws)])
     if getattr(dataset, "images", None) is not None:
         spec = dataset.images
         return image_latents(spec, base_dir).latents if spec.space == "latent" else image_set(spec, base_dir)[0]

@@ -61,7 +61,7 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
     if n_threads:
         torch.set_num_threads(n_threads)
     exp = Experiment.model_validate_json(exp_json)
-    train = load_training_set(exp.dataset, base_dir=exp.base_dir)[:task.labels.get("n_train", exp.dataset.n_trains[0])]
+    train = load_training_set(exp.dataset, base_dir=exp.base_dir)[exp.dataset.rows(task.labels)]
     d = train.shape[1]
     dev = torch.device(device)
     spec = exp.blocks[task.block]  # the cell's model block

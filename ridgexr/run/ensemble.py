@@ -95,8 +95,7 @@ def v_kernel_variables(exp, train: np.ndarray, layout, tasks, device: str = "cpu
         scores = []
         for task in members:
             block = exp.blocks[task.block]
-            n_train = task.labels.get("n_train")
-            cell_train = train if n_train is None else train[:n_train]
+            cell_train = train[exp.dataset.rows(task.labels)]
             model = model_kind(block.kind).builder()(exp, block, task, cell_train, device)
             scores.append(np.stack([np.asarray(model.score(grid, float(t)), dtype=np.float64) for t in times]))
         out[key] = ensemble_variance(np.stack(scores), axis=0)

@@ -134,7 +134,7 @@ def plan_tasks(exp: Experiment, train: np.ndarray, layout: StoreLayout,
         first: dict = {}
         for idx, lab in cells:
             if lab["schedule"] == "exact":
-                key = lab.get("n_train")
+                key = (lab.get("n_train"), lab.get("data_draw"))
                 if key in first:
                     tasks[idx] = replace(tasks[idx], twin_of=first[key])
                 else:
@@ -182,7 +182,10 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
     whole 4 KiB blocks, plus a folder per file, so it is an upper bound (compression makes stores
     smaller): 1.4 to 3.8 times the disk use of the stores measured (docs/running.md).
 
-    ``memory_drivers`` names the groups of fields that make up most of the peak (for the message).
+    ``memory_drivers`` names the groups of fields that make up most of the peak (for the message);
+    ``store_variables`` the uncompressed bytes counted for the optional variables of the run: ``denoised`` +
+    ``denoise_t`` (a stopped exact block) and ``v_kernel`` + ``v_kernel_x`` + ``v_kernel_t`` (a ``draw``
+    dimension), each 0 when the store has none (their values' nbytes, as written).
     """
     n, d = train.shape
     rf = [b for b in exp.blocks if b.kind == "random_features"]
@@ -246,12 +249,27 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
                 + (len(CELL_DIAGNOSTICS) + 4) * on_disk(8.0, k))  # diagnostics, max_dropped_mass, marks, digest
     m = exp.dataset.manifold  # dataset_extras: a population sample and the rotation
     extras = on_disk(8.0 * m.n_population * m.ambient_dim, 2) + on_disk(8.0 * m.ambient_dim**2, 2) if m else 0.0
+    # optional variables: Tweedie's output of a stopped block (one (S, d) chunk and one value per cell), the
+    # V-kernel of a draw dimension (cells without draw x probe times x grid points x d, written whole at creation)
+    optional = {"denoised": 0.0, "v_kernel": 0.0}
+    if any(getattr(b, "stopped", False) for b in exp.blocks):
+        optional["denoised"] = n_cells * (S * d * 8.0 + 8.0)
+        per_cell += on_disk(S * d * 8.0, k + 2) + on_disk(8.0, k)
+    coords = dict(exp.cell_coords())
+    if "draw" in coords:
+        from .ensemble import V_KERNEL_POINTS, V_KERNEL_TIMES
+
+        n_vt = np.unique(np.clip(np.asarray(V_KERNEL_TIMES, dtype=np.float64), exp.process.t_min, exp.process.T)).size
+        groups = math.prod(len(v) for name, v in coords.items() if name != "draw")
+        raw = (groups * n_vt * V_KERNEL_POINTS * d, V_KERNEL_POINTS * d, n_vt)
+        optional["v_kernel"] = 8.0 * sum(raw)
+        extras += sum(on_disk(8.0 * r, levels) for r, levels in zip(raw, (len(coords) + 3, 2, 1)))
     store_level = (64 * 4096 + 512 * 1024  # array metadata, consolidated root metadata
                    + 4 * on_disk(n_rec * 8.0, 1) + on_disk(train.size * 8.0 * 2, 2) + extras)  # steps, training data
     peak = {**terms, **sampling_terms} if fit >= sampling else sampling_terms
     drivers = [k for k, v in sorted(peak.items(), key=lambda kv: -kv[1]) if v >= 0.25 * max(fit, sampling)]
     return {"peak_memory": BASE_BYTES + max(fit, sampling), "store_size": n_cells * per_cell + store_level,
-            "memory_drivers": drivers}
+            "memory_drivers": drivers, "store_variables": optional}
 
 
 #: rates of the stage-time estimate (2 CPU cores, float64): dense GEMM flops, one memory-bound

@@ -21,13 +21,14 @@ from .sample import TrainingSample, draw_training_sample
 __all__ = ["heldout_per_cell", "heldout_sample", "heldout_diagnostics"]
 
 
-def heldout_sample(ctx, n_train: int | None, diagnostics=None, n_noise: int | None = None) -> TrainingSample:
-    """The held-out sample of the first ``n_train`` training points (cached on ``ctx.heldout``).
+def heldout_sample(ctx, n_train: int | slice | None, diagnostics=None, n_noise: int | None = None) -> TrainingSample:
+    """The held-out sample of the first ``n_train`` training points, or of the rows ``n_train`` (a slice:
+    :meth:`ridgexr.catalog.DatasetSpec.rows`), cached on ``ctx.heldout``.
 
     Parameters
     ----------
     ctx : :class:`ridgexr.models.FitContext`
-    n_train : int or None (every training point)
+    n_train : int, slice or None (every training point)
     diagnostics : :class:`ridgexr.models.spec.DiagnosticsSpec`, optional
         The block's sizes (default: the training sample's).
     n_noise : int, optional
@@ -42,10 +43,11 @@ def heldout_sample(ctx, n_train: int | None, diagnostics=None, n_noise: int | No
     n_time, n_draws = exp.training.n_time, exp.training.n_noises[0] if n_noise is None else int(n_noise)
     if diagnostics is not None:
         n_time, n_draws = diagnostics.sizes(n_time, n_draws)
-    key = (n_train, n_time, n_draws)
+    rows = n_train if isinstance(n_train, slice) else slice(None, n_train)
+    key = (rows.start, rows.stop, n_time, n_draws)
     if key not in ctx.heldout:
         ctx.heldout[key] = draw_training_sample(
-            ctx.train[:n_train], t_min=exp.loss_t_min, T=exp.process.T, n_time=n_time, n_noise=n_draws,
+            ctx.train[rows], t_min=exp.loss_t_min, T=exp.process.T, n_time=n_time, n_noise=n_draws,
             seed=exp.seeds.training + 1, quadrature=exp.training.quadrature)
     return ctx.heldout[key]
 
@@ -68,8 +70,8 @@ def heldout_per_cell(ctx, block, denoise: Callable, cells: list[tuple[tuple, dic
     out = {}
     for idx, lab in cells:
         ctx.say(f"{ctx.prefix(block)}held-out diagnostics")
-        n_train = lab.get("n_train", exp.dataset.n_trains[-1])
-        out[idx] = heldout_diagnostics(denoise, heldout_sample(ctx, n_train, block.diagnostics),
+        rows = exp.dataset.rows({"n_train": exp.dataset.n_trains[-1]} | lab)
+        out[idx] = heldout_diagnostics(denoise, heldout_sample(ctx, rows, block.diagnostics),
                                        block.diagnostic_schedule(exp.schedules), exp.d_star,
                                        progress=ctx.node_bar(f"{ctx.prefix(block)}held-out diagnostics (time nodes)"))
     return out

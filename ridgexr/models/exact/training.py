@@ -15,10 +15,10 @@ def fit(ctx, bi: int, block, cells: list[tuple[tuple, dict]]) -> dict:
     exp = ctx.exp
     out = {}
     for idx, lab in cells:
-        n_train = lab.get("n_train", exp.dataset.n_trains[0])
+        rows = exp.dataset.rows(lab)
         ctx.say(f"{ctx.prefix(block)}held-out diagnostics")
-        ex = ExactDenoiser(ctx.train[:n_train], top_k=exp.ridge.top_k, drop_tol=exp.ridge.drop_tol)
-        values = heldout_diagnostics(ex.denoise, heldout_sample(ctx, n_train, block.diagnostics),
+        ex = ExactDenoiser(ctx.train[rows], top_k=exp.ridge.top_k, drop_tol=exp.ridge.drop_tol)
+        values = heldout_diagnostics(ex.denoise, heldout_sample(ctx, rows, block.diagnostics),
                                      block.diagnostic_schedule(exp.schedules), exp.d_star,
                                      progress=ctx.node_bar(f"{ctx.prefix(block)}held-out diagnostics (time nodes)"))
         out[idx] = FittedCell(None, values | {"loss": values["optimal_loss"]})

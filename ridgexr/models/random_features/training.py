@@ -64,8 +64,9 @@ def fit(ctx, bi: int, block, cells: list[tuple[tuple, dict]]) -> dict:
     """Fit a random-feature block for its cells; ``{cell index: FittedCell}``.
 
     One :func:`ridgexr.fit_sweep` (every schedule and width in one streamed pass) per
-    combination of the swept settings (``target``, ``n_noise``, ``draw``, ``n_train``; the cell with
-    ``n_train = n`` is trained on ``train[:n]``, the cell with ``draw = m`` on the training noise of
+    combination of the swept settings (``target``, ``n_noise``, ``draw``, ``data_draw``, ``n_train``; the
+    cell with ``n_train = n`` is trained on ``train[:n]`` (of its ``data_draw``'s rows: ``DatasetSpec.rows``),
+    the cell with ``draw = m`` on the training noise of
     seed :func:`ridgexr.training.draw_seed` (seeds.training, m), features and A(0) unchanged).  A cell of schedule 'exact' (the single-block
     form) gets no readout: its diagnostics are those of the optimum (zero excess).
     """
@@ -73,19 +74,20 @@ def fit(ctx, bi: int, block, cells: list[tuple[tuple, dict]]) -> dict:
     n_trains = exp.dataset.n_trains
     prefix = ctx.prefix(block)
 
-    def fit_key(lab):  # the fit a cell comes from: (target, n_noise, n_train, draw)
+    def fit_key(lab):  # the fit a cell comes from: (target, n_noise, n_train, draw, data_draw)
         return (lab.get("target", exp.training.targets[0]), lab.get("n_noise", exp.training.n_noises[0]),
-                lab.get("n_train", n_trains[0]), int(lab.get("draw", 0)))
+                lab.get("n_train", n_trains[0]), int(lab.get("draw", 0)), int(lab.get("data_draw", 0)))
 
     out = {}
     for combo in sorted({fit_key(lab) for _, lab in cells}, key=str):
-        target, n_noise, n_train, draw = combo
+        target, n_noise, n_train, draw, data_draw = combo
+        rows = exp.dataset.rows({"n_train": n_train, "data_draw": data_draw})
         note = (lambda msg, c=combo: ctx.say(f"{prefix}target {c[0]}, n_noise {c[1]}, n_train {c[2]}, draw {c[3]}: "
                                              f"{msg}"
                                              if exp.sweeps() else f"{prefix}{msg}"))
         try:
             fits = fit_sweep(
-                train[:n_train], widths=block.widths, schedules=exp.schedules, taus=block.taus,
+                train[rows], widths=block.widths, schedules=exp.schedules, taus=block.taus,
                 model_kwargs=model_kwargs(exp, block), method=exp.training.method,
                 t_min=exp.loss_t_min, T=exp.process.T,
                 quadrature=exp.training.quadrature, n_time=exp.training.n_time, n_noise=n_noise,
@@ -95,7 +97,7 @@ def fit(ctx, bi: int, block, cells: list[tuple[tuple, dict]]) -> dict:
             raise FitError(f"{_where(exp)}: {exc}; the form is set by {', '.join(LOSS_FIELDS)} (here t_min "
                            f"{exp.loss_t_min:g}, T {exp.process.T:g}, n_time {exp.training.n_time}, "
                            f"n_noise {n_noise})") from None
-        hold = heldout_sample(ctx, n_train, block.diagnostics, n_noise)  # default: the fit's own size
+        hold = heldout_sample(ctx, rows, block.diagnostics, n_noise)  # default: the fit's own size
         diag = fits_to_dataset(fits, d_star=exp.d_star, sample=hold, progress=ctx.node_bar(
             f"{prefix}held-out diagnostics (time nodes)"))
         for idx, lab in cells:

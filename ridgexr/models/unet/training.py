@@ -82,12 +82,17 @@ def fit(ctx, bi: int, block, cells: list[tuple[tuple, dict]]) -> dict:
     n_trains = exp.dataset.n_trains
     prefix = ctx.prefix(block)
     out = {}
-    runs = sorted({(lab["schedule"], lab.get("n_train", n_trains[0])) for _, lab in cells}, key=str)
-    for s, n_train in runs:
+    def run_key(lab):  # (schedule, n_train, data_draw): one run per training set
+        return lab["schedule"], lab.get("n_train", n_trains[0]), lab.get("data_draw")
+
+    runs = sorted({run_key(lab) for _, lab in cells}, key=str)
+    for s, n_train, data_draw in runs:
+        rows = exp.dataset.rows({"n_train": n_train} | ({} if data_draw is None else {"data_draw": data_draw}))
         scheduler = make_scheduler(block)
         net = UNetDenoiser(make_unet(block, exp.seeds.init), scheduler)
+        tail = "" if data_draw is None else f"-d{data_draw}"  # a manifold's independent training set
         ck = (None if ctx.checkpoint_root is None else
-              ctx.checkpoint_root / block.label / f"{s}-n{'all' if n_train is None else n_train}")
+              ctx.checkpoint_root / block.label / f"{s}-n{'all' if n_train is None else n_train}{tail}")
 
         def export(model, epoch, ck=ck, scheduler=scheduler):
             save_folder(model.unet, scheduler, ck / "latest")
@@ -95,19 +100,19 @@ def fit(ctx, bi: int, block, cells: list[tuple[tuple, dict]]) -> dict:
                 save_folder(model.unet, scheduler, ck / f"epoch-{epoch}")
 
         fitted = fit_neural(
-            net, train[:n_train], schedule=s, epochs=max(block.epoch_list), batch_size=block.batch_size, lr=block.lr,
+            net, train[rows], schedule=s, epochs=max(block.epoch_list), batch_size=block.batch_size, lr=block.lr,
             optimizer=block.optimizer, ema=block.ema, t_min=exp.loss_t_min, T=exp.process.T,
             seed=exp.seeds.training, device=ctx.device, checkpoint_dir=ck, save_epochs=block.epoch_list,
             export=None if ck is None else export,
             progress=_progress(ctx, f"{prefix}{s}"), mixed_precision=block.mixed_precision,
             timesteps=scheduler_times(scheduler) if block.time_convention == "scheduler" else None)
         for idx, lab in cells:
-            if (lab["schedule"], lab.get("n_train", n_trains[0])) != (s, n_train):
+            if run_key(lab) != (s, n_train, data_draw):
                 continue
             epoch = lab.get("epoch", max(block.epoch_list))
             model = fitted.at_epoch(epoch)
             ctx.say(f"{prefix}{s} epoch {epoch}: held-out diagnostics")
-            values = heldout_diagnostics(model.denoise, heldout_sample(ctx, n_train, block.diagnostics), s,
+            values = heldout_diagnostics(model.denoise, heldout_sample(ctx, rows, block.diagnostics), s,
                                          exp.d_star, loss=float(fitted.losses[epoch - 1]),
                                          progress=ctx.node_bar(f"{prefix}held-out diagnostics (time nodes)"))
             out[idx] = FittedCell(unet_state(fitted.snapshots[epoch]), values)
