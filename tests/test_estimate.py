@@ -24,14 +24,15 @@ experiments:
     sampler: {record_every: %(every)d, block_steps: 4}
     n_samples: %(samples)d
     d_star: 1
-    ridge: {max_iter: %(max_iter)d}
+    ridge: {max_iter: %(max_iter)d%(ridge)s}
     store: est.zarr
 """
 
 
-def entry(tmp_path, *, d=3, n=64, steps=12, every=3, samples=8, max_iter=200):
+def entry(tmp_path, *, d=3, n=64, steps=12, every=3, samples=8, max_iter=200, ridge=""):
     f = tmp_path / "cat.yaml"
-    f.write_text(ENTRY % dict(d=d, n=n, steps=steps, every=every, samples=samples, max_iter=max_iter))
+    f.write_text(ENTRY % dict(d=d, n=n, steps=steps, every=every, samples=samples, max_iter=max_iter,
+                                ridge=ridge))
     return load_catalog_file(f)["est"]
 
 
@@ -60,7 +61,8 @@ def test_the_dense_frame_costs_its_counted_flops_and_passes(n, d, d_star):
 def test_the_sampling_estimate_counts_the_states_steps_and_scms_frames(tmp_path):
     """The sampling stage is n_steps x n_samples denoiser evaluations plus, at each of the n_rec recorded
     states, (iterations + 1) frames and one mean (the nearest point), the iterations capped by
-    ridge.max_iter: changing each count changes the estimate by the terms computed here."""
+    ridge.max_iter (and ridge.stop_degenerate): changing each count changes the estimate by the terms
+    computed here."""
     train = np.random.default_rng(0).standard_normal((64, 3))
 
     def est(**kw):
@@ -74,6 +76,9 @@ def test_the_sampling_estimate_counts_the_states_steps_and_scms_frames(tmp_path)
         assert est(max_iter=it + 1) - est(max_iter=it) == pytest.approx(
             8 * 5 * frame + 2 * plan.STEP_SECONDS, rel=1e-9)
     assert est(max_iter=10**6) == est(max_iter=plan.SCMS_ITERATIONS)  # the assumed count, below the cap
+    # stopping degenerate frames after k iterations: at most STOP_DEGENERATE_FACTOR k
+    assert est(ridge=", stop_degenerate: 3") == est(max_iter=3 * plan.STOP_DEGENERATE_FACTOR)
+    assert est(ridge=", stop_degenerate: 100") == est()
     # doubling the trajectories doubles everything but the fixed costs per step and block
     fixed = 12 * plan.STEP_SECONDS + plan.SCMS_ITERATIONS * 2 * plan.STEP_SECONDS
     s8, s16 = est(), est(samples=16)
@@ -82,13 +87,13 @@ def test_the_sampling_estimate_counts_the_states_steps_and_scms_frames(tmp_path)
                                        + 8 * 5 * ((plan.SCMS_ITERATIONS + 1) * frame + mean), rel=1e-9)
 
 
-@pytest.mark.slow
 def test_the_moment_estimate_tracks_the_measured_kernel_across_sizes():
     """Measured CPU time of the posterior moments (the sampling and observation stage's kernel) at sizes
-    whose costs differ ~100x: the estimate's ratio between sizes within 4x of the measured ratio, and
-    each estimate within 10x of the measured CPU seconds / 2 (the estimate is for 2 cores).  CPU time
-    of one torch thread, the best of three, so that load on the machine shifts both sides alike; the model before issue 30's
-    fix (10 N d^2 + 20 d^3 flops at 2 GFLOP/s) was 40-100x off here."""
+    whose costs differ ~100x (under a second on one thread): the estimate's ratio between sizes within 4x
+    of the measured ratio, and each estimate within 10x of the measured CPU seconds / 2 (the estimate is
+    for 2 cores).  CPU time of one torch thread, the best of three, so that load on the machine shifts
+    both sides alike.  The model before issue 30's fix (10 N d + 10 N d^2 + 20 d^3 flops at 2 GFLOP/s)
+    was ~8x (N = 200, d = 2) to ~160x (N = 3 000, d = 32) high here, its ratios ~20x off."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # two OpenMP threads on a loaded machine spin: CPU time grows 4-50x
     try:

@@ -257,7 +257,7 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
 
 #: rates of the stage-time estimate (2 CPU cores, float64): dense GEMM flops, one memory-bound
 #: pass over an element of a (rows x width) feature array (an activation, a weighting, a copy, an
-#: exponential), small batched ops, and the fixed cost of a streamed
+#: exponential), and the fixed cost of a streamed
 #: block (one time node of a fit), of one call of a denoiser, or of one sampler step / SCMS
 #: iteration over a block of states.  Set from
 #: the issue-30 profile of two-points-paper (fit 18 min, 7 of them the Gram at the GEMM rate) and
@@ -270,9 +270,12 @@ STEP_SECONDS = 5e-4
 #: fixed cost of one optimizer step and of one epoch (its loss, snapshots) of an mlp's training
 OPTIMIZER_STEP_SECONDS = 2e-3
 EPOCH_SECONDS = 0.05
-#: SCMS iterations per observed state assumed by the estimate (the cap ``ridge.max_iter`` bounds it;
-#: ``ridge.stop_degenerate`` bounds it on degenerate frames)
+#: SCMS iterations per observed state assumed by the estimate (the cap ``ridge.max_iter`` bounds it).
+#: Counted in runs (frames per recorded state, less the one at t_min): two-points ~29, manifold-circle
+#: ~18 (N = 8), fashion-latent-degeneracy ~3.4 (``stop_degenerate: 3``, every frame degenerate)
 SCMS_ITERATIONS = 20
+#: with ``ridge.stop_degenerate: k`` the estimate assumes at most this many times k iterations
+STOP_DEGENERATE_FACTOR = 2
 #: rows per block of a held-out evaluation (``evaluate_denoiser`` merges small time nodes up to it)
 HELDOUT_BLOCK = 8192
 #: memory passes per (query, training point) pair of the posterior mean (logits' maximum, exponential,
@@ -353,12 +356,18 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray) -> dict[str, floa
       runs epochs x N samples forward and backward (3 evaluations), plus a fixed cost per
       optimizer step and per epoch;
     - ``diagnostics``: the held-out sample of every block (``diagnostics: {n_time, n_noise}``), one
-      model evaluation, exact posterior mean and ridge frame per row, evaluated once per random-feature
-      fit (its features shared by its cells) and once per cell of the other kinds;
+      model evaluation, exact posterior mean and dense ridge frame per row (:func:`moments_seconds`),
+      evaluated once per random-feature fit (its features shared by its cells) and once per cell of
+      the other kinds;
     - ``sampling and observation``: per run cell, n_samples x n_steps model evaluations and, at every
-      recorded step, :data:`SCMS_ITERATIONS` SCMS iterations per state.
+      recorded state, min(:data:`SCMS_ITERATIONS`, ``ridge.max_iter``, :data:`STOP_DEGENERATE_FACTOR`
+      x ``ridge.stop_degenerate``) SCMS iterations plus one frame
+      (the first iteration is the frame at the state; one more at t_min), each a
+      :func:`moments_seconds` with the frame the run uses (dense, or low-rank for d > 128), and one
+      mean's worth of distances for the nearest training point.
 
-    A module's own cost is counted as a small mlp's.  Meant to say which stage dominates and
+    A module's, a U-Net's and a pipeline's own cost is counted as a small mlp's, and their training
+    is not counted.  Meant to say which stage dominates and
     roughly how long a run takes (within a factor of about 3 of the runs measured,
     docs/performance.md), not when it ends.
 
@@ -415,6 +424,8 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray) -> dict[str, floa
     n_rec = math.ceil(exp.process.n_steps / exp.sampler.record_every) + 1
     n_blocks = math.ceil(n_rec / exp.sampler.block_steps)
     iters = min(SCMS_ITERATIONS, exp.ridge.max_iter)
+    if exp.ridge.stop_degenerate is not None:  # an entry that stops degenerate frames expects them
+        iters = min(iters, STOP_DEGENERATE_FACTOR * exp.ridge.stop_degenerate)
     top_k = exp.ridge.top_k
     sampling = 0.0
     for lab in labelled:
