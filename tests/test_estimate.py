@@ -31,8 +31,8 @@ experiments:
 
 def entry(tmp_path, *, d=3, n=64, steps=12, every=3, samples=8, max_iter=200, ridge=""):
     f = tmp_path / "cat.yaml"
-    f.write_text(ENTRY % dict(d=d, n=n, steps=steps, every=every, samples=samples, max_iter=max_iter,
-                                ridge=ridge))
+    f.write_text(ENTRY % {"d": d, "n": n, "steps": steps, "every": every, "samples": samples, "max_iter": max_iter,
+                          "ridge": ridge})
     return load_catalog_file(f)["est"]
 
 
@@ -118,10 +118,12 @@ def _measure():
         dens = SmoothedEmpirical(train, 0.3)
         x = torch.as_tensor(train[rng.integers(0, n, q)] * np.exp(-0.3) + 0.7 * rng.standard_normal((q, d)))
         t = torch.full((q,), 0.3, dtype=torch.float64)
-        if d_star is None:
-            run = lambda: dens.moments_flat(x, t, cov=False)  # noqa: E731
-        else:
-            run = lambda: torch.linalg.eigh(dens.moments_flat(x, t, cov=True).cov_unit)  # noqa: E731
+
+        def run(dens=dens, x=x, t=t, d_star=d_star):
+            if d_star is None:
+                return dens.moments_flat(x, t, cov=False)
+            return torch.linalg.eigh(dens.moments_flat(x, t, cov=True).cov_unit)
+
         run()
         best = np.inf
         for _ in range(3):

@@ -10,12 +10,12 @@ from typing import Any, Callable
 import numpy as np
 
 from ..catalog import Experiment
+from ..empirical import DEFAULT_MEMORY_BUDGET
 from ..models import FitContext, model_kind
 from ..process import time_grid
-from ..empirical import DEFAULT_MEMORY_BUDGET
 from ..ridge import suggest_d_star
-from ..scms import frame_width, use_lowrank
 from ..sampling import recorded_steps
+from ..scms import frame_width, use_lowrank
 from ..store import CELL_DIAGNOSTICS, StoreLayout
 
 __all__ = ["CellTask", "plan_layout", "block_index", "cell_applies", "plan_tasks", "resolve_d_star",
