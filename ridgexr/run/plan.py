@@ -336,10 +336,11 @@ def moments_seconds(n: int, d: int, *, d_star: int | None = None, top_k: int | N
     return s
 
 
-def _model_seconds(b, d: int, n: int, queries: int = 1) -> float:
-    """Seconds of one evaluation of a block's denoiser at one state (a module counts as a small mlp)."""
+def _model_seconds(b, d: int, n: int, queries: int = 1, width: int | None = None) -> float:
+    """Seconds of one evaluation of a block's denoiser at one state (a module counts as a small mlp);
+    random features at ``width`` (default the block's largest)."""
     if b.kind == "random_features":  # W x and A psi per state (the time features once per step), 2 passes
-        p = max(b.values("width"))
+        p = width or max(b.values("width"))
         return 4.0 * p * d / GEMM_FLOPS + 2 * p * ELEMENT_SECONDS
     if b.kind == "exact":
         return moments_seconds(n, d, queries=queries)
@@ -436,7 +437,8 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray) -> dict[str, floa
         # every recorded state: its SCMS iterations (the first is the frame at x), one more frame at t_min,
         # and the nearest training point (a mean's worth of distances)
         frame = moments_seconds(m, d, d_star=d_frame, top_k=top_k, queries=block)
-        sampling += (exp.process.n_steps * (states * _model_seconds(b, d, m, int(states)) + STEP_SECONDS)
+        sampling += (exp.process.n_steps * (states * _model_seconds(b, d, m, int(states), lab.get("width"))
+                                            + STEP_SECONDS)
                      + states * n_rec * ((iters + 1) * frame + moments_seconds(m, d, queries=block))
                      + iters * n_blocks * STEP_SECONDS)
     return {"fit": fit, "diagnostics": diag, "sampling and observation": sampling}
