@@ -133,3 +133,32 @@ def _measure():
         measured[(n, d)] = best / q / 2
         est[(n, d)] = moments_seconds(n, d, d_star=d_star, queries=q)
     return measured, est
+
+
+RF_ENTRY = """
+experiments:
+  rf:
+    dataset: {points: two-points}
+    process: {T: 2.0, t_min: 0.01, n_steps: 10}
+    model: {widths: %s, n_frequencies: 4, tau: .inf}
+    training: {quadrature: gauss-legendre-log-t, n_time: 5, n_noise: 3}
+    schedules: ["1", "h"]
+    sampler: {block_steps: 4}
+    n_samples: 16
+    d_star: 1
+    store: rf.zarr
+"""
+
+
+def test_each_random_feature_cell_samples_at_its_own_width(tmp_path):
+    """The sampling stage is a sum over cells, each at its own width: two widths cost the sum of each alone
+    (the estimate once counted every cell at the largest width), and a wider cell costs more."""
+    train = np.array([[-3.0, 0.0], [3.0, 0.0]])
+
+    def sampling(widths):
+        f = tmp_path / "rf.yaml"
+        f.write_text(RF_ENTRY % widths)
+        return estimate_stage_seconds(load_catalog_file(f)["rf"], train)["sampling and observation"]
+
+    assert sampling([16, 1024]) == pytest.approx(sampling([16]) + sampling([1024]), rel=1e-12)
+    assert sampling([1024]) > sampling([16])
