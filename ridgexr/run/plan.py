@@ -10,14 +10,16 @@ from typing import Any, Callable
 import numpy as np
 
 from ..catalog import Experiment
+from ..empirical import DEFAULT_MEMORY_BUDGET
 from ..models import FitContext, model_kind
 from ..process import time_grid
 from ..ridge import suggest_d_star
 from ..sampling import recorded_steps
+from ..scms import frame_width, use_lowrank
 from ..store import CELL_DIAGNOSTICS, StoreLayout
 
 __all__ = ["CellTask", "plan_layout", "block_index", "cell_applies", "plan_tasks", "resolve_d_star",
-           "estimate_resources", "estimate_stage_seconds", "describe_stages"]
+           "estimate_resources", "estimate_stage_seconds", "describe_stages", "moments_seconds"]
 
 
 @dataclass
@@ -273,37 +275,94 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
 
 
 #: rates of the stage-time estimate (2 CPU cores, float64): dense GEMM flops, one memory-bound
-#: pass over an element of a (rows x width) feature array (an activation, a weighting, a copy),
-#: small batched ops (the density's moments and the d x d frames), and the fixed cost of a streamed
+#: pass over an element of a (rows x width) feature array (an activation, a weighting, a copy, an
+#: exponential), and the fixed cost of a streamed
 #: block (one time node of a fit), of one call of a denoiser, or of one sampler step / SCMS
 #: iteration over a block of states.  Set from
 #: the issue-30 profile of two-points-paper (fit 18 min, 7 of them the Gram at the GEMM rate) and
-#: this package's benchmarks; rounded so the estimate errs long
+#: the posterior-moment and eigh timings of docs/performance.md (one thread, halved for 2 cores)
 GEMM_FLOPS = 100e9
 ELEMENT_SECONDS = 2e-9
-SMALL_FLOPS = 2e9
 BLOCK_SECONDS = 3e-3
 CALL_SECONDS = 2e-4
 STEP_SECONDS = 5e-4
 #: fixed cost of one optimizer step and of one epoch (its loss, snapshots) of an mlp's training
 OPTIMIZER_STEP_SECONDS = 2e-3
 EPOCH_SECONDS = 0.05
-#: SCMS iterations per observed state assumed by the estimate (the cap ``ridge.max_iter`` bounds it)
+#: SCMS iterations per observed state assumed by the estimate (the cap ``ridge.max_iter`` bounds it).
+#: Counted in runs (frames per recorded state, less the one at t_min): two-points ~29, manifold-circle
+#: ~18 (N = 8), fashion-latent-degeneracy ~3.4 (``stop_degenerate: 3``, every frame degenerate)
 SCMS_ITERATIONS = 20
+#: with ``ridge.stop_degenerate: k`` the estimate assumes at most this many times k iterations
+STOP_DEGENERATE_FACTOR = 2
+#: rows per block of a held-out evaluation (``evaluate_denoiser`` merges small time nodes up to it)
+HELDOUT_BLOCK = 8192
+#: memory passes per (query, training point) pair of the posterior mean (logits' maximum, exponential,
+#: sum), and the extra passes of a top-k selection (measured: 3.6-3.8 at N = 1 000 and 6 000, d = 32)
+MEAN_PASSES = 3
+TOPK_PASSES = 4
+#: a dense d x d eigh at one query: EIGH_PASSES d^2 element passes + EIGH_FLOPS d^3 flops at the GEMM rate
+#: (measured 14 us at d = 16, 56 us at 32, 0.98 ms at 128, 78 ms at 784, one thread)
+EIGH_PASSES = 14
+EIGH_FLOPS = 4.5
+#: covariance applications per query of a low-rank frame (randomized subspace iteration, warm started)
+LOWRANK_APPLICATIONS = 4
 
 
-def _row_flops(n: int, d: int, d_star: int | None) -> float:
-    """flops of the exact posterior mean (and with d* the posterior covariance and a d x d eigh) at one row."""
-    return 10.0 * n * d + (10.0 * n * d * d + 20.0 * d**3 if d_star is not None else 0.0)
+def moments_seconds(n: int, d: int, *, d_star: int | None = None, top_k: int | None = None, frame: str = "auto",
+                    queries: int = 1, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> float:
+    """Seconds (2 idle cores) of the exact posterior moments at one query of a call of ``queries`` queries.
+
+    The cost model of :meth:`ridgexr.empirical.SmoothedEmpirical.moments_flat` and of a ridge frame:
+
+    - the mean: the logits and the mean as GEMMs (2 N (d + 2) + 2 N d flops) and
+      :data:`MEAN_PASSES` element passes over the N responsibilities, plus :data:`TOPK_PASSES`
+      passes with ``top_k < N`` (the selection; the covariance is counted over all N points, the
+      exact path a spread posterior falls back to);
+    - with ``d_star``, a frame: dense (:func:`ridgexr.scms.use_lowrank` false), the second moment
+      as one GEMM over the N precomputed outer products (2 N d^2 flops; where those do not fit a
+      quarter of ``memory_budget`` they are formed again for every chunk of queries, N d^2 element
+      passes shared by the chunk) and a d x d eigh; low-rank, :data:`LOWRANK_APPLICATIONS`
+      applications of the covariance to a (d x width) block (4 N d width flops each).
+
+    Parameters
+    ----------
+    n, d : int
+        Training points and dimension.
+    d_star : int, optional
+        Ridge dimension: also the frame (covariance and eigenvectors).
+    top_k, frame : as ``ridge.top_k`` and the frame method (``"auto"``, ``"dense"``, ``"lowrank"``)
+    queries : int
+        Queries per call (held-out block, or states of a sampled block): shares the outer products.
+    memory_budget : int
+        Bytes of the density's scratch space.
+
+    Returns
+    -------
+    float, seconds per query
+    """
+    s = 2.0 * n * (2 * d + 2) / GEMM_FLOPS + MEAN_PASSES * n * ELEMENT_SECONDS
+    if top_k is not None and top_k < n:
+        s += TOPK_PASSES * n * ELEMENT_SECONDS
+    if d_star is None:
+        return s
+    if use_lowrank(frame, "log", d, d_star):
+        return s + LOWRANK_APPLICATIONS * 4.0 * n * d * frame_width(d, d_star) / GEMM_FLOPS
+    s += 2.0 * n * d * d / GEMM_FLOPS + EIGH_PASSES * d * d * ELEMENT_SECONDS + EIGH_FLOPS * d**3 / GEMM_FLOPS
+    if n * d * d * 8 > memory_budget // 4:  # no cached outer products: formed per chunk of queries
+        chunk = max(1, min(queries, (memory_budget // 8) // (2 * d * d)))
+        s += n * d * d * ELEMENT_SECONDS / chunk
+    return s
 
 
-def _model_seconds(b, d: int, n: int) -> float:
-    """Seconds of one evaluation of a block's denoiser at one state (a module counts as a small mlp)."""
+def _model_seconds(b, d: int, n: int, queries: int = 1, width: int | None = None) -> float:
+    """Seconds of one evaluation of a block's denoiser at one state (a module counts as a small mlp);
+    random features at ``width`` (default the block's largest)."""
     if b.kind == "random_features":  # W x and A psi per state (the time features once per step), 2 passes
-        p = max(b.values("width"))
+        p = width or max(b.values("width"))
         return 4.0 * p * d / GEMM_FLOPS + 2 * p * ELEMENT_SECONDS
     if b.kind == "exact":
-        return 10.0 * n * d / SMALL_FLOPS
+        return moments_seconds(n, d, queries=queries)
     w, depth, embed = ((max(b.hidden_widths), b.depth, b.embed_dim) if b.kind == "mlp" else (64, 2, 1))
     return 2.0 * (depth * w * w + (embed + 2 * d) * w) / GEMM_FLOPS + 2 * depth * w * ELEMENT_SECONDS
 
@@ -317,12 +376,19 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray) -> dict[str, floa
       runs epochs x N samples forward and backward (3 evaluations), plus a fixed cost per
       optimizer step and per epoch;
     - ``diagnostics``: the held-out sample of every block (``diagnostics: {n_time, n_noise}``), one
-      model evaluation, exact posterior mean and ridge frame per row, evaluated once per random-feature
-      fit (its features shared by its cells) and once per cell of the other kinds;
+      model evaluation, exact posterior mean and ridge frame per row (:func:`moments_seconds`; dense, or
+      low-rank for d > 128 as :mod:`ridgexr.training.sample` computes it),
+      evaluated once per random-feature fit (its features shared by its cells) and once per cell of
+      the other kinds;
     - ``sampling and observation``: per run cell, n_samples x n_steps model evaluations and, at every
-      recorded step, :data:`SCMS_ITERATIONS` SCMS iterations per state.
+      recorded state, min(:data:`SCMS_ITERATIONS`, ``ridge.max_iter``, :data:`STOP_DEGENERATE_FACTOR`
+      x ``ridge.stop_degenerate``) SCMS iterations plus one frame
+      (the first iteration is the frame at the state; one more at t_min), each a
+      :func:`moments_seconds` with the frame the run uses (dense, or low-rank for d > 128), and one
+      mean's worth of distances for the nearest training point.
 
-    A module's own cost is counted as a small mlp's.  Meant to say which stage dominates and
+    A module's, a U-Net's and a pipeline's own cost is counted as a small mlp's, and their training
+    is not counted.  Meant to say which stage dominates and
     roughly how long a run takes (within a factor of about 3 of the runs measured,
     docs/performance.md), not when it ends.
 
@@ -351,14 +417,16 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray) -> dict[str, floa
                                    lab.get("n_train", n_trains[0])) for lab in mine}:
                 rows = float(m) * tr.n_time * n_noise
                 fit += (rows * (2.0 * p * p / GEMM_FLOPS + 4 * p * ELEMENT_SECONDS + _model_seconds(b, d, m)
-                                + _row_flops(m, d, None) / SMALL_FLOPS)
+                                + moments_seconds(m, d, queries=HELDOUT_BLOCK))
                         + tr.n_time * BLOCK_SECONDS
                         # one eigh(U) per schedule and width
                         + len(exp.schedules or ()) * sum(30.0 * w**3 for w in b.values("width")) / GEMM_FLOPS)
                 h_time, h_noise = b.diagnostics.sizes(tr.n_time, n_noise)
                 h_rows = float(m) * h_time * h_noise
                 diag += (h_rows * (_model_seconds(b, d, m) + n_fits * 2.0 * p * d / GEMM_FLOPS
-                                   + _row_flops(m, d, d_frame) / SMALL_FLOPS) + h_time * BLOCK_SECONDS)
+                                   + moments_seconds(m, d, d_star=d_frame, frame="auto",
+                                                     queries=min(h_rows / h_time, HELDOUT_BLOCK)))
+                         + h_time * BLOCK_SECONDS)
             continue
         if b.kind == "mlp":
             for _, _, m in {(lab.get("schedule"), lab.get("width"), lab.get("n_train", n_trains[0])) for lab in mine}:
@@ -369,19 +437,30 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray) -> dict[str, floa
             m = lab.get("n_train", n_trains[-1] if b.kind == "module" else n_trains[0])
             h_time, h_noise = b.diagnostics.sizes(tr.n_time, tr.n_noises[0])
             h_rows = float(m) * h_time * h_noise
-            diag += (h_rows * (_model_seconds(b, d, m) + _row_flops(m, d, d_frame) / SMALL_FLOPS)
+            block = min(h_rows, HELDOUT_BLOCK)
+            diag += (h_rows * (_model_seconds(b, d, m, block)
+                               + moments_seconds(m, d, d_star=d_frame, frame="auto", queries=block))
                      # merged blocks of 8192 rows, one call of the denoiser per node
                      + math.ceil(h_rows / 8192) * BLOCK_SECONDS + h_time * CALL_SECONDS)
     n_rec = math.ceil(exp.process.n_steps / exp.sampler.record_every) + 1
     n_blocks = math.ceil(n_rec / exp.sampler.block_steps)
+    iters = min(SCMS_ITERATIONS, exp.ridge.max_iter)
+    if exp.ridge.stop_degenerate is not None:  # an entry that stops degenerate frames expects them
+        iters = min(iters, STOP_DEGENERATE_FACTOR * exp.ridge.stop_degenerate)
+    top_k = exp.ridge.top_k
     sampling = 0.0
     for lab in labelled:
         b = exp.blocks[block_index(exp, lab)]
         m = lab.get("n_train", n_trains[0])
         states = float(exp.n_samples)
-        sampling += (exp.process.n_steps * (states * _model_seconds(b, d, m) + STEP_SECONDS)
-                     + SCMS_ITERATIONS * (states * n_rec * _row_flops(m, d, d_frame) / SMALL_FLOPS
-                                          + n_blocks * STEP_SECONDS))
+        block = states * min(exp.sampler.block_steps, n_rec)
+        # every recorded state: its SCMS iterations (the first is the frame at x), one more frame at t_min,
+        # and the nearest training point (a mean's worth of distances)
+        frame = moments_seconds(m, d, d_star=d_frame, top_k=top_k, queries=block)
+        sampling += (exp.process.n_steps * (states * _model_seconds(b, d, m, int(states), lab.get("width"))
+                                            + STEP_SECONDS)
+                     + states * n_rec * ((iters + 1) * frame + moments_seconds(m, d, queries=block))
+                     + iters * n_blocks * STEP_SECONDS)
     return {"fit": fit, "diagnostics": diag, "sampling and observation": sampling}
 
 

@@ -1,0 +1,164 @@
+"""The stage-time estimate printed before a run (ridgexr.run.plan): its terms against counted work and
+against the posterior-moment kernels it models (docs/performance.md, "What the estimate assumes")."""
+
+import time
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ridgexr.catalog import load_catalog_file
+from ridgexr.empirical import SmoothedEmpirical
+from ridgexr.run import plan
+from ridgexr.run.plan import estimate_stage_seconds, moments_seconds
+
+ENTRY = """
+experiments:
+  est:
+    dataset:
+      manifold: {kind: circle, ambient_dim: %(d)d, radius: 2.0, n: %(n)d, seed: 0}
+    process: {T: 2.0, t_min: 0.01, n_steps: %(steps)d}
+    model: {kind: exact}
+    sampler: {record_every: %(every)d, block_steps: 4}
+    n_samples: %(samples)d
+    d_star: 1
+    ridge: {max_iter: %(max_iter)d%(ridge)s}
+    store: est.zarr
+"""
+
+
+def entry(tmp_path, *, d=3, n=64, steps=12, every=3, samples=8, max_iter=200, ridge=""):
+    f = tmp_path / "cat.yaml"
+    f.write_text(ENTRY % {"d": d, "n": n, "steps": steps, "every": every, "samples": samples, "max_iter": max_iter,
+                          "ridge": ridge})
+    return load_catalog_file(f)["est"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(2, 5000), d=st.integers(1, 100), d_star=st.integers(1, 99))
+def test_the_dense_frame_costs_its_counted_flops_and_passes(n, d, d_star):
+    """With cached outer products, a dense frame adds to the mean exactly the second moment's GEMM
+    (2 N d^2 flops) and a d x d eigh; the mean is its two GEMMs (logits over d + 2 columns, the mean over d)
+    and MEAN_PASSES passes over the N responsibilities; a top-k selection adds TOPK_PASSES passes."""
+    d_star = min(d_star, max(d - 1, 1))
+    mean = moments_seconds(n, d)
+    assert mean == pytest.approx((2.0 * n * (d + 2) + 2.0 * n * d) / plan.GEMM_FLOPS
+                                 + plan.MEAN_PASSES * n * plan.ELEMENT_SECONDS, rel=1e-12)
+    frame = moments_seconds(n, d, d_star=d_star, frame="dense")
+    eigh = plan.EIGH_PASSES * d * d * plan.ELEMENT_SECONDS + plan.EIGH_FLOPS * d**3 / plan.GEMM_FLOPS
+    if n * d * d * 8 <= (1 << 30) // 4:
+        assert frame - mean == pytest.approx(2.0 * n * d * d / plan.GEMM_FLOPS + eigh, rel=1e-9)
+    else:  # the outer products are formed again per chunk of queries: fewer queries per call cost more
+        assert moments_seconds(n, d, d_star=d_star, frame="dense", queries=1) > frame
+    if n > 8:
+        assert moments_seconds(n, d, top_k=8) - mean == pytest.approx(plan.TOPK_PASSES * n * plan.ELEMENT_SECONDS,
+                                                                      rel=1e-9)
+    assert moments_seconds(n, d, top_k=n) == mean  # a top-k that keeps every point selects nothing
+
+
+def test_the_sampling_estimate_counts_the_states_steps_and_scms_frames(tmp_path):
+    """The sampling stage is n_steps x n_samples denoiser evaluations plus, at each of the n_rec recorded
+    states, (iterations + 1) frames and one mean (the nearest point), the iterations capped by
+    ridge.max_iter (and ridge.stop_degenerate): changing each count changes the estimate by the terms
+    computed here."""
+    train = np.random.default_rng(0).standard_normal((64, 3))
+
+    def est(**kw):
+        return estimate_stage_seconds(entry(tmp_path, **kw), train)["sampling and observation"]
+
+    n, d = train.shape
+    mean = moments_seconds(n, d, queries=8 * 4)
+    frame = moments_seconds(n, d, d_star=1, queries=8 * 4)
+    # recorded states: steps 0, 3, ..., 12 -> 5 per trajectory; blocks of 4 recorded steps -> 2 blocks
+    for it in (1, 3, 7):
+        assert est(max_iter=it + 1) - est(max_iter=it) == pytest.approx(
+            8 * 5 * frame + 2 * plan.STEP_SECONDS, rel=1e-9)
+    assert est(max_iter=10**6) == est(max_iter=plan.SCMS_ITERATIONS)  # the assumed count, below the cap
+    # stopping degenerate frames after k iterations: at most STOP_DEGENERATE_FACTOR k
+    assert est(ridge=", stop_degenerate: 3") == est(max_iter=3 * plan.STOP_DEGENERATE_FACTOR)
+    assert est(ridge=", stop_degenerate: 100") == est()
+    # doubling the trajectories doubles everything but the fixed costs per step and block
+    fixed = 12 * plan.STEP_SECONDS + plan.SCMS_ITERATIONS * 2 * plan.STEP_SECONDS
+    s8, s16 = est(), est(samples=16)
+    assert s16 - fixed == pytest.approx(2 * (s8 - fixed), rel=0.05)  # 5 %: the block size changes the chunking
+    assert s8 - fixed == pytest.approx(12 * 8 * moments_seconds(n, d, queries=8)
+                                       + 8 * 5 * ((plan.SCMS_ITERATIONS + 1) * frame + mean), rel=1e-9)
+
+
+def test_the_moment_estimate_tracks_the_measured_kernel_across_sizes():
+    """Measured CPU time of the posterior moments (the sampling and observation stage's kernel) at sizes
+    whose costs differ ~100x (under a second on one thread): the estimate's ratio between sizes within 4x
+    of the measured ratio, and each estimate within 10x of the measured CPU seconds / 2 (the estimate is
+    for 2 cores).  CPU time of one torch thread, the best of three, so that load on the machine shifts
+    both sides alike.  The model before issue 30's fix (10 N d + 10 N d^2 + 20 d^3 flops at 2 GFLOP/s)
+    was ~8x (N = 200, d = 2) to ~160x (N = 3 000, d = 32) high here, its ratios ~20x off."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # two OpenMP threads on a loaded machine spin: CPU time grows 4-50x
+    try:
+        measured, est = _measure()
+    finally:
+        torch.set_num_threads(threads)
+    for key in measured:
+        assert 0.1 < est[key] / measured[key] < 10, (key, est[key], measured[key])
+    keys = list(measured)
+    for a in keys:
+        for b in keys:
+            ratio = (est[a] / est[b]) / (measured[a] / measured[b])
+            assert 0.25 < ratio < 4, (a, b, ratio)
+
+
+def _measure():
+    rng = np.random.default_rng(0)
+    q = 512
+    measured, est = {}, {}
+    for n, d, d_star in [(200, 2, 1), (3000, 32, 25), (1000, 16, None)]:
+        train = rng.standard_normal((n, d))
+        dens = SmoothedEmpirical(train, 0.3)
+        x = torch.as_tensor(train[rng.integers(0, n, q)] * np.exp(-0.3) + 0.7 * rng.standard_normal((q, d)))
+        t = torch.full((q,), 0.3, dtype=torch.float64)
+
+        def run(dens=dens, x=x, t=t, d_star=d_star):
+            if d_star is None:
+                return dens.moments_flat(x, t, cov=False)
+            return torch.linalg.eigh(dens.moments_flat(x, t, cov=True).cov_unit)
+
+        run()
+        best = np.inf
+        for _ in range(3):
+            t0 = time.process_time()
+            run()
+            best = min(best, time.process_time() - t0)
+        measured[(n, d)] = best / q / 2
+        est[(n, d)] = moments_seconds(n, d, d_star=d_star, queries=q)
+    return measured, est
+
+
+RF_ENTRY = """
+experiments:
+  rf:
+    dataset: {points: two-points}
+    process: {T: 2.0, t_min: 0.01, n_steps: 10}
+    model: {widths: %s, n_frequencies: 4, tau: .inf}
+    training: {quadrature: gauss-legendre-log-t, n_time: 5, n_noise: 3}
+    schedules: ["1", "h"]
+    sampler: {block_steps: 4}
+    n_samples: 16
+    d_star: 1
+    store: rf.zarr
+"""
+
+
+def test_each_random_feature_cell_samples_at_its_own_width(tmp_path):
+    """The sampling stage is a sum over cells, each at its own width: two widths cost the sum of each alone
+    (the estimate once counted every cell at the largest width), and a wider cell costs more."""
+    train = np.array([[-3.0, 0.0], [3.0, 0.0]])
+
+    def sampling(widths):
+        f = tmp_path / "rf.yaml"
+        f.write_text(RF_ENTRY % widths)
+        return estimate_stage_seconds(load_catalog_file(f)["rf"], train)["sampling and observation"]
+
+    assert sampling([16, 1024]) == pytest.approx(sampling([16]) + sampling([1024]), rel=1e-12)
+    assert sampling([1024]) > sampling([16])
