@@ -48,7 +48,7 @@ from .process import OU
 from . import units
 from .training.diagnostics import DIAGNOSTIC_VARIABLES, LOSS_UNITS
 
-SCHEMA_VERSION = "1.5"
+SCHEMA_VERSION = "1.6"
 LOCK_NAME = ".ridgexr-lock"
 
 __all__ = ["CELL_DIMS", "CellWriter", "STEP_VARIABLES", "consolidate", "is_consolidated", "COORD_ATTRS", "CF_ATTRS", "SCHEMA_VERSION", "schema_older", "StoreLayout", "create_store", "write_block", "write_cell_end", "open_store",
@@ -1051,7 +1051,7 @@ CONSOLIDATED = "consolidated metadata"
 #: arrays added after schema 1.3, with the schema version that added them
 SINCE = {"cell_digest": "1.4", "nearest_distance": "1.5", "nearest_ratio": "1.5", "projected_gradient": "1.5",
          "projected_gradient_tmin": "1.5", "projected_gradient_scaled": "1.5", "projected_gradient_tmin_scaled": "1.5",
-         "frame_gap_relative": "1.5", "ridge_distance_resolved": "1.5"}
+         "frame_gap_relative": "1.5", "ridge_distance_resolved": "1.5", "final_sample": "1.6", "data_draw": "1.6"}
 
 
 def schema_older(version: str) -> bool:
