@@ -161,7 +161,8 @@ def observation_row(train, n_samples: int, steps: int, max_iter: int, logits: st
           f"N = {len(train):,}, d = {train.shape[1]}: {total:.1f} s measured; 50 such steps ~ {est / 60:.1f} min; "
           f"peak RSS {peak_rss_gb():.2f} GB (target 15 min, 4 GB)")
     for t, el, shares, deg in per_step:
-        print(f"  t = {t:.3g}: {el:.1f} s; degenerate share at the end {deg:.2f}" + (f"; start: {shares}" if shares else ""))
+        start = f"; start: {shares}" if shares else ""
+        print(f"  t = {t:.3g}: {el:.1f} s; degenerate share at the end {deg:.2f}{start}")
     return est
 
 

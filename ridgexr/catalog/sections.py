@@ -11,8 +11,8 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from .. import defaults
-from ..choices import (GRID_KINDS, KEEP_EPOCHS, LOGIT_DTYPES, NULL_CUTOFFS, QUADRATURES, SAMPLER_KINDS, SCORE_SCALES, TARGETS,
-                       TRAINING_METHODS)
+from ..choices import (GRID_KINDS, KEEP_EPOCHS, LOGIT_DTYPES, NULL_CUTOFFS, QUADRATURES, SAMPLER_KINDS, SCORE_SCALES,
+                       TARGETS, TRAINING_METHODS)
 from ..spec import Spec, as_list, distinct_sweep
 
 __all__ = ["ProcessSpec", "TrainingSpec", "SamplerSpec", "RidgeSpec", "SeedSpec", "SEED_MAX"]
