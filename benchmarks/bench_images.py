@@ -3,7 +3,8 @@
 Run:  python benchmarks/bench_images.py [--quick] [--queries Q] [--n-train N] [--steps S] [--logits float32]
       [--compare-logits] [--times 0.01 ...] [--d-stars 1 ...] [--step-times 0.01 0.5 ...] [--skip-projection]
 
-Projects Q noisy training images (x = alpha_t x_i + sqrt(h_t) z, pixels in [0, 1]) onto the
+Projects Q noisy training images (x = alpha_t x_i + sqrt(h_t) z, pixels in [0, 1], or [-1, 1] with
+``--scale symmetric``) onto the
 d* = 1 and d* = 10 ridges at t = 0.01, 0.1 and 0.5 with ``project_to_ridge`` (float64, top_k = 64,
 stop_degenerate = 3, the automatic frame: low rank at d = 784) and prints, per regime of the
 starting frame -- concentrated (the certified top-k support: the Gram path), spread (the randomized
@@ -57,11 +58,15 @@ def peak_rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
-def load_images(n: int):
+def load_images(n: int, scale: str = "unit"):
+    """The first n Fashion-MNIST training images, pixels in [0, 1] (``unit``) or [-1, 1] (``symmetric``, the
+    scale of the fashion-exact entries), or uniform random data of that size without the Debian package."""
     if (FASHION / "train-images-idx3-ubyte.gz").is_file():
         from ridgexr.datasets.mnist import load_idx_dir
-        return load_idx_dir(FASHION)[0][:n], "Fashion-MNIST training images"
-    return np.random.default_rng(0).uniform(size=(n, 784)), "uniform random data (Fashion-MNIST not installed)"
+        x, what = load_idx_dir(FASHION)[0][:n], "Fashion-MNIST training images"
+    else:
+        x, what = np.random.default_rng(0).uniform(size=(n, 784)), "uniform random data (Fashion-MNIST not installed)"
+    return (2 * x - 1, what + " in [-1, 1]") if scale == "symmetric" else (x, what + " in [0, 1]")
 
 
 def logits_rows(train, q: int, floor_us: float, times, seed: int = 0):
@@ -175,6 +180,8 @@ def main(argv=None):
     ap.add_argument("--samples", type=int, default=64, help="samples observed per step")
     ap.add_argument("--steps", type=int, default=50, help="observed steps timed (of 50; the rest extrapolated)")
     ap.add_argument("--max-iter", type=int, default=200, help="SCMS iteration cap")
+    ap.add_argument("--scale", choices=("unit", "symmetric"), default="unit",
+                    help="pixels in [0, 1] or [-1, 1] (the fashion-exact entries' scale)")
     ap.add_argument("--logits", choices=("float64", "float32"), default="float64",
                     help="precision of the top-k pass (float32: certified float32 logits)")
     ap.add_argument("--compare-logits", action="store_true",
@@ -194,7 +201,7 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
     if args.quick:
         args.queries, args.n_train, args.samples, args.steps, args.max_iter = 2, 2000, 2, 1, 5
-    train, what = load_images(args.n_train)
+    train, what = load_images(args.n_train, args.scale)
     n, d = train.shape
     print(f"# image-scale ridge benchmark  ({machine()})", flush=True)
     print(f"data: {what}, N = {n:,}, d = {d}; load average {' '.join(f'{v:.1f}' for v in os.getloadavg())}")
