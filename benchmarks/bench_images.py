@@ -161,6 +161,8 @@ def observation_row(train, n_samples: int, steps: int, max_iter: int, logits: st
         el = time.perf_counter() - t0
         per_step.append((t, el, shares, float(out["frame_degenerate"].mean())))
         total += el
+        if step_times:  # one step per regime: print each as it ends (a spread step takes minutes)
+            print(f"  step t = {t:.3g}: {el:.1f} s; start: {shares}; peak RSS {peak_rss_gb():.2f} GB", flush=True)
     est = total / len(times) * 50
     print(f"\nobservation ({logits} logits, d* = {d_star}): {n_samples} samples x {len(times)} observed steps, "
           f"N = {len(train):,}, d = {train.shape[1]}: {total:.1f} s measured; 50 such steps ~ {est / 60:.1f} min; "
