@@ -10,7 +10,7 @@ from __future__ import annotations
 
 __all__ = ["GRID_KINDS", "SCHEDULE_NAMES", "QUADRATURES", "TARGETS", "SAMPLER_KINDS", "TRAINING_METHODS",
            "INITS", "OPTIMIZERS", "SCORE_SCALES", "KEEP_EPOCHS", "NULL_CUTOFFS", "IMAGE_SCALES", "IMAGE_SPACES",
-           "FRAME_METHODS", "TIME_CONVENTIONS", "MIXED_PRECISIONS"]
+           "FRAME_METHODS", "TIME_CONVENTIONS", "MIXED_PRECISIONS", "LOGIT_DTYPES"]
 
 #: spacings of the sampler's time grid (:func:`ridgexr.time_grid`)
 GRID_KINDS = ("exponential", "linear", "cosine")
@@ -50,3 +50,6 @@ IMAGE_SPACES = ("pixel", "latent")
 #: how a ridge frame's eigenpairs are computed: automatic (dense eigh at small d, the low-rank
 #: paths of :mod:`ridgexr.empirical.lowrank` above), the dense (d, d) eigh, or low rank
 FRAME_METHODS = ("auto", "dense", "lowrank")
+#: the precision of the streamed top-k pass's logits: float64, or float32 products with float64
+#: accumulation, certified by a rounding bound (:func:`ridgexr.empirical.kernels.logit_error_bound`)
+LOGIT_DTYPES = ("float64", "float32")

@@ -258,7 +258,7 @@ def test_near_mode_fraction_is_a_direct_count_with_its_binomial_ci(seed, r, n, c
     ds = xr.Dataset({"trajectory": (("schedule", "width", "sample", "step", "dim"), x),
                      "train_data": (("train", "dim"), train)},
                     coords={"schedule": ["a", "b"], "width": [8], "t": ("step", t), "alpha": ("step", alpha)})
-    out = an.near_mode_fraction(ds.chunk({"sample": 7}), r=r, ci_method=ci_method)
+    out = an.near_mode_fraction(ds.chunk({"sample": 7, "train": 2}), r=r, ci_method=ci_method)  # stores chunk `train`
     assert isinstance(out.near_mode.data, da.Array)
     out = out.compute()
     for i in range(2):

@@ -107,7 +107,7 @@ def test_config_hash_leaves_out_fields_at_their_neutral_value(tmp_path, catalog_
         return h.hexdigest()
 
     cfg = exp.model_dump(exclude=set(NOT_HASHED))
-    for key in ("stop_degenerate", "d_star_alt", "accelerate"):
+    for key in ("stop_degenerate", "d_star_alt", "accelerate", "logits"):
         del cfg["ridge"][key]
     del cfg["dataset"]["n_train"], cfg["dataset"]["images"], cfg["model"]["name"], cfg["model"]["diagnostics"]
     del cfg["sampler"]["scheduler_class"], cfg["sampler"]["eta"], cfg["training"]["draws"]

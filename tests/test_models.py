@@ -1,3 +1,4 @@
+import io
 import math
 
 import numpy as np
@@ -148,3 +149,20 @@ def test_exact_denoiser_memorizes_where_float64_resolves_it_and_warns_beyond(sca
         weight = 1.0 / (1.0 + math.exp(-2.0 * a * scale / h))  # x . (x_2 - x_1) a / h = 2 a s / h
         np.testing.assert_allclose(ex.denoise(np.array([[1.0, 0.5]]), 0.5), [[scale * (2 * weight - 1), 0.0]],
                                    rtol=1e-12, atol=1e-12)
+
+
+def test_node_bar_ignores_calls_after_its_last_node():
+    """evaluate_denoiser reports (node + 1, n_time) once per block of rows: with one node and several blocks the
+    bar got a call after it was removed (KeyError: 1 ended fashion-latent's held-out diagnostics at N = 60 000)."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from ridgexr.models.kind import FitContext
+
+    bars = Progress(console=Console(file=io.StringIO()))
+    ctx = FitContext(exp=None, train=None, say=print, bars=bars)
+    advance = ctx.node_bar("held-out diagnostics")
+    advance(1, 1)
+    assert len(bars.tasks) == 0
+    advance(1, 1)  # a second block of rows at the same (last) node
+    assert len(bars.tasks) == 0

@@ -408,6 +408,11 @@ def _share_per_cell(flag, x: xr.DataArray, train: xr.DataArray, name: str, long_
     def _share(xx, tr):
         return arrays.share_with_ci(flag(xx, tr), ci, ci_method)
 
+    # core dimensions must be one chunk each: a store writes a large training set in several chunks along `train`
+    if train.chunks is not None:
+        train = train.chunk({"train": -1, "dim": -1})
+    if x.chunks is not None:
+        x = x.chunk({dim: -1, "dim": -1})
     stats = xr.apply_ufunc(partial(by_train, _share), x, train, input_core_dims=[[dim, "dim"], ["train", "dim"]],
                            output_core_dims=[["stat"]], dask="parallelized", output_dtypes=[float],
                            dask_gufunc_kwargs={"output_sizes": {"stat": 3}})

@@ -45,6 +45,7 @@ NOT_HASHED = ("description", "store", "source", "name")
 HASH_NEUTRAL: dict[str, object] = {
     "ridge.stop_degenerate": None,  # 0.3
     "ridge.accelerate": False,  # 0.4
+    "ridge.logits": "float64",  # 0.5
     "ridge.d_star_alt": [],  # 0.2
     "dataset.n_train": None,  # 0.3
     "dataset.images": None,  # 0.4

@@ -11,7 +11,8 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from .. import defaults
-from ..choices import GRID_KINDS, KEEP_EPOCHS, NULL_CUTOFFS, QUADRATURES, SAMPLER_KINDS, SCORE_SCALES, TARGETS, TRAINING_METHODS
+from ..choices import (GRID_KINDS, KEEP_EPOCHS, LOGIT_DTYPES, NULL_CUTOFFS, QUADRATURES, SAMPLER_KINDS, SCORE_SCALES,
+                       TARGETS, TRAINING_METHODS)
 from ..spec import Spec, as_list, distinct_sweep
 
 __all__ = ["ProcessSpec", "TrainingSpec", "SamplerSpec", "RidgeSpec", "SeedSpec", "SEED_MAX"]
@@ -135,6 +136,10 @@ class RidgeSpec(Spec):
         description="truncate the posterior to the k most responsible training points (null: none)")
     drop_tol: float = Field(1e-6, ge=0, le=1,
         description="use the truncation only where the dropped posterior mass is <= this")
+    logits: Literal[LOGIT_DTYPES] = Field("float64",
+        description="precision of the top-k pass over all N logits: float64, or float32 products with float64 "
+                    "accumulation, certified by a rounding bound (the kept points' logits and moments stay float64; "
+                    "queries whose bounded dropped mass exceeds drop_tol take the exact float64 path)")
     d_star_alt: list[Annotated[int, Field(ge=1)] | Literal["auto"]] = Field(default_factory=list,
         description="extra ridge dimensions (1..d-1) whose residual at the final state is stored; 'auto' adds the "
                     "dimension d_star: auto would choose (recorded in the attr d_star_info)")

@@ -28,6 +28,18 @@ Call graph (each function calls only those below it):
   an online log-sum-exp.
 
 The cancellation-free formula itself is :func:`ridgexr.empirical.moments.scaled_form`.
+
+Float32 logits (``logits="float32"`` in :func:`prepare_training_set`).  The streamed pass of
+:func:`topk_logits` -- every one of the N logits, 2 N d flops per query, the cost floor of a
+top-k query -- may form its products in float32 and accumulate the log-sum-exp in float64.  Each
+float32 logit is within :func:`logit_error_bound`'s eps of the float64 one (a rounding bound, derived
+there); the k kept logits are recomputed in float64, and the dropped posterior mass is bounded from
+above with every dropped logit raised by eps.  So the moments over the kept points are those of the
+float64 path, the certificate ``dropped_mass <= drop_tol`` stays an upper bound, and a query that the
+certificate does not cover falls back to the exact float64 path as before.  The exact paths (small N,
+streamed moments, the randomized low-rank operator) stay float64: there every logit's rounding
+enters the weights, a relative error e^(2 eps) - 1 of 1e-4 to 1e-1 at d = 784 (see
+:func:`logit_error_bound`).
 """
 
 from __future__ import annotations
@@ -39,11 +51,75 @@ import torch
 from .moments import scaled_form
 
 __all__ = ["prepare_training_set", "chunk_moments", "exact_moments", "small_moments", "streamed_moments",
-           "resolved_cov", "topk_logits", "topk_moments"]
+           "resolved_cov", "topk_logits", "topk_moments", "logit_error_bound", "matmul_unit_roundoff"]
+
+
+def matmul_unit_roundoff(device: torch.device) -> float:
+    """Unit roundoff u of a float32 matrix product on ``device`` under torch's current settings.
+
+    2^-24 (IEEE single) unless torch may use a shorter mantissa: TF32 (10 bits, u = 2^-11) when
+    ``torch.get_float32_matmul_precision()`` is ``"high"`` or, on CUDA,
+    ``torch.backends.cuda.matmul.allow_tf32`` is set; bfloat16 (7 bits, u = 2^-8) at ``"medium"``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> matmul_unit_roundoff(torch.device("cpu")) == 2.0 ** -24  # torch's default precision "highest"
+    True
+    """
+    precision = torch.get_float32_matmul_precision()
+    if precision == "medium":
+        return 2.0**-8
+    if precision == "high" or (device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32):
+        return 2.0**-11
+    return 2.0**-24
+
+
+def logit_error_bound(yaug: torch.Tensor, tr: dict, unit: float) -> torch.Tensor:
+    """Bound eps (q,) on |l32_i - l_i| for every training point i: the logits' float32 rounding.
+
+    The logit l_i = yaug . aug_i is a dot product of n = d + 2 terms.  Rounding both factors to
+    float32 (relative error <= u each) and summing the n products in float32 in any order (any
+    BLAS blocking, with or without FMA) gives, by the standard bound (Higham, *Accuracy and
+    Stability of Numerical Algorithms*, 2nd ed., eq. 3.5, with the two input roundings as two more
+    factors (1 + delta)),
+
+        |l32_i - l_i| <= gamma_(n+2) sum_j |yaug_j| |aug_ij|,   gamma_m = m u / (1 - m u),
+
+    and sum_j |yaug_j| |aug_ij| = sum_k |yaug_k| |x_ik| + |yaug_d+1| |x_i|^2 + |log w_i|
+    <= |yaug_{1..d}| R + |yaug_d+1| R^2 + max |log w| (Cauchy-Schwarz; R the largest |x_c|).
+    Products that underflow add at most (n + 2) 2^-126 (counted).  The converted logits are
+    exact in float64, so this eps bounds the float32 logit's error; the caller adds nothing.
+
+    Of the two terms at image scale (pixels in [-1, 1], d = 784, |y| ~ R ~ 20-30) the first,
+    (alpha_t / h_t) |y| R, dominates: eps ~ 22 at t = 1e-3, 2.2 at 1e-2, 0.23 at 0.1, 0.05 at 0.5.
+    The observed maximum over 60 000 points is 300-1 700 x smaller (the bound's factor n against the
+    ~sqrt(n) of rounding errors that do not all align, and the Cauchy-Schwarz step): a worst-case
+    bound, tight only in its scaling with alpha_t / h_t.
+
+    Parameters
+    ----------
+    yaug : tensor (q, d + 2)
+        The queries' left factor of the logits (float64).
+    tr : dict
+        From :func:`prepare_training_set` (uses ``radius2`` and ``abs_log_w``).
+    unit : float
+        Unit roundoff of the float32 products (:func:`matmul_unit_roundoff`).
+
+    Returns
+    -------
+    tensor (q,), logit units (natural log).
+    """
+    d = yaug.shape[1] - 2
+    m = d + 4
+    gamma = m * unit / (1 - m * unit)
+    radius = math.sqrt(tr["radius2"])
+    total = torch.linalg.vector_norm(yaug[:, :d], dim=1) * radius + yaug[:, d].abs() * tr["radius2"] + tr["abs_log_w"]
+    return gamma * total + m * 2.0**-126
 
 
 def prepare_training_set(train: torch.Tensor, weights: torch.Tensor, dtype: torch.dtype, device: torch.device,
-                         memory_budget: int) -> dict:
+                         memory_budget: int, logits: str = "float64") -> dict:
     """The training set in the form the kernels use, for one dtype and device.
 
     Points with zero weight are dropped (they carry no mass); the rest are centred at their
@@ -60,6 +136,9 @@ def prepare_training_set(train: torch.Tensor, weights: torch.Tensor, dtype: torc
         Of the kernels' computation.
     memory_budget : int
         Bytes; the outer products ``xx`` are precomputed when they take at most a quarter of it.
+    logits : {"float64", "float32"}
+        ``"float32"`` (with a float64 ``dtype``) also keeps ``aug32_t``, the float32 copy of the logits'
+        right factor that :func:`topk_logits` streams against (module docstring).
 
     Returns
     -------
@@ -68,7 +147,9 @@ def prepare_training_set(train: torch.Tensor, weights: torch.Tensor, dtype: torc
         ``center`` (d,) their weighted mean;
         ``aug_t`` (d + 2, N') aug transposed, stored contiguous;
         ``xx`` (N', d * d) the flattened outer products x_c x_c^T, or None;
-        ``radius2`` float, the largest |x_c|^2, squared data units.
+        ``radius2`` float, the largest |x_c|^2, squared data units;
+        ``abs_log_w`` float, the largest |log w_i|;
+        ``aug32_t`` (d + 2, N') float32, or None (float64 logits).
 
     Examples
     --------
@@ -92,7 +173,10 @@ def prepare_training_set(train: torch.Tensor, weights: torch.Tensor, dtype: torc
         xx = (xc[:, :, None] * xc[:, None, :]).reshape(n, d * d)
     # aug_t: the logits' right factor stored contiguous (a product with the transposed view
     # aug.T ran 6x slower: 5.8 vs 0.9 ms for 2000 queries x 1000 points)
-    return dict(xc=xc, center=center.to(dtype), aug_t=aug.T.contiguous(), xx=xx, radius2=float(sq64.max()))
+    aug_t = aug.T.contiguous()
+    aug32_t = aug_t.to(torch.float32) if logits == "float32" and dtype == torch.float64 else None
+    return dict(xc=xc, center=center.to(dtype), aug_t=aug_t, xx=xx, radius2=float(sq64.max()),
+                abs_log_w=float(torch.log(w).abs().max()), aug32_t=aug32_t)
 
 
 def chunk_moments(x: torch.Tensor, a: torch.Tensor, h: torch.Tensor, tr: dict, nc: int, cov: bool,
@@ -323,30 +407,42 @@ def topk_logits(yaug: torch.Tensor, tr: dict, nc: int, k: int, logits=None, lse=
     ``logits`` (q, N) of these queries and their log-sum-exp ``lse`` (q,), both relative to
     the same per-query constant.
 
+    With ``tr["aug32_t"]`` (float32 logits, k < N) the streamed products are float32, the
+    log-sum-exp is accumulated in float64, and the k points so selected get their logits again in
+    float64.  With eps = :func:`logit_error_bound` and S_out = the streamed sum of exp over the points
+    not kept, the returned log-sum-exp is log(sum_kept exp(l_i) + e^eps S_out) -- an upper bound, so
+    the dropped mass the callers form from it is an upper bound too -- and ``dropped_max`` = the
+    smallest kept float32 logit + eps bounds every dropped logit.
+
     Returns
     -------
     best_val : tensor (q, k')
-        The largest logits, sorted descending (k' = k, or N if smaller).
+        The kept logits (float64), sorted descending (k' = k, or N if smaller).
     best_idx : tensor (q, k')
         Their rows in ``tr["xc"]``.
     lse_rel : tensor (q,)
         The log-sum-exp of all N logits less ``shift`` (the caller's ``lse`` when given).
     shift : tensor (q,) or None
-        Each query's largest logit, or None when the caller gave the logits (the values are
-        then relative to the caller's constant).
+        Each query's largest streamed logit, or None when the caller gave the logits (the values
+        are then relative to the caller's constant).
+    dropped_max : tensor (q,)
+        An upper bound on every logit that was not kept (same constant as ``best_val``).
     """
     if logits is not None:  # the caller's logits of these queries (one chunk of all N points)
         best_val, best_idx = torch.topk(logits, k, dim=1)  # sorted, descending
-        return best_val, best_idx, lse, None
+        return best_val, best_idx, lse, None, best_val[:, -1]
     n = tr["xc"].shape[0]
     qn = yaug.shape[0]
     dtype, device = yaug.dtype, yaug.device
+    low = tr.get("aug32_t") is not None and k < n
+    aug_t = tr["aug32_t"] if low else tr["aug_t"]
+    ylow = yaug.to(torch.float32) if low else yaug
     best_val = best_idx = None
     m_run = torch.full((qn,), -math.inf, dtype=dtype, device=device)
     s0 = torch.zeros(qn, dtype=dtype, device=device)
     for n0 in range(0, n, nc):
         n1 = min(n, n0 + nc)
-        chunk = yaug @ tr["aug_t"][:, n0:n1]
+        chunk = (ylow @ aug_t[:, n0:n1]).to(dtype)  # float32 products: exact in float64 from here
         m_new = torch.maximum(m_run, chunk.max(1).values)
         s0 = s0 * torch.exp(m_run - m_new) + torch.exp(chunk - m_new[:, None]).sum(1)
         m_run = m_new
@@ -358,7 +454,20 @@ def topk_logits(yaug: torch.Tensor, tr: dict, nc: int, k: int, logits=None, lse=
             val, pos = torch.topk(both, min(k, both.shape[1]), dim=1)
             idx = torch.gather(torch.cat([best_idx, idx], 1), 1, pos)
         best_val, best_idx = val, idx
-    return best_val, best_idx, torch.log(s0), m_run
+    if not low:
+        return best_val, best_idx, torch.log(s0), m_run, best_val[:, -1]
+    eps = logit_error_bound(yaug, tr, matmul_unit_roundoff(device))
+    # the streamed sum over the dropped points, from the same float32-derived terms as s0
+    s_out = (s0 - torch.exp(best_val - m_run[:, None]).sum(1)).clamp_min(0.0)
+    dropped_max = best_val[:, -1] + eps
+    # the kept points' logits in float64, from rows of xc (a gather of aug_t's columns is strided: 7x slower)
+    d = tr["xc"].shape[1]
+    exact = (torch.einsum("qd,qkd->qk", yaug[:, :d], tr["xc"][best_idx]) + yaug[:, d, None] * tr["aug_t"][d][best_idx]
+             + tr["aug_t"][d + 1][best_idx])
+    exact, order = torch.sort(exact, 1, descending=True)
+    best_idx = torch.gather(best_idx, 1, order)
+    s_kept = torch.exp(exact - m_run[:, None]).sum(1)
+    return exact, best_idx, torch.log(s_kept + torch.exp(eps) * s_out), m_run, dropped_max
 
 
 def topk_moments(yaug: torch.Tensor, tr: dict, nc: int, k: int, cov: bool, logits=None, lse=None) -> dict:
@@ -369,7 +478,8 @@ def topk_moments(yaug: torch.Tensor, tr: dict, nc: int, k: int, cov: bool, logit
     w = sum v_i Delta_i and s = exp(l_2 - l_1) / U, U = sum_i exp(l_i - l_1).  The
     bracket (``cov_unit``) is O(1) even when C underflows; ``log_cov_scale`` = log s.
     ``cov_error`` bounds the truncation error of cov_unit's entries with the certified
-    dropped mass (every dropped logit is <= the smallest kept one).
+    dropped mass (every dropped logit is <= the smallest kept one; with float32 logits, <= the
+    smallest kept float32 logit plus its rounding bound).
 
     The k components come from :func:`topk_logits` (``logits`` and ``lse`` as there; the
     returned ``lse`` is then relative to the caller's constant).  Returns a dict with ``lse``
@@ -380,7 +490,7 @@ def topk_moments(yaug: torch.Tensor, tr: dict, nc: int, k: int, cov: bool, logit
     n, d = xc.shape
     qn = yaug.shape[0]
     dtype, device = yaug.dtype, yaug.device
-    best_val, best_idx, lse_rel, shift = topk_logits(yaug, tr, nc, k, logits, lse)
+    best_val, best_idx, lse_rel, shift, dropped_max = topk_logits(yaug, tr, nc, k, logits, lse)
     k = best_val.shape[1]
     # the dropped mass from logits relative to the largest (lse_rel): the absolute ones can be
     # ~1e5 at small t, whose rounding would swamp a small difference lse_kept - lse_all
@@ -391,7 +501,8 @@ def topk_moments(yaug: torch.Tensor, tr: dict, nc: int, k: int, cov: bool, logit
     xk = xc[best_idx]  # (q, k, d)
     x1 = xk[:, 0]
     diam2 = 4.0 * tr["radius2"]
-    log_drop = (math.log(n - k) + rel[:, -1] - lse_rel) if n > k else None
+    top_drop = dropped_max if shift is None else dropped_max - shift  # every dropped logit is <= this
+    log_drop = (math.log(n - k) + top_drop - lse_rel) if n > k else None
     if k == 1:
         out["mean"] = x1
         if cov:

@@ -355,7 +355,7 @@ def lowrank_chunk(yaug: torch.Tensor, tr: dict, nc: int, m: int, need: int, top_
                rank_censored=torch.zeros(qn, dtype=torch.bool, device=device),
                path=torch.full((qn,), PATH_GRAM, dtype=torch.int8, device=device))
 
-    def gram(rows, best_val, best_idx, lse_rel, shift, truncated: bool, small: bool):
+    def gram(rows, best_val, best_idx, lse_rel, shift, truncated: bool, small: bool, dropped_max=None):
         a, log_s, mean, sec_trace = gram_rows(best_val, best_idx, xc)
         mu_all, values, vectors = gram_spectrum(a, m, gen)
         k = best_val.shape[1]
@@ -364,8 +364,10 @@ def lowrank_chunk(yaug: torch.Tensor, tr: dict, nc: int, m: int, need: int, top_
         else:  # the dense top-k path: rounding, plus the certified truncation
             err = 64 * eps * (a * a).sum((1, 2))  # trace(cu)
             if truncated and n > k:
-                rel = best_val if shift is None else best_val - shift[:, None]
-                err = err + torch.exp(math.log(n - k) + rel[:, -1] - lse_rel - log_s) * diam2
+                # every dropped logit is <= the smallest kept one (float64), or <= dropped_max (float32 logits)
+                top = best_val[:, -1] if dropped_max is None else dropped_max
+                top = top if shift is None else top - shift
+                err = err + torch.exp(math.log(n - k) + top - lse_rel - log_s) * diam2
         if k == 1:
             log_s = torch.zeros_like(log_s)
         rank, _ = _floor_rank(mu_all, err, d, eps)
@@ -383,7 +385,7 @@ def lowrank_chunk(yaug: torch.Tensor, tr: dict, nc: int, m: int, need: int, top_
 
     exact = torch.ones(qn, dtype=torch.bool, device=device)
     if top_k is not None:
-        best_val, best_idx, lse_rel, shift = topk_logits(yaug, tr, nc, top_k)
+        best_val, best_idx, lse_rel, shift, dropped_max = topk_logits(yaug, tr, nc, top_k)
         rel = best_val - shift[:, None]
         drop = (-torch.expm1(torch.logsumexp(rel, 1) - lse_rel)).clamp_min(0.0)
         ok = drop <= drop_tol
@@ -391,7 +393,8 @@ def lowrank_chunk(yaug: torch.Tensor, tr: dict, nc: int, m: int, need: int, top_
             ok = torch.zeros_like(ok)
         if bool(ok.any()):
             rows = torch.nonzero(ok).squeeze(1)
-            out["mean"][rows] = gram(rows, best_val[rows], best_idx[rows], lse_rel[rows], shift[rows], True, False)
+            out["mean"][rows] = gram(rows, best_val[rows], best_idx[rows], lse_rel[rows], shift[rows], True, False,
+                                     dropped_max[rows])
             out["lse"][rows] = shift[rows] + lse_rel[rows]
             out["dropped_mass"][rows] = drop[rows]
         exact = ~ok

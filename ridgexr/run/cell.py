@@ -74,7 +74,7 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
         denoise = implied_denoiser(score)
     bound = divergence_bound(train)
     score = guard_divergence(score, bound)
-    density = SmoothedEmpirical(train, 1.0, drop_tol=exp.ridge.drop_tol)
+    density = SmoothedEmpirical(train, 1.0, drop_tol=exp.ridge.drop_tol, logits=exp.ridge.logits)
     grid = time_grid(exp.process.n_steps, exp.process.T, exp.process.t_min, exp.process.grid)
     train_t = torch.as_tensor(train, dtype=torch.float64, device=dev)  # the nearest-training search
     split = sample_block is not None or client is not None

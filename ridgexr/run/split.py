@@ -48,7 +48,8 @@ def observe_part(train: np.ndarray, x: np.ndarray, t: np.ndarray, d_star: int, s
     x : (B, n, d) states; t : (B,) times
     d_star : int
     settings : dict
-        ``drop_tol``, ``tol``, ``max_iter``, ``top_k``, ``bound``, ``stop_degenerate``, ``accelerate``.
+        ``drop_tol``, ``logits`` (optional, default float64), ``tol``, ``max_iter``, ``top_k``, ``bound``,
+        ``stop_degenerate``, ``accelerate``.
     denoise : callable or None (exact denoiser)
     score : (B, n, d), optional, the sampler's score at x
 
@@ -57,7 +58,7 @@ def observe_part(train: np.ndarray, x: np.ndarray, t: np.ndarray, d_star: int, s
     dict of numpy arrays, (B, n[, d]) each.
     """
     settings = dict(settings)
-    density = SmoothedEmpirical(train, 1.0, drop_tol=settings.pop("drop_tol"))
+    density = SmoothedEmpirical(train, 1.0, drop_tol=settings.pop("drop_tol"), logits=settings.pop("logits", "float64"))
     xt = torch.as_tensor(x, dtype=torch.float64)
     sc = None if score is None else torch.as_tensor(score, dtype=torch.float64)
     q = step_quantities(density, xt, t, d_star, denoise, score=sc, **settings)
@@ -127,6 +128,7 @@ def observe_split(train: np.ndarray | Any, x: torch.Tensor | np.ndarray, t: np.n
 def split_settings(exp: Any, bound: float = math.inf, *, t_min: float | None = None) -> dict:
     """The observation settings of an experiment (``observe_part``'s ``settings``); ``bound``: the
     divergence bound (data units); ``t_min``: the sampler's last time (for ``projected_gradient_tmin``)."""
-    return dict(drop_tol=exp.ridge.drop_tol, tol=exp.ridge.tol, max_iter=exp.ridge.max_iter, top_k=exp.ridge.top_k,
+    return dict(drop_tol=exp.ridge.drop_tol, logits=exp.ridge.logits, tol=exp.ridge.tol, max_iter=exp.ridge.max_iter,
+                top_k=exp.ridge.top_k,
                 bound=bound, stop_degenerate=exp.ridge.stop_degenerate, accelerate=exp.ridge.accelerate, t_min=t_min,
                 gap_floor=exp.ridge.gap_floor, resolved=exp.ridge.resolved_projection)
