@@ -39,12 +39,12 @@ def entry(tmp_path, diag="", rule="gauss-legendre-log-t", n_time=9, n_noise=6):
     return load_catalog_file(f)["held"]
 
 
-def brute_optimal_loss(train, t_nodes_rule, n_time, n_noise, seed, t_min, T):
+def brute_optimal_loss(train, t_nodes_rule, n_time, n_noise, seed, t_min, T, points=None):
     """L* = sum_s c_s lambda_s |alpha (m*(x_t) - x0)|^2 on the rows of a freshly drawn sample, schedule '1',
     with the two-point posterior mean in closed form (a logistic weight between the two points)."""
     proc = OU()
     s = draw_training_sample(train, t_min=t_min, T=T, n_time=n_time, n_noise=n_noise, seed=seed,
-                             quadrature=t_nodes_rule)
+                             quadrature=t_nodes_rule, points=points)
     a, h = proc.alpha(s.t), proc.h(s.t)
     logits = -((s.xt[:, None, :] - a[:, None, None] * train[None]) ** 2).sum(-1) / (2 * h[:, None])
     w = np.exp(logits - logits.max(1, keepdims=True))
@@ -84,6 +84,23 @@ def test_heldout_sample_has_the_blocks_size_and_its_optimal_loss_is_the_brute_fo
                                     exp.loss_t_min, exp.process.T)
     assert rows == 2 * n_time * n_noise
     assert ev["optimal_loss"] == pytest.approx(want, rel=1e-10)
+
+
+def test_a_heldout_point_subset_has_its_size_and_the_brute_force_optimal_loss(tmp_path):
+    exp = entry(tmp_path, diag=", diagnostics: {n_time: 5, n_noise: 3, n_points: 1}", n_time=9, n_noise=6)
+    train = load_training_set(exp.dataset)
+    ctx = FitContext(exp, train, lambda msg: None)
+    hold = heldout_sample(ctx, None, exp.model.diagnostics)
+    seed = exp.seeds.training + 1
+    pts = exp.model.diagnostics.point_subset(2, seed)
+    assert hold.n_points == 1 and hold.size == 5 * 3 and np.array_equal(hold.points, pts)
+    ev = evaluate_denoiser(lambda x, t: torch.zeros_like(x), hold, d_star=1)
+    want, rows = brute_optimal_loss(train, "gauss-legendre-log-t", 5, 3, seed, exp.loss_t_min, exp.process.T,
+                                    points=pts)
+    assert rows == 5 * 3 and ev["optimal_loss"] == pytest.approx(want, rel=1e-10)
+    other, _ = brute_optimal_loss(train, "gauss-legendre-log-t", 5, 3, seed, exp.loss_t_min, exp.process.T,
+                                  points=1 - pts)
+    assert ev["optimal_loss"] != pytest.approx(other, rel=1e-6)  # the subset, not the other point
 
 
 def test_a_run_stores_the_diagnostics_of_the_sized_heldout_sample(tmp_path):
@@ -224,7 +241,7 @@ def test_diagnostics_that_cut_nothing_leave_the_hash_as_before_the_field(tmp_pat
 
     def without_field(exp, train):
         cfg = exp.model_dump(exclude=set(NOT_HASHED))
-        for key in ("stop_degenerate", "d_star_alt", "accelerate"):
+        for key in ("stop_degenerate", "d_star_alt", "accelerate", "logits"):
             del cfg["ridge"][key]
         del cfg["dataset"]["n_train"], cfg["dataset"]["images"], cfg["model"]["name"], cfg["model"]["diagnostics"]
         del cfg["sampler"]["scheduler_class"], cfg["sampler"]["eta"], cfg["training"]["draws"]
@@ -243,6 +260,11 @@ def test_diagnostics_that_cut_nothing_leave_the_hash_as_before_the_field(tmp_pat
     assert big.config_hash(train) != without_field(big, train)
     cut = entry(tmp_path, diag=", diagnostics: {n_noise: 5}", n_time=9, n_noise=6)
     assert cut.config_hash(train) != small.config_hash(train)
+    # n_points: null hashes as before the field; a subset is another held-out sample, another hash
+    cut_null = entry(tmp_path, diag=", diagnostics: {n_noise: 5, n_points: null}", n_time=9, n_noise=6)
+    assert cut_null.config_hash(train) == cut.config_hash(train)
+    some = entry(tmp_path, diag=", diagnostics: {n_points: 1}", n_time=9, n_noise=6)
+    assert some.config_hash(train) not in (small.config_hash(train), cut.config_hash(train))
 
 
 @settings(max_examples=4, deadline=None)
@@ -304,3 +326,39 @@ def test_heldout_frames_above_d128_take_the_lowrank_path_and_equal_the_dense_fra
     proj = lambda b: b @ np.swapaxes(b, 1, 2)  # noqa: E731
     np.testing.assert_allclose(proj(tan)[ok], proj(ref)[ok], atol=1e-8)
     np.testing.assert_allclose(mean, dens.posterior_mean(block.xt), rtol=1e-12, atol=1e-12)
+
+
+def test_a_point_subset_draws_x0_from_its_points_and_keeps_the_whole_density():
+    """diagnostics.n_points: the held-out x0 come from a seeded subset of the training points (each
+    n_time x n_noise times), the weights integrate as the full sample's, and the posterior mean is
+    the whole training set's (brute force)."""
+    from ridgexr.empirical import SmoothedEmpirical
+
+    rng = np.random.default_rng(0)
+    train = rng.normal(size=(40, 3)) * 2
+    spec = DiagnosticsSpec(n_time=3, n_noise=2, n_points=7)
+    pts = spec.point_subset(40, seed=11)
+    assert pts.shape == (7,) and np.unique(pts).size == 7 and np.all(np.diff(pts) > 0)
+    np.testing.assert_array_equal(pts, spec.point_subset(40, 11))
+    assert not np.array_equal(pts, spec.point_subset(40, 12))
+    assert DiagnosticsSpec(n_points=40).point_subset(40, 11) is None
+    kw = dict(t_min=1e-2, T=2.0, n_time=3, n_noise=2, seed=11, quadrature="gauss-legendre-log-t")
+    s = draw_training_sample(train, points=pts, **kw)
+    full = draw_training_sample(train, **kw)
+    assert s.size == 7 * 3 * 2 and full.size == 40 * 3 * 2
+    hits = (s.x0[:, None, :] == train[None]).all(-1)  # (rows, N): which training point each x0 is
+    assert np.all(hits.sum(1) == 1)
+    counts = np.bincount(hits.argmax(1), minlength=40)
+    np.testing.assert_array_equal(np.flatnonzero(counts), pts)
+    assert np.all(counts[pts] == 3 * 2)
+    np.testing.assert_allclose(s.weight.sum(), full.weight.sum(), rtol=1e-14)
+    proc = OU()
+    a, h = proc.alpha(s.t), proc.h(s.t)
+    logits = -((s.xt[:, None, :] - a[:, None, None] * train[None]) ** 2).sum(-1) / (2 * h[:, None])
+    w = np.exp(logits - logits.max(1, keepdims=True))
+    np.testing.assert_allclose(s.posterior_mean(), (w / w.sum(1, keepdims=True)) @ train, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(s.posterior_mean(), SmoothedEmpirical(train, s.t).posterior_mean(s.xt), atol=1e-12)
+    with pytest.raises(ValueError, match="points"):
+        draw_training_sample(train, points=[1, 1], **kw)
+    with pytest.raises(ValueError, match="points"):
+        draw_training_sample(train, points=[40], **kw)

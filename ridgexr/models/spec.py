@@ -30,24 +30,45 @@ def sorted_widths(v: list[int] | None) -> list[int] | None:
     return None if v is None else sorted(v)
 
 
+#: the random stream of the held-out point subset (``0x706f696e`` spells "poin"): apart from the noise of
+#: node j, which draws from ``default_rng([seed, j])``
+POINT_SUBSET_STREAM = 0x706F696E
+
+
 class DiagnosticsSpec(Spec):
     """Size of the held-out sample on which a block's per-cell diagnostics are estimated.
 
     The held-out sample is the training sample's rule (``training.quadrature`` on [t_min, T],
     noise seed ``seeds.training + 1``) on at most ``n_time`` nodes and at most ``n_noise`` draws
     per (training point, node); null keeps the training sample's number.  Its cost grows with
-    n_train x n_time x n_noise rows (each with the exact posterior mean and, with d*, a ridge frame).
+    n_train x n_time x n_noise rows (each with the exact posterior mean and, with d*, a ridge frame);
+    ``n_points`` draws the x0 from a seeded subset of the training points (n_points x n_time x n_noise
+    rows), while the density the diagnostics compare with stays the whole training set.
     """
 
     n_time: int | None = Field(None, ge=1,
         description="at most this many time nodes of training.quadrature (null: training.n_time; odd for simpson-t)")
     n_noise: int | None = Field(None, ge=1,
         description="at most this many noise draws per (training point, node) (null: the fit's n_noise)")
+    n_points: int | None = Field(None, ge=1,
+        description="at most this many training points as x0: a uniform subset without replacement drawn with the "
+                    "held-out seed (the posterior means and frames still use every training point; null: every point)")
 
     def sizes(self, n_time: int, n_noise: int) -> tuple[int, int]:
         """(nodes, draws) of the held-out sample for a training sample of ``n_time`` x ``n_noise``."""
         return (n_time if self.n_time is None else min(self.n_time, n_time),
                 n_noise if self.n_noise is None else min(self.n_noise, n_noise))
+
+    def point_subset(self, n_train: int, seed: int):
+        """Sorted indices (n_points,) of the training points the held-out x0 are drawn from, or None (all
+        ``n_train`` of them): ``numpy.random.default_rng([seed, POINT_SUBSET_STREAM]).choice`` without
+        replacement, so the subset of a cell is fixed by the held-out seed and ``n_train``."""
+        import numpy as np
+
+        if self.n_points is None or self.n_points >= n_train:
+            return None
+        rng = np.random.default_rng([int(seed), POINT_SUBSET_STREAM])
+        return np.sort(rng.choice(int(n_train), size=self.n_points, replace=False))
 
     def check_training(self, training) -> None:
         """Raise ValueError when the resolved node count does not fit ``training.quadrature``."""
@@ -64,9 +85,10 @@ def hashed_diagnostics(diagnostics: dict, n_time: int, n_noises: list[int]) -> d
     draws (its held-out sample is then the training sample's size, as before the field existed),
     else as given."""
     spec = DiagnosticsSpec(**diagnostics)
-    if all(spec.sizes(n_time, n) == (n_time, n) for n in n_noises):
+    if spec.n_points is None and all(spec.sizes(n_time, n) == (n_time, n) for n in n_noises):
         return {"n_time": None, "n_noise": None}
-    return diagnostics
+    # n_points: null (every point) hashes as before the field existed
+    return {k: v for k, v in diagnostics.items() if not (k == "n_points" and v is None)}
 
 
 def sized_diagnostics():
@@ -76,8 +98,8 @@ def sized_diagnostics():
 
 
 #: the field description shared by every kind (its default differs per kind)
-DIAGNOSTICS_HELP = ("size of the held-out sample of the per-cell diagnostics: {n_time, n_noise}, each at most the "
-                    "training sample's (null: the training sample's)")
+DIAGNOSTICS_HELP = ("size of the held-out sample of the per-cell diagnostics: {n_time, n_noise, n_points}, each at "
+                    "most the training sample's (null: the training sample's)")
 
 
 class ModelSpec(Spec):

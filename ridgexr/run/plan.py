@@ -422,7 +422,7 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray) -> dict[str, floa
                         # one eigh(U) per schedule and width
                         + len(exp.schedules or ()) * sum(30.0 * w**3 for w in b.values("width")) / GEMM_FLOPS)
                 h_time, h_noise = b.diagnostics.sizes(tr.n_time, n_noise)
-                h_rows = float(m) * h_time * h_noise
+                h_rows = float(min(m, b.diagnostics.n_points or m)) * h_time * h_noise
                 diag += (h_rows * (_model_seconds(b, d, m) + n_fits * 2.0 * p * d / GEMM_FLOPS
                                    + moments_seconds(m, d, d_star=d_frame, frame="auto",
                                                      queries=min(h_rows / h_time, HELDOUT_BLOCK)))
@@ -436,7 +436,7 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray) -> dict[str, floa
         for lab in mine:
             m = lab.get("n_train", n_trains[-1] if b.kind == "module" else n_trains[0])
             h_time, h_noise = b.diagnostics.sizes(tr.n_time, tr.n_noises[0])
-            h_rows = float(m) * h_time * h_noise
+            h_rows = float(min(m, b.diagnostics.n_points or m)) * h_time * h_noise
             block = min(h_rows, HELDOUT_BLOCK)
             diag += (h_rows * (_model_seconds(b, d, m, block)
                                + moments_seconds(m, d, d_star=d_frame, frame="auto", queries=block))

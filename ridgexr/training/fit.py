@@ -229,7 +229,7 @@ def evaluate_denoiser(denoise: Callable, sample: TrainingSample, *, schedule: st
     """
     proc = OU()
     a = dict(loss=np.zeros(1), excess=np.zeros(1), var=np.zeros(1), tan=np.zeros(1), err=np.zeros(1), opt=0.0)
-    per_node = sample.n_train * sample.n_noise
+    per_node = sample.n_points * sample.n_noise
     done = 0
     with torch.no_grad():
         # consecutive small nodes share one block (the exact posterior mean and the frames take a time per

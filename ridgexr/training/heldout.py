@@ -2,7 +2,7 @@
 
 The diagnostics of every cell are estimated on a held-out sample of its training set: the
 training sample's rule (quadrature, nodes on [t_min, T]) with noise seed ``seeds.training + 1``,
-sized by the block's ``diagnostics: {n_time, n_noise}`` (each at most the training sample's;
+sized by the block's ``diagnostics: {n_time, n_noise, n_points}`` (each at most the training sample's;
 :class:`ridgexr.models.spec.DiagnosticsSpec`).  Random features keep the training sample's size
 by default, so their held-out sample is the fit's own with new noise
 (:meth:`ridgexr.training.RandomFeatureFit.heldout_sample`); mlp, module and exact blocks use
@@ -37,18 +37,22 @@ def heldout_sample(ctx, n_train: int | slice | None, diagnostics=None, n_noise: 
     Returns
     -------
     TrainingSample of n_train x n_time x n_noise rows, ``n_time`` and ``n_noise`` as resolved by
-    ``diagnostics.sizes``.
+    ``diagnostics.sizes``; with ``diagnostics.n_points`` below n_train, the x0 of a seeded subset of
+    n_points training points (``diagnostics.point_subset``), the density still all n_train.
     """
     exp = ctx.exp
     n_time, n_draws = exp.training.n_time, exp.training.n_noises[0] if n_noise is None else int(n_noise)
     if diagnostics is not None:
         n_time, n_draws = diagnostics.sizes(n_time, n_draws)
     rows = n_train if isinstance(n_train, slice) else slice(None, n_train)
-    key = (rows.start, rows.stop, n_time, n_draws)
+    train = ctx.train[rows]
+    seed = exp.seeds.training + 1
+    points = None if diagnostics is None else diagnostics.point_subset(train.shape[0], seed)
+    key = (rows.start, rows.stop, n_time, n_draws, None if points is None else len(points))
     if key not in ctx.heldout:
         ctx.heldout[key] = draw_training_sample(
-            ctx.train[rows], t_min=exp.loss_t_min, T=exp.process.T, n_time=n_time, n_noise=n_draws,
-            seed=exp.seeds.training + 1, quadrature=exp.training.quadrature)
+            train, t_min=exp.loss_t_min, T=exp.process.T, n_time=n_time, n_noise=n_draws,
+            seed=seed, quadrature=exp.training.quadrature, points=points)
     return ctx.heldout[key]
 
 

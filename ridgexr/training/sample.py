@@ -56,7 +56,8 @@ class TrainingSample:
 
     Attributes
     ----------
-    train : (N, d) training data
+    train : (N, d) training data (the density p_t of the posterior means and frames)
+    points : (n,) indices of the training points the rows' x0 are drawn from (None: all N)
     t_nodes, t_weights : (n_time,) quadrature nodes and weights, int f dt ~ sum w_j f(t_j)
     n_noise : noise draws per (point, node)
     seed : seed of the noise (node j draws from ``default_rng([seed, j])``)
@@ -65,7 +66,7 @@ class TrainingSample:
     key : unique per drawn sample (a cache key that outlives ``id()``)
     cache : per-sample results that do not depend on the model, shared by every fit
 
-    Each row's measure weight is c_s = w_j / (N n_noise), so sum_s c_s g(s) estimates
+    Each row's measure weight is c_s = w_j / (n n_noise) (n = N without ``points``), so sum_s c_s g(s) estimates
     int_{t_min}^T E_{x0, z} g dt.  :meth:`blocks` streams the rows; the whole-sample arrays
     (``x0``, ``t``, ``z``, ``xt``, ``weight``, ``group``) are built on first access, for
     small samples only.
@@ -82,10 +83,16 @@ class TrainingSample:
     process: OU = field(default_factory=OU)
     key: str = field(default_factory=lambda: uuid.uuid4().hex, compare=False)
     cache: dict = field(default_factory=dict, repr=False, compare=False)
+    points: np.ndarray | None = None
 
     @property
     def n_train(self) -> int:
         return int(self.train.shape[0])
+
+    @property
+    def n_points(self) -> int:
+        """Training points the rows' x0 are drawn from (``len(points)``, or N)."""
+        return self.n_train if self.points is None else int(len(self.points))
 
     @property
     def n_time(self) -> int:
@@ -93,13 +100,14 @@ class TrainingSample:
 
     @property
     def size(self) -> int:
-        """Number of sample points S = N n_time n_noise."""
-        return self.n_train * self.n_time * self.n_noise
+        """Number of sample points S = n n_time n_noise (n = :attr:`n_points`)."""
+        return self.n_points * self.n_time * self.n_noise
 
     def node_blocks(self, j: int, points_per_block: int | None = None) -> Iterator[SampleBlock]:
         """Rows of time node ``j``, all draws of ``points_per_block`` training points per block
         (default: the whole node in one block)."""
-        n, d = self.train.shape
+        src = self.train if self.points is None else self.train[self.points]
+        n, d = src.shape
         z_all = np.random.default_rng([self.seed, j]).standard_normal((n, self.n_noise, d))
         tj = np.array(float(self.t_nodes[j]))
         a, sh = float(self.process.alpha(tj)), float(np.sqrt(self.process.h(tj)))
@@ -107,7 +115,7 @@ class TrainingSample:
         for s in range(0, n, step):  # a few point chunks of one node, each one vectorised block
             pts = slice(s, min(n, s + step))
             z = z_all[pts].reshape(-1, d)
-            x0 = np.repeat(self.train[pts], self.n_noise, axis=0)
+            x0 = np.repeat(src[pts], self.n_noise, axis=0)
             rows = x0.shape[0]
             yield SampleBlock(x0=x0, t=np.full(rows, float(tj)), z=z, xt=a * x0 + sh * z,
                               weight=np.full(rows, self.t_weights[j] / (n * self.n_noise)),
@@ -121,7 +129,7 @@ class TrainingSample:
         split over its points).  ``by_node=False``: consecutive small nodes are merged.
         """
         max_rows = check_int(max_rows, "max_rows", min_val=1)
-        per_node = self.n_train * self.n_noise
+        per_node = self.n_points * self.n_noise
         split = per_node > max_rows
         pts = max(1, max_rows // self.n_noise) if split else None
         pending: list[SampleBlock] = []
@@ -167,7 +175,7 @@ class TrainingSample:
         """The same nodes, weights and sizes with the noise of another seed (e.g. held out)."""
         return TrainingSample(train=self.train, t_nodes=self.t_nodes, t_weights=self.t_weights,
                               n_noise=self.n_noise, seed=int(seed), t_min=self.t_min, T=self.T,
-                              quadrature=self.quadrature, process=self.process)
+                              quadrature=self.quadrature, process=self.process, points=self.points)
 
 
 #: (query, training point) pairs per call of the posterior moments in :func:`block_posterior_mean` and
@@ -252,7 +260,8 @@ def _concat(blocks: list[SampleBlock]) -> SampleBlock:
 
 
 def draw_training_sample(train: Any, *, t_min: float, T: float, n_time: int, n_noise: int, seed: int,
-                         process: OU | None = None, quadrature: str = DEFAULT_QUADRATURE) -> TrainingSample:
+                         process: OU | None = None, quadrature: str = DEFAULT_QUADRATURE,
+                         points: Any = None) -> TrainingSample:
     """Define the sample over which U, V, C and the losses are computed (nothing is drawn yet).
 
     Time: ``n_time`` nodes of ``quadrature`` on [t_min, T] (:func:`ridgexr.training.time_nodes`;
@@ -267,10 +276,14 @@ def draw_training_sample(train: Any, *, t_min: float, T: float, n_time: int, n_n
     seed : int >= 0
     process : OU, optional
     quadrature : {"simpson-t", "trapezoid-log-t", "gauss-legendre-log-t"}
+    points : array of int (n,), optional
+        Distinct indices of the training points the x0 are drawn from (a held-out subset,
+        :meth:`ridgexr.models.spec.DiagnosticsSpec.point_subset`); the posterior means and frames
+        still use all N points.  Default: every point.
 
     Returns
     -------
-    TrainingSample with S = N n_time n_noise points.
+    TrainingSample with S = n n_time n_noise points (n = N, or ``len(points)``).
     """
     process = process or OU()
     x = np.asarray(as_tensor(train, name="train", dtype=torch.float64).cpu().numpy())
@@ -280,9 +293,14 @@ def draw_training_sample(train: Any, *, t_min: float, T: float, n_time: int, n_n
         raise ValueError("`train` contains non-finite values")
     n_noise = check_int(n_noise, "n_noise", min_val=1)
     seed = check_int(seed, "seed", min_val=0)
+    if points is not None:
+        points = np.asarray(points)
+        if (points.ndim != 1 or points.size == 0 or not np.issubdtype(points.dtype, np.integer)
+                or points.min() < 0 or points.max() >= x.shape[0] or np.unique(points).size != points.size):
+            raise ValueError(f"`points` must be distinct integer indices into the {x.shape[0]} training points")
     tn, tw = time_nodes(quadrature, n_time, t_min, T)
     return TrainingSample(train=x, t_nodes=tn, t_weights=tw, n_noise=n_noise, seed=seed, t_min=float(t_min),
-                          T=float(T), quadrature=quadrature, process=process)
+                          T=float(T), quadrature=quadrature, process=process, points=points)
 
 
 def draw_seed(seed: int, draw: int) -> int:
