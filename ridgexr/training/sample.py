@@ -187,8 +187,8 @@ class TrainingSample:
 #: small ones).  Training sets of at most 32 points (every two-/three-point entry) are not split:
 #: their 8 192-row blocks fit
 MOMENT_PAIRS = 1 << 18
-#: low-rank held-out frames go through in chunks of at most MOMENT_PAIRS // max(N, this) rows (<= 64 rows
-#: per call at N <= 4 096): the Gram / subspace-iteration buffers are (rows, N) and (rows, d, k)
+#: low-rank held-out frames go through in chunks of max(64, MOMENT_PAIRS // max(N, this)) rows, i.e. 64 rows
+#: per call: the Gram / subspace-iteration buffers are (rows, N) and (rows, d, k)
 LOWRANK_ROWS_DIVISOR = 4096
 
 
