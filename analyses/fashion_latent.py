@@ -1,0 +1,92 @@
+"""Reach / align / slide at image scale: the `fashion-latent` claims table (docs/images.md).
+
+For every model cell of the entry (the MLP, random features at widths 256 and 2048, the exact denoiser;
+schedules 1, h, h^2) and a few observed times t, prints, over the 64 trajectories:
+
+- reach: the median distance to the d* = 25 ridge (``ridge_distance``, states whose frame is degenerate
+  masked) with a 95 % bootstrap interval, and the share of masked (degenerate) states with its Wilson
+  interval;
+- align: the median norm of the normal and tangent parts of the model's error at the state
+  (``residual_normal``, ``residual_tangent``);
+- the resolved dimension d*(t) (median ``resolved_rank``);
+- memorization: the median distance to the nearest training latent (``nearest_distance``) and the
+  share with d1/d2 < 1/3 (Wilson interval).
+
+Run:  python analyses/fashion_latent.py [--data DIR] [--store PATH] [--t 1.0 0.3 0.1 0.03 0.01 0.001]
+(``--store``: read that store instead of running or resuming the entry)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from _common import markdown_table, parser, store_for
+
+import pandas as pd
+
+import ridgexr
+from ridgexr.analysis.arrays import proportion_ci
+
+ENTRY = "fashion-latent"
+CELL_DIMS = ("model", "schedule", "width", "epoch", "tau")
+
+
+def share(mask: np.ndarray) -> str:
+    k, n = int(mask.sum()), int(mask.size)
+    if n == 0:
+        return "-"
+    lo, hi = proportion_ci(k, n)
+    return f"{k / n:.2f} [{float(lo):.2f}, {float(hi):.2f}]"
+
+
+def median_ci(v: np.ndarray, n_boot: int = 2000, seed: int = 0) -> str:
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return "-"
+    rng = np.random.default_rng(seed)
+    boot = np.median(v[rng.integers(0, v.size, (n_boot, v.size))], axis=1)
+    return f"{np.median(v):.3g} [{np.quantile(boot, 0.025):.3g}, {np.quantile(boot, 0.975):.3g}]"
+
+
+def norm_median(v: np.ndarray, masked: np.ndarray) -> float:
+    """Median norm of the (sample, dim) residuals over the states not masked."""
+    norms = np.linalg.norm(v, axis=-1)
+    return float(np.nanmedian(np.where(masked, np.nan, norms))) if (~masked).any() else float("nan")
+
+
+def main(argv=None):
+    ap = parser(__doc__)
+    ap.add_argument("--t", type=float, nargs="+", default=[1.0, 0.3, 0.1, 0.03, 0.01, 0.001])
+    ap.add_argument("--store", default=None, help="an existing store of the entry (read only)")
+    args = ap.parse_args(argv)
+    ds = ridgexr.open_dataset(args.store) if args.store else store_for(ENTRY, args.data)
+    steps = sorted({int(np.argmin(np.abs(ds.t.values - t))) for t in args.t})
+    sel = ds.isel(step=steps)[["ridge_distance", "ridge_degenerate", "residual_normal", "residual_tangent",
+                               "resolved_rank", "nearest_distance", "nearest_ratio", "cell_applies",
+                               "cell_complete"]].compute()
+    dims = [d for d in CELL_DIMS if d in sel.dims]
+    rows = []
+    for idx in np.ndindex(*(sel.sizes[d] for d in dims)):
+        cell = sel.isel(dict(zip(dims, idx)))
+        if not bool(cell.cell_applies) or not bool(cell.cell_complete):
+            continue
+        label = {d: cell[d].item() for d in dims}
+        for j in range(len(steps)):
+            at = cell.isel(step=j)
+            degenerate = at.ridge_degenerate.values.astype(bool)
+            dist = np.where(degenerate, np.nan, at.ridge_distance.values)
+            rows.append(label | {
+                "t": f"{float(at.t):.3g}",
+                "ridge distance (median)": median_ci(dist),
+                "degenerate": share(degenerate),
+                "|residual normal|": f"{norm_median(at.residual_normal.values, degenerate):.3g}",
+                "|residual tangent|": f"{norm_median(at.residual_tangent.values, degenerate):.3g}",
+                "d*(t)": float(np.nanmedian(at.resolved_rank.values)),
+                "nearest (median)": median_ci(at.nearest_distance.values),
+                "d1/d2 < 1/3": share(at.nearest_ratio.values < 1 / 3),
+            })
+    print(markdown_table(pd.DataFrame(rows)))
+
+
+if __name__ == "__main__":
+    main()
