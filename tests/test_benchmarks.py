@@ -37,8 +37,8 @@ NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
     # an image-scale row at t = 0.5, d* = 10 (whichever regime its queries fall in) and the observation line
     ("bench_images.py", [rf"\| 0.5 \| 10 \| (concentrated|spread|degenerate) \| {NUMBER} \| {NUMBER} \| {NUMBER} \| {NUMBER} \| {NUMBER} \| "
                          rf"{NUMBER}x \| {NUMBER} \|",
-                         rf"observation: {NUMBER} samples x {NUMBER} of 50 observed steps, N = {NUMBER}, d = 784: "
-                         rf"{NUMBER} s measured"]),
+                         rf"observation \(float(64|32) logits, d\* = {NUMBER}\): {NUMBER} samples x {NUMBER} observed "
+                         rf"steps, N = {NUMBER}, d = 784: {NUMBER} s measured; 50 such steps ~ {NUMBER} min"]),
 ])
 def test_benchmark_runs_and_prints_its_numbers(script, expected):
     out = subprocess.run([sys.executable, str(BENCH / script), "--quick"], capture_output=True, text=True,
