@@ -45,21 +45,21 @@ NOT_HASHED = ("description", "store", "source", "name")
 HASH_NEUTRAL: dict[str, object] = {
     "ridge.stop_degenerate": None,  # 0.3
     "ridge.accelerate": False,  # 0.4
-    "ridge.logits": "float64",  # 0.5
+    "ridge.logits": "float64",  # 0.4
     "ridge.d_star_alt": [],  # 0.2
     "dataset.n_train": None,  # 0.3
     "dataset.images": None,  # 0.4
     "dataset.mnist.space": "latent",  # 0.4
     "models[].name": None,  # 0.2
-    "models[].diagnostics": {"n_time": None, "n_noise": None},  # 0.5: the training sample's size
-    "sampler.scheduler_class": None,  # 0.5 (sampler kind scheduler)
-    "sampler.eta": None,  # 0.5
-    "training.draws": 1,  # 0.5
-    "models[].t_stop": None,  # 0.5
-    "models[].sigma_stop": None,  # 0.5
-    "models[].time_convention": "ou",  # 0.5 (unet)
-    "models[].mixed_precision": "none",  # 0.5 (unet)
-    "dataset.manifold.draws": 1,  # 0.5
+    "models[].diagnostics": {"n_time": None, "n_noise": None},  # 0.4: the training sample's size
+    "sampler.scheduler_class": None,  # 0.4 (sampler kind scheduler)
+    "sampler.eta": None,  # 0.4
+    "training.draws": 1,  # 0.4
+    "models[].t_stop": None,  # 0.4
+    "models[].sigma_stop": None,  # 0.4
+    "models[].time_convention": "ou",  # 0.4 (unet)
+    "models[].mixed_precision": "none",  # 0.4 (unet)
+    "dataset.manifold.draws": 1,  # 0.4
 }
 
 
