@@ -6,9 +6,11 @@ import argparse
 from pathlib import Path
 
 import holoviews as hv
+import numpy as np
 
 import ridgexr
 from ridgexr import plot
+from ridgexr.analysis.arrays import proportion_ci
 from ridgexr.run import run_experiment
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,3 +51,28 @@ def markdown_table(df, floatfmt: str = ".3g") -> str:
     for _, row in df.iterrows():
         lines.append("| " + " | ".join(format(v, floatfmt) if isinstance(v, float) else str(v) for v in row) + " |")
     return "\n".join(lines)
+
+
+def median_ci(v: np.ndarray, n_boot: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """Median of the finite values of ``v`` with a percentile-bootstrap 95 % interval over them (NaNs if none)."""
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return (np.nan, np.nan, np.nan)
+    rng = np.random.default_rng(seed)
+    boot = np.median(v[rng.integers(0, v.size, (n_boot, v.size))], axis=1)
+    return float(np.median(v)), float(np.quantile(boot, 0.025)), float(np.quantile(boot, 0.975))
+
+
+def median_ci_text(v: np.ndarray) -> str:
+    """:func:`median_ci` as "median [low, high]" ("-" when ``v`` has no finite value)."""
+    m = median_ci(v)
+    return "-" if np.isnan(m[0]) else f"{m[0]:.3g} [{m[1]:.3g}, {m[2]:.3g}]"
+
+
+def share(mask: np.ndarray) -> str:
+    """The share of True in ``mask`` with its Wilson 95 % interval, "share [low, high]" ("-" when empty)."""
+    k, n = int(mask.sum()), int(mask.size)
+    if n == 0:
+        return "-"
+    lo, hi = proportion_ci(k, n)
+    return f"{k / n:.2f} [{float(lo):.2f}, {float(hi):.2f}]"

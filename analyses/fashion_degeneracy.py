@@ -21,31 +21,15 @@ import math
 
 import numpy as np
 
-from _common import markdown_table, parser, store_for
+from _common import markdown_table, median_ci_text, parser, share, store_for
 
 import pandas as pd
 
 import ridgexr
 from ridgexr import analysis as an
-from ridgexr.analysis.arrays import proportion_ci
 
 ENTRY = "fashion-latent-degeneracy"
 FLOORS = {"sqrt(eps)": math.sqrt(np.finfo(float).eps), "1e-13": 1e-13}
-
-
-def share(mask: np.ndarray) -> str:
-    k, n = int(mask.sum()), int(mask.size)
-    lo, hi = proportion_ci(k, n)
-    return f"{k / n:.2f} [{float(lo):.2f}, {float(hi):.2f}]"
-
-
-def median_ci(v: np.ndarray, n_boot: int = 2000, seed: int = 0) -> str:
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return "-"
-    rng = np.random.default_rng(seed)
-    boot = np.median(v[rng.integers(0, v.size, (n_boot, v.size))], axis=1)
-    return f"{np.median(v):.3g} [{np.quantile(boot, 0.025):.3g}, {np.quantile(boot, 0.975):.3g}]"
 
 
 def main(argv=None):
@@ -73,8 +57,8 @@ def main(argv=None):
             assert (flag == (gap[observed] <= FLOORS["sqrt(eps)"])).all(), "stored flag != its floor"
             row["median d*(t)"] = float(np.median(at.resolved_rank.values[observed]))
             tn = tang.sel(n_train=n).isel(step=j)
-            row["tangential distance (median)"] = median_ci(tn.tangential_distance.values)
-            row["normal offset (median)"] = median_ci(tn.normal_offset.values)
+            row["tangential distance (median)"] = median_ci_text(tn.tangential_distance.values)
+            row["normal offset (median)"] = median_ci_text(tn.normal_offset.values)
             row["masked"] = f"{float(tn.masked_share):.2f}"
             rows.append(row)
     print(markdown_table(pd.DataFrame(rows)))

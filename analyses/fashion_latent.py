@@ -20,32 +20,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from _common import markdown_table, parser, store_for
+from _common import markdown_table, median_ci_text, parser, share, store_for
 
 import pandas as pd
 
 import ridgexr
-from ridgexr.analysis.arrays import proportion_ci
 
 ENTRY = "fashion-latent"
 CELL_DIMS = ("model", "schedule", "width", "epoch", "tau")
-
-
-def share(mask: np.ndarray) -> str:
-    k, n = int(mask.sum()), int(mask.size)
-    if n == 0:
-        return "-"
-    lo, hi = proportion_ci(k, n)
-    return f"{k / n:.2f} [{float(lo):.2f}, {float(hi):.2f}]"
-
-
-def median_ci(v: np.ndarray, n_boot: int = 2000, seed: int = 0) -> str:
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return "-"
-    rng = np.random.default_rng(seed)
-    boot = np.median(v[rng.integers(0, v.size, (n_boot, v.size))], axis=1)
-    return f"{np.median(v):.3g} [{np.quantile(boot, 0.025):.3g}, {np.quantile(boot, 0.975):.3g}]"
 
 
 def norm_median(v: np.ndarray, masked: np.ndarray) -> float:
@@ -77,12 +59,12 @@ def main(argv=None):
             dist = np.where(degenerate, np.nan, at.ridge_distance.values)
             rows.append(label | {
                 "t": f"{float(at.t):.3g}",
-                "ridge distance (median)": median_ci(dist),
+                "ridge distance (median)": median_ci_text(dist),
                 "degenerate": share(degenerate),
                 "|residual normal|": f"{norm_median(at.residual_normal.values, degenerate):.3g}",
                 "|residual tangent|": f"{norm_median(at.residual_tangent.values, degenerate):.3g}",
                 "d*(t)": float(np.nanmedian(at.resolved_rank.values)),
-                "nearest (median)": median_ci(at.nearest_distance.values),
+                "nearest (median)": median_ci_text(at.nearest_distance.values),
                 "d1/d2 < 1/3": share(at.nearest_ratio.values < 1 / 3),
             })
     print(markdown_table(pd.DataFrame(rows)))

@@ -22,34 +22,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from _common import markdown_table, parser, store_for
+from _common import markdown_table, median_ci, parser, share, store_for
 
 import pandas as pd
 
 from ridgexr import analysis as an
-from ridgexr.analysis.arrays import proportion_ci
 
 ENTRIES = ("mnist-authors", "mnist-authors-score")
 
 
-def median_ci(v: np.ndarray, n_boot: int = 2000, seed: int = 0) -> tuple[float, float, float]:
-    """Median of the finite values with a percentile-bootstrap 95 % interval over them."""
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return (np.nan, np.nan, np.nan)
-    rng = np.random.default_rng(seed)
-    boot = np.median(v[rng.integers(0, v.size, (n_boot, v.size))], axis=1)
-    return float(np.median(v)), float(np.quantile(boot, 0.025)), float(np.quantile(boot, 0.975))
-
-
 def fmt(m: tuple[float, float, float]) -> str:
     return f"{m[0]:.3g} [{m[1]:.3g}, {m[2]:.3g}]"
-
-
-def share(mask: np.ndarray) -> str:
-    k, n = int(mask.sum()), int(mask.size)
-    lo, hi = proportion_ci(k, n)
-    return f"{k / n:.2f} [{float(lo):.2f}, {float(hi):.2f}]"
 
 
 def step_rows(ds, name: str, steps) -> list[dict]:
