@@ -58,6 +58,25 @@ def test_the_dense_frame_costs_its_counted_flops_and_passes(n, d, d_star):
     assert moments_seconds(n, d, top_k=n) == mean  # a top-k that keeps every point selects nothing
 
 
+
+@settings(max_examples=10, deadline=None)
+@given(n=st.integers(100, 60_000), d=st.integers(129, 4096), d_star=st.integers(1, 50))
+def test_a_low_rank_frame_costs_the_support_or_the_randomized_path(n, d, d_star):
+    """Above d = 128 a frame is low rank: up to RANDOMIZED_MIN_D it is priced as the support path over all N
+    (the spread posterior's bound: the covariance's GEMMs, 2 N d^2 flops, the gather, 2 N d passes, and one
+    d x d eigh); above, as LOWRANK_APPLICATIONS applications of the covariance to the (d x width) block."""
+    from ridgexr.empirical import RANDOMIZED_MIN_D
+    from ridgexr.scms import frame_width, use_lowrank
+    assert use_lowrank("auto", "log", d, d_star)  # d > 128 and the block is at most d / 2
+    mean = moments_seconds(n, d)
+    low = moments_seconds(n, d, d_star=d_star) - mean
+    if d <= RANDOMIZED_MIN_D:
+        want = (2.0 * n * d * d / plan.GEMM_FLOPS + 2.0 * n * d * plan.ELEMENT_SECONDS
+                + plan.EIGH_PASSES * d * d * plan.ELEMENT_SECONDS + plan.EIGH_FLOPS * d**3 / plan.GEMM_FLOPS)
+    else:
+        want = plan.LOWRANK_APPLICATIONS * 4.0 * n * d * frame_width(d, d_star) / plan.GEMM_FLOPS
+    assert low == pytest.approx(want, rel=1e-9)
+
 def test_the_sampling_estimate_counts_the_states_steps_and_scms_frames(tmp_path):
     """The sampling stage is n_steps x n_samples denoiser evaluations plus, at each of the n_rec recorded
     states, (iterations + 1) frames and one mean (the nearest point), the iterations capped by

@@ -10,10 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from ridgexr import SmoothedEmpirical, project_to_ridge, ridge_residual
-from ridgexr.empirical.lowrank import PATH_DENSE, PATH_GRAM, PATH_RANDOMIZED, certify_subspace
+from ridgexr.empirical.lowrank import (PATH_DENSE, PATH_GRAM, PATH_RANDOMIZED, PATH_SUPPORT, SUPPORT_RTOL,
+                                      certify_subspace, support_spectrum)
 from ridgexr.scms import frame_flat, frame_width
 
 D = 784
@@ -116,9 +117,11 @@ def spread_problem(seed: int, n: int = 2000, d: int = D):
 
 @pytest.mark.slow
 def test_randomized_frames_equal_the_dense_eigh_path():
-    """Spread posteriors over all N = 2 000 points: the certified subspace iteration gives the dense frame;
-    its rank is censored at the block width where the dense rank is at least that."""
+    """Spread posteriors over all N = 2 000 points: the certified subspace iteration (made to run at d = 784
+    by ``randomized_min_d = 0``) gives the dense frame; its rank is censored at the block width where the
+    dense rank is at least that."""
     p, x = spread_problem(0)
+    p.randomized_min_d = 0
     t = torch.full((x.shape[0],), 0.3, dtype=torch.float64)
     spec = p.spectrum_flat(x, t, n_eig=frame_width(D, 3), need=4)
     assert bool((spec.path == PATH_RANDOMIZED).all())
@@ -129,6 +132,84 @@ def test_randomized_frames_equal_the_dense_eigh_path():
     low.rank_censored[:] = False
     low.resolved_rank = dense.resolved_rank
     assert_frames_agree(dense, low, 3, n_values=4)  # the certified d* + 1 (the rest of the block: no claim)
+
+
+@pytest.mark.slow
+def test_support_frames_equal_the_dense_eigh_path():
+    """Spread posteriors at d = 784 (below ``randomized_min_d``): the covariance formed over each query's
+    certified support gives the dense frame, with the exact resolved rank (nothing censored)."""
+    p, x = spread_problem(0)
+    t = torch.full((x.shape[0],), 0.3, dtype=torch.float64)
+    spec = p.spectrum_flat(x, t, n_eig=frame_width(D, 3), need=4)
+    assert bool((spec.path == PATH_SUPPORT).all())
+    dense = frame_flat(p, x, t, 3, "log", None, frame="dense")
+    low = frame_flat(p, x, t, 3, "log", None, frame="lowrank")
+    assert_frames_agree(dense, low, 3)
+
+
+def brute_covariance(resp, mean, xc):
+    """Sum_i r_i (x_i - mu)(x_i - mu)^T over all points, numpy float64 (one (N, d) product)."""
+    z = xc - mean[:, None, :]
+    return np.einsum("qn,qni,qnj->qij", resp, z, z)
+
+
+@settings(max_examples=12, deadline=None)
+@given(decay=st.floats(0.2, 0.999), n=st.integers(30, 400), seed=st.integers(0, 1000))
+@example(decay=0.2, n=300, seed=0)  # supports of a few dozen points: the Gram form (k <= d)
+@example(decay=0.999, n=400, seed=1)  # supports of ~all 400 points: the formed covariance (k > d)
+def test_support_spectrum_equals_the_full_covariance(decay, n, seed):
+    """support_spectrum against eigh of the covariance over all N points (numpy): the top eigenvalues within
+    the reported eig_error (+ rounding), the top eigenvectors' projector, the exact rank, and the certified
+    support (the dropped responsibility delta has delta diam^2 <= SUPPORT_RTOL trace).  Responsibilities decay
+    geometrically from a random order, so supports from a few points (Gram form, k <= d) to all N
+    (formed covariance, k > d) occur."""
+    rng = np.random.default_rng(seed)
+    d, m = 40, 6
+    xc = rng.normal(size=(n, d)) * np.linspace(2.0, 0.1, d)
+    logits = np.log(decay) * np.stack([rng.permutation(n) for _ in range(3)]) + 1e-3 * rng.normal(size=(3, n))
+    resp = np.exp(logits - logits.max(1, keepdims=True))
+    resp /= resp.sum(1, keepdims=True)
+    mean = resp @ xc
+    cov = brute_covariance(resp, mean, xc)
+    trace = np.trace(cov, axis1=1, axis2=2)
+    diam2 = 4 * float((xc * xc).sum(1).max())
+    err = 64 * 2.2e-16 * (resp @ (xc * xc).sum(1))
+    gen = torch.Generator().manual_seed(0)
+    values, vectors, eig_error, rank, k = support_spectrum(torch.tensor(resp), torch.tensor(mean), torch.tensor(xc),
+                                                           torch.tensor(err), torch.tensor(trace), m, diam2,
+                                                           1 << 20, gen)
+    if (decay, n) == (0.2, 300):
+        assert bool((k <= d).all())
+    if (decay, n) == (0.999, 400):
+        assert bool((k > d).all())
+    # the certified support: the ranks beyond k carry at most the allowance, the k-th one more
+    r_sorted = -np.sort(-resp, 1)
+    tail = np.cumsum(r_sorted[:, ::-1], 1)[:, ::-1]
+    allow = SUPPORT_RTOL * trace / diam2
+    kk = k.numpy()
+    for q in range(3):
+        dropped = tail[q, kk[q]] if kk[q] < n else 0.0
+        assert dropped <= allow[q] * (1 + 1e-12)
+        assert tail[q, kk[q] - 1] > allow[q] or kk[q] == 1
+        np.testing.assert_allclose(float(eig_error[q]), dropped * diam2, rtol=1e-12, atol=1e-300)
+    lam, vec = np.linalg.eigh(cov)
+    lam, vec = lam[:, ::-1], vec[:, :, ::-1]
+    scale = lam[:, 0]
+    tol = eig_error.numpy() + 1e-12 * scale
+    assert (np.abs(values.numpy() - lam[:, :m]) <= tol[:, None]).all()
+    floor = 2 * d * err + np.sqrt(2.2e-16) * np.abs(lam).max(1)
+    near = np.abs(lam[:, :, None] - floor[:, None, None]) < 1e-9 * scale[:, None, None]
+    if not near.any():  # (a value within rounding of the floor could be counted either way)
+        np.testing.assert_array_equal(rank.numpy(), (lam > floor[:, None]).sum(1))
+    # the leading eigenvectors where their gap is resolved
+    for q in range(3):
+        for j in range(2):
+            gap = min(abs(lam[q, j] - lam[q, j + 1]), abs(lam[q, j - 1] - lam[q, j]) if j else np.inf)
+            if gap > 1e-6 * scale[q]:
+                cos = abs(float(vectors[q, :, j].numpy() @ vec[q, :, j]))
+                assert cos > 1 - 1e-8 * (scale[q] / gap) ** 2
+    assert vectors.shape == (3, d, m)
+    np.testing.assert_allclose(vectors.mT @ vectors, np.broadcast_to(np.eye(m), (3, m, m)), atol=1e-10)
 
 
 def test_certificate_rejects_a_wrong_subspace():
@@ -166,7 +247,7 @@ def test_uncertified_queries_fall_back_to_the_dense_path():
     path, whose eigenvalues are those of the formed covariance."""
     p, x = spread_problem(1, n=300, d=200)
     t = torch.full((2,), 0.3, dtype=torch.float64)
-    spec = p.spectrum_flat(x, t, n_eig=6, need=2, max_iter=1)
+    spec = p.spectrum_flat(x, t, n_eig=6, need=2, max_iter=1, force="randomized")
     assert bool((spec.path == PATH_DENSE).all())
     cov = p.moments_flat(x, t, cov=True).cov_unit
     mu = torch.linalg.eigvalsh(cov).flip(-1)[:, :6]

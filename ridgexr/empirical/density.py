@@ -18,7 +18,7 @@ from .._validation import check_float, check_int, check_option, check_optional_i
 from ..choices import LOGIT_DTYPES
 from ..process import OU
 from .kernels import chunk_moments, prepare_training_set
-from .lowrank import LowRankSpectrum, lowrank_chunk
+from .lowrank import RANDOMIZED_MIN_D, LowRankSpectrum, lowrank_chunk
 from .moments import Moments
 
 __all__ = ["SmoothedEmpirical", "DEFAULT_MEMORY_BUDGET", "SMALL_N", "LOWRANK_MAX_ITER"]
@@ -69,9 +69,12 @@ class SmoothedEmpirical:
     Training data are centred internally (covariances are shift-invariant), which
     keeps the second-moment subtraction well conditioned.
 
-    Two tuning attributes are set by the constructor: ``refine_k`` (64), the components used
-    to recompute ill-conditioned covariances, and ``small_n`` (:data:`SMALL_N`), the largest
-    training set whose every query takes the cancellation-free form.
+    Three tuning attributes are set by the constructor: ``refine_k`` (64), the components used
+    to recompute ill-conditioned covariances, ``small_n`` (:data:`SMALL_N`), the largest
+    training set whose every query takes the cancellation-free form, and ``randomized_min_d``
+    (:data:`~ridgexr.empirical.lowrank.RANDOMIZED_MIN_D`), the dimension above which
+    :meth:`spectrum_flat` gets spread posteriors' eigenpairs by randomized subspace iteration
+    instead of forming their covariance over the certified support.
 
     Examples
     --------
@@ -114,6 +117,7 @@ class SmoothedEmpirical:
         self._cache: dict = {}
         self.refine_k = 64  # components used to recompute ill-conditioned covariances
         self.small_n = SMALL_N  # training sets up to this size: the cancellation-free form for every query
+        self.randomized_min_d = RANDOMIZED_MIN_D  # spread posteriors above this d: the randomized path
         self.drop_tol = drop_tol
         keep = w > 0
         x64 = tr[keep.to(tr.device)].to(torch.float64)
@@ -252,11 +256,13 @@ class SmoothedEmpirical:
     def spectrum_flat(self, xf: torch.Tensor, tf: torch.Tensor, *, n_eig: int, need: int,
                       top_k: int | None = None, start: torch.Tensor | None = None,
                       max_iter: int = LOWRANK_MAX_ITER, force: str | None = None, seed: int = 0) -> LowRankSpectrum:
-        """Kernel interface: the top ``n_eig`` eigenpairs of the O(1)-scaled posterior covariance, no (d, d) matrix.
+        """Kernel interface: the top ``n_eig`` eigenpairs of the O(1)-scaled posterior covariance.
 
         The low-rank paths of :mod:`ridgexr.empirical.lowrank` (Gram where the posterior is carried
-        by few points, certified randomized subspace iteration where it is spread, dense for the
-        queries the latter cannot certify), following the dense path's decisions, so that the
+        by few points; where it is spread, the covariance formed over each query's certified support
+        up to d = ``randomized_min_d`` (one (d, d) matrix per query, never a (chunk, d^2) block) and
+        certified randomized subspace iteration above it, dense for the queries the latter cannot
+        certify), following the dense path's decisions, so that the
         eigenpairs are those of :meth:`moments_flat`'s ``cov_unit``.
 
         Parameters
@@ -277,7 +283,7 @@ class SmoothedEmpirical:
             Covariance applications before uncertified queries go to the dense path.
         force : {None, "randomized"}
             ``"randomized"``: every query that is not on the small-N path goes through the randomized
-            path (tests and benchmarks).
+            path, whatever d (tests and benchmarks).
         seed : int
             Of the random starts, completions and certificate vectors (results are deterministic).
 
@@ -306,7 +312,7 @@ class SmoothedEmpirical:
             yaug = torch.cat([y * (a / h)[:, None], (-0.5 * a * a / h)[:, None], torch.ones_like(h)[:, None]], 1)
             part = lowrank_chunk(yaug, tr, nc, n_eig, need, top_k, drop_tol=self.drop_tol, small_n=self.small_n,
                                  refine_k=self.refine_k, memory_budget=self.memory_budget, nc_exact=nc_exact,
-                                 max_iter=max_iter, seed=seed, force=force,
+                                 max_iter=max_iter, seed=seed, force=force, randomized_min_d=self.randomized_min_d,
                                  start=None if start is None else start[q0:q0 + qc])
             lse = part.pop("lse")
             part["log_prob"] = lse - (y * y).sum(1) / (2 * h) - 0.5 * d * (math.log(2 * math.pi) + torch.log(h))

@@ -11,7 +11,20 @@ module gets the eigenpairs from the weighted training points instead, on two pat
   nonzero eigenpairs come from the k x k Gram matrix A A^T (O(k^2 d) flops, never a d x d
   matrix): eigenvalues are the Gram eigenvalues, eigenvectors A^T u / sqrt(mu).  Every
   eigenvalue is known, so ``resolved_rank`` is exact.
-- **Randomized path** -- where the posterior is spread over many points, a block subspace
+- **Support path** -- where the posterior is spread over many points and d is at most
+  :data:`RANDOMIZED_MIN_D`, the covariance of each query formed over its own certified support: its
+  most responsible points, sorted, until the responsibility left out, delta, satisfies
+  delta diam^2 <= :data:`SUPPORT_RTOL` trace(Cov) (diam the training set's diameter; the dropped
+  PSD term moves each eigenvalue by at most delta diam^2, which is ``eig_error``).  A support of at
+  most d points gives its eigenpairs through the k x k Gram matrix of the centred, weighted rows
+  sqrt(r_i) (x_i - mu); a larger one forms Sum r_i (x_i - mu)(x_i - mu)^T by GEMMs over chunks of
+  the sorted support (2 k d^2 flops) and takes every eigenpair from one eigh.  Either way every
+  eigenvalue is known, so ``resolved_rank`` is exact.  Measured at d = 784 on the 60 000
+  Fashion-MNIST images (docs/performance.md), the randomized path below needed 50-70
+  applications of its (d* + 11)-column block per query at t = 1.5 to reach its residual
+  tolerance -- more flops than forming the covariance, which runs at the GEMM rate.
+- **Randomized path** -- where the posterior is spread over many points and d is above
+  :data:`RANDOMIZED_MIN_D` (or ``force="randomized"``), a block subspace
   iteration with Rayleigh-Ritz on Cov v = sum_i r_i (x_i - mu)((x_i - mu) . v) (the training
   set streamed in chunks against the block, the responsibilities r held for the query chunk),
   stopped by a residual-based certificate (:func:`certify_subspace`).  Only ``m`` eigenpairs are
@@ -58,8 +71,9 @@ import torch
 
 from .kernels import exact_moments, topk_logits
 
-__all__ = ["LowRankSpectrum", "LOWRANK_MIN_D", "OVERSAMPLE", "RES_RTOL", "SUPPORT_TOL", "CERT_VECTORS", "CERT_POWER",
-           "CERT_ALPHA", "PATH_GRAM", "PATH_RANDOMIZED", "PATH_DENSE", "gram_rows", "gram_spectrum",
+__all__ = ["LowRankSpectrum", "LOWRANK_MIN_D", "OVERSAMPLE", "RES_RTOL", "SUPPORT_TOL", "SUPPORT_RTOL", "RANDOMIZED_MIN_D", "CERT_VECTORS", "CERT_POWER",
+           "CERT_ALPHA", "PATH_GRAM", "PATH_RANDOMIZED", "PATH_DENSE", "PATH_SUPPORT", "gram_rows",
+           "support_spectrum", "gram_spectrum",
            "subspace_iteration", "certify_subspace", "lowrank_chunk"]
 
 #: ``frame="auto"`` diagonalises the dense (d, d) covariance where d is at most this (below it the
@@ -79,8 +93,16 @@ CERT_ALPHA = 100.0
 #: for every query of the chunk (their total weight delta <= SUPPORT_TOL moves each eigenvalue by at most
 #: delta x diam^2, added to ``eig_error``: ~1e-16 of the top eigenvalue on Fashion-MNIST)
 SUPPORT_TOL = 1e-22
+#: the support path keeps each query's most responsible points until the responsibility left out,
+#: delta, has delta diam^2 <= SUPPORT_RTOL trace(Cov): each eigenvalue moves by at most that
+#: (<= SUPPORT_RTOL d of the top one: far below the frame's floor sqrt(eps) x the top one)
+SUPPORT_RTOL = 1e-14
+#: spread posteriors take the support path (covariance formed over the certified support) up to this
+#: d and the randomized path above it: forming costs 2 k d^2 flops at the GEMM rate, the randomized
+#: path 4 k d (d* + 11) per application and it needed 50-70 applications at d = 784 (module docstring)
+RANDOMIZED_MIN_D = 2048
 #: ``LowRankSpectrum.path`` codes
-PATH_GRAM, PATH_RANDOMIZED, PATH_DENSE = 0, 1, 2
+PATH_GRAM, PATH_RANDOMIZED, PATH_DENSE, PATH_SUPPORT = 0, 1, 2, 3
 
 
 @dataclass
@@ -98,11 +120,12 @@ class LowRankSpectrum:
     values : (Q, m) the top m eigenvalues of cov_unit, descending (squared data units / scale)
     vectors : (Q, d, m) their orthonormal eigenvectors (columns)
     eig_error : (Q,) certified bound on |computed - true| of each of the values (0 on the Gram and
-        dense paths, where the values are those of the formed matrices)
+        dense paths, where the values are those of the formed matrices; the dropped support's
+        delta diam^2 on the support path)
     rank : (Q,) int64, eigenvalues of cov_unit above the floor 2 d cov_error + sqrt(eps) values[:, 0]
-        (exact on the Gram and dense paths; at least this many where ``rank_censored``)
+        (exact on the Gram, dense and support paths; at least this many where ``rank_censored``)
     rank_censored : (Q,) bool, all m computed values are above the floor (randomized path)
-    path : (Q,) int8, ``PATH_GRAM`` (0), ``PATH_RANDOMIZED`` (1) or ``PATH_DENSE`` (2)
+    path : (Q,) int8, ``PATH_GRAM`` (0), ``PATH_RANDOMIZED`` (1), ``PATH_DENSE`` (2) or ``PATH_SUPPORT`` (3)
     """
 
     log_prob: torch.Tensor
@@ -322,9 +345,96 @@ def _floor_rank(values_all: torch.Tensor, cov_error: torch.Tensor, d: int, eps: 
     return (values_all > floor[:, None]).sum(-1), floor
 
 
+def support_spectrum(resp: torch.Tensor, mean: torch.Tensor, xc: torch.Tensor, cov_error: torch.Tensor,
+                     trace: torch.Tensor, m: int, diam2: float, memory_budget: int, generator: torch.Generator):
+    """The top m eigenpairs of spread posteriors' covariances, formed over each query's certified support.
+
+    Parameters
+    ----------
+    resp : tensor (q, N)
+        Responsibilities r_i (rows sum to 1).
+    mean : tensor (q, d)
+        The posterior means mu (same coordinates as ``xc``).
+    xc : tensor (N, d)
+        The training points.
+    cov_error : tensor (q,)
+        The covariance's entry error bound (its rank floor, as on the dense path).
+    trace : tensor (q,)
+        trace(Cov) (E|x|^2 - |mu|^2), the scale of the support tolerance.
+    m : int
+        Eigenpairs to return (m <= d).
+    diam2 : float
+        (2 R)^2, R the largest |x_i| (so |x_i - mu| <= 2 R).
+    memory_budget : int
+        Bytes for the gathered support chunks.
+    generator : torch.Generator
+        Of the orthonormal completion of zero eigenvalues (Gram form).
+
+    Returns
+    -------
+    values (q, m) descending, vectors (q, d, m), eig_error (q,) = delta diam^2 for the dropped
+    responsibility delta, rank (q,) (exact: every eigenvalue is formed) and the support sizes k (q,).
+
+    Each query keeps its k most responsible points, k the fewest with delta diam^2 <= SUPPORT_RTOL
+    trace; k <= d takes the Gram form (eigh of the k x k matrix A A^T, A = sqrt(r_i)(x_i - mu)),
+    k > d forms Sum_i r_i (x_i - mu)(x_i - mu)^T by GEMMs over chunks of the sorted support.
+    """
+    q, n = resp.shape
+    d = xc.shape[1]
+    dtype, device = resp.dtype, resp.device
+    eps = torch.finfo(dtype).eps
+    r_sorted, order = torch.sort(resp, 1, descending=True)
+    tail = torch.flip(torch.cumsum(torch.flip(r_sorted, (1,)), 1), (1,))  # tail[:, j]: mass of ranks >= j
+    allow = SUPPORT_RTOL * trace.clamp_min(0) / diam2
+    k = (tail > allow[:, None]).sum(1).clamp(1, n)  # ranks >= k carry at most ``allow``
+    delta = torch.where(k < n, torch.gather(torch.cat([tail, torch.zeros_like(tail[:, :1])], 1), 1, k[:, None])[:, 0],
+                        torch.zeros_like(trace))
+    values = torch.zeros(q, m, dtype=dtype, device=device)
+    vectors = torch.zeros(q, d, m, dtype=dtype, device=device)
+    rank = torch.zeros(q, dtype=torch.int64, device=device)
+    elems = max(memory_budget // resp.element_size(), 1024)
+    by_k = torch.argsort(k)
+    k_host = k[by_k].tolist()
+    n_small = sum(kk <= d for kk in k_host)
+    # Gram form, queries in order of k, in groups within the budget (each padded to its largest k: zero
+    # rows add zero eigenvalues)
+    i = 0
+    while i < n_small:
+        j = i + 1
+        while j < n_small and (j + 1 - i) * 3 * k_host[j] * (d + k_host[j]) <= elems:
+            j += 1
+        sel, kmax = by_k[i:j], k_host[j - 1]
+        w = torch.where(torch.arange(kmax, device=device)[None] < k[sel][:, None], r_sorted[sel, :kmax], 0.0)
+        rows = torch.sqrt(w)[:, :, None] * (xc[order[sel, :kmax]] - mean[sel][:, None, :])
+        mu_all, vals, vecs = gram_spectrum(rows, m, generator)
+        values[sel], vectors[sel] = vals, vecs
+        rank[sel] = _floor_rank(mu_all, cov_error[sel], d, eps)[0]
+        i = j
+    # formed covariance: the rest, all together, over chunks of their sorted supports
+    big = by_k[n_small:]
+    if big.numel():
+        kb = k[big]
+        cov = torch.zeros(big.numel(), d, d, dtype=dtype, device=device)
+        step = max(1, elems // (2 * big.numel() * d))
+        for j0 in range(0, int(kb.max()), step):
+            act = torch.nonzero(kb > j0).squeeze(1)
+            j1 = min(int(kb[act].max()), j0 + step)
+            g = big[act]
+            z = xc[order[g, j0:j1]] - mean[g][:, None, :]  # (q', c, d)
+            w = torch.where(torch.arange(j0, j1, device=device)[None] < kb[act][:, None], r_sorted[g, j0:j1], 0.0)
+            cov[act] += z.mT @ (w[:, :, None] * z)
+        mu_all, vec_all = torch.linalg.eigh(0.5 * (cov + cov.mT))
+        del cov
+        mu_all, vec_all = torch.flip(mu_all, (-1,)), torch.flip(vec_all, (-1,))
+        values[big], vectors[big] = mu_all[:, :m], vec_all[:, :, :m]
+        rank[big] = _floor_rank(mu_all, cov_error[big], d, eps)[0]
+    return values, vectors, delta * diam2, rank, k
+
+
 def lowrank_chunk(yaug: torch.Tensor, tr: dict, nc: int, m: int, need: int, top_k: int | None, *,
                   drop_tol: float, small_n: int, refine_k: int, memory_budget: int, nc_exact: int,
-                  max_iter: int, seed: int, start: torch.Tensor | None = None, force: str | None = None) -> dict:
+                  max_iter: int, seed: int, start: torch.Tensor | None = None, force: str | None = None,
+                  randomized_min_d: int = RANDOMIZED_MIN_D) -> dict:
     """The fields of :class:`LowRankSpectrum` (but alpha, h and log_prob's constant) for one query chunk.
 
     The path of each query follows the dense path's own decisions, so that both give the same
@@ -334,7 +444,7 @@ def lowrank_chunk(yaug: torch.Tensor, tr: dict, nc: int, m: int, need: int, top_
     all N points elsewhere, and the dense path where the randomized one is not certified.
 
     ``force="randomized"`` sends every query that is not on the small-N path through the
-    randomized path (tests); ``start`` (q, d, m) warm-starts it.  Returns a dict with ``lse`` (q,)
+    randomized path (tests); ``start`` (q, d, m) warm-starts it (the other paths ignore it).  Returns a dict with ``lse`` (q,)
     (up to the chunk's per-query constant), ``mean`` (q, d) (centred) and the other fields.
     """
     xc = tr["xc"]
@@ -434,6 +544,15 @@ def lowrank_chunk(yaug: torch.Tensor, tr: dict, nc: int, m: int, need: int, top_
         return out
     r_sp, mu_sp = resp[spread], mean[spread]
     del resp
+    if force != "randomized" and d <= randomized_min_d:  # the covariance formed over each query's support
+        g = rows[spread]
+        err = err_sub[spread]
+        values, vectors, eig_error, rank, _ = support_spectrum(
+            r_sp, mu_sp, xc, err, second_trace[spread] - (mu_sp * mu_sp).sum(1), m, diam2, memory_budget, gen)
+        out["values"][g], out["vectors"][g], out["eig_error"][g] = values, vectors, eig_error
+        out["cov_error"][g], out["rank"][g] = err, rank
+        out["path"][g] = PATH_SUPPORT
+        return out
     # the operator runs over the points some spread query weighs above SUPPORT_TOL / N: the rest
     # (total weight delta <= SUPPORT_TOL per query) moves each eigenvalue by at most delta x diam^2 (Weyl:
     # a PSD term of that norm), which enters eig_error

@@ -10,7 +10,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..catalog import Experiment
-from ..empirical import DEFAULT_MEMORY_BUDGET
+from ..empirical import DEFAULT_MEMORY_BUDGET, RANDOMIZED_MIN_D
 from ..models import FitContext, model_kind
 from ..process import time_grid
 from ..ridge import suggest_d_star
@@ -305,7 +305,8 @@ TOPK_PASSES = 4
 #: (measured 14 us at d = 16, 56 us at 32, 0.98 ms at 128, 78 ms at 784, one thread)
 EIGH_PASSES = 14
 EIGH_FLOPS = 4.5
-#: covariance applications per query of a low-rank frame (randomized subspace iteration, warm started)
+#: covariance applications per query of a randomized low-rank frame (subspace iteration, warm started;
+#: d > ``lowrank.RANDOMIZED_MIN_D`` only: below it spread posteriors take the support path)
 LOWRANK_APPLICATIONS = 4
 
 
@@ -322,8 +323,11 @@ def moments_seconds(n: int, d: int, *, d_star: int | None = None, top_k: int | N
     - with ``d_star``, a frame: dense (:func:`ridgexr.scms.use_lowrank` false), the second moment
       as one GEMM over the N precomputed outer products (2 N d^2 flops; where those do not fit a
       quarter of ``memory_budget`` they are formed again for every chunk of queries, N d^2 element
-      passes shared by the chunk) and a d x d eigh; low-rank, :data:`LOWRANK_APPLICATIONS`
-      applications of the covariance to a (d x width) block (4 N d width flops each).
+      passes shared by the chunk) and a d x d eigh; low-rank up to d = ``RANDOMIZED_MIN_D``, the support
+      path over all N points (the spread posterior's bound: 2 N d^2 flops of GEMMs over the gathered,
+      centred support, 2 N d element passes to gather it, and a d x d eigh); low-rank above it,
+      :data:`LOWRANK_APPLICATIONS` applications of the covariance to a (d x width) block (4 N d width
+      flops each).
 
     Parameters
     ----------
@@ -346,9 +350,12 @@ def moments_seconds(n: int, d: int, *, d_star: int | None = None, top_k: int | N
         s += TOPK_PASSES * n * ELEMENT_SECONDS
     if d_star is None:
         return s
+    eigh = EIGH_PASSES * d * d * ELEMENT_SECONDS + EIGH_FLOPS * d**3 / GEMM_FLOPS
     if use_lowrank(frame, "log", d, d_star):
+        if d <= RANDOMIZED_MIN_D:
+            return s + 2.0 * n * d * d / GEMM_FLOPS + 2.0 * n * d * ELEMENT_SECONDS + eigh
         return s + LOWRANK_APPLICATIONS * 4.0 * n * d * frame_width(d, d_star) / GEMM_FLOPS
-    s += 2.0 * n * d * d / GEMM_FLOPS + EIGH_PASSES * d * d * ELEMENT_SECONDS + EIGH_FLOPS * d**3 / GEMM_FLOPS
+    s += 2.0 * n * d * d / GEMM_FLOPS + eigh
     if n * d * d * 8 > memory_budget // 4:  # no cached outer products: formed per chunk of queries
         chunk = max(1, min(queries, (memory_budget // 8) // (2 * d * d)))
         s += n * d * d * ELEMENT_SECONDS / chunk
