@@ -7,8 +7,8 @@ Projects Q noisy training images (x = alpha_t x_i + sqrt(h_t) z, pixels in [0, 1
 ``--scale symmetric``) onto the
 d* = 1 and d* = 10 ridges at t = 0.01, 0.1 and 0.5 with ``project_to_ridge`` (float64, top_k = 64,
 stop_degenerate = 3, the automatic frame: low rank at d = 784) and prints, per regime of the
-starting frame -- concentrated (the certified top-k support: the Gram path), spread (the randomized
-path) and degenerate (the frame's gap below its floor) -- the point-iterations per second, the time
+starting frame -- concentrated (the certified top-k support: the Gram path), spread (the support
+path: each query's covariance over its certified support) and degenerate (the frame's gap below its floor) -- the point-iterations per second, the time
 per point-iteration against the floor 2 N d flops of the logits at this run's matmul rate, and the
 process's peak RSS.  Then it times the observation of 64 samples over the observed steps of a
 50-step grid (``observe.step_quantities`` with the exact denoiser, d* = 1; the samples are noisy

@@ -222,18 +222,44 @@ def demo(
         console.print(f"[yellow]{(~on).sum()} point(s) not on the ridge (see RidgeProjection flags)")
 
 
+#: where the output is not a terminal, the run's progress writes a plain line at least this often (seconds)
+PLAIN_PROGRESS_SECONDS = 60.0
+
+
 def _progress():
     """The run's progress bars; each update (from the main thread) is also an interruption point."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     class RunProgress(Progress):
-        def update(self, *args, **kwargs):
-            _raise_if_interrupted()
-            super().update(*args, **kwargs)
+        """Also writes a plain line per tenth of a task (or per minute) where the output is not a
+        terminal: a log file keeps no frames of a live bar, only its last one."""
 
-        def advance(self, *args, **kwargs):
+        _logged: dict
+
+        def update(self, task_id, *args, **kwargs):
             _raise_if_interrupted()
-            super().advance(*args, **kwargs)
+            super().update(task_id, *args, **kwargs)
+            self._plain_line(task_id)
+
+        def advance(self, task_id, *args, **kwargs):
+            _raise_if_interrupted()
+            super().advance(task_id, *args, **kwargs)
+            self._plain_line(task_id)
+
+        def _plain_line(self, task_id):
+            if self.console.is_terminal:
+                return
+            task = next((t for t in self.tasks if t.id == task_id), None)
+            if task is None or not task.total:
+                return
+            logged = self.__dict__.setdefault("_logged", {})
+            tenth = int(10 * task.completed // task.total)
+            last_tenth, last_time = logged.get(task_id, (0, time.monotonic()))
+            if tenth > last_tenth or time.monotonic() - last_time >= PLAIN_PROGRESS_SECONDS:
+                logged[task_id] = (tenth, time.monotonic())
+                elapsed = task.finished_time if task.finished else task.elapsed
+                self.console.print(f"{task.description}: {task.completed:g}/{task.total:g} "
+                                   f"({elapsed or 0.0:.0f} s)", highlight=False, markup=False)
 
     return RunProgress(SpinnerColumn(), TextColumn("[progress.description]{task.description}"), BarColumn(),
                        MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=False)

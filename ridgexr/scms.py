@@ -408,8 +408,9 @@ def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star:
     covariance in full (a warm-started Rayleigh-Ritz/LOBPCG update of the top d* + 1 eigenpairs was
     measured slower on the CPU at small d; see docs/performance.md); with the low-rank frame (the
     default above d = ``LOWRANK_MIN_D``) each iteration computes the top :func:`frame_width` eigenpairs
-    without a (d, d) matrix, the randomized path warm-started from the point's previous eigenvectors,
-    and the normal step is step - T T^T step.  Only the first frame gets deterministic eigenvector signs, the other
+    (:meth:`~ridgexr.empirical.SmoothedEmpirical.spectrum_flat`: the Gram path, the support path of spread
+    posteriors up to d = 2 048, or above it the randomized path warm-started from the point's previous
+    eigenvectors), and the normal step is step - T T^T step.  Only the first frame gets deterministic eigenvector signs, the other
     diagnostics are formed only in iterations where some point stops, and the per-point
     bookkeeping (stopping, acceleration) runs on numpy arrays of the active points.
 

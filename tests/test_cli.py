@@ -23,6 +23,8 @@ def test_run_info_list(tmp_path, write_catalog):
     store = tmp_path / "data" / "tiny.zarr"
     assert "store:" in r.output and str(store) in r.output.replace("\n", "")
     assert "ran 6 cell(s)" in r.output
+    # not a terminal: a plain progress line per tenth of the cells (a log keeps only a live bar's last frame)
+    assert all(f"cells: {k}/6 (" in r.output for k in range(1, 7)), r.output
     ds = ridgexr.open_dataset(store)
     assert bool(ds.cell_complete.all())
     r2 = runner.invoke(app, ["run", str(cat), "--data-dir", str(tmp_path / "data")])

@@ -81,7 +81,7 @@ def test_kill_9_at_random_instants_then_resume_is_identical(reference, tmp_path)
     t0 = time.perf_counter()  # how long the killed process would run uninterrupted, imports included
     subprocess.run([sys.executable, "-c", RUN_SCRIPT, str(cat), str(tmp_path / "timing.zarr")], check=True)
     whole = time.perf_counter() - t0
-    instants = sorted(rng.uniform(0.3, 1.2 * whole) for _ in range(10))
+    instants = sorted(rng.uniform(0.3, 1.2 * whole) for _ in range(7))
     skipped = [_kill_then_resume(cat, exp, ref_store, tmp_path / f"k{k}.zarr", delay).cells_skipped
                for k, delay in enumerate(instants)]
     # most kills landed before the end, so resumes did real work
