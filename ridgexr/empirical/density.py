@@ -299,8 +299,11 @@ class SmoothedEmpirical:
         elems = max(self.memory_budget // itemsize, 1024)
         k = top_k if top_k is not None else self.refine_k
         # per query: its logits, responsibilities and their exponentials (3 N), the kept points
-        # (k (d + 3), twice), the Gram matrix, and the block with its products (~6 d n_eig)
+        # (k (d + 3), twice), the Gram matrix, and the block with its products (~6 d n_eig); on the
+        # support path (d <= randomized_min_d) also the formed covariance and eigh's vectors (2 d^2)
         per_query = 3 * n + 2 * k * (d + 3) + k * k + 6 * d * n_eig
+        if d <= self.randomized_min_d and force != "randomized":
+            per_query += 2 * d * d
         qc = max(1, min(q, elems // per_query))
         nc = self._chunk_sizes(qc, itemsize, False, top_k)[1]
         nc_exact = self._chunk_sizes(1, itemsize, True, None)[1]
