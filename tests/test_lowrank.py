@@ -304,17 +304,18 @@ def test_top_k_fallback_stays_within_the_memory_budget(tmp_path):
 
 
 
+@pytest.mark.slow
 def test_the_support_path_stays_within_the_memory_budget(tmp_path):
-    """spectrum_flat on 300 spread queries over N = 1 600 > d = 784 points (supports of all 1 600: the
-    formed covariance) with a 256 MiB budget: the query chunk counts the (d, d) covariance and eigh's
-    vectors (measured 0.55 GB of growth; without them it took 202 queries at once: 2.9 GB)."""
+    """spectrum_flat on 300 spread queries over N = 800 > d = 400 points (supports of all 800: the formed
+    covariance) with a 256 MiB budget: the query chunk counts the (d, d) covariance and eigh's vectors
+    (measured 0.44 GB of growth; without them all 300 queries went at once: 1.27 GB)."""
     script = textwrap.dedent("""
         import resource, numpy as np, torch
         from ridgexr import SmoothedEmpirical
         from ridgexr.empirical.lowrank import PATH_SUPPORT
         rng = np.random.default_rng(0)
-        p = SmoothedEmpirical(rng.uniform(size=(1600, 784)), 1.0, memory_budget=1 << 28)
-        x = torch.tensor(rng.uniform(size=(300, 784)))
+        p = SmoothedEmpirical(rng.uniform(size=(800, 400)), 1.0, memory_budget=1 << 28)
+        x = torch.tensor(rng.uniform(size=(300, 400)))
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         spec = p.spectrum_flat(x, torch.full((300,), 1.0, dtype=torch.float64), n_eig=12, need=2)
         assert bool((spec.path == PATH_SUPPORT).all())
