@@ -17,8 +17,9 @@ empirical density of the training set:
   |T T^T e| with the frame's tangent space the top ``resolved_rank`` eigenvectors at x (the
   split at d*(x, t) instead of the fixed d*; never degenerate, the gap at the rank is resolved
   by construction).  With a low-rank frame (``frame``, d > 128 by default: :func:`ridgexr.scms.use_lowrank`)
-  only the top d* + 11 eigenvectors are computed: where the resolved rank reaches them (the randomized
-  path's censored rank) the two ``*_rank`` splits are NaN, and ``resolved_rank`` is a lower bound
+  only the top d* + 11 eigenvectors are computed: where the resolved rank reaches them the two ``*_rank``
+  splits are NaN (``resolved_rank`` itself is exact on the Gram and support paths, and a lower bound on
+  the randomized path of d > 2 048, where it is censored)
 - ``projected_gradient`` / ``projected_gradient_tmin``: the authors' measure of distance to the ridge,
   |E E^T grad log p_s(x)| at the state itself, E the d - d* most negative Hessian eigenvectors of log
   p_s at x, with s the state's own time t (``_tmin``: the sampler's last time t_min, as the authors'
