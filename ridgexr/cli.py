@@ -231,8 +231,9 @@ def _progress():
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     class RunProgress(Progress):
-        """Also writes a plain line per tenth of a task (or per minute) where the output is not a
-        terminal: a log file keeps no frames of a live bar, only its last one."""
+        """Also writes a plain line per tenth of a task (or per minute), and a stage's changed message
+        at most once a minute, where the output is not a terminal: a log file keeps no frames of a
+        live bar, only its last one."""
 
         _logged: dict
 
@@ -250,9 +251,16 @@ def _progress():
             if self.console.is_terminal:
                 return
             task = next((t for t in self.tasks if t.id == task_id), None)
-            if task is None or not task.total:
+            if task is None:
                 return
             logged = self.__dict__.setdefault("_logged", {})
+            if not task.total:  # a stage without a count (fitting models): its message, at most once a minute
+                last_text, last_time = logged.get(task_id, (None, -float("inf")))
+                if task.description != last_text and time.monotonic() - last_time >= PLAIN_PROGRESS_SECONDS:
+                    logged[task_id] = (task.description, time.monotonic())
+                    self.console.print(f"{task.description} ({task.elapsed or 0.0:.0f} s)", highlight=False,
+                                       markup=False)
+                return
             tenth = int(10 * task.completed // task.total)
             last_tenth, last_time = logged.get(task_id, (0, time.monotonic()))
             if tenth > last_tenth or time.monotonic() - last_time >= PLAIN_PROGRESS_SECONDS:

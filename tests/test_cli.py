@@ -25,6 +25,9 @@ def test_run_info_list(tmp_path, write_catalog):
     assert "ran 6 cell(s)" in r.output
     # not a terminal: a plain progress line per tenth of the cells (a log keeps only a live bar's last frame)
     assert all(f"cells: {k}/6 (" in r.output for k in range(1, 7)), r.output
+    # and the fit's first message (later ones at most once a minute): a stage without a count
+    fitting = [line for line in r.output.splitlines() if line.startswith("fitting models: ")]
+    assert len(fitting) == 1 and fitting[0].endswith(" s)"), r.output
     ds = ridgexr.open_dataset(store)
     assert bool(ds.cell_complete.all())
     r2 = runner.invoke(app, ["run", str(cat), "--data-dir", str(tmp_path / "data")])

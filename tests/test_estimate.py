@@ -181,3 +181,73 @@ def test_each_random_feature_cell_samples_at_its_own_width(tmp_path):
 
     assert sampling([16, 1024]) == pytest.approx(sampling([16]) + sampling([1024]), rel=1e-12)
     assert sampling([1024]) > sampling([16])
+
+
+UNET_ENTRY = """
+experiments:
+  un:
+    dataset: {file: train.npy}
+    process: {T: 2.0, t_min: 0.01, n_steps: 4}
+    model: {kind: unet, sample_size: [8, 8], block_out_channels: [8, 16], norm_num_groups: 4, epochs: %(epochs)s,
+            batch_size: 16, attention: %(attention)s}
+    schedules: %(schedules)s
+    training: {n_time: 3, n_noise: 1}
+    sampler: {kind: scheduler, block_steps: 4}
+    n_samples: 3
+    d_star: 1
+    store: un.zarr
+"""
+
+
+def _unet_entry(tmp_path, epochs="[1, 2]", schedules='["h2"]', attention="true"):
+    f = tmp_path / "un.yaml"
+    f.write_text(UNET_ENTRY % dict(epochs=epochs, schedules=schedules, attention=attention))
+    return load_catalog_file(f)["un"]
+
+
+@pytest.mark.parametrize("attention", ["false", "true"])
+def test_a_unet_forward_pass_counts_its_convolutions_and_linear_maps(tmp_path, attention):
+    """forward_flops against an independent count from forward hooks: 2 x output elements x (input
+    channels / groups) x kernel area per Conv2d and 2 x rows x in x out per Linear, with or without the
+    middle block's attention (whose own (HW)^2 C products are not counted, as documented)."""
+    pytest.importorskip("diffusers")
+    from ridgexr.models.unet.denoiser import forward_flops, make_unet
+
+    block = _unet_entry(tmp_path, attention=attention).model
+    unet, counted = make_unet(block), []
+
+    def hook(mod, inp, out):
+        if isinstance(mod, torch.nn.Conv2d):
+            counted.append(2 * out.numel() * mod.in_channels // mod.groups * mod.kernel_size[0] * mod.kernel_size[1])
+        else:
+            counted.append(2 * out.numel() * mod.in_features)
+
+    for mod in unet.modules():
+        if isinstance(mod, (torch.nn.Conv2d, torch.nn.Linear)):
+            mod.register_forward_hook(hook)
+    with torch.no_grad():
+        unet(torch.zeros(1, 1, 8, 8), torch.tensor([1]))
+    assert forward_flops(block) == sum(counted) > 0
+    assert any(isinstance(m, torch.nn.Linear) and m.in_features == 16 for m in unet.mid_block.modules()) == (
+        attention == "true")  # the attention's projections are among the counted maps
+
+
+def test_a_unet_fit_costs_its_training_images_at_the_convolution_rate(tmp_path):
+    """The fit stage of a unet block: one training per schedule to the largest listed epoch, each epoch
+    N images x 3 forward passes (forward_flops at CONV_FLOPS) plus the fixed costs per Adam step and
+    per epoch."""
+    pytest.importorskip("diffusers")
+    from ridgexr.models.unet.denoiser import forward_flops
+
+    train = np.zeros((40, 64))
+
+    def fit(**kw):
+        return estimate_stage_seconds(_unet_entry(tmp_path, **kw), train)["fit"]
+
+    one = fit(epochs="[1, 2]")
+    per_image = forward_flops(_unet_entry(tmp_path).model) / plan.CONV_FLOPS + plan.CALL_SECONDS / 16
+    assert one == pytest.approx(2 * (40 * 3 * per_image + 3 * plan.OPTIMIZER_STEP_SECONDS + plan.EPOCH_SECONDS),
+                                rel=1e-12)
+    assert fit(epochs="[2]") == pytest.approx(one, rel=1e-12)  # the weights after epoch 1 come from the same run
+    assert fit(epochs="[1, 4]") == pytest.approx(2 * one, rel=1e-12)
+    assert fit(schedules='["1", "h2"]') == pytest.approx(2 * one, rel=1e-12)

@@ -289,6 +289,10 @@ STEP_SECONDS = 5e-4
 #: fixed cost of one optimizer step and of one epoch (its loss, snapshots) of an mlp's training
 OPTIMIZER_STEP_SECONDS = 2e-3
 EPOCH_SECONDS = 0.05
+#: float32 rate of a U-Net's convolutions on 2 idle cores, forward and backward (flop/s, counted by
+#: :func:`ridgexr.models.unet.denoiser.forward_flops`): the default block trains at ~610 images/s
+#: (docs/images.md), 3 x 9.3e7 flops per image
+CONV_FLOPS = 170e9
 #: SCMS iterations per observed state assumed by the estimate (the cap ``ridge.max_iter`` bounds it).
 #: Counted in runs (frames per recorded state, less the one at t_min): two-points ~29, manifold-circle
 #: ~18 (N = 8), fashion-latent-degeneracy ~3.4 (``stop_degenerate: 3``, every frame degenerate)
@@ -370,6 +374,10 @@ def _model_seconds(b, d: int, n: int, queries: int = 1, width: int | None = None
         return 4.0 * p * d / GEMM_FLOPS + 2 * p * ELEMENT_SECONDS
     if b.kind == "exact":
         return moments_seconds(n, d, queries=queries)
+    if b.kind == "unet":
+        from ..models.unet.denoiser import forward_flops
+
+        return forward_flops(b) / CONV_FLOPS + CALL_SECONDS / max(queries, 1)
     w, depth, embed = ((max(b.hidden_widths), b.depth, b.embed_dim) if b.kind == "mlp" else (64, 2, 1))
     return 2.0 * (depth * w * w + (embed + 2 * d) * w) / GEMM_FLOPS + 2 * depth * w * ELEMENT_SECONDS
 
@@ -380,8 +388,9 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray) -> dict[str, floa
     - ``fit``: random features stream N n_time n_noise rows per fit (one per target, n_noise and
       n_train), each a p x p Gram update (2 p^2 flops at :data:`GEMM_FLOPS`), its features and an
       exact posterior mean, then one p x p eigendecomposition per schedule and width; an mlp
-      runs epochs x N samples forward and backward (3 evaluations), plus a fixed cost per
-      optimizer step and per epoch;
+      or a unet runs epochs x N samples forward and backward (3 evaluations; a U-Net's forward pass
+      counted by :func:`ridgexr.models.unet.denoiser.forward_flops` at :data:`CONV_FLOPS`), plus a
+      fixed cost per optimizer step and per epoch;
     - ``diagnostics``: the held-out sample of every block (``diagnostics: {n_time, n_noise}``), one
       model evaluation, exact posterior mean and ridge frame per row (:func:`moments_seconds`; dense, or
       low-rank for d > 128 as :mod:`ridgexr.training.sample` computes it),
@@ -394,8 +403,8 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray) -> dict[str, floa
       :func:`moments_seconds` with the frame the run uses (dense, or low-rank for d > 128), and one
       mean's worth of distances for the nearest training point.
 
-    A module's, a U-Net's and a pipeline's own cost is counted as a small mlp's, and their training
-    is not counted.  Meant to say which stage dominates and
+    A module's and a user's diffusers model's own cost is counted as a small mlp's (their training
+    happened elsewhere).  Meant to say which stage dominates and
     roughly how long a run takes (within a factor of about 3 of the runs measured,
     docs/performance.md), not when it ends.
 
@@ -435,10 +444,10 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray) -> dict[str, floa
                                                      queries=min(h_rows / h_time, HELDOUT_BLOCK)))
                          + h_time * BLOCK_SECONDS)
             continue
-        if b.kind == "mlp":
+        if b.kind in ("mlp", "unet"):  # one training per (schedule, width, n_train), to the largest epoch
             for _, _, m in {(lab.get("schedule"), lab.get("width"), lab.get("n_train", n_trains[0])) for lab in mine}:
                 steps = math.ceil(m / b.batch_size)
-                fit += max(b.epoch_list) * (float(m) * 3.0 * _model_seconds(b, d, m)
+                fit += max(b.epoch_list) * (float(m) * 3.0 * _model_seconds(b, d, m, b.batch_size)
                                             + steps * OPTIMIZER_STEP_SECONDS + EPOCH_SECONDS)
         for lab in mine:
             m = lab.get("n_train", n_trains[-1] if b.kind == "module" else n_trains[0])

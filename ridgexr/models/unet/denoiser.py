@@ -11,6 +11,9 @@ with the same time map.
 
 from __future__ import annotations
 
+import functools
+import json
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -19,7 +22,7 @@ import torch
 from ..._backend import to_like
 from ..diffusers.denoiser import DiffusersDenoiser, scheduler_times
 
-__all__ = ["UNetDenoiser", "make_unet", "make_scheduler", "PREDICTION_TYPE", "build"]
+__all__ = ["UNetDenoiser", "make_unet", "make_scheduler", "forward_flops", "PREDICTION_TYPE", "build"]
 
 #: the scheduler's ``prediction_type`` of each parametrization a U-Net is trained in
 PREDICTION_TYPE = {"epsilon": "epsilon", "x0": "sample"}
@@ -45,6 +48,29 @@ def make_unet(block, seed: int = 0):
                            layers_per_block=block.layers_per_block, down_block_types=("DownBlock2D",) * n,
                            up_block_types=("UpBlock2D",) * n, norm_num_groups=block.norm_num_groups,
                            attention_head_dim=8, add_attention=block.attention)
+
+
+@functools.lru_cache(maxsize=8)
+def _forward_flops(arch: str) -> float:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    block = json.loads(arch)
+    unet = make_unet(SimpleNamespace(**block))
+    x = torch.zeros(1, block["in_channels"], *block["sample_size"])
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        unet(x, torch.tensor([1]))
+    return float(counter.get_total_flops())
+
+
+def forward_flops(block) -> float:
+    """Floating-point operations of one forward pass of a unet block's ``UNet2DModel`` on one image
+    (torch's ``FlopCounterMode``: 2 per multiply-add of the convolutions and linear maps; not counted:
+    normalisations, activations and the middle block's two attention products, 4 (HW)^2 C flops, 3e5
+    for the default).  The default block (~0.27 M parameters, 28 x 28 x 1): 9.3e7.  Memoised per
+    architecture."""
+    arch = {k: getattr(block, k) for k in ("sample_size", "in_channels", "block_out_channels", "layers_per_block",
+                                           "norm_num_groups", "attention")}
+    return _forward_flops(json.dumps(arch, sort_keys=True))
 
 
 class UNetDenoiser(torch.nn.Module):
