@@ -11,21 +11,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import platformdirs
-
+from ..paths import data_folder
 from .errors import CatalogError
 
 __all__ = ["default_data_dir", "data_dir_source", "resolve_store"]
 
 
 def default_data_dir(data_dir: str | Path | None = None) -> Path:
-    """The data folder: ``data_dir`` when given, else ``$RIDGEXR_DATA``, else the platform's user data folder."""
-    if data_dir is not None:
-        return Path(data_dir).expanduser().resolve()
-    env = os.environ.get("RIDGEXR_DATA")
-    if env:
-        return Path(env).expanduser().resolve()
-    return Path(platformdirs.user_data_dir("ridgexr", appauthor=False)).resolve()
+    """The data folder: ``data_dir`` when given, else ``$RIDGEXR_DATA``, else the platform's user data folder
+    (:func:`ridgexr.paths.data_folder`)."""
+    return data_folder(data_dir)
 
 
 def data_dir_source(data_dir: str | Path | None = None) -> str:

@@ -7,7 +7,8 @@ Images come back flattened, (n, H * W) float64, with pixels scaled to
 
 A named set (``fashion-mnist``) is looked for, in this order, in ``$RIDGEXR_IMAGES`` (the
 folder itself or its ``fashion-mnist/`` subfolder), ``<data folder>/images/fashion-mnist``
-(the data folder: ``$RIDGEXR_DATA``, else the platform's user data folder, as for stores) and
+(the data folder of :func:`ridgexr.paths.data_folder` without ``data_dir``: ``$RIDGEXR_DATA``, else
+the platform's user data folder; ``--data-dir`` moves the stores, not this lookup) and
 the folder of the Debian package ``dataset-fashion-mnist`` (``/usr/share/datasets/fashion-mnist``).
 The files of a named set are checked against its published counts (Fashion-MNIST: 60 000
 training and 10 000 test images, 6 000 and 1 000 per class).
@@ -21,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ..choices import IMAGE_SCALES
+from ..paths import data_folder
 from .mnist import MnistError, load_idx
 
 __all__ = ["IMAGE_SETS", "ImageError", "locate_images", "read_idx_images", "load_images", "scale_pixels",
@@ -45,15 +47,6 @@ _PREFIX = {"train": "train", "test": "t10k"}
 
 class ImageError(MnistError):
     """Missing or corrupt image files, or an impossible selection (a ValueError)."""
-
-
-def _data_folder() -> Path:
-    env = os.environ.get("RIDGEXR_DATA")
-    if env:
-        return Path(env).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("ridgexr", appauthor=False))
 
 
 def _has_idx(folder: Path, split: str) -> bool:
@@ -86,7 +79,7 @@ def locate_images(images: str, *, base_dir: str | Path | None = None, split: str
         env = os.environ.get("RIDGEXR_IMAGES")
         if env:
             candidates += [Path(env).expanduser() / images, Path(env).expanduser()]
-        candidates += [_data_folder() / "images" / images, DEBIAN_DATASETS / images]
+        candidates += [data_folder() / "images" / images, DEBIAN_DATASETS / images]
         for folder in candidates:
             if _has_idx(folder, split):
                 return folder
