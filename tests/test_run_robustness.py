@@ -46,6 +46,18 @@ def reference(tmp_path_factory, write_catalog):
     return cat, exp, res.store, time.perf_counter() - t0
 
 
+@pytest.fixture(scope="module")
+def small_reference(tmp_path_factory, write_catalog):
+    """As ``reference`` at the catalog's default size (20 steps, 16 samples): for the damage tests, whose
+    repairs rerun whole cells and need no time to interrupt a run."""
+    tmp = tmp_path_factory.mktemp("small")
+    cat = write_catalog(tmp)
+    exp = experiment_from_file(cat)
+    t0 = time.perf_counter()
+    res = run_experiment(exp, store=tmp / "ref.zarr")
+    return cat, exp, res.store, time.perf_counter() - t0
+
+
 def _kill_then_resume(cat, exp, ref_store, store, delay, *, wait_for=None):
     proc = subprocess.Popen([sys.executable, "-c", RUN_SCRIPT, str(cat), str(store)])
     if wait_for is not None:  # poll for a file to appear, then wait `delay`
@@ -598,9 +610,9 @@ METADATA_DAMAGE = {  # issue 29, items 2 and 7: damage that verify once reported
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(METADATA_DAMAGE))
-def test_metadata_damage_is_found_refused_by_run_and_repaired_from_the_configuration(reference, tmp_path, case):
-    cat, exp, ref_store, _ = reference
-    store = _old_store(reference, tmp_path)
+def test_metadata_damage_is_found_refused_by_run_and_repaired_from_the_configuration(small_reference, tmp_path, case):
+    cat, exp, ref_store, _ = small_reference
+    store = _old_store(small_reference, tmp_path)
     METADATA_DAMAGE[case](store)
     runner = CliRunner()
     found = runner.invoke(app, ["verify", str(store)])
@@ -684,8 +696,8 @@ def _random_damage_trial(reference, folder, seed):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(8))
-def test_random_damage_is_reported_and_repaired_or_harmless(reference, tmp_path, seed):
-    kind, f, outcome = _random_damage_trial(reference, tmp_path, seed)
+def test_random_damage_is_reported_and_repaired_or_harmless(small_reference, tmp_path, seed):
+    kind, f, outcome = _random_damage_trial(small_reference, tmp_path, seed)
     assert outcome in ("harmless", "repaired") or f.name == "zarr.json" and f.parent.name.endswith(".zarr"), \
         (kind, f, outcome)
 
