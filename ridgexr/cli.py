@@ -251,7 +251,7 @@ def _progress():
             if self.console.is_terminal:
                 return
             task = next((t for t in self.tasks if t.id == task_id), None)
-            if task is None:
+            if task is None or not task.visible:
                 return
             logged = self.__dict__.setdefault("_logged", {})
             if not task.total:  # a stage without a count (fitting models): its message, at most once a minute

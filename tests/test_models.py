@@ -1,5 +1,6 @@
 import io
 import math
+import time
 
 import numpy as np
 import pytest
@@ -163,6 +164,14 @@ def test_node_bar_ignores_calls_after_its_last_node():
     ctx = FitContext(exp=None, train=None, say=print, bars=bars)
     advance = ctx.node_bar("held-out diagnostics")
     advance(1, 1)
+    assert len(bars.tasks) == 0
+    # a bar's time counts from its creation (the work before its first node's report), hidden until then
+    timed = ctx.node_bar("held-out diagnostics")
+    assert [t.visible for t in bars.tasks] == [False]
+    time.sleep(0.2)
+    timed(1, 2)
+    assert [t.visible for t in bars.tasks] == [True] and bars.tasks[0].elapsed >= 0.2
+    timed(2, 2)
     assert len(bars.tasks) == 0
     advance(1, 1)  # a second block of rows at the same (last) node
     assert len(bars.tasks) == 0

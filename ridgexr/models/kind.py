@@ -87,18 +87,17 @@ class FitContext:
 
     def node_bar(self, description: str) -> Callable[[int, int], None] | None:
         """A callback ``(done, total)`` that drives a progress bar named ``description`` on the run's
-        display (added at the first call, removed when ``done == total``; later calls, e.g. from further
-        blocks of rows at the last node, are ignored); None without a display."""
+        display (added now, hidden until the first call, so its elapsed time counts from here; removed
+        when ``done == total``; later calls, e.g. from further blocks of rows at the last node, are
+        ignored); None without a display."""
         if self.bars is None:
             return None
-        task = []
+        task = [self.bars.add_task(description, total=None, visible=False)]
 
         def advance(done: int, total: int) -> None:
-            if task and task[0] is None:  # finished and removed
+            if task[0] is None:  # finished and removed
                 return
-            if not task:
-                task.append(self.bars.add_task(description, total=total))
-            self.bars.update(task[0], completed=done)
+            self.bars.update(task[0], total=total, completed=done, visible=True)
             if done >= total:
                 self.bars.remove_task(task[0])
                 task[0] = None
