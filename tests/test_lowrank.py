@@ -346,3 +346,36 @@ def test_observation_with_low_rank_frames_equals_the_dense_one():
     for name in ("residual_normal", "residual_tangent", "ridge_projection", "residual_tangent_rank",
                  "residual_normal_rank"):
         np.testing.assert_allclose(low[name], dense[name], rtol=0, atol=1e-8, err_msg=name)
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 12), rank=st.integers(0, 12), upper=st.booleans(), seed=st.integers(0, 2**16))
+def test_the_svd_fallback_of_eigh_gives_the_eigenpairs_of_a_psd_matrix(n, rank, upper, seed):
+    """svd_eigh (psd_eigh's fallback) against numpy's eigh: the same ascending eigenvalues, and each
+    vector an eigenvector (A v = lambda v), reading only the given triangle."""
+    from ridgexr.empirical.lowrank import svd_eigh
+
+    g = np.random.default_rng(seed)
+    b = g.standard_normal((n, min(rank, n)))
+    a = b @ b.T
+    one = a.copy()  # only the given triangle holds the matrix
+    one[np.tril_indices(n, -1) if upper else np.triu_indices(n, 1)] = np.nan
+    vals, vecs = svd_eigh(torch.as_tensor(one), upper=upper)
+    want = np.linalg.eigvalsh(a)
+    scale = max(1.0, float(np.abs(want).max()))
+    np.testing.assert_allclose(vals.numpy(), np.abs(want)[np.argsort(np.abs(want))], atol=1e-12 * scale)
+    np.testing.assert_allclose(a @ vecs.numpy(), vecs.numpy() * vals.numpy(), atol=1e-10 * scale)
+    np.testing.assert_allclose(vecs.numpy().T @ vecs.numpy(), np.eye(n), atol=1e-12)
+
+
+def test_psd_eigh_answers_where_lapack_eigh_did_not_converge():
+    """The float32 Gram matrix (64 x 64, eigenvalues 1e2 .. 1e-29) on which torch.linalg.eigh raised in
+    fashion-unet-16's observation: psd_eigh returns its eigenpairs (numpy's eigenvalues, A v = lambda v)."""
+    from ridgexr.empirical.lowrank import psd_eigh
+
+    a = np.load(Path(__file__).parent / "data" / "gram_eigh_diverges_float32.npy")
+    vals, vecs = psd_eigh(torch.as_tensor(a))
+    top = float(np.linalg.eigvalsh(a.astype(np.float64)).max())
+    np.testing.assert_allclose(np.sort(vals.numpy()), np.sort(np.abs(np.linalg.eigvalsh(a.astype(np.float64)))),
+                               atol=1e-5 * top)
+    np.testing.assert_allclose(a @ vecs.numpy(), vecs.numpy() * vals.numpy(), atol=1e-5 * top)

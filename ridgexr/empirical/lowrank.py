@@ -190,6 +190,25 @@ def _complete(vecs: torch.Tensor, good: torch.Tensor, generator: torch.Generator
     return qm * torch.where(sign == 0, torch.ones_like(sign), sign)[:, None, :]
 
 
+def svd_eigh(mat: torch.Tensor, upper: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eigenpairs of symmetric PSD matrices (..., n, n) by the SVD of the symmetric matrix read from
+    one triangle (``upper``): values ascending (the singular values: a PSD matrix's negative eigenvalues
+    are rounding, below every floor of this module) and orthonormal vectors as columns."""
+    full = mat.triu() + mat.triu(1).mT if upper else mat.tril() + mat.tril(-1).mT
+    u, s, _ = torch.linalg.svd(full)
+    return torch.flip(s, (-1,)), torch.flip(u, (-1,))
+
+
+def psd_eigh(mat: torch.Tensor, upper: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.linalg.eigh`` of symmetric PSD matrices (..., n, n) read from one triangle, falling back
+    to :func:`svd_eigh` where LAPACK's divide and conquer does not converge (it raised on a float32
+    Gram matrix whose eigenvalues spanned 1e2 to 1e-29)."""
+    try:
+        return torch.linalg.eigh(mat, UPLO="U" if upper else "L")
+    except torch.linalg.LinAlgError:
+        return svd_eigh(mat, upper)
+
+
 def gram_spectrum(rows: torch.Tensor, m: int, generator: torch.Generator):
     """The top m eigenpairs of A^T A from the Gram matrix A A^T (rows A (q, k, d)).
 
@@ -200,7 +219,7 @@ def gram_spectrum(rows: torch.Tensor, m: int, generator: torch.Generator):
     """
     q, k, d = rows.shape
     gram = rows @ rows.mT
-    mu, u = torch.linalg.eigh(0.5 * (gram + gram.mT))
+    mu, u = psd_eigh(0.5 * (gram + gram.mT))
     mu, u = torch.flip(mu, (-1,)), torch.flip(u, (-1,))
     kk = min(k, m)
     vec = rows.mT @ u[:, :, :kk]  # (q, d, kk), columns of norm sqrt(mu)
@@ -433,7 +452,7 @@ def support_spectrum(resp: torch.Tensor, mean: torch.Tensor, xc: torch.Tensor, c
                 sub[:, i0:i0 + strip, i0:] += y[:, :, i0:i0 + strip].mT @ y[:, :, i0:]
             if sub is not cov:
                 cov[act] = sub
-        mu_all, vec_all = torch.linalg.eigh(cov, UPLO="U")
+        mu_all, vec_all = psd_eigh(cov, upper=True)
         del cov
         mu_all, vec_all = torch.flip(mu_all, (-1,)), torch.flip(vec_all, (-1,))
         values[big], vectors[big] = mu_all[:, :m], vec_all[:, :, :m]
@@ -613,7 +632,7 @@ def lowrank_chunk(yaug: torch.Tensor, tr: dict, nc: int, m: int, need: int, top_
             _, _, cu = exact_moments(yaug[gi], tr, nc_exact, True, eps, small_n=small_n, refine_k=refine_k,
                                      memory_budget=memory_budget)
             c, ls, ce = cu
-            mu_all, vec_all = torch.linalg.eigh(c)
+            mu_all, vec_all = psd_eigh(c)
             mu_all, vec_all = torch.flip(mu_all, (-1,)), torch.flip(vec_all, (-1,))
             out["values"][gi], out["vectors"][gi] = mu_all[:, :m], vec_all[:, :, :m]
             out["log_cov_scale"][gi], out["cov_error"][gi] = ls, ce

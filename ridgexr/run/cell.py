@@ -103,21 +103,25 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
                             block_steps=exp.sampler.block_steps, record_every=exp.sampler.record_every, device=dev,
                             t_stop=t_stop)
         for block in blocks:
+            # the geometry in float64 whatever the model's dtype (a U-Net's states are float32): the density
+            # computes in its queries' dtype
+            x = block.x.to(torch.float64)
+            block_score = block.score.to(torch.float64) if isinstance(block.score, torch.Tensor) else block.score
             if split:
-                q = observe_split(shared, block.x, block.t, exp.d_star, settings, sample_block=sample_block,
-                                  denoise=denoise, score=block.score, client=client)
+                q = observe_split(shared, x, block.t, exp.d_star, settings, sample_block=sample_block,
+                                  denoise=denoise, score=block_score, client=client)
             else:
-                q = step_quantities(density, block.x, block.t, exp.d_star, denoise, tol=exp.ridge.tol,
+                q = step_quantities(density, x, block.t, exp.d_star, denoise, tol=exp.ridge.tol,
                                     max_iter=exp.ridge.max_iter, top_k=exp.ridge.top_k, bound=bound,
-                                    stop_degenerate=exp.ridge.stop_degenerate, score=block.score,
+                                    stop_degenerate=exp.ridge.stop_degenerate, score=block_score,
                                     accelerate=exp.ridge.accelerate, t_min=float(grid[-1]),
                                     gap_floor=exp.ridge.gap_floor, resolved=exp.ridge.resolved_projection)
-                q |= step_nearest(block.x.to(torch.float64), block.t, train_t, q["finite"])
+                q |= step_nearest(x, block.t, train_t, q["finite"])
             writer.write(int(block.index[0]), q)
             diverged |= ~q["finite"].all(0)
             if np.isfinite(q["dropped_mass"]).any():
                 dropped = max(dropped, float(np.nanmax(q["dropped_mass"])))
-            last = (block.x[-1], float(block.t[-1]), torch.as_tensor(q["finite"][-1], device=block.x.device))
+            last = (x[-1], float(block.t[-1]), torch.as_tensor(q["finite"][-1], device=x.device))
             if on_block is not None:
                 on_block(1)
     alt = _final_residual_alt(density, layout, *last, exp.ridge.top_k) if layout.d_star_alt else None
