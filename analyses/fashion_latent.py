@@ -36,13 +36,9 @@ def norm_median(v: np.ndarray, masked: np.ndarray) -> float:
     return float(np.nanmedian(np.where(masked, np.nan, norms))) if (~masked).any() else float("nan")
 
 
-def main(argv=None):
-    ap = parser(__doc__)
-    ap.add_argument("--t", type=float, nargs="+", default=[1.0, 0.3, 0.1, 0.03, 0.01, 0.001])
-    ap.add_argument("--store", default=None, help="an existing store of the entry (read only)")
-    args = ap.parse_args(argv)
-    ds = ridgexr.open_dataset(args.store) if args.store else store_for(ENTRY, args.data)
-    steps = sorted({int(np.argmin(np.abs(ds.t.values - t))) for t in args.t})
+def step_rows(ds, times) -> pd.DataFrame:
+    """One row per (complete cell, observed step nearest each of ``times``): the columns described above."""
+    steps = sorted({int(np.argmin(np.abs(ds.t.values - t))) for t in times})
     sel = ds.isel(step=steps)[["ridge_distance", "ridge_degenerate", "residual_normal", "residual_tangent",
                                "resolved_rank", "nearest_distance", "nearest_ratio", "cell_applies",
                                "cell_complete"]].compute()
@@ -67,7 +63,16 @@ def main(argv=None):
                 "nearest (median)": median_ci_text(at.nearest_distance.values),
                 "d1/d2 < 1/3": share(at.nearest_ratio.values < 1 / 3),
             })
-    print(markdown_table(pd.DataFrame(rows)))
+    return pd.DataFrame(rows)
+
+
+def main(argv=None):
+    ap = parser(__doc__)
+    ap.add_argument("--t", type=float, nargs="+", default=[1.0, 0.3, 0.1, 0.03, 0.01, 0.001])
+    ap.add_argument("--store", default=None, help="an existing store of the entry (read only)")
+    args = ap.parse_args(argv)
+    ds = ridgexr.open_dataset(args.store) if args.store else store_for(ENTRY, args.data)
+    print(markdown_table(step_rows(ds, args.t)))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,78 @@
+"""The U-Net claims table: `fashion-unet-16` (or `fashion-unet`) at image scale (docs/images.md).
+
+Three tables over the trajectories of every cell (the U-Net for schedules 1 and h^2 after 5 and 20
+epochs, the exact denoiser stepped by the same DDIM scheduler):
+
+1. per observed t (the rows of ``analyses/fashion_latent.py``): reach (median distance to the d* = 10
+   ridge over the states whose frame is not degenerate, 95 % bootstrap interval; the degenerate share
+   with its Wilson interval), align (median norms of the normal and tangent parts of the model's error
+   at the state), d*(t) (median ``resolved_rank``) and memorization at the state (nearest scaled
+   training image, d1/d2 < 1/3);
+2. the scheduler's output at t = 0 (``final_sample``, read by ``ds.ridge.final_state()``): the median
+   distance to the nearest training image and the share with d1/d2 < 1/3 (Wilson);
+3. the held-out diagnostics per cell: the excess loss over the exact denoiser with its Monte-Carlo
+   standard error, and its tangent and normal parts (ridge frame at x_t).
+
+Run:  python analyses/fashion_unet.py [--entry fashion-unet-16] [--data DIR] [--store PATH]
+      [--t 4.1 2.5 1.28 0.82 0.47 0.21 0.055 5e-05]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from _common import markdown_table, median_ci_text, parser, share, store_for
+from fashion_latent import step_rows
+
+import ridgexr
+
+CELL_DIMS = ("model", "schedule", "epoch")
+T_DEFAULT = [4.1, 2.5, 1.28, 0.82, 0.47, 0.21, 0.055, 5e-05]
+
+
+def _cells(ds):
+    dims = [d for d in CELL_DIMS if d in ds.dims]
+    for idx in np.ndindex(*(ds.sizes[d] for d in dims)):
+        cell = ds.isel(dict(zip(dims, idx)))
+        if bool(cell.cell_applies) and bool(cell.cell_complete):
+            yield {d: cell[d].item() for d in dims}, cell
+
+
+def final_table(ds) -> pd.DataFrame:
+    """Nearest training image and d1/d2 of the scheduler's output at t = 0, per cell."""
+    at0 = ds.ridge.final_state()[["nearest_distance", "nearest_ratio", "cell_applies", "cell_complete"]].compute()
+    rows = []
+    for label, cell in _cells(at0):
+        rows.append(label | {"nearest training image at t = 0 (median)": median_ci_text(cell.nearest_distance.values),
+                             "d1/d2 < 1/3 (memorized)": share(cell.nearest_ratio.values < 1 / 3)})
+    return pd.DataFrame(rows)
+
+
+def diagnostics_table(ds) -> pd.DataFrame:
+    """Held-out excess loss (and its standard error) and its tangent / normal parts, per cell."""
+    names = ["excess_loss", "excess_loss_se", "excess_tangent", "excess_normal"]
+    sub = ds[[n for n in names if n in ds] + ["cell_applies", "cell_complete"]].compute()
+    rows = []
+    for label, cell in _cells(sub):
+        rows.append(label | {n: f"{float(cell[n]):.4g}" for n in names if n in cell})
+    return pd.DataFrame(rows)
+
+
+def main(argv=None):
+    ap = parser(__doc__)
+    ap.add_argument("--entry", default="fashion-unet-16")
+    ap.add_argument("--store", default=None, help="an existing store of the entry (read only)")
+    ap.add_argument("--t", type=float, nargs="+", default=T_DEFAULT)
+    args = ap.parse_args(argv)
+    ds = ridgexr.open_dataset(args.store) if args.store else store_for(args.entry, args.data)
+    print("## per observed t\n")
+    print(markdown_table(step_rows(ds, args.t)))
+    print("\n## the scheduler's output at t = 0\n")
+    print(markdown_table(final_table(ds)))
+    print("\n## held-out diagnostics\n")
+    print(markdown_table(diagnostics_table(ds)))
+
+
+if __name__ == "__main__":
+    main()
