@@ -6,7 +6,8 @@ epochs, the exact denoiser stepped by the same DDIM scheduler):
 1. per observed t (the rows of ``analyses/fashion_latent.py``): reach (median distance to the d* = 10
    ridge over the states whose frame is not degenerate, 95 % bootstrap interval; the degenerate share
    with its Wilson interval), align (median norms of the normal and tangent parts of the model's error
-   at the state), d*(t) (median ``resolved_rank``) and memorization at the state (nearest scaled
+   at the state, and their ratio per dimension: (|tangent| / sqrt(d*)) / (|normal| / sqrt(d - d*)), 1 for
+   an isotropic error), d*(t) (median ``resolved_rank``) and memorization at the state (nearest scaled
    training image, d1/d2 < 1/3);
 2. the scheduler's output at t = 0 (``final_sample``, read by ``ds.ridge.final_state()``): the median
    distance to the nearest training image and the share with d1/d2 < 1/3 (Wilson);
@@ -21,11 +22,13 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import torch
 
 from _common import markdown_table, median_ci_text, parser, share, store_for
 from fashion_latent import step_rows
 
 import ridgexr
+from ridgexr.nearest import nearest_training
 
 CELL_DIMS = ("model", "schedule", "epoch")
 T_DEFAULT = [4.1, 2.5, 1.28, 0.82, 0.47, 0.21, 0.055, 5e-05]
@@ -40,12 +43,19 @@ def _cells(ds):
 
 
 def final_table(ds) -> pd.DataFrame:
-    """Nearest training image and d1/d2 of the scheduler's output at t = 0, per cell."""
-    at0 = ds.ridge.final_state()[["nearest_distance", "nearest_ratio", "cell_applies", "cell_complete"]].compute()
+    """Nearest training image (d1) and d1/d2 < 1/3 of the scheduler's output at t = 0, per cell
+    (``ridgexr.nearest.nearest_training``; the share and its interval from ``memorization_fraction``)."""
+    at0 = ds.ridge.final_state()
+    memo = ridgexr.analysis.memorization_fraction(at0).compute()
+    train = torch.as_tensor(ds["train_data"].values)
     rows = []
-    for label, cell in _cells(at0):
-        rows.append(label | {"nearest training image at t = 0 (median)": median_ci_text(cell.nearest_distance.values),
-                             "d1/d2 < 1/3 (memorized)": share(cell.nearest_ratio.values < 1 / 3)})
+    for label, cell in _cells(at0[["trajectory", "cell_applies", "cell_complete"]].compute()):
+        d1, d2, _ = nearest_training(torch.as_tensor(cell.trajectory.transpose("sample", "dim").values), train)
+        m = memo.sel(label)
+        rows.append(label | {"nearest training image at t = 0 (median)": median_ci_text(d1.numpy()),
+                             "median d1/d2": f"{float(np.median((d1 / d2).numpy())):.3g}",
+                             "d1/d2 < 1/3 (memorized)": f"{float(m.memorized):.2f} [{float(m.memorized_low):.2f}, "
+                                                        f"{float(m.memorized_high):.2f}]"})
     return pd.DataFrame(rows)
 
 
@@ -66,8 +76,16 @@ def main(argv=None):
     ap.add_argument("--t", type=float, nargs="+", default=T_DEFAULT)
     args = ap.parse_args(argv)
     ds = ridgexr.open_dataset(args.store) if args.store else store_for(args.entry, args.data)
+    rows = step_rows(ds, args.t)
+    # an isotropic error puts sqrt((d - d*) / d*) times more norm in the normal space than in the tangent
+    # one: compare the parts per dimension
+    d, d_star = ds.sizes["dim"], int(ds.attrs["d_star"])
+    per_dim = (rows["|residual tangent|"].astype(float) / np.sqrt(d_star)) / (
+        rows["|residual normal|"].astype(float) / np.sqrt(d - d_star))
+    rows.insert(rows.columns.get_loc("|residual tangent|") + 1, "tangent / normal per dimension",
+                [f"{v:.3g}" for v in per_dim])
     print("## per observed t\n")
-    print(markdown_table(step_rows(ds, args.t)))
+    print(markdown_table(rows))
     print("\n## the scheduler's output at t = 0\n")
     print(markdown_table(final_table(ds)))
     print("\n## held-out diagnostics\n")
