@@ -377,6 +377,10 @@ def image_grid_values(ds: xr.Dataset, cell: dict | None = None, *, n_samples: in
     return _grid(tiles.reshape(n, 3 * k, *tiles.shape[-2:])), times, cell
 
 
+#: screen pixels per image pixel of an image grid (matplotlib at 72 dpi, bokeh)
+GRID_SCALE = 2.5
+
+
 def image_grid(ds: xr.Dataset, cell: dict | None = None, *, n_samples: int = 6, n_times: int = 4) -> hv.Image:
     """Samples at several t beside their ridge projections and nearest training images (grey images).
 
@@ -392,10 +396,14 @@ def image_grid(ds: xr.Dataset, cell: dict | None = None, *, n_samples: int = 6, 
     title = (f"{_label(cell)}: per t in ({times}): sample | ridge projection | nearest training image"
              + (" (decoded)" if "image_shape" not in ds.attrs else ""))
     img = hv.Image(canvas, bounds=(0, 0, canvas.shape[1], canvas.shape[0]))  # a numpy array's row 0 is the top
+    rows, cols = canvas.shape
+    # at least GRID_SCALE screen pixels per image pixel (a 28 x 28 tile drawn at ~20 pixels is a blur)
+    inches = (max(6.0, cols * GRID_SCALE / 72), max(2.0, rows * GRID_SCALE / 72 + 0.5))
     return img.opts(
-        hv.opts.Image(cmap="gray_r", clim=(0, 1), title=title, xaxis=None, yaxis=None, fig_inches=(10, 4),
+        hv.opts.Image(cmap="gray_r", clim=(0, 1), title=title, xaxis=None, yaxis=None, fig_inches=inches,
                       fontsize={"title": 8}, backend="matplotlib"),
-        hv.opts.Image(cmap="gray_r", clim=(0, 1), title=title, xaxis=None, yaxis=None, width=1000, height=400,
+        hv.opts.Image(cmap="gray_r", clim=(0, 1), title=title, xaxis=None, yaxis=None,
+                      width=max(600, int(cols * GRID_SCALE)), height=max(200, int(rows * GRID_SCALE) + 40),
                       backend="bokeh"))
 
 

@@ -160,3 +160,27 @@ def test_explorer_shows_the_images_at_the_sliders_t(image_stores):
         drawn = img.dimension_values(2, flat=False)  # holoviews' y axis points up: row 0 is the bottom
         np.testing.assert_allclose(np.flipud(drawn), canvas, atol=1e-12)
         hv.render(img, backend="bokeh")  # it renders
+
+
+def test_each_image_pixel_gets_at_least_two_screen_pixels(image_stores):
+    """A person must see the images: with 28 x 28 tiles the grid once drew each image pixel on less than
+    one screen pixel (fashion-unet-16's 16 x 15 tiles in a 514 x 147 PNG).  Here the store's 5 x 5 images
+    are blown up to 25 x 25 (each pixel a 5 x 5 block), and the drawn axes must give every image pixel
+    at least 2 screen pixels across (matplotlib at its 72 dpi)."""
+    ds = ridgexr.open_dataset(image_stores["pixel"]).load()
+    k = np.ones((5, 5))
+
+    def up(v):
+        lead = v.shape[:-1]
+        return np.stack([np.kron(x.reshape(5, 5), k).ravel() for x in v.reshape(-1, 25)]).reshape(*lead, 625)
+
+    big = ds.drop_dims("dim").assign(
+        {name: (ds[name].dims, up(ds[name].transpose(..., "dim").values)) for name in ("trajectory", "ridge_projection",
+                                                                                     "train_data")})
+    big = big.assign({name: big[name].transpose(*ds[name].dims) for name in ("trajectory", "ridge_projection",
+                                                                            "train_data")})
+    big.attrs["image_shape"] = [1, 25, 25]
+    canvas, _, _ = plot.image_grid_values(big, n_samples=4, n_times=6)
+    fig = hv_render(plot.image_grid(big, n_samples=4, n_times=6))
+    box = fig.axes[0].get_window_extent()
+    assert box.width / canvas.shape[1] >= 2 and box.height / canvas.shape[0] >= 2, (box, canvas.shape)
