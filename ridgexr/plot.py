@@ -377,8 +377,9 @@ def image_grid_values(ds: xr.Dataset, cell: dict | None = None, *, n_samples: in
     return _grid(tiles.reshape(n, 3 * k, *tiles.shape[-2:])), times, cell
 
 
-#: screen pixels per image pixel of an image grid (matplotlib at 72 dpi, bokeh)
-GRID_SCALE = 2.5
+#: figure pixels per image pixel of an image grid (matplotlib at hv.save's 72 dpi, of which the axes take
+#: ~70 %; bokeh)
+GRID_SCALE = 3.5
 
 
 def image_grid(ds: xr.Dataset, cell: dict | None = None, *, n_samples: int = 6, n_times: int = 4) -> hv.Image:
@@ -397,7 +398,7 @@ def image_grid(ds: xr.Dataset, cell: dict | None = None, *, n_samples: int = 6, 
              + (" (decoded)" if "image_shape" not in ds.attrs else ""))
     img = hv.Image(canvas, bounds=(0, 0, canvas.shape[1], canvas.shape[0]))  # a numpy array's row 0 is the top
     rows, cols = canvas.shape
-    # at least GRID_SCALE screen pixels per image pixel (a 28 x 28 tile drawn at ~20 pixels is a blur)
+    # ~GRID_SCALE x 0.7 drawn pixels per image pixel (a 28 x 28 tile drawn at ~20 pixels is a blur)
     inches = (max(6.0, cols * GRID_SCALE / 72), max(2.0, rows * GRID_SCALE / 72 + 0.5))
     return img.opts(
         hv.opts.Image(cmap="gray_r", clim=(0, 1), title=title, xaxis=None, yaxis=None, fig_inches=inches,

@@ -255,7 +255,7 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
     rendered = {}
     with _quiet():
         for name, (fig, _) in list(figures.items()):
-            fig = _style(fig)
+            fig = fig if name.startswith("image_grid") else _style(fig)  # a grid sizes itself (plot.GRID_SCALE)
             target = out / f"{name}.png"
             try:
                 hv.save(fig, target, backend="matplotlib", fmt="png")
