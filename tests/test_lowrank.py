@@ -351,7 +351,7 @@ def test_observation_with_low_rank_frames_equals_the_dense_one():
 @settings(max_examples=25, deadline=None)
 @given(n=st.integers(1, 12), rank=st.integers(0, 12), upper=st.booleans(), seed=st.integers(0, 2**16))
 def test_the_svd_fallback_of_eigh_gives_the_eigenpairs_of_a_psd_matrix(n, rank, upper, seed):
-    """svd_eigh (psd_eigh's fallback) against numpy's eigh: the same ascending eigenvalues, and each
+    """svd_eigh (psd_eigh's fallback) against numpy's eigh: the same eigenvalues (descending), and each
     vector an eigenvector (A v = lambda v), reading only the given triangle."""
     from ridgexr.empirical.lowrank import svd_eigh
 
@@ -363,7 +363,7 @@ def test_the_svd_fallback_of_eigh_gives_the_eigenpairs_of_a_psd_matrix(n, rank, 
     vals, vecs = svd_eigh(torch.as_tensor(one), upper=upper)
     want = np.linalg.eigvalsh(a)
     scale = max(1.0, float(np.abs(want).max()))
-    np.testing.assert_allclose(vals.numpy(), np.abs(want)[np.argsort(np.abs(want))], atol=1e-12 * scale)
+    np.testing.assert_allclose(vals.numpy(), np.sort(np.abs(want))[::-1], atol=1e-12 * scale)
     np.testing.assert_allclose(a @ vecs.numpy(), vecs.numpy() * vals.numpy(), atol=1e-10 * scale)
     np.testing.assert_allclose(vecs.numpy().T @ vecs.numpy(), np.eye(n), atol=1e-12)
 

@@ -18,7 +18,7 @@ from .._validation import check_float, check_int, check_option, check_optional_i
 from ..choices import LOGIT_DTYPES
 from ..process import OU
 from .kernels import chunk_moments, prepare_training_set
-from .lowrank import RANDOMIZED_MIN_D, LowRankSpectrum, lowrank_chunk
+from .lowrank import RANDOMIZED_MIN_D, LowRankSpectrum, lowrank_chunk, support_path
 from .moments import Moments
 
 __all__ = ["SmoothedEmpirical", "DEFAULT_MEMORY_BUDGET", "SMALL_N", "LOWRANK_MAX_ITER"]
@@ -302,7 +302,7 @@ class SmoothedEmpirical:
         # (k (d + 3), twice), the Gram matrix, and the block with its products (~6 d n_eig); on the
         # support path (d <= randomized_min_d) also the formed covariance and eigh's vectors (2 d^2)
         per_query = 3 * n + 2 * k * (d + 3) + k * k + 6 * d * n_eig
-        if d <= self.randomized_min_d and force != "randomized":
+        if support_path(d, force, self.randomized_min_d):
             per_query += 2 * d * d
         qc = max(1, min(q, elems // per_query))
         nc = self._chunk_sizes(qc, itemsize, False, top_k)[1]

@@ -73,7 +73,7 @@ from .kernels import exact_moments, topk_logits
 
 __all__ = ["LowRankSpectrum", "LOWRANK_MIN_D", "OVERSAMPLE", "RES_RTOL", "SUPPORT_TOL", "SUPPORT_RTOL", "RANDOMIZED_MIN_D", "CERT_VECTORS", "CERT_POWER",
            "CERT_ALPHA", "PATH_GRAM", "PATH_RANDOMIZED", "PATH_DENSE", "PATH_SUPPORT", "gram_rows",
-           "support_spectrum", "gram_spectrum",
+           "support_path", "support_spectrum", "gram_spectrum",
            "subspace_iteration", "certify_subspace", "lowrank_chunk"]
 
 #: ``frame="auto"`` diagonalises the dense (d, d) covariance where d is at most this (below it the
@@ -190,23 +190,30 @@ def _complete(vecs: torch.Tensor, good: torch.Tensor, generator: torch.Generator
     return qm * torch.where(sign == 0, torch.ones_like(sign), sign)[:, None, :]
 
 
+def support_path(d: int, force: str | None = None, randomized_min_d: int = RANDOMIZED_MIN_D) -> bool:
+    """Whether spread posteriors in dimension ``d`` take the support path (else the randomized one):
+    d at most ``randomized_min_d`` and no ``force="randomized"``."""
+    return force != "randomized" and d <= randomized_min_d
+
+
 def svd_eigh(mat: torch.Tensor, upper: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Eigenpairs of symmetric PSD matrices (..., n, n) by the SVD of the symmetric matrix read from
-    one triangle (``upper``): values ascending (the singular values: a PSD matrix's negative eigenvalues
+    one triangle (``upper``): values descending (the singular values: a PSD matrix's negative eigenvalues
     are rounding, below every floor of this module) and orthonormal vectors as columns."""
     full = mat.triu() + mat.triu(1).mT if upper else mat.tril() + mat.tril(-1).mT
     u, s, _ = torch.linalg.svd(full)
-    return torch.flip(s, (-1,)), torch.flip(u, (-1,))
+    return s, u
 
 
 def psd_eigh(mat: torch.Tensor, upper: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """``torch.linalg.eigh`` of symmetric PSD matrices (..., n, n) read from one triangle, falling back
-    to :func:`svd_eigh` where LAPACK's divide and conquer does not converge (it raised on a float32
-    Gram matrix whose eigenvalues spanned 1e2 to 1e-29)."""
+    """Eigenpairs of symmetric PSD matrices (..., n, n) read from one triangle, values descending:
+    ``torch.linalg.eigh``, falling back to :func:`svd_eigh` where LAPACK's divide and conquer does not
+    converge (it raised on a float32 Gram matrix whose eigenvalues spanned 1e2 to 1e-29)."""
     try:
-        return torch.linalg.eigh(mat, UPLO="U" if upper else "L")
+        mu, u = torch.linalg.eigh(mat, UPLO="U" if upper else "L")
     except torch.linalg.LinAlgError:
         return svd_eigh(mat, upper)
+    return torch.flip(mu, (-1,)), torch.flip(u, (-1,))
 
 
 def gram_spectrum(rows: torch.Tensor, m: int, generator: torch.Generator):
@@ -220,7 +227,6 @@ def gram_spectrum(rows: torch.Tensor, m: int, generator: torch.Generator):
     q, k, d = rows.shape
     gram = rows @ rows.mT
     mu, u = psd_eigh(0.5 * (gram + gram.mT))
-    mu, u = torch.flip(mu, (-1,)), torch.flip(u, (-1,))
     kk = min(k, m)
     vec = rows.mT @ u[:, :, :kk]  # (q, d, kk), columns of norm sqrt(mu)
     top = mu[:, :1].clamp_min(0)
@@ -454,7 +460,6 @@ def support_spectrum(resp: torch.Tensor, mean: torch.Tensor, xc: torch.Tensor, c
                 cov[act] = sub
         mu_all, vec_all = psd_eigh(cov, upper=True)
         del cov
-        mu_all, vec_all = torch.flip(mu_all, (-1,)), torch.flip(vec_all, (-1,))
         values[big], vectors[big] = mu_all[:, :m], vec_all[:, :, :m]
         rank[big] = _floor_rank(mu_all, cov_error[big], d, eps)[0]
     return values, vectors, delta * diam2, rank, k
@@ -573,7 +578,7 @@ def lowrank_chunk(yaug: torch.Tensor, tr: dict, nc: int, m: int, need: int, top_
         return out
     r_sp, mu_sp = resp[spread], mean[spread]
     del resp
-    if force != "randomized" and d <= randomized_min_d:  # the covariance formed over each query's support
+    if support_path(d, force, randomized_min_d):  # the covariance formed over each query's support
         g = rows[spread]
         err = err_sub[spread]
         values, vectors, eig_error, rank, _ = support_spectrum(
@@ -633,7 +638,6 @@ def lowrank_chunk(yaug: torch.Tensor, tr: dict, nc: int, m: int, need: int, top_
                                      memory_budget=memory_budget)
             c, ls, ce = cu
             mu_all, vec_all = psd_eigh(c)
-            mu_all, vec_all = torch.flip(mu_all, (-1,)), torch.flip(vec_all, (-1,))
             out["values"][gi], out["vectors"][gi] = mu_all[:, :m], vec_all[:, :, :m]
             out["log_cov_scale"][gi], out["cov_error"][gi] = ls, ce
             out["eig_error"][gi] = 0.0

@@ -10,7 +10,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..catalog import Experiment
-from ..empirical import DEFAULT_MEMORY_BUDGET, RANDOMIZED_MIN_D
+from ..empirical import DEFAULT_MEMORY_BUDGET, support_path
 from ..models import FitContext, model_kind
 from ..process import time_grid
 from ..ridge import suggest_d_star
@@ -356,7 +356,7 @@ def moments_seconds(n: int, d: int, *, d_star: int | None = None, top_k: int | N
         return s
     eigh = EIGH_PASSES * d * d * ELEMENT_SECONDS + EIGH_FLOPS * d**3 / GEMM_FLOPS
     if use_lowrank(frame, "log", d, d_star):
-        if d <= RANDOMIZED_MIN_D:
+        if support_path(d):
             return s + 2.0 * n * d * d / GEMM_FLOPS + 2.0 * n * d * ELEMENT_SECONDS + eigh
         return s + LOWRANK_APPLICATIONS * 4.0 * n * d * frame_width(d, d_star) / GEMM_FLOPS
     s += 2.0 * n * d * d / GEMM_FLOPS + eigh
