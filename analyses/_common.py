@@ -76,3 +76,17 @@ def share(mask: np.ndarray) -> str:
         return "-"
     lo, hi = proportion_ci(k, n)
     return f"{k / n:.2f} [{float(lo):.2f}, {float(hi):.2f}]"
+
+
+#: the cell dimensions a store may have, in label order
+CELL_DIMS = ("model", "schedule", "width", "epoch", "tau")
+
+
+def complete_cells(ds):
+    """Yield ``(label, cell)`` for every cell of ``ds`` that applies and is complete: ``label`` maps each
+    cell dimension present to its value, ``cell`` is ``ds`` at that cell."""
+    dims = [d for d in CELL_DIMS if d in ds.dims]
+    for idx in np.ndindex(*(ds.sizes[d] for d in dims)):
+        cell = ds.isel(dict(zip(dims, idx)))
+        if bool(cell.cell_applies) and bool(cell.cell_complete):
+            yield {d: cell[d].item() for d in dims}, cell

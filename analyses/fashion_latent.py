@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from _common import markdown_table, median_ci_text, parser, share, store_for
+from _common import complete_cells, markdown_table, median_ci_text, parser, share, store_for
 
 import pandas as pd
 
 import ridgexr
 
 ENTRY = "fashion-latent"
-CELL_DIMS = ("model", "schedule", "width", "epoch", "tau")
 
 
 def norm_median(v: np.ndarray, masked: np.ndarray) -> float:
@@ -42,13 +41,8 @@ def step_rows(ds, times) -> pd.DataFrame:
     sel = ds.isel(step=steps)[["ridge_distance", "ridge_degenerate", "residual_normal", "residual_tangent",
                                "resolved_rank", "nearest_distance", "nearest_ratio", "cell_applies",
                                "cell_complete"]].compute()
-    dims = [d for d in CELL_DIMS if d in sel.dims]
     rows = []
-    for idx in np.ndindex(*(sel.sizes[d] for d in dims)):
-        cell = sel.isel(dict(zip(dims, idx)))
-        if not bool(cell.cell_applies) or not bool(cell.cell_complete):
-            continue
-        label = {d: cell[d].item() for d in dims}
+    for label, cell in complete_cells(sel):
         for j in range(len(steps)):
             at = cell.isel(step=j)
             degenerate = at.ridge_degenerate.values.astype(bool)

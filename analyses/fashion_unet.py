@@ -24,22 +24,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from _common import markdown_table, median_ci_text, parser, share, store_for
+from _common import complete_cells, markdown_table, median_ci_text, parser, share, store_for
 from fashion_latent import step_rows
 
 import ridgexr
 from ridgexr.nearest import nearest_training
 
-CELL_DIMS = ("model", "schedule", "epoch")
 T_DEFAULT = [4.1, 2.5, 1.28, 0.82, 0.47, 0.21, 0.055, 5e-05]
-
-
-def _cells(ds):
-    dims = [d for d in CELL_DIMS if d in ds.dims]
-    for idx in np.ndindex(*(ds.sizes[d] for d in dims)):
-        cell = ds.isel(dict(zip(dims, idx)))
-        if bool(cell.cell_applies) and bool(cell.cell_complete):
-            yield {d: cell[d].item() for d in dims}, cell
 
 
 def final_table(ds) -> pd.DataFrame:
@@ -49,7 +40,7 @@ def final_table(ds) -> pd.DataFrame:
     memo = ridgexr.analysis.memorization_fraction(at0).compute()
     train = torch.as_tensor(ds["train_data"].values)
     rows = []
-    for label, cell in _cells(at0[["trajectory", "cell_applies", "cell_complete"]].compute()):
+    for label, cell in complete_cells(at0[["trajectory", "cell_applies", "cell_complete"]].compute()):
         d1, d2, _ = nearest_training(torch.as_tensor(cell.trajectory.transpose("sample", "dim").values), train)
         m = memo.sel(label)
         rows.append(label | {"nearest training image at t = 0 (median)": median_ci_text(d1.numpy()),
@@ -64,7 +55,7 @@ def diagnostics_table(ds) -> pd.DataFrame:
     names = ["excess_loss", "excess_loss_se", "excess_tangent", "excess_normal"]
     sub = ds[[n for n in names if n in ds] + ["cell_applies", "cell_complete"]].compute()
     rows = []
-    for label, cell in _cells(sub):
+    for label, cell in complete_cells(sub):
         rows.append(label | {n: f"{float(cell[n]):.4g}" for n in names if n in cell})
     return pd.DataFrame(rows)
 
