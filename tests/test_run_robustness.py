@@ -36,26 +36,25 @@ def assert_same_store(a_path, b_path):
         np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory, write_catalog):
-    tmp = tmp_path_factory.mktemp("ref")
-    cat = write_catalog(tmp, steps=60, samples=32)
+def _uninterrupted(folder, write_catalog, **size):
+    """(catalog, experiment, store, seconds) of an uninterrupted run of the ``tiny`` catalog at ``size``."""
+    cat = write_catalog(folder, **size)
     exp = experiment_from_file(cat)
     t0 = time.perf_counter()
-    res = run_experiment(exp, store=tmp / "ref.zarr")
+    res = run_experiment(exp, store=folder / "ref.zarr")
     return cat, exp, res.store, time.perf_counter() - t0
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, write_catalog):
+    return _uninterrupted(tmp_path_factory.mktemp("ref"), write_catalog, steps=60, samples=32)
 
 
 @pytest.fixture(scope="module")
 def small_reference(tmp_path_factory, write_catalog):
     """As ``reference`` at the catalog's default size (20 steps, 16 samples): for the damage tests, whose
     repairs rerun whole cells and need no time to interrupt a run."""
-    tmp = tmp_path_factory.mktemp("small")
-    cat = write_catalog(tmp)
-    exp = experiment_from_file(cat)
-    t0 = time.perf_counter()
-    res = run_experiment(exp, store=tmp / "ref.zarr")
-    return cat, exp, res.store, time.perf_counter() - t0
+    return _uninterrupted(tmp_path_factory.mktemp("small"), write_catalog)
 
 
 def _kill_then_resume(cat, exp, ref_store, store, delay, *, wait_for=None):
