@@ -89,9 +89,12 @@ def test_kill_9_during_store_creation_then_resume_is_identical(reference, tmp_pa
 def test_kill_9_at_random_instants_then_resume_is_identical(reference, tmp_path):
     cat, exp, ref_store, _ = reference
     rng = random.Random(11)
-    t0 = time.perf_counter()  # how long the killed process would run uninterrupted, imports included
-    subprocess.run([sys.executable, "-c", RUN_SCRIPT, str(cat), str(tmp_path / "timing.zarr")], check=True)
-    whole = time.perf_counter() - t0
+    runs = []  # how long the killed process would run uninterrupted, imports included: the faster of two
+    for k in range(2):  # runs (the first, with cold file caches, ran 6.4 s where later ones ended in < 3.6 s)
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", RUN_SCRIPT, str(cat), str(tmp_path / f"timing{k}.zarr")], check=True)
+        runs.append(time.perf_counter() - t0)
+    whole = min(runs)
     instants = sorted(rng.uniform(0.3, 1.2 * whole) for _ in range(7))
     skipped = [_kill_then_resume(cat, exp, ref_store, tmp_path / f"k{k}.zarr", delay).cells_skipped
                for k, delay in enumerate(instants)]
