@@ -126,6 +126,23 @@ def test_chunked_equals_unchunked(rng):
     np.testing.assert_allclose(small.posterior_cov(x), big.posterior_cov(x), atol=1e-10)
 
 
+@given(st.integers(1, 12), st.integers(1, 30), st.integers(0, 2**31 - 1))
+def test_upper_triangle_second_moments_equal_the_full_outer_products(d, n, seed):
+    """The second-moment product forms each distinct entry of x x^T once (kernels.outer_upper); unpacked,
+    its sums are exactly symmetric and equal the full (d^2-column) product."""
+    from ridgexr.empirical.kernels import outer_upper, symmetric_from_upper, upper_pairs
+
+    g = np.random.default_rng(seed)
+    x = torch.from_numpy(g.normal(size=(n, d)))
+    w = torch.from_numpy(g.random((3, n)))
+    pairs, unpack = upper_pairs(d, torch.device("cpu"))
+    assert pairs.shape == (2, d * (d + 1) // 2)
+    full = w @ (x[:, :, None] * x[:, None, :]).reshape(n, d * d)
+    got = symmetric_from_upper(w @ outer_upper(x, pairs), unpack, d)
+    assert torch.equal(got, got.mT)
+    np.testing.assert_allclose(got.reshape(3, d * d).numpy(), full.numpy(), rtol=1e-12, atol=1e-12)
+
+
 def assert_within_cov_error(a, b):
     """cov_unit of two Moments agree entrywise within their summed certified errors (plus rounding)."""
     diff = (a.cov_unit - b.cov_unit).abs().amax((1, 2))

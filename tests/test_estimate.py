@@ -40,7 +40,7 @@ def entry(tmp_path, *, d=3, n=64, steps=12, every=3, samples=8, max_iter=200, ri
 @given(n=st.integers(2, 5000), d=st.integers(1, 100), d_star=st.integers(1, 99))
 def test_the_dense_frame_costs_its_counted_flops_and_passes(n, d, d_star):
     """With cached outer products, a dense frame adds to the mean exactly the second moment's GEMM
-    (2 N d^2 flops) and a d x d eigh; the mean is its two GEMMs (logits over d + 2 columns, the mean over d)
+    (2 N P flops over the P = d (d + 1) / 2 distinct entries of x x^T) and a d x d eigh; the mean is its two GEMMs (logits over d + 2 columns, the mean over d)
     and MEAN_PASSES passes over the N responsibilities; a top-k selection adds TOPK_PASSES passes."""
     d_star = min(d_star, max(d - 1, 1))
     mean = moments_seconds(n, d)
@@ -48,8 +48,9 @@ def test_the_dense_frame_costs_its_counted_flops_and_passes(n, d, d_star):
                                  + plan.MEAN_PASSES * n * plan.ELEMENT_SECONDS, rel=1e-12)
     frame = moments_seconds(n, d, d_star=d_star, frame="dense")
     eigh = plan.EIGH_PASSES * d * d * plan.ELEMENT_SECONDS + plan.EIGH_FLOPS * d**3 / plan.GEMM_FLOPS
-    if n * d * d * 8 <= (1 << 30) // 4:
-        assert frame - mean == pytest.approx(2.0 * n * d * d / plan.GEMM_FLOPS + eigh, rel=1e-9)
+    pairs = d * (d + 1) // 2
+    if n * pairs * 8 <= (1 << 30) // 4:
+        assert frame - mean == pytest.approx(2.0 * n * pairs / plan.GEMM_FLOPS + eigh, rel=1e-9)
     else:  # the outer products are formed again per chunk of queries: fewer queries per call cost more
         assert moments_seconds(n, d, d_star=d_star, frame="dense", queries=1) > frame
     if n > 8:

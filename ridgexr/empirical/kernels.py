@@ -50,8 +50,8 @@ import torch
 
 from .moments import scaled_form
 
-__all__ = ["prepare_training_set", "chunk_moments", "exact_moments", "small_moments", "streamed_moments",
-           "resolved_cov", "topk_logits", "topk_moments", "logit_error_bound", "matmul_unit_roundoff"]
+__all__ = ["prepare_training_set", "upper_pairs", "outer_upper", "symmetric_from_upper", "chunk_moments",
+           "exact_moments", "small_moments", "streamed_moments", "resolved_cov", "topk_logits", "topk_moments", "logit_error_bound", "matmul_unit_roundoff"]
 
 
 def matmul_unit_roundoff(device: torch.device) -> float:
@@ -146,7 +146,8 @@ def prepare_training_set(train: torch.Tensor, weights: torch.Tensor, dtype: torc
         ``xc`` (N', d) centred points (N' = number of positive weights), data units;
         ``center`` (d,) their weighted mean;
         ``aug_t`` (d + 2, N') aug transposed, stored contiguous;
-        ``xx`` (N', d * d) the flattened outer products x_c x_c^T, or None;
+        ``xx`` (N', P) the upper triangles of the outer products x_c x_c^T (:func:`outer_upper`), or None;
+        ``pairs`` (2, P) and ``unpack`` (d * d,), from :func:`upper_pairs`;
         ``radius2`` float, the largest |x_c|^2, squared data units;
         ``abs_log_w`` float, the largest |log w_i|;
         ``aug32_t`` (d + 2, N') float32, or None (float64 logits).
@@ -168,15 +169,46 @@ def prepare_training_set(train: torch.Tensor, weights: torch.Tensor, dtype: torc
     aug = torch.cat([xc64, sq64[:, None], torch.log(w)[:, None]], 1).to(dtype)
     xc = xc64.to(dtype)
     n, d = xc.shape
+    pairs, unpack = upper_pairs(d, device)
     xx = None
-    if n * d * d * xc.element_size() <= memory_budget // 4:
-        xx = (xc[:, :, None] * xc[:, None, :]).reshape(n, d * d)
+    if n * pairs.shape[1] * xc.element_size() <= memory_budget // 4:
+        xx = outer_upper(xc, pairs)
     # aug_t: the logits' right factor stored contiguous (a product with the transposed view
     # aug.T ran 6x slower: 5.8 vs 0.9 ms for 2000 queries x 1000 points)
     aug_t = aug.T.contiguous()
     aug32_t = aug_t.to(torch.float32) if logits == "float32" and dtype == torch.float64 else None
-    return dict(xc=xc, center=center.to(dtype), aug_t=aug_t, xx=xx, radius2=float(sq64.max()),
-                abs_log_w=float(torch.log(w).abs().max()), aug32_t=aug32_t)
+    return dict(xc=xc, center=center.to(dtype), aug_t=aug_t, xx=xx, pairs=pairs, unpack=unpack,
+                radius2=float(sq64.max()), abs_log_w=float(torch.log(w).abs().max()), aug32_t=aug32_t)
+
+
+def upper_pairs(d: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The upper triangle of a d x d matrix as P = d (d + 1) / 2 index pairs, and the gather index back.
+
+    Returns ``pairs`` (2, P), the (row, column) of each entry with row <= column (``torch.triu_indices``
+    order), and ``unpack`` (d * d,), the pair index of each entry of the flattened symmetric matrix, so
+    that ``s[..., unpack].reshape(..., d, d)`` is the symmetric matrix whose upper triangle is ``s``
+    (:func:`symmetric_from_upper`).
+    """
+    pairs = torch.triu_indices(d, d, device=device)
+    index = torch.empty(d, d, dtype=torch.int64, device=device)
+    p = torch.arange(pairs.shape[1], device=device)
+    index[pairs[0], pairs[1]] = p
+    index[pairs[1], pairs[0]] = p
+    return pairs, index.reshape(d * d)
+
+
+def outer_upper(x: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
+    """The upper triangles of the outer products x_i x_i^T, (n, d) -> (n, P) (:func:`upper_pairs`).
+
+    The second-moment product ``weights @ outer_upper(x)`` forms each distinct entry of
+    E[x x^T] once: P = d (d + 1) / 2 columns instead of d^2, ~1.4-1.9x less time at d = 8-32.
+    """
+    return x[:, pairs[0]] * x[:, pairs[1]]
+
+
+def symmetric_from_upper(s: torch.Tensor, unpack: torch.Tensor, d: int) -> torch.Tensor:
+    """(q, P) upper triangles -> (q, d, d) symmetric matrices (exactly symmetric: both halves are one number)."""
+    return s[:, unpack].reshape(-1, d, d)
 
 
 def chunk_moments(x: torch.Tensor, a: torch.Tensor, h: torch.Tensor, tr: dict, nc: int, cov: bool,
@@ -339,21 +371,21 @@ def streamed_moments(yaug: torch.Tensor, tr: dict, nc: int, cov: bool):
         second = conc = None
         if cov:
             conc = (s0 - 1) < 1e-6 * s0
-            xx = xx_all if xx_all is not None else (xc[:, :, None] * xc[:, None, :]).reshape(n, d * d)
+            xx = xx_all if xx_all is not None else outer_upper(xc, tr["pairs"])
             n_conc = int(conc.sum())
             if 2 * n_conc <= qn:  # concentrated rows get their covariance elsewhere; a few of them
                 s2 = e @ xx       # cost less in the one product than gathering the others would
             else:  # mostly concentrated: skip their product
-                s2 = torch.zeros(qn, d * d, dtype=dtype, device=device)
+                s2 = torch.zeros(qn, xx.shape[1], dtype=dtype, device=device)
                 rows = ~conc
                 if n_conc < qn:
                     s2[rows] = e[rows] @ xx
-            second = s2.reshape(-1, d, d) / s0[:, None, None]
+            second = symmetric_from_upper(s2 / s0[:, None], tr["unpack"], d)
         return m_run + torch.log(s0), s1 / s0[:, None], second, conc, (logits, torch.log(s0))
     m_run = torch.full((qn,), -math.inf, dtype=dtype, device=device)
     s0 = torch.zeros(qn, dtype=dtype, device=device)
     s1 = torch.zeros(qn, d, dtype=dtype, device=device)
-    s2 = torch.zeros(qn, d * d, dtype=dtype, device=device) if cov else None
+    s2 = torch.zeros(qn, tr["pairs"].shape[1], dtype=dtype, device=device) if cov else None
     for n0 in range(0, n, nc):
         n1 = min(n, n0 + nc)
         xcn = xc[n0:n1]
@@ -364,11 +396,10 @@ def streamed_moments(yaug: torch.Tensor, tr: dict, nc: int, cov: bool):
         s0 = s0 * scale + e.sum(1)
         s1 = s1 * scale[:, None] + e @ xcn
         if cov:
-            xxn = xx_all[n0:n1] if xx_all is not None else \
-                (xcn[:, :, None] * xcn[:, None, :]).reshape(n1 - n0, d * d)
+            xxn = xx_all[n0:n1] if xx_all is not None else outer_upper(xcn, tr["pairs"])
             s2 = s2 * scale[:, None] + e @ xxn
         m_run = m_new
-    second = (s2.reshape(-1, d, d) / s0[:, None, None]) if cov else None
+    second = symmetric_from_upper(s2 / s0[:, None], tr["unpack"], d) if cov else None
     conc = ((s0 - 1) < 1e-6 * s0) if cov else None
     return m_run + torch.log(s0), s1 / s0[:, None], second, conc, None
 

@@ -359,10 +359,11 @@ def moments_seconds(n: int, d: int, *, d_star: int | None = None, top_k: int | N
         if support_path(d):
             return s + 2.0 * n * d * d / GEMM_FLOPS + 2.0 * n * d * ELEMENT_SECONDS + eigh
         return s + LOWRANK_APPLICATIONS * 4.0 * n * d * frame_width(d, d_star) / GEMM_FLOPS
-    s += 2.0 * n * d * d / GEMM_FLOPS + eigh
-    if n * d * d * 8 > memory_budget // 4:  # no cached outer products: formed per chunk of queries
+    pairs = d * (d + 1) // 2  # the second-moment product forms each distinct entry once (kernels.outer_upper)
+    s += 2.0 * n * pairs / GEMM_FLOPS + eigh
+    if n * pairs * 8 > memory_budget // 4:  # no cached outer products: formed per chunk of queries
         chunk = max(1, min(queries, (memory_budget // 8) // (2 * d * d)))
-        s += n * d * d * ELEMENT_SECONDS / chunk
+        s += n * pairs * ELEMENT_SECONDS / chunk
     return s
 
 
