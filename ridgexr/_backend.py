@@ -8,6 +8,7 @@ other ridgexr module.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 import os
@@ -24,6 +25,7 @@ __all__ = [
     "check_finite",
     "check_positive_time",
     "save_atomic",
+    "threads_for",
 ]
 
 
@@ -117,3 +119,37 @@ def save_atomic(obj: Any, path: str | Path) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+#: below this many flops per call, torch's CPU kernels run faster on one thread than on its pool: a small
+#: op's hand-off to the pool's threads (tens of microseconds, milliseconds while the cores are shared) costs
+#: more than the work (docs/performance.md, "SCMS without straggler tails")
+SMALL_WORK_FLOPS = 4e6
+
+
+@contextlib.contextmanager
+def threads_for(flops: float, device: torch.device | str = "cpu"):
+    """Run the block on one CPU thread when its calls are small (< :data:`SMALL_WORK_FLOPS` flops each).
+
+    ``torch.set_num_threads`` is process-wide; the previous count is restored on exit.  CUDA work, and
+    CPU work of at least the threshold, run unchanged.
+
+    Examples
+    --------
+    >>> import torch
+    >>> n = torch.get_num_threads()
+    >>> with threads_for(1e3):
+    ...     torch.get_num_threads()
+    1
+    >>> torch.get_num_threads() == n
+    True
+    """
+    n = torch.get_num_threads()
+    if torch.device(device).type != "cpu" or n == 1 or flops >= SMALL_WORK_FLOPS:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)

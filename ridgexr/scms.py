@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ._backend import threads_for
 from .choices import FRAME_METHODS
 from .empirical import LOWRANK_MIN_D, LowRankSpectrum, Moments, SmoothedEmpirical
 from .empirical.lowrank import OVERSAMPLE
@@ -441,52 +442,55 @@ def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star:
     lowrank = use_lowrank(frame, kind, d, d_star)
     width = frame_width(d, d_star)
     basis = None  # the active points' last eigenvectors (Q', d, width): the low-rank path's warm start
+    # a small active set (the slow tail) runs on one thread: its ops are too small for torch's pool
+    point_flops = 2.0 * density.n_train * (d + 2 + d * (d + 1) // 2)
     for it in range(max_iter + 1 if q else 0):
-        if lowrank:
-            sp = _lowrank_spectrum(density.spectrum_flat(xa, ta, n_eig=width, need=d_star + 1, top_k=top_k,
-                                                         start=basis), xa, gap_floor)
-            basis = torch.flip(sp.vecs, (-1,))
-        else:
-            sp = _spectrum(density.moments_flat(xa, ta, cov=True, top_k=top_k), xa, d_star, kind, gap_floor)
-        fr = None
-        if first is None:
-            fr = first = _frame_diagnostics(sp, d_star, signs=True)  # the frame at the starting points, in their order
-        nstep = _normal_step(sp, d_star)  # N N^T does not depend on the eigenvectors' signs
-        norm = torch.linalg.vector_norm(nstep, dim=-1)
-        small = _host(norm < tol)
-        stop = small.copy() if it < max_iter else np.ones_like(small)  # the last evaluation ends every point
-        if acc is not None and it < max_iter:
-            stop &= acc.check(nstep, norm)  # an undone extrapolation is retried as a plain step
-        if stop_degenerate is not None:
-            if d_star > 0:
-                gap_c, floor, _ = _gap_floor(sp, d_star)
-                run = np.where(_host(gap_c <= floor), run + 1, 0)
+        with threads_for(len(active) * point_flops, dev):
+            if lowrank:
+                sp = _lowrank_spectrum(density.spectrum_flat(xa, ta, n_eig=width, need=d_star + 1, top_k=top_k,
+                                                             start=basis), xa, gap_floor)
+                basis = torch.flip(sp.vecs, (-1,))
             else:
-                run = np.zeros_like(run)
-            stop |= run >= stop_degenerate
-        if stop.any():
-            if fr is None:
-                fr = _frame_diagnostics(sp, d_star, signs=False)
-            sel = torch.from_numpy(stop).to(dev)
-            done = active[sel]
-            point[done] = xa[sel]
-            residual[done] = norm[sel] / fr.h[sel]
-            curvature[done] = fr.normal_curvature[sel]
-            gap[done] = fr.eigengap[sel]
-            degenerate[done] = fr.degenerate[sel]
-            dropped[done] = fr.dropped_mass[sel]
-            converged[done] = torch.from_numpy(small[stop]).to(dev)
-            iterations[done] = it
-            keep = ~stop
-            if not keep.any():
-                break
-            kept = torch.from_numpy(keep).to(dev)
-            active, xa, ta, nstep, run = active[kept], xa[kept], ta[kept], nstep[kept], run[keep]
-            if basis is not None:
-                basis = basis[kept]
-            if acc is not None:
-                acc.keep(keep, kept)
-        xa = xa + nstep if acc is None else acc.step(xa, nstep)
+                sp = _spectrum(density.moments_flat(xa, ta, cov=True, top_k=top_k), xa, d_star, kind, gap_floor)
+            fr = None
+            if first is None:
+                fr = first = _frame_diagnostics(sp, d_star, signs=True)  # the frame at the starting points, in their order
+            nstep = _normal_step(sp, d_star)  # N N^T does not depend on the eigenvectors' signs
+            norm = torch.linalg.vector_norm(nstep, dim=-1)
+            small = _host(norm < tol)
+            stop = small.copy() if it < max_iter else np.ones_like(small)  # the last evaluation ends every point
+            if acc is not None and it < max_iter:
+                stop &= acc.check(nstep, norm)  # an undone extrapolation is retried as a plain step
+            if stop_degenerate is not None:
+                if d_star > 0:
+                    gap_c, floor, _ = _gap_floor(sp, d_star)
+                    run = np.where(_host(gap_c <= floor), run + 1, 0)
+                else:
+                    run = np.zeros_like(run)
+                stop |= run >= stop_degenerate
+            if stop.any():
+                if fr is None:
+                    fr = _frame_diagnostics(sp, d_star, signs=False)
+                sel = torch.from_numpy(stop).to(dev)
+                done = active[sel]
+                point[done] = xa[sel]
+                residual[done] = norm[sel] / fr.h[sel]
+                curvature[done] = fr.normal_curvature[sel]
+                gap[done] = fr.eigengap[sel]
+                degenerate[done] = fr.degenerate[sel]
+                dropped[done] = fr.dropped_mass[sel]
+                converged[done] = torch.from_numpy(small[stop]).to(dev)
+                iterations[done] = it
+                keep = ~stop
+                if not keep.any():
+                    break
+                kept = torch.from_numpy(keep).to(dev)
+                active, xa, ta, nstep, run = active[kept], xa[kept], ta[kept], nstep[kept], run[keep]
+                if basis is not None:
+                    basis = basis[kept]
+                if acc is not None:
+                    acc.keep(keep, kept)
+            xa = xa + nstep if acc is None else acc.step(xa, nstep)
     result = ScmsResult(point=point, converged=converged, iterations=iterations, residual=residual,
                         normal_curvature=curvature, eigengap=gap, degenerate=degenerate, dropped_mass=dropped)
     return result, first
