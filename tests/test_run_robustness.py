@@ -102,11 +102,17 @@ def test_kill_9_at_random_instants_then_resume_is_identical(reference, tmp_path)
     assert sum(s < 6 for s in skipped) >= 3, f"uninterrupted {whole:.1f} s; kills at {instants}; kept {skipped}"
 
 
+@pytest.fixture(scope="module")
+def long_reference(tmp_path_factory, write_catalog):
+    """As ``reference`` at 200 steps x 64 samples: long enough that a signal sent once the first cell is
+    complete lands mid-run (the three signal tests share it)."""
+    return _uninterrupted(tmp_path_factory.mktemp("long"), write_catalog, steps=200, samples=64)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_sigint_and_sigterm_stop_cleanly_and_resume(tmp_path, sig, write_catalog):
-    cat = write_catalog(tmp_path, steps=200, samples=64)  # long enough that the signal lands mid-run
-    exp = experiment_from_file(cat)
+def test_sigint_and_sigterm_stop_cleanly_and_resume(tmp_path, sig, long_reference):
+    cat, exp, ref_store, _ = long_reference
     data = tmp_path / "data"
     proc = subprocess.Popen([sys.executable, "-m", "ridgexr.cli", "run", str(cat), "--data-dir", str(data)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -123,7 +129,7 @@ def test_sigint_and_sigterm_stop_cleanly_and_resume(tmp_path, sig, write_catalog
         pass
     assert 1 <= int(ridgexr.open_dataset(store).cell_complete.sum()) < 6
     run_experiment(exp, store=store)
-    assert_same_store(run_experiment(exp, store=tmp_path / "ref.zarr").store, store)
+    assert_same_store(ref_store, store)
 
 
 def _race(path, rounds, barrier, queue):
@@ -342,9 +348,9 @@ def _leftovers(folder):
 
 
 @pytest.fixture(scope="module")
-def new_reference(tmp_path_factory, reference):
-    """The store of the replacing configuration (8 samples instead of 32), uninterrupted."""
-    cat, exp, _, _ = reference
+def new_reference(tmp_path_factory, small_reference):
+    """The store of the configuration that replaces ``small_reference``'s (8 samples instead of 16), uninterrupted."""
+    cat, exp, _, _ = small_reference
     other = exp.model_copy(update={"n_samples": 8})
     return other, run_experiment(other, store=tmp_path_factory.mktemp("newref") / "new.zarr").store
 
@@ -358,11 +364,11 @@ def _old_store(reference, folder):
     return store
 
 
-def test_overwrite_that_fails_at_run_time_keeps_the_old_store(reference, new_reference, tmp_path, monkeypatch):
+def test_overwrite_that_fails_at_run_time_keeps_the_old_store(small_reference, new_reference, tmp_path, monkeypatch):
     import ridgexr.run.experiment as experiment
 
     other, _ = new_reference
-    store = _old_store(reference, tmp_path)
+    store = _old_store(small_reference, tmp_path)
     before = _tree(store)
     real, calls = experiment.run_cell, []
 
@@ -472,10 +478,13 @@ SWAP_PHASES = ["writing journal", "journal written", "old moved aside", "new in 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("phase", SWAP_PHASES)
-def test_kill_9_at_every_phase_of_the_overwrite_swap_never_loses_a_store(reference, new_reference, tmp_path,
+def test_kill_9_at_every_phase_of_the_overwrite_swap_never_loses_a_store(small_reference, new_reference, tmp_path,
                                                                          phase):
+    """The kills come at file operations of the swap, not at instants, so the store needs no run time to
+    interrupt: the catalog's default size (``small_reference``)."""
     from ridgexr.store import StoreLock, recover_store
 
+    reference = small_reference
     cat = reference[0]
     other, new_ref = new_reference
     store = _old_store(reference, tmp_path)
@@ -522,12 +531,11 @@ def test_an_old_store_left_between_the_renames_is_restored_or_kept_never_deleted
 
 
 @pytest.mark.slow
-def test_sigint_during_overwrite_keeps_the_old_store_and_the_same_command_resumes(reference, tmp_path,
-                                                                                   catalog_text):
+def test_sigint_during_overwrite_keeps_the_old_store_and_the_same_command_resumes(reference, long_reference,
+                                                                                   tmp_path):
     store = _old_store(reference, tmp_path)
     before = _tree(store)
-    f = tmp_path / "long.yaml"
-    f.write_text(catalog_text(200, 64))  # long enough that the signal lands mid-run
+    f = long_reference[0]  # long enough that the signal lands mid-run
     cmd = [sys.executable, "-m", "ridgexr.cli", "run", str(f), "--data-dir", str(tmp_path), "--overwrite"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
@@ -546,7 +554,7 @@ def test_sigint_during_overwrite_keeps_the_old_store_and_the_same_command_resume
     assert "kept 1" in done.stdout or "kept 2" in done.stdout or "kept 3" in done.stdout or \
         "kept 4" in done.stdout or "kept 5" in done.stdout, done.stdout
     assert _leftovers(tmp_path) == []
-    assert_same_store(run_experiment(experiment_from_file(f), store=tmp_path / "ref.zarr").store, store)
+    assert_same_store(long_reference[2], store)
 
 
 def test_the_lock_file_never_follows_a_symbolic_link(tmp_path, catalog_text):
