@@ -131,8 +131,10 @@ SMALL_WORK_FLOPS = 4e6
 def threads_for(flops: float, device: torch.device | str = "cpu"):
     """Run the block on one CPU thread when its calls are small (< :data:`SMALL_WORK_FLOPS` flops each).
 
-    ``torch.set_num_threads`` is process-wide; the previous count is restored on exit.  CUDA work, and
-    CPU work of at least the threshold, run unchanged.
+    The calling thread's previous count is restored on exit.  With torch's OpenMP backend (this CPU
+    build's) the count is each thread's own OpenMP setting, so blocks in other Python threads (dask's
+    threaded workers) neither see nor undo it.  CUDA work, and CPU work of at least the threshold, run
+    unchanged.
 
     Examples
     --------

@@ -3,6 +3,7 @@
 same flags, fewer iterations)."""
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -164,3 +165,37 @@ def test_accelerate_must_be_a_bool():
     dens = SmoothedEmpirical(point_set("two-points"), 0.5)
     with pytest.raises(TypeError, match="`accelerate` must be a bool"):
         project_to_ridge(dens, np.zeros((1, 2)), 1, accelerate=1)
+
+
+def test_one_thread_blocks_in_several_threads_each_restore_their_own_thread_count():
+    """``threads_for`` sets torch's thread count to 1 for small calls and restores it on exit.  With torch's
+    OpenMP backend the count is per thread (each thread's own OpenMP setting): blocks that overlap in several
+    Python threads, closing in any order, each get their own count back, and the main thread's never changes;
+    large calls keep the count."""
+    import threading
+
+    from ridgexr._backend import SMALL_WORK_FLOPS, threads_for
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        seen, barrier = {}, threading.Barrier(4)
+
+        def work(k):
+            torch.set_num_threads(2)
+            with threads_for(1e3):
+                barrier.wait()  # all four blocks are open at once
+                time.sleep(0.02 * k)  # they close in order 0, 1, 2, 3
+                inside = torch.get_num_threads()
+            seen[k] = (inside, torch.get_num_threads())
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert seen == {k: (1, 2) for k in range(4)} and torch.get_num_threads() == 2
+        with threads_for(SMALL_WORK_FLOPS):
+            assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
