@@ -454,7 +454,8 @@ def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star:
                 sp = _spectrum(density.moments_flat(xa, ta, cov=True, top_k=top_k), xa, d_star, kind, gap_floor)
             fr = None
             if first is None:
-                fr = first = _frame_diagnostics(sp, d_star, signs=True)  # the frame at the starting points, in their order
+                # the frame at the starting points, in their order
+                fr = first = _frame_diagnostics(sp, d_star, signs=True)
             nstep = _normal_step(sp, d_star)  # N N^T does not depend on the eigenvectors' signs
             norm = torch.linalg.vector_norm(nstep, dim=-1)
             small = _host(norm < tol)

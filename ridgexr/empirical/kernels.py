@@ -51,7 +51,8 @@ import torch
 from .moments import scaled_form
 
 __all__ = ["prepare_training_set", "upper_pairs", "outer_upper", "symmetric_from_upper", "chunk_moments",
-           "exact_moments", "small_moments", "streamed_moments", "resolved_cov", "topk_logits", "topk_moments", "logit_error_bound", "matmul_unit_roundoff"]
+           "exact_moments", "small_moments", "streamed_moments", "resolved_cov", "topk_logits", "topk_moments",
+           "logit_error_bound", "matmul_unit_roundoff"]
 
 
 def matmul_unit_roundoff(device: torch.device) -> float:
@@ -305,8 +306,7 @@ def exact_moments(yaug: torch.Tensor, tr: dict, nc: int, cov: bool, eps: float, 
         resolved = resolved_cov(yaug[rows], tr, nc, None if shifted is None else (*shifted, rows),
                                 refine_k=refine_k, memory_budget=memory_budget)
     del shifted
-    c = second - m1[:, :, None] * m1[:, None, :]
-    c = 0.5 * (c + c.transpose(1, 2))
+    c = second - m1[:, :, None] * m1[:, None, :]  # exactly symmetric: both terms are (symmetric_from_upper)
     ls = torch.zeros_like(err)
     if resolved is not None:
         c[ill], ls[ill], err[ill] = resolved
