@@ -46,7 +46,7 @@ import torch
 
 from ._backend import threads_for
 from .choices import FRAME_METHODS
-from .empirical import LOWRANK_MIN_D, LowRankSpectrum, Moments, SmoothedEmpirical
+from .empirical import LOWRANK_MIN_D, LowRankSpectrum, Moments, SmoothedEmpirical, upper_pair_count
 from .empirical.lowrank import OVERSAMPLE
 
 __all__ = ["eigh_2x2", "CLOSED_FORM_MAX_D", "RIDGE_KINDS", "FRAME_METHODS", "FlatFrame", "ScmsResult", "batched_eigh",
@@ -443,7 +443,7 @@ def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star:
     width = frame_width(d, d_star)
     basis = None  # the active points' last eigenvectors (Q', d, width): the low-rank path's warm start
     # a small active set (the slow tail) runs on one thread: its ops are too small for torch's pool
-    point_flops = 2.0 * density.n_train * (d + 2 + d * (d + 1) // 2)
+    point_flops = 2.0 * density.n_train * (d + 2 + upper_pair_count(d))
     for it in range(max_iter + 1 if q else 0):
         with threads_for(len(active) * point_flops, dev):
             if lowrank:

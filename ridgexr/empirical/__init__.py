@@ -40,8 +40,9 @@ kernels of :mod:`ridgexr.scms`, which work on flat, already validated torch tens
 """
 
 from .density import DEFAULT_MEMORY_BUDGET, LOWRANK_MAX_ITER, SMALL_N, SmoothedEmpirical
+from .kernels import upper_pair_count
 from .lowrank import LOWRANK_MIN_D, RANDOMIZED_MIN_D, LowRankSpectrum, support_path
 from .moments import Moments
 
 __all__ = ["SmoothedEmpirical", "Moments", "LowRankSpectrum", "DEFAULT_MEMORY_BUDGET", "SMALL_N", "LOWRANK_MIN_D", "RANDOMIZED_MIN_D",
-           "LOWRANK_MAX_ITER", "support_path"]
+           "LOWRANK_MAX_ITER", "support_path", "upper_pair_count"]

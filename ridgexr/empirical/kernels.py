@@ -50,8 +50,8 @@ import torch
 
 from .moments import scaled_form
 
-__all__ = ["prepare_training_set", "upper_pairs", "outer_upper", "symmetric_from_upper", "chunk_moments",
-           "exact_moments", "small_moments", "streamed_moments", "resolved_cov", "topk_logits", "topk_moments",
+__all__ = ["prepare_training_set", "upper_pair_count", "upper_pairs", "outer_upper", "symmetric_from_upper",
+           "chunk_moments", "exact_moments", "small_moments", "streamed_moments", "resolved_cov", "topk_logits", "topk_moments",
            "logit_error_bound", "matmul_unit_roundoff"]
 
 
@@ -180,6 +180,12 @@ def prepare_training_set(train: torch.Tensor, weights: torch.Tensor, dtype: torc
     aug32_t = aug_t.to(torch.float32) if logits == "float32" and dtype == torch.float64 else None
     return dict(xc=xc, center=center.to(dtype), aug_t=aug_t, xx=xx, pairs=pairs, unpack=unpack,
                 radius2=float(sq64.max()), abs_log_w=float(torch.log(w).abs().max()), aug32_t=aug32_t)
+
+
+def upper_pair_count(d: int) -> int:
+    """P = d (d + 1) / 2: the distinct entries of a symmetric d x d matrix, the columns of the second-moment
+    product (:func:`outer_upper`)."""
+    return d * (d + 1) // 2
 
 
 def upper_pairs(d: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:

@@ -10,7 +10,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..catalog import Experiment
-from ..empirical import DEFAULT_MEMORY_BUDGET, support_path
+from ..empirical import DEFAULT_MEMORY_BUDGET, support_path, upper_pair_count
 from ..models import FitContext, model_kind
 from ..process import time_grid
 from ..ridge import suggest_d_star
@@ -359,7 +359,7 @@ def moments_seconds(n: int, d: int, *, d_star: int | None = None, top_k: int | N
         if support_path(d):
             return s + 2.0 * n * d * d / GEMM_FLOPS + 2.0 * n * d * ELEMENT_SECONDS + eigh
         return s + LOWRANK_APPLICATIONS * 4.0 * n * d * frame_width(d, d_star) / GEMM_FLOPS
-    pairs = d * (d + 1) // 2  # the second-moment product forms each distinct entry once (kernels.outer_upper)
+    pairs = upper_pair_count(d)  # the second-moment product forms each distinct entry once
     s += 2.0 * n * pairs / GEMM_FLOPS + eigh
     if n * pairs * 8 > memory_budget // 4:  # no cached outer products: formed per chunk of queries
         chunk = max(1, min(queries, (memory_budget // 8) // (2 * d * d)))
