@@ -5,7 +5,9 @@ Build (warnings are errors):  sphinx-build -W -b html docs docs/_build/html
 executed against a small store that this file creates under ``docs/_build/tutorial-store`` from
 ``docs/tutorial.yaml`` (no sample diverges, memorization varies with schedule and width), so the
 built page shows real outputs; it runs in a temporary working folder, so the
-files it writes (a figure, ``slice.nc``, a scratch store) never land in docs/.
+files it writes (a figure, ``slice.nc``, a scratch store) never land in docs/.  With
+``RIDGEXR_DOCS_KEEP_TUTORIAL_FILES=1`` it runs in the source folder instead, and those files stay beside the
+notebook: the test suite builds a copy of docs/ that way and checks them, so the tutorial executes once.
 """
 
 import os
@@ -56,7 +58,8 @@ suppress_warnings = ["myst.header", "mystnb.unknown_mime_type"]
 nb_execution_mode = "force"
 nb_execution_timeout = 600
 nb_execution_raise_on_error = True
-nb_execution_in_temp = True  # the tutorial writes a figure, a netCDF slice and a store into its working folder
+# the tutorial writes a figure, a netCDF slice and a store into its working folder
+nb_execution_in_temp = os.environ.get("RIDGEXR_DOCS_KEEP_TUTORIAL_FILES", "") != "1"
 
 
 def _tutorial_store() -> str:
@@ -67,7 +70,7 @@ def _tutorial_store() -> str:
 
     folder = HERE / "_build" / "tutorial-store"
     folder.mkdir(parents=True, exist_ok=True)
-    catalog = folder / "tutorial.yaml"  # docs/tutorial.yaml, the entry tests/test_tutorial.py runs too
+    catalog = folder / "tutorial.yaml"  # docs/tutorial.yaml; tests/test_docs.py checks the store it gives
     catalog.write_text((HERE / "tutorial.yaml").read_text())
     exp = experiment_from_file(catalog)
     try:

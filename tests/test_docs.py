@@ -1,28 +1,46 @@
-"""The documentation builds with warnings as errors, and the built pages show what a reader needs."""
+"""The documentation builds with warnings as errors, the built pages show what a reader needs, and the tutorial
+notebook, executed once by that build, runs against its store and writes what it says it writes."""
 
+import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from bs4 import BeautifulSoup
+
+import ridgexr
+from ridgexr.catalog import experiment_from_file
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 
-@pytest.mark.slow
-def test_sphinx_build_with_warnings_as_errors(tmp_path):
-    # on a copy: the build writes beside its sources (autosummary's generated/, conf.py's tutorial store
-    # under _build/), and nothing may be written into the checkout
-    docs = tmp_path / "docs"
+@pytest.fixture(scope="module")
+def built_docs(tmp_path_factory):
+    """(the copy of docs/ that was built, the HTML folder): one Sphinx build, warnings as errors, shared by the
+    page tests and the tutorial test.  On a copy, because the build writes beside its sources (autosummary's
+    generated/, conf.py's tutorial store under _build/) and nothing may be written into the checkout; the
+    tutorial runs in that copy (RIDGEXR_DOCS_KEEP_TUTORIAL_FILES), so the files it writes can be checked."""
+    root = tmp_path_factory.mktemp("docs-build")
+    docs = root / "docs"
     shutil.copytree(DOCS, docs, ignore=shutil.ignore_patterns("_build", "generated", "*.zarr", "__pycache__",
                                                                 ".ipynb_checkpoints"))
-    shutil.copy(DOCS.parent / "CHANGELOG.md", tmp_path / "CHANGELOG.md")  # docs/changelog.md includes ../CHANGELOG.md
-    out = tmp_path / "html"
+    shutil.copy(DOCS.parent / "CHANGELOG.md", root / "CHANGELOG.md")  # docs/changelog.md includes ../CHANGELOG.md
+    out = root / "html"
+    env = {**os.environ, "RIDGEXR_DOCS_KEEP_TUTORIAL_FILES": "1"}
+    env.pop("RIDGEXR_TUTORIAL_STORE", None)  # conf.py builds the tutorial's own store
     proc = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", str(docs),
-                           str(out)], capture_output=True, text=True, timeout=900)
+                           str(out)], capture_output=True, text=True, timeout=900, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
+    return docs, out
+
+
+@pytest.mark.slow
+def test_sphinx_build_with_warnings_as_errors(built_docs):
+    _, out = built_docs
     tutorial = BeautifulSoup((out / "tutorial.html").read_text(), "html.parser")
     text = tutorial.get_text()
     assert "reach_time_median" in text and "memorized_low" in text  # executed: the outputs are on the page
@@ -41,6 +59,41 @@ def test_sphinx_build_with_warnings_as_errors(tmp_path):
     assert "0.4.0" in changelog and "feature_period" in changelog
     _check_navigation(out)
     _check_tutorial_plots_render(out / "tutorial.html")
+
+
+@pytest.mark.slow
+def test_tutorial_notebook_executes_against_its_store(built_docs):
+    docs, out = built_docs
+    # the store the build ran the tutorial on (docs/tutorial.yaml, run by docs/conf.py under _build/)
+    folder = docs / "_build" / "tutorial-store"
+    exp = experiment_from_file(folder / "tutorial.yaml")
+    ds = ridgexr.open_dataset(folder / exp.store)
+    # results worth showing: no sample diverges, distances stay near the ridge, memorization differs by cell
+    assert not bool(ds.diverged.any())
+    assert float(ds.ridge_distance.isel(step=-1).mean()) < 0.5
+    memo = ds.ridge.memorization_fraction().memorized.compute()
+    assert float(memo.max() - memo.min()) > 0.2
+    # what the tutorial says about the identical distance curves: x_1 is the same path in every cell
+    x1 = ds.trajectory.isel(dim=1).values
+    assert np.array_equal(x1, np.broadcast_to(x1[:1, :1], x1.shape)) and float(abs(ds.residual_normal).max()) < 1e-9
+    # what a reader sees: every output cell of the executed notebook, on the built page
+    page = BeautifulSoup((out / "tutorial.html").read_text(), "html.parser")
+    outputs = page.select("div.cell_output")
+    assert outputs and not page.select("div.cell_output .output.traceback, div.cell_output .output.error")
+    text = "".join(o.get_text() for o in outputs)
+    assert "memorized" in text and "reach_time_median" in text
+    assert "model: ['my-mlp']" in text and "near_mode" in text  # your own model, run and analysed
+    first, last = (float(v) for v in re.search(r"first 10 epochs (\S+) -> of the last 10 (\S+)", text).groups())
+    assert last < first  # the MLP's loss goes down
+    # the files the notebook writes into its working folder
+    assert (docs / "my-model.zarr" / "zarr.json").is_file()
+    assert (docs / "distance_curves.png").read_bytes()[:4] == b"\x89PNG"  # the saved figure
+    # the plot cells carry BokehJS inline (the built page renders them offline: the Chromium check above)
+    assert any("Bokeh" in (s.string or "") and len(s.string) > 500_000 for s in page.select("script"))
+    import xarray as xr
+
+    back = xr.open_dataset(docs / "slice.nc")  # the exported slice: 16 samples, t within the window
+    assert back.sizes["sample"] == 16 and float(back.t.max()) <= 0.5 and float(back.t.min()) >= 0.01
 
 
 def _check_navigation(out):
