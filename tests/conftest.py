@@ -245,3 +245,38 @@ def write_idx_folder():
     """``write_idx_folder(folder, images (n, H, W) uint8, labels (n,), split="train")`` writes the gzipped
     IDX pair ``{train,t10k}-{images-idx3,labels-idx1}-ubyte.gz`` and returns the folder."""
     return _write_idx_folder
+
+
+# The uninterrupted reference runs of the robustness tests (tests/reference_runs.py): session fixtures, so the
+# three modules that compare against them (test_run_robustness, test_run_kills, test_run_signals) share one
+# build per worker.
+from reference_runs import uninterrupted  # noqa: E402  (tests/ is on sys.path: pytest's rootdir conftest)
+@pytest.fixture(scope="session")
+def reference(tmp_path_factory, write_catalog):
+    """(catalog path, experiment, store, seconds) of an uninterrupted run of the ``tiny`` catalog at 60 steps
+    x 32 samples."""
+    return uninterrupted(tmp_path_factory.mktemp("ref"), write_catalog, steps=60, samples=32)
+
+
+@pytest.fixture(scope="session")
+def small_reference(tmp_path_factory, write_catalog):
+    """As ``reference`` at the catalog's default size (20 steps, 16 samples): for the damage tests, whose
+    repairs rerun whole cells and need no time to interrupt a run."""
+    return uninterrupted(tmp_path_factory.mktemp("small"), write_catalog)
+
+
+@pytest.fixture(scope="session")
+def long_reference(tmp_path_factory, write_catalog):
+    """As ``reference`` at 200 steps x 64 samples: long enough that a signal sent once the first cell is
+    complete lands mid-run (the three signal tests share it)."""
+    return uninterrupted(tmp_path_factory.mktemp("long"), write_catalog, steps=200, samples=64)
+
+
+@pytest.fixture(scope="session")
+def new_reference(tmp_path_factory, small_reference):
+    """The store of the configuration that replaces ``small_reference``'s (8 samples instead of 16), uninterrupted."""
+    from ridgexr.run import run_experiment
+
+    cat, exp, _, _ = small_reference
+    other = exp.model_copy(update={"n_samples": 8})
+    return other, run_experiment(other, store=tmp_path_factory.mktemp("newref") / "new.zarr").store

@@ -1,12 +1,11 @@
-"""Runs that survive crashes, signals, races, corruption, divergence and bad input (issue: stores that
-survive any crash).  Every check here can fail: each compares with an uninterrupted run, counts winners,
-or reads exit codes and files back."""
+"""Runs that survive corruption, races, full disks, divergence and bad input (issue: stores that survive any
+crash; the kills are in test_run_kills.py and the signals in test_run_signals.py).  Every check here can fail:
+each compares with an uninterrupted run, counts winners, or reads exit codes and files back."""
 
 import json
 import multiprocessing as mp
 import os
 import random
-import signal
 import subprocess
 import sys
 import time
@@ -21,116 +20,7 @@ from ridgexr.cli import app
 from ridgexr.run import ConfigMismatchError, run_experiment
 from ridgexr.store import StoreLock, StoreLockedError, is_store, verify_store
 
-RUN_SCRIPT = """
-import sys
-from ridgexr.catalog import experiment_from_file
-from ridgexr.run import run_experiment
-run_experiment(experiment_from_file(sys.argv[1]), store=sys.argv[2])
-"""
-
-
-def assert_same_store(a_path, b_path):
-    a, b = ridgexr.open_dataset(a_path), ridgexr.open_dataset(b_path)
-    assert set(a.variables) == set(b.variables)
-    for name in a.variables:
-        np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
-
-
-def _uninterrupted(folder, write_catalog, **size):
-    """(catalog, experiment, store, seconds) of an uninterrupted run of the ``tiny`` catalog at ``size``."""
-    cat = write_catalog(folder, **size)
-    exp = experiment_from_file(cat)
-    t0 = time.perf_counter()
-    res = run_experiment(exp, store=folder / "ref.zarr")
-    return cat, exp, res.store, time.perf_counter() - t0
-
-
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory, write_catalog):
-    return _uninterrupted(tmp_path_factory.mktemp("ref"), write_catalog, steps=60, samples=32)
-
-
-@pytest.fixture(scope="module")
-def small_reference(tmp_path_factory, write_catalog):
-    """As ``reference`` at the catalog's default size (20 steps, 16 samples): for the damage tests, whose
-    repairs rerun whole cells and need no time to interrupt a run."""
-    return _uninterrupted(tmp_path_factory.mktemp("small"), write_catalog)
-
-
-def _kill_then_resume(cat, exp, ref_store, store, delay, *, wait_for=None):
-    proc = subprocess.Popen([sys.executable, "-c", RUN_SCRIPT, str(cat), str(store)])
-    if wait_for is not None:  # poll for a file to appear, then wait `delay`
-        deadline = time.time() + 60
-        while time.time() < deadline and not wait_for() and proc.poll() is None:
-            time.sleep(0.002)
-    time.sleep(delay)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    res = run_experiment(exp, store=store)  # no --overwrite: a rerun always finishes the store
-    assert_same_store(ref_store, res.store)
-    return res
-
-
-@pytest.mark.slow
-def test_kill_9_during_store_creation_then_resume_is_identical(small_reference, tmp_path):
-    # the kills land within 0.15 s of the store's folder appearing, whatever the run's length: the default size
-    cat, exp, ref_store, _ = small_reference
-    rng = random.Random(7)
-    for k in range(3):
-        store = tmp_path / f"s{k}.zarr"
-
-        def created(store=store):
-            return store.exists() or any(store.parent.glob(f".{store.name}.creating-*"))
-
-        _kill_then_resume(cat, exp, ref_store, store, rng.uniform(0, 0.15), wait_for=created)
-        assert not list(tmp_path.glob(".*.creating-*"))  # leftovers of the killed creation are gone
-
-
-@pytest.mark.slow
-def test_kill_9_at_random_instants_then_resume_is_identical(reference, tmp_path):
-    cat, exp, ref_store, _ = reference
-    rng = random.Random(11)
-    runs = []  # how long the killed process would run uninterrupted, imports included: the faster of two
-    for k in range(2):  # runs (the first, with cold file caches, ran 6.4 s where later ones ended in < 3.6 s)
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-c", RUN_SCRIPT, str(cat), str(tmp_path / f"timing{k}.zarr")], check=True)
-        runs.append(time.perf_counter() - t0)
-    whole = min(runs)
-    instants = sorted(rng.uniform(0.3, 1.2 * whole) for _ in range(7))
-    skipped = [_kill_then_resume(cat, exp, ref_store, tmp_path / f"k{k}.zarr", delay).cells_skipped
-               for k, delay in enumerate(instants)]
-    # most kills landed before the end, so resumes did real work
-    assert sum(s < 6 for s in skipped) >= 3, f"uninterrupted {whole:.1f} s; kills at {instants}; kept {skipped}"
-
-
-@pytest.fixture(scope="module")
-def long_reference(tmp_path_factory, write_catalog):
-    """As ``reference`` at 200 steps x 64 samples: long enough that a signal sent once the first cell is
-    complete lands mid-run (the three signal tests share it)."""
-    return _uninterrupted(tmp_path_factory.mktemp("long"), write_catalog, steps=200, samples=64)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_sigint_and_sigterm_stop_cleanly_and_resume(tmp_path, sig, long_reference):
-    cat, exp, ref_store, _ = long_reference
-    data = tmp_path / "data"
-    proc = subprocess.Popen([sys.executable, "-m", "ridgexr.cli", "run", str(cat), "--data-dir", str(data)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    store = data / "tiny.zarr"
-    marks = store / "cell_complete" / "c"
-    deadline = time.time() + 120
-    while time.time() < deadline and not (marks.exists() and any(marks.rglob("*"))):
-        time.sleep(0.02)
-    proc.send_signal(sig)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
-    assert "interrupted" in err and "Traceback" not in err
-    with StoreLock(store):  # released
-        pass
-    assert 1 <= int(ridgexr.open_dataset(store).cell_complete.sum()) < 6
-    run_experiment(exp, store=store)
-    assert_same_store(ref_store, store)
+from reference_runs import assert_same_store, file_bytes, leftovers, old_store
 
 
 def _race(path, rounds, barrier, queue):
@@ -247,7 +137,7 @@ def test_divergence_is_data_for_every_denoiser(tmp_path):
 
 
 @pytest.mark.slow
-def test_overwrite_with_a_config_that_fails_leaves_the_old_store(small_reference, tmp_path, catalog_text):
+def test_overwrite_with_a_config_that_fails_leaves_theold_store(small_reference, tmp_path, catalog_text):
     cat, exp, ref_store, _ = small_reference
     store = run_experiment(exp, store=tmp_path / "s.zarr").store
     bad = tmp_path / "bad.yaml"
@@ -339,38 +229,14 @@ def test_not_a_store_is_refused_without_suggesting_overwrite(tmp_path, catalog_t
 
 
 # ------------------------------------------------------------------ --overwrite as a transaction (issue 29)
-def _tree(folder):
-    """{relative path: bytes} of every file under ``folder`` (a store compared bit for bit, file by file)."""
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def _leftovers(folder):
-    return sorted(p.name for p in folder.iterdir() if ".creating-" in p.name or p.name.endswith(".ridgexr-swap"))
-
-
-@pytest.fixture(scope="module")
-def new_reference(tmp_path_factory, small_reference):
-    """The store of the configuration that replaces ``small_reference``'s (8 samples instead of 16), uninterrupted."""
-    cat, exp, _, _ = small_reference
-    other = exp.model_copy(update={"n_samples": 8})
-    return other, run_experiment(other, store=tmp_path_factory.mktemp("newref") / "new.zarr").store
-
-
-def _old_store(reference, folder):
-    """A copy of the reference store at ``folder/tiny.zarr`` (the store the overwrite will replace)."""
-    import shutil
-
-    store = folder / "tiny.zarr"
-    shutil.copytree(reference[2], store)
-    return store
-
-
-def test_overwrite_that_fails_at_run_time_keeps_the_old_store(small_reference, new_reference, tmp_path, monkeypatch):
+def test_overwrite_that_fails_at_run_time_keeps_theold_store(small_reference, new_reference, tmp_path, monkeypatch):
     import ridgexr.run.experiment as experiment
 
     other, _ = new_reference
-    store = _old_store(small_reference, tmp_path)
-    before = _tree(store)
+    store = old_store(small_reference, tmp_path)
+    before = file_bytes(store)
     real, calls = experiment.run_cell, []
 
     def fails_in_the_third_cell(*args, **kwargs):  # two cells of the new store are written, then a failure
@@ -384,21 +250,21 @@ def test_overwrite_that_fails_at_run_time_keeps_the_old_store(small_reference, n
         run_experiment(other, store=store, overwrite=True)
     assert len(calls) == 3
     assert any(str(store) in note and "unchanged" in note for note in info.value.__notes__)
-    assert _tree(store) == before  # every file of the old store, byte for byte
-    assert _leftovers(tmp_path) == []  # the partial new store is removed
+    assert file_bytes(store) == before  # every file of the old store, byte for byte
+    assert leftovers(tmp_path) == []  # the partial new store is removed
 
 
 def test_overwrite_that_fails_at_run_time_says_so_on_the_cli(reference, tmp_path, catalog_text):
-    store = _old_store(reference, tmp_path)
-    before = _tree(store)
+    store = old_store(reference, tmp_path)
+    before = file_bytes(store)
     f = tmp_path / "huge-T.yaml"
     f.write_text(catalog_text(60, 8).replace("T: 2.0", "T: 1.0e+308"))
     res = CliRunner().invoke(app, ["run", str(f), "--data-dir", str(tmp_path), "--overwrite"])
     assert res.exit_code == 2, res.output
     errors = [ln for ln in res.output.splitlines() if ln.startswith("error:")]
     assert len(errors) == 1 and "Traceback" not in res.output, res.output
-    assert _tree(store) == before
-    assert _leftovers(tmp_path) == []
+    assert file_bytes(store) == before
+    assert leftovers(tmp_path) == []
 
 
 FULL_DISK_SCRIPT = """
@@ -412,7 +278,7 @@ cp -a {disk}/. {out}/disk/
 """
 
 
-def test_overwrite_on_a_full_disk_keeps_the_old_store(reference, tmp_path, catalog_text):
+def test_overwrite_on_a_full_disk_keeps_theold_store(reference, tmp_path, catalog_text):
     """A real full file system: a size-limited tmpfs in a private mount namespace (``unshare -rm``)."""
     import shutil
 
@@ -432,78 +298,8 @@ def test_overwrite_on_a_full_disk_keeps_the_old_store(reference, tmp_path, catal
     err = (out / "stderr").read_text()
     assert (out / "rc").read_text().strip() == "2", err
     assert "disk is full" in err and "unchanged" in err and "Traceback" not in err, err
-    assert _tree(out / "disk" / "tiny.zarr") == _tree(old)
-    assert _leftovers(out / "disk") == []
-
-
-SWAP_KILL_SCRIPT = """
-import os, shutil, signal, sys
-from ridgexr.catalog import experiment_from_file
-from ridgexr.run import run_experiment
-
-phase, store = sys.argv[3], sys.argv[2]
-die = lambda: os.kill(os.getpid(), signal.SIGKILL)
-rename, rmtree, unlink = os.rename, shutil.rmtree, os.unlink
-
-def killing_rename(src, dst):
-    src, dst = str(src), str(dst)
-    if phase == "writing journal" and dst.endswith(".ridgexr-swap"):
-        die()
-    rename(src, dst)
-    if (phase == "journal written" and dst.endswith(".ridgexr-swap")
-            or phase == "old moved aside" and "-old-" in dst
-            or phase == "new in place" and dst == store):
-        die()
-
-def killing_rmtree(path, *args, **kwargs):
-    if phase == "removing old" and "-old-" in str(path):
-        files = sorted(p for p in __import__("pathlib").Path(path).rglob("*") if p.is_file())
-        for p in files[: len(files) // 2]:
-            unlink(p)
-        die()
-    rmtree(path, *args, **kwargs)
-
-def killing_unlink(path, *args, **kwargs):
-    if phase == "old removed" and str(path).endswith(".ridgexr-swap"):
-        die()
-    unlink(path, *args, **kwargs)
-
-os.rename, shutil.rmtree, os.unlink = killing_rename, killing_rmtree, killing_unlink
-exp = experiment_from_file(sys.argv[1]).model_copy(update={"n_samples": 8})
-run_experiment(exp, store=store, overwrite=True)
-sys.exit(3)  # not killed: the phase was never reached
-"""
-
-SWAP_PHASES = ["writing journal", "journal written", "old moved aside", "new in place", "removing old", "old removed"]
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("phase", SWAP_PHASES)
-def test_kill_9_at_every_phase_of_the_overwrite_swap_never_loses_a_store(small_reference, new_reference, tmp_path,
-                                                                         phase):
-    """The kills come at file operations of the swap, not at instants, so the store needs no run time to
-    interrupt: the catalog's default size (``small_reference``)."""
-    from ridgexr.store import StoreLock, recover_store
-
-    reference = small_reference
-    cat = reference[0]
-    other, new_ref = new_reference
-    store = _old_store(reference, tmp_path)
-    proc = subprocess.run([sys.executable, "-c", SWAP_KILL_SCRIPT, str(cat), str(store), phase], timeout=300)
-    assert proc.returncode == -signal.SIGKILL  # killed at the chosen phase
-    stores = [p for p in tmp_path.iterdir() if is_store(p)]
-    assert stores, "no complete store left anywhere"
-    with StoreLock(store):
-        notes, _ = recover_store(store)
-    assert _leftovers(tmp_path) == []  # nothing left beside the store, and nothing deleted silently:
-    if phase == "writing journal":  # before the journal: the old store never moved, the new one is dropped
-        assert_same_store(reference[2], store)
-        assert any("partial new store" in n for n in notes), notes
-    else:  # from the journal on: the swap is finished
-        assert_same_store(new_ref, store)
-        assert any("finished" in n or "replaced" in n for n in notes) or phase == "old removed", notes
-    res = run_experiment(other, store=store, overwrite=True)  # the same command again ends as an uninterrupted one
-    assert_same_store(new_ref, res.store) and _leftovers(tmp_path) == []
+    assert file_bytes(out / "disk" / "tiny.zarr") == file_bytes(old)
+    assert leftovers(out / "disk") == []
 
 
 def test_an_old_store_left_between_the_renames_is_restored_or_kept_never_deleted(reference, tmp_path):
@@ -515,7 +311,7 @@ def test_an_old_store_left_between_the_renames_is_restored_or_kept_never_deleted
     from ridgexr.store import StoreWarning
 
     cat, exp = reference[0], reference[1]
-    store = _old_store(reference, tmp_path)
+    store = old_store(reference, tmp_path)
     aside = tmp_path / ".tiny.zarr.creating-4242-old-0123abcd"
     store.rename(aside)
     with pytest.warns(StoreWarning, match="restored the old store"):
@@ -529,33 +325,6 @@ def test_an_old_store_left_between_the_renames_is_restored_or_kept_never_deleted
     assert aside.exists() and any("kept" in str(w.message) and str(aside) in str(w.message) for w in caught)
     res = CliRunner().invoke(app, ["run", str(cat), "--data-dir", str(tmp_path)])
     assert res.exit_code == 0 and "warning: kept" in res.output.replace("\n", "")
-
-
-@pytest.mark.slow
-def test_sigint_during_overwrite_keeps_the_old_store_and_the_same_command_resumes(reference, long_reference,
-                                                                                   tmp_path):
-    store = _old_store(reference, tmp_path)
-    before = _tree(store)
-    f = long_reference[0]  # long enough that the signal lands mid-run
-    cmd = [sys.executable, "-m", "ridgexr.cli", "run", str(f), "--data-dir", str(tmp_path), "--overwrite"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while time.time() < deadline and not any(
-            any((p / "cell_complete" / "c").rglob("*")) for p in tmp_path.glob(".tiny.zarr.creating-*")):
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
-    assert "unchanged" in err and str(store) in err.replace("\n", ""), err
-    assert _tree(store) == before
-    staged = list(tmp_path.glob(".tiny.zarr.creating-*"))
-    assert len(staged) == 1 and 1 <= int(ridgexr.open_dataset(staged[0]).cell_complete.sum()) < 6
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
-    assert "kept 1" in done.stdout or "kept 2" in done.stdout or "kept 3" in done.stdout or \
-        "kept 4" in done.stdout or "kept 5" in done.stdout, done.stdout
-    assert _leftovers(tmp_path) == []
-    assert_same_store(long_reference[2], store)
 
 
 def test_the_lock_file_never_follows_a_symbolic_link(tmp_path, catalog_text):
@@ -577,7 +346,7 @@ def test_the_lock_file_never_follows_a_symbolic_link(tmp_path, catalog_text):
 def test_chunks_swapped_between_cells_are_found_repaired_and_recomputed_identically(reference, tmp_path):
     """Issue 29, item 8: both chunks decode and pass their CRC32C; the per-cell digest ties them to their keys."""
     cat, exp, ref_store, _ = reference
-    store = _old_store(reference, tmp_path)
+    store = old_store(reference, tmp_path)
     a, b = store / "trajectory/c/0/0/0/0/0", store / "trajectory/c/1/1/0/0/0"
     data_a, data_b = a.read_bytes(), b.read_bytes()
     a.write_bytes(data_b)
@@ -623,7 +392,7 @@ METADATA_DAMAGE = {  # issue 29, items 2 and 7: damage that verify once reported
 @pytest.mark.parametrize("case", sorted(METADATA_DAMAGE))
 def test_metadata_damage_is_found_refused_by_run_and_repaired_from_the_configuration(small_reference, tmp_path, case):
     cat, exp, ref_store, _ = small_reference
-    store = _old_store(small_reference, tmp_path)
+    store = old_store(small_reference, tmp_path)
     METADATA_DAMAGE[case](store)
     runner = CliRunner()
     found = runner.invoke(app, ["verify", str(store)])
@@ -870,10 +639,10 @@ def test_a_folder_with_anything_but_chunks_is_refused_and_kept(tmp_path, catalog
     _chunk_only(store)
     (store / extra).parent.mkdir(parents=True, exist_ok=True)
     (store / extra).write_text("{}")
-    before = _tree(store)
+    before = file_bytes(store)
     res = CliRunner().invoke(app, ["run", str(f), "--data-dir", str(tmp_path / "data")])
     assert res.exit_code == 2 and "not a ridgexr store" in res.output and "Traceback" not in res.output
-    assert _tree(store) == before and not list(store.parent.glob("*.ridgexr-lock"))
+    assert file_bytes(store) == before and not list(store.parent.glob("*.ridgexr-lock"))
 
 
 def test_a_store_deleted_mid_run_says_so_and_the_rerun_starts_over(reference, tmp_path, monkeypatch):
