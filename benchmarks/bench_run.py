@@ -11,7 +11,8 @@ Run:  python benchmarks/bench_run.py [--quick]
    (the same on a background thread), the store's codecs into an in-memory zarr store (the
    codec's own rate: no disk), and ``np.save``; prints MB/s and the share of the in-memory rate.
 3. ``ridgexr run two-points`` end to end in a fresh process (imports, fits, every cell, the
-   summary): wall time, sample-steps per second, and the process's peak RSS.
+   summary): wall time, sample-steps per second, and the process's peak RSS; ``--quick`` runs the
+   entry from a one-entry catalog file with 32 samples and 60 steps (the same fits).
 4. One cell of ``two-points-paper`` (p = 2000, 2000 trajectories x 2000 steps, every 20th
    observed) through ``run_cell`` (sampling, observation, CellWriter writes, completion mark)
    with the readout A(0) ~ N(0, 1) (its fit, ~18 minutes on 2 cores, is not timed; the cell's
@@ -30,7 +31,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
 from _common import machine  # noqa: E402
 
 import ridgexr  # noqa: E402
@@ -149,24 +151,36 @@ def main(argv=None):
         print(f"  {k:28s} {v:7.0f} MB/s  ({v / rate['in-memory codec']:.0%} of the in-memory codec rate)")
     print(f"the run's writes took {t_write / total:.0%} of the cell's time (CellWriter overlaps them with compute)")
     shutil.rmtree(tmp)
-    end_to_end("two-points")
+    end_to_end("two-points", quick=args.quick)
     paper_cell(100 if args.quick else 1)
 
 
-def end_to_end(entry: str) -> None:
-    """``ridgexr run <entry>`` in a fresh process: wall seconds, sample-steps/s and peak RSS (part 3)."""
+def end_to_end(entry: str, quick: bool = False) -> None:
+    """``ridgexr run <entry>`` in a fresh process: wall seconds, sample-steps/s and peak RSS (part 3).
+
+    ``quick``: the entry (from ``catalogs/points2d.yaml``) with 32 samples and 60 steps, written to a one-entry
+    catalog file that ``ridgexr run FILE`` takes."""
     import resource
     import subprocess
 
+    import yaml
+
     tmp = Path(tempfile.mkdtemp())
+    target, label = entry, entry
+    if quick:
+        spec = yaml.safe_load((ROOT / "catalogs" / "points2d.yaml").read_text())["experiments"][entry]
+        spec["n_samples"], spec["process"]["n_steps"] = 32, 60
+        target = tmp / f"{entry}.yaml"
+        target.write_text(yaml.safe_dump({"experiments": {entry: spec}}))
+        label = f"{entry} (quick: 32 samples x 60 steps)"
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "ridgexr.cli", "run", entry, "--data-dir", str(tmp)], check=True,
+    subprocess.run([sys.executable, "-m", "ridgexr.cli", "run", str(target), "--data-dir", str(tmp)], check=True,
                    capture_output=True)
     wall = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # the largest child so far: this one
     ds = ridgexr.open_dataset(tmp / f"{entry}.zarr")
     steps = int(ds.cell_complete.sum()) * ds.sizes["sample"] * ds.sizes["step"]
-    print(f"ridgexr run {entry} end to end (imports, fits, {int(ds.cell_complete.sum())} cells, summary): "
+    print(f"ridgexr run {label} end to end (imports, fits, {int(ds.cell_complete.sum())} cells, summary): "
           f"{wall:.1f} s = {steps / wall:,.0f} sample-steps/s, peak RSS {peak / 1e9:.2f} GB")
     shutil.rmtree(tmp)
 

@@ -30,7 +30,8 @@ NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
                              rf"\| spread d=16 \| 1 \| {NUMBER} \| {NUMBER} \|",
                              r"target \(slowest 1 % <= 20 % of wall time on every problem\), accelerated: (met|not met)"]),
     ("bench_run.py", [rf"one cell of two-points: .* = {NUMBER} sample-steps/s", rf"CellWriter \(thread\) +{NUMBER} MB/s",
-                      rf"ridgexr run two-points end to end \(imports, fits, 12 cells, summary\): {NUMBER} s = {NUMBER} "
+                      rf"ridgexr run two-points \(quick: 32 samples x 60 steps\) end to end \(imports, fits, 12 cells, "
+                      rf"summary\): {NUMBER} s = {NUMBER} "
                       rf"sample-steps/s, peak RSS {NUMBER} GB",
                       rf"one cell of two-points-paper \(p = 2000, 20 trajectories x 2000 steps, 101 recorded\): "
                       rf"{NUMBER} s = {NUMBER} sample-steps/s"]),
