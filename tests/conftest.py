@@ -68,7 +68,13 @@ settings.register_profile("ci", max_examples=25, deadline=None, derandomize=True
 settings.register_profile("dev", max_examples=15, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+# One torch/OpenMP thread per core in all: under pytest-xdist each of the PYTEST_XDIST_WORKER_COUNT workers gets
+# its share, and so do the processes the tests start (the CLI, kill-and-resume runs, benchmark scripts, dask
+# workers), through OMP_NUM_THREADS.  Two workers with two threads each on 2 cores spun: the full suite's CPU time
+# grew from ~1 700 s to ~2 030 s when the CPU-heavy modules ran side by side (docs/performance.md, "The test suite").
+_TEST_THREADS = max(1, min(2, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
+os.environ["OMP_NUM_THREADS"] = str(_TEST_THREADS)
+torch.set_num_threads(_TEST_THREADS)
 
 
 _TREE_KEY = pytest.StashKey()  # (git top level, rootdir, status at the session's start)

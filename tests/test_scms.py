@@ -199,3 +199,28 @@ def test_one_thread_blocks_in_several_threads_each_restore_their_own_thread_coun
             assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_batched_eigh_split_across_threads_gives_each_matrix_its_eigenpairs(threads):
+    # the split path runs only with >= 2 torch threads and >= 256 matrices; the suite's workers run one thread
+    # each (tests/conftest.py), so the split is set up here explicitly
+    from ridgexr.scms import batched_eigh
+
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn(301, 7, 7, dtype=torch.float64, generator=g)
+    m = a @ a.transpose(1, 2)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        vals, vecs = batched_eigh(m)
+    finally:
+        torch.set_num_threads(before)
+    ref_vals, _ = torch.linalg.eigh(m)
+    assert vals.shape == (301, 7) and vecs.shape == (301, 7, 7)
+    scale = ref_vals.abs().amax(-1, keepdim=True)
+    assert float(((vals - ref_vals).abs() / scale).max()) < 1e-13  # every matrix in its place, ascending
+    eye = torch.eye(7, dtype=torch.float64)
+    assert float((vecs.transpose(1, 2) @ vecs - eye).abs().max()) < 1e-13
+    rebuilt = vecs @ torch.diag_embed(vals) @ vecs.transpose(1, 2)
+    assert float(((rebuilt - m).abs().amax((-2, -1)) / scale[:, 0]).max()) < 1e-13
