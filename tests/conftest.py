@@ -43,6 +43,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from hypothesis import settings  # noqa: E402
 from hypothesis.configuration import set_hypothesis_home_dir  # noqa: E402
+from reference_runs import uninterrupted  # noqa: E402  (tests/ is on sys.path: the rootdir conftest's folder)
 
 
 def _forget_own_bytecode():
@@ -160,8 +161,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 # The longest test modules of the full suite, with their seconds on 2 cores (two xdist workers, 2026-12-02, from
 # --junitxml; 1 789 s of tests in all).  They are scheduled first, longest first, so the two workers finish
-# together: in collection (alphabetical) order the three run_* modules came last and one worker ran the final
-# ~4 minutes alone.  Only the order matters; a module not listed keeps its collection order after these.
+# together: in xdist's own order (modules with the most tests first) the 2-test kill module came last and one
+# worker ran the final ~4 minutes alone.  Only the order matters; a module not listed keeps its collection
+# order after these.
 LONGEST_MODULES = {"test_run_robustness": 309, "test_run_signals": 275, "test_run_kills": 217, "test_benchmarks": 114,
                    "test_run": 107, "test_docs": 97, "test_lowrank": 95, "test_report": 92, "test_run_models": 73}
 
@@ -269,7 +271,6 @@ def write_idx_folder():
 # The uninterrupted reference runs of the robustness tests (tests/reference_runs.py): session fixtures, so the
 # three modules that compare against them (test_run_robustness, test_run_kills, test_run_signals) share one
 # build per worker.
-from reference_runs import uninterrupted  # noqa: E402  (tests/ is on sys.path: pytest's rootdir conftest)
 @pytest.fixture(scope="session")
 def reference(tmp_path_factory, write_catalog):
     """(catalog path, experiment, store, seconds) of an uninterrupted run of the ``tiny`` catalog at 60 steps
