@@ -1,5 +1,6 @@
-"""Helpers of the run-robustness tests (tests/test_run_robustness.py, test_run_kills.py, test_run_signals.py):
-an uninterrupted reference run, and comparisons of stores and folders.  The reference runs themselves are
+"""Helpers of the run-robustness tests (tests/test_run_robustness.py, test_run_kills.py, test_run_signals.py,
+test_run.py's kill test): an uninterrupted reference run, a run in its own process, and comparisons of stores
+and folders.  The reference runs themselves are
 session fixtures in conftest.py (``reference``, ``small_reference``, ``long_reference``, ``new_reference``)."""
 
 import shutil
@@ -10,6 +11,14 @@ import numpy as np
 import ridgexr
 from ridgexr.catalog import experiment_from_file
 from ridgexr.run import run_experiment
+
+#: ``python -c RUN_SCRIPT CATALOG STORE``: an uninterrupted run in its own process, for the tests to kill
+RUN_SCRIPT = """
+import sys
+from ridgexr.catalog import experiment_from_file
+from ridgexr.run import run_experiment
+run_experiment(experiment_from_file(sys.argv[1]), store=sys.argv[2])
+"""
 
 
 def assert_same_store(a_path, b_path):

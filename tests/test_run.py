@@ -19,6 +19,8 @@ from ridgexr.run import ConfigMismatchError, CellTask, plan_layout, run_cell, ru
 from ridgexr.sampling import reverse_sde
 from ridgexr.store import StoreLock, StoreLockedError, create_store
 
+from reference_runs import RUN_SCRIPT, assert_same_store
+
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory, write_catalog):
     tmp = tmp_path_factory.mktemp("run")
@@ -242,21 +244,13 @@ def test_dask_local_cluster_gives_the_same_store(small_run, tmp_path):
         np.testing.assert_array_equal(a[name].values, b[name].values)
 
 
-KILL_SCRIPT = """
-import sys
-from ridgexr.catalog import experiment_from_file
-from ridgexr.run import run_experiment
-run_experiment(experiment_from_file(sys.argv[1]), store=sys.argv[2])
-"""
-
-
 @pytest.mark.slow
 def test_kill_9_mid_run_then_resume_equals_uninterrupted(tmp_path, write_catalog):
     cat = write_catalog(tmp_path, steps=150, samples=64)
     exp = experiment_from_file(cat)
     ref = run_experiment(exp, store=tmp_path / "ref.zarr")
     store = tmp_path / "killed.zarr"
-    proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, str(cat), str(store)])
+    proc = subprocess.Popen([sys.executable, "-c", RUN_SCRIPT, str(cat), str(store)])
     marks = store / "cell_complete" / "c"
     deadline = time.time() + 120
     while time.time() < deadline and not (marks.exists() and any(marks.rglob("*"))):
@@ -268,9 +262,7 @@ def test_kill_9_mid_run_then_resume_equals_uninterrupted(tmp_path, write_catalog
     assert 1 <= n_done < 6, n_done  # killed mid-run
     res = run_experiment(exp, store=store)  # stale lock taken over, incomplete cells redone
     assert res.cells_skipped == n_done and res.cells_run == 6 - n_done
-    a, b = ridgexr.open_dataset(ref.store), ridgexr.open_dataset(store)
-    for name in a.data_vars:
-        np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
+    assert_same_store(ref.store, store)  # every variable, coordinates included
 
 
 @pytest.mark.slow

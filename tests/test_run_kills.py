@@ -12,15 +12,7 @@ import pytest
 
 from ridgexr.run import run_experiment
 
-from reference_runs import assert_same_store
-
-
-RUN_SCRIPT = """
-import sys
-from ridgexr.catalog import experiment_from_file
-from ridgexr.run import run_experiment
-run_experiment(experiment_from_file(sys.argv[1]), store=sys.argv[2])
-"""
+from reference_runs import RUN_SCRIPT, assert_same_store
 
 
 def _kill_then_resume(cat, exp, ref_store, store, delay, *, wait_for=None):
