@@ -10,7 +10,8 @@ from __future__ import annotations
 
 __all__ = ["GRID_KINDS", "SCHEDULE_NAMES", "QUADRATURES", "TARGETS", "SAMPLER_KINDS", "TRAINING_METHODS",
            "INITS", "OPTIMIZERS", "SCORE_SCALES", "KEEP_EPOCHS", "NULL_CUTOFFS", "IMAGE_SCALES", "IMAGE_SPACES",
-           "FRAME_METHODS", "TIME_CONVENTIONS", "MIXED_PRECISIONS", "LOGIT_DTYPES"]
+           "FRAME_METHODS", "TIME_CONVENTIONS", "MIXED_PRECISIONS", "LOGIT_DTYPES", "TRAINED_WEIGHTS",
+           "TIME_PROPOSALS"]
 
 #: spacings of the sampler's time grid (:func:`ridgexr.time_grid`)
 GRID_KINDS = ("exponential", "linear", "cosine")
@@ -53,3 +54,11 @@ FRAME_METHODS = ("auto", "dense", "lowrank")
 #: the precision of the streamed top-k pass's logits: float64, or float32 products with float64
 #: accumulation, certified by a rounding bound (:func:`ridgexr.empirical.kernels.logit_error_bound`)
 LOGIT_DTYPES = ("float64", "float32")
+
+#: which weights of a network trained with ``ema`` a cell samples with: the exponential moving average or the
+#: optimizer's own (raw) weights
+TRAINED_WEIGHTS = ("ema", "raw")
+
+#: how minibatch training draws a row's time: uniformly, or from a density proportional to w(t) / h_t (the
+#: weight's factor on the epsilon error; importance sampling, ridgexr.training.proposal)
+TIME_PROPOSALS = ("uniform", "weight")

@@ -384,7 +384,7 @@ CHILD = textwrap.dedent("""
         sched = DDPMScheduler()
         fit = fit_neural(UNetDenoiser(unet, sched), x, epochs=epochs, batch_size=8, T=2.0, t_min=0.01,
                          ema=0.9, seed=1, device="cpu", checkpoint_dir=ck, save_epochs=[3, epochs],
-                         export=lambda m, e: save_folder(m.unet, sched, __import__("pathlib").Path(ck) / f"e{e}"))
+                         export=lambda m, e: save_folder(m["ema"].unet, sched, __import__("pathlib").Path(ck) / f"e{e}"))
         torch.save(fit.model.state_dict(), ck + "/final.pt")
 
     if __name__ == "__main__":

@@ -60,6 +60,8 @@ HASH_NEUTRAL: dict[str, object] = {
     "models[].time_convention": "ou",  # 0.4 (unet)
     "models[].mixed_precision": "none",  # 0.4 (unet)
     "dataset.manifold.draws": 1,  # 0.4
+    "models[].weights": "ema",  # 0.4 (mlp, unet): the averaged weights, as before the field existed
+    "models[].time_proposal": "uniform",  # 0.4 (mlp, unet)
 }
 
 
@@ -77,8 +79,9 @@ class Experiment(Spec):
         description="several model blocks, labelled along a `model` cell dimension (one of model and models)")
     training: TrainingSpec = Field(TrainingSpec(), description="the score-matching fit")
     schedules: list[str] | None = Field(None, min_length=1,
-        description="loss-weight schedules w(t): '1', 'h', 'h2' (required with random_features or mlp models; a "
-                    "label only for modules)")
+        description="loss-weight schedules w(t): '1', 'h', 'h2' (required with random_features or mlp models; "
+                    "default ['h'], the standard epsilon loss, when every trained block is a unet; a label only "
+                    "for modules)")
     sampler: SamplerSpec = Field(SamplerSpec(), description="the sampler")
     n_samples: int = Field(defaults.N_SAMPLES, ge=1, description="trajectories per cell; the paper's 2-D runs: 2000")
     d_star: int | Literal["auto"] = Field(1,
@@ -125,9 +128,12 @@ class Experiment(Spec):
         labels = [b.label for b in blocks]
         if len(set(labels)) != len(labels):
             raise ValueError(f"model blocks need distinct names; got {labels}")
-        trained = [b.kind for b in blocks if b.trained_per_schedule]
+        trained = [b for b in blocks if b.trained_per_schedule]
         if trained and not self.schedules:
-            raise ValueError(f"`schedules` is required with models of kind {sorted(set(trained))}")
+            defaults_ = {b.default_schedules for b in trained}
+            if len(defaults_) != 1 or None in defaults_:
+                raise ValueError(f"`schedules` is required with models of kind {sorted({b.kind for b in trained})}")
+            self.schedules = list(defaults_.pop())  # the kind's own default (unet: the epsilon loss, w = h)
         for b in blocks:
             b.diagnostics.check_training(self.training)
             b.check_entry(self)

@@ -61,7 +61,7 @@ class TrainingSpec(Spec):
                     "<= p eps mu_max ('relative', ours) or <= 1 / (p 1e4) ('absolute', the authors' "
                     "sampling_implementation_1126.py)")
     keep: Literal[KEEP_EPOCHS] = Field("last",
-        description="mlp models: keep the weights of the 'last' epoch, or of the 'best' "
+        description="mlp and unet models: keep the weights of the 'last' epoch, or of the 'best' "
                     "epoch by its mean minibatch loss (the authors' MNIST notebook), up to each listed epoch")
 
     @field_validator("n_noise", "target")

@@ -9,11 +9,12 @@ denoiser).  Torch-free.
 
 from __future__ import annotations
 
-from typing import Callable, ClassVar
+from typing import Callable, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
 from .. import defaults
+from ..choices import TRAINED_WEIGHTS
 from ..spec import Spec, as_list
 
 __all__ = ["ModelSpec", "EpochTrainedSpec", "DiagnosticsSpec", "MODEL_CELL_DIMS", "sorted_widths", "sized_diagnostics",
@@ -109,8 +110,10 @@ class ModelSpec(Spec):
     default_parametrization: ClassVar[str] = "x0"
     #: one line for the docs' table of kinds (docs/models.md)
     summary: ClassVar[str] = ""
-    #: trained once per loss-weight schedule (the entry must list ``schedules``)
+    #: trained once per loss-weight schedule (the entry must list ``schedules``, unless the kind has defaults)
     trained_per_schedule: ClassVar[bool] = False
+    #: the entry's ``schedules`` when it lists none and every trained block is of this kind (None: required)
+    default_schedules: ClassVar[tuple[str, ...] | None] = None
     #: labelled along a ``model`` dimension even when it is the entry's only block
     always_labelled: ClassVar[bool] = True
 
@@ -166,11 +169,17 @@ class ModelSpec(Spec):
 
 
 class EpochTrainedSpec(ModelSpec):
-    """Base of the kinds trained here by minibatch DSM over ``epochs`` (mlp, unet): their two shared rules.
+    """Base of the kinds trained here by minibatch DSM over ``epochs`` (mlp, unet): their shared fields and rules.
 
     ``epochs`` (an int, or a list that makes an epoch dimension) must hold distinct values, and the
     entry's ``training.target`` must include ``'dsm'`` (the only target these networks are trained on).
+    Every such kind has ``ema``, ``weights`` and ``time_proposal`` (its own default), trained by
+    :func:`ridgexr.models.trained.fit_epoch_block`.
     """
+
+    weights: Literal[TRAINED_WEIGHTS] = Field("ema",
+        description="with ema: the cells sample with the moving average ('ema') or the optimizer's own weights "
+                    "('raw'); both are kept and exported (without ema the two are the same)")
 
     @model_validator(mode="after")
     def _distinct_epochs(self):

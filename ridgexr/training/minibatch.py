@@ -3,12 +3,20 @@
 The loss is the package's one definition (:mod:`ridgexr.training`), estimated by Monte Carlo:
 
     L(f) = int_{t_min}^{T} E_{x0, z} w(t) |s_f(x_t, t) + z / sqrt(h_t)|^2 dt
-         ~ (T - t_min) mean_rows w(t) |s_f(x_t, t) + z / sqrt(h_t)|^2,   t ~ U(t_min, T),
+         ~ mean_rows w(t) |s_f(x_t, t) + z / sqrt(h_t)|^2 / q(t),   t ~ q,
 
 x0 a training point, z ~ N(0, I), one (t, z) draw per point per epoch
 (:func:`ridgexr.models.parametrization.dsm_row_loss` writes the per-row term for each parametrization).
-Uniform t is the Monte-Carlo counterpart of the random-feature fit's quadrature in t, so
-the two losses estimate the same number (tested on a shared sample).
+The time proposal q (``time_proposal``, :class:`ridgexr.training.proposal.TimeProposal`) is uniform on
+[t_min, T] by default (1 / q = T - t_min: the Monte-Carlo counterpart of the random-feature fit's
+quadrature in t, so the two losses estimate the same number, tested on a shared sample), or
+proportional to w(t) / h_t (``"weight"``), which gives every row the same weight and keeps the
+estimator's variance bounded where w spans orders of magnitude (w = 1 at t_min = 1e-3: 1 / h ~ 500).
+
+**Weight averaging** (``ema``): :class:`ridgexr.training.ema.WeightEMA`, diffusers' warm-up rule
+(decay min(ema, k / (9 + k)) at step k >= 2; the first step copies the weights).  Both the averaged and
+the optimizer's own (raw) weights are kept at every saved epoch (``NeuralFit.snapshots`` and
+``raw_snapshots``); the returned model carries the averaged ones.
 
 **A scheduler's time convention** (``timesteps``: the OU times t_k of a diffusers scheduler's
 integer timesteps k = 0 .. K-1, alpha_bar_k = e^{-2 t_k}): each row's timestep is drawn
@@ -53,18 +61,20 @@ import numpy as np
 import torch
 
 from .. import defaults
-from ..choices import KEEP_EPOCHS, MIXED_PRECISIONS, OPTIMIZERS
+from ..choices import KEEP_EPOCHS, MIXED_PRECISIONS, OPTIMIZERS, TIME_PROPOSALS, TRAINED_WEIGHTS
 from .._backend import save_atomic
 from .._validation import check_float, check_int, check_option
 from ..models.module.denoiser import model_digest
 from ..models.parametrization import PARAMETRIZATIONS, dsm_row_loss
 from ..process import OU
+from .ema import WeightEMA
+from .proposal import TimeProposal
 from .schedules import schedule_name, schedule_weight
 
 __all__ = ["OPTIMIZERS", "NeuralFit", "fit_neural", "dsm_loss_rows", "resolve_device"]
 
 CHECKPOINT_NAME = "checkpoint.pt"
-CHECKPOINT_FORMAT = 2  # 2: minibatch losses and the kept (best) weights
+CHECKPOINT_FORMAT = 3  # 2: minibatch losses and the kept (best) weights; 3: EMA with warm-up, raw snapshots
 
 
 def resolve_device(device: Any) -> torch.device:
@@ -115,6 +125,8 @@ class NeuralFit:
     snapshots : dict epoch -> state dict
         The model's weights (EMA weights with ``ema``) after each epoch in ``save_epochs``, on CPU;
         with ``keep="best"`` the weights of the best epoch up to that one (``kept``).
+    raw_snapshots : dict epoch -> state dict
+        The optimizer's own weights at the same epochs (the same dict as ``snapshots`` without ``ema``).
     minibatch_losses : (epochs,) ndarray
         Mean of each epoch's minibatch losses (the quantity ``keep="best"`` minimises; equal to
         ``losses`` when every minibatch is full).
@@ -134,18 +146,26 @@ class NeuralFit:
     epochs: int
     losses: np.ndarray
     snapshots: dict[int, dict] = field(default_factory=dict)
+    raw_snapshots: dict[int, dict] = field(default_factory=dict)
     minibatch_losses: np.ndarray = field(default_factory=lambda: np.zeros(0))
     kept: dict[int, int] = field(default_factory=dict)
     seconds: float = 0.0
     resumed_from: int = 0
     config: dict = field(default_factory=dict)
 
-    def at_epoch(self, epoch: int) -> torch.nn.Module:
-        """A copy of the model carrying the weights saved after ``epoch`` (one of ``save_epochs``)."""
+    def weights_at(self, epoch: int, weights: str = "ema") -> dict:
+        """The state dict saved after ``epoch``: the averaged weights (``"ema"``; the only ones without
+        ``ema``) or the optimizer's own (``"raw"``)."""
         if epoch not in self.snapshots:
             raise ValueError(f"`epoch` must be one of the saved epochs {sorted(self.snapshots)}; got {epoch!r}")
+        check_option(weights, "weights", TRAINED_WEIGHTS)
+        return (self.raw_snapshots or self.snapshots)[epoch] if weights == "raw" else self.snapshots[epoch]
+
+    def at_epoch(self, epoch: int, weights: str = "ema") -> torch.nn.Module:
+        """A copy of the model carrying the weights saved after ``epoch`` (one of ``save_epochs``);
+        ``weights`` as in :meth:`weights_at`."""
         m = copy.deepcopy(self.model)
-        m.load_state_dict(self.snapshots[epoch])
+        m.load_state_dict(self.weights_at(epoch, weights))
         return m.eval()
 
 
@@ -175,7 +195,8 @@ def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable =
                progress: bool | Callable[[int, int, float], None] = False,
                process: OU | None = None,
                export: Callable[[torch.nn.Module, int], None] | None = None,
-               timesteps: Sequence[float] | None = None, mixed_precision: str = "none") -> NeuralFit:
+               timesteps: Sequence[float] | None = None, mixed_precision: str = "none",
+               time_proposal: str = "uniform") -> NeuralFit:
     """Train ``model`` by minibatch denoising score matching (the package's loss; module doc).
 
     Parameters
@@ -196,8 +217,9 @@ def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable =
         Learning rate (default 1e-3, ours; the authors' MNIST notebook trains its score network with Adam at 1e-4).
     optimizer : {"adam", "adamw", "sgd"}
     ema : float, optional
-        Decay of an exponential moving average of the weights (e.g. 0.999); the EMA weights
-        are the returned model's and the snapshots'.  None: no averaging.
+        Largest decay of an exponential moving average of the weights (e.g. 0.999) with diffusers'
+        warm-up (module doc); the EMA weights are the returned model's and ``snapshots``', the raw ones
+        ``raw_snapshots``'.  None: no averaging.
     t_min, T : float
         Time range of the loss (OU time).
     seed : int
@@ -221,10 +243,11 @@ def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable =
     progress : bool or callable(epoch, epochs, loss)
         True: a rich progress bar with the loss.
     process : OU, optional
-    export : callable(model, epoch), optional
-        Called at each checkpoint, before the side file ``checkpoint.pt`` is written, with the
-        model to publish (the EMA weights with ``ema``) and the epoch: e.g. a diffusers
-        ``save_pretrained`` folder (:mod:`ridgexr.models.unet`).  Resuming reads only the side file.
+    export : callable(models, epoch), optional
+        Called at each checkpoint, before the side file ``checkpoint.pt`` is written, with
+        ``{"ema": averaged model, "raw": trained model}`` (only ``"raw"`` without ``ema``) and the
+        epoch: e.g. diffusers ``save_pretrained`` folders (:mod:`ridgexr.models.unet`).  Resuming
+        reads only the side file.
     timesteps : (K,) array, optional
         OU times t_k (> 0, finite) of a scheduler's integer timesteps: each row's time is t_k with
         k ~ U{0, ..., K-1} and the loss is the plain mean over rows (module doc); ``t_min`` and
@@ -232,6 +255,9 @@ def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable =
     mixed_precision : {"none", "fp16", "bf16"}
         Forward pass under ``torch.autocast`` in float16 (with a GradScaler; CUDA only) or
         bfloat16 (CPU or CUDA); "none": the parameters' dtype (module doc).
+    time_proposal : {"uniform", "weight"}
+        How each row's time is drawn: uniformly (on [t_min, T], or over ``timesteps``), or with density
+        proportional to w(t) / h_t with importance weights (:class:`ridgexr.training.proposal.TimeProposal`).
 
     Returns
     -------
@@ -276,6 +302,7 @@ def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable =
         checkpoint_every = check_int(checkpoint_every, "checkpoint_every", min_val=1)
     dev = resolve_device(device)
     check_option(mixed_precision, "mixed_precision", MIXED_PRECISIONS)
+    check_option(time_proposal, "time_proposal", TIME_PROPOSALS)
     if mixed_precision == "fp16" and dev.type != "cuda":
         raise ValueError(f"`mixed_precision` 'fp16' needs a CUDA device (torch's GradScaler); got device "
                          f"{str(dev)!r}: use 'bf16' or 'none'")
@@ -287,23 +314,21 @@ def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable =
                              f"{t_k.shape}")
     process = process or OU()
     schedule_weight(schedule, np.array([t_min, T]), process)  # validates the schedule
+    proposal = TimeProposal(schedule, t_min, T, time_proposal, process=process, timesteps=t_k)
     n, d = arr.shape
 
     model.to(dev).train()
     dtype = next(model.parameters()).dtype
     opt = _make_optimizer(optimizer, model.parameters(), lr)
-    averaged = None
-    if ema is not None:
-        from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
-
-        averaged = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(ema), use_buffers=True)
+    averaged = None if ema is None else WeightEMA(model, ema)
     config = dict(format=CHECKPOINT_FORMAT, model=type(model).__name__, initial_weights=model_digest(model),
                   n_parameters=int(sum(p.numel() for p in model.parameters())), parametrization=parametrization,
                   schedule=schedule_name(schedule), epochs=epochs, batch_size=batch_size, lr=lr, optimizer=optimizer,
                   ema=ema, t_min=t_min, T=T, seed=seed, train=_train_digest(arr), save_epochs=save_epochs,
                   dtype=str(dtype), **({"keep": keep} if keep != "last" else {}),
                   **({} if t_k is None else {"timesteps": hashlib.sha256(t_k.tobytes()).hexdigest()[:16]}),
-                  **({"mixed_precision": mixed_precision} if mixed_precision != "none" else {}))
+                  **({"mixed_precision": mixed_precision} if mixed_precision != "none" else {}),
+                  **({"time_proposal": time_proposal} if time_proposal != "uniform" else {}))
     amp = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(mixed_precision)
     scaler = torch.amp.GradScaler(dev.type) if mixed_precision == "fp16" else None
 
@@ -316,8 +341,10 @@ def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable =
     losses: list[float] = []
     batch_losses: list[float] = []
     snapshots: dict[int, dict] = {}
+    raw_snapshots: dict[int, dict] = {} if averaged is not None else snapshots
     kept: dict[int, int] = {}
-    best = dict(loss=math.inf, epoch=0, state=None)  # keep="best": the best epoch so far and its weights
+    # keep="best": the best epoch so far and its weights (published and raw)
+    best = dict(loss=math.inf, epoch=0, state=None, raw=None)
     start = 0
     ckpt = None
     if checkpoint_dir is not None:
@@ -335,6 +362,7 @@ def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable =
             if averaged is not None:
                 averaged.load_state_dict(state["ema"])
             losses, snapshots, start = list(state["losses"]), dict(state["snapshots"]), int(state["epoch"])
+            raw_snapshots = dict(state["raw_snapshots"]) if averaged is not None else snapshots
             batch_losses, kept = list(state["batch_losses"]), dict(state["kept"])
             if scaler is not None:
                 scaler.load_state_dict(state["scaler"])
@@ -342,8 +370,9 @@ def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable =
         every = checkpoint_every or 1
 
     x_all = torch.as_tensor(arr, dtype=dtype, device=dev)
-    scale = T - t_min if t_k is None else 1.0  # the OU convention integrates over [t_min, T]; timesteps average
-    t_k_torch = None if t_k is None else torch.as_tensor(t_k)
+    # the uniform proposal's weight is one number (T - t_min, or 1 over timesteps): kept as a scalar factor,
+    # so its losses are the same floating-point numbers as before proposals existed
+    scale = (T - t_min if t_k is None else 1.0) if time_proposal == "uniform" else None
     bar, report = (None, progress) if callable(progress) else (_rich_progress(epochs, start) if progress else (None, None))
     t0 = time.perf_counter()
     if bar is not None:
@@ -352,19 +381,18 @@ def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable =
         for epoch in range(start + 1, epochs + 1):
             g = _epoch_generator(seed, epoch)
             perm = torch.randperm(n, generator=g)
-            if t_k_torch is None:
-                t = t_min + scale * torch.rand(n, generator=g, dtype=torch.float64)
-            else:  # diffusers' training loop: an integer timestep per row, uniformly
-                t = t_k_torch[torch.randint(0, t_k_torch.numel(), (n,), generator=g)]
+            t, iw = proposal.draw(n, g)  # times and importance weights 1 / q(t)
             z = torch.randn(n, d, generator=g, dtype=torch.float64)
             w = torch.as_tensor(schedule_weight(schedule, t.numpy(), process))
+            if scale is None:  # the weight proposal: each row's importance weight folded into its loss weight
+                w = w * iw
             t_d, z_d, w_d = t.to(dtype).to(dev), z.to(dtype).to(dev), w.to(dtype).to(dev)
             total = 0.0
             batch_sum = 0.0
             for lo in range(0, n, batch_size):  # minibatch steps: the optimizer's loop
                 idx = perm[lo:lo + batch_size].to(dev)
                 rows = dsm_loss_rows(forward, x_all[idx], t_d[idx], z_d[idx], w_d[idx], parametrization, process)
-                loss = scale * rows.mean()
+                loss = rows.mean() if scale is None else scale * rows.mean()
                 opt.zero_grad(set_to_none=True)
                 if scaler is None:
                     loss.backward()
@@ -374,30 +402,35 @@ def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable =
                     scaler.step(opt)
                     scaler.update()
                 if averaged is not None:
-                    averaged.update_parameters(model)
+                    averaged.update(model)
                 total += float(rows.detach().sum())
                 batch_sum += float(loss.detach())
-            mean = scale * total / n
+            mean = (1.0 if scale is None else scale) * total / n
             if not math.isfinite(mean):
                 raise ValueError(f"training diverged at epoch {epoch} (loss {mean}); lower `lr`")
             losses.append(mean)
             batch_losses.append(batch_sum / math.ceil(n / batch_size))
             src = averaged.module if averaged is not None else model
             if keep == "best" and batch_losses[-1] < best["loss"]:
-                best = dict(loss=batch_losses[-1], epoch=epoch,
-                            state={k: v.detach().cpu().clone() for k, v in src.state_dict().items()})
+                best = dict(loss=batch_losses[-1], epoch=epoch, state=_cpu_state(src),
+                            raw=None if averaged is None else _cpu_state(model))
             if epoch in save_epochs:
                 if keep == "best":
                     snapshots[epoch], kept[epoch] = best["state"], best["epoch"]
+                    if averaged is not None:
+                        raw_snapshots[epoch] = best["raw"]
                 else:
-                    snapshots[epoch] = {k: v.detach().cpu().clone() for k, v in src.state_dict().items()}
+                    snapshots[epoch] = _cpu_state(src)
+                    if averaged is not None:
+                        raw_snapshots[epoch] = _cpu_state(model)
                     kept[epoch] = epoch
             if ckpt is not None and (epoch % every == 0 or epoch == epochs):
                 if export is not None:
-                    export(averaged.module if averaged is not None else model, epoch)
+                    export({"raw": model} if averaged is None else {"ema": averaged.module, "raw": model}, epoch)
                 save_atomic(dict(config=config, epoch=epoch, model=model.state_dict(), optimizer=opt.state_dict(),
                                   ema=None if averaged is None else averaged.state_dict(), losses=losses,
                                   snapshots=snapshots, batch_losses=batch_losses, kept=kept, best=best,
+                                  raw_snapshots=None if averaged is None else raw_snapshots,
                                   **({} if scaler is None else {"scaler": scaler.state_dict()})), ckpt)
             if report is not None:
                 report(epoch, epochs, mean)
@@ -409,4 +442,10 @@ def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable =
         final.load_state_dict(best["state"])
     kept[epochs] = best["epoch"] if keep == "best" else epochs
     return NeuralFit(model=final.eval(), schedule=schedule_name(schedule), epochs=epochs, losses=np.array(losses),
-                     snapshots=snapshots, minibatch_losses=np.array(batch_losses), kept=kept, seconds=time.perf_counter() - t0, resumed_from=start, config=config)
+                     snapshots=snapshots, raw_snapshots=raw_snapshots, minibatch_losses=np.array(batch_losses),
+                     kept=kept, seconds=time.perf_counter() - t0, resumed_from=start, config=config)
+
+
+def _cpu_state(module: torch.nn.Module) -> dict:
+    """A detached CPU copy of ``module``'s state dict (a snapshot)."""
+    return {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}

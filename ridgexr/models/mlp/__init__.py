@@ -12,7 +12,7 @@ from typing import Annotated, Callable, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from ... import defaults
-from ...choices import OPTIMIZERS
+from ...choices import OPTIMIZERS, TIME_PROPOSALS
 from ...spec import as_list
 from ..spec import EpochTrainedSpec, sorted_widths
 
@@ -48,7 +48,11 @@ class MLPSpec(EpochTrainedSpec):
     lr: float = Field(defaults.MLP_LR, gt=0, description="learning rate (ours: 1e-3; the authors' MNIST notebook: 1e-4 for the score network)")
     optimizer: Literal[OPTIMIZERS] = Field(defaults.MLP_OPTIMIZER, description="optimizer (the paper's: Adam)")
     ema: float | None = Field(None, ge=0, lt=1,
-        description="decay of an exponential moving average of the weights (null: none; the paper: none stated)")
+        description="largest decay of an exponential moving average of the weights, with diffusers' warm-up "
+                    "(null: none; the paper: none stated)")
+    time_proposal: Literal[TIME_PROPOSALS] = Field("uniform",
+        description="how a row's time is drawn: 'uniform' on [t_min, T] (ours and the authors'), or 'weight', "
+                    "with density proportional to w(t) / h_t and importance weights (ridgexr.fit_neural)")
 
     @field_validator("widths")
     @classmethod

@@ -261,7 +261,7 @@ def model_digest(model: Callable) -> str:
         for name, tensor in inner.state_dict().items():
             t = tensor.detach().cpu().contiguous()
             h.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())
-            h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")  # 0-d too
     else:
         h.update(getattr(inner, "__qualname__", repr(inner)).encode())
         code = getattr(inner, "__code__", None)

@@ -16,7 +16,7 @@ from typing import Annotated, Callable, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from ... import defaults
-from ...choices import MIXED_PRECISIONS, OPTIMIZERS, TIME_CONVENTIONS
+from ...choices import MIXED_PRECISIONS, OPTIMIZERS, TIME_CONVENTIONS, TIME_PROPOSALS
 from ...spec import as_list
 from ..spec import EpochTrainedSpec
 
@@ -35,6 +35,8 @@ class UNetSpec(EpochTrainedSpec):
     summary: ClassVar[str] = "a diffusers UNet2DModel trained here by minibatch DSM (image datasets)"
 
     trained_per_schedule: ClassVar[bool] = True
+    #: the standard epsilon loss: w = h makes the score loss the epsilon MSE
+    default_schedules: ClassVar[tuple[str, ...]] = ("h",)
     always_labelled: ClassVar[bool] = False
 
     kind: Literal["unet"] = "unet"
@@ -57,7 +59,13 @@ class UNetSpec(EpochTrainedSpec):
     lr: float = Field(defaults.UNET_LR, gt=0, description="learning rate")
     optimizer: Literal[OPTIMIZERS] = Field(defaults.MLP_OPTIMIZER, description="optimizer")
     ema: float | None = Field(defaults.UNET_EMA, ge=0, lt=1,
-        description="decay of the exponential moving average of the weights used for sampling (null: none)")
+        description="largest decay of the exponential moving average of the weights, with diffusers' warm-up "
+                    "(decay min(ema, k / (9 + k)) at step k; null: none); `weights` says which ones cells sample with")
+    time_proposal: Literal[TIME_PROPOSALS] = Field("weight",
+        description="how a row's time is drawn: 'weight' (default), with density proportional to w(t) / h_t and "
+                    "importance weights, so every schedule's estimate has rows of equal weight (w = 1 would "
+                    "otherwise weigh the epsilon error by 1 / h_t, ~500 at t_min = 1e-3); or 'uniform' "
+                    "(ridgexr.fit_neural)")
     time_convention: Literal[TIME_CONVENTIONS] = Field("ou",
         description="how training draws a row's time: 'ou', t ~ U(t_min, T) in OU time, the loss integrated over "
                     "[t_min, T]; 'scheduler', an integer timestep k of the U-Net's DDPMScheduler uniformly (diffusers' "

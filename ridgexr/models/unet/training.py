@@ -4,22 +4,20 @@ Checkpoints live under the store's checkpoint folder, one per run
 (``<label>/<schedule>-n<n_train>/``): ``checkpoint.pt``, the side file that resuming reads
 (model, optimizer and EMA states, the epoch, the losses, the epoch snapshots; written
 atomically, so a kill -9 at any instant leaves a resumable file), and diffusers folders written
-just before it -- ``unet/`` + ``scheduler/`` (the latest weights, EMA ones with ``ema``) and
-``epoch-<e>/unet`` + ``epoch-<e>/scheduler`` for every listed epoch -- which
-``UNet2DModel.from_pretrained`` / ``DDPMPipeline`` and ``kind: diffusers`` load as they are.
+just before it -- ``latest/unet`` + ``latest/scheduler`` (the latest weights, EMA ones with ``ema``) and
+``epoch-<e>/unet`` + ``epoch-<e>/scheduler`` for every listed epoch; with ``ema`` the raw weights beside
+them as ``latest-raw/`` and ``epoch-<e>-raw/`` -- which ``UNet2DModel.from_pretrained`` /
+``DDPMPipeline`` and ``kind: diffusers`` load as they are.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import time
 from pathlib import Path
 
-from ...training import fit_neural
-from ...training.heldout import heldout_diagnostics, heldout_sample
-from ..kind import FittedCell
 from ..diffusers.denoiser import scheduler_times
+from ..trained import fit_epoch_block
 from .denoiser import UNetDenoiser, make_scheduler, make_unet
 
 __all__ = ["fit", "check", "unet_state", "save_folder"]
@@ -46,20 +44,6 @@ def save_folder(unet, scheduler, folder: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _progress(ctx, label: str):
-    """``progress(epoch, epochs, loss)`` of :func:`ridgexr.fit_neural`: the run's progress line with the loss
-    and the remaining time estimated from this call's epochs so far."""
-    start, first = time.perf_counter(), []
-
-    def report(epoch: int, epochs: int, loss: float) -> None:
-        first.append(epoch)  # the first reported epoch (a resumed run starts past 1)
-        done = epoch - first[0] + 1
-        eta = (time.perf_counter() - start) / done * (epochs - epoch)
-        ctx.say(f"{label} epoch {epoch}/{epochs} loss {loss:.4g}, ETA {eta:.0f} s")
-
-    return report
-
-
 def check(exp, block, train) -> None:
     """Before the lock: the training set's d is the images' in_channels x height x width, and
     ``process.T`` lies within the OU times of the block's scheduler."""
@@ -75,45 +59,28 @@ def check(exp, block, train) -> None:
 
 
 def fit(ctx, bi: int, block, cells: list[tuple[tuple, dict]]) -> dict:
-    """Train a unet block for its cells; ``{cell index: FittedCell}`` (state: the UNet2DModel's weights
-    at the cell's epoch, EMA ones with ``ema``).  One run per (schedule, n_train) to the largest listed
-    epoch; checkpoints (module doc) under ``ctx.checkpoint_root`` resume on a rerun."""
-    exp, train = ctx.exp, ctx.train
-    n_trains = exp.dataset.n_trains
-    prefix = ctx.prefix(block)
-    out = {}
-    def run_key(lab):  # (schedule, n_train, data_draw): one run per training set
-        return lab["schedule"], lab.get("n_train", n_trains[0]), lab.get("data_draw")
+    """Train a unet block for its cells; ``{cell index: FittedCell}`` (state: the UNet2DModel's weights at the
+    cell's epoch, the block's ``weights``: EMA or raw).  One run per (schedule, n_train) to the largest listed
+    epoch through the neural kinds' one loop (:func:`ridgexr.models.trained.fit_epoch_block`); checkpoints
+    (module doc) under ``ctx.checkpoint_root`` resume on a rerun."""
+    def make_net(lab: dict) -> UNetDenoiser:
+        return UNetDenoiser(make_unet(block, ctx.exp.seeds.init), make_scheduler(block))
 
-    runs = sorted({run_key(lab) for _, lab in cells}, key=str)
-    for s, n_train, data_draw in runs:
-        rows = exp.dataset.rows({"n_train": n_train} | ({} if data_draw is None else {"data_draw": data_draw}))
+    def folder(lab: dict) -> str:
+        tail = "" if lab["data_draw"] is None else f"-d{lab['data_draw']}"  # a manifold's independent training set
+        return f"{lab['schedule']}-n{'all' if lab['n_train'] is None else lab['n_train']}{tail}"
+
+    def export(ck: Path, models: dict, epoch: int) -> None:
         scheduler = make_scheduler(block)
-        net = UNetDenoiser(make_unet(block, exp.seeds.init), scheduler)
-        tail = "" if data_draw is None else f"-d{data_draw}"  # a manifold's independent training set
-        ck = (None if ctx.checkpoint_root is None else
-              ctx.checkpoint_root / block.label / f"{s}-n{'all' if n_train is None else n_train}{tail}")
-
-        def export(model, epoch, ck=ck, scheduler=scheduler):
-            save_folder(model.unet, scheduler, ck / "latest")
+        for which, model in models.items():  # "ema" (with ema) and "raw"
+            tail = "" if which == "ema" or len(models) == 1 else "-raw"
+            save_folder(model.unet, scheduler, ck / f"latest{tail}")
             if epoch in block.epoch_list:
-                save_folder(model.unet, scheduler, ck / f"epoch-{epoch}")
+                save_folder(model.unet, scheduler, ck / f"epoch-{epoch}{tail}")
 
-        fitted = fit_neural(
-            net, train[rows], schedule=s, epochs=max(block.epoch_list), batch_size=block.batch_size, lr=block.lr,
-            optimizer=block.optimizer, ema=block.ema, t_min=exp.loss_t_min, T=exp.process.T,
-            seed=exp.seeds.training, device=ctx.device, checkpoint_dir=ck, save_epochs=block.epoch_list,
-            export=None if ck is None else export,
-            progress=_progress(ctx, f"{prefix}{s}"), mixed_precision=block.mixed_precision,
-            timesteps=scheduler_times(scheduler) if block.time_convention == "scheduler" else None)
-        for idx, lab in cells:
-            if run_key(lab) != (s, n_train, data_draw):
-                continue
-            epoch = lab.get("epoch", max(block.epoch_list))
-            model = fitted.at_epoch(epoch)
-            ctx.say(f"{prefix}{s} epoch {epoch}: held-out diagnostics")
-            values = heldout_diagnostics(model.denoise, heldout_sample(ctx, rows, block.diagnostics), s,
-                                         exp.d_star, loss=float(fitted.losses[epoch - 1]),
-                                         progress=ctx.node_bar(f"{prefix}held-out diagnostics (time nodes)"))
-            out[idx] = FittedCell(unet_state(fitted.snapshots[epoch]), values)
-    return out
+    def fit_options(net) -> dict:
+        times = scheduler_times(net.scheduler) if block.time_convention == "scheduler" else None
+        return dict(timesteps=times, mixed_precision=block.mixed_precision)
+
+    return fit_epoch_block(ctx, block, cells, run_dims=("schedule",), make_net=make_net, folder=folder,
+                           export=export, state=unet_state, fit_options=fit_options)

@@ -1,0 +1,101 @@
+"""The one training loop of the kinds trained here by minibatch DSM (mlp, unet, and any after them).
+
+A kind's ``fit`` calls :func:`fit_epoch_block` with what differs between kinds -- which cell labels
+make separate runs, how to build the network, where its checkpoint folder is, what it exports --
+and gets the same behaviour for everything else: one :func:`ridgexr.fit_neural` run per
+(run labels, n_train, data_draw) to the largest listed epoch, ``training.keep``, ``ema`` and the
+block's ``weights`` (which of the averaged or raw weights the cells sample with), ``time_proposal``,
+resumable checkpoints, a progress line with the remaining time, and the held-out diagnostics of
+every cell at the loss of the epoch whose weights it keeps.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+import torch
+
+from ..training import fit_neural
+from ..training.heldout import heldout_diagnostics, heldout_sample
+from .kind import FittedCell
+
+__all__ = ["fit_epoch_block", "progress_line"]
+
+
+def progress_line(ctx, label: str) -> Callable[[int, int, float], None]:
+    """``progress(epoch, epochs, loss)`` of :func:`ridgexr.fit_neural`: the run's progress line with the loss
+    and the remaining time estimated from this call's epochs so far (a resumed run starts past epoch 1)."""
+    start, first = time.perf_counter(), []
+
+    def report(epoch: int, epochs: int, loss: float) -> None:
+        first.append(epoch)
+        done = epoch - first[0] + 1
+        eta = (time.perf_counter() - start) / done * (epochs - epoch)
+        ctx.say(f"{label} epoch {epoch}/{epochs} loss {loss:.4g}, ETA {eta:.0f} s")
+
+    return report
+
+
+def fit_epoch_block(ctx, block, cells: list[tuple[tuple, dict]], *, run_dims: Sequence[str],
+                    make_net: Callable[[dict], torch.nn.Module], folder: Callable[[dict], str],
+                    export: Callable[[Path, dict, int], None] | None = None,
+                    state: Callable[[dict], object] = lambda s: s, fit_options: Callable[[torch.nn.Module], dict] | None = None
+                    ) -> dict:
+    """Train an epoch-trained block for its cells; ``{cell index: FittedCell}``.
+
+    Parameters
+    ----------
+    ctx : ridgexr.models.kind.FitContext
+    block : the kind's spec (an :class:`ridgexr.models.spec.EpochTrainedSpec`)
+    cells : list of (index, labels)
+    run_dims : sequence of str
+        Cell labels that make separate training runs besides ``n_train`` and ``data_draw``
+        (``("schedule",)`` for unet, ``("schedule", "width")`` for mlp); ``schedule`` must be first.
+    make_net : callable(labels) -> torch.nn.Module
+        A fresh network for a run (``labels``: the run's labels by name).
+    folder : callable(labels) -> str
+        The run's checkpoint folder name under ``ctx.checkpoint_root / block.label``.
+    export : callable(folder, models, epoch), optional
+        Publishes the weights at each checkpoint (``models``: {"ema": ..., "raw": ...}, as
+        :func:`ridgexr.fit_neural` passes them).
+    state : callable(state dict) -> object
+        What a cell's builder reads, from the weights the cell samples with.
+    fit_options : callable(net) -> dict, optional
+        Further keyword arguments of :func:`ridgexr.fit_neural` for a run (e.g. a scheduler's timesteps).
+    """
+    exp, train = ctx.exp, ctx.train
+    n_trains = exp.dataset.n_trains
+    prefix = ctx.prefix(block)
+
+    def run_key(lab: dict) -> tuple:
+        return (*(lab[d] for d in run_dims), lab.get("n_train", n_trains[0]), lab.get("data_draw"))
+
+    out = {}
+    for key in sorted({run_key(lab) for _, lab in cells}, key=str):
+        labels = dict(zip(run_dims, key)) | {"n_train": key[-2], "data_draw": key[-1]}
+        n_train, data_draw = key[-2], key[-1]
+        rows = exp.dataset.rows({"n_train": n_train} | ({} if data_draw is None else {"data_draw": data_draw}))
+        net = make_net(labels)
+        ck = None if ctx.checkpoint_root is None else ctx.checkpoint_root / block.label / folder(labels)
+        name = "/".join(str(k) for k in key[:len(run_dims)])
+        fitted = fit_neural(
+            net, train[rows], schedule=labels["schedule"], epochs=max(block.epoch_list), batch_size=block.batch_size,
+            lr=block.lr, optimizer=block.optimizer, ema=block.ema, t_min=exp.loss_t_min, T=exp.process.T,
+            seed=exp.seeds.training, device=ctx.device, checkpoint_dir=ck, save_epochs=block.epoch_list,
+            keep=exp.training.keep, time_proposal=block.time_proposal,
+            export=None if ck is None or export is None else (lambda models, epoch, ck=ck: export(ck, models, epoch)),
+            progress=progress_line(ctx, f"{prefix}{name}"), **(fit_options(net) if fit_options else {}))
+        for idx, lab in cells:
+            if run_key(lab) != key:
+                continue
+            epoch = lab.get("epoch", max(block.epoch_list))
+            model = fitted.at_epoch(epoch, block.weights)
+            ctx.say(f"{prefix}{name} epoch {epoch}: held-out diagnostics")
+            values = heldout_diagnostics(model.denoise, heldout_sample(ctx, rows, block.diagnostics), labels["schedule"],
+                                         exp.d_star, loss=float(fitted.losses[fitted.kept[epoch] - 1]),
+                                         progress=ctx.node_bar(f"{prefix}{name} epoch {epoch}: held-out diagnostics"
+                                                               " (time nodes)"))
+            out[idx] = FittedCell(state(fitted.weights_at(epoch, block.weights)), values)
+    return out
