@@ -22,7 +22,8 @@ import ridgexr  # noqa: E402
 from ridgexr.catalog import CatalogError, load_catalog_file  # noqa: E402
 from ridgexr.empirical import SmoothedEmpirical  # noqa: E402
 from ridgexr.models.diffusers.denoiser import DiffusersDenoiser, scheduler_predict  # noqa: E402
-from ridgexr.models.unet.denoiser import UNetDenoiser  # noqa: E402
+from ridgexr.models.unet.denoiser import UNetDenoiser, make_unet  # noqa: E402
+from ridgexr.models.unet.training import unet_state  # noqa: E402
 from ridgexr.observe import step_quantities  # noqa: E402
 from ridgexr.run import run_experiment  # noqa: E402
 from ridgexr.sampling import scheduler_sampling  # noqa: E402
@@ -482,3 +483,35 @@ def test_a_class_conditional_unet_is_called_with_its_class_label():
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
     other = DiffusersDenoiser(unet, sched, class_labels=0).denoise(x, float(-0.5 * torch.log(acp[k])))
     assert float((other - want).abs().max()) > 1e-3
+
+
+def test_keep_best_changes_the_weights_a_unet_cell_samples_with(tmp_path):
+    """training.keep reaches unet blocks through the one training loop: with 'best' the cell's weights are those
+    of the epoch of smallest mean minibatch loss (here not the last), with 'last' the last epoch's; and
+    weights: raw gives the optimizer's own weights, not the average."""
+    from ridgexr.run.plan import plan_layout, plan_tasks
+
+    train = _train(8)
+    np.save(tmp_path / "train.npy", train)
+    text = (UNET_CATALOG % dict(folder="none")).replace("epochs: [1, 2]", "epochs: [4]")
+    states, fits = {}, {}
+    for keep, weights in (("last", "ema"), ("best", "ema"), ("last", "raw")):
+        src = text.replace("ema: 0.5}", f"ema: 0.5, weights: {weights}, lr: 0.05}}").replace(
+            "training: {n_time: 3, n_noise: 1}", f"training: {{n_time: 3, n_noise: 1, keep: {keep}}}", 1)
+        (tmp_path / "c.yaml").write_text(src)
+        exp = load_catalog_file(tmp_path / "c.yaml")["trained"]
+        (task,) = plan_tasks(exp, train, plan_layout(exp, train))
+        states[keep, weights] = task.state
+        block = exp.blocks[0]
+        if keep not in fits:
+            sched = DDPMScheduler(num_train_timesteps=block.num_train_timesteps)
+            fits[keep] = fit_neural(UNetDenoiser(make_unet(block, exp.seeds.init), sched), train, schedule="h2",
+                                    epochs=4, batch_size=4, lr=0.05, ema=0.5, t_min=exp.loss_t_min, T=exp.process.T,
+                                    seed=exp.seeds.training, device="cpu", save_epochs=[4], keep=keep,
+                                    time_proposal=block.time_proposal)
+    assert fits["best"].kept[4] < 4  # the best epoch is not the last: the test is not vacuous
+    for keep, weights in states:
+        want = unet_state(fits[keep].weights_at(4, weights))
+        assert all(torch.equal(states[keep, weights][k], want[k]) for k in want)
+    assert not torch.equal(states["last", "ema"]["conv_in.weight"], states["best", "ema"]["conv_in.weight"])
+    assert not torch.equal(states["last", "ema"]["conv_in.weight"], states["last", "raw"]["conv_in.weight"])
