@@ -45,7 +45,7 @@ _LAZY = {
     "open_dataset": "reader", "run_experiment": "run",
 }
 _SUBMODULES = ("accessor", "labelled", "analysis", "plot", "report", "store", "catalog", "datasets", "training", "run", "ridge",
-               "scms", "empirical", "models", "process", "defaults", "choices", "spec", "sampling", "observe", "reader", "units", "cli")
+               "scms", "empirical", "models", "process", "defaults", "choices", "spec", "sampling", "observe", "reader", "units", "cli", "quality")
 
 __all__ = sorted(_LAZY) + ["labelled", "__version__"]
 

@@ -93,6 +93,7 @@ LAYERS = [
     {"sampling", "observe", "catalog", "nearest"},
     {"store"},
     {"analysis", "labelled", "accessor"},
+    {"quality"},
     {"reader", "engine"},
     {"run"},
     {"plot", "report", "explore"},

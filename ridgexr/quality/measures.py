@@ -1,0 +1,429 @@
+"""Array layer of the sample-quality measures and the quality gate: numpy in, floats out.
+
+Does a cell's model *generate* -- make new samples of its training law -- or not?  Three
+measures answer, each with its interval and its reference value:
+
+- the **nearest ratio** (:func:`nearest_ratio`): the median distance of the samples to their
+  nearest training point over the same median for held-out reals (fresh draws of the law).
+  About 1 for a sampler of the law; << 1 for one that copies training points; >> 1 for one
+  whose samples lie off the data (noise, blur, artefacts).
+- the **class share** (:func:`class_share`): the share of samples a classifier assigns to the
+  cell's classes (images only), with its Wilson interval.  About the classifier's accuracy for a
+  sampler of the law.
+- the **Frechet distance** between Gaussians fitted to features (:func:`frechet_distance`):
+  biased upward by the number of points, so it is read against a floor (held-out reals) and a
+  ceiling (a crude model) computed at the same size (:func:`ridgexr.quality.image_quality`), and
+  for point sets the **sliced Wasserstein distance** with its fresh-draw null (:func:`point_quality`).
+
+The verdict comes from one place, :data:`GATE` and :func:`gate_verdict`.
+
+This module imports numpy and ridgexr's array layer only (no torch, no xarray of its own); the
+nearest search is :func:`ridgexr.analysis.arrays.nearest_two` (exact, chunked over queries).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from .._validation import check_float, check_int
+from ..analysis.arrays import nearest_two, proportion_ci, sliced_wasserstein
+
+__all__ = ["GATE", "GATE_VERDICTS", "frechet_distance", "frechet_from_moments", "gaussian_moments", "nearest_ratio", "class_share",
+           "gate_verdict", "point_quality", "NEAREST_BUDGET"]
+
+#: The quality gate, fixed before any run: a cell's model "generates" when the share of its samples that
+#: the classifier puts in the cell's classes is at least ``class_share_min`` and the median distance of
+#: its samples to their nearest training image is at most ``nearest_ratio_max`` times that of held-out
+#: reals.  Both bounds are inclusive.  0.8: a classifier with ~0.9 test accuracy puts ~0.9 of real
+#: images of a class in it, so 0.8 leaves room for the classifier's errors but not for a sampler of
+#: which one in five samples is not an image of the class.  1.5: a sampler of the law scores ~1 (its
+#: samples are as far from the training set as new real images are); blurred, noisy or broken images sit
+#: further out (class mean plus noise scores 1.7 on Fashion-MNIST T-shirts); copies score << 1 (memorization
+#: passes this gate by design: it is measured by the memorization analyses, not here).  The class share's
+#: bound is absolute: a classifier whose recall on real images of a class is below 0.8 (the cached one's
+#: on Coat, 0.75, and Shirt, 0.71) fails real images of it too; :func:`ridgexr.quality.image_quality`
+#: reports that recall (``class_share_heldout``) next to the share.
+GATE = {"class_share_min": 0.8, "nearest_ratio_max": 1.5}
+
+#: the verdicts of :func:`gate_verdict`
+GATE_VERDICTS = ("generates", "does not generate", "not assessed")
+
+#: bytes of (queries x training points) squared distances held at once by the nearest search
+NEAREST_BUDGET = 64 * 2**20
+
+
+# ---------------------------------------------------------------------------------------------- checks
+def _points(x, name: str, *, k: int | None = None, min_rows: int = 1, finite: bool = True) -> np.ndarray:
+    """A float64 (n, k) array with n >= min_rows (finite unless ``finite=False``)."""
+    a = np.asarray(x, dtype=np.float64)
+    if a.ndim != 2 or (k is not None and a.shape[1] != k):
+        want = f"(n, {k})" if k is not None else "(n, k)"
+        raise ValueError(f"`{name}` must be a 2-D array of shape {want}; got shape {a.shape}")
+    if a.shape[0] < min_rows:
+        raise ValueError(f"`{name}` must have at least {min_rows} rows; got {a.shape[0]}")
+    if finite and not np.isfinite(a).all():
+        raise ValueError(f"`{name}` must be finite; got {int((~np.isfinite(a).all(1)).sum())} rows with NaN or inf")
+    return a
+
+
+def _ci(ci) -> float:
+    return check_float(ci, "ci", min_val=0, max_val=1, include_boundaries="neither")
+
+
+# -------------------------------------------------------------------------------------------- Frechet
+def _sqrt_psd(c: np.ndarray) -> np.ndarray:
+    """Symmetric square root of a symmetric PSD matrix (eigenvalues below 0 from rounding clipped to 0)."""
+    w, v = np.linalg.eigh(0.5 * (c + c.T))
+    return (v * np.sqrt(np.clip(w, 0.0, None))) @ v.T
+
+
+def frechet_from_moments(mu1, cov1, mu2, cov2) -> float:
+    """Frechet (2-Wasserstein squared) distance between N(mu1, cov1) and N(mu2, cov2).
+
+    d^2 = |mu1 - mu2|^2 + tr(C1 + C2 - 2 (C1^{1/2} C2 C1^{1/2})^{1/2}),
+
+    with both square roots from symmetric eigendecompositions whose tiny negative eigenvalues
+    (rounding) are clipped to 0, so the result is real; it is clipped at 0 from below.
+
+    Parameters
+    ----------
+    mu1, mu2 : (k,) arrays
+        Means (feature units).
+    cov1, cov2 : (k, k) arrays
+        Symmetric positive semi-definite covariances.
+
+    Returns
+    -------
+    float >= 0, in squared feature units.
+
+    Raises
+    ------
+    ValueError
+        Shapes that do not match, or values that are not finite.
+
+    Examples
+    --------
+    >>> round(frechet_from_moments(np.zeros(2), np.eye(2), np.ones(2), 4 * np.eye(2)), 12)  # 2 + 2 (2 - 1)^2
+    4.0
+    """
+    m1 = np.asarray(mu1, dtype=np.float64)
+    m2 = np.asarray(mu2, dtype=np.float64)
+    c1 = np.asarray(cov1, dtype=np.float64)
+    c2 = np.asarray(cov2, dtype=np.float64)
+    if m1.ndim != 1:
+        raise ValueError(f"`mu1` must be 1-D; got shape {m1.shape}")
+    k = m1.shape[0]
+    for name, a, shape in (("mu2", m2, (k,)), ("cov1", c1, (k, k)), ("cov2", c2, (k, k))):
+        if a.shape != shape:
+            raise ValueError(f"`{name}` must have shape {shape}; got {a.shape}")
+    for name, a in (("mu1", m1), ("mu2", m2), ("cov1", c1), ("cov2", c2)):
+        if not np.isfinite(a).all():
+            raise ValueError(f"`{name}` must be finite")
+    s1 = _sqrt_psd(c1)
+    inner = s1 @ (0.5 * (c2 + c2.T)) @ s1
+    lam = np.linalg.eigvalsh(0.5 * (inner + inner.T))
+    cross = np.sqrt(np.clip(lam, 0.0, None)).sum()
+    diff = m1 - m2
+    return float(max(diff @ diff + np.trace(c1) + np.trace(c2) - 2.0 * cross, 0.0))
+
+
+def gaussian_moments(x) -> tuple[np.ndarray, np.ndarray]:
+    """Mean (k,) and unbiased (ddof=1) covariance (k, k) of the rows of x (n >= 2, k), in float64.
+
+    The moments :func:`frechet_distance` fits; computed once for a reference set that several
+    distances share (:func:`frechet_from_moments`).
+
+    Examples
+    --------
+    >>> mu, cov = gaussian_moments(np.array([[0.0, 1.0], [2.0, 3.0]]))
+    >>> mu.tolist(), cov.tolist()
+    ([1.0, 2.0], [[2.0, 2.0], [2.0, 2.0]])
+    """
+    a = _points(x, "x", min_rows=2)
+    mu = a.mean(0)
+    xc = a - mu
+    return mu, xc.T @ xc / (a.shape[0] - 1)
+
+
+def frechet_distance(x, y) -> float:
+    """Frechet distance between Gaussians fitted to two feature sets (mean, unbiased covariance).
+
+    d^2 = |mu_x - mu_y|^2 + tr(C_x + C_y - 2 (C_x^{1/2} C_y C_x^{1/2})^{1/2})
+    (:func:`frechet_from_moments`).  Biased upward at finite n, m (two sets of one law score > 0,
+    falling as 1/n): compare values at equal sizes only.  In the classifier's features this is
+    "the Frechet distance in the classifier's features", not FID (FID uses Inception features).
+
+    Parameters
+    ----------
+    x : (n, k) array, n >= 2
+    y : (m, k) array, m >= 2
+        Finite features (any units; the result is in those units squared).
+
+    Returns
+    -------
+    float >= 0; 0 for identical sets.
+
+    Raises
+    ------
+    ValueError
+        Not 2-D, different k, fewer than 2 rows, or not finite.
+
+    Examples
+    --------
+    >>> x = np.random.default_rng(0).normal(size=(50, 3))
+    >>> frechet_distance(x, x) < 1e-10, round(frechet_distance(x, x + 1.0), 10)  # a shift by (1, 1, 1)
+    (True, 3.0)
+    """
+    a = _points(x, "x", min_rows=2)
+    b = _points(y, "y", k=a.shape[1], min_rows=2)
+    return frechet_from_moments(*gaussian_moments(a), *gaussian_moments(b))
+
+
+# ----------------------------------------------------------------------------------- nearest ratio
+def _nearest_distances(queries: np.ndarray, train: np.ndarray) -> np.ndarray:
+    """Distance of each query (M, d) to its nearest training point (N, d): one chunked exact search."""
+    chunk = max(1, NEAREST_BUDGET // (8 * train.shape[0]))
+    pts = train if train.shape[0] >= 2 else np.concatenate([train, train])  # nearest_two wants two points
+    return nearest_two(queries, pts, chunk=chunk)[0]
+
+
+def _bootstrap_ratio(ds: np.ndarray, dr: np.ndarray, n_boot: int, ci: float, seed: int) -> tuple[float, float]:
+    """Percentile interval of median(ds*) / median(dr*), ds and dr resampled independently with replacement.
+
+    One index matrix per chunk of replicates (bounded memory), medians along axis 1.
+    """
+    rng = np.random.default_rng(seed)
+    chunk = max(1, (4 * 2**20) // (ds.size + dr.size))
+    boot = np.empty(n_boot)
+    for b in range(0, n_boot, chunk):  # chunks of replicates, not points
+        nb = min(chunk, n_boot - b)
+        num = np.median(ds[rng.integers(0, ds.size, size=(nb, ds.size))], axis=1)
+        den = np.median(dr[rng.integers(0, dr.size, size=(nb, dr.size))], axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            boot[b:b + nb] = num / den
+    lo, hi = np.quantile(boot, [(1 - ci) / 2, (1 + ci) / 2])
+    return float(lo), float(hi)
+
+
+def nearest_ratio(samples, reals, train, *, n_boot: int = 1000, ci: float = 0.95,
+                  seed: int = 0) -> tuple[float, float, float]:
+    """Median nearest-training distance of the samples over that of held-out reals, with a bootstrap interval.
+
+    ratio = median_s min_i |x_s - x_i| / median_r min_i |y_r - x_i|
+
+    over the samples x_s, the held-out reals y_r (fresh draws of the law, not in the training set)
+    and the training points x_i.  About 1 for a sampler of the law, << 1 for copies of training
+    points, >> 1 for samples off the data.  The interval is a percentile bootstrap: samples and reals
+    resampled independently, with replacement, ``n_boot`` times.
+
+    Rows of ``samples`` that are not finite (diverged samples) are left out here; the caller counts
+    them (:func:`ridgexr.quality.image_quality` reports ``n_finite`` next to the number of samples).
+
+    Parameters
+    ----------
+    samples : (S, d) array
+        Generated points (data units).
+    reals : (R, d) array, R >= 1
+        Held-out real points of the same law, finite.
+    train : (N, d) array, N >= 1
+        The training set, finite.
+    n_boot : int
+        Bootstrap replicates.
+    ci : float in (0, 1)
+        Coverage of the interval.
+    seed : int
+        Seed of the resampling.
+
+    Returns
+    -------
+    ratio, lower, upper : float
+        Dimensionless; NaN when no sample is finite.
+
+    Raises
+    ------
+    ValueError
+        Shapes that do not match, non-finite reals or training points, or bad ``n_boot``, ``ci``, ``seed``.
+
+    Examples
+    --------
+    >>> train = np.array([[0.0], [10.0]])
+    >>> ratio, lo, hi = nearest_ratio(np.array([[1.0], [2.0], [3.0]]), np.array([[1.0], [1.0], [1.0]]), train,
+    ...                               n_boot=50)
+    >>> ratio, lo <= ratio <= hi  # median 2 over median 1
+    (2.0, True)
+    """
+    s = _points(samples, "samples", min_rows=0, finite=False)
+    d = s.shape[1]
+    r = _points(reals, "reals", k=d)
+    tr = _points(train, "train", k=d)
+    n_boot = check_int(n_boot, "n_boot", min_val=1)
+    ci = _ci(ci)
+    seed = check_int(seed, "seed", min_val=0)
+    s = s[np.isfinite(s).all(1)]
+    if s.shape[0] == 0:
+        return math.nan, math.nan, math.nan
+    dist = _nearest_distances(np.concatenate([s, r]), tr)
+    ds, dr = dist[:s.shape[0]], dist[s.shape[0]:]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = float(np.median(ds) / np.median(dr))
+    lo, hi = _bootstrap_ratio(ds, dr, n_boot, ci, seed)
+    return ratio, lo, hi
+
+
+# ------------------------------------------------------------------------------------- class share
+def class_share(predicted, classes, ci: float = 0.95) -> tuple[float, float, float]:
+    """Share of predicted labels that lie in ``classes``, with its Wilson score interval.
+
+    share = #{s : predicted_s in classes} / S, interval from
+    :func:`ridgexr.analysis.arrays.proportion_ci` (Wilson, z = Phi^-1((1 + ci) / 2)).
+
+    Parameters
+    ----------
+    predicted : (S,) int array
+        A classifier's labels of the (finite) samples.
+    classes : sequence of int
+        The cell's classes.
+    ci : float in (0, 1)
+
+    Returns
+    -------
+    share, lower, upper : float
+        In [0, 1]; NaN when S = 0.
+
+    Examples
+    --------
+    >>> share, lo, hi = class_share(np.array([0, 0, 0, 3]), [0])
+    >>> share, round(lo, 4), round(hi, 4)
+    (0.75, 0.3006, 0.9544)
+    """
+    p = np.asarray(predicted)
+    if p.ndim != 1 or (p.size and p.dtype.kind not in "iu"):
+        raise ValueError(f"`predicted` must be a 1-D integer array; got shape {p.shape}, dtype {p.dtype}")
+    c = np.asarray(classes)
+    if c.ndim != 1 or c.size == 0 or c.dtype.kind not in "iu":
+        raise ValueError(f"`classes` must be a non-empty sequence of integers; got {classes!r}")
+    ci = _ci(ci)
+    n = p.size
+    k = int(np.isin(p, c).sum())
+    if n == 0:
+        return math.nan, math.nan, math.nan
+    lo, hi = proportion_ci(k, n, ci, "wilson")
+    return k / n, float(lo), float(hi)
+
+
+# -------------------------------------------------------------------------------------------- gate
+def _measure(value, name: str) -> float | None:
+    """None for a missing measure (None or NaN), else the value as a float (real, not inf)."""
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"`{name}` must be a real number or None; got {value!r} of type {type(value).__name__}")
+    if math.isnan(value):
+        return None
+    return check_float(value, name, min_val=0, finite=False)
+
+
+def gate_verdict(class_share: float | None = None, nearest_ratio: float | None = None) -> str:
+    """The quality gate's verdict on a cell from the point estimates of its measures (:data:`GATE`).
+
+    "generates" when every available measure passes -- class share >= ``GATE["class_share_min"]``
+    (0.8) and nearest ratio <= ``GATE["nearest_ratio_max"]`` (1.5), both bounds inclusive --;
+    "does not generate" when one fails; "not assessed" when neither is available (None or NaN).
+    A measure that is missing is not assessed: point sets and latents have no classifier, and their
+    gate is the nearest ratio alone.
+
+    The verdict reads the point estimates, not the interval bounds: the intervals are reported
+    next to the verdict (a cell whose interval straddles a bound is close to it), and a gate on a
+    bound would make the verdict depend on the number of samples (few samples: wide intervals:
+    every cell fails or every cell passes).
+
+    Parameters
+    ----------
+    class_share : float in [0, 1], optional
+        Share of samples in the cell's classes (:func:`class_share`).
+    nearest_ratio : float >= 0, optional
+        Nearest ratio (:func:`nearest_ratio`); inf (samples infinitely far) fails.
+
+    Returns
+    -------
+    str, one of :data:`GATE_VERDICTS`.
+
+    Examples
+    --------
+    >>> gate_verdict(0.8, 1.5), gate_verdict(0.79, 1.0), gate_verdict(nearest_ratio=1.6), gate_verdict(float("nan"))
+    ('generates', 'does not generate', 'does not generate', 'not assessed')
+    """
+    share = _measure(class_share, "class_share")
+    ratio = _measure(nearest_ratio, "nearest_ratio")
+    if share is not None and share > 1:
+        raise ValueError(f"`class_share` must be <= 1; got {class_share!r}")
+    if share is None and ratio is None:
+        return "not assessed"
+    passes = ((share is None or share >= GATE["class_share_min"])
+              and (ratio is None or ratio <= GATE["nearest_ratio_max"]))
+    return "generates" if passes else "does not generate"
+
+
+# ------------------------------------------------------------------------------------- point sets
+def point_quality(samples, train, fresh, *, n_boot: int = 1000, ci: float = 0.95, seed: int = 0) -> dict:
+    """Quality of samples of a point set or of latents, where fresh draws of the law exist.
+
+    - the nearest ratio (:func:`nearest_ratio`) of the finite samples, with all of ``fresh`` as the
+      held-out reals;
+    - the sliced 2-Wasserstein distance (:func:`ridgexr.analysis.arrays.sliced_wasserstein`) of the S
+      finite samples to the reference set ``fresh[S:]``, and its null: the same distance from the
+      independent fresh set ``fresh[:S]`` (what a perfect sampler of S points scores) to the same
+      reference; both with the same projections (``seed``);
+    - the gate's verdict on the nearest ratio alone (no classifier).
+
+    Parameters
+    ----------
+    samples : (S, d) array
+        Generated points; non-finite rows (diverged) are left out and counted (``n_finite``).
+    train : (N, d) array
+        The training set.
+    fresh : (F, d) array, F > S_finite
+        Fresh draws of the law, independent of ``train``.
+    n_boot, ci, seed
+        As for :func:`nearest_ratio`.
+
+    Returns
+    -------
+    dict of floats: ``nearest_ratio``, ``nearest_ratio_lower``, ``nearest_ratio_upper``,
+    ``sliced_wasserstein``, ``sliced_wasserstein_null`` (data units), ``n_samples``, ``n_finite``, and
+    ``gate`` (str).
+
+    Raises
+    ------
+    ValueError
+        Shapes that do not match, too few fresh draws, non-finite ``train`` or ``fresh``.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> q = point_quality(rng.normal(size=(100, 2)), rng.normal(size=(200, 2)), rng.normal(size=(400, 2)),
+    ...                   n_boot=200)
+    >>> q["gate"], 0.7 < q["nearest_ratio"] < 1.4
+    ('generates', True)
+    """
+    s = _points(samples, "samples", min_rows=1, finite=False)
+    d = s.shape[1]
+    tr = _points(train, "train", k=d)
+    fr = _points(fresh, "fresh", k=d)
+    finite = s[np.isfinite(s).all(1)]
+    n_fin = finite.shape[0]
+    if fr.shape[0] <= n_fin:
+        raise ValueError(f"`fresh` must have more rows than the {n_fin} finite samples (the first {n_fin} are the "
+                         f"null's perfect sampler, the rest the reference); got {fr.shape[0]}")
+    ratio, lo, hi = nearest_ratio(finite, fr, tr, n_boot=n_boot, ci=ci, seed=seed)
+    if n_fin:
+        sw = sliced_wasserstein(finite, fr[n_fin:], seed=seed)
+        sw_null = sliced_wasserstein(fr[:n_fin], fr[n_fin:], seed=seed)
+    else:
+        sw = sw_null = math.nan
+    return {"nearest_ratio": ratio, "nearest_ratio_lower": lo, "nearest_ratio_upper": hi,
+            "sliced_wasserstein": sw, "sliced_wasserstein_null": sw_null, "n_samples": float(s.shape[0]),
+            "n_finite": float(n_fin), "gate": gate_verdict(nearest_ratio=ratio)}
