@@ -70,6 +70,7 @@ DATASET_METHODS: dict[str, tuple[str, str]] = {
     "coverage": ("analysis", "ds"),
     "smoothed_target_distance": ("analysis", "ds"),
     "final_state": ("analysis", "ds"),
+    "sample_quality": ("quality", "ds"),
 }
 
 

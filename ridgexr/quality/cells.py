@@ -1,0 +1,96 @@
+"""The sample quality of one cell of a run, from its final samples: what the store keeps per cell.
+
+:func:`cell_quality` picks the measures a cell's dataset allows:
+
+- **pixel images** of a named set with a classifier (Fashion-MNIST): :func:`ridgexr.quality.image_quality`
+  against the test-split images of the cell's classes (the Frechet distance in the classifier's
+  features with its floor and ceiling, the class share, the nearest ratio);
+- **pixel images** of an IDX folder with a test split: the nearest ratio alone;
+- **manifolds**: :func:`ridgexr.quality.point_quality` against the store's ``population_data``, fresh
+  draws of the law (the nearest ratio, the sliced Wasserstein distance and its null);
+- anything else (point sets, latents, files): nothing, and the gate reads "not assessed".
+
+The returned keys are those of :data:`QUALITY_KEYS`, stored as ``quality_<key>``
+(:data:`ridgexr.store.QUALITY_VARIABLES`); a key a cell's measures do not give is NaN there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..datasets.images import IMAGE_SETS, ImageError, load_images
+from ..datasets.training_set import dataset_extras
+from .measures import nearest_ratio, point_quality
+
+__all__ = ["cell_quality", "QUALITY_KEYS", "final_samples"]
+
+#: every number cell_quality can return (stored as ``quality_<key>``), in store order
+QUALITY_KEYS = ("nearest_ratio", "nearest_ratio_lower", "nearest_ratio_upper", "frechet", "frechet_floor",
+                "frechet_ceiling", "class_share", "class_share_lower", "class_share_upper", "class_share_heldout",
+                "classifier_accuracy", "sliced_wasserstein", "sliced_wasserstein_null", "n_finite")
+
+
+def final_samples(final: np.ndarray | None, denoised: np.ndarray | None, state: np.ndarray, alpha: float) -> np.ndarray:
+    """The samples a cell's quality is measured on (n_samples, d): a scheduler's output at t = 0 when there is
+    one, else the Tweedie-denoised final state, else the final state divided by alpha at its time (data units)."""
+    if final is not None:
+        return np.asarray(final, dtype=np.float64)
+    if denoised is not None:
+        return np.asarray(denoised, dtype=np.float64)
+    return np.asarray(state, dtype=np.float64) / alpha
+
+
+def cell_quality(dataset: Any, train: np.ndarray, samples: np.ndarray, *, base_dir: str | Path | None = None,
+                 seed: int = 0, n_boot: int = 1000) -> dict[str, float]:
+    """Quality measures of one cell's final ``samples`` (S, d) given its training set ``train`` (N, d).
+
+    Parameters
+    ----------
+    dataset : validated ``dataset`` block of the entry (:class:`ridgexr.catalog.DatasetSpec`)
+    train : (N, d) array
+        The cell's training set (data units).
+    samples : (S, d) array
+        The cell's final samples (:func:`final_samples`); non-finite rows are left out and counted.
+    base_dir : path, optional
+        The catalog file's folder (relative IDX folders).
+    seed, n_boot : int
+        Seed and size of the bootstrap intervals (and of the reference draws).
+
+    Returns
+    -------
+    dict: a subset of :data:`QUALITY_KEYS` -> float (empty when the dataset allows no measure).
+    """
+    images = getattr(dataset, "images", None)
+    if images is not None and images.space == "pixel":
+        return _image_cell(images, train, samples, base_dir=base_dir, seed=seed, n_boot=n_boot)
+    if getattr(dataset, "manifold", None) is not None:
+        fresh = dataset_extras(dataset)["population_data"][1]
+        q = point_quality(samples, train, fresh, n_boot=n_boot, seed=seed)
+        return {k: float(v) for k, v in q.items() if k in QUALITY_KEYS}
+    return {}
+
+
+def _image_cell(images, train, samples, *, base_dir, seed, n_boot) -> dict[str, float]:
+    symmetric = (lambda a: a) if images.scale == "symmetric" else (lambda a: 2.0 * a - 1.0)  # noqa: E731
+    try:
+        held, _, _, _ = load_images(images.images, classes=images.classes, scale=images.scale, split="test",
+                                    base_dir=base_dir)
+    except ImageError:  # an IDX folder without a test split: no held-out reals
+        return {}
+    s = np.asarray(samples, dtype=np.float64)
+    if images.images in IMAGE_SETS and train.shape[1] == 784:
+        from .classifier import cached_classifier
+        from .images import image_quality
+
+        q = image_quality(symmetric(s), train=symmetric(train), heldout=symmetric(held),
+                          classes=images.classes if images.classes is not None else list(range(10)),
+                          classifier=cached_classifier(images.images), seed=seed, n_boot=n_boot)
+        return {k: float(v) for k, v in q.items() if k in QUALITY_KEYS}
+    finite = s[np.isfinite(s).all(1)]
+    if not len(finite):
+        return {"n_finite": 0.0}
+    ratio, lo, hi = nearest_ratio(finite, held, train, n_boot=n_boot, seed=seed)
+    return {"nearest_ratio": ratio, "nearest_ratio_lower": lo, "nearest_ratio_upper": hi, "n_finite": float(len(finite))}
