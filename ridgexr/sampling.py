@@ -36,7 +36,7 @@ from .process import OU
 
 __all__ = ["StepBlock", "recorded_steps", "reverse_sde", "probability_flow", "sample", "SAMPLERS",
            "guard_divergence", "within_bound", "divergence_bound", "DIVERGENCE_FACTOR", "scheduler_sampling",
-           "scheduler_grid", "scale_score",
+           "scheduler_grid", "clips_sample", "unclipped_scheduler", "scheduler_clipping", "CLIP_FIELDS", "scale_score",
            "implied_denoiser", "SCORE_SCALES"]
 
 #: a state farther than this many data scales from the origin has diverged
@@ -73,6 +73,9 @@ class StepBlock:
     score : (B, n_samples, d) the score the sampler evaluated at each state, score(x, t) (1 / data
         units), NaN for the last step (never stepped from) and wherever the divergence guard
         withheld the model; observers reuse it instead of evaluating the model twice
+    clip_shift : (B, n_samples) float64 array, optional
+        :func:`scheduler_sampling` only: |x_{k+1}(clipped x0) - x_{k+1}(unclipped x0)| of the scheduler's step
+        from each state (data units; 0 where nothing was clipped).  None for the other samplers.
     """
 
     index: np.ndarray
@@ -80,6 +83,7 @@ class StepBlock:
     t: np.ndarray
     x: torch.Tensor
     score: torch.Tensor | None = None
+    clip_shift: np.ndarray | None = None
 
 
 def recorded_steps(n_steps: int, record_every: int = 1) -> np.ndarray:
@@ -297,6 +301,19 @@ def scheduler_sampling(predict: Callable, scheduler, n_samples: int, shape: tupl
     after its last step is the sample at alpha_bar = 1 (t = 0), where p_t has no ridge: it is not
     recorded but handed to ``final`` (the pipelines' image before ``(x / 2 + 0.5).clamp(0, 1)``).
 
+    A scheduler whose config sets ``clip_sample`` (DDPM's and DDIM's default, range
+    ``clip_sample_range``) or ``thresholding`` clips its predicted x0 before the update, which is
+    linear in it.  Each block's ``clip_shift`` (B, n) is what that did to the step from each recorded
+    state::
+
+        clip_shift = |x_{k+1}(clipped x0) - x_{k+1}(x0)|       (data units)
+
+    the step taken minus the same step of :func:`unclipped_scheduler` (the same model output, state and
+    random numbers: the generator is rewound between the two); exactly 0 where nothing was clipped,
+    and 0 everywhere when the scheduler clips nothing.  For DDPM it equals
+    sqrt(alpha_bar_prev) beta_k / (1 - alpha_bar_k) |clip(x0) - x0|, for DDIM sqrt(alpha_bar_prev)
+    |clip(x0) - x0|.
+
     Parameters
     ----------
     predict : callable (x (n, d) tensor in ``dtype``, timestep, t float) -> (output, score)
@@ -334,30 +351,91 @@ def scheduler_sampling(predict: Callable, scheduler, n_samples: int, shape: tupl
     times = (-0.5 * torch.log(acp[timesteps.cpu().long()])).numpy()
     n = len(timesteps)
     rec = set(recorded_steps(n - 1, record_every).tolist()) if n > 1 else {0}
+    free = unclipped_scheduler(scheduler) if clips_sample(scheduler) else None  # the same step, x0 not clipped
+    if free is not None:
+        free.set_timesteps(n_steps, device=device)
     gen = torch.Generator(device=device)
     gen.manual_seed(int(seed))
     d = math.prod(shape)
     x = torch.randn((n_samples, *shape), generator=gen, device=device, dtype=dtype)
     kwargs = {} if eta is None else {"eta": float(eta)}
-    buf, buf_scores, buf_steps = [], [], []
+    buf, buf_scores, buf_steps, buf_shift = [], [], [], []
     next_index = 0
     for i, k in enumerate(timesteps):
         flat = x.reshape(n_samples, d)
         with torch.no_grad():
             out, s = predict(flat, k, float(times[i]))
-            x = scheduler.step(out.to(dtype).reshape(x.shape), k, x, generator=gen, **kwargs).prev_sample
+            out = out.to(dtype).reshape(x.shape)
+            before = gen.get_state() if free is not None else None
+            new = scheduler.step(out, k, x, generator=gen, **kwargs).prev_sample
+            if free is not None:  # stepped in lockstep (a scheduler may keep state), from the same random numbers
+                after = gen.get_state()
+                gen.set_state(before)
+                other = free.step(out, k, x, generator=gen, **kwargs).prev_sample
+                gen.set_state(after)
+                shift = torch.linalg.vector_norm((new - other).reshape(n_samples, d).to(torch.float64), dim=-1)
+            x = new
         if i in rec:
             buf.append(flat)
             buf_scores.append(s)
             buf_steps.append(i)
+            buf_shift.append(shift.cpu().numpy() if free is not None else np.zeros(n_samples))
             if len(buf) == block_steps or i == n - 1:
                 steps = np.asarray(buf_steps)
                 yield StepBlock(index=np.arange(next_index, next_index + len(buf)), step=steps, t=times[steps],
-                                x=torch.stack(buf), score=torch.stack(buf_scores))
+                                x=torch.stack(buf), score=torch.stack(buf_scores), clip_shift=np.stack(buf_shift))
                 next_index += len(buf)
-                buf, buf_scores, buf_steps = [], [], []
+                buf, buf_scores, buf_steps, buf_shift = [], [], [], []
     if final is not None:
         final(x.reshape(n_samples, d))
+
+
+#: the config fields of a diffusers scheduler that change its predicted x0 before the update
+CLIP_FIELDS = ("clip_sample", "thresholding")
+
+
+def clips_sample(scheduler) -> bool:
+    """Whether a diffusers scheduler clips (``clip_sample``) or thresholds (``thresholding``) its predicted x0."""
+    return any(bool(scheduler.config.get(name, False)) for name in CLIP_FIELDS)
+
+
+def unclipped_scheduler(scheduler):
+    """A new scheduler of ``scheduler``'s class and config with ``clip_sample`` and ``thresholding`` off
+    (those of the fields its config has): its step uses the predicted x0 as the model gives it.
+
+    Examples
+    --------
+    >>> from diffusers import DDPMScheduler
+    >>> sched = DDPMScheduler()
+    >>> bool(sched.config.clip_sample), bool(unclipped_scheduler(sched).config.clip_sample)
+    (True, False)
+    """
+    off = {name: False for name in CLIP_FIELDS if name in scheduler.config}
+    return type(scheduler).from_config(scheduler.config, **off)
+
+
+def scheduler_clipping(scheduler) -> dict:
+    """What a diffusers scheduler does to its predicted x0, as the root attributes of a store of
+    ``sampler: {kind: scheduler}`` (docs/schema.md): ``scheduler_class``, ``scheduler_clip_sample`` (bool),
+    ``scheduler_clip_sample_range`` (float), ``scheduler_thresholding`` (bool) and, when thresholding,
+    ``scheduler_dynamic_thresholding_ratio`` and ``scheduler_sample_max_value`` (those its config has).
+
+    Examples
+    --------
+    >>> from diffusers import DDIMScheduler
+    >>> scheduler_clipping(DDIMScheduler(clip_sample_range=2.0))  # doctest: +NORMALIZE_WHITESPACE
+    {'scheduler_class': 'DDIMScheduler', 'scheduler_clip_sample': True, 'scheduler_clip_sample_range': 2.0,
+     'scheduler_thresholding': False}
+    """
+    cfg = scheduler.config
+    out = {"scheduler_class": type(scheduler).__name__, "scheduler_clip_sample": bool(cfg.get("clip_sample", False))}
+    if "clip_sample_range" in cfg:
+        out["scheduler_clip_sample_range"] = float(cfg["clip_sample_range"])
+    out["scheduler_thresholding"] = bool(cfg.get("thresholding", False))
+    if out["scheduler_thresholding"]:
+        out |= {f"scheduler_{name}": float(cfg[name]) for name in ("dynamic_thresholding_ratio", "sample_max_value")
+                if name in cfg}
+    return out
 
 
 def scheduler_grid(scheduler, n_steps: int) -> np.ndarray:

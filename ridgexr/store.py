@@ -48,7 +48,7 @@ from .process import OU
 from . import units
 from .training.diagnostics import DIAGNOSTIC_VARIABLES, LOSS_UNITS
 
-SCHEMA_VERSION = "1.6"
+SCHEMA_VERSION = "1.7"
 LOCK_NAME = ".ridgexr-lock"
 
 __all__ = ["CELL_DIMS", "CellWriter", "STEP_VARIABLES", "consolidate", "is_consolidated", "COORD_ATTRS", "CF_ATTRS", "SCHEMA_VERSION", "schema_older", "StoreLayout", "create_store", "write_block", "write_cell_end", "open_store",
@@ -78,6 +78,9 @@ VARIABLE_ATTRS: dict[str, tuple[str, str]] = {
                          "(NaN: not observed)", units.DATA),
     "nearest_ratio": ("d1 / d2: nearest over second-nearest distance to the scaled training points "
                       "(< 1/3: memorized; NaN: not observed)", "1"),
+    "clip_shift": ("|x_{k+1}(clipped x0) - x_{k+1}(x0)|: how far the diffusers scheduler's clipping (clip_sample, "
+                   "thresholding; root attrs scheduler_*) of its predicted x0 moved its step from the state (0: "
+                   "nothing clipped; NaN: not a scheduler sampler)", units.DATA),
     "ridge_converged": ("SCMS converged for this state", "1"),
     "frame_degenerate": ("the ridge frame at the state is numerically undetermined (eigengap at d* below its "
                          "certified floor): residual_normal/residual_tangent are arbitrary there", "1"),
@@ -90,8 +93,8 @@ VARIABLE_ATTRS: dict[str, tuple[str, str]] = {
                       "ridge dimension d*(t)); -1 where not observed", "1"),
     "projected_gradient": ("the authors' ridge residual |E E^T grad log p_t| at the state itself (E: the d - d* "
                            "most negative Hessian eigenvectors of log p_t at x), unmasked", units.INV_DATA),
-    "projected_gradient_tmin": ("|E E^T grad log p_t_min| at the state, p and E at the sampler's last time t_min "
-                                "(the authors' notebook)", units.INV_DATA),
+    "projected_gradient_tmin": ("|E E^T grad log p_t_min| at the state, p and E at the sampler's last recorded time "
+                                "t_min = t[-1] (a scheduler's last timestep; the authors' notebook)", units.INV_DATA),
     "projected_gradient_scaled": ("projected_gradient divided by its maximum over the cell's samples at that step "
                                   "(the authors' normalisation)", units.DIMENSIONLESS),
     "projected_gradient_tmin_scaled": ("projected_gradient_tmin divided by its maximum over the cell's samples at "
@@ -125,8 +128,8 @@ VARIABLE_ATTRS: dict[str, tuple[str, str]] = {
     "v_kernel_t": ("probe times of v_kernel", units.TIME),
     "denoised": ("Tweedie's denoiser output E[x0 | x_s = final state] at s = denoise_t (a stopped score: "
                  "s = t_stop, the state frozen below it)", units.DATA),
-    "denoise_t": ("time of the state that denoised is computed from: t_stop, or the sampler's last time",
-                  units.TIME),
+    "denoise_t": ("time of the state that denoised is computed from: t_stop (sde, ode), or the sampler's last "
+                  "recorded time t[-1]", units.TIME),
     "final_sample": ("the diffusers scheduler's output after its last step (alpha_bar = 1, t = 0; no ridge there)",
                      units.DATA),
     "t": ("diffusion time of the recorded step", units.TIME),
@@ -179,8 +182,9 @@ STEP_SCALAR = ("ridge_distance", "ridge_residual", "normal_curvature", "residual
 STEP_VECTOR = ("trajectory", "ridge_projection", "residual_normal", "residual_tangent")
 STEP_BOOL = ("ridge_converged", "frame_degenerate", "ridge_degenerate")
 STEP_INT = ("resolved_rank",)
-#: per-step scalars a writer may leave out (they stay NaN): the nearest training point (ridgexr.nearest)
-STEP_OPTIONAL = ("nearest_distance", "nearest_ratio")
+#: per-step scalars a writer may leave out (they stay NaN): the nearest training point (ridgexr.nearest), the
+#: scheduler's clipping of its step (ridgexr.sampling.scheduler_sampling; NaN for the other samplers)
+STEP_OPTIONAL = ("nearest_distance", "nearest_ratio", "clip_shift")
 #: per-step variable -> the flag under which it is numerically undetermined (masked, not averaged,
 #: by every summary: :func:`ridgexr.analysis.resolved`)
 DEGENERATE_FLAGS = {"ridge_projection": "ridge_degenerate", "ridge_distance": "ridge_degenerate",
@@ -1051,7 +1055,8 @@ CONSOLIDATED = "consolidated metadata"
 #: arrays added after schema 1.3, with the schema version that added them
 SINCE = {"cell_digest": "1.4", "nearest_distance": "1.5", "nearest_ratio": "1.5", "projected_gradient": "1.5",
          "projected_gradient_tmin": "1.5", "projected_gradient_scaled": "1.5", "projected_gradient_tmin_scaled": "1.5",
-         "frame_gap_relative": "1.5", "ridge_distance_resolved": "1.5", "final_sample": "1.6", "data_draw": "1.6"}
+         "frame_gap_relative": "1.5", "ridge_distance_resolved": "1.5", "final_sample": "1.6", "data_draw": "1.6",
+         "clip_shift": "1.7"}
 
 
 def schema_older(version: str) -> bool:

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 diffusers = pytest.importorskip("diffusers")
-from diffusers import DDIMPipeline, DDPMPipeline, DDPMScheduler, UNet2DModel  # noqa: E402
+from diffusers import DDIMPipeline, DDIMScheduler, DDPMPipeline, DDPMScheduler, UNet2DModel  # noqa: E402
 
 import ridgexr  # noqa: E402
 from ridgexr.catalog import CatalogError, load_catalog_file  # noqa: E402
@@ -162,6 +162,49 @@ def test_the_scheduler_sampler_reproduces_the_diffusers_pipeline(pipeline, steps
     assert times.size == steps and times[-1] > 0 and np.all(np.diff(times) < 0)
 
 
+def _x0_coefficient(scheduler, i):
+    """c1 of the scheduler's update x_{k+1} = c1 x0 + c2 x_k (+ noise) at its i-th timestep, from its
+    alphas_cumprod in float64 (DDPM's posterior mean, formula (7) of Ho et al.; DDIM's sqrt(alpha_bar_prev))."""
+    acp = scheduler.alphas_cumprod.to(torch.float64).numpy()
+    ts = scheduler.timesteps.numpy()
+    ab, prev = acp[ts[i]], (acp[ts[i + 1]] if i + 1 < ts.size else 1.0)  # both set alpha_bar = 1 after the last
+    return math.sqrt(prev) * (1 - ab / prev) / (1 - ab) if isinstance(scheduler, DDPMScheduler) else math.sqrt(prev)
+
+
+@pytest.mark.parametrize("cls, eta", [(DDPMScheduler, None), (DDIMScheduler, 0.0), (DDIMScheduler, 0.7)])
+def test_clip_shift_is_a_clipped_minus_an_unclipped_scheduler_step(cls, eta):
+    """clip_shift = |x_{k+1}(clip(x0)) - x_{k+1}(x0)|: two real ``scheduler.step`` calls from the recorded state
+    (``clip_sample`` on and off, generators with one seed: the same step noise), and c1 |clip(x0) - x0| in
+    closed form; exactly 0 for samples whose x0 stays in [-1, 1], 0 everywhere without clipping."""
+    sched = cls(prediction_type="sample")  # the model's output is x0 itself
+
+    def predict(x, k, t):  # samples 0, 1 inside [-1, 1] (|0.5 tanh| < 1), samples 2, 3 mostly outside
+        m = torch.cat([0.5 * torch.tanh(x[:2]), 3 * x[2:] + 1], 0)
+        return m, torch.zeros(x.shape, dtype=torch.float64)
+
+    kw = {} if eta is None else {"eta": eta}
+    blocks = list(scheduler_sampling(predict, sched, 4, SHAPE, 8, seed=3, block_steps=3, **kw))
+    shift = np.concatenate([b.clip_shift for b in blocks])  # (steps, samples)
+    states = torch.cat([b.x for b in blocks])
+    assert shift.shape == (8, 4) and np.all(shift[:, :2] == 0) and np.all(shift[:, 2:] > 0)
+    for i, k in enumerate(sched.timesteps):
+        x = states[i].reshape(4, *SHAPE)
+        out = predict(states[i], k, 0.0)[0].reshape(x.shape)
+        steps = []
+        for clip in (True, False):
+            one = cls(prediction_type="sample", clip_sample=clip)
+            one.set_timesteps(8)
+            steps.append(one.step(out, k, x, generator=torch.Generator().manual_seed(11), **kw).prev_sample)
+        two_calls = (steps[0] - steps[1]).reshape(4, D).double().norm(dim=-1).numpy()
+        np.testing.assert_allclose(shift[i], two_calls, rtol=1e-5, atol=1e-6)
+        m = out.reshape(4, D).double()
+        closed = _x0_coefficient(sched, i) * (m.clamp(-1, 1) - m).norm(dim=-1).numpy()
+        np.testing.assert_allclose(shift[i], closed, rtol=1e-5, atol=1e-6)
+    free = list(scheduler_sampling(predict, cls(prediction_type="sample", clip_sample=False), 4, SHAPE, 8, seed=3,
+                                   **kw))
+    assert all(np.all(b.clip_shift == 0) for b in free)
+
+
 CATALOG = """
 experiments:
   mine:
@@ -196,6 +239,8 @@ def test_a_saved_unet_run_from_a_catalog_equals_the_in_memory_model(saved_model)
     for name in ("trajectory", "residual_normal", "residual_tangent", "ridge_projection"):
         np.testing.assert_array_equal(a[name].values, b[name].values)
     assert np.isfinite(a["residual_normal"].values).all()
+    # an SDE store: no scheduler clips anything, clip_shift is NaN (not applicable) and no scheduler attributes
+    assert np.isnan(a["clip_shift"].values).all() and "scheduler_clip_sample" not in a.attrs
 
 
 def test_a_scheduler_run_records_the_timesteps_and_the_pipelines_states(saved_model):
@@ -240,6 +285,57 @@ def test_a_scheduler_run_records_the_timesteps_and_the_pipelines_states(saved_mo
     assert float(near) == np.mean(dist[:, 0] <= r)
     memo = ridgexr.analysis.memorization_fraction(at0)["memorized"].isel(model=0)
     assert float(memo) == np.mean(dist[:, 0] / dist[:, 1] < 1 / 3)
+
+
+def test_a_scheduler_store_observes_its_last_timestep_and_records_the_clipping(saved_model):
+    """Issue 39, item 4: projected_gradient_tmin and denoised are at the scheduler's last timestep's OU time (not
+    process.t_min); the store records clip_sample and its range, and clip_shift is the closed form
+    c1 |clip(x0) - x0| of diffusers' own loop, x0 the U-Net's prediction."""
+    folder, unet = saved_model
+    models = ("models:\n      - {kind: diffusers, name: tiny, path: model, subfolder: unet, data_range: [-1, 1]}"
+              "\n      - {kind: exact, t_stop: 0.05}")
+    text = (CATALOG % dict(sampler="scheduler")).replace(
+        "model: {kind: diffusers, name: tiny, path: model, subfolder: unet, data_range: [-1, 1]}", models)
+    (folder / "stopped.yaml").write_text(text)
+    exp = load_catalog_file(folder / "stopped.yaml")["mine"]
+    ds = ridgexr.open_dataset(run_experiment(exp, store=folder / "stopped.zarr").store)
+    sched = DDPMScheduler()
+    sched.set_timesteps(6)
+    acp = sched.alphas_cumprod.to(torch.float64).numpy()
+    t_last = -0.5 * math.log(acp[int(sched.timesteps[-1])])  # timestep 0: t ~ 5e-5, far below t_min = 0.01
+    assert ds.t.values[-1] == t_last and abs(t_last - exp.process.t_min) > 1e-3
+    train = _train()
+    density = SmoothedEmpirical(train, 1.0, drop_tol=exp.ridge.drop_tol, logits=exp.ridge.logits)
+    for label in ds.model.values:
+        traj = ds["trajectory"].sel(model=label).transpose("step", "sample", "dim").values
+        want = step_quantities(density, torch.as_tensor(traj), ds.t.values, exp.d_star, None, t_min=t_last,
+                               top_k=exp.ridge.top_k)["projected_gradient_tmin"]
+        got = ds["projected_gradient_tmin"].sel(model=label).transpose("step", "sample").values
+        np.testing.assert_allclose(got, want, rtol=1e-9)
+        # Tweedie's output of the last state at its own time (the scheduler does not stop at t_stop)
+        assert float(ds["denoise_t"].sel(model=label)) == t_last
+    # the exact denoiser's E[x0 | x_t] = sum_i softmax_i(-|x - a x_i|^2 / 2h) x_i at the last state, t = t_last
+    last = ds["trajectory"].sel(model="exact").isel(step=-1).values
+    a, h = math.exp(-t_last), -math.expm1(-2 * t_last)
+    logits = -((last[:, None] - a * train[None]) ** 2).sum(-1) / (2 * h)
+    w = np.exp(logits - logits.max(-1, keepdims=True))
+    np.testing.assert_allclose(ds["denoised"].sel(model="exact").values, (w / w.sum(-1, keepdims=True)) @ train,
+                               rtol=1e-9, atol=1e-12)
+    assert ds.attrs["scheduler_class"] == "DDPMScheduler" and ds.attrs["scheduler_clip_sample"] is True
+    assert ds.attrs["scheduler_clip_sample_range"] == 1.0 and ds.attrs["scheduler_thresholding"] is False
+    # diffusers' own loop (the states are checked in the test above): x0 = (x - sqrt(1 - ab) eps) / sqrt(ab)
+    g = torch.Generator().manual_seed(exp.seeds.sampler)
+    x = torch.randn((4, *SHAPE), generator=g)
+    closed = []
+    with torch.no_grad():
+        for i, k in enumerate(sched.timesteps):
+            eps = unet(x, k).sample
+            x0 = ((x.double() - math.sqrt(1 - acp[k]) * eps.double()) / math.sqrt(acp[k])).reshape(4, D)
+            closed.append(_x0_coefficient(sched, i) * (x0.clamp(-1, 1) - x0).norm(dim=-1).numpy())
+            x = sched.step(eps, k, x, generator=g).prev_sample
+    shift = ds["clip_shift"].sel(model="tiny").transpose("step", "sample").values
+    assert np.all(np.stack(closed)[0] > 0)  # the first steps (x0 read from almost pure noise) are clipped
+    np.testing.assert_allclose(shift, np.stack(closed), rtol=1e-4, atol=1e-5)
 
 
 def test_bad_diffusers_and_unet_blocks_are_refused_naming_the_field(saved_model, tmp_path):

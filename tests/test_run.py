@@ -40,7 +40,7 @@ def test_store_schema_and_invariants(small_run):
     np.testing.assert_allclose(ds.t.values, time_grid(20, 2.0, 0.01))
     np.testing.assert_allclose(ds.h.values, -np.expm1(-2 * ds.t.values))
     assert ds.attrs["tau_units"].startswith("paper") and ds.attrs["init"] == "normal"
-    assert ds.attrs["schema_version"] == "1.6" and len(ds.attrs["config_hash"]) == 64
+    assert ds.attrs["schema_version"] == "1.7" and len(ds.attrs["config_hash"]) == 64
     for key in ("provenance", "config", "seeds", "device", "created"):
         assert key in ds.attrs
     for name in ("trajectory", "ridge_projection", "ridge_distance", "residual_normal", "loss", "excess_tangent"):
@@ -155,6 +155,37 @@ def test_a_store_of_an_older_schema_with_unfinished_cells_is_not_resumed(small_r
         else:
             again = run_experiment(exp, store=store)
             assert again.cells_run == 1 and again.cells_skipped == 5
+
+
+def test_a_store_of_schema_1_6_without_clip_shift_opens_verifies_and_is_not_resumed(small_run, tmp_path):
+    """A store written with schema 1.6 (before clip_shift) opens, verifies (schema and chunks) without damage and
+    reruns nothing when complete; with an unfinished cell it is refused naming --overwrite."""
+    import shutil
+
+    from ridgexr.run import check_store_schema
+    from ridgexr.store import cell_digest, verify_store
+
+    exp, res = small_run
+    store = tmp_path / "old.zarr"
+    shutil.copytree(res.store, store)
+    shutil.rmtree(store / "clip_shift")  # what 1.6 wrote: no clip_shift array, the cell digests without it
+    group = zarr.open_group(store, mode="r+", use_consolidated=False)
+    group.attrs["schema_version"] = "1.6"
+    digests = group["cell_digest"]
+    for idx in np.argwhere(group["cell_complete"][...]):
+        digests[tuple(idx)] = cell_digest(store, tuple(idx), group=group)
+    zarr.consolidate_metadata(store)
+    ds = ridgexr.open_dataset(store)
+    assert "clip_shift" not in ds and bool(ds.cell_complete.all())
+    np.testing.assert_array_equal(ds["trajectory"].values, ridgexr.open_dataset(res.store)["trajectory"].values)
+    assert check_store_schema(store) == []
+    assert verify_store(store)[0] == []
+    assert run_experiment(exp, store=store).cells_run == 0
+    marks = zarr.open_group(store, mode="r+")["cell_complete"]
+    marks[tuple(np.argwhere(marks[...])[0])] = False
+    zarr.consolidate_metadata(store)
+    with pytest.raises(ConfigMismatchError, match="unfinished cells.*schema 1.6.*--overwrite"):
+        run_experiment(exp, store=store)
 
 
 def test_legacy_exact_cells_are_sampled_once_and_copied(small_run, tmp_path):

@@ -228,3 +228,21 @@ def test_damaged_small_arrays_and_metadata_are_named(tmp_path, rng):
     (path / "loss" / "zarr.json").write_text('{"zarr_format": 3, "node_type": "arr')
     with pytest.raises(StoreDamagedError, match=rf"metadata file '{path / 'loss' / 'zarr.json'}' is damaged"):
         open_store(path)
+
+
+def test_the_schema_document_lists_every_step_variable_and_the_current_version():
+    """docs/schema.md is the versioned schema: its title and ``schema_version`` give :data:`SCHEMA_VERSION`, its
+    history has an entry for it naming every array that version added (:data:`ridgexr.store.SINCE`), and every
+    per-step variable has a row."""
+    import re
+    from pathlib import Path
+
+    from ridgexr.store import SINCE, STEP_VARIABLES
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "schema.md").read_text()
+    assert f"# Store schema (version {SCHEMA_VERSION})" in text and f'`schema_version` = `"{SCHEMA_VERSION}"`' in text
+    rows = set(re.findall(r"^\| `(\w+)`", text, flags=re.M)) | set(re.findall(r"^\| `\w+`, `(\w+)`", text, flags=re.M))
+    assert set(STEP_VARIABLES) <= rows, set(STEP_VARIABLES) - rows
+    entry = re.search(rf"^- {re.escape(SCHEMA_VERSION)} \(.*?(?=^- )", text, flags=re.M | re.S)
+    assert entry is not None
+    assert all(f"`{name}`" in entry.group(0) for name, v in SINCE.items() if v == SCHEMA_VERSION)

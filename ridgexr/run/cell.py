@@ -15,7 +15,7 @@ from ..nearest import step_nearest
 from ..observe import step_quantities
 from ..process import time_grid
 from ..ridge import ridge_residual
-from ..sampling import (divergence_bound, guard_divergence, implied_denoiser, sample, scale_score,
+from ..sampling import (divergence_bound, guard_divergence, implied_denoiser, sample, scale_score, scheduler_grid,
                         scheduler_sampling)
 from ..store import CellWriter, StoreLayout, write_cell_end
 from .plan import CellTask
@@ -75,11 +75,19 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
     bound = divergence_bound(train)
     score = guard_divergence(score, bound)
     density = SmoothedEmpirical(train, 1.0, drop_tol=exp.ridge.drop_tol, logits=exp.ridge.logits)
-    grid = time_grid(exp.process.n_steps, exp.process.T, exp.process.t_min, exp.process.grid)
+    if exp.sampler.kind == "scheduler":  # the diffusers scheduler (docs/models.md): the OU times of its timesteps
+        from ..models.diffusers.denoiser import entry_scheduler, scheduler_predict
+
+        sched, shape = entry_scheduler(exp)
+        grid = scheduler_grid(sched, exp.process.n_steps)
+    else:
+        grid = time_grid(exp.process.n_steps, exp.process.T, exp.process.t_min, exp.process.grid)
+    # the sampler's last observed time (projected_gradient_tmin, denoised): t_min, or the scheduler's last timestep's
+    t_last = float(grid[-1])
     train_t = torch.as_tensor(train, dtype=torch.float64, device=dev)  # the nearest-training search
     split = sample_block is not None or client is not None
     if split:  # the observation in parts of samples, here or on workers (CPU)
-        settings = split_settings(exp, bound, t_min=float(grid[-1]))
+        settings = split_settings(exp, bound, t_min=t_last)
         shared = scatter_training_set(client, train) if client is not None else train
         if client is not None and denoise is not None:  # the model once per worker and cell, like the data
             denoise = client.scatter(denoise, broadcast=True, hash=False)
@@ -90,10 +98,7 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
     t_stop = getattr(model, "t_stop", None)  # a stopped (coarse) exact score: frozen below t_stop
     final = {}  # the scheduler's output at t = 0 (stored without ridge geometry)
     with torch.no_grad(), CellWriter(store, layout, task.index) as writer:  # writes overlap the next block
-        if exp.sampler.kind == "scheduler":  # the diffusers scheduler (docs/models.md)
-            from ..models.diffusers.denoiser import entry_scheduler, scheduler_predict
-
-            sched, shape = entry_scheduler(exp)
+        if exp.sampler.kind == "scheduler":
             blocks = scheduler_sampling(scheduler_predict(model, sched), sched, exp.n_samples, shape,
                                         exp.process.n_steps, seed=exp.seeds.sampler, eta=exp.sampler.eta,
                                         block_steps=exp.sampler.block_steps, record_every=exp.sampler.record_every,
@@ -114,9 +119,11 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
                 q = step_quantities(density, x, block.t, exp.d_star, denoise, tol=exp.ridge.tol,
                                     max_iter=exp.ridge.max_iter, top_k=exp.ridge.top_k, bound=bound,
                                     stop_degenerate=exp.ridge.stop_degenerate, score=block_score,
-                                    accelerate=exp.ridge.accelerate, t_min=float(grid[-1]),
+                                    accelerate=exp.ridge.accelerate, t_min=t_last,
                                     gap_floor=exp.ridge.gap_floor, resolved=exp.ridge.resolved_projection)
                 q |= step_nearest(x, block.t, train_t, q["finite"])
+            if block.clip_shift is not None:  # the scheduler's x0 clipping (the other samplers: NaN)
+                q["clip_shift"] = block.clip_shift
             writer.write(int(block.index[0]), q)
             diverged |= ~q["finite"].all(0)
             if np.isfinite(q["dropped_mass"]).any():
@@ -126,8 +133,9 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
                 on_block(1)
     alt = _final_residual_alt(density, layout, *last, exp.ridge.top_k) if layout.d_star_alt else None
     den = den_t = None
-    if layout.denoised:  # Tweedie's denoiser at the time the final state has (t_stop when stopped before t_min)
-        den_t = float(grid[-1]) if t_stop is None else max(float(t_stop), float(grid[-1]))
+    if layout.denoised:  # Tweedie's denoiser at the time the final state has (t_stop when stopped before t_min;
+        # the scheduler does not stop: its last state is at its own last time)
+        den_t = t_last if t_stop is None or exp.sampler.kind == "scheduler" else max(float(t_stop), t_last)
         with torch.no_grad():
             den = np.asarray(torch.as_tensor(model.denoise(last[0], den_t)).cpu().numpy(), dtype=np.float64)
     write_cell_end(store, layout, task.index, diverged, task.diagnostics, max_dropped_mass=dropped,

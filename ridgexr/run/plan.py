@@ -16,7 +16,7 @@ from ..process import time_grid
 from ..ridge import suggest_d_star
 from ..sampling import recorded_steps
 from ..scms import frame_width, use_lowrank
-from ..store import CELL_DIAGNOSTICS, StoreLayout
+from ..store import CELL_DIAGNOSTICS, STEP_BOOL, STEP_INT, STEP_OPTIONAL, STEP_SCALAR, STEP_VECTOR, StoreLayout
 
 __all__ = ["CellTask", "plan_layout", "block_index", "cell_applies", "plan_tasks", "resolve_d_star",
            "estimate_resources", "estimate_stage_seconds", "describe_stages", "moments_seconds"]
@@ -240,11 +240,13 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
     S, bs = exp.n_samples, exp.sampler.block_steps
     sc = S if S <= 512 else 256  # plan_layout's sample chunk
     k = len(exp.cell_coords())  # cell dimensions: the leading levels of every per-cell chunk key
-    per_chunk = (4 * on_disk(sc * bs * 8.0 * d, k + 3)  # trajectory, ridge_projection, residual_normal, residual_tangent
-                 + 11 * on_disk(sc * bs * 8.0, k + 2)  # ridge_distance, ridge_residual, normal_curvature, two rank
-                 # residuals, four projected gradients, frame_gap_relative, ridge_distance_resolved
-                 + 3 * on_disk(sc * bs * 1.0, k + 2)  # ridge_converged, frame_degenerate, ridge_degenerate
-                 + on_disk(sc * bs * 2.0, k + 2))  # resolved_rank
+    # the store's per-step arrays (ridgexr.store): trajectory, ridge_projection and the two residuals (dim); the
+    # float64 scalars (distances, residuals, curvature, projected gradients, gap, the nearest training point,
+    # clip_shift: written NaN when not observed); the flags; resolved_rank (int16)
+    per_chunk = (len(STEP_VECTOR) * on_disk(sc * bs * 8.0 * d, k + 3)
+                 + (len(STEP_SCALAR) + len(STEP_OPTIONAL)) * on_disk(sc * bs * 8.0, k + 2)
+                 + len(STEP_BOOL) * on_disk(sc * bs * 1.0, k + 2)
+                 + len(STEP_INT) * on_disk(sc * bs * 2.0, k + 2))
     n_alt = len(exp.ridge.d_star_alt)
     per_cell = (math.ceil(S / sc) * math.ceil(n_rec / bs) * per_chunk + on_disk(S, k + 1)
                 + (on_disk(S * n_alt * 8.0, k + 2) if n_alt else 0.0)

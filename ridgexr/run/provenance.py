@@ -53,6 +53,11 @@ def store_attrs(exp: Experiment, config_hash: str, device: str, scheduler: str |
         "target": ", ".join(exp.training.targets),
         "models": json.dumps([{"label": b.label, "kind": b.kind, "parametrization": b.output} for b in exp.blocks]),
     }
+    if exp.sampler.kind == "scheduler":  # what the scheduler does to its predicted x0 (clip_shift measures it)
+        from ..models.diffusers.denoiser import entry_scheduler
+        from ..sampling import scheduler_clipping
+
+        attrs |= scheduler_clipping(entry_scheduler(exp)[0])
     shape = image_shape(exp.dataset, exp.base_dir)
     if shape is not None:  # pixel-space images: a training point x is the image x.reshape(image_shape)
         attrs["image_shape"] = [int(v) for v in shape]
