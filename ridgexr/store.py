@@ -53,7 +53,7 @@ LOCK_NAME = ".ridgexr-lock"
 
 __all__ = ["CELL_DIMS", "CellWriter", "STEP_VARIABLES", "consolidate", "is_consolidated", "COORD_ATTRS", "CF_ATTRS", "SCHEMA_VERSION", "schema_older", "StoreLayout", "create_store", "write_block", "write_cell_end", "open_store",
            "StoreLock", "StoreLockedError", "cells", "complete_cells", "cell_label", "json_attr", "VARIABLE_ATTRS",
-           "CELL_DIAGNOSTICS", "is_store", "chunk_leftover", "remove_partial_creations", "replace_store",
+           "CELL_DIAGNOSTICS", "CELL_QUALITY", "QUALITY_VARIABLES", "is_store", "chunk_leftover", "remove_partial_creations", "replace_store",
            "recover_store", "create_staging", "commit_staging", "StoreWarning", "StoreDamagedError",
            "missing_chunks", "cell_digest", "per_cell_arrays", "chunk_keys", "check_schema", "repair_schema", "write_template", "Damage", "verify_store",
            "clear_completion", "copy_cell", "CODECS", "IN_PROCESS"]
@@ -68,6 +68,35 @@ CODECS = (ZstdCodec(), Crc32cCodec())
 
 #: per-cell training diagnostics (float, one value per cell), named once in ridgexr.training
 CELL_DIAGNOSTICS = tuple(DIAGNOSTIC_VARIABLES)
+
+#: per-cell sample quality of the final samples (float, one value per cell; NaN where the cell's dataset allows
+#: no such measure): ``quality_<key>`` for each key of ridgexr.quality.cells.cell_quality (docs/quality.md)
+QUALITY_VARIABLES: dict[str, tuple[str, str]] = {
+    "quality_nearest_ratio": ("median distance of the final samples to the nearest training point over that of "
+                              "held-out real points (1: as new real data)", units.DIMENSIONLESS),
+    "quality_nearest_ratio_lower": ("lower end of the 95 % bootstrap interval of quality_nearest_ratio",
+                                    units.DIMENSIONLESS),
+    "quality_nearest_ratio_upper": ("upper end of the 95 % bootstrap interval of quality_nearest_ratio",
+                                    units.DIMENSIONLESS),
+    "quality_frechet": ("Frechet distance of the final samples to the training images in the features of the "
+                        "cached Fashion-MNIST classifier (not FID)", units.FEATURE2),
+    "quality_frechet_floor": ("the same for held-out real images, as many as the samples (what the law scores)",
+                              units.FEATURE2),
+    "quality_frechet_ceiling": ("the same for class-mean-plus-noise images, as many as the samples", units.FEATURE2),
+    "quality_class_share": ("share of the final samples the classifier puts in the training classes",
+                            units.DIMENSIONLESS),
+    "quality_class_share_lower": ("lower end of the 95 % Wilson interval of quality_class_share", units.DIMENSIONLESS),
+    "quality_class_share_upper": ("upper end of the 95 % Wilson interval of quality_class_share", units.DIMENSIONLESS),
+    "quality_class_share_heldout": ("the same share for held-out real images of the classes (the classifier's "
+                                    "recall there)", units.DIMENSIONLESS),
+    "quality_classifier_accuracy": ("the classifier's accuracy on the whole test split", units.DIMENSIONLESS),
+    "quality_sliced_wasserstein": ("sliced 2-Wasserstein distance of the final samples to fresh draws of the law "
+                                   "(manifolds)", units.DATA),
+    "quality_sliced_wasserstein_null": ("the same for as many fresh draws (what a perfect sampler scores)",
+                                        units.DATA),
+    "quality_n_finite": ("final samples the quality measures used (finite ones)", units.DIMENSIONLESS),
+}
+CELL_QUALITY = tuple(QUALITY_VARIABLES)
 
 VARIABLE_ATTRS: dict[str, tuple[str, str]] = {
     "trajectory": ("sampler state x at each recorded step", units.DATA),
@@ -114,6 +143,7 @@ VARIABLE_ATTRS: dict[str, tuple[str, str]] = {
     "population_data": ("fresh sample of the training law (manifold datasets)", units.DATA),
     "manifold_rotation": ("rotation R of the manifold: x = R (manifold point, 0, ..., 0)", units.DIMENSIONLESS),
     **{name: (long_name, LOSS_UNITS) for name, long_name in DIAGNOSTIC_VARIABLES.items()},
+    **QUALITY_VARIABLES,
     "cell_complete": ("every variable of this cell is written", "1"),
     "cell_digest": ("BLAKE2b-32 digest of every chunk's key and stored bytes of this cell, written just before "
                     "cell_complete (ridgexr verify checks it)", units.LABEL),
@@ -283,7 +313,7 @@ def _template(layout: StoreLayout, train: np.ndarray, attrs: dict, extra: dict |
     for name in STEP_INT:  # -1: not observed (masked cell, diverged state)
         data[name] = (cd + ("sample", "step"), da.full(cs + (S, K), -1, dtype=np.int16, chunks=ones + (sc, bs)))
     data["diverged"] = (cd + ("sample",), da.zeros(cs + (S,), dtype=bool, chunks=ones + (S,)))
-    for name in CELL_DIAGNOSTICS:
+    for name in CELL_DIAGNOSTICS + CELL_QUALITY:
         data[name] = (cd, da.full(cs, np.nan, chunks=ones))
     data["cell_complete"] = (cd, da.zeros(cs, dtype=bool, chunks=ones))
     data["cell_digest"] = (cd, da.zeros(cs, dtype=np.int32, chunks=ones))  # int32: netCDF-3 can hold a slice
@@ -695,11 +725,13 @@ class CellWriter:
 def write_cell_end(path: str | Path, layout: StoreLayout, cell: tuple[int, ...], diverged: np.ndarray,
                    diagnostics: dict[str, float], *, max_dropped_mass: float = np.nan,
                    final_ridge_residual_alt: np.ndarray | None = None, denoised: np.ndarray | None = None,
-                   denoise_t: float = np.nan, final_sample: np.ndarray | None = None) -> None:
+                   denoise_t: float = np.nan, final_sample: np.ndarray | None = None,
+                   quality: dict[str, float] | None = None) -> None:
     """Write the per-cell variables, then the completion mark (in that order).
 
     ``diverged`` is (n_samples,) bool; ``diagnostics`` maps names of :data:`CELL_DIAGNOSTICS` to
-    floats (missing ones are NaN); ``final_ridge_residual_alt`` is (n_samples,
+    floats (missing ones are NaN), ``quality`` names of :data:`CELL_QUALITY` (likewise; left out by a store of
+    an older schema that lacks them); ``final_ridge_residual_alt`` is (n_samples,
     len(layout.d_star_alt)); ``denoised`` (n_samples, d) and ``denoise_t`` only with
     ``layout.denoised`` (NaN when not given); ``final_sample`` (n_samples, d) only with
     ``layout.final_sample`` (NaN when not given).  Written straight into the zarr arrays (every cell is one chunk of
@@ -723,7 +755,12 @@ def write_cell_end(path: str | Path, layout: StoreLayout, cell: tuple[int, ...],
         if name in values and values[name].shape != shape:
             raise ValueError(f"`{name}` has shape {values[name].shape}; expected {shape}")
     values.update({name: float(diagnostics.get(name, np.nan)) for name in CELL_DIAGNOSTICS})
+    quality = quality or {}
+    unknown = sorted(set(quality) - set(CELL_QUALITY))
+    if unknown:
+        raise ValueError(f"`quality` has names that are not quality variables: {unknown}")
     group = zarr.open_group(str(path), mode="r+", zarr_format=3)
+    values.update({name: float(quality.get(name, np.nan)) for name in CELL_QUALITY if name in group})
     arrays = _open_arrays(group, list(values) + ["cell_complete"])
     for name, value in values.items():
         arrays[name][cell] = value
@@ -751,6 +788,9 @@ def copy_cell(path: str | Path, layout: StoreLayout, source: tuple[int, ...], ce
     """
     source, cell = tuple(int(i) for i in source), tuple(int(i) for i in cell)
     names = list(STEP_VARIABLES) + ["diverged", "max_dropped_mass", "cell_complete"]
+    group = zarr.open_group(str(path), mode="r", zarr_format=3)
+    quality_names = [n for n in CELL_QUALITY if n in group]  # the same samples: the same quality
+    names += quality_names
     if layout.d_star_alt:
         names.append("final_ridge_residual_alt")
     if layout.denoised:
@@ -769,7 +809,8 @@ def copy_cell(path: str | Path, layout: StoreLayout, source: tuple[int, ...], ce
                    final_ridge_residual_alt=arrays["final_ridge_residual_alt"][source] if layout.d_star_alt else None,
                    denoised=arrays["denoised"][source] if layout.denoised else None,
                    denoise_t=float(arrays["denoise_t"][source]) if layout.denoised else np.nan,
-                   final_sample=arrays["final_sample"][source] if layout.final_sample else None)
+                   final_sample=arrays["final_sample"][source] if layout.final_sample else None,
+                   quality={n: float(arrays[n][source]) for n in quality_names})
 
 
 def _open_arrays(path: str | Path | zarr.Group, names: Iterable[str]) -> dict[str, Any]:
@@ -1056,7 +1097,7 @@ CONSOLIDATED = "consolidated metadata"
 SINCE = {"cell_digest": "1.4", "nearest_distance": "1.5", "nearest_ratio": "1.5", "projected_gradient": "1.5",
          "projected_gradient_tmin": "1.5", "projected_gradient_scaled": "1.5", "projected_gradient_tmin_scaled": "1.5",
          "frame_gap_relative": "1.5", "ridge_distance_resolved": "1.5", "final_sample": "1.6", "data_draw": "1.6",
-         "clip_shift": "1.7"}
+         "clip_shift": "1.7", **{name: "1.7" for name in QUALITY_VARIABLES}}
 
 
 def schema_older(version: str) -> bool:

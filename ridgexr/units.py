@@ -28,15 +28,18 @@ INV_DATA2 = "data_unit-2"
 DIMENSIONLESS = "1"
 TIME = "1"  # OU time is dimensionless; the long_name says "diffusion time (OU)"
 LOSS = "loss_unit"
+FEATURE2 = "feature_unit2"  # squared units of a classifier's features (a Frechet distance)
 TAU = "1"  # dimensionless gradient-flow time; TAU_UNITS names its convention
 LABEL = None  # label and index coordinates carry no units attribute
 #: the units strings that UDUNITS does not read, and why they are used anyway
 NOT_UDUNITS = {DATA: "the unit of the user's training data, unknown to ridgexr",
                INV_DATA: "one over the training data's unit", INV_DATA2: "one over its square",
                LOSS: "the paper's loss: the time integral of the weighted squared error, whose dimension depends "
-                     "on the weight schedule (docs/training.md)"}
+                     "on the weight schedule (docs/training.md)",
+               FEATURE2: "the square of a classifier's (dimensionless, arbitrary-scale) penultimate features"}
 #: the convention of tau, recorded as the store attribute ``tau_units``
 TAU_UNITS = ("paper: gradient-flow time of L(A) = int_{t_min}^{T} lambda(t) E|A psi - y|^2 dt summed over "
              "coordinates (dA/dtau = -grad L)")
 
-__all__ = ["DATA", "INV_DATA", "INV_DATA2", "DIMENSIONLESS", "TIME", "LOSS", "TAU", "TAU_UNITS", "LABEL", "NOT_UDUNITS"]
+__all__ = ["DATA", "INV_DATA", "INV_DATA2", "DIMENSIONLESS", "TIME", "LOSS", "TAU", "TAU_UNITS", "LABEL", "NOT_UDUNITS",
+           "FEATURE2"]

@@ -133,7 +133,8 @@ class Experiment(Spec):
             defaults_ = {b.default_schedules for b in trained}
             if len(defaults_) != 1 or None in defaults_:
                 raise ValueError(f"`schedules` is required with models of kind {sorted({b.kind for b in trained})}")
-            self.schedules = list(defaults_.pop())  # the kind's own default (unet: the epsilon loss, w = h)
+            # the kind's own default (unet: the epsilon loss, w = h), set once while validating (the model is frozen)
+            object.__setattr__(self, "schedules", list(defaults_.pop()))
         for b in blocks:
             b.diagnostics.check_training(self.training)
             b.check_entry(self)

@@ -23,14 +23,14 @@ import numpy as np
 
 from ..datasets.images import IMAGE_SETS, ImageError, load_images
 from ..datasets.training_set import dataset_extras
+from ..store import QUALITY_VARIABLES
 from .measures import nearest_ratio, point_quality
 
 __all__ = ["cell_quality", "QUALITY_KEYS", "final_samples"]
 
-#: every number cell_quality can return (stored as ``quality_<key>``), in store order
-QUALITY_KEYS = ("nearest_ratio", "nearest_ratio_lower", "nearest_ratio_upper", "frechet", "frechet_floor",
-                "frechet_ceiling", "class_share", "class_share_lower", "class_share_upper", "class_share_heldout",
-                "classifier_accuracy", "sliced_wasserstein", "sliced_wasserstein_null", "n_finite")
+#: every number cell_quality can return, in store order: the store's table (ridgexr.store.QUALITY_VARIABLES)
+#: names each as ``quality_<key>``
+QUALITY_KEYS = tuple(name.removeprefix("quality_") for name in QUALITY_VARIABLES)
 
 
 def final_samples(final: np.ndarray | None, denoised: np.ndarray | None, state: np.ndarray, alpha: float) -> np.ndarray:

@@ -13,7 +13,8 @@ from ..empirical import SmoothedEmpirical
 from ..models import model_kind
 from ..nearest import step_nearest
 from ..observe import step_quantities
-from ..process import time_grid
+from ..process import OU, time_grid
+from ..quality.cells import cell_quality, final_samples
 from ..ridge import ridge_residual
 from ..sampling import (divergence_bound, guard_divergence, implied_denoiser, sample, scale_score, scheduler_grid,
                         scheduler_sampling)
@@ -138,7 +139,12 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
         den_t = t_last if t_stop is None or exp.sampler.kind == "scheduler" else max(float(t_stop), t_last)
         with torch.no_grad():
             den = np.asarray(torch.as_tensor(model.denoise(last[0], den_t)).cpu().numpy(), dtype=np.float64)
+    final_x = final["x"].cpu().numpy() if "x" in final else None
+    # the sample quality of the cell's final samples (ridgexr.quality; NaN where its dataset allows no measure)
+    samples = final_samples(final_x, den, last[0].cpu().numpy(), float(OU().alpha(last[1])))
+    quality = {f"quality_{k}": v for k, v in cell_quality(exp.dataset, train, samples, base_dir=exp.base_dir,
+                                                          seed=exp.seeds.sampler).items()}
     write_cell_end(store, layout, task.index, diverged, task.diagnostics, max_dropped_mass=dropped,
                    final_ridge_residual_alt=alt, denoised=den, denoise_t=np.nan if den_t is None else den_t,
-                   final_sample=final["x"].cpu().numpy() if "x" in final else None)
+                   final_sample=final_x, quality=quality)
     return {**task.labels, "diverged": int(diverged.sum())}
