@@ -427,3 +427,18 @@ def test_a_training_set_stored_in_several_chunks_is_read_as_one():
                                   an.memorization_fraction(ds)["memorized"].compute().values)
     xr.testing.assert_allclose(an.tangential_distance(split, d_star=1).compute(),
                                an.tangential_distance(ds, d_star=1).compute())
+
+
+def test_nearest_two_is_exact_on_training_points_and_matches_brute_force():
+    """The two winners' distances are recomputed directly: 0 on a training point of size 1e3 (the |x|^2 - 2 x.p
+    + |p|^2 expansion alone leaves ~1e-5 there), and brute force elsewhere."""
+    from ridgexr.analysis.arrays import nearest_two
+
+    rng = np.random.default_rng(4)
+    pts = rng.normal(scale=1e3, size=(50, 7))
+    q = np.concatenate([pts[:5], rng.normal(scale=1e3, size=(9, 7))])
+    d1, d2, idx = nearest_two(q, pts, chunk=4)
+    brute = np.sort(np.linalg.norm(q[:, None] - pts[None], axis=-1), axis=1)
+    assert (d1[:5] == 0).all() and (idx[:5] == np.arange(5)).all()
+    np.testing.assert_allclose(d1, brute[:, 0], rtol=1e-14, atol=0)
+    np.testing.assert_allclose(d2, brute[:, 1], rtol=1e-14)

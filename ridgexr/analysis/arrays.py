@@ -97,8 +97,9 @@ def nearest_two(x: np.ndarray, points: np.ndarray, chunk: int = 4096) -> tuple[n
 
     x (..., d), points (N, d) -> d1 (...), d2 (...) (inf when N = 1), idx (...) into ``points``.
     Rows of ``points`` that are not finite are left out (a training set padded with NaN, as
-    for the nested subsets of an ``n_train`` sweep).  Chunked over queries; distances via
-    |x|^2 - 2 x.p + |p|^2 matrix products.
+    for the nested subsets of an ``n_train`` sweep).  Chunked over queries; the two candidates are found
+    through |x|^2 - 2 x.p + |p|^2 matrix products and their distances then recomputed directly as |x - p|
+    (the expansion cancels: on a training point it leaves ~sqrt(eps) |x| instead of 0).
     """
     x = np.asarray(x, dtype=float)
     pts = np.asarray(points, dtype=float)
@@ -118,14 +119,14 @@ def nearest_two(x: np.ndarray, points: np.ndarray, chunk: int = 4096) -> tuple[n
         dist2 = np.maximum((q * q).sum(1)[:, None] - 2 * q @ pts.T + psq, 0.0)
         if pts.shape[0] >= 2:
             part = np.argpartition(dist2, 1, axis=1)[:, :2]
-            two = np.take_along_axis(dist2, part, 1)
+            two = np.linalg.norm(q[:, None, :] - pts[part], axis=-1)  # the winners' distances, directly
             order = np.argsort(two, axis=1)
             two = np.take_along_axis(two, order, 1)
             idx[s:s + chunk] = np.take_along_axis(part, order, 1)[:, 0]
-            d1[s:s + chunk], d2[s:s + chunk] = np.sqrt(two[:, 0]), np.sqrt(two[:, 1])
+            d1[s:s + chunk], d2[s:s + chunk] = two[:, 0], two[:, 1]
         else:
             idx[s:s + chunk] = 0
-            d1[s:s + chunk], d2[s:s + chunk] = np.sqrt(dist2[:, 0]), np.inf
+            d1[s:s + chunk], d2[s:s + chunk] = np.linalg.norm(q - pts[0], axis=-1), np.inf
     nan = ~np.isfinite(flat).all(1)
     d1[nan] = d2[nan] = np.nan
     shape = x.shape[:-1]
