@@ -79,6 +79,7 @@ class ExplorerData:
         reach = 1.1 * float(np.quantile(last, 0.99)) if last.size else 0.0
         self.lim = max(lim, reach, 4.0)  # fixed axes over the frames; the prior's N(0, I) at t = T fits too
         self._curves: dict[tuple, tuple] = {}
+        self._quality = None
 
     def options(self, dim: str) -> dict:
         """{label text: label} of a cell dimension, in store order (plain Python values)."""
@@ -119,6 +120,30 @@ class ExplorerData:
         if "cell_complete" not in self.ds:
             return True
         return bool(self.ds["cell_complete"].sel({d: labels[d] for d in self.cell_dims}).values)
+
+    def quality_text(self, labels: dict) -> str:
+        """Markdown: the cell's sample quality and the quality gate's verdict (:func:`ridgexr.quality.sample_quality`;
+        docs/quality.md), or why there is none."""
+        if not any(str(n).startswith("quality_") for n in self.ds.data_vars):
+            return "**sample quality**: not stored (a store of schema < 1.7)"
+        if self._quality is None:
+            from .quality import sample_quality
+
+            self._quality = sample_quality(self.ds)  # every cell at once: one scalar per cell and measure
+        q = self._quality.sel({d: labels[d] for d in self.cell_dims})
+        v = {n.removeprefix("quality_"): float(q[n]) for n in q.data_vars if n != "gate"}
+        lines = [f"**sample quality: {q.gate.item()}**"]
+        if np.isfinite(v.get("nearest_ratio", np.nan)):
+            lines.append(f"nearest ratio {v['nearest_ratio']:.3g} [{v['nearest_ratio_lower']:.3g}, "
+                         f"{v['nearest_ratio_upper']:.3g}] (gate <= 1.5)")
+        if np.isfinite(v.get("class_share", np.nan)):
+            lines.append(f"class share {v['class_share']:.2f} [{v['class_share_lower']:.2f}, "
+                         f"{v['class_share_upper']:.2f}] (gate >= 0.8; real images {v['class_share_heldout']:.2f})")
+        if np.isfinite(v.get("frechet", np.nan)):
+            lines.append(f"Frechet {v['frechet']:.3g} (floor {v['frechet_floor']:.3g}, ceiling {v['frechet_ceiling']:.3g})")
+        if len(lines) == 1:
+            lines.append("no measure for this dataset")
+        return "\n\n".join(lines)
 
     def curves(self, labels: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(mean, 10 % quantile, 90 % quantile) of the cell's ridge distance per step, shapes (step,).
@@ -235,7 +260,9 @@ def explorer(ds: xr.Dataset, *, max_samples: int = 256, show_ridge: bool = True)
     note = ("" if data.d == 2 else f"\n\nThe data have d = {data.d} coordinates; the plot shows the first two.")
     controls = pn.Column(pn.pane.Markdown(f"### ridgexr explore: {name}\n\nsamples (blue), their ridge projections "
                                           f"(red), alpha_t x_i (black), the ridge R_t (grey, 2-D){note}", width=250),
-                         *cell_widgets.values(), t_slider, ridge_box, width=260)
+                         *cell_widgets.values(), t_slider, ridge_box,
+                         pn.pane.Markdown(pn.bind(lambda **cell: data.quality_text(cell), **cell_widgets), width=250),
+                         width=260)
     plots = pn.Row(pn.pane.HoloViews(samples, backend="bokeh"), pn.pane.HoloViews(curves, backend="bokeh"))
     if data.is_image:  # the images themselves at the slider's t
         images = hv.DynamicMap(pn.bind(lambda step, **cell: images_view(data, cell, step), step=t_slider,

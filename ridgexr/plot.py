@@ -46,6 +46,11 @@ def _label(cell: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in cell.items())
 
 
+def cell_title(cell: dict) -> str:
+    """A cell's label in figure titles (``"model=unet schedule=h"``)."""
+    return _label(cell)
+
+
 def ordered_cells(ds: xr.Dataset) -> list[dict]:
     """The cells that are run, in reading order: numeric labels ascending (width 64 < 256 < 1024,
     whatever the catalog's order), text labels (schedule, model) in store order.
@@ -375,6 +380,68 @@ def image_grid_values(ds: xr.Dataset, cell: dict | None = None, *, n_samples: in
     n, k = x.shape[:2]
     tiles = np.where(np.isfinite(tiles), tiles, np.nan)
     return _grid(tiles.reshape(n, 3 * k, *tiles.shape[-2:])), times, cell
+
+
+def sample_gallery_values(ds: xr.Dataset, *, n: int = 8) -> tuple[np.ndarray, list[str]]:
+    """The sample gallery of :func:`sample_gallery` as numbers: (canvas (rows, cols) in [0, 1], NaN between
+    tiles; the row labels).
+
+    One row per run cell (reading order, :func:`ordered_cells`): its first ``n`` final samples -- the
+    scheduler's output at t = 0 where the store has it (``final_sample``), else the last state over
+    alpha_t --; a last row of ``n`` training images (the first ``n`` of ``train_data``).  Rows of cells whose
+    final samples are not finite are NaN (blank).
+    """
+    if not is_image_store(ds):
+        raise ValueError("sample galleries need an image store (attr image_shape, or VAE latents)")
+    show = _to_images(ds)
+    last = ds.isel(step=-1)
+    rows, labels = [], []
+    for cell in ordered_cells(ds):
+        if "final_sample" in ds.variables:
+            x = ds["final_sample"].sel(cell).isel(sample=slice(0, n)).transpose("sample", "dim").values
+        else:
+            x = last["trajectory"].sel(cell).isel(sample=slice(0, n)).transpose("sample", "dim").values
+            x = x / float(last["alpha"])
+        finite = np.isfinite(x).all(1)
+        img = np.full((x.shape[0],) + show(ds["train_data"].values[:1]).shape[1:], np.nan)
+        if finite.any():
+            img[finite] = show(x[finite])
+        rows.append(img)
+        labels.append(_label(cell))
+    rows.append(show(ds["train_data"].values[:n]))
+    labels.append("training images")
+    width = max(r.shape[0] for r in rows)
+    tiles = np.full((len(rows), width) + rows[0].shape[1:], np.nan)
+    for i, r in enumerate(rows):
+        tiles[i, :r.shape[0]] = r
+    return _grid(tiles), labels
+
+
+def sample_gallery(ds: xr.Dataset, *, n: int = 8, gates: dict | None = None) -> hv.Image:
+    """Every cell's final samples, one row each, above real training images (grey images).
+
+    ``gates`` maps a row label (``"model=unet schedule=h"``) to the quality gate's verdict, shown beside it
+    in the title.  Values drawn: :func:`sample_gallery_values`.
+    """
+    ensure_backends()
+    canvas, labels = sample_gallery_values(ds, n=n)
+    named = [f"{lab} [{gates[lab]}]" if gates and lab in gates else lab for lab in labels]
+    title = "final samples, rows top to bottom: " + "; ".join(named)
+    img = hv.Image(canvas, bounds=(0, 0, canvas.shape[1], canvas.shape[0]))
+    rows, cols = canvas.shape
+    inches = (max(6.0, cols * GRID_SCALE / 72), max(2.0, rows * GRID_SCALE / 72 + 0.8))
+    return img.opts(
+        hv.opts.Image(cmap="gray_r", clim=(0, 1), title=_wrap(title, int(inches[0] * 14)), xaxis=None, yaxis=None,
+                      fig_inches=inches, fontsize={"title": 8}, backend="matplotlib"),
+        hv.opts.Image(cmap="gray_r", clim=(0, 1), title=title, xaxis=None, yaxis=None,
+                      width=max(600, int(cols * GRID_SCALE)), height=max(200, int(rows * GRID_SCALE) + 60),
+                      backend="bokeh"))
+
+
+def _wrap(text: str, width: int) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, max(20, width)))
 
 
 #: figure pixels per image pixel of an image grid (matplotlib at hv.save's 72 dpi, of which the axes take

@@ -45,7 +45,10 @@ figcaption { color: #444; margin: 0.3em 0 1.5em 0; }
 <body>
 <h1>{{ report_title }}</h1>
 <p class="description">{{ description }}</p>
-<h2>Summary per cell (final step)</h2>
+{% if quality_table %}<h2>Sample quality per cell</h2>
+<p class="quality">{{ quality_note }}</p>
+{{ quality_table }}
+{% endif %}<h2>Summary per cell (final step)</h2>
 {{ summary_table }}
 <h2>Figures</h2>
 <p class="explore">Interactive: {{ explore_hint }}</p>
@@ -157,6 +160,47 @@ def _summary_html(df) -> str:
     return out.to_html(index=False, border=0, classes="ridgexr", table_id="summary")
 
 
+def quality_rows(ds: xr.Dataset):
+    """The report's sample-quality table (a DataFrame, one row per run cell in reading order; None for a store
+    without quality variables): each measure with its interval and reference values, and the gate's verdict."""
+    import pandas as pd
+
+    from .quality import sample_quality
+
+    if not any(str(n).startswith("quality_") for n in ds.data_vars):
+        return None
+    q = sample_quality(ds)
+    rows = []
+    for cell in plot.ordered_cells(ds):
+        c = q.sel(cell)
+        v = {n.removeprefix("quality_"): float(c[n]) for n in c.data_vars if n != "gate"}
+        row = dict(cell)
+
+        def fmt(name, lo, hi, digits="3g"):
+            if not np.isfinite(v.get(name, np.nan)):
+                return "-"
+            return f"{v[name]:.{digits}} [{v[lo]:.{digits}}, {v[hi]:.{digits}}]"
+
+        row["nearest ratio [95 % CI]"] = fmt("nearest_ratio", "nearest_ratio_lower", "nearest_ratio_upper")
+        row["class share [95 % CI]"] = fmt("class_share", "class_share_lower", "class_share_upper", "2f")
+        row["class share of real images"] = (f"{v['class_share_heldout']:.2f}"
+                                             if np.isfinite(v.get("class_share_heldout", np.nan)) else "-")
+        row["Frechet (floor / ceiling)"] = (f"{v['frechet']:.3g} ({v['frechet_floor']:.3g} / {v['frechet_ceiling']:.3g})"
+                                            if np.isfinite(v.get("frechet", np.nan)) else "-")
+        row["sliced W2 (null)"] = (f"{v['sliced_wasserstein']:.3g} ({v['sliced_wasserstein_null']:.3g})"
+                                   if np.isfinite(v.get("sliced_wasserstein", np.nan)) else "-")
+        row["samples used"] = f"{v.get('n_finite', np.nan):.0f}" if np.isfinite(v.get("n_finite", np.nan)) else "-"
+        row["gate"] = str(c.gate.item())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+QUALITY_NOTE = ("The gate (docs/quality.md): a cell generates when at least 80 % of its final samples fall in the "
+                "training classes (the cached Fashion-MNIST classifier) and their median distance to the nearest "
+                "training point is at most 1.5 x that of held-out real points; a claim about a cell that does not "
+                "generate is untestable. '-': the cell's dataset allows no such measure.")
+
+
 @contextlib.contextmanager
 def _quiet():
     """Silence third-party progress output and chatty loggers while rendering."""
@@ -233,6 +277,13 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
             figures[f"decoded_samples_{i}"] = (plot.decoded_samples(ds, **cell), f"Decoded samples of {cell}.")
             figures[f"decoded_trajectories_{i}"] = (plot.decoded_trajectories(ds, **cell),
                                                     f"Decoded trajectories of {cell}.")
+    quality = quality_rows(ds)
+    if plot.is_image_store(ds):  # an image model's figures start with its samples, beside real images
+        gates = None if quality is None else {  # quality_rows lists the cells in reading order too
+            plot.cell_title(cell): gate for cell, gate in zip(plot.ordered_cells(ds), quality["gate"])}
+        figures = {"sample_gallery": (plot.sample_gallery(ds, gates=gates), "The final samples of every cell "
+                   "(the scheduler's output at t = 0, else the last state over alpha_t), one row each, above real "
+                   "training images; the quality gate's verdict beside each cell's label.")} | figures
     if plot.is_image_store(ds):  # pixel images, or VAE latents decoded
         is_exact = lambda c: "exact" in (c.get("schedule"), c.get("model"))  # noqa: E731
         picked = [c for c in cells(ds) if not is_exact(c)][:1] + [c for c in cells(ds) if is_exact(c)][-1:]
@@ -255,7 +306,7 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
     rendered = {}
     with _quiet():
         for name, (fig, _) in list(figures.items()):
-            fig = fig if name.startswith("image_grid") else _style(fig)  # a grid sizes itself (plot.GRID_SCALE)
+            fig = fig if name.startswith(("image_grid", "sample_gallery")) else _style(fig)  # grids size themselves
             target = out / f"{name}.png"
             try:
                 hv.save(fig, target, backend="matplotlib", fmt="png")
@@ -284,6 +335,9 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
         list(rendered.values()), resources=INLINE, title=title, template=PAGE,
         template_variables=dict(
             report_title=title, description=ds.attrs.get("description", ""), summary_table=summary_html,
+            quality_table="" if quality is None else quality.to_html(index=False, border=0, classes="ridgexr",
+                                                                     table_id="quality"),
+            quality_note=QUALITY_NOTE,
             explore_hint=explore_hint,
             figures=[{"name": n, "caption": cap} for n, (_, cap) in figures.items()],
             config_table=_html_table(_kv_table(json_attr(ds, "config")), "config"),

@@ -185,3 +185,54 @@ def test_each_image_pixel_gets_at_least_two_screen_pixels(image_stores):
     box = fig.axes[0].get_window_extent()
     px = 72 / fig.dpi  # hv.save (the report's PNGs) draws at 72 dpi
     assert box.width * px / canvas.shape[1] >= 2 and box.height * px / canvas.shape[0] >= 2, (box, canvas.shape)
+
+
+def test_the_sample_gallery_draws_each_cells_final_samples_above_training_images(image_stores):
+    """One row per cell (its final states over alpha at t_min), then a row of training images: the values drawn
+    (read back from the rendered figure) are those images; the gate's verdict is in the title."""
+    ds = ridgexr.open_dataset(image_stores["pixel"])
+    canvas, labels = plot.sample_gallery_values(ds, n=3)
+    assert labels == ["model=exact", "training images"]
+    show = lambda v: np.clip((v.reshape(-1, 5, 5) + 1) / 2, 0, 1)  # noqa: E731
+    last = ds.isel(step=-1, model=0)
+    want = np.stack([show(last["trajectory"].values / float(last["alpha"])), show(ds["train_data"].values[:3])])
+    np.testing.assert_allclose(_tiles(canvas, 5, 5), want, atol=1e-12)
+    fig = hv_render(plot.sample_gallery(ds, n=3, gates={"model=exact": "generates"}))
+    im = fig.axes[0].images[0]
+    drawn = np.asarray(im.get_array(), dtype=float)
+    drawn = drawn if im.origin == "upper" else drawn[::-1]
+    np.testing.assert_allclose(np.ma.filled(np.ma.masked_invalid(drawn), np.nan), canvas, atol=1e-12)
+    assert "model=exact [generates]" in fig.axes[0].get_title()
+
+
+def test_the_report_of_an_image_store_starts_with_its_samples_and_shows_the_quality_table(image_stores, tmp_path):
+    """The rendered page: a quality table per cell (an IDX folder without a test split: nothing to measure, the
+    gate 'not assessed') and the sample gallery as the first figure."""
+    from bs4 import BeautifulSoup
+
+    from ridgexr.report import make_report
+
+    ds = ridgexr.open_dataset(image_stores["pixel"])
+    paths = make_report(ds, tmp_path / "rep")
+    page = BeautifulSoup(paths["html"].read_text(), "html.parser")
+    table = page.find("table", id="quality")
+    head = [th.get_text() for th in table.find_all("th")]
+    cells = [[td.get_text() for td in tr.find_all("td")] for tr in table.find("tbody").find_all("tr")]
+    assert head[0] == "model" and head[-1] == "gate" and cells == [["exact", "-", "-", "-", "-", "-", "-",
+                                                                    "not assessed"]]
+    assert page.find_all("figure")[0]["id"] == "sample_gallery" and paths["sample_gallery"].is_file()
+
+
+def test_the_explorer_says_each_cells_quality_gate(image_stores, tmp_path):
+    """The explorer's quality pane (bound to the cell widgets) for the IDX folder without a test split: the gate is
+    'not assessed' with the reason; a store of an older schema says so."""
+    import panel as pn
+
+    from ridgexr.explore import ExplorerData, explorer
+
+    ds = ridgexr.open_dataset(image_stores["pixel"])
+    view = explorer(ds)
+    panes = [p for p in view.select(pn.pane.Markdown) if "sample quality" in str(p.object)]
+    assert len(panes) == 1 and "not assessed" in panes[0].object and "no measure" in panes[0].object
+    old = ds.drop_vars([n for n in ds.data_vars if n.startswith("quality_")])
+    assert "schema < 1.7" in ExplorerData(old).quality_text({"model": "exact"})
