@@ -370,7 +370,9 @@ def _summary_table(rows, title):
                                         "normal / tangent model error; near: within 0.5 of a training point (the paper's count); "
                                         "memo: d1/d2 < 1/3; div: diverged; "
                                         "excess: held-out excess loss; degen: share of states whose ridge frame is "
-                                        "numerically undetermined (masked in the averages)")
+                                        "numerically undetermined (masked in the averages)"
+                                        + ("; quality: the sample-quality gate (docs/quality.md)"
+                                           if "quality" in rows[0] else ""))
     keys = [k for k in rows[0] if k != "complete"]
     table.add_column("done", no_wrap=True)
     for k in keys:

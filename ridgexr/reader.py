@@ -46,7 +46,8 @@ def summarize(path: str | Path, ds: xr.Dataset | None = None) -> list[dict]:
     tangent residual (states with a degenerate frame masked, their share in ``degenerate``),
     near-mode share (within 0.5 of a scaled training point, the paper's count, as
     ``near_mode_fraction``), memorized share (d1/d2 < 1/3, as
-    ``memorization_fraction``), diverged trajectories, held-out excess loss.  Every column is
+    ``memorization_fraction``), diverged trajectories, held-out excess loss, and (stores of schema 1.7 on)
+    ``quality``, the sample-quality gate's verdict (:func:`ridgexr.quality.sample_quality`).  Every column is
     built lazily and computed in one ``dask.compute`` in this process
     (:data:`ridgexr.store.IN_PROCESS`), so chunks shared by several columns (the final step's
     block of each cell) are read once.  A complete cell with a missing chunk is shown as
@@ -67,6 +68,11 @@ def summarize(path: str | Path, ds: xr.Dataset | None = None) -> list[dict]:
                                    {k: v.transpose(*dims).data for k, v in marks.items()}, scheduler=IN_PROCESS)
     done = marks["done"]
     applies = marks.get("applies", np.ones(done.shape, bool))
+    gate = None
+    if any(str(n).startswith("quality_") for n in ds.data_vars):
+        from .quality import sample_quality
+
+        gate = sample_quality(ds)["gate"].transpose(*dims).values
     rows = []
     for idx in np.ndindex(*done.shape):
         if not applies[idx]:  # masked: the cell's model block does not use one of its labels
@@ -74,6 +80,8 @@ def summarize(path: str | Path, ds: xr.Dataset | None = None) -> list[dict]:
         row = cell_label(ds, dims, idx)
         row["complete"] = bool(done[idx])
         row.update({k: (int(v[idx]) if k == "diverged" else float(v[idx])) for k, v in cols.items()})
+        if gate is not None:
+            row["quality"] = str(gate[idx])
         rows.append(row)
     return rows
 

@@ -84,3 +84,12 @@ def test_a_store_without_quality_variables_is_refused_naming_the_schema(quality_
     ds, _ = quality_store
     with pytest.raises(ValueError, match="schema 1.7"):
         ds.drop_vars([n for n in ds.data_vars if n.startswith("quality_")]).ridge.sample_quality()
+
+
+def test_the_run_summary_says_whether_each_cell_generates(quality_store):
+    """The summary the run prints (and ridgexr info) has the gate's verdict per cell."""
+    from ridgexr.reader import summarize
+
+    ds, _ = quality_store
+    rows = summarize(ds.encoding["source"])
+    assert {r["model"]: r["quality"] for r in rows} == {"unet": "does not generate", "exact": "generates"}
