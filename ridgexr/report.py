@@ -165,7 +165,7 @@ def quality_rows(ds: xr.Dataset):
     without quality variables): each measure with its interval and reference values, and the gate's verdict."""
     import pandas as pd
 
-    from .quality import sample_quality
+    from .quality import gated_verdict, sample_quality
 
     if not any(str(n).startswith("quality_") for n in ds.data_vars):
         return None
@@ -191,6 +191,7 @@ def quality_rows(ds: xr.Dataset):
                                    if np.isfinite(v.get("sliced_wasserstein", np.nan)) else "-")
         row["samples used"] = f"{v.get('n_finite', np.nan):.0f}" if np.isfinite(v.get("n_finite", np.nan)) else "-"
         row["gate"] = str(c.gate.item())
+        row["claims about the cell"] = gated_verdict("testable", row["gate"])
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -93,3 +93,44 @@ def test_the_run_summary_says_whether_each_cell_generates(quality_store):
     ds, _ = quality_store
     rows = summarize(ds.encoding["source"])
     assert {r["model"]: r["quality"] for r in rows} == {"unet": "does not generate", "exact": "generates"}
+
+
+def test_a_latent_store_measures_against_the_encoded_test_images(tmp_path, write_idx_folder, monkeypatch):
+    """VAE latents: the held-out reals are the test images encoded by the training set's cached VAE; the stored
+    nearest ratio is the brute-force ratio of medians in latent space."""
+    import torch
+
+    from ridgexr.datasets.images import load_images
+    from ridgexr.datasets.training_set import image_latents
+
+    monkeypatch.setenv("RIDGEXR_CACHE", str(tmp_path / "cache"))
+    rng = np.random.default_rng(1)
+    write_idx_folder(tmp_path / "tiny", _images(rng, 30), np.zeros(30))
+    write_idx_folder(tmp_path / "tiny", _images(rng, 20), np.zeros(20), split="test")
+    (tmp_path / "cat.yaml").write_text("""
+experiments:
+  latent-quality:
+    dataset: {images: {images: tiny, space: latent, latent_dim: 2, epochs: 2}}
+    process: {T: 1.0, t_min: 0.01, n_steps: 4}
+    models: [{kind: exact}]
+    training: {n_time: 3, n_noise: 1}
+    sampler: {kind: sde, block_steps: 4}
+    n_samples: 10
+    d_star: 1
+    store: latent-quality.zarr
+""")
+    exp = experiment_from_file(tmp_path / "cat.yaml")
+    ds = ridgexr.open_dataset(run_experiment(exp, data_dir=tmp_path / "data").store)
+    vae = image_latents(exp.dataset.images, tmp_path).model
+    px, _, _, _ = load_images(str(tmp_path / "tiny"), scale="unit", split="test")
+    with torch.no_grad():
+        held = vae.encode(torch.as_tensor(px, dtype=torch.float32))[0].double().numpy()
+    train = ds["train_data"].values
+    last = ds.isel(step=-1, model=0)
+    x = last["trajectory"].values / float(last["alpha"])
+
+    def nearest(q):
+        return np.sqrt(((q[:, None, :] - train[None]) ** 2).sum(-1)).min(1)
+
+    want = np.median(nearest(x)) / np.median(nearest(held))
+    np.testing.assert_allclose(float(ds.quality_nearest_ratio.isel(model=0)), want, rtol=1e-10)

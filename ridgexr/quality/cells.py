@@ -6,9 +6,11 @@
   against the test-split images of the cell's classes (the Frechet distance in the classifier's
   features with its floor and ceiling, the class share, the nearest ratio);
 - **pixel images** of an IDX folder with a test split: the nearest ratio alone;
+- **VAE latents** of images (``space: latent``): the nearest ratio against the encoder means of the test
+  split's images of the cell's classes, through the same cached VAE;
 - **manifolds**: :func:`ridgexr.quality.point_quality` against the store's ``population_data``, fresh
   draws of the law (the nearest ratio, the sliced Wasserstein distance and its null);
-- anything else (point sets, latents, files): nothing, and the gate reads "not assessed".
+- anything else (point sets, files, MNIST latents): nothing, and the gate reads "not assessed".
 
 The returned keys are those of :data:`QUALITY_KEYS`, stored as ``quality_<key>``
 (:data:`ridgexr.store.QUALITY_VARIABLES`); a key a cell's measures do not give is NaN there.
@@ -66,11 +68,40 @@ def cell_quality(dataset: Any, train: np.ndarray, samples: np.ndarray, *, base_d
     images = getattr(dataset, "images", None)
     if images is not None and images.space == "pixel":
         return _image_cell(images, train, samples, base_dir=base_dir, seed=seed, n_boot=n_boot)
+    if images is not None:  # VAE latents: the test images encoded by the training set's VAE
+        return _latent_cell(images, train, samples, base_dir=base_dir, seed=seed, n_boot=n_boot)
     if getattr(dataset, "manifold", None) is not None:
         fresh = dataset_extras(dataset)["population_data"][1]
         q = point_quality(samples, train, fresh, n_boot=n_boot, seed=seed)
         return {k: float(v) for k, v in q.items() if k in QUALITY_KEYS}
     return {}
+
+
+def _ratio_only(samples, held, train, *, seed, n_boot) -> dict[str, float]:
+    """The nearest ratio of the finite samples against the held-out reals (the measure every dataset with
+    held-out reals has)."""
+    s = np.asarray(samples, dtype=np.float64)
+    finite = s[np.isfinite(s).all(1)]
+    if not len(finite):
+        return {"n_finite": 0.0}
+    ratio, lo, hi = nearest_ratio(finite, held, train, n_boot=n_boot, seed=seed)
+    return {"nearest_ratio": ratio, "nearest_ratio_lower": lo, "nearest_ratio_upper": hi, "n_finite": float(len(finite))}
+
+
+def _latent_cell(images, train, samples, *, base_dir, seed, n_boot) -> dict[str, float]:
+    import torch
+
+    from ..datasets.training_set import image_latents
+
+    try:
+        held, _, _, _ = load_images(images.images, classes=images.classes, scale="unit", split="test",
+                                    base_dir=base_dir)
+    except ImageError:  # no test split: no held-out reals
+        return {}
+    vae = image_latents(images, base_dir).model  # cached with the training set's latents: the same encoder
+    with torch.no_grad():
+        mu, _ = vae.encode(torch.as_tensor(held, dtype=torch.float32))
+    return _ratio_only(samples, mu.double().numpy(), train, seed=seed, n_boot=n_boot)
 
 
 def _image_cell(images, train, samples, *, base_dir, seed, n_boot) -> dict[str, float]:
@@ -89,8 +120,4 @@ def _image_cell(images, train, samples, *, base_dir, seed, n_boot) -> dict[str, 
                           classes=images.classes if images.classes is not None else list(range(10)),
                           classifier=cached_classifier(images.images), seed=seed, n_boot=n_boot)
         return {k: float(v) for k, v in q.items() if k in QUALITY_KEYS}
-    finite = s[np.isfinite(s).all(1)]
-    if not len(finite):
-        return {"n_finite": 0.0}
-    ratio, lo, hi = nearest_ratio(finite, held, train, n_boot=n_boot, seed=seed)
-    return {"nearest_ratio": ratio, "nearest_ratio_lower": lo, "nearest_ratio_upper": hi, "n_finite": float(len(finite))}
+    return _ratio_only(s, held, train, seed=seed, n_boot=n_boot)
