@@ -27,7 +27,7 @@ import numpy as np
 from .._validation import check_int
 from ..datasets.images import load_images
 from .classifier import TrainedClassifier
-from .measures import class_share, frechet_from_moments, gate_verdict, gaussian_moments, nearest_ratio
+from .measures import check_points, class_share, frechet_from_moments, gate_verdict, gaussian_moments, nearest_ratio
 
 __all__ = ["image_quality", "heldout_reals", "IMAGE_QUALITY_KEYS", "N_REFERENCE_DRAWS"]
 
@@ -69,17 +69,6 @@ def heldout_reals(images: str = "fashion-mnist", classes=None, scale: str = "sym
     """
     x, y, _, _ = load_images(images, classes=classes, scale=scale, split="test")
     return x, y
-
-
-def _images(x, name: str, *, finite: bool = True, min_rows: int = 1) -> np.ndarray:
-    a = np.asarray(x, dtype=np.float64)
-    if a.ndim != 2 or a.shape[1] != 784:
-        raise ValueError(f"`{name}` must have shape (n, 784) (flattened 28 x 28 images); got {a.shape}")
-    if a.shape[0] < min_rows:
-        raise ValueError(f"`{name}` must hold at least {min_rows} images; got {a.shape[0]}")
-    if finite and not np.isfinite(a).all():
-        raise ValueError(f"`{name}` must be finite")
-    return a
 
 
 def image_quality(samples, *, train, heldout, classes, classifier: TrainedClassifier, train_labels=None,
@@ -134,9 +123,9 @@ def image_quality(samples, *, train, heldout, classes, classifier: TrainedClassi
     ValueError
         Shapes, non-finite ``train`` or ``heldout``, labels outside ``classes``, missing ``train_labels``.
     """
-    s = _images(samples, "samples", finite=False, min_rows=0)
-    tr = _images(train, "train", min_rows=2)
-    held = _images(heldout, "heldout", min_rows=2)
+    s = check_points(samples, "samples", k=784, finite=False, min_rows=0)
+    tr = check_points(train, "train", k=784, min_rows=2)
+    held = check_points(heldout, "heldout", k=784, min_rows=2)
     cls = np.asarray(classes)
     if cls.ndim != 1 or cls.size == 0 or cls.dtype.kind not in "iu":
         raise ValueError(f"`classes` must be a non-empty sequence of integers; got {classes!r}")

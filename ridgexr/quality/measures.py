@@ -56,8 +56,9 @@ NEAREST_BUDGET = 64 * 2**20
 
 
 # ---------------------------------------------------------------------------------------------- checks
-def _points(x, name: str, *, k: int | None = None, min_rows: int = 1, finite: bool = True) -> np.ndarray:
-    """A float64 (n, k) array with n >= min_rows (finite unless ``finite=False``)."""
+def check_points(x, name: str, *, k: int | None = None, min_rows: int = 1, finite: bool = True) -> np.ndarray:
+    """``x`` as a float64 (n, k) array with n >= min_rows (finite unless ``finite=False``); ValueError naming
+    ``name`` otherwise (the one input check of the quality measures: points, features, flattened images)."""
     a = np.asarray(x, dtype=np.float64)
     if a.ndim != 2 or (k is not None and a.shape[1] != k):
         want = f"(n, {k})" if k is not None else "(n, k)"
@@ -142,7 +143,7 @@ def gaussian_moments(x) -> tuple[np.ndarray, np.ndarray]:
     >>> mu.tolist(), cov.tolist()
     ([1.0, 2.0], [[2.0, 2.0], [2.0, 2.0]])
     """
-    a = _points(x, "x", min_rows=2)
+    a = check_points(x, "x", min_rows=2)
     mu = a.mean(0)
     xc = a - mu
     return mu, xc.T @ xc / (a.shape[0] - 1)
@@ -177,8 +178,8 @@ def frechet_distance(x, y) -> float:
     >>> frechet_distance(x, x) < 1e-10, round(frechet_distance(x, x + 1.0), 10)  # a shift by (1, 1, 1)
     (True, 3.0)
     """
-    a = _points(x, "x", min_rows=2)
-    b = _points(y, "y", k=a.shape[1], min_rows=2)
+    a = check_points(x, "x", min_rows=2)
+    b = check_points(y, "y", k=a.shape[1], min_rows=2)
     return frechet_from_moments(*gaussian_moments(a), *gaussian_moments(b))
 
 
@@ -255,10 +256,10 @@ def nearest_ratio(samples, reals, train, *, n_boot: int = 1000, ci: float = 0.95
     >>> ratio, lo <= ratio <= hi  # median 2 over median 1
     (2.0, True)
     """
-    s = _points(samples, "samples", min_rows=0, finite=False)
+    s = check_points(samples, "samples", min_rows=0, finite=False)
     d = s.shape[1]
-    r = _points(reals, "reals", k=d)
-    tr = _points(train, "train", k=d)
+    r = check_points(reals, "reals", k=d)
+    tr = check_points(train, "train", k=d)
     n_boot = check_int(n_boot, "n_boot", min_val=1)
     ci = _ci(ci)
     seed = check_int(seed, "seed", min_val=0)
@@ -409,10 +410,10 @@ def point_quality(samples, train, fresh, *, n_boot: int = 1000, ci: float = 0.95
     >>> q["gate"], 0.7 < q["nearest_ratio"] < 1.4
     ('generates', True)
     """
-    s = _points(samples, "samples", min_rows=1, finite=False)
+    s = check_points(samples, "samples", min_rows=1, finite=False)
     d = s.shape[1]
-    tr = _points(train, "train", k=d)
-    fr = _points(fresh, "fresh", k=d)
+    tr = check_points(train, "train", k=d)
+    fr = check_points(fresh, "fresh", k=d)
     finite = s[np.isfinite(s).all(1)]
     n_fin = finite.shape[0]
     if fr.shape[0] <= n_fin:
