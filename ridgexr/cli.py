@@ -42,7 +42,8 @@ _STATE = {"debug": False, "interrupted": False}
 
 def _describe(exc: BaseException) -> str:
     """One line on what went wrong: OS errors name the path and the cause; the exception's notes
-    (``add_note``: e.g. that ``--overwrite`` kept the old store) follow after a semicolon."""
+    (``add_note``: e.g. that ``--overwrite`` kept the old store) follow after a semicolon.  A catalog
+    file with several problems is the exception: one line naming the file, then one line per problem."""
     if isinstance(exc, OSError) and exc.errno is not None:
         where = f" {exc.filename!r}" if exc.filename else ""
         cause = {errno.ENOSPC: "the disk is full", errno.EACCES: "permission denied",
@@ -54,7 +55,11 @@ def _describe(exc: BaseException) -> str:
         text = "out of memory (reduce n_samples, block_steps or the training sample)"
     else:
         text = str(exc)
-    return "; ".join([text, *getattr(exc, "__notes__", ())]).replace("\n", " | ")
+    text = "; ".join([text, *getattr(exc, "__notes__", ())])
+    from .catalog import CatalogError
+
+    # a catalog file's problems, one line each under the line naming the file; anything else on one line
+    return text if isinstance(exc, CatalogError) else text.replace("\n", " | ")
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):

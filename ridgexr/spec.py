@@ -10,7 +10,8 @@ from __future__ import annotations
 import difflib
 from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 __all__ = ["Spec", "as_list", "distinct_sweep"]
 
@@ -18,8 +19,9 @@ __all__ = ["Spec", "as_list", "distinct_sweep"]
 class Spec(BaseModel):
     """A strict, frozen configuration block.
 
-    An unknown field is refused with the closest known name ("did you mean"); a field name
-    removed in an earlier release (:attr:`removed_fields`) is refused with its replacement.
+    An unknown field is refused at its own location with the closest known name ("did you mean"); a
+    field name removed in an earlier release (:attr:`removed_fields`) is refused with its replacement.
+    Either is reported together with every other error of the block.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, ser_json_inf_nan="constants")
@@ -27,20 +29,42 @@ class Spec(BaseModel):
     #: field names removed in a release -> the field that replaced them (refused, never read)
     removed_fields: ClassVar[dict[str, str]] = {}
 
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _known_fields(cls, data):
-        if isinstance(data, dict):
-            known = list(cls.model_fields)
-            for key in data:
-                if key in known or not isinstance(key, str):
-                    continue
-                if key in cls.removed_fields:
-                    raise ValueError(f"field {key!r} was removed in ridgexr 0.4; use {cls.removed_fields[key]!r}")
-                close = difflib.get_close_matches(key, known, n=1)
-                if close:
-                    raise ValueError(f"unknown field {key!r}; did you mean {close[0]!r}?")
-        return data
+    def _known_fields(cls, data, handler):
+        """Every error of the block at once: an unknown field (pydantic's ``extra_forbidden``) is reported
+        at its own location with the closest known name, or as removed with its replacement, beside the
+        block's other errors (a "before" check would stop at the first unknown field)."""
+        try:
+            return handler(data)
+        except ValidationError as err:
+            errors = err.errors()
+            if not any(e["type"] == "extra_forbidden" and len(e["loc"]) == 1 for e in errors):
+                raise
+            raise ValidationError.from_exception_data(cls.__name__, [
+                InitErrorDetails(type=cls._unknown_field(e["loc"][0]), loc=e["loc"], input=e["input"])
+                if e["type"] == "extra_forbidden" and len(e["loc"]) == 1 else
+                InitErrorDetails(type=PydanticCustomError(e["type"], _template(e["msg"]), e.get("ctx")),
+                                 loc=e["loc"], input=e["input"])
+                for e in errors]) from None
+
+    @classmethod
+    def _unknown_field(cls, key) -> PydanticCustomError:
+        """The error of an unknown field ``key``: removed (with its replacement), a close known name, or none."""
+        known = list(cls.model_fields)
+        if key in cls.removed_fields:
+            return PydanticCustomError("removed_field", _template(
+                f"field {key!r} was removed in ridgexr 0.4; use {cls.removed_fields[key]!r}"))
+        close = difflib.get_close_matches(str(key), known, n=1)
+        if close:
+            return PydanticCustomError("unknown_field", _template(f"unknown field {key!r}; did you mean {close[0]!r}?"))
+        # still "extra_forbidden": a model block names its kind's fields instead (ridgexr.models.validate_block)
+        return PydanticCustomError("extra_forbidden", _template(f"unknown field {key!r}"))
+
+
+def _template(text: str) -> str:
+    """``text`` as a pydantic message template (its own braces kept literally)."""
+    return text.replace("{", "{{").replace("}", "}}")
 
 
 def as_list(v) -> list:

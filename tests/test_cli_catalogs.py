@@ -131,3 +131,15 @@ def test_did_you_mean_for_entry_names_and_fields(tmp_path, catalog_text):
     f.write_text(catalog_text(steps=5, samples=4).replace("n_samples:", "n_sample:"))
     r = runner.invoke(app, ["run", str(f), "--data-dir", str(tmp_path)])
     assert r.exit_code == 2 and "unknown field 'n_sample'; did you mean 'n_samples'?" in _flat(r.output)
+
+
+def test_run_on_a_catalog_file_with_three_mistakes_prints_all_three_and_exits_2(tmp_path, catalog_text):
+    f = tmp_path / "three.yaml"
+    f.write_text(catalog_text(steps=5, samples=4).replace("n_samples:", "n_sample:").replace("d_star: 1", "d_star: -1")
+                 .replace("n_steps: 5", "n_steps: 0"))
+    r = runner.invoke(app, ["run", str(f), "--data-dir", str(tmp_path)])
+    assert r.exit_code == 2 and r.exception.__class__ is SystemExit  # a user error: no traceback
+    lines = r.output.splitlines()
+    assert lines[0] == f"error: {f}: 3 problems:"
+    assert sorted(line.split(":")[0].strip() for line in lines[1:]) == [
+        "entry 'tiny', field 'd_star'", "entry 'tiny', field 'n_sample'", "entry 'tiny', field 'process.n_steps'"]

@@ -102,13 +102,13 @@ def test_rerun_keeps_every_cell(multi_run):
 
 
 @pytest.mark.parametrize("block, msg", [
-    ("{kind: mlp, widths: [8], tau: 3.0}", r"field 'models\.3\.tau': not a field of model kind 'mlp'"),
-    ("{kind: random_features}", r"field 'models\.3\.widths': Field required"),
-    ("{kind: module}", r"field 'models\.3\.module': Field required"),
+    ("{kind: mlp, widths: [8], tau: 3.0}", r"field 'models\[3\]\.tau': not a field of model kind 'mlp'"),
+    ("{kind: random_features}", r"field 'models\[3\]\.widths': Field required"),
+    ("{kind: module}", r"field 'models\[3\]\.module': Field required"),
     ("{kind: module, module: nocolon}", "package.module:factory"),
-    ("{kind: mlp, activation: sigmoid}", r"field 'models\.3\.activation': Input should be 'relu', 'silu', 'tanh' or 'gelu'"),
+    ("{kind: mlp, activation: sigmoid}", r"field 'models\[3\]\.activation': Input should be 'relu', 'silu', 'tanh' or 'gelu'"),
     ("{kind: vae}", r"unknown model kind 'vae' \(known: random_features, exact, mlp, module, diffusers, unet\)"),
-    ("{kind: unet}", r"field 'models\.3\.sample_size': Field required"),
+    ("{kind: unet}", r"field 'models\[3\]\.sample_size': Field required"),
     ("{kind: mpl, widths: [8]}", r"unknown model kind 'mpl'; did you mean 'mlp'\?"),
     ("{kind: mlp, widths: [8], epochs: [2, 2]}", "epochs must be distinct"),
     ("{kind: unet, sample_size: [4, 4], block_out_channels: [8], norm_num_groups: 4, epochs: [3, 1, 3]}",

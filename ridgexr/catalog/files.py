@@ -1,8 +1,8 @@
 """Reading catalog files: YAML with a safe loader, validated into :class:`Experiment` entries.
 
 A catalog file holds ``experiments: {name: entry}``.  YAML is read with a safe loader (no
-Python tags, duplicate keys refused).  A malformed or unknown field raises
-:class:`CatalogError` naming the file, the entry and the field.  Where catalog files come
+Python tags, duplicate keys refused).  Malformed or unknown fields raise one
+:class:`CatalogError` naming the file and, one line each, every entry and field that is wrong.  Where catalog files come
 from: see :mod:`ridgexr.catalog`.
 """
 
@@ -28,12 +28,29 @@ __all__ = ["load_catalog_file", "builtin_catalog_files", "catalog_files", "data_
            "experiment_from_file", "describe"]
 
 
-def _format_error(file: str, entry: str | None, err: ValidationError) -> str:
+def _location(entry: str, loc: tuple) -> str:
+    """Where an error is, in words: "entry 'x'", "entry 'x', field 'process.n_steps'", "... 'models[1].widths'"."""
+    field = ""
+    for part in loc:
+        field += f"[{part}]" if isinstance(part, int) else (f".{part}" if field else str(part))
+    return f"entry {entry!r}" + (f", field {field!r}" if field else "")
+
+
+def _problems(entry: str, err: ValidationError) -> list[str]:
+    """One line per error of ``err`` (the validation of ``entry``): its location in words, then what is wrong
+    (a validator's own message, without pydantic's "Value error, " prefix)."""
     lines = []
     for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"])
-        lines.append(f"{file}: entry {entry!r}: field {loc!r}: {e['msg']}" if entry else f"{file}: {loc}: {e['msg']}")
-    return "\n".join(lines)
+        cause = e.get("ctx", {}).get("error") if e["type"] == "value_error" else None
+        lines.append(f"{_location(entry, e['loc'])}: {cause if isinstance(cause, Exception) else e['msg']}")
+    return lines
+
+
+def _catalog_error(path: Path, problems: list[str]) -> CatalogError:
+    """One :class:`CatalogError` for every problem of a file: the file and the count, then one line each."""
+    if len(problems) == 1:
+        return CatalogError(f"{path}: {problems[0]}")
+    return CatalogError(f"{path}: {len(problems)} problems:\n" + "\n".join(f"  {p}" for p in problems))
 
 
 #: deepest nesting of lists and mappings a catalog file may have (a catalog needs ~5 levels; Python's
@@ -80,7 +97,14 @@ _UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, lis
 
 
 def load_catalog_file(path: str | Path) -> dict[str, Experiment]:
-    """Read and validate one catalog file; returns {name: Experiment}."""
+    """Read and validate one catalog file; returns {name: Experiment}.
+
+    Raises
+    ------
+    CatalogError
+        The file cannot be read or is not YAML; or it has invalid entries: then one error lists every
+        problem of every entry, one line each, located in words ("entry 'x', field 'process.n_steps'").
+    """
     path = Path(path)
     try:
         raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 (SafeLoader)
@@ -95,16 +119,19 @@ def load_catalog_file(path: str | Path) -> dict[str, Experiment]:
         raise CatalogError(f"{path}: cannot be read: {exc}") from None
     if not isinstance(raw, dict) or set(raw) != {"experiments"} or not isinstance(raw["experiments"], dict):
         raise CatalogError(f"{path}: must be a mapping with the single key 'experiments: {{name: entry}}'")
-    out = {}
-    for name, entry in raw["experiments"].items():
+    out, problems = {}, []
+    for name, entry in raw["experiments"].items():  # every entry, so that one error names every problem
         if not isinstance(entry, dict):
-            raise CatalogError(f"{path}: entry {name!r}: must be a mapping")
+            problems.append(f"entry {str(name)!r}: must be a mapping")
+            continue
         try:
             out[str(name)] = Experiment(name=str(name), source=str(path), **entry)
         except ValidationError as exc:
-            raise CatalogError(_format_error(str(path), str(name), exc)) from None
+            problems += _problems(str(name), exc)
         except TypeError as exc:
-            raise CatalogError(f"{path}: entry {name!r}: {exc}") from None
+            problems.append(f"entry {str(name)!r}: {exc}")
+    if problems:
+        raise _catalog_error(path, problems)
     return out
 
 

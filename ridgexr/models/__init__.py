@@ -92,8 +92,8 @@ def validate_block(value) -> ModelSpec:
                 "extra_forbidden", f"not a field of model kind {kind!r} (its fields: {fields})"), loc=e["loc"],
                 input=e["input"])
             if e["type"] == "extra_forbidden" else
-            InitErrorDetails(type=PydanticCustomError(e["type"], e["msg"].replace("{", "{{").replace("}", "}}")),
-                             loc=e["loc"], input=e["input"])
+            InitErrorDetails(type=PydanticCustomError(e["type"], e["msg"].replace("{", "{{").replace("}", "}}"),
+                                                      e.get("ctx")), loc=e["loc"], input=e["input"])
             for e in errors]) from None
 
 
