@@ -393,13 +393,16 @@ def _summary_table(rows, title):
 
 @app.command("list")
 def list_experiments(data_dir: str = _data_dir_option(), catalog: list[str] = _catalog_option(),
-                     wide: bool = typer.Option(False, "--wide", help="one line per entry, however wide (no "
-                                               "wrapping to the terminal)")):
-    """List the catalogs' experiments (every value whole: long ones wrap within their column)."""
-    from .catalog import describe
+                     wide: bool = typer.Option(False, "--wide/--no-wide", metavar="", help="one line per entry, "
+                                               "however wide (no wrapping to the terminal)")):
+    """List the catalogs' experiments (every value whole: long ones wrap within their column), then the stores
+    of the data folder and the entry that made each (open one by that name, whatever catalog defined it)."""
+    from .catalog import default_data_dir, describe, resolve_store, stores_in
 
     with user_errors():
         cat = _catalog(catalog, data_dir)
+        stores = stores_in(data_dir)
+        base = default_data_dir(data_dir)
     # a line between entries, so that a value folded onto several lines reads as one
     table = Table(title=f"experiments in {len(cat.files)} catalog file(s)", show_lines=not wide)
     rows = [describe(cat[n]) for n in cat]
@@ -407,7 +410,23 @@ def list_experiments(data_dir: str = _data_dir_option(), catalog: list[str] = _c
         table.add_column(k, overflow="fold", no_wrap=wide)
     for r in rows:
         table.add_row(*[str(v) for v in r.values()])
-    (Console(width=100_000) if wide else console).print(table)
+    out = Console(width=100_000) if wide else console
+    out.print(table)
+    if not stores:
+        out.print(f"no stores in the data folder {base}", soft_wrap=True, highlight=False)
+        return
+    listed = Table(title=f"stores in the data folder {base}",
+                   caption="entry: the entry that made the store: 'ridgexr info ENTRY' opens it, unless the entry "
+                           "now has another store; catalog: the file that defines the entry now ('not read': no "
+                           "catalog read here, e.g. a file given once to 'ridgexr run')")
+    for k in ("store", "entry", "catalog"):
+        listed.add_column(k, overflow="fold", no_wrap=wide)
+    for path, entry in stores.items():
+        exp = cat.experiments.get(entry)
+        where = ("not read" if exp is None else exp.source if resolve_store(exp, data_dir) == path
+                 else f"{exp.source}, whose store for it is {exp.store}: open this one by its path")
+        listed.add_row(str(path.relative_to(base)), entry or "(none recorded)", where)
+    out.print(listed)
 
 
 @app.command()

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .catalog import data_dir_source, open_catalog, resolve_store
+from .catalog import data_dir_source, default_data_dir, open_catalog, resolve_store, stores_named
 from .store import IN_PROCESS, StoreWarning, cell_label, is_store, missing_chunks, open_store
 
 __all__ = ["open_dataset", "store_path", "summarize", "mask_incomplete", "check_complete_cells"]
@@ -112,24 +112,39 @@ def _summary_columns(ds, last) -> dict:
 
 
 def store_path(name_or_path: str | Path, *, data_dir: str | Path | None = None, catalog: Any = None) -> Path:
-    """The store a path or catalog entry name refers to.
+    """The store a path, a catalog entry name or a stored entry name refers to.
+
+    In this order: a store path; a catalog entry's store (as ``ridgexr run NAME`` writes it); else a
+    store of the data folder made by an entry of that name whatever catalog defined it (the entry
+    name a store records, or ``<data folder>/<name>.zarr``: :func:`ridgexr.catalog.stores_named`).  While a
+    catalog file of the data folder is skipped (it cannot be read), a name that is no entry raises its error
+    instead: the name may be an entry of that file, whose store is elsewhere.
 
     Raises ``FileNotFoundError`` saying where it looked (and where the data folder came
-    from) when ``name_or_path`` is neither a store nor an entry whose store exists.
+    from) when ``name_or_path`` is none of these, and ``ValueError`` when several stores of the data
+    folder record the name.
     """
     p = Path(name_or_path)
     if is_store(p):
         return p
+    name = str(name_or_path)
     cat = catalog if catalog is not None else open_catalog(data_dir=data_dir)
-    if str(name_or_path) not in cat.experiments and cat.skipped:  # it may be in a skipped catalog file
-        raise cat.not_found(str(name_or_path))
-    if str(name_or_path) not in cat.experiments:
-        raise FileNotFoundError(f"{str(name_or_path)!r} is neither a ridgexr store nor a catalog entry "
-                                f"(known entries: {', '.join(sorted(cat.experiments))})")
-    path = resolve_store(cat[str(name_or_path)], data_dir)
+    if name not in cat.experiments and cat.skipped:  # it may be an entry of a skipped catalog file, with another store
+        raise cat.not_found(name)
+    if name not in cat.experiments:
+        stored = stores_named(name, data_dir)
+        if len(stored) == 1:
+            return stored[0]
+        if stored:
+            raise ValueError(f"{name!r} names {len(stored)} stores of the data folder (each records entry {name!r}): "
+                             f"{', '.join(map(str, stored))}; give the store's path instead")
+        raise FileNotFoundError(f"{name!r} is neither a ridgexr store nor a catalog entry (known entries: "
+                                f"{', '.join(sorted(cat.experiments))}) nor the entry of a store in the data folder "
+                                f"{str(default_data_dir(data_dir))!r} (from {data_dir_source(data_dir)})")
+    path = resolve_store(cat[name], data_dir)
     if not is_store(path):
         raise FileNotFoundError(
-            f"no ridgexr store for {str(name_or_path)!r} at {str(path)!r} (data folder from "
+            f"no ridgexr store for {name!r} at {str(path)!r} (data folder from "
             f"{data_dir_source(data_dir)}); run 'ridgexr run {name_or_path}' first, or point to the folder that "
             "holds it with --data-dir DIR / data_dir=DIR or $RIDGEXR_DATA")
     return path
@@ -142,7 +157,8 @@ def open_dataset(name_or_path: str | Path, *, data_dir: str | Path | None = None
     Parameters
     ----------
     name_or_path : str or path
-        A catalog entry name (resolved like ``ridgexr run NAME``) or a store path.
+        A catalog entry name (resolved like ``ridgexr run NAME``), a store path, or the name of the entry
+        that made a store of the data folder, whatever catalog defined it (:func:`store_path`).
     data_dir : path, optional
         Data folder used when ``name_or_path`` is an entry name (default ``$RIDGEXR_DATA`` or
         the platform's user data folder).

@@ -45,6 +45,7 @@ import zarr
 from zarr.codecs import Crc32cCodec, ZstdCodec
 
 from .process import OU
+from .catalog.folders import is_store, root_metadata as _root_metadata  # is_store: re-exported
 from . import units
 from .training.diagnostics import DIAGNOSTIC_VARIABLES, LOSS_UNITS
 
@@ -356,20 +357,6 @@ def _template(layout: StoreLayout, train: np.ndarray, attrs: dict, extra: dict |
     ds.attrs.update(ROOT_ATTRS, source=f"ridgexr {__version__}")
     ds.attrs.update(attrs)
     return ds
-
-
-def _root_metadata(path: str | Path) -> dict:
-    """The store's root ``zarr.json`` as a dict; {} when it is missing or unreadable."""
-    try:
-        meta = json.loads((Path(path) / "zarr.json").read_text())
-    except (OSError, json.JSONDecodeError):
-        return {}
-    return meta if isinstance(meta, dict) else {}
-
-
-def is_store(path: str | Path) -> bool:
-    """Whether ``path`` holds a whole ridgexr store (root metadata with a schema version)."""
-    return "schema_version" in _root_metadata(path).get("attributes", {})
 
 
 def chunk_leftover(path: str | Path) -> list[str] | None:

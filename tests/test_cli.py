@@ -54,6 +54,12 @@ def test_entry_names_resolve_in_the_data_folder_and_missing_stores_say_where(tmp
     r = runner.invoke(app, ["run", str(cat), "--data-dir", str(data)])
     assert r.exit_code == 0 and (data / "tiny.zarr" / "zarr.json").is_file()
     # an entry name from an extra catalog file, with the data folder given three ways
+    # the store records its entry: the name opens it without the catalog file that defined it, and `list` shows it
+    by_name = runner.invoke(app, ["info", "tiny", "--data-dir", str(data)])
+    assert by_name.exit_code == 0 and "complete cells: 6 of 6" in by_name.output
+    listed = runner.invoke(app, ["list", "--data-dir", str(data)]).output
+    assert [[c.strip() for c in line.split("│")[1:-1]] for line in listed.splitlines() if "tiny.zarr" in line] == [
+        ["tiny.zarr", "tiny", "not read"]]
     missing = runner.invoke(app, ["info", "tiny", "--catalog", str(cat), "--data-dir", str(tmp_path / "empty")])
     assert missing.exit_code == 2 and str(tmp_path / "empty" / "tiny.zarr") in missing.output
     assert "--data-dir" in missing.output and "RIDGEXR_DATA" in missing.output

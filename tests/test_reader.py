@@ -139,3 +139,40 @@ def test_a_complete_cell_with_a_missing_chunk_is_never_read_as_fill_values(store
         fixed = ridgexr.open_dataset(path)
     for name in clean.variables:
         np.testing.assert_array_equal(fixed[name].values, clean[name].values, err_msg=name)
+
+
+def _fake_store(path, **attrs):
+    """A folder that reads as a ridgexr store's root (enough for name resolution, not for opening)."""
+    import json
+
+    path.mkdir(parents=True)
+    (path / "zarr.json").write_text(json.dumps({"attributes": {"schema_version": "1.7", **attrs}}))
+    return path
+
+
+def test_a_store_from_a_file_catalog_opens_by_the_entry_name_it_records(store, tmp_path):
+    import shutil
+
+    from ridgexr.reader import store_path
+
+    # `tiny` is defined only by the file given to the run (not a catalog of the data folder, not built in)
+    data = store.parent
+    assert "tiny" not in ridgexr.open_catalog(data_dir=data).experiments
+    ds = ridgexr.open_dataset("tiny", data_dir=data)
+    assert ds.attrs["experiment"] == "tiny" and ds.attrs["config_hash"] == xr.open_zarr(store).attrs["config_hash"]
+    # matched on the name the store records, not its folder's name
+    elsewhere = tmp_path / "data"
+    shutil.copytree(store, elsewhere / "runs" / "renamed.zarr")
+    assert store_path("tiny", data_dir=elsewhere) == elsewhere / "runs" / "renamed.zarr"
+    shutil.copytree(store, elsewhere / "again.zarr")  # two stores record it: ambiguous, both named
+    with pytest.raises(ValueError, match=r"'tiny' names 2 stores .*again.zarr.*renamed.zarr"):
+        store_path("tiny", data_dir=elsewhere)
+    # a store that records no entry name is found as <data folder>/<name>.zarr
+    bare = _fake_store(tmp_path / "bare" / "plain.zarr")
+    assert store_path("plain", data_dir=bare.parent) == bare
+    # a catalog entry still resolves to its own store, whatever another store records
+    _fake_store(tmp_path / "shadow" / "mine.zarr", experiment="two-points")
+    with pytest.raises(FileNotFoundError, match=r"no ridgexr store for 'two-points' at .*shadow/two-points.zarr"):
+        store_path("two-points", data_dir=tmp_path / "shadow")
+    with pytest.raises(FileNotFoundError, match="neither a ridgexr store nor a catalog entry"):
+        store_path("nothing", data_dir=tmp_path / "shadow")

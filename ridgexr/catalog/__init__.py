@@ -15,19 +15,20 @@ Loading a catalog imports neither torch nor xarray.
    :class:`CatalogWarning`, and its error is raised only when an entry no other file defines is asked for);
 4. files given explicitly (``ridgexr ... --catalog FILE``, ``open_catalog(files=[...])``).
 
-**Where stores go**: see :mod:`.folders`.
+**Where stores go**, and how a name finds a store that no catalog read defines (the entry name a
+store records): see :mod:`.folders`.
 """
 
 from .errors import CatalogError, CatalogWarning
 from .data import DatasetSpec, ManifoldSpec, MnistSpec
 from .sections import SEED_MAX, ProcessSpec, RidgeSpec, SamplerSpec, SeedSpec, TrainingSpec
 from .experiment import HASH_NEUTRAL, NOT_HASHED, Experiment, hashed_config
-from .folders import data_dir_source, default_data_dir, resolve_store
+from .folders import data_dir_source, default_data_dir, resolve_store, stores_in, stores_named
 from .files import (Catalog, builtin_catalog_files, catalog_files, describe, experiment_from_file, load_catalog_file,
                     open_catalog)
 from .reference import schema_markdown
 
 __all__ = ["CatalogError", "CatalogWarning", "DatasetSpec", "ManifoldSpec", "MnistSpec", "ProcessSpec", "RidgeSpec", "SamplerSpec",
            "SeedSpec", "TrainingSpec", "SEED_MAX", "Experiment", "NOT_HASHED", "HASH_NEUTRAL", "hashed_config",
-           "default_data_dir", "data_dir_source", "resolve_store", "Catalog", "builtin_catalog_files", "catalog_files",
+           "default_data_dir", "data_dir_source", "resolve_store", "stores_in", "stores_named", "Catalog", "builtin_catalog_files", "catalog_files",
            "describe", "experiment_from_file", "load_catalog_file", "open_catalog", "schema_markdown"]
