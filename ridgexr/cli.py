@@ -22,14 +22,17 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from . import defaults
+
 class _AnywhereOptions(typer.core.TyperGroup):
-    """The command group, with ``--debug`` accepted anywhere on the command line (``ridgexr run X --debug``):
-    it is a group option, moved before the command name (up to a ``--``, after which words are arguments)."""
+    """The command group, with ``--debug`` / ``--no-debug`` accepted anywhere on the command line (``ridgexr run X
+    --debug``): a group option, moved before the command name (up to a ``--``, after which words are arguments)."""
 
     def parse_args(self, ctx, args):
         end = args.index("--") if "--" in args else len(args)
-        if "--debug" in args[:end]:
-            args = ["--debug"] + [a for a in args[:end] if a != "--debug"] + args[end:]
+        flags = [a for a in args[:end] if a in ("--debug", "--no-debug")]  # the last one given wins, as click's
+        if flags:
+            args = flags + [a for a in args[:end] if a not in flags] + args[end:]
         return super().parse_args(ctx, args)
 
 
@@ -278,6 +281,8 @@ def _progress():
                        MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=False)
 
 
+#: the metavar of a flag: none (typer's help would print "--debug <bool>", as if it took a value)
+FLAG = ""
 DATA_DIR_HELP = ("data folder of the stores (default: $RIDGEXR_DATA, else the platform's user data folder, "
                  "e.g. ~/.local/share/ridgexr)")
 CATALOG_HELP = "an extra catalog YAML file (repeatable), read after the built-in ones"
@@ -328,9 +333,9 @@ def run(
     sample_block: int = typer.Option(None, "--sample-block", min=1,
                                      help="split each cell's observation into parts of this many samples: on the "
                                           "--scheduler's workers (one cell across a cluster), else in-process"),
-    overwrite: bool = typer.Option(False, "--overwrite", help="replace an existing store (the new one is "
+    overwrite: bool = typer.Option(False, "--overwrite/--no-overwrite", metavar=FLAG, help="replace an existing store (the new one is "
                                    "written beside it and swapped in only once created)"),
-    force: bool = typer.Option(False, "--force", help="run even when the estimated memory or store size "
+    force: bool = typer.Option(False, "--force/--no-force", metavar=FLAG, help="run even when the estimated memory or store size "
                                "exceeds this machine"),
 ):
     """Train every (schedule, width) cell, sample, and stream everything into a Zarr v3 store."""
@@ -379,6 +384,9 @@ def _summary_table(rows, title):
                                         + ("; quality: the sample-quality gate (docs/quality.md)"
                                            if "quality" in rows[0] else ""))
     keys = [k for k in rows[0] if k != "complete"]
+    why = _why_empty(rows, keys)
+    if why:
+        table.caption += "; " + why
     table.add_column("done", no_wrap=True)
     for k in keys:
         table.add_column(_SHORT.get(k, k), justify="right", no_wrap=True)
@@ -391,12 +399,24 @@ def _summary_table(rows, title):
     console.print(table)
 
 
+def _why_empty(rows, keys) -> str:
+    """Why a column of complete cells reads nan in every row, for the caption ("" when none does): the masked
+    geometry columns when every state's ridge frame is degenerate (image stores at d = 784, say)."""
+    done = [r for r in rows if r["complete"]]
+    empty = [k for k in keys if done and all(isinstance(r[k], float) and math.isnan(r[k]) for r in done)]
+    masked = [k for k in empty if k in ("ridge_distance", "rms_residual_normal", "rms_residual_tangent")]
+    if masked and "degenerate" in keys and all(r["degenerate"] == 1.0 for r in done):
+        return (f"{' / '.join(_SHORT.get(k, k) for k in masked)} nan: every state's ridge frame is degenerate "
+                "(degen 1), and those states are masked")
+    return ""
+
+
 @app.command("list")
 def list_experiments(data_dir: str = _data_dir_option(), catalog: list[str] = _catalog_option(),
-                     wide: bool = typer.Option(False, "--wide/--no-wide", metavar="", help="one line per entry, "
+                     wide: bool = typer.Option(False, "--wide/--no-wide", metavar=FLAG, help="one line per entry, "
                                                "however wide (no wrapping to the terminal)")):
-    """List the catalogs' experiments (every value whole: long ones wrap within their column), then the stores
-    of the data folder and the entry that made each (open one by that name, whatever catalog defined it)."""
+    """List the catalogs' experiments (every value whole: long ones wrap within their column), then the stores \
+of the data folder and the entry that made each (open one by that name, whatever catalog defined it)."""
     from .catalog import default_data_dir, describe, resolve_store, stores_in
 
     with user_errors():
@@ -483,8 +503,8 @@ def analyze(
 ):
     """Print phase times, spread, mode counts and memorization fraction per cell.
 
-    Cells not finished yet (a store being written, or an interrupted run) are shown as missing,
-    and the count of them is printed; rows follow the store's label order."""
+    Cells not finished yet (a store being written, or an interrupted run) are shown as missing, \
+and the count of them is printed; rows follow the store's label order."""
     from contextlib import nullcontext
 
     from . import analysis
@@ -539,8 +559,9 @@ def analyze(
 def report(
     name: str = typer.Argument(..., help="store path or catalog entry name"),
     out: str = typer.Option(None, "--out", help="output directory (default: <store>.report)"),
-    n_frames: int = typer.Option(12, "--n-frames", min=1, help="snapshots (steps) in the grid of the 2-D sample "
-                                 "figure; 'ridgexr explore' has a slider over every step"),
+    n_frames: int = typer.Option(defaults.REPORT_N_FRAMES, "--n-frames", min=1, help="snapshots (steps) in the "
+                                 "grid of the 2-D sample figure (make_report's default); 'ridgexr explore' has a "
+                                 "slider over every step"),
     data_dir: str = _data_dir_option(),
     catalog: list[str] = _catalog_option(),
 ):
@@ -563,7 +584,7 @@ def report(
 def explore(
     name: str = typer.Argument(..., help="store path or catalog entry name"),
     port: int = typer.Option(0, "--port", min=0, max=65535, help="port on localhost (0: a free one)"),
-    show: bool = typer.Option(True, "--show/--no-show", help="open the explorer in a browser tab"),
+    show: bool = typer.Option(True, "--show/--no-show", metavar=FLAG, help="open the explorer in a browser tab"),
     max_samples: int = typer.Option(256, "--max-samples", min=1, help="samples drawn per frame"),
     data_dir: str = _data_dir_option(),
     catalog: list[str] = _catalog_option(),
@@ -589,14 +610,14 @@ def explore(
 @app.command()
 def verify(
     store: str = typer.Argument(..., help="store path or catalog entry name"),
-    repair: bool = typer.Option(False, "--repair", help="rewrite missing or damaged metadata and small arrays from "
+    repair: bool = typer.Option(False, "--repair/--no-repair", metavar=FLAG, help="rewrite missing or damaged metadata and small arrays from "
                                 "the configuration, and clear the completion marks of damaged cells so that "
                                 "'ridgexr run' recomputes exactly them"),
     data_dir: str = _data_dir_option(),
     catalog: list[str] = _catalog_option(),
 ):
-    """Check the store against the schema of its configuration, read every chunk of every complete cell and
-    check its digest; report damaged (variable, cell) pairs (exit 1 when any)."""
+    """Check the store against the schema of its configuration, read every chunk of every complete cell and \
+check its digest; report damaged (variable, cell) pairs (exit 1 when any)."""
     import json
     import tempfile
     from datetime import datetime, timezone
@@ -654,8 +675,8 @@ def _print_version(value: bool):
 
 
 @app.callback()
-def main(debug: bool = typer.Option(False, "--debug", help="show Python tracebacks for errors"),
-         version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+def main(debug: bool = typer.Option(False, "--debug/--no-debug", metavar=FLAG, help="show Python tracebacks for errors"),
+         version: bool = typer.Option(False, "--version", metavar=FLAG, callback=_print_version, is_eager=True,
                                       help="print the version and exit")):
     """ridgexr command-line interface (imports torch only for commands that compute)."""
     _STATE["debug"] = debug

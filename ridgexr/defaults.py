@@ -18,7 +18,7 @@ __all__ = ["T", "T_MIN", "N_STEPS", "GRID", "N_SAMPLES", "N_FREQUENCIES", "FEATU
            "MLP_EMBED_DIM", "MLP_EMBED_SCALE", "MLP_EPOCHS", "MLP_BATCH_SIZE", "MLP_LR", "MLP_OPTIMIZER",
            "MLP_PARAMETRIZATION", "RF_PARAMETRIZATION", "HELDOUT_N_TIME", "HELDOUT_N_NOISE",
            "UNET_BLOCK_OUT_CHANNELS", "UNET_LAYERS_PER_BLOCK", "UNET_NORM_GROUPS", "UNET_IN_CHANNELS",
-           "UNET_TIMESTEPS", "UNET_EPOCHS", "UNET_BATCH_SIZE", "UNET_LR", "UNET_EMA"]
+           "UNET_TIMESTEPS", "UNET_EPOCHS", "UNET_BATCH_SIZE", "UNET_LR", "UNET_EMA", "REPORT_N_FRAMES"]
 
 # ---------------------------------------------------------------- the sampler (2-D runs)
 #: start time of the sampler, OU time units (the authors' 2-D scripts: 10)
@@ -95,3 +95,7 @@ UNET_EPOCHS = 10
 UNET_BATCH_SIZE = 128
 UNET_LR = 2e-3
 UNET_EMA = 0.999
+
+# ---------------------------------------------------------------- the report (not a model's)
+#: snapshots (steps) in the report's grid of a 2-D store's samples (make_report, 'ridgexr report --n-frames')
+REPORT_N_FRAMES = 6

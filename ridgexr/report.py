@@ -20,7 +20,7 @@ import numpy as np
 import xarray as xr
 from jinja2 import Template
 
-from . import analysis, plot
+from . import analysis, defaults, plot
 from .store import CELL_DIMS, cells, json_attr
 
 __all__ = ["make_report", "snapshot_cell"]
@@ -229,7 +229,7 @@ def _style(fig):
 
 
 def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr report", r: float = 0.5,
-                n_frames: int = 6) -> dict:
+                n_frames: int = defaults.REPORT_N_FRAMES) -> dict:
     """Write PNG figures and ``report.html`` for a store's Dataset; returns {name: path}.
 
     Figures: ridge distance per cell (faceted), tangential spread, reach times, mode counts,

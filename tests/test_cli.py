@@ -176,3 +176,16 @@ def test_list_and_help_import_neither_torch_nor_xarray():
             "print(sorted(m for m in ('torch', 'xarray', 'dask', 'zarr', 'scipy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "two-points" in out and out.strip().splitlines()[-1] == "[]"
+
+
+def test_a_summary_whose_frames_are_all_degenerate_says_why_its_columns_are_nan(capsys):
+    from ridgexr.cli import _summary_table
+
+    nan = float("nan")
+    row = {"schedule": "h", "complete": True, "ridge_distance": nan, "converged": 0.0, "rms_residual_normal": nan,
+           "rms_residual_tangent": nan, "near_mode": 0.0, "degenerate": 1.0}
+    _summary_table([row, dict(row, schedule="1")], "cells")
+    out = " ".join(capsys.readouterr().out.split())
+    assert "ridge dist / rms e_N / rms e_T nan: every state's ridge frame is degenerate (degen 1)" in out
+    _summary_table([dict(row, degenerate=0.5)], "cells")  # some frames determined: the nan is not explained so
+    assert "nan: every state" not in " ".join(capsys.readouterr().out.split())

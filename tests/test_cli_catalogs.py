@@ -143,3 +143,15 @@ def test_run_on_a_catalog_file_with_three_mistakes_prints_all_three_and_exits_2(
     assert lines[0] == f"error: {f}: 3 problems:"
     assert sorted(line.split(":")[0].strip() for line in lines[1:]) == [
         "entry 'tiny', field 'd_star'", "entry 'tiny', field 'n_sample'", "entry 'tiny', field 'process.n_steps'"]
+
+
+def test_flags_show_no_value_in_help_and_take_a_no_form():
+    out = runner.invoke(app, ["--help"], terminal_width=100).output
+    debug = [line for line in out.splitlines() if "--debug" in line]
+    assert len(debug) == 1 and "--no-debug" in debug[0] and "<bool>" not in debug[0]
+    for command, flag in (("verify", "--repair"), ("run", "--overwrite"), ("list", "--wide")):
+        lines = [line for line in runner.invoke(app, [command, "--help"], terminal_width=100).output.splitlines()
+                 if flag in line]
+        assert len(lines) == 1 and f"--no-{flag[2:]}" in lines[0] and "<bool>" not in lines[0], (command, lines)
+    r = runner.invoke(app, ["--no-debug", "run", "nope"])
+    assert r.exit_code == 2 and "no experiment 'nope'" in _flat(r.output)
