@@ -103,14 +103,17 @@ def interval_verdict(lo: float, hi: float, agrees, disagrees) -> str:
 
 
 def _states(cell, step):
-    """Per-sample ridge distance (degenerate masked) and per-dimension tangent / normal error ratio at ``step``."""
+    """Per-sample ridge distance and per-dimension tangent / normal error ratio at ``step``, each masked by its
+    own degenerate flag (``ridgexr.analysis.resolved``: the distance by ``ridge_degenerate``, the residual split
+    by ``frame_degenerate``; the rule the per-t table and every summary use)."""
     at = cell.isel(step=step)
-    degenerate = at.ridge_degenerate.values.astype(bool) | at.frame_degenerate.values.astype(bool)
-    dist = np.where(degenerate, np.nan, at.ridge_distance.values)
+    dist = ridgexr.analysis.resolved(at, "ridge_distance").values
     d, d_star = at.sizes["dim"], int(cell.attrs.get("d_star", 10))
-    tan = np.linalg.norm(at.residual_tangent.transpose("sample", "dim").values, axis=-1) / np.sqrt(d_star)
-    nor = np.linalg.norm(at.residual_normal.transpose("sample", "dim").values, axis=-1) / np.sqrt(d - d_star)
-    return dist, np.where(degenerate, np.nan, tan / nor)
+    tan = np.linalg.norm(ridgexr.analysis.resolved(at, "residual_tangent").transpose("sample", "dim").values,
+                         axis=-1) / np.sqrt(d_star)
+    nor = np.linalg.norm(ridgexr.analysis.resolved(at, "residual_normal").transpose("sample", "dim").values,
+                         axis=-1) / np.sqrt(d - d_star)
+    return dist, tan / nor
 
 
 def claims_table(ds, t_early: float = 1.28, t_late: float = 0.21) -> pd.DataFrame:
