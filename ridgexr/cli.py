@@ -556,6 +556,46 @@ and the count of them is printed; rows follow the store's label order."""
 
 
 @app.command()
+def claims(
+    name: str = typer.Argument(..., help="store path or catalog entry name"),
+    markdown: bool = typer.Option(False, "--markdown/--table", help="print a Markdown table (for the docs)"),
+    data_dir: str = _data_dir_option(),
+    catalog: list[str] = _catalog_option(),
+):
+    """Print the claims the store's entry makes, each with its criterion, interval, null and verdict.
+
+    The criteria are fixed by each claim's kind and the entry's claims: block, written before the run \
+(docs/claims.md); the verdicts are computed from the store, never pasted."""
+    from .claims import claim_specs, claims_table, store_claims
+    from .reader import check_complete_cells
+
+    with user_errors():
+        path = _store(name, data_dir, catalog)
+        ds = check_complete_cells(_open_store(path), path)
+        if markdown:
+            console.print(claims_table(ds), soft_wrap=True, highlight=False, markup=False)
+            return
+        specs, source = claim_specs(ds)
+        found = store_claims(ds, specs)
+    rich_table = Table(title=f"{ds.attrs.get('experiment', name)}: claims", caption=source)
+    if not found:
+        console.print(f"no claims: {source}", highlight=False)
+        return
+    rows = [c.row() for c in found]
+    columns = [c for c in rows[0] if c not in ("measure", "criterion (before the run)", "null from")]
+    for c in columns:
+        rich_table.add_column(c, overflow="fold")
+    colour = {"agrees": "green", "disagrees": "red", "inconclusive": "yellow"}
+    for row in rows:
+        rich_table.add_row(*[f"[{colour.get(row[c], 'default')}]{row[c]}" if c == "verdict" else str(row[c])
+                             for c in columns])
+    console.print(rich_table)
+    for r in {r["criterion (before the run)"]: r for r in rows}.values():  # each kind's criterion and null, once
+        console.print(f"- {r['measure']}: {r['criterion (before the run)']}"
+                      + (f"; null: {r['null from']}" if r["null from"] else ""), soft_wrap=True, highlight=False)
+
+
+@app.command()
 def report(
     name: str = typer.Argument(..., help="store path or catalog entry name"),
     out: str = typer.Option(None, "--out", help="output directory (default: <store>.report)"),

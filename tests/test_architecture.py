@@ -93,7 +93,7 @@ LAYERS = [
     {"sampling", "observe", "catalog", "nearest"},
     {"store"},
     {"analysis", "labelled", "accessor"},
-    {"quality"},
+    {"quality", "claims"},
     {"reader", "engine"},
     {"run"},
     {"plot", "report", "explore"},

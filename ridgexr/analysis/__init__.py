@@ -1,7 +1,7 @@
 """Lazy analyses of ridgexr stores (array layer in :mod:`.arrays`, labelled in :mod:`.labelled`,
 manifold datasets in :mod:`.manifold`, ensembles over training-noise draws in :mod:`.ensemble`)."""
 
-from . import arrays, ensemble, manifold
+from . import arrays, claims, ensemble, manifold
 from .ensemble import gap_mass, pool_draws
 from .manifold import (coverage, distribution_distance, manifold_density, manifold_distance, novelty, rate_fit,
                        ridge_vs_manifold, smoothed_target_distance)
@@ -14,4 +14,4 @@ __all__ = ["arrays", "distance_curves", "ridge_dimension", "ridge_motion", "tang
            "phase_transition", "theory_check", "summary_table", "target_effect", "manifold",
            "manifold_distance", "novelty", "manifold_density", "distribution_distance", "ridge_vs_manifold", "rate_fit",
            "ensemble", "pool_draws", "gap_mass", "coverage", "smoothed_target_distance",
-           "final_state"]
+           "final_state", "claims"]

@@ -28,7 +28,7 @@ from ..datasets.training_set import dataset_extras
 from ..store import QUALITY_VARIABLES
 from .measures import nearest_ratio, point_quality
 
-__all__ = ["cell_quality", "QUALITY_KEYS", "final_samples"]
+__all__ = ["cell_quality", "QUALITY_KEYS", "final_samples", "reference_draws"]
 
 #: every number cell_quality can return, in store order: the store's table (ridgexr.store.QUALITY_VARIABLES)
 #: names each as ``quality_<key>``
@@ -67,14 +67,51 @@ def cell_quality(dataset: Any, train: np.ndarray, samples: np.ndarray, *, base_d
     """
     images = getattr(dataset, "images", None)
     if images is not None and images.space == "pixel":
-        return _image_cell(images, train, samples, base_dir=base_dir, seed=seed, n_boot=n_boot)
+        return _image_cell(dataset, train, samples, base_dir=base_dir, seed=seed, n_boot=n_boot)
     if images is not None:  # VAE latents: the test images encoded by the training set's VAE
-        return _latent_cell(images, train, samples, base_dir=base_dir, seed=seed, n_boot=n_boot)
+        return _latent_cell(dataset, train, samples, base_dir=base_dir, seed=seed, n_boot=n_boot)
     if getattr(dataset, "manifold", None) is not None:
         fresh = dataset_extras(dataset)["population_data"][1]
         q = point_quality(samples, train, fresh, n_boot=n_boot, seed=seed)
         return {k: float(v) for k, v in q.items() if k in QUALITY_KEYS}
     return {}
+
+
+def reference_draws(dataset: Any, *, base_dir: str | Path | None = None) -> tuple[np.ndarray | None, str]:
+    """Fresh draws of a cell's law in the units of its training set, and what they are: the null every
+    measure of a cell is calibrated against (a perfect sampler draws like them).
+
+    - pixel images: the test split's images of the cell's classes, in the training set's scale;
+    - VAE latents: the same images encoded by the training set's cached VAE (encoder means);
+    - manifolds: the store's ``population_data`` (fresh draws of the manifold law);
+    - anything else (point sets, files, MNIST latents, an IDX folder without a test split): ``None``.
+
+    Returns
+    -------
+    (draws (M, d) float64 or None, a sentence saying what they are or why there are none)
+    """
+    images = getattr(dataset, "images", None)
+    if images is not None:
+        scale = images.scale if images.space == "pixel" else "unit"
+        try:
+            held, _, _, _ = load_images(images.images, classes=images.classes, scale=scale, split="test",
+                                        base_dir=base_dir)
+        except ImageError:  # no test split: no held-out reals
+            return None, f"no test split of {images.images!r}: no held-out reals"
+        if images.space == "pixel":
+            return np.asarray(held, dtype=np.float64), f"{len(held)} held-out real images (test split)"
+        import torch
+
+        from ..datasets.training_set import image_latents
+
+        vae = image_latents(images, base_dir).model  # cached with the training set's latents: the same encoder
+        with torch.no_grad():
+            mu, _ = vae.encode(torch.as_tensor(held, dtype=torch.float32))
+        return mu.double().numpy(), f"{len(held)} held-out test images encoded by the training set's VAE"
+    if getattr(dataset, "manifold", None) is not None:
+        fresh = dataset_extras(dataset)["population_data"][1]
+        return np.asarray(fresh, dtype=np.float64), f"{len(fresh)} fresh draws of the manifold law"
+    return None, "no fresh draws of this dataset's law"
 
 
 def _ratio_only(samples, held, train, *, seed, n_boot) -> dict[str, float]:
@@ -88,28 +125,18 @@ def _ratio_only(samples, held, train, *, seed, n_boot) -> dict[str, float]:
     return {"nearest_ratio": ratio, "nearest_ratio_lower": lo, "nearest_ratio_upper": hi, "n_finite": float(len(finite))}
 
 
-def _latent_cell(images, train, samples, *, base_dir, seed, n_boot) -> dict[str, float]:
-    import torch
-
-    from ..datasets.training_set import image_latents
-
-    try:
-        held, _, _, _ = load_images(images.images, classes=images.classes, scale="unit", split="test",
-                                    base_dir=base_dir)
-    except ImageError:  # no test split: no held-out reals
+def _latent_cell(dataset, train, samples, *, base_dir, seed, n_boot) -> dict[str, float]:
+    held, _ = reference_draws(dataset, base_dir=base_dir)
+    if held is None:
         return {}
-    vae = image_latents(images, base_dir).model  # cached with the training set's latents: the same encoder
-    with torch.no_grad():
-        mu, _ = vae.encode(torch.as_tensor(held, dtype=torch.float32))
-    return _ratio_only(samples, mu.double().numpy(), train, seed=seed, n_boot=n_boot)
+    return _ratio_only(samples, held, train, seed=seed, n_boot=n_boot)
 
 
-def _image_cell(images, train, samples, *, base_dir, seed, n_boot) -> dict[str, float]:
+def _image_cell(dataset, train, samples, *, base_dir, seed, n_boot) -> dict[str, float]:
+    images = dataset.images
     symmetric = (lambda a: a) if images.scale == "symmetric" else (lambda a: 2.0 * a - 1.0)  # noqa: E731
-    try:
-        held, _, _, _ = load_images(images.images, classes=images.classes, scale=images.scale, split="test",
-                                    base_dir=base_dir)
-    except ImageError:  # an IDX folder without a test split: no held-out reals
+    held, _ = reference_draws(dataset, base_dir=base_dir)
+    if held is None:
         return {}
     s = np.asarray(samples, dtype=np.float64)
     if images.images in IMAGE_SETS and train.shape[1] == 784:
@@ -121,3 +148,4 @@ def _image_cell(images, train, samples, *, base_dir, seed, n_boot) -> dict[str, 
                           classifier=cached_classifier(images.images), seed=seed, n_boot=n_boot)
         return {k: float(v) for k, v in q.items() if k in QUALITY_KEYS}
     return _ratio_only(s, held, train, seed=seed, n_boot=n_boot)
+

@@ -12,13 +12,12 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from ..analysis.claims import UNTESTABLE
 from .cells import QUALITY_KEYS
 from .measures import gate_verdict
 
 __all__ = ["sample_quality", "gated_verdict", "UNTESTABLE", "quality_variable"]
 
-#: the verdict of any claim about a cell whose samples fail the quality gate
-UNTESTABLE = "untestable: the network does not generate"
 
 
 def quality_variable(key: str) -> str:

@@ -1,0 +1,286 @@
+"""The claims a store's entry makes, evaluated from the store: ``ridgexr claims NAME`` and the report's table.
+
+An entry lists its claims in the catalog (``claims:``, :class:`ridgexr.catalog.ClaimSpec`), committed
+before the run; each kind below fixes its measure and its criterion (:data:`CRITERIA`, one place), so a
+claim's verdict is never chosen after the numbers are seen.  :func:`store_claims` builds one
+:class:`ridgexr.analysis.claims.Claim` per (claim, cell it applies to) from the store's numbers: the table
+changes when the store does, and no verdict is pasted.
+
+Kinds (docs/claims.md):
+
+``memorizes`` / ``does-not-memorize``
+    The share of the cell's final samples with d1/d2 < 1/3 (nearest over second-nearest training point),
+    Wilson 95 %.  Null: the same share for fresh draws of the law against the same training set
+    (:func:`ridgexr.quality.reference_draws`; "not computed" where the dataset has none).
+``reach-falls``
+    ``t: [t_early, t_late]``: the median ridge distance at t_late minus that at t_early, over the states
+    whose ridge frame is resolved (paired percentile bootstrap over trajectories).  Null: the exact
+    denoiser's value of the same difference, when the store has an exact cell.
+``reach-as-exact``
+    ``t: [t]``: the model's median ridge distance at t over the exact denoiser's (bootstrap of the ratio).
+``align-tangent``
+    ``t: [t, ...]``: the per-dimension ratio of the model error's tangent to normal part,
+    (|e_T| / sqrt(d*)) / (|e_N| / sqrt(d - d*)), median over the resolved states at those t.  Null: an
+    isotropic error scores 1.
+
+A claim about a network (any model but ``exact``) whose samples fail the quality gate reads "untestable:
+the network does not generate" (docs/quality.md).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import xarray as xr
+
+from .analysis import arrays
+from .analysis._helpers import cell_train
+from .analysis.claims import Claim, Criterion, Null, claims_markdown, median_interval
+from .choices import CLAIM_KINDS
+from .store import CELL_DIMS
+
+__all__ = ["store_claims", "CRITERIA", "claims_table", "claim_specs"]
+
+#: the criterion of each claim kind (regions of its measure), fixed before any run that uses it
+CRITERIA: dict[str, Criterion] = {
+    "memorizes": Criterion.above(0.8, disagree_below=0.5, text="Wilson lower bound > 0.8 agrees; upper bound < 0.5 "
+                                 "disagrees"),
+    "does-not-memorize": Criterion.below(0.35, disagree_above=0.5, text="Wilson upper bound < 0.35 agrees; lower "
+                                         "bound > 0.5 disagrees"),
+    "reach-falls": Criterion.below(0.0, text="interval of median(late) - median(early) below 0 agrees; above 0 "
+                                   "disagrees"),
+    "reach-as-exact": Criterion.within(0.9, 1.1, text="ratio of medians' interval inside [0.9, 1.1] agrees; wholly "
+                                       "outside it disagrees"),
+    "align-tangent": Criterion.above(1.0, text="median (|e_T| / sqrt(d*)) / (|e_N| / sqrt(d - d*)): interval above 1 "
+                                     "agrees; below 1 disagrees"),
+}
+assert set(CRITERIA) == set(CLAIM_KINDS), "every claim kind has one criterion"
+
+STATEMENTS = {
+    "memorizes": "the {model} memorizes: its final samples are training points",
+    "does-not-memorize": "the {model} does not memorize",
+    "reach-falls": "reach: the ridge distance falls from t = {t0:.3g} to t = {t1:.3g}",
+    "reach-as-exact": "reach: at t = {t0:.3g} the {model}'s states are as far from the ridge as the exact denoiser's",
+    "align-tangent": "align: per dimension the {model}'s error is more tangent than normal (t = {ts})",
+}
+N_BOOT = 2000
+
+
+def claim_specs(ds: xr.Dataset) -> tuple[list, str]:
+    """The claims recorded with the store (its configuration's ``claims``), or, for a store written before
+    its entry declared any, those of the catalog entry it records; and a sentence saying which."""
+    from .catalog import Experiment, open_catalog
+
+    exp = Experiment.model_validate_json(ds.attrs["config"])
+    if exp.claims:
+        return list(exp.claims), "criteria recorded in the store's configuration"
+    try:
+        entry = open_catalog()[exp.name]
+    except KeyError:  # no such entry in the default catalogs
+        return [], f"entry {exp.name!r} declares no claims"
+    if entry.claims:
+        return list(entry.claims), (f"criteria from catalog entry {exp.name!r} (not recorded in this store, "
+                                    "which predates them; see the entry's history)")
+    return [], f"entry {exp.name!r} declares no claims"
+
+
+def _cells(ds: xr.Dataset):
+    dims = [d for d in CELL_DIMS if d in ds.dims]
+    done = (ds["cell_applies"] & ds["cell_complete"]).compute()
+    for idx in np.ndindex(*(ds.sizes[d] for d in dims)):
+        sel = dict(zip(dims, idx))
+        if bool(done.isel(sel)):
+            yield {d: _plain(ds[d].values[i]) for d, i in sel.items()}, sel
+
+
+def _plain(v):
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _model_name(label: dict) -> str:
+    return str(label.get("model", ""))
+
+
+def _applies(spec, label: dict) -> bool:
+    name = _model_name(label)
+    if spec.models is not None:
+        return name in spec.models
+    return name == "exact" if spec.kind == "memorizes" else name != "exact"
+
+
+def _gates(ds: xr.Dataset):
+    if not any(str(v).startswith("quality_") for v in ds.data_vars):
+        return None
+    from .quality import sample_quality
+
+    return sample_quality(ds)["gate"]
+
+
+def _final_samples(cell: xr.Dataset) -> np.ndarray:
+    if "final_sample" in cell:
+        return cell["final_sample"].transpose("sample", "dim").values.astype(np.float64)
+    last = cell.isel(step=-1)
+    return last["trajectory"].transpose("sample", "dim").values.astype(np.float64) / float(last["alpha"])
+
+
+def _train(cell: xr.Dataset) -> np.ndarray:
+    tr = cell_train(cell).values.astype(np.float64)
+    return tr[np.isfinite(tr).all(1)]
+
+
+def _share(flags: np.ndarray) -> tuple[float, float, float, int, int]:
+    ok = np.isfinite(flags)
+    k, n = int(flags[ok].sum()), int(ok.sum())
+    lo, hi = arrays.proportion_ci(k, n)
+    return (k / n if n else math.nan), float(lo), float(hi), n, int((~ok).sum())
+
+
+def _step(ds: xr.Dataset, t: float) -> int:
+    return int(np.argmin(np.abs(ds["t"].values - t)))
+
+
+def _resolved(at: xr.Dataset, name: str) -> np.ndarray:
+    from .analysis import resolved
+
+    return resolved(at, name).values
+
+
+def _align(at: xr.Dataset, d_star: int) -> np.ndarray:
+    """Per-sample (|e_T| / sqrt(d*)) / (|e_N| / sqrt(d - d*)) at one step, NaN where the frame is degenerate."""
+    d = at.sizes["dim"]
+    tan = np.linalg.norm(np.moveaxis(_resolved(at, "residual_tangent"), at["residual_tangent"].dims.index("dim"), -1),
+                         axis=-1) / math.sqrt(d_star)
+    nor = np.linalg.norm(np.moveaxis(_resolved(at, "residual_normal"), at["residual_normal"].dims.index("dim"), -1),
+                         axis=-1) / math.sqrt(d - d_star)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return tan / nor
+
+
+def _paired_fall(early: np.ndarray, late: np.ndarray, seed: int = 0) -> tuple[float, float, float, int, int]:
+    """median(late) - median(early) over the resolved states, with a paired percentile bootstrap over the
+    trajectories (one (N_BOOT, n) resample); n: trajectories resolved at both; excluded: the others."""
+    both = np.isfinite(early) & np.isfinite(late)
+    n = int(both.sum())
+    if n < 2:
+        return math.nan, math.nan, math.nan, n, int(early.size - n)
+    est = float(np.nanmedian(late) - np.nanmedian(early))
+    idx = np.random.default_rng(seed).integers(0, early.size, size=(N_BOOT, early.size))
+    with warnings.catch_warnings():  # a resample with no resolved state: NaN, dropped below
+        warnings.simplefilter("ignore", RuntimeWarning)
+        diff = np.nanmedian(late[idx], axis=1) - np.nanmedian(early[idx], axis=1)
+    diff = diff[np.isfinite(diff)]
+    return est, float(np.quantile(diff, 0.025)), float(np.quantile(diff, 0.975)), n, int(early.size - n)
+
+
+def _ratio_of_medians(a: np.ndarray, b: np.ndarray, seed: int = 0) -> tuple[float, float, float, int, int]:
+    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+    if a.size < 2 or b.size < 2:
+        return math.nan, math.nan, math.nan, int(a.size), 0
+    rng = np.random.default_rng(seed)
+    ra = np.median(a[rng.integers(0, a.size, size=(N_BOOT, a.size))], axis=1)
+    rb = np.median(b[rng.integers(0, b.size, size=(N_BOOT, b.size))], axis=1)
+    r = ra / rb
+    return float(np.median(a) / np.median(b)), float(np.quantile(r, 0.025)), float(np.quantile(r, 0.975)), int(a.size), 0
+
+
+def _null_memorized(ds: xr.Dataset, train: np.ndarray, cache: dict) -> Null:
+    key = train.shape
+    if key not in cache:
+        from .catalog import Experiment
+        from .quality import reference_draws
+
+        exp = Experiment.model_validate_json(ds.attrs["config"])
+        try:
+            draws, how = reference_draws(exp.dataset)
+        except Exception as err:  # a dataset whose reference cannot be loaded here: said, not hidden
+            draws, how = None, f"reference draws unavailable: {err}"
+        if draws is None or draws.shape[1] != train.shape[1]:
+            cache[key] = Null(math.nan, how=how)
+        else:
+            est, lo, hi, n, _ = _share(arrays.memorized(draws, train))
+            cache[key] = Null(est, lo, hi, how=f"{how}, d1/d2 < 1/3 against the same training set")
+    return cache[key]
+
+
+def store_claims(ds: xr.Dataset, specs=None) -> list[Claim]:
+    """Every claim of the store's entry (or ``specs``), one per cell it applies to, evaluated on ``ds``.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A ridgexr store (``ridgexr.open_dataset``).
+    specs : list of ClaimSpec, optional
+        Default: :func:`claim_specs` (the store's own, else its catalog entry's).
+
+    Returns
+    -------
+    list of :class:`ridgexr.analysis.claims.Claim`, labelled by their cell (model, schedule, ...).
+    """
+    if specs is None:
+        specs, _ = claim_specs(ds)
+    if not specs:
+        return []
+    gates = _gates(ds)
+    cells = list(_cells(ds))
+    d_star = int(ds.attrs.get("d_star", 1))
+    exact = next((sel for label, sel in cells if _model_name(label) == "exact"), None)
+    null_cache: dict = {}
+    out = []
+    for spec in specs:
+        ts = list(spec.t or [])
+        steps = [_step(ds, t) for t in ts]
+        t_obs = [float(ds["t"].values[s]) for s in steps]
+        for label, sel in cells:
+            if not _applies(spec, label):
+                continue
+            cell = ds.isel(sel)
+            model = _model_name(label) or "model"
+            gate = None if model == "exact" or gates is None else str(gates.isel(sel).item())
+            fmt = dict(model={"unet": "U-Net", "exact": "exact denoiser"}.get(model, model),
+                       t0=t_obs[0] if t_obs else math.nan, t1=t_obs[1] if len(t_obs) > 1 else math.nan,
+                       ts=", ".join(f"{t:.3g}" for t in t_obs))
+            null = None
+            if spec.kind in ("memorizes", "does-not-memorize"):
+                train = _train(cell.compute())
+                est, lo, hi, n, excl = _share(arrays.memorized(_final_samples(cell), train))
+                measure = "share of final samples with d1/d2 < 1/3 (Wilson 95 %)"
+                null = _null_memorized(ds, train, null_cache)
+            elif spec.kind == "reach-falls":
+                at = [_resolved(cell.isel(step=s), "ridge_distance") for s in steps]
+                est, lo, hi, n, excl = _paired_fall(at[0], at[1])
+                measure = "median ridge distance at t_late - at t_early (resolved states, paired bootstrap 95 %)"
+                if exact is not None:
+                    ex = ds.isel(exact)
+                    e_at = [_resolved(ex.isel(step=s), "ridge_distance") for s in steps]
+                    ne, nlo, nhi, nn, _ = _paired_fall(e_at[0], e_at[1])
+                    null = Null(ne, nlo, nhi, how=f"the exact denoiser: {nn} trajectories resolved at both times")
+            elif spec.kind == "reach-as-exact":
+                if exact is None:
+                    continue
+                a = _resolved(cell.isel(step=steps[0]), "ridge_distance")
+                b = _resolved(ds.isel(exact).isel(step=steps[0]), "ridge_distance")
+                est, lo, hi, n, _ = _ratio_of_medians(a, b)
+                excl = int(a.size - n)
+                measure = "median ridge distance, model / exact denoiser (bootstrap 95 %)"
+            else:  # align-tangent
+                ratios = np.concatenate([_align(cell.isel(step=s), d_star).ravel() for s in steps])
+                est, lo, hi, n = median_interval(ratios, n_boot=N_BOOT)
+                excl = int(ratios.size - n)
+                measure = "median per-dimension tangent / normal error ratio over resolved states (bootstrap 95 %)"
+                null = Null(1.0, how="an isotropic error, by construction")
+            out.append(Claim(STATEMENTS[spec.kind].format(**fmt), measure, est, lo, hi, n, CRITERIA[spec.kind],
+                             excluded=excl, null=null, gate=gate, labels=label))
+    return out
+
+
+def claims_table(ds: xr.Dataset, *, drop: tuple[str, ...] = ("measure",)) -> str:
+    """The store's claims as Markdown, preceded by where their criteria come from."""
+    specs, source = claim_specs(ds)
+    claims = store_claims(ds, specs)
+    written = sorted({s.written for s in specs if s.written})
+    head = f"Claims of {ds.attrs.get('experiment', 'this store')!r}: {source}" + (
+        f"; written {', '.join(written)}" if written else "") + ".\n\n"
+    return head + (claims_markdown(claims, drop=drop) if claims else "(no claims)")
+
