@@ -52,7 +52,7 @@ from .training.diagnostics import DIAGNOSTIC_VARIABLES, LOSS_UNITS
 SCHEMA_VERSION = "1.7"
 LOCK_NAME = ".ridgexr-lock"
 
-__all__ = ["CELL_DIMS", "CellWriter", "STEP_VARIABLES", "consolidate", "is_consolidated", "COORD_ATTRS", "CF_ATTRS", "SCHEMA_VERSION", "schema_older", "StoreLayout", "create_store", "write_block", "write_cell_end", "open_store",
+__all__ = ["CELL_DIMS", "is_exact_cell", "CellWriter", "STEP_VARIABLES", "consolidate", "is_consolidated", "COORD_ATTRS", "CF_ATTRS", "SCHEMA_VERSION", "schema_older", "StoreLayout", "create_store", "write_block", "write_cell_end", "open_store",
            "StoreLock", "StoreLockedError", "cells", "complete_cells", "cell_label", "json_attr", "VARIABLE_ATTRS",
            "CELL_DIAGNOSTICS", "CELL_QUALITY", "QUALITY_VARIABLES", "is_store", "chunk_leftover", "remove_partial_creations", "replace_store",
            "recover_store", "create_staging", "commit_staging", "StoreWarning", "StoreDamagedError",
@@ -206,6 +206,12 @@ ROOT_ATTRS = {
 #: uses them, the rest when the entry sweeps them (model.tau, model.epochs, training.target,
 #: training.n_noise, training.draws, dataset.manifold.draws, dataset.n_train)
 CELL_DIMS = ("model", "schedule", "width", "tau", "epoch", "target", "n_noise", "draw", "data_draw", "n_train")
+
+
+def is_exact_cell(labels: dict) -> bool:
+    """Whether a cell (its labels: dim -> value) is the exact denoiser's: the ``model`` label "exact" of a
+    multi-model store, or the ``schedule`` label "exact" that a one-model store's ``include_exact`` adds."""
+    return "exact" in (labels.get("model"), labels.get("schedule"))
 
 STEP_SCALAR = ("ridge_distance", "ridge_residual", "normal_curvature", "residual_normal_rank", "residual_tangent_rank",
                "projected_gradient", "projected_gradient_tmin", "projected_gradient_scaled",

@@ -1,0 +1,179 @@
+"""The claims engine (ridgexr.analysis.claims) and the store's claims (ridgexr.claims, `ridgexr claims`)."""
+
+import math
+import shutil
+
+import numpy as np
+import pytest
+import zarr
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+from typer.testing import CliRunner
+
+import ridgexr
+from ridgexr.analysis.claims import (NO_STATE, UNTESTABLE, Claim, Criterion, draws_to_resolve, interval_verdict,
+                                     median_interval)
+from ridgexr.catalog import ClaimSpec, experiment_from_file
+from ridgexr.claims import CRITERIA, _align, store_claims
+from ridgexr.cli import app
+from ridgexr.run import run_experiment
+
+finite = st.floats(-100, 100, allow_nan=False)
+
+
+def test_an_interval_across_both_regions_is_inconclusive_and_one_inside_disagree_disagrees():
+    c = Criterion.below(0.35, disagree_above=0.5)
+    assert interval_verdict(0.0, 0.19, c) == "agrees"
+    assert interval_verdict(0.2, 0.7, c) == "inconclusive"  # across both regions
+    assert interval_verdict(0.55, 0.9, c) == "disagrees"
+    assert interval_verdict(0.36, 0.49, c) == "inconclusive"  # between the regions
+    assert interval_verdict(math.nan, 0.3, c) == NO_STATE
+    with pytest.raises(ValueError, match="low"):
+        interval_verdict(0.5, 0.1, c)
+    with pytest.raises(ValueError, match="overlaps"):
+        Criterion((0, 1), ((0.5, 2),), "overlapping")
+
+
+@given(lo=finite, width=st.floats(0, 50), a=finite, b=finite)
+def test_a_verdict_is_agrees_exactly_when_the_interval_lies_in_the_agree_region(lo, width, a, b):
+    level, other = min(a, b), max(a, b)
+    c = Criterion.above(other, disagree_below=level)
+    hi = lo + width
+    v = interval_verdict(lo, hi, c)
+    assert (v == "agrees") == (lo >= other)
+    assert (v == "disagrees") == (hi <= level and not lo >= other)
+    assert v in ("agrees", "disagrees", "inconclusive")
+
+
+@given(est=st.floats(-1, 1), below=st.floats(0.01, 2), above=st.floats(0.01, 2), n=st.integers(2, 500))
+@settings(max_examples=200)
+def test_draws_to_resolve_shrink_the_interval_into_the_region_holding_the_estimate(est, below, above, n):
+    c = Criterion.within(-1.5, 1.5)
+    need = draws_to_resolve(est, est - below, est + above, n, c)
+    assert need is not None and need >= n
+    k = math.sqrt(n / need)  # the half-widths at `need` draws
+    assert interval_verdict(est - below * k, est + above * k, c) == "agrees" or math.isclose(
+        max(-1.5 - (est - below * k), (est + above * k) - 1.5), 0, abs_tol=1e-9)
+    if need > n:  # one draw fewer would not do
+        k1 = math.sqrt(n / (need - 1))
+        assert est - below * k1 < -1.5 + 1e-12 or est + above * k1 > 1.5 - 1e-12
+    # an estimate between the regions cannot be settled by more draws
+    gap = Criterion.below(0.35, disagree_above=0.5)
+    assert draws_to_resolve(0.4, 0.3, 0.5, n, gap) is None
+
+
+def test_a_claim_counts_its_excluded_draws_and_the_gate_overrides_its_evidence():
+    c = CRITERIA["does-not-memorize"]
+    claim = Claim("x", "m", 0.0, 0.0, 0.19, 16, c, excluded=16, gate="generates")
+    assert claim.verdict == "agrees" and claim.excluded_share == 0.5
+    assert "rests on 16 of 32 draws" in claim.note
+    assert Claim("x", "m", 0.0, 0.0, 0.19, 16, c, gate="does not generate").verdict == UNTESTABLE
+    wide = Claim("x", "m", 0.2, 0.05, 0.45, 16, c)
+    assert wide.verdict == "inconclusive" and "draws would settle it" in wide.note
+    assert Claim("x", "m", math.nan, math.nan, math.nan, 0, c).verdict == NO_STATE
+
+
+def test_median_interval_matches_numpy_and_counts_finite_values(rng):
+    v = rng.normal(size=301)
+    v[:7] = np.nan
+    med, lo, hi, n = median_interval(v)
+    assert n == 294 and med == np.median(v[7:]) and lo < med < hi
+
+
+def test_the_align_null_an_isotropic_error_matches_the_f_distribution():
+    """(|e_T| / sqrt(d*)) / (|e_N| / sqrt(d - d*)) of an isotropic Gaussian error is sqrt(F(d*, d - d*))."""
+    import xarray as xr
+
+    d, d_star, n = 12, 3, 40_000
+    e = np.random.default_rng(0).normal(size=(n, d))
+    tangent = np.concatenate([e[:, :d_star], np.zeros((n, d - d_star))], axis=1)
+    normal = np.concatenate([np.zeros((n, d_star)), e[:, d_star:]], axis=1)
+    at = xr.Dataset({"residual_tangent": (("sample", "dim"), tangent), "residual_normal": (("sample", "dim"), normal),
+                     "frame_degenerate": (("sample",), np.zeros(n, bool))})
+    ratio = _align(at, d_star)
+    assert np.median(ratio) == pytest.approx(math.sqrt(stats.f.median(d_star, d - d_star)), rel=0.02)
+
+
+def test_claim_specs_are_validated_by_kind():
+    assert ClaimSpec(kind="reach-falls", t=[1.0, 0.1]).t == [1.0, 0.1]
+    for bad, msg in [(dict(kind="reach-falls", t=[1.0]), "2 diffusion time"), (dict(kind="memorizes", t=[1.0]),
+                     "compares no times"), (dict(kind="align-tangent"), "one or more"),
+                     (dict(kind="reach-as-exact", t=[-1.0]), "finite diffusion times")]:
+        with pytest.raises(ValueError, match=msg):
+            ClaimSpec(**bad)
+    with pytest.raises(ValueError, match="kind"):
+        ClaimSpec(kind="memorises")
+
+
+CLAIMS = """    claims:
+      - {kind: memorizes, written: test}
+      - {kind: does-not-memorize}
+      - {kind: reach-falls, t: [1.0, 0.05]}
+      - {kind: align-tangent, t: [0.5]}
+"""
+
+
+@pytest.fixture(scope="module")
+def claims_store(tmp_path_factory, catalog_text):
+    tmp = tmp_path_factory.mktemp("claims")
+    f = tmp / "cat.yaml"
+    f.write_text(catalog_text(steps=12, samples=16) + CLAIMS)
+    return run_experiment(experiment_from_file(f), data_dir=tmp / "data").store
+
+
+def _brute_memorized(x, train):
+    d = np.sort(np.linalg.norm(x[:, None, :] - train[None], axis=-1), axis=1)
+    ok = np.isfinite(d[:, 0])
+    return int((d[ok, 0] / d[ok, 1] < 1 / 3).sum()), int(ok.sum())
+
+
+def test_the_store_claims_follow_the_entry_and_match_a_brute_force_count(claims_store):
+    ds = ridgexr.open_dataset(claims_store)
+    claims = store_claims(ds)
+    run = (ds["cell_applies"] & ds["cell_complete"]).compute()
+    exact = int(run.sel(schedule="exact").sum())  # a one-model store: include_exact adds the schedule 'exact'
+    others = int(run.sum()) - exact
+    # memorizes: the exact cells; does-not-memorize, reach-falls, align-tangent: every other cell
+    assert len(claims) == exact + 3 * others and exact >= 1 and others >= 2
+    assert sum(c.labels["schedule"] == "exact" for c in claims) == exact
+    train = ds["train_data"].values
+    for c in claims:
+        if "memoriz" not in c.statement:
+            continue
+        cell = ds.sel(c.labels).isel(step=-1)
+        x = cell["trajectory"].transpose("sample", "dim").values / float(cell["alpha"])
+        k, n = _brute_memorized(x, train)
+        assert (c.n, c.estimate) == (n, k / n)
+
+
+def test_changing_a_stored_number_changes_the_table_and_dropped_samples_are_counted(claims_store, tmp_path):
+    copy = tmp_path / "copy.zarr"
+    shutil.copytree(claims_store, copy)
+    before = {(c.statement, tuple(c.labels.values())): c for c in store_claims(ridgexr.open_dataset(copy))}
+    ds = ridgexr.open_dataset(copy)
+    cell = next(c for c in before.values() if c.statement.startswith("the exact denoiser memorizes")).labels
+    index = {d: int(np.flatnonzero(ds[d].values == v)[0]) for d, v in cell.items()}
+    arr = zarr.open_group(str(copy), mode="r+")["trajectory"]
+    dims = ds["trajectory"].dims
+    sel = tuple(index.get(d, slice(None)) for d in dims)
+    values = arr[sel]  # (sample, step, dim) at this cell
+    s_axis = [d for d in dims if d not in index].index("sample")
+    t_axis = [d for d in dims if d not in index].index("step")
+    values = np.moveaxis(values, (s_axis, t_axis), (0, 1))
+    values[:5, -1] = np.nan  # five samples dropped at the last step
+    values[5:, -1] = 0.0  # the others halfway between the two training points: not memorized
+    arr[sel] = np.moveaxis(values, (0, 1), (s_axis, t_axis))
+    after = {(c.statement, tuple(c.labels.values())): c for c in store_claims(ridgexr.open_dataset(copy))}
+    key = next(k for k, c in before.items() if c.labels == cell and "memorizes" in c.statement)
+    assert (after[key].n, after[key].excluded) == (before[key].n - 5, 5)
+    assert after[key].estimate == 0.0 and after[key].verdict == "disagrees"
+    assert before[key].verdict == "agrees"
+
+
+def test_cli_claims_prints_the_table_and_markdown(claims_store):
+    out = CliRunner().invoke(app, ["claims", str(claims_store)], env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    assert "memorizes" in out.output and "agrees" in out.output and "Wilson lower bound > 0.8" in out.output
+    md = CliRunner().invoke(app, ["claims", str(claims_store), "--markdown"])
+    assert md.exit_code == 0 and "| schedule | width |" in md.output and "criteria recorded in the store" in md.output
