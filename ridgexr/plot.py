@@ -378,7 +378,7 @@ def spread_curves_plot(ds: xr.Dataset) -> hv.NdOverlay:
     """Mean distance of ridge projections to the nearest alpha_t x_i vs t, one curve per schedule and width."""
     sp = analysis.spread_curves(ds)["spread_mean"].compute()
     t = ds["t"].values
-    ydim = _value_dim("spread", "projection to nearest alpha_t x_i", sp.attrs.get("units", ""))
+    ydim = _value_dim("spread", "distance to nearest alpha_t x_i", sp.attrs.get("units", ""))
     styles = cell_styles(ds)
     overlay = {_label(c): _styled_curve(hv.Curve((t, sp.sel(c).values), kdims=[_time_dim(ds)], vdims=[ydim]),
                                         styles[tuple(c.values())], logx=True, logy=True)
@@ -388,11 +388,11 @@ def spread_curves_plot(ds: xr.Dataset) -> hv.NdOverlay:
 
 def _curve_overlay(curves: dict, title: str) -> hv.NdOverlay:
     """One curve per cell (``curves``: {cell label: styled curve}) with the legend to the right of the axes:
-    6.5 x 3.6 inches on matplotlib (~1000 px wide at ``DPI``), the legend in one column up to 14 cells,
+    6.5 x 3.8 inches on matplotlib (~1000 px wide at ``DPI``), the legend in one column up to 14 cells,
     two beyond."""
     over = both(hv.NdOverlay(curves, kdims=["cell"], sort=False), title=title, legend_position="right")
     ncols = 1 if len(curves) <= 14 else 2
-    return over.opts(hv.opts.NdOverlay(fig_inches=(6.5 + 1.6 * (ncols - 1), 3.6), aspect=1.6, legend_cols=ncols,
+    return over.opts(hv.opts.NdOverlay(fig_inches=(6.5 + 1.6 * (ncols - 1), 3.8), aspect=1.6, legend_cols=ncols,
                                        backend="matplotlib"),
                      hv.opts.NdOverlay(width=800, height=380, backend="bokeh"))
 

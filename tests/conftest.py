@@ -329,7 +329,7 @@ def _texts_of(fig):
     return [(w, t, o) for w, t, o in out if t.get_visible() and t.get_text().strip()]
 
 
-def _figure_layout_problems(fig, tol=1.0):
+def _figure_layout_problems(fig, tol=1.0, min_text_px=11.0, max_legend_width=0.4):
     """What overlaps or is clipped in a matplotlib figure, from matplotlib's own extents after a draw (a list of
     sentences; empty when the figure is clean).
 
@@ -337,7 +337,9 @@ def _figure_layout_problems(fig, tol=1.0):
       canvas;
     * no two texts overlap, except entries of one legend with its own title;
     * no text and no legend overlaps the data area (axes box) of any axes, except an axes' own annotations;
-    * no two data areas overlap (a colour bar has its own axes beside the image, not over it).
+    * no two data areas overlap (a colour bar has its own axes beside the image, not over it);
+    * every text is at least ``min_text_px`` pixels high at the figure's resolution (its size in points x dpi / 72),
+      and no legend is wider than ``max_legend_width`` of the figure.
 
     Extents are pixels of the renderer (``get_window_extent``), shrunk by ``tol`` pixels each side (touching is
     not overlapping).  Axes that draw nothing (holoviews' empty layout slots) are skipped.
@@ -395,6 +397,12 @@ def _figure_layout_problems(fig, tol=1.0):
         for w2, _, b2 in axes[i + 1:]:
             if meet(b1, b2):
                 problems.append(f"{w1} overlaps the data area of {w2}")
+    for w, t, _, _ in texts:
+        if t.get_fontsize() * fig.dpi / 72 < min_text_px:
+            problems.append(f"{w} is {t.get_fontsize() * fig.dpi / 72:.1f} px high (< {min_text_px} px)")
+    for wl, _, bl in legends:
+        if bl.width > max_legend_width * canvas.width:
+            problems.append(f"{wl} is {bl.width / canvas.width:.0%} of the figure's width (> {max_legend_width:.0%})")
     return problems
 
 
@@ -403,3 +411,37 @@ def figure_layout_problems():
     """``figure_layout_problems(fig)``: the sentences naming what overlaps or is clipped in a matplotlib figure
     (texts, legends, data areas, the canvas), from its renderer's extents; empty when none."""
     return _figure_layout_problems
+
+
+IMAGE_CATALOG = """
+experiments:
+  imgs:
+    dataset: {images: {images: tiny, %(block)s}}
+    process: {T: 1.0, t_min: 0.05, n_steps: 6}
+    models: [{kind: exact}]
+    training: {n_time: 3, n_noise: 1}
+    sampler: {kind: sde, block_steps: 3}
+    n_samples: 3
+    d_star: 1
+    store: imgs.zarr
+"""
+
+
+@pytest.fixture(scope="session")
+def image_stores(tmp_path_factory, write_idx_folder):
+    """{"pixel": store, "latent": store}: a pixel store (5 x 5 images in [-1, 1]) and a latent store (a 2-d VAE of
+    the same images) of one exact-model cell each."""
+    from ridgexr.catalog import experiment_from_file
+    from ridgexr.run import run_experiment
+
+    tmp = tmp_path_factory.mktemp("grid")
+    g = np.random.default_rng(7)
+    write_idx_folder(tmp / "tiny", g.integers(0, 256, (10, 5, 5)), np.arange(10) % 2)
+    stores = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RIDGEXR_CACHE", str(tmp / "cache"))
+        for name, block in (("pixel", "scale: symmetric"), ("latent", "space: latent, latent_dim: 2, epochs: 2")):
+            f = tmp / f"{name}.yaml"
+            f.write_text(IMAGE_CATALOG % dict(block=block))
+            stores[name] = run_experiment(experiment_from_file(f), data_dir=tmp / name).store
+    return stores
