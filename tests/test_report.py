@@ -291,11 +291,12 @@ def _report_figures_drawn(ds, problems_of):
 
 
 def _line_styles(ax):
-    """{legend label: (colour, line style)} of the labelled lines of an axes (holoviews labels them by cell)."""
+    """{legend entry: (colour, line style)} of an axes' legend (holoviews names each curve's cell there)."""
     from matplotlib.colors import to_hex
 
-    return {ln.get_label(): (to_hex(ln.get_color()), str(ln.get_linestyle())) for ln in ax.get_lines()
-            if not ln.get_label().startswith("_")}
+    legend = ax.get_legend() or ax.figure.legends[0]
+    return {t.get_text(): (to_hex(h.get_color()), str(h.get_linestyle())) for t, h in
+            zip(legend.get_texts(), legend.legend_handles)}
 
 
 @pytest.mark.parametrize("kind", ["points", "image"])
