@@ -13,7 +13,8 @@ A panel app around two holoviews ``DynamicMap`` s (bokeh):
   (:func:`ridgexr.plot.image_grid_values` at that step).
 
 Every cell dimension of the store (``schedule``, ``width``, ``model``, ``tau``, ...) is a
-select widget and t is a slider over the store's steps.  Nothing is loaded up front but the
+select widget and time is an integer slider over the store's steps; each plot's title says the step it
+drew and its t (one source of truth: the slider shows no t of its own that could disagree with the plot).  Nothing is loaded up front but the
 training set: each move reads one (cell, step) slice of the lazily opened store
 (``isel`` on its dask arrays) and each cell's distance curve is computed when the cell is
 first shown (:func:`ridgexr.analysis.distance_curves` on that cell only).
@@ -35,10 +36,12 @@ from . import analysis
 from ._validation import check_bool, check_int
 from .store import CELL_DIMS
 
-__all__ = ["explorer", "ExplorerData", "samples_overlay", "distance_overlay", "images_view", "serve"]
+__all__ = ["STEP_LABEL", "explorer", "ExplorerData", "samples_overlay", "distance_overlay", "images_view", "serve"]
 
 #: legend labels of the samples plot; the browser test finds the plotted data through them
 SAMPLES, PROJECTIONS, TRAINING, RIDGE = "samples", "ridge projections", "alpha_t x_i (training)", "ridge R_t"
+#: the label of the time control: a step slider (the plots' titles say its t)
+STEP_LABEL = "step"
 _COLORS = {SAMPLES: "#1f77b4", PROJECTIONS: "#d62728", TRAINING: "black", RIDGE: "#bbbbbb"}
 
 
@@ -196,7 +199,8 @@ def distance_overlay(data: ExplorerData, labels: dict, step: int) -> hv.Overlay:
     style = dict(logx=True, logy=True, width=420, height=360, backend="bokeh")
     return (band.opts(alpha=0.3, color="#1f77b4", **style) * line.opts(color="#1f77b4", **style)
             * marker.opts(color="#d62728", line_dash="dashed", backend="bokeh")).opts(
-        hv.opts.Overlay(title=f"ridge distance, {_cell_text(labels)}", legend_position="bottom_right",
+        hv.opts.Overlay(title=f"ridge distance, {_cell_text(labels)}: marker at t = {data.t[step]:.4g} (step {step})",
+                        legend_position="bottom_right",
                         backend="bokeh"))
 
 
@@ -213,7 +217,7 @@ def images_view(data: ExplorerData, labels: dict, step: int) -> hv.Image:
 def explorer(ds: xr.Dataset, *, max_samples: int = 256, show_ridge: bool = True) -> pn.viewable.Viewable:
     """The explorer of a store as a panel object (display it in a notebook, or serve it).
 
-    One select widget per cell dimension, a t slider over the steps, the samples plot and the
+    One select widget per cell dimension, a step slider (the plots' titles give the step's t), the samples plot and the
     distance curves with a t marker (see the module's description).
 
     Parameters
@@ -240,11 +244,10 @@ def explorer(ds: xr.Dataset, *, max_samples: int = 256, show_ridge: bool = True)
     data = ExplorerData(ds, max_samples)
     hv.renderer("bokeh")  # loads the bokeh plotting classes; leaves hv.Store.current_backend as it was
     cell_widgets = {d: pn.widgets.Select(label=d, options=data.options(d), width=240) for d in data.cell_dims}
-    labels = [f"{t:.4g}" for t in data.t]
-    if len(set(labels)) < len(labels):
-        labels = [f"{t:.4g} (step {k})" for k, t in enumerate(data.t)]
-    t_slider = pn.widgets.DiscreteSlider(label="t", options=dict(zip(labels, range(len(labels)))), value=0,
-                                         width=240)
+    # an integer slider over the store's steps; t is printed in the plots' titles, from the step they drew.  One
+    # value, drawn by the browser's own slider: panel's DiscreteSlider (a t label per step) kept its label in
+    # Python, updated from both ends, and fast moves left it at a t the plot did not show (issue 42)
+    t_slider = pn.widgets.IntSlider(name=STEP_LABEL, start=0, end=len(data.t) - 1, step=1, value=0, width=240)
     ridge_box = pn.widgets.Checkbox(label="ridge R_t (SCMS on a grid)", value=show_ridge and data.d == 2,
                                     disabled=data.d != 2)
 

@@ -36,10 +36,10 @@ def ensure_backends() -> None:
     # hv.renderer makes the first backend it loads current when the current one is not loaded yet
     hv.Store.current_backend = current
 
-__all__ = ["ensure_backends", "cell_selection", "ordered_cells", "is_mnist", "decoded_samples", "decoded_trajectories",
+__all__ = ["ensure_backends", "cell_selection", "cell_styles", "matplotlib_figure", "save_figure", "DPI", "ordered_cells", "is_mnist", "decoded_samples", "decoded_trajectories",
            "is_image_store", "image_grid_values", "image_grid",
-           "ridge_points", "samples_over_time", "distance_curves_plot", "degenerate_share_plot", "spread_curves_plot", "phase_time_hist",
-           "phase_diagram", "mode_count_bars", "theory_scatter"]
+           "ridge_points", "samples_over_time", "snapshot_grid", "distance_curves_plot", "degenerate_share_plot", "spread_curves_plot", "phase_time_hist",
+           "phase_diagram", "annotation_colour", "contrast_ratio", "mode_count_bars", "theory_scatter"]
 
 
 def _label(cell: dict) -> str:
@@ -71,6 +71,169 @@ def cell_selection(schedule, width, tau=None, **sweeps) -> dict:
     """The ``.sel`` dict of one store cell (``tau`` only for a training-time sweep; ``target``,
     ``n_noise`` only where the entry sweeps them)."""
     return {"schedule": schedule, "width": width} | ({"tau": tau} if tau is not None else {}) | sweeps
+
+
+#: colours of the levels of one variable (matplotlib's tab10, then tab20): no two levels share one
+_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+            "#17becf")
+#: line styles of the levels of the other variable: (matplotlib, bokeh)
+_LINE_STYLES = (("-", "solid"), ("--", "dashed"), (":", "dotted"), ("-.", "dashdot"), ((0, (5, 1, 1, 1, 1, 1)),
+                                                                                        "dotdash"))
+
+
+def _colours(n: int) -> list[str]:
+    """``n`` distinct colours: tab10, tab20 beyond 10, evenly spaced on viridis beyond 20."""
+    import matplotlib
+
+    if n <= len(_PALETTE):
+        return list(_PALETTE[:n])
+    cmap = matplotlib.colormaps["tab20" if n <= 20 else "viridis"]
+    return [matplotlib.colors.to_hex(cmap(i if n <= 20 else i / (n - 1))) for i in range(n)]
+
+
+def cell_styles(ds: xr.Dataset) -> dict[tuple, dict]:
+    """{cell labels (tuple, in :func:`ordered_cells`'s order): {"color", "linestyle", "line_dash"}}: one colour
+    per level of the width (else of the model, or the first cell dimension) and one line style per schedule.
+
+    Cell dimensions other than the two share the colour variable (a colour per combination), so no two
+    cells of a figure draw the same colour and style; beyond five schedules the styles repeat with
+    distinct colours (every cell then gets its own colour).
+    """
+    run = ordered_cells(ds)
+    dims = list(run[0])
+    style_dim = "schedule" if "schedule" in dims and len(dims) > 1 else None
+    colour_dims = [d for d in dims if d != style_dim]
+    styles = list(dict.fromkeys(c[style_dim] for c in run)) if style_dim else [None]
+    if len(styles) > len(_LINE_STYLES):  # too many schedules for distinct styles: colour every cell
+        colour_dims, styles, style_dim = dims, [None], None
+    levels = list(dict.fromkeys(tuple(c[d] for d in colour_dims) for c in run))
+    colours = dict(zip(levels, _colours(len(levels))))
+    out = {}
+    for c in run:
+        mpl, bokeh = _LINE_STYLES[styles.index(c[style_dim]) if style_dim else 0]
+        out[tuple(c.values())] = {"color": colours[tuple(c[d] for d in colour_dims)], "linestyle": mpl,
+                                  "line_dash": bokeh}
+    return out
+
+
+def _styled_curve(curve: hv.Curve, style: dict, **options) -> hv.Curve:
+    """A curve with its cell's colour and line style on both backends (``options`` too, on both)."""
+    ensure_backends()
+    return curve.opts(hv.opts.Curve(color=style["color"], linestyle=style["linestyle"], **options, backend="matplotlib"),
+                      hv.opts.Curve(color=style["color"], line_dash=style["line_dash"], **options, backend="bokeh"))
+
+
+#: resolution of the report's PNG figures (dots per inch); an SVG is written beside each PNG
+DPI = 150
+#: the font size (points) of a figure's texts; titles one point larger
+FONT_SIZE = 9
+
+
+def matplotlib_figure(obj):
+    """Render a holoviews object with matplotlib, laid out for print (a :class:`matplotlib.figure.Figure`).
+
+    The figure keeps the size its plot function gave it (``fig_inches``) and gets matplotlib's constrained
+    layout, so titles, axis labels, tick labels and legends outside the axes never overlap one another or a
+    neighbouring panel, and nothing leaves the canvas.  A colour bar holoviews drew beside an image is drawn
+    again in a slot of the layout (its own axes, never over the data); where every panel of a layout has the
+    same legend, one legend is drawn to the right of the whole figure instead.  Texts are ``FONT_SIZE``
+    points, the resolution ``DPI``.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    ensure_backends()
+    with plt.rc_context({"font.size": FONT_SIZE, "axes.titlesize": FONT_SIZE + 1, "axes.labelsize": FONT_SIZE,
+                         "legend.fontsize": FONT_SIZE - 1, "legend.title_fontsize": FONT_SIZE - 1,
+                         "xtick.labelsize": FONT_SIZE - 1, "ytick.labelsize": FONT_SIZE - 1,
+                         "figure.titlesize": FONT_SIZE + 1}):
+        fig = hv.render(obj, backend="matplotlib")
+    FigureCanvasAgg(fig)
+    fig.set_dpi(DPI)
+    for text in _all_texts(fig):  # holoviews sets sizes of its own: one scale for every figure
+        text.set_fontsize(min(text.get_fontsize(), FONT_SIZE + 1))
+    _regrid(fig)
+    fig.set_layout_engine("constrained", h_pad=0.06, w_pad=0.06, hspace=0.04, wspace=0.04)
+    for ax in list(fig.axes):
+        for mappable in ax.images + ax.collections:
+            bar = getattr(mappable, "colorbar", None)
+            if bar is not None and bar.ax in fig.axes:
+                label = bar.ax.get_ylabel()
+                bar.remove()
+                fig.colorbar(mappable, ax=ax, label=label, fraction=0.08, pad=0.03)
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    labels = [tuple(t.get_text() for t in lg.get_texts()) for lg in legends]
+    if len(legends) > 1 and len(set(labels)) == 1:
+        handles = legends[0].legend_handles
+        for lg in legends:
+            lg.remove()
+        fig.legend(handles, labels[0], loc="outside right upper")
+    return fig
+
+
+def _regrid(fig) -> None:
+    """Put the panels of a holoviews figure on one GridSpec of the figure, rows and columns as holoviews placed
+    them, for constrained layout (holoviews' own grids have no figure, spare slots for adjoined plots and fixed
+    gaps); its empty slots are removed and a layout's title becomes the figure's suptitle."""
+    from matplotlib.gridspec import GridSpec
+
+    bars = {getattr(m, "colorbar", None).ax for ax in fig.axes for m in ax.images + ax.collections
+            if getattr(m, "colorbar", None) is not None}
+    panels = []
+    for ax in list(fig.axes):
+        if ax in bars:
+            continue
+        if not ax.axison and not (ax.images or ax.lines or ax.collections or ax.patches or ax.texts):
+            fig.delaxes(ax)  # an empty slot of holoviews' grid
+            continue
+        panels.append(ax)
+    if not panels:
+        return
+
+    def levels(values):
+        out = []
+        for v in sorted(values):
+            if not out or abs(v - out[-1]) > 1e-3:
+                out.append(v)
+        return out
+
+    boxes = {ax: ax.get_position() for ax in panels}
+    cols = levels([b.x0 for b in boxes.values()])
+    rows = levels([-b.y1 for b in boxes.values()])  # top row first
+    grid = GridSpec(len(rows), len(cols), figure=fig)
+    for ax, b in boxes.items():
+        r = min(range(len(rows)), key=lambda i: abs(rows[i] + b.y1))
+        c = min(range(len(cols)), key=lambda i: abs(cols[i] - b.x0))
+        ax.set_subplotspec(grid[r, c])
+    titles = [t for t in fig.texts if t.get_text()]
+    if fig._suptitle is None and len(titles) == 1:  # holoviews writes a layout's title as a figure text
+        text = titles[0].get_text()
+        titles[0].remove()
+        fig.suptitle(text)
+
+
+def _all_texts(fig):
+    from matplotlib.text import Text
+
+    return [t for t in fig.findobj(Text) if t.get_text()]
+
+
+def save_figure(obj, path) -> list:
+    """Write a holoviews object as ``path`` (PNG at ``DPI``) and an SVG beside it, laid out by
+    :func:`matplotlib_figure`; returns the two paths."""
+    from pathlib import Path
+
+    import matplotlib.pyplot as plt
+
+    fig = matplotlib_figure(obj)
+    png = Path(path).with_suffix(".png")
+    svg = png.with_suffix(".svg")
+    try:
+        fig.savefig(png, dpi=DPI)
+        fig.savefig(svg)
+    finally:
+        plt.close(fig)
+    return [png, svg]
 
 
 def both(obj, **options):
@@ -133,6 +296,17 @@ def samples_over_time(ds: xr.Dataset, *, schedule, width, tau=None, n_frames: in
     return hm.redim.range(x0=(-lim, lim), x1=(-lim, lim))
 
 
+def snapshot_grid(frames: hv.HoloMap, *, cols: int = 2) -> hv.Layout:
+    """The frames of :func:`samples_over_time` side by side, ``cols`` a row, sized for both backends (one legend
+    for the figure on matplotlib, :func:`matplotlib_figure`)."""
+    ncols = max(1, min(cols, len(frames)))
+    nrows = -(-len(frames) // ncols)
+    grid = frames.layout().cols(ncols)
+    return grid.opts(hv.opts.Overlay(width=470, height=330, backend="bokeh"),
+                     hv.opts.Layout(fig_inches=(3.0 * ncols + 1.6, 2.9 * nrows), backend="matplotlib"),
+                     hv.opts.Overlay(aspect="equal", backend="matplotlib"))
+
+
 def _value_dim(name: str, label: str, unit: str | None) -> hv.Dimension:
     """A plot dimension whose axis label carries the unit (none shown for dimensionless "1")."""
     return hv.Dimension(name, label=label, unit=None if unit in (None, "", "1") else unit)
@@ -156,22 +330,32 @@ def distance_curves_plot(ds: xr.Dataset, *, statistic: str = "mean") -> hv.NdLay
     unit = ds["ridge_distance"].attrs.get("units", "")
     ydim = _value_dim("distance", "ridge distance", unit)  # the layout's title says which statistic
     items = {}
+    log = dict(logx=True, logy=True)
     for cell in ordered_cells(ds):
         c = curves.sel(cell)
         band = hv.Area((t, c["distance_quantile"].sel(quantile=0.1).values,
                         c["distance_quantile"].sel(quantile=0.9).values),
                        kdims=[_time_dim(ds)], vdims=[ydim, "distance_high"])
-        band = both(band, alpha=0.3)
+        band = both(band, alpha=0.3, **log)
         label = ""  # unlabelled unless some states are masked
         if "degenerate_share" in c and float(c["degenerate_share"].max()) > 0:
             share = c["degenerate_share"].values
             k = int(np.nanargmax(share))
             label = f"{statistic} (degenerate frames masked: up to {share[k]:.0%}, at t = {t[k]:.3g})"
-        line = hv.Curve((t, c[f"distance_{statistic}"].values), kdims=[_time_dim(ds)], vdims=[ydim], label=label)
-        items[tuple(cell.values())] = band * line
+        line = both(hv.Curve((t, c[f"distance_{statistic}"].values), kdims=[_time_dim(ds)], vdims=[ydim], label=label),
+                    **log)
+        # the panel's title says what the label says (a legend of one long entry is wider than a panel)
+        title = _label(cell) + (f"\n{share[k]:.0%} masked (degenerate) at t = {t[k]:.3g}" if label else "")
+        items[tuple(cell.values())] = both(band * line, title=title, show_legend=False)
     ncols = ds.sizes["width"] if "width" in ds.dims and "model" not in ds.dims else min(3, len(items))
+    ncols = min(ncols, len(items))
+    nrows = -(-len(items) // ncols)
     layout = hv.NdLayout(items, kdims=list(ordered_cells(ds)[0]), sort=False).cols(ncols)
-    return both(layout, title=f"{statistic} ridge distance and its 10-90 % band over samples")
+    layout = both(layout, title=f"{statistic} ridge distance and its 10-90 % band over samples")
+    # ~2.6 x 2.2 inches a panel (a 7-inch column holds three): axis labels and titles fit beside the next panel
+    return layout.opts(hv.opts.NdLayout(fig_inches=(max(4.5, 2.6 * ncols), 0.5 + 2.3 * nrows), backend="matplotlib"),
+                       hv.opts.Curve(width=280, height=240, backend="bokeh"),
+                       hv.opts.Area(width=280, height=240, backend="bokeh"))
 
 
 def degenerate_share_plot(ds: xr.Dataset) -> hv.NdOverlay:
@@ -181,22 +365,36 @@ def degenerate_share_plot(ds: xr.Dataset) -> hv.NdOverlay:
     if share is None:
         raise ValueError("`ds` has no ridge_degenerate flags (stores of schema >= 1.3 have them)")
     t = ds["t"].values
-    ydim = _value_dim("degenerate_share", "share of states with a degenerate ridge frame", "1")
-    overlay = {_label(c): hv.Curve((t, share.sel(c).values), kdims=[_time_dim(ds)], vdims=[ydim])
+    ydim = _value_dim("degenerate_share", "share of degenerate frames", "1")
+    styles = cell_styles(ds)
+    # a share on a linear axis from 0 to 1: a step with none is drawn at 0, not left out as on a log axis
+    overlay = {_label(c): _styled_curve(hv.Curve((t, share.sel(c).values), kdims=[_time_dim(ds)], vdims=[ydim]),
+                                        styles[tuple(c.values())], logx=True, logy=False, ylim=(0.0, 1.02))
                for c in ordered_cells(ds)}
-    over = both(hv.NdOverlay(overlay, kdims=["cell"], sort=False), title="degenerate ridge frames (masked in the summaries)",
-                logx=True, legend_position="right")
-    return over.opts(fig_inches=(11, 4), backend="matplotlib").opts(width=1000, height=380, backend="bokeh")
+    return _curve_overlay(overlay, "degenerate ridge frames (masked in the summaries)")
 
 
 def spread_curves_plot(ds: xr.Dataset) -> hv.NdOverlay:
     """Mean distance of ridge projections to the nearest alpha_t x_i vs t, one curve per schedule and width."""
     sp = analysis.spread_curves(ds)["spread_mean"].compute()
     t = ds["t"].values
-    ydim = _value_dim("spread", "projection to nearest alpha_t x_i", sp.attrs.get("units", ""))
-    overlay = {_label(c): hv.Curve((t, sp.sel(c).values), kdims=[_time_dim(ds)], vdims=[ydim])
+    ydim = _value_dim("spread", "distance to nearest alpha_t x_i", sp.attrs.get("units", ""))
+    styles = cell_styles(ds)
+    overlay = {_label(c): _styled_curve(hv.Curve((t, sp.sel(c).values), kdims=[_time_dim(ds)], vdims=[ydim]),
+                                        styles[tuple(c.values())], logx=True, logy=True)
                for c in ordered_cells(ds)}
-    return both(hv.NdOverlay(overlay, kdims=["cell"], sort=False), title="tangential spread along the ridge")
+    return _curve_overlay(overlay, "tangential spread along the ridge")
+
+
+def _curve_overlay(curves: dict, title: str) -> hv.NdOverlay:
+    """One curve per cell (``curves``: {cell label: styled curve}) with the legend to the right of the axes:
+    6.5 x 3.8 inches on matplotlib (~1000 px wide at ``DPI``), the legend in one column up to 14 cells,
+    two beyond."""
+    over = both(hv.NdOverlay(curves, kdims=["cell"], sort=False), title=title, legend_position="right")
+    ncols = 1 if len(curves) <= 14 else 2
+    return over.opts(hv.opts.NdOverlay(fig_inches=(6.5 + 1.6 * (ncols - 1), 3.8), aspect=1.6, legend_cols=ncols,
+                                       backend="matplotlib"),
+                     hv.opts.NdOverlay(width=800, height=380, backend="bokeh"))
 
 
 def phase_time_hist(ds: xr.Dataset, *, which: str = "reach_time", r: float = 0.5, bins: int = 30) -> hv.NdLayout:
@@ -212,8 +410,12 @@ def phase_time_hist(ds: xr.Dataset, *, which: str = "reach_time", r: float = 0.5
         items[_label(cell)] = hv.Histogram((edges, freq), kdims=[_value_dim(which, which.replace("_", " "),
                                                                              ph.attrs.get("units", ""))],
                                            vdims=["count"])
-    return both(hv.NdLayout(items, kdims=["cell"], sort=False).cols(3),
-                title=f"{which.replace('_', ' ')} per cell (r = {r})")
+    ncols = max(1, min(3, len(items)))
+    nrows = -(-len(items) // ncols)
+    layout = both(hv.NdLayout(items, kdims=["cell"], sort=False).cols(ncols),
+                  title=f"{which.replace('_', ' ')} per cell (r = {r})")
+    return layout.opts(hv.opts.NdLayout(fig_inches=(max(4.5, 2.6 * ncols), 0.5 + 2.2 * nrows), backend="matplotlib"),
+                       hv.opts.Histogram(width=260, height=200, backend="bokeh"))
 
 
 #: the memorization measures a phase diagram can show: name -> (function, description)
@@ -250,14 +452,47 @@ def phase_diagram(ds: xr.Dataset, *, x: str = "width", y: str = "schedule", metr
     img = hv.Image(z[::-1], bounds=(-0.5, -0.5, len(xl) - 0.5, len(yl) - 0.5), kdims=[x, y], vdims=[metric],
                    label=label)
     img = both(img, xticks=list(enumerate(xl)), yticks=list(enumerate(yl)), clim=(0.0, 1.0), cmap="viridis",
-               colorbar=True)
+               colorbar=True).opts(tools=["hover"], backend="bokeh")
     xx, yy = np.meshgrid(np.arange(len(xl)), np.arange(len(yl)))
-    text = hv.Labels((xx.ravel(), yy.ravel(), [f"{v:.2f}" for v in z.ravel()]), kdims=[x, y], vdims=["value"])
-    text = text.opts(hv.opts.Labels(text_color="white", backend="bokeh"),
-                     hv.opts.Labels(color="white", backend="matplotlib"))
+    # each value in black or white, whichever contrasts more with its cell's colour (white on yellow is unreadable)
+    ink = np.array([annotation_colour(v) for v in z.ravel()])
+    values = np.array([f"{v:.2f}" for v in z.ravel()])
+    xs, ys = xx.ravel(), yy.ravel()  # z[i, j] is drawn at (j, i): the image holds z[::-1] with row 0 on top
+    texts = [hv.Labels((xs[ink == c], ys[ink == c], values[ink == c]), kdims=[x, y], vdims=["value"]).opts(
+        hv.opts.Labels(text_color=c, backend="bokeh"), hv.opts.Labels(color=c, backend="matplotlib"))
+        for c in ("black", "white") if (ink == c).any()]
     ticks = dict(xticks=list(enumerate(xl)), yticks=list(enumerate(yl)))  # on the overlay too: bokeh reads its axes there
     # the axes name x and y; a title that repeats them does not fit above the frame
-    return both(img * text, title=label, **ticks).opts(width=620, height=360, backend="bokeh")
+    over = hv.Overlay([img, *texts])
+    inches = (max(3.6, 1.1 * len(xl) + 2.0), max(2.6, 0.6 * len(yl) + 1.4))
+    return both(over, title=label, **ticks).opts(width=620, height=360, backend="bokeh").opts(
+        hv.opts.Overlay(fig_inches=inches, aspect=inches[0] / inches[1] * 0.8, backend="matplotlib"))
+
+
+def _luminance(rgb) -> float:
+    """Relative luminance (WCAG 2) of an sRGB colour (components in [0, 1])."""
+    c = np.asarray(rgb, dtype=float)[:3]
+    c = np.where(c <= 0.03928, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+    return float(c @ [0.2126, 0.7152, 0.0722])
+
+
+def contrast_ratio(a, b) -> float:
+    """WCAG 2 contrast ratio of two colours (any matplotlib colour), from 1 (same) to 21 (black on white)."""
+    import matplotlib.colors as mcolors
+
+    la, lb = sorted((_luminance(mcolors.to_rgb(a)), _luminance(mcolors.to_rgb(b))), reverse=True)
+    return (la + 0.05) / (lb + 0.05)
+
+
+def annotation_colour(value: float, cmap: str = "viridis", clim: tuple = (0.0, 1.0)) -> str:
+    """``"black"`` or ``"white"``, whichever contrasts more with ``value``'s colour on ``cmap`` (a NaN cell is
+    drawn white: black)."""
+    import matplotlib
+
+    if not np.isfinite(value):
+        return "black"
+    bg = matplotlib.colormaps[cmap]((value - clim[0]) / (clim[1] - clim[0]))
+    return "black" if contrast_ratio("black", bg) >= contrast_ratio("white", bg) else "white"
 
 
 def mode_count_bars(ds: xr.Dataset, *, r: float = 0.5) -> hv.Bars:

@@ -23,15 +23,15 @@ from jinja2 import Template
 from . import analysis, defaults, plot
 from .store import CELL_DIMS, cells, json_attr
 
-__all__ = ["make_report", "snapshot_cell"]
+__all__ = ["make_report", "report_figures", "snapshot_cell"]
 
 PAGE = Template("""{% from macros import embed %}<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <title>{{ title }}</title>
-{{ bokeh_css | indent(4) }}
-{{ bokeh_js | indent(4) }}
+{{ inline_css }}
+{{ inline_js }}
 <style>
 body { font-family: sans-serif; margin: 1.5em; }
 table.ridgexr { border-collapse: collapse; font-size: 0.85em; margin-bottom: 1.5em; }
@@ -214,36 +214,19 @@ def _quiet():
             logging.getLogger("bokeh").setLevel(level)
 
 
-def _style(fig):
-    """Sizes and options per backend (holoviews stores options per backend)."""
-    fig = fig.opts(hv.opts.Curve(logx=True, logy=True, backend="bokeh", width=280, height=240),
-                   hv.opts.Curve(logx=True, logy=True, backend="matplotlib"),
-                   hv.opts.Area(logx=True, logy=True, backend="bokeh", width=280, height=240),
-                   hv.opts.Area(logx=True, logy=True, backend="matplotlib"),
-                   hv.opts.Histogram(width=260, height=200, backend="bokeh"),
-                   hv.opts.Image(tools=["hover"], backend="bokeh"),
-                   hv.opts.Image(fig_inches=(6, 4), backend="matplotlib"),
-                   hv.opts.NdOverlay(legend_position="right", width=800, height=380, backend="bokeh"),
-                   hv.opts.NdOverlay(legend_position="right", fig_inches=(9, 4), backend="matplotlib"))
-    return fig
+def _explore_hint(ds: xr.Dataset) -> str:
+    source = ds.encoding.get("source")
+    return (f"ridgexr explore {source}" if source else "ridgexr explore STORE") + \
+        " (or ds.ridge.explore() in a notebook) serves an interactive explorer: every cell dimension as a " \
+        "widget, a step slider with t in the plot's title, the samples and the cell's distance curve."
 
 
-def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr report", r: float = 0.5,
-                n_frames: int = defaults.REPORT_N_FRAMES) -> dict:
-    """Write PNG figures and ``report.html`` for a store's Dataset; returns {name: path}.
+def report_figures(ds: xr.Dataset, *, r: float = 0.5, n_frames: int = defaults.REPORT_N_FRAMES) -> dict:
+    """The report's figures: {name: (holoviews object, caption)}, in the page's order (see :func:`make_report`).
 
-    Figures: ridge distance per cell (faceted), tangential spread, reach times, mode counts,
-    the memorization phase diagram, and for 2-D data a grid of ``n_frames`` snapshots over
-    time of the cell that memorizes least (named in the caption).  Per-cell panels, legend
-    entries and summary rows are in reading order (:func:`ridgexr.plot.ordered_cells`).  The
-    page says how to open the interactive explorer (:mod:`ridgexr.explore`) of the store.
+    Each plot function sizes its own figure; :func:`ridgexr.plot.save_figure` lays it out and writes it.
     """
-    from bokeh.embed import file_html
-    from bokeh.resources import INLINE
-
     plot.ensure_backends()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     memo_cell, memo_share = snapshot_cell(ds) if ds.sizes.get("train", 0) >= 2 else (cells(ds)[0], np.nan)
     figures = {
         "distance_curves": (plot.distance_curves_plot(ds), "Mean distance of the samples to the ridge R_t "
@@ -259,10 +242,7 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
                         f"and stays in the tube of radius {r} around the ridge."),
         "mode_counts": (plot.mode_count_bars(ds, r=r), f"Share of final samples within {r} of a training point."),
     }
-    source = ds.encoding.get("source")
-    explore_hint = (f"ridgexr explore {source}" if source else "ridgexr explore STORE") + \
-        " (or ds.ridge.explore() in a notebook) serves an interactive explorer: every cell dimension as a " \
-        "widget, a t slider, the samples and the cell's distance curve."
+    explore_hint = _explore_hint(ds)
     x, y = phase_axes(ds)
     if ds.sizes.get("train", 0) >= 2 and x != y:
         figures["phase_diagram"] = (plot.phase_diagram(ds, x=x, y=y), "Share of final samples with d1/d2 < 1/3 "
@@ -278,8 +258,8 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
             figures[f"decoded_samples_{i}"] = (plot.decoded_samples(ds, **cell), f"Decoded samples of {cell}.")
             figures[f"decoded_trajectories_{i}"] = (plot.decoded_trajectories(ds, **cell),
                                                     f"Decoded trajectories of {cell}.")
-    quality = quality_rows(ds)
     if plot.is_image_store(ds):  # an image model's figures start with its samples, beside real images
+        quality = quality_rows(ds)
         gates = None if quality is None else {  # quality_rows lists the cells in reading order too
             plot.cell_title(cell): gate for cell, gate in zip(plot.ordered_cells(ds), quality["gate"])}
         figures = {"sample_gallery": (plot.sample_gallery(ds, gates=gates), "The final samples of every cell "
@@ -298,19 +278,39 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
                                                                ", latents decoded through the VAE") + ".")
     if ds.sizes["dim"] == 2:
         hm = plot.samples_over_time(ds, **memo_cell, n_frames=n_frames)
-        grid = hm.layout().cols(2).opts(hv.opts.Overlay(width=470, height=330, backend="bokeh"))
-        figures["samples"] = (grid, f"{len(hm)} snapshots over time of the cell {memo_cell}, the one that "
+        figures["samples"] = (plot.snapshot_grid(hm, cols=2), f"{len(hm)} snapshots over time of the cell {memo_cell}, the one that "
                               f"memorizes least ({memo_share:.0%} of final samples with d1/d2 < 1/3): samples "
                               "(blue), their ridge projections (red), the ridge R_t (grey), alpha_t x_i (black). "
                               "Every cell and step: " + explore_hint)
+    return figures
+
+
+def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr report", r: float = 0.5,
+                n_frames: int = defaults.REPORT_N_FRAMES) -> dict:
+    """Write PNG figures and ``report.html`` for a store's Dataset; returns {name: path}.
+
+    Figures: ridge distance per cell (faceted), tangential spread, reach times, mode counts,
+    the memorization phase diagram, and for 2-D data a grid of ``n_frames`` snapshots over
+    time of the cell that memorizes least (named in the caption).  Per-cell panels, legend
+    entries and summary rows are in reading order (:func:`ridgexr.plot.ordered_cells`).  The
+    page says how to open the interactive explorer (:mod:`ridgexr.explore`) of the store.
+    """
+    from bokeh.embed import file_html
+    from bokeh.embed.bundle import bundle_for_objs_and_resources
+    from bokeh.resources import INLINE
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    figures = report_figures(ds, r=r, n_frames=n_frames)
+    explore_hint = _explore_hint(ds)
+    quality = quality_rows(ds)
     paths = {}
     rendered = {}
     with _quiet():
         for name, (fig, _) in list(figures.items()):
-            fig = fig if name.startswith(("image_grid", "sample_gallery")) else _style(fig)  # grids size themselves
             target = out / f"{name}.png"
-            try:
-                hv.save(fig, target, backend="matplotlib", fmt="png")
+            try:  # every plot function sizes its own figure
+                plot.save_figure(fig, target)
             except SkipRendering:  # nothing to draw (e.g. no trajectory reached the tube): left out of the page
                 del figures[name]
                 continue
@@ -320,6 +320,7 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
                 del figures[name]
                 continue
             paths[name] = target
+            paths[f"{name}_svg"] = target.with_suffix(".svg")
             model = hv.render(fig, backend="bokeh")
             model.name = name
             rendered[name] = model
@@ -332,9 +333,15 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
     summary = summary.sort_values(dims, key=lambda col: col if col.dtype.kind in "iuf" else col.map(position[col.name]),
                                   kind="stable") if dims else summary
     summary_html = _summary_html(summary[keep])
+    # BokehJS and the extensions the figures use, inlined; no file references: other packages register models
+    # process-wide whose external files bokeh would list (panel's es-module-shims, a path that exists only
+    # under panel's server), and the page loads nothing
+    bundle = bundle_for_objs_and_resources(list(rendered.values()), INLINE)
     page = file_html(
         list(rendered.values()), resources=INLINE, title=title, template=PAGE,
         template_variables=dict(
+            inline_js="\n".join(f"<script>{js}</script>" for js in bundle.js_raw),
+            inline_css="\n".join(f"<style>{css}</style>" for css in bundle.css_raw),
             report_title=title, description=ds.attrs.get("description", ""), summary_table=summary_html,
             quality_table="" if quality is None else quality.to_html(index=False, border=0, classes="ridgexr",
                                                                      table_id="quality"),

@@ -300,3 +300,148 @@ def new_reference(tmp_path_factory, small_reference):
     cat, exp, _, _ = small_reference
     other = exp.model_copy(update={"n_samples": 8})
     return other, run_experiment(other, store=tmp_path_factory.mktemp("newref") / "new.zarr").store
+
+
+def _texts_of(fig):
+    """[(where, Text, owner)] of every visible, non-empty text of a matplotlib figure: figure texts, and per axes its
+    titles, axis labels, tick labels inside the view, annotations (owner: the axes) and legend entries (owner: the
+    legend)."""
+    out = [(f"figure text {t.get_text()!r}", t, None) for t in fig.texts]
+    for i, ax in enumerate(fig.axes):
+        if not ax.get_visible():
+            continue
+        name = f"axes {i} ({ax.get_title() or ax.get_label()!r})"
+        out += [(f"{name} title {t.get_text()!r}", t, None) for t in (ax.title, ax._left_title, ax._right_title)]
+        for axis in (ax.xaxis, ax.yaxis):
+            if not axis.get_visible() or not ax.axison:
+                continue
+            out.append((f"{name} {axis.axis_name} label {axis.label.get_text()!r}", axis.label, None))
+            low, high = sorted(axis.get_view_interval())
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                if low - 1e-9 * abs(high - low) <= tick.get_loc() <= high + 1e-9 * abs(high - low):
+                    out += [(f"{name} {axis.axis_name} tick {lab.get_text()!r}", lab, None)
+                            for lab in (tick.label1, tick.label2)]
+        out += [(f"{name} annotation {t.get_text()!r}", t, ax) for t in ax.texts]
+    for legend in [ax.get_legend() for ax in fig.axes] + list(fig.legends):
+        if legend is not None and legend.get_visible():
+            out += [(f"legend entry {t.get_text()!r}", t, legend) for t in legend.get_texts()]
+            out.append((f"legend title {legend.get_title().get_text()!r}", legend.get_title(), legend))
+    return [(w, t, o) for w, t, o in out if t.get_visible() and t.get_text().strip()]
+
+
+def _figure_layout_problems(fig, tol=1.0, min_text_px=11.0, max_legend_width=0.4):
+    """What overlaps or is clipped in a matplotlib figure, from matplotlib's own extents after a draw (a list of
+    sentences; empty when the figure is clean).
+
+    * every text (titles, axis and tick labels, annotations, legend entries), legend box and axes lies inside the
+      canvas;
+    * no two texts overlap, except entries of one legend with its own title;
+    * no text and no legend overlaps the data area (axes box) of any axes, except an axes' own annotations;
+    * no two data areas overlap (a colour bar has its own axes beside the image, not over it);
+    * every text is at least ``min_text_px`` pixels high at the figure's resolution (its size in points x dpi / 72),
+      and no legend is wider than ``max_legend_width`` of the figure.
+
+    Extents are pixels of the renderer (``get_window_extent``), shrunk by ``tol`` pixels each side (touching is
+    not overlapping).  Axes that draw nothing (holoviews' empty layout slots) are skipped.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.transforms import Bbox
+
+    if not isinstance(fig.canvas, FigureCanvasAgg):  # holoviews' figures come with a bare FigureCanvasBase
+        FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    canvas = Bbox.from_bounds(0, 0, *fig.canvas.get_width_height())
+
+    def box(artist):
+        b = artist.get_window_extent(renderer)
+        return Bbox.from_extents(b.x0 + tol, b.y0 + tol, b.x1 - tol, b.y1 - tol)
+
+    def inside(b):
+        return b.x0 >= canvas.x0 - tol and b.y0 >= canvas.y0 - tol and b.x1 <= canvas.x1 + tol and b.y1 <= canvas.y1 + tol
+
+    def meet(a, b):
+        return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+    axes = [(f"axes {i} ({ax.get_title() or ax.get_label()!r})", ax, box(ax)) for i, ax in enumerate(fig.axes)
+            if ax.get_visible() and (ax.axison or ax.images or ax.lines or ax.collections or ax.patches)]
+    texts = [(w, t, o, box(t)) for w, t, o in _texts_of(fig)]
+    legends = [(f"legend of {len(lg.get_texts())} entries", lg, box(lg))
+               for lg in [ax.get_legend() for ax in fig.axes] + list(fig.legends) if lg is not None and lg.get_visible()]
+    problems = []
+    for where, _, *rest in [(w, t, b) for w, t, _, b in texts] + [(w, a, b) for w, a, b in axes + legends]:
+        b = rest[-1]
+        if not inside(b):
+            problems.append(f"{where} lies outside the canvas ({b.x0:.0f}, {b.y0:.0f}, {b.x1:.0f}, {b.y1:.0f}) "
+                            f"of {canvas.x1:.0f} x {canvas.y1:.0f} px")
+    for i, (w1, t1, o1, b1) in enumerate(texts):
+        for w2, t2, o2, b2 in texts[i + 1:]:
+            if o1 is not None and o1 is o2 and not hasattr(o1, "get_xaxis"):
+                continue  # a legend's own entries and title are laid out by the legend
+            if meet(b1, b2):
+                problems.append(f"{w1} overlaps {w2}")
+        for wa, ax, ba in axes:
+            if o1 is ax:
+                continue  # an axes' own annotations are drawn on its data
+            if meet(b1, ba):
+                problems.append(f"{w1} overlaps the data area of {wa}")
+    for wl, lg, bl in legends:
+        for wa, ax, ba in axes:
+            if meet(bl, ba):
+                problems.append(f"{wl} ({', '.join(t.get_text() for t in lg.get_texts()[:2])}, ...) overlaps the data "
+                                f"area of {wa}")
+        for w, t, o, b in texts:
+            if o is not lg and meet(bl, b):
+                problems.append(f"{wl} overlaps {w}")
+    for i, (w1, _, b1) in enumerate(axes):
+        for w2, _, b2 in axes[i + 1:]:
+            if meet(b1, b2):
+                problems.append(f"{w1} overlaps the data area of {w2}")
+    for w, t, _, _ in texts:
+        if t.get_fontsize() * fig.dpi / 72 < min_text_px:
+            problems.append(f"{w} is {t.get_fontsize() * fig.dpi / 72:.1f} px high (< {min_text_px} px)")
+    for wl, _, bl in legends:
+        if bl.width > max_legend_width * canvas.width:
+            problems.append(f"{wl} is {bl.width / canvas.width:.0%} of the figure's width (> {max_legend_width:.0%})")
+    return problems
+
+
+@pytest.fixture(scope="session")
+def figure_layout_problems():
+    """``figure_layout_problems(fig)``: the sentences naming what overlaps or is clipped in a matplotlib figure
+    (texts, legends, data areas, the canvas), from its renderer's extents; empty when none."""
+    return _figure_layout_problems
+
+
+IMAGE_CATALOG = """
+experiments:
+  imgs:
+    dataset: {images: {images: tiny, %(block)s}}
+    process: {T: 1.0, t_min: 0.05, n_steps: 6}
+    models: [{kind: exact}]
+    training: {n_time: 3, n_noise: 1}
+    sampler: {kind: sde, block_steps: 3}
+    n_samples: 3
+    d_star: 1
+    store: imgs.zarr
+"""
+
+
+@pytest.fixture(scope="session")
+def image_stores(tmp_path_factory, write_idx_folder):
+    """{"pixel": store, "latent": store}: a pixel store (5 x 5 images in [-1, 1]) and a latent store (a 2-d VAE of
+    the same images) of one exact-model cell each."""
+    from ridgexr.catalog import experiment_from_file
+    from ridgexr.run import run_experiment
+
+    tmp = tmp_path_factory.mktemp("grid")
+    g = np.random.default_rng(7)
+    write_idx_folder(tmp / "tiny", g.integers(0, 256, (10, 5, 5)), np.arange(10) % 2)
+    stores = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RIDGEXR_CACHE", str(tmp / "cache"))
+        for name, block in (("pixel", "scale: symmetric"), ("latent", "space: latent, latent_dim: 2, epochs: 2")):
+            f = tmp / f"{name}.yaml"
+            f.write_text(IMAGE_CATALOG % dict(block=block))
+            stores[name] = run_experiment(experiment_from_file(f), data_dir=tmp / name).store
+    return stores

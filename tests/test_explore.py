@@ -1,5 +1,6 @@
 """The explorer (ridgexr.explore): its slices against the store, and ``ridgexr explore`` driven in Chromium."""
 
+import re
 import shutil
 import signal
 import socket
@@ -14,7 +15,7 @@ from typer.testing import CliRunner
 import ridgexr
 from ridgexr.catalog import experiment_from_file
 from ridgexr.cli import app
-from ridgexr.explore import PROJECTIONS, SAMPLES, TRAINING, ExplorerData, samples_overlay
+from ridgexr.explore import PROJECTIONS, SAMPLES, STEP_LABEL, TRAINING, ExplorerData, samples_overlay
 from ridgexr.run import run_experiment
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -45,7 +46,7 @@ def test_explorer_slices_are_the_stores_values(tiny_store):
     np.testing.assert_allclose(high, np.nanquantile(d, 0.9, axis=0))
 
 
-def test_accessor_explore_has_one_widget_per_cell_dim_and_a_t_slider(tiny_store):
+def test_accessor_explore_has_one_widget_per_cell_dim_and_a_step_slider(tiny_store):
     import panel as pn
 
     ds = ridgexr.open_dataset(tiny_store)
@@ -53,9 +54,10 @@ def test_accessor_explore_has_one_widget_per_cell_dim_and_a_t_slider(tiny_store)
     widgets = {w.label: w for w in view.select(pn.widgets.Widget)}
     assert list(widgets["schedule"].options.values()) == ds["schedule"].values.tolist()
     assert list(widgets["width"].options.values()) == ds["width"].values.tolist()
-    slider = widgets["t"]
-    assert list(slider.options.values()) == list(range(ds.sizes["step"]))
-    np.testing.assert_allclose([float(k) for k in slider.options], ds["t"].values, rtol=1e-3)
+    slider = widgets[STEP_LABEL]  # an integer step slider: the plots' titles say its t
+    assert isinstance(slider, pn.widgets.IntSlider) and (slider.start, slider.end, slider.step) == \
+        (0, ds.sizes["step"] - 1, 1)
+    assert not view.select(pn.widgets.DiscreteSlider)
     assert len(view.select(pn.pane.HoloViews)) == 2
 
 
@@ -189,6 +191,82 @@ def test_cli_explore_in_chromium_follows_the_t_slider_and_the_cell_widgets(tiny_
             _assert_points(page.evaluate(_PLOTTED), ds, {"schedule": "exact", "width": 16}, ds.sizes["step"] - 2)
             browser.close()
         assert not errors, errors
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# the step the slider shows (its own title, in the page's DOM) and the steps the two plots say they drew
+_SHOWN = """() => {
+  const doc = window.Bokeh && window.Bokeh.documents[0];
+  if (!doc) return null;
+  const titles = [];
+  let slider = null;
+  for (const m of doc.all_models) {
+    const kind = m.constructor.__name__;
+    if (kind === "Title" && m.text) titles.push(m.text);
+    if (kind === "Slider") slider = m.value;
+  }
+  return {titles, model: slider};
+}"""
+
+
+def _shown(page):
+    got = page.evaluate(_SHOWN)
+    label = page.locator(".bk-slider-value").first.text_content()  # what a person reads beside the slider
+    steps = [int(m) for t in got["titles"] for m in re.findall(r"\(step (\d+)\)", t)]
+    return int(label.strip()), got["model"], steps, got["titles"]
+
+
+@pytest.mark.slow  # a server subprocess and Chromium
+@pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (.ci/run installs the Debian package)")
+def test_explorer_step_label_agrees_with_the_plots_after_fast_key_presses_and_a_drag(tiny_store):
+    """Ten fast PageUp/PageDown/arrow presses, then a drag of the handle: once the page is quiet the step the
+    slider shows is the step both plots name in their titles, and their t is the store's t of that step (panel's
+    DiscreteSlider once read t: 1.759 beside a plot of t = 0.79, issue 42)."""
+    playwright = pytest.importorskip("playwright.sync_api")
+    ds = ridgexr.open_dataset(tiny_store)
+    t = ds["t"].values
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "ridgexr.cli", "explore", str(tiny_store), "--port", str(port),
+                             "--no-show"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        _wait_for_port(port, proc)
+        with playwright.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            page = browser.new_page(viewport={"width": 1300, "height": 800})
+            page.goto(f"http://localhost:{port}/")
+            _plotted_when(page, t[0])
+            handle = page.locator(".noUi-handle").first
+            handle.focus()
+            for key in ["PageUp"] * 2 + ["ArrowRight"] * 3 + ["PageDown", "ArrowLeft", "PageUp", "ArrowRight",
+                                                              "ArrowLeft"]:
+                page.keyboard.press(key, delay=0)  # ten presses without waiting for the server
+            box = page.locator(".noUi-base").first.bounding_box()
+            start = handle.bounding_box()
+            page.mouse.move(start["x"] + start["width"] / 2, start["y"] + start["height"] / 2)
+            page.mouse.down()
+            for frac in (0.9, 0.2, 0.6, 0.35):  # a drag back and forth, then let go
+                page.mouse.move(box["x"] + frac * box["width"], box["y"] + box["height"] / 2, steps=4)
+            page.mouse.up()
+            deadline, agreed, seen = time.monotonic() + 60, 0, None
+            while time.monotonic() < deadline and agreed < 3:  # agreement three polls in a row: the page is quiet
+                seen = _shown(page)
+                label, model, steps, _ = seen
+                agreed = agreed + 1 if label == model and len(steps) == 2 and set(steps) == {label} else 0
+                time.sleep(0.5)
+            browser.close()
+        label, model, steps, titles = seen
+        assert agreed >= 3, f"the slider shows step {label} (model {model}); the plots' titles: {titles}"
+        assert 0 < label < ds.sizes["step"] - 1  # the drag left it inside, away from where the keys started
+        for title in titles:
+            if f"(step {label})" in title:
+                assert re.search(r"t = ([-+.\deE]+) \(step", title)
+                assert float(re.search(r"t = ([-+.\deE]+) \(step", title).group(1)) == pytest.approx(t[label], rel=1e-3)
     finally:
         proc.send_signal(signal.SIGINT)
         try:

@@ -8,38 +8,9 @@ import xarray as xr
 import ridgexr
 from ridgexr import plot
 from ridgexr.autoencoder import load_vae
-from ridgexr.catalog import experiment_from_file
-from ridgexr.run import run_experiment
 from ridgexr.store import json_attr
 
-CATALOG = """
-experiments:
-  imgs:
-    dataset: {images: {images: tiny, %(block)s}}
-    process: {T: 1.0, t_min: 0.05, n_steps: 6}
-    models: [{kind: exact}]
-    training: {n_time: 3, n_noise: 1}
-    sampler: {kind: sde, block_steps: 3}
-    n_samples: 3
-    d_star: 1
-    store: imgs.zarr
-"""
-
-
-@pytest.fixture(scope="module")
-def image_stores(tmp_path_factory, write_idx_folder):
-    """A pixel store (5 x 5 images in [-1, 1]) and a latent store (a 2-d VAE of the same images)."""
-    tmp = tmp_path_factory.mktemp("grid")
-    g = np.random.default_rng(7)
-    write_idx_folder(tmp / "tiny", g.integers(0, 256, (10, 5, 5)), np.arange(10) % 2)
-    stores = {}
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("RIDGEXR_CACHE", str(tmp / "cache"))
-        for name, block in (("pixel", "scale: symmetric"), ("latent", "space: latent, latent_dim: 2, epochs: 2")):
-            f = tmp / f"{name}.yaml"
-            f.write_text(CATALOG % dict(block=block))
-            stores[name] = run_experiment(experiment_from_file(f), data_dir=tmp / name).store
-    return stores
+# image_stores: a session fixture of conftest.py (the report's layout test renders the pixel store too)
 
 
 def _tiles(canvas, h, w, pad=1):
@@ -166,7 +137,7 @@ def test_each_image_pixel_gets_at_least_two_screen_pixels(image_stores):
     """A person must see the images: with 28 x 28 tiles the grid once drew each image pixel on less than
     one screen pixel (fashion-unet-16's 16 x 15 tiles in a 514 x 147 PNG).  Here the store's 5 x 5 images
     are blown up to 25 x 25 (each pixel a 5 x 5 block), and the drawn axes must give every image pixel
-    at least 2 pixels across at the 72 dpi of hv.save."""
+    at least 2 pixels across at the resolution of the report's PNGs (plot.DPI, laid out by plot.matplotlib_figure)."""
     ds = ridgexr.open_dataset(image_stores["pixel"]).load()
     k = np.ones((5, 5))
 
@@ -181,9 +152,10 @@ def test_each_image_pixel_gets_at_least_two_screen_pixels(image_stores):
                                                                             "train_data")})
     big.attrs["image_shape"] = [1, 25, 25]
     canvas, _, _ = plot.image_grid_values(big, n_samples=4, n_times=6)
-    fig = hv_render(plot.image_grid(big, n_samples=4, n_times=6))
+    fig = plot.matplotlib_figure(plot.image_grid(big, n_samples=4, n_times=6))
+    fig.canvas.draw()
     box = fig.axes[0].get_window_extent()
-    px = 72 / fig.dpi  # hv.save (the report's PNGs) draws at 72 dpi
+    px = plot.DPI / fig.dpi  # the report's PNGs are saved at plot.DPI
     assert box.width * px / canvas.shape[1] >= 2 and box.height * px / canvas.shape[0] >= 2, (box, canvas.shape)
 
 

@@ -270,3 +270,123 @@ def test_distance_caption_explains_identical_panels_only_when_they_are(tiny_stor
     assert "same sampler noise" in note and "normal direction" in note
     noisy = equal.assign(residual_normal=equal.residual_normal + 0.1)
     assert "normal direction" not in identical_curves_note(noisy)
+
+
+def _report_figures_drawn(ds, problems_of):
+    """{name: (matplotlib figure as the report saves it, the problems figure_layout_problems finds)} of every figure
+    of ``ds``'s report (those holoviews skips for want of data left out)."""
+    from holoviews.core.options import SkipRendering
+
+    from ridgexr import plot
+    from ridgexr.report import report_figures
+
+    out = {}
+    for name, (obj, _) in report_figures(ds, n_frames=3).items():
+        try:
+            fig = plot.matplotlib_figure(obj)
+        except SkipRendering:
+            continue
+        out[name] = (fig, problems_of(fig))
+    return out
+
+
+def _line_styles(ax):
+    """{legend entry: (colour, line style)} of an axes' legend (holoviews names each curve's cell there)."""
+    from matplotlib.colors import to_hex
+
+    legend = ax.get_legend() or ax.figure.legends[0]
+    return {t.get_text(): (to_hex(h.get_color()), str(h.get_linestyle())) for t, h in
+            zip(legend.get_texts(), legend.legend_handles)}
+
+
+@pytest.mark.parametrize("kind", ["points", "image"])
+def test_every_report_figure_is_readable_with_nothing_overlapping_or_clipped(kind, tiny_store, image_stores,
+                                                                           figure_layout_problems):
+    """Every figure of the report, as it is saved (plot.matplotlib_figure): no text over another text or over a data
+    area, no legend over the data, colour bars beside their image, nothing outside the canvas, texts at least 11 px
+    high, legends at most 40 % of the width (conftest.figure_layout_problems, from matplotlib's renderer extents).
+    The same check fails on holoviews' own layout of degenerate_share (title over the y label) and, at the 72 dpi
+    hv.save wrote, on spread_curves (10 px texts).  The image store's ridge frames are made degenerate for one sample
+    from the middle step on, so its report has the degenerate-share figure and masked distance curves."""
+    import matplotlib
+
+    from ridgexr import plot
+
+    if kind == "points":
+        ds = ridgexr.open_dataset(tiny_store)
+    else:
+        ds = ridgexr.open_dataset(image_stores["pixel"])
+        late = (ds["step"] >= ds.sizes["step"] // 2) & (ds["sample"] == 0)
+        ds = ds.assign(ridge_degenerate=ds["ridge_degenerate"] | late)
+    drawn = _report_figures_drawn(ds, figure_layout_problems)
+    expected = {"distance_curves", "spread_curves", "mode_counts"} | (
+        {"phase_diagram", "near_mode_diagram", "samples", "reach_times"} if kind == "points" else
+        {"sample_gallery", "image_grid_0", "degenerate_share"})
+    assert expected <= set(drawn)
+    problems = [f"{name}: {p}" for name, (_, found) in drawn.items() for p in found]
+    assert not problems, "\n".join(problems)
+    # one colour per width (per model where there is no width), one line style per schedule: no two cells alike
+    styles = plot.cell_styles(ds)
+    for name in ("spread_curves", "degenerate_share"):
+        if name not in drawn:
+            continue
+        lines = _line_styles(drawn[name][0].axes[0])
+        assert len(lines) == len(plot.ordered_cells(ds)) == len(set(lines.values())), lines
+        for cell in plot.ordered_cells(ds):
+            got = lines[plot.cell_title(cell)]
+            assert got[0] == styles[tuple(cell.values())]["color"]
+        if "width" in ds.dims:
+            by_width = {}
+            for cell in plot.ordered_cells(ds):
+                by_width.setdefault(cell["width"], set()).add(lines[plot.cell_title(cell)][0])
+            assert all(len(c) == 1 for c in by_width.values()), by_width  # a width keeps its colour
+            assert len({next(iter(c)) for c in by_width.values()}) == len(by_width)  # widths differ
+    if "degenerate_share" in drawn:  # a share on a linear axis from 0: steps without degenerate frames are drawn at 0
+        ax = drawn["degenerate_share"][0].axes[0]
+        assert ax.get_yscale() == "linear" and ax.get_ylim()[0] <= 0 <= ax.get_ylim()[1]
+        assert any((ln.get_ydata() == 0).any() for ln in ax.get_lines())
+    for name in ("phase_diagram", "near_mode_diagram"):  # each value printed in the colour that contrasts more
+        if name not in drawn:
+            continue
+        ax = drawn[name][0].axes[0]
+        cmap = matplotlib.colormaps["viridis"]
+        for text in ax.texts:
+            bg = cmap(float(text.get_text()))
+            assert plot.contrast_ratio(text.get_color(), bg) >= 4.5, (text.get_text(), text.get_color())
+    for fig, _ in drawn.values():
+        matplotlib.pyplot.close(fig)
+
+
+def test_report_writes_an_svg_beside_each_png_at_the_stated_resolution(report_paths):
+    from PIL import Image
+
+    from ridgexr import plot
+
+    for name in ("distance_curves", "spread_curves", "phase_diagram", "samples"):
+        png, svg = report_paths[name], report_paths[f"{name}_svg"]
+        assert svg == png.with_suffix(".svg") and svg.read_text().lstrip().startswith(("<?xml", "<svg"))
+        dpi = Image.open(png).info["dpi"]
+        assert dpi[0] == pytest.approx(plot.DPI, abs=0.5)
+        assert Image.open(png).size[0] >= 600, name  # at least ~4 inches at plot.DPI
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (.ci/run installs the Debian package)")
+def test_report_page_offline_makes_no_request_that_fails(report_paths):
+    """report.html is self-contained: opened with the network off, every request it makes is answered (no file it
+    names is missing: panel's es-module-shims, which bokeh listed because panel's models are registered in the
+    process, was one) and none leaves the machine."""
+    playwright = pytest.importorskip("playwright.sync_api")
+    failed, external = [], []
+    with playwright.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        context = browser.new_context(offline=True)
+        page = context.new_page()
+        page.on("requestfailed", lambda r: failed.append(f"{r.url} ({r.failure})"))
+        page.on("request", lambda r: external.append(r.url) if not r.url.startswith(("file:", "data:", "blob:"))
+                else None)
+        page.goto(report_paths["html"].as_uri(), wait_until="load")
+        page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0", timeout=60000)
+        page.wait_for_timeout(1000)
+        browser.close()
+    assert not failed, failed
+    assert not external, external
