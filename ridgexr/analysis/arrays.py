@@ -614,8 +614,9 @@ def memorized_share_ci(ratios: np.ndarray, ratio: float = 1 / 3, *, n_boot: int 
     The bootstrap resamples the S finite ratios of a cell with replacement; the number of memorized
     samples in a resample is then Binomial(S, f) with f the observed share, so the replicates are drawn
     as such (one ``binomial`` call for every cell and replicate: the same distribution as resampling the
-    indices, without an (n_boot, S) index matrix).  Like every percentile bootstrap the interval is
-    [0, 0] at f = 0 and [1, 1] at f = 1.
+    indices, without an (n_boot, S) index matrix), from the stream ``default_rng([seed, S, count])``: the
+    interval of a cell depends on its counts alone, not on the cells (dask chunks) computed with it.
+    Like every percentile bootstrap the interval is [0, 0] at f = 0 and [1, 1] at f = 1.
 
     Parameters
     ----------
@@ -641,11 +642,13 @@ def memorized_share_ci(ratios: np.ndarray, ratio: float = 1 / 3, *, n_boot: int 
     k = (valid & (r < ratio)).sum(-1)
     with np.errstate(invalid="ignore", divide="ignore"):
         share = np.where(n > 0, k / np.maximum(n, 1), np.nan)
-    rng = np.random.default_rng(seed)
-    draws = rng.binomial(n[..., None], np.nan_to_num(share)[..., None], size=n.shape + (int(n_boot),))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        boot = draws / np.maximum(n, 1)[..., None]
-    low, high = np.quantile(boot, [(1 - ci) / 2, (1 + ci) / 2], axis=-1) if n_boot else (share, share)
+    low, high = np.full(n.shape, np.nan), np.full(n.shape, np.nan)
+    for kk, nn in {(int(a), int(b)) for a, b in zip(k.ravel(), n.ravel()) if b > 0}:
+        # the interval is a function of (k, n): drawn from its own stream, so it does not depend on which
+        # other cells (dask chunks) are computed with it
+        boot = np.random.default_rng([int(seed), nn, kk]).binomial(nn, kk / nn, size=int(n_boot)) / nn
+        at = (k == kk) & (n == nn)
+        low[at], high[at] = np.quantile(boot, [(1 - ci) / 2, (1 + ci) / 2])
     bad = n == 0
     return np.stack([share, np.where(bad, np.nan, low), np.where(bad, np.nan, high), n.astype(float)], -1)
 
