@@ -8,7 +8,7 @@
 - **pixel images** of an IDX folder with a test split: the nearest ratio alone;
 - **VAE latents** of images (``space: latent``): the nearest ratio against the encoder means of the test
   split's images of the cell's classes, through the same cached VAE;
-- **manifolds**: :func:`ridgexr.quality.point_quality` against the store's ``population_data``, fresh
+- **manifolds** and **Gaussian mixtures**: :func:`ridgexr.quality.point_quality` against the store's ``population_data``, fresh
   draws of the law (the nearest ratio, the sliced Wasserstein distance and its null);
 - anything else (point sets, files, MNIST latents): nothing, and the gate reads "not assessed".
 
@@ -70,7 +70,7 @@ def cell_quality(dataset: Any, train: np.ndarray, samples: np.ndarray, *, base_d
         return _image_cell(images, train, samples, base_dir=base_dir, seed=seed, n_boot=n_boot)
     if images is not None:  # VAE latents: the test images encoded by the training set's VAE
         return _latent_cell(images, train, samples, base_dir=base_dir, seed=seed, n_boot=n_boot)
-    if getattr(dataset, "manifold", None) is not None:
+    if getattr(dataset, "manifold", None) is not None or getattr(dataset, "mixture", None) is not None:
         fresh = dataset_extras(dataset)["population_data"][1]
         q = point_quality(samples, train, fresh, n_boot=n_boot, seed=seed)
         return {k: float(v) for k, v in q.items() if k in QUALITY_KEYS}
