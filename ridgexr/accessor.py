@@ -70,6 +70,8 @@ DATASET_METHODS: dict[str, tuple[str, str]] = {
     "coverage": ("analysis", "ds"),
     "smoothed_target_distance": ("analysis", "ds"),
     "final_state": ("analysis", "ds"),
+    "memorized_share": ("analysis", "ds"),
+    "training_timescales": ("analysis", "ds"),
     "sample_quality": ("quality", "ds"),
 }
 

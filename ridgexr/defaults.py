@@ -18,7 +18,9 @@ __all__ = ["T", "T_MIN", "N_STEPS", "GRID", "N_SAMPLES", "N_FREQUENCIES", "FEATU
            "MLP_EMBED_DIM", "MLP_EMBED_SCALE", "MLP_EPOCHS", "MLP_BATCH_SIZE", "MLP_LR", "MLP_OPTIMIZER",
            "MLP_PARAMETRIZATION", "RF_PARAMETRIZATION", "HELDOUT_N_TIME", "HELDOUT_N_NOISE",
            "UNET_BLOCK_OUT_CHANNELS", "UNET_LAYERS_PER_BLOCK", "UNET_NORM_GROUPS", "UNET_IN_CHANNELS",
-           "UNET_TIMESTEPS", "UNET_EPOCHS", "UNET_BATCH_SIZE", "UNET_LR", "UNET_EMA", "REPORT_N_FRAMES"]
+           "UNET_TIMESTEPS", "UNET_EPOCHS", "UNET_BATCH_SIZE", "UNET_LR", "UNET_EMA", "REPORT_N_FRAMES",
+           "MEMORIZED_RATIO", "TIMESCALE_QUALITY_TOL", "TIMESCALE_MEM_LEVEL", "TIMESCALE_N_BOOT", "TIMESCALE_CI",
+           "TIMESCALE_SLOPE_AGREE", "TIMESCALE_SLOPE_DISAGREE", "TIMESCALE_MEM_SLOPE", "TIMESCALE_GEN_SLOPE"]
 
 # ---------------------------------------------------------------- the sampler (2-D runs)
 #: start time of the sampler, OU time units (the authors' 2-D scripts: 10)
@@ -99,3 +101,23 @@ UNET_EMA = 0.999
 # ---------------------------------------------------------------- the report (not a model's)
 #: snapshots (steps) in the report's grid of a 2-D store's samples (make_report, 'ridgexr report --n-frames')
 REPORT_N_FRAMES = 6
+
+# ---------------------------------------------------------------- training time scales (issue 41; not the paper's)
+#: d1/d2 below this is a memorized sample (Bonnaire et al. 2025; ridgexr.analysis.memorized)
+MEMORIZED_RATIO = 1 / 3
+#: tau_gen: the first checkpoint whose quality has closed all but this share of the gap between the
+#: checkpoints' worst and best quality, (q - best) / (worst - best) <= tol (ridgexr.analysis.training_timescales)
+TIMESCALE_QUALITY_TOL = 0.1
+#: tau_mem: the first checkpoint whose f_mem interval lies wholly above this share
+TIMESCALE_MEM_LEVEL = 0.1
+#: bootstrap resamples and interval level of f_mem and of the slope b
+TIMESCALE_N_BOOT = 2000
+TIMESCALE_CI = 0.95
+#: the criteria fixed before the run (docs/timescales.md): the slope b of log tau = a + b log n "agrees" with
+#: the expected slope when its interval lies within expected +- TIMESCALE_SLOPE_AGREE, "disagrees" when it
+#: lies wholly outside expected +- TIMESCALE_SLOPE_DISAGREE, else "inconclusive"
+TIMESCALE_SLOPE_AGREE = 0.3
+TIMESCALE_SLOPE_DISAGREE = 0.5
+#: the expected slopes: tau_mem proportional to n, tau_gen independent of n (Bonnaire et al. 2025)
+TIMESCALE_MEM_SLOPE = 1.0
+TIMESCALE_GEN_SLOPE = 0.0

@@ -14,7 +14,8 @@ from ..process import OU
 
 __all__ = ["pooled_share_ci", "ball_mass", "coverage_radius", "sliced_wasserstein", "mmd2", "hausdorff", "novelty", "rate_fit", "proportion_ci", "share_with_ci", "CI_METHODS", "enter_and_stay_time", "reach_time", "align_time", "slide_distance", "nearest_two",
            "memorized", "near_mode", "bootstrap_mean_ci", "crossing", "integrated_residual",
-           "tangential_distance"]
+           "tangential_distance", "memorized_share_ci", "quality_reached", "first_reached", "censored_slope",
+           "censored_slope_ci", "slope_verdict", "CENSORED_FITS", "SLOPE_VERDICTS"]
 
 
 def enter_and_stay_time(inside: np.ndarray, t: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
@@ -597,3 +598,266 @@ def coverage_radius(sample_mass: np.ndarray, population_mass: np.ndarray, radii:
     lo = np.where(found, np.nanmin(np.where(np.isfinite(at), at, np.inf), -1), np.nan)
     hi = np.where(found, np.nanmax(np.where(np.isfinite(at), at, -np.inf), -1), np.nan)
     return np.stack([delta, lo, hi], -1)
+
+
+# ------------------------------------------------------------------------ training time scales (issue 41)
+#: how :func:`censored_slope` treats a censored time: a Tobit likelihood, or dropped (and counted)
+CENSORED_FITS = ("tobit", "drop")
+#: the verdicts :func:`slope_verdict` gives
+SLOPE_VERDICTS = ("agrees", "disagrees", "inconclusive")
+
+
+def memorized_share_ci(ratios: np.ndarray, ratio: float = 1 / 3, *, n_boot: int = 2000, ci: float = 0.95,
+                       seed: int = 0) -> np.ndarray:
+    """f_mem: the share of samples with d1/d2 < ``ratio``, with a percentile-bootstrap interval.
+
+    The bootstrap resamples the S finite ratios of a cell with replacement; the number of memorized
+    samples in a resample is then Binomial(S, f) with f the observed share, so the replicates are drawn
+    as such (one ``binomial`` call for every cell and replicate: the same distribution as resampling the
+    indices, without an (n_boot, S) index matrix), from the stream ``default_rng([seed, S, count])``: the
+    interval of a cell depends on its counts alone, not on the cells (dask chunks) computed with it.
+    Like every percentile bootstrap the interval is [0, 0] at f = 0 and [1, 1] at f = 1.
+
+    Parameters
+    ----------
+    ratios : (..., S) array
+        d1/d2 of each sample (the store's ``nearest_ratio``); NaN (diverged or not observed) are
+        left out of the share and counted out of ``n_valid``.
+    ratio : float in (0, 1)
+        The memorization threshold (Bonnaire et al.: 1/3).
+    n_boot, ci, seed : bootstrap replicates, interval level, seed of ``numpy.random.default_rng``.
+
+    Returns
+    -------
+    (..., 4) array: share, lower, upper, n_valid (NaN share and bounds where n_valid = 0).
+
+    Examples
+    --------
+    >>> memorized_share_ci(np.array([0.1, 0.2, 0.5, np.nan]), n_boot=200)[[0, 3]].tolist()
+    [0.6666666666666666, 3.0]
+    """
+    r = np.asarray(ratios, dtype=float)
+    valid = np.isfinite(r)
+    n = valid.sum(-1)
+    k = (valid & (r < ratio)).sum(-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(n > 0, k / np.maximum(n, 1), np.nan)
+    low, high = np.full(n.shape, np.nan), np.full(n.shape, np.nan)
+    for kk, nn in {(int(a), int(b)) for a, b in zip(k.ravel(), n.ravel()) if b > 0}:
+        # the interval is a function of (k, n): drawn from its own stream, so it does not depend on which
+        # other cells (dask chunks) are computed with it
+        boot = np.random.default_rng([int(seed), nn, kk]).binomial(nn, kk / nn, size=int(n_boot)) / nn
+        at = (k == kk) & (n == nn)
+        low[at], high[at] = np.quantile(boot, [(1 - ci) / 2, (1 + ci) / 2])
+    bad = n == 0
+    return np.stack([share, np.where(bad, np.nan, low), np.where(bad, np.nan, high), n.astype(float)], -1)
+
+
+def quality_reached(quality: np.ndarray, low: np.ndarray | None = None, high: np.ndarray | None = None, *,
+                    tol: float = 0.1, higher_is_better: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Which checkpoints have a quality within ``tol`` of the best: surely and possibly.
+
+    The gap of checkpoint k is g_k = (q_k - best) / (worst - best) for a measure where lower is better
+    (a distance; with ``higher_is_better`` the signs flip), best and worst over the checkpoints of the
+    curve.  A checkpoint is within tolerance when g_k <= ``tol``: surely when the bound of its interval on
+    the bad side is, possibly when the one on the good side is (without bounds: both are q_k).
+
+    Parameters
+    ----------
+    quality : (..., K) array, checkpoints in training order; NaN (not run) is never within tolerance
+    low, high : (..., K) arrays, optional: the interval of each quality
+    tol : float in [0, 1)
+    higher_is_better : bool
+
+    Returns
+    -------
+    sure, possible : (..., K) bool
+
+    Examples
+    --------
+    >>> sure, _ = quality_reached(np.array([5.0, 2.0, 1.2, 1.0, 1.05]), tol=0.1)
+    >>> sure.tolist()
+    [False, False, True, True, True]
+    """
+    q = np.asarray(quality, dtype=float)
+    lo = q if low is None else np.asarray(low, dtype=float)
+    hi = q if high is None else np.asarray(high, dtype=float)
+    sign = -1.0 if higher_is_better else 1.0
+    q, lo, hi = sign * q, sign * lo, sign * hi
+    if higher_is_better:
+        lo, hi = hi, lo
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN curve: nothing reached
+        best = np.nanmin(q, axis=-1, keepdims=True)
+        worst = np.nanmax(q, axis=-1, keepdims=True)
+    threshold = best + tol * (worst - best)
+    with np.errstate(invalid="ignore"):
+        return hi <= threshold, lo <= threshold
+
+
+def first_reached(checkpoints: np.ndarray, sure: np.ndarray, possible: np.ndarray | None = None, *,
+                  last_is_censored: bool = False) -> np.ndarray:
+    """The first checkpoint at which a condition surely holds, with its interval and a censoring flag.
+
+    tau = c[k*], k* the first checkpoint where ``sure`` holds.  Its interval is (c[j* - 1], c[k*]], j* the
+    first checkpoint where ``possible`` holds (j* <= k*; c[-1] := 0 when j* = 0): the crossing lies after
+    the last checkpoint at which it surely had not happened.  When ``sure`` never holds the time was not
+    reached in the run: tau = c[K - 1] is a lower bound (censored = 1), the interval (c[j* - 1], inf)
+    (c[K - 1] when ``possible`` never holds either).  With ``last_is_censored``, a time first reached at
+    the last checkpoint is censored too (the curve may not have settled).
+
+    Parameters
+    ----------
+    checkpoints : (K,) increasing positive training times
+    sure, possible : (..., K) bool; ``possible`` defaults to ``sure`` (and is or-ed with it)
+    last_is_censored : bool
+
+    Returns
+    -------
+    (..., 4) array: tau, lower, upper, censored (0 or 1).
+
+    Examples
+    --------
+    >>> c = np.array([1.0, 10.0, 100.0, 1000.0])
+    >>> first_reached(c, np.array([False, False, True, True]), np.array([False, True, True, True])).tolist()
+    [100.0, 1.0, 100.0, 0.0]
+    >>> first_reached(c, np.array([False, False, False, False])).tolist()
+    [1000.0, 1000.0, inf, 1.0]
+    """
+    c = np.asarray(checkpoints, dtype=float)
+    s = np.asarray(sure, dtype=bool)
+    p = s if possible is None else (np.asarray(possible, dtype=bool) | s)
+    K = c.shape[0]
+    prev = np.concatenate([[0.0], c[:-1]])
+    any_s, any_p = s.any(-1), p.any(-1)
+    k = np.argmax(s, axis=-1)
+    j = np.argmax(p, axis=-1)
+    censored = ~any_s | (last_is_censored & any_s & (k == K - 1))
+    tau = np.where(any_s, c[k], c[-1])
+    low = np.where(any_p, prev[j], c[-1])
+    high = np.where(censored, np.inf, c[k])
+    return np.stack([tau, low, high, censored.astype(float)], -1)
+
+
+def _tobit_fit(x: np.ndarray, y: np.ndarray, censored: np.ndarray, sigma_floor: float) -> tuple[float, float]:
+    """(a, b) of y = a + b x + sigma e, e ~ N(0, 1), with y a lower bound where ``censored`` (right-censored
+    Tobit likelihood; sigma = sigma_floor + exp(s))."""
+    from scipy import optimize, stats
+
+    obs = ~censored
+    a0, b0 = _ols(x[obs], y[obs])
+    if not censored.any():
+        return a0, b0
+    r0 = y[obs] - a0 - b0 * x[obs]
+    s0 = np.log(max(float(np.std(r0)), sigma_floor) + 1e-12)
+
+    def nll(theta):
+        a, b, s = theta
+        sig = sigma_floor + np.exp(s)
+        z = (y - a - b * x) / sig
+        return -(stats.norm.logpdf(z[obs]).sum() - obs.sum() * np.log(sig) + stats.norm.logsf(z[censored]).sum())
+
+    res = optimize.minimize(nll, np.array([a0, b0, s0]), method="Nelder-Mead",
+                            options={"xatol": 1e-8, "fatol": 1e-10, "maxiter": 4000})
+    return float(res.x[0]), float(res.x[1])
+
+
+def _ols(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    xc = x - x.mean()
+    b = float((xc * (y - y.mean())).sum() / (xc * xc).sum())
+    return float(y.mean() - b * x.mean()), b
+
+
+def censored_slope(n: np.ndarray, tau: np.ndarray, censored: np.ndarray, *, method: str = "tobit",
+                   sigma_floor: float = 0.05) -> np.ndarray:
+    """Fit log tau = a + b log n where some tau are censored lower bounds.
+
+    ``method="tobit"``: maximum likelihood with normal residuals in log tau, a censored point entering
+    through P(log tau > its bound) (a right-censored Tobit model); the residual scale is at least
+    ``sigma_floor`` (a few points on a line would otherwise drive it to 0 and the likelihood to infinity).
+    Without censored points this is least squares.  ``method="drop"``: least squares on the uncensored
+    points alone (biased low when the largest n are censored; kept for comparison).
+
+    Parameters
+    ----------
+    n, tau : (P,) positive arrays; non-finite pairs are left out
+    censored : (P,) bool
+    method : "tobit" or "drop"
+    sigma_floor : float > 0, in units of log tau
+
+    Returns
+    -------
+    (2,) array: a, b; NaN when fewer than 2 distinct n are uncensored.
+
+    Examples
+    --------
+    >>> n = np.array([64.0, 128.0, 256.0, 512.0])
+    >>> censored_slope(n, 3.0 * n, np.zeros(4, bool)).round(6).tolist()
+    [1.098612, 1.0]
+    """
+    x = np.log(np.asarray(n, dtype=float))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        y = np.log(np.asarray(tau, dtype=float))
+    cen = np.asarray(censored, dtype=bool)
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y, cen = x[ok], y[ok], cen[ok]
+    if np.unique(x[~cen]).size < 2:
+        return np.array([np.nan, np.nan])
+    if method == "drop":
+        return np.array(_ols(x[~cen], y[~cen]))
+    if method != "tobit":
+        raise ValueError(f"`method` must be one of {CENSORED_FITS}; got {method!r}")
+    return np.array(_tobit_fit(x, y, cen, sigma_floor))
+
+
+def censored_slope_ci(n: np.ndarray, tau: np.ndarray, censored: np.ndarray, *, method: str = "tobit",
+                      sigma_floor: float = 0.05, n_boot: int = 2000, ci: float = 0.95, seed: int = 0) -> np.ndarray:
+    """The slope b of :func:`censored_slope` with a pairs-bootstrap percentile interval.
+
+    The (n, tau, censored) points are resampled with replacement and refitted; a replicate with fewer
+    than two distinct uncensored n has no slope and is dropped (counted in the output).
+
+    Returns
+    -------
+    (6,) array: a, b, b_lower, b_upper, points used (finite), replicates dropped.
+
+    Examples
+    --------
+    >>> n = np.array([64.0, 128.0, 256.0, 512.0, 1024.0])
+    >>> out = censored_slope_ci(n, 2.0 * n, np.zeros(5, bool), n_boot=100)
+    >>> out[1].round(6), out[2].round(6), out[3].round(6)
+    (np.float64(1.0), np.float64(1.0), np.float64(1.0))
+    """
+    n = np.asarray(n, dtype=float)
+    tau = np.asarray(tau, dtype=float)
+    cen = np.asarray(censored, dtype=bool)
+    ok = np.isfinite(n) & np.isfinite(tau) & (n > 0) & (tau > 0)
+    n, tau, cen = n[ok], tau[ok], cen[ok]
+    a, b = censored_slope(n, tau, cen, method=method, sigma_floor=sigma_floor)
+    if not np.isfinite(b):
+        return np.array([a, b, np.nan, np.nan, float(n.size), float(n_boot)])
+    idx = np.random.default_rng(seed).integers(0, n.size, size=(int(n_boot), n.size))
+    boot = np.array([censored_slope(n[i], tau[i], cen[i], method=method, sigma_floor=sigma_floor)[1] for i in idx])
+    kept = boot[np.isfinite(boot)]
+    lo, hi = np.quantile(kept, [(1 - ci) / 2, (1 + ci) / 2]) if kept.size else (np.nan, np.nan)
+    return np.array([a, b, lo, hi, float(n.size), float(n_boot - kept.size)])
+
+
+def slope_verdict(low: float, high: float, expected: float, *, agree: float = 0.3, disagree: float = 0.5) -> str:
+    """The verdict of a slope's interval [low, high] against ``expected``, by criteria fixed before a run.
+
+    "agrees" when the interval lies within [expected - agree, expected + agree]; "disagrees" when it lies
+    wholly outside [expected - disagree, expected + disagree]; else (and for a NaN interval) "inconclusive".
+
+    Examples
+    --------
+    >>> slope_verdict(0.8, 1.2, 1.0), slope_verdict(1.6, 2.0, 1.0), slope_verdict(1.2, 2.0, 1.0)
+    ('agrees', 'disagrees', 'inconclusive')
+    """
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return "inconclusive"
+    if expected - agree <= low and high <= expected + agree:
+        return "agrees"
+    if high < expected - disagree or low > expected + disagree:
+        return "disagrees"
+    return "inconclusive"

@@ -13,7 +13,7 @@ from ..datasets import POINT_SETS
 from ..datasets.manifolds import DENSITIES, MANIFOLD_KINDS
 from ..spec import Spec, distinct_sweep
 
-__all__ = ["MnistSpec", "ImagesSpec", "ManifoldSpec", "DatasetSpec"]
+__all__ = ["MnistSpec", "ImagesSpec", "ManifoldSpec", "MixtureSpec", "DatasetSpec"]
 
 
 class MnistSpec(Spec):
@@ -106,9 +106,22 @@ class ManifoldSpec(Spec):
         return self
 
 
+class MixtureSpec(Spec):
+    """A two-component Gaussian mixture 1/2 N(+mean 1, sigma^2 I) + 1/2 N(-mean 1, sigma^2 I) in R^dim
+    (Bonnaire et al. 2025; :func:`ridgexr.datasets.gaussian_mixture`); point i from component i mod 2."""
+
+    dim: int = Field(8, ge=1, description="data dimension d (the authors': 8)")
+    mean: float = Field(1.0, gt=0, description="every coordinate of the components' means is +mean or -mean")
+    sigma: float = Field(1.0, gt=0, description="standard deviation of each component")
+    n: int = Field(ge=2, description="training points N")
+    seed: int = Field(0, ge=0, le=2**32 - 2, description="seed of the training draw (the population uses seed + 1)")
+    n_population: int = Field(4000, ge=2,
+        description="size of the fresh population sample stored as population_data (sample quality)")
+
+
 class DatasetSpec(Spec):
     """Training data: a built-in point set (``points``), an array file (``file``), ``mnist`` latents
-    (or pixels), ``images`` (pixels or VAE latents) or points on a known ``manifold``."""
+    (or pixels), ``images`` (pixels or VAE latents), points on a known ``manifold`` or a Gaussian ``mixture``."""
 
     points: str | None = Field(None, description="a built-in point set (see datasets.POINT_SETS)")
     file: str | None = Field(None,
@@ -116,6 +129,7 @@ class DatasetSpec(Spec):
     mnist: MnistSpec | None = Field(None, description="MNIST digits encoded by a cached VAE")
     images: ImagesSpec | None = Field(None, description="images from IDX files (Fashion-MNIST), pixels or VAE latents")
     manifold: ManifoldSpec | None = Field(None, description="points on a circle, sphere or torus in R^D")
+    mixture: MixtureSpec | None = Field(None, description="a two-component Gaussian mixture in R^d (Bonnaire et al.)")
     n_train: Annotated[int, Field(ge=1)] | list[Annotated[int, Field(ge=1)]] | None = Field(None,
         description="train on the first n points of the set (nested subsets of one draw); a list makes an "
                     "n_train cell dimension; null: all points")
@@ -160,14 +174,19 @@ class DatasetSpec(Spec):
         """A short name of the data source (point-set name, file path, "mnist" or the manifold)."""
         if self.manifold is not None:
             return f"{self.manifold.kind} in R^{self.manifold.ambient_dim}"
+        if self.mixture is not None:
+            return f"gaussian mixture in R^{self.mixture.dim}"
         if self.images is not None:
             return f"{Path(self.images.images).name} ({self.images.space})"
         return self.points or self.file or "mnist"
 
     @model_validator(mode="after")
     def _one_source(self):
-        if sum(v is not None for v in (self.points, self.file, self.mnist, self.images, self.manifold)) != 1:
-            raise ValueError("give exactly one of 'points', 'file', 'mnist', 'images' or 'manifold'")
+        if sum(v is not None for v in (self.points, self.file, self.mnist, self.images, self.manifold,
+                                       self.mixture)) != 1:
+            raise ValueError("give exactly one of 'points', 'file', 'mnist', 'images', 'manifold' or 'mixture'")
+        if self.mixture is not None and isinstance(self.n_train, list) and max(self.n_train) > self.mixture.n:
+            raise ValueError(f"dataset.n_train must be <= mixture.n ({self.mixture.n}); got {max(self.n_train)}")
         m = self.manifold
         if m is not None:
             k = 1 if m.kind == "circle" else 2

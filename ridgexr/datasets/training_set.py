@@ -17,6 +17,7 @@ import numpy as np
 
 from .images import load_images
 from .manifolds import Manifold
+from .mixture import gaussian_mixture
 from .mnist import load_mnist
 from .points import load_array_file, point_set
 
@@ -44,7 +45,12 @@ def manifold_draw_seeds(seed: int, draws: int) -> list[int]:
 def dataset_extras(dataset: Any) -> dict[str, tuple[tuple[str, ...], np.ndarray]]:
     """Store variables that come with a dataset beyond ``train_data``: for a manifold, a fresh
     ``population_data`` (population, dim) sample of the same law (seed + 1) and the rotation
-    ``manifold_rotation`` (dim, dim_in) with x = R @ (manifold point, 0, ..., 0)."""
+    ``manifold_rotation`` (dim, dim_in) with x = R @ (manifold point, 0, ..., 0); for a Gaussian mixture, a
+    fresh ``population_data`` (population, dim) sample (seed + 1)."""
+    mix = getattr(dataset, "mixture", None)
+    if mix is not None:
+        pop = gaussian_mixture(mix.n_population, mix.dim, mean=mix.mean, sigma=mix.sigma, seed=mix.seed + 1)
+        return {"population_data": (("population", "dim"), pop)}
     spec = getattr(dataset, "manifold", None)
     if spec is None:
         return {}
@@ -157,6 +163,9 @@ def load_training_set(dataset: Any, *, base_dir: str | Path | None = None) -> np
         m, draws = manifold_of(spec), getattr(spec, "draws", 1)
         return np.concatenate([m.sample(spec.n, density=spec.density, kappa=spec.kappa, seed=draw_seed)[0]
                                for draw_seed in manifold_draw_seeds(spec.seed, draws)])
+    if getattr(dataset, "mixture", None) is not None:
+        m = dataset.mixture
+        return gaussian_mixture(m.n, m.dim, mean=m.mean, sigma=m.sigma, seed=m.seed)
     if getattr(dataset, "images", None) is not None:
         spec = dataset.images
         return image_latents(spec, base_dir).latents if spec.space == "latent" else image_set(spec, base_dir)[0]
@@ -175,6 +184,8 @@ def dataset_provenance(dataset: Any, base_dir: str | Path | None = None) -> dict
     reconstruction error in latent space, image shape in pixel space)."""
     if getattr(dataset, "manifold", None) is not None:
         return {"dataset": "manifold", **dataset.manifold.model_dump()}
+    if getattr(dataset, "mixture", None) is not None:
+        return {"dataset": "mixture", **dataset.mixture.model_dump()}
     if getattr(dataset, "images", None) is not None:
         spec = dataset.images
         _, labels, hw, source = image_set(spec, base_dir)

@@ -21,7 +21,23 @@ from ..training import fit_neural
 from ..training.heldout import heldout_diagnostics, heldout_sample
 from .kind import FittedCell
 
-__all__ = ["fit_epoch_block", "progress_line"]
+__all__ = ["fit_epoch_block", "progress_line", "checkpoint_every", "CHECKPOINTS_PER_RUN"]
+
+#: at most about this many resumable checkpoints per training run: a run of E epochs writes one every
+#: max(1, E // CHECKPOINTS_PER_RUN) epochs (and after the last).  Each write holds every snapshot so far,
+#: so writing after each of thousands of one-step epochs (timescales-gmm) cost more than the training
+CHECKPOINTS_PER_RUN = 100
+
+
+def checkpoint_every(block) -> int:
+    """Epochs between a run's checkpoint writes: every epoch up to :data:`CHECKPOINTS_PER_RUN` epochs (the
+    behaviour before), else max(epochs) // CHECKPOINTS_PER_RUN.
+
+    >>> from types import SimpleNamespace
+    >>> checkpoint_every(SimpleNamespace(epoch_list=[10, 150])), checkpoint_every(SimpleNamespace(epoch_list=[30000]))
+    (1, 300)
+    """
+    return max(1, max(block.epoch_list) // CHECKPOINTS_PER_RUN)
 
 
 def progress_line(ctx, label: str) -> Callable[[int, int, float], None]:
@@ -84,7 +100,7 @@ def fit_epoch_block(ctx, block, cells: list[tuple[tuple, dict]], *, run_dims: Se
             net, train[rows], schedule=labels["schedule"], epochs=max(block.epoch_list), batch_size=block.batch_size,
             lr=block.lr, optimizer=block.optimizer, ema=block.ema, t_min=exp.loss_t_min, T=exp.process.T,
             seed=exp.seeds.training, device=ctx.device, checkpoint_dir=ck, save_epochs=block.epoch_list,
-            keep=exp.training.keep, time_proposal=block.time_proposal,
+            keep=exp.training.keep, time_proposal=block.time_proposal, checkpoint_every=checkpoint_every(block),
             export=None if ck is None or export is None else (lambda models, epoch, ck=ck: export(ck, models, epoch)),
             progress=progress_line(ctx, f"{prefix}{name}"), **(fit_options(net) if fit_options else {}))
         for idx, lab in cells:

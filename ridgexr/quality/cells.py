@@ -8,7 +8,7 @@
 - **pixel images** of an IDX folder with a test split: the nearest ratio alone;
 - **VAE latents** of images (``space: latent``): the nearest ratio against the encoder means of the test
   split's images of the cell's classes, through the same cached VAE;
-- **manifolds**: :func:`ridgexr.quality.point_quality` against the store's ``population_data``, fresh
+- **manifolds** and **Gaussian mixtures**: :func:`ridgexr.quality.point_quality` against the store's ``population_data``, fresh
   draws of the law (the nearest ratio, the sliced Wasserstein distance and its null);
 - anything else (point sets, files, MNIST latents): nothing, and the gate reads "not assessed".
 
@@ -70,8 +70,8 @@ def cell_quality(dataset: Any, train: np.ndarray, samples: np.ndarray, *, base_d
         return _image_cell(dataset, train, samples, base_dir=base_dir, seed=seed, n_boot=n_boot)
     if images is not None:  # VAE latents: the test images encoded by the training set's VAE
         return _latent_cell(dataset, train, samples, base_dir=base_dir, seed=seed, n_boot=n_boot)
-    if getattr(dataset, "manifold", None) is not None:
-        fresh = dataset_extras(dataset)["population_data"][1]
+    if getattr(dataset, "manifold", None) is not None or getattr(dataset, "mixture", None) is not None:
+        fresh, _ = reference_draws(dataset, base_dir=base_dir)
         q = point_quality(samples, train, fresh, n_boot=n_boot, seed=seed)
         return {k: float(v) for k, v in q.items() if k in QUALITY_KEYS}
     return {}
@@ -83,7 +83,7 @@ def reference_draws(dataset: Any, *, base_dir: str | Path | None = None) -> tupl
 
     - pixel images: the test split's images of the cell's classes, in the training set's scale;
     - VAE latents: the same images encoded by the training set's cached VAE (encoder means);
-    - manifolds: the store's ``population_data`` (fresh draws of the manifold law);
+    - manifolds and Gaussian mixtures: the store's ``population_data`` (fresh draws of the law);
     - anything else (point sets, files, MNIST latents, an IDX folder without a test split): ``None``.
 
     Returns
@@ -108,9 +108,9 @@ def reference_draws(dataset: Any, *, base_dir: str | Path | None = None) -> tupl
         with torch.no_grad():
             mu, _ = vae.encode(torch.as_tensor(held, dtype=torch.float32))
         return mu.double().numpy(), f"{len(held)} held-out test images encoded by the training set's VAE"
-    if getattr(dataset, "manifold", None) is not None:
+    if getattr(dataset, "manifold", None) is not None or getattr(dataset, "mixture", None) is not None:
         fresh = dataset_extras(dataset)["population_data"][1]
-        return np.asarray(fresh, dtype=np.float64), f"{len(fresh)} fresh draws of the manifold law"
+        return np.asarray(fresh, dtype=np.float64), f"{len(fresh)} fresh draws of the law (population_data)"
     return None, "no fresh draws of this dataset's law"
 
 

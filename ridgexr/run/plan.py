@@ -253,6 +253,8 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
                 + (len(CELL_DIAGNOSTICS) + 4) * on_disk(8.0, k))  # diagnostics, max_dropped_mass, marks, digest
     m = exp.dataset.manifold  # dataset_extras: a population sample and the rotation
     extras = on_disk(8.0 * m.n_population * m.ambient_dim, 2) + on_disk(8.0 * m.ambient_dim**2, 2) if m else 0.0
+    mix = getattr(exp.dataset, "mixture", None)  # dataset_extras: a population sample
+    extras += on_disk(8.0 * mix.n_population * mix.dim, 2) if mix else 0.0
     # optional variables: Tweedie's output of a stopped block (one (S, d) chunk and one value per cell), the
     # V-kernel of a draw dimension (cells without draw x probe times x grid points x d, written whole at creation)
     optional = {"denoised": 0.0, "v_kernel": 0.0}

@@ -1,0 +1,218 @@
+"""Training time scales (ridgexr.analysis.timescales and its kernels in ridgexr.analysis.arrays): f_mem against a
+brute-force count and brute-force resampling, tau estimators on synthetic curves with known crossings (one
+censored), the censored slope fit against synthetic laws with known b, the verdict table, and the labelled
+function and accessor against the kernels."""
+
+import numpy as np
+import pytest
+import xarray as xr
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ridgexr  # noqa: F401  (registers the accessor)
+from ridgexr import defaults
+from ridgexr.analysis import arrays, memorized_share, training_timescales
+
+# ------------------------------------------------------------------------------------------- f_mem
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(1, 60), st.floats(0.05, 0.95))
+def test_memorized_share_is_the_brute_force_count(seed, S, ratio):
+    rng = np.random.default_rng(seed)
+    r = rng.uniform(0, 1, size=(3, S))
+    r[rng.uniform(size=r.shape) < 0.2] = np.nan  # diverged / not observed: out of the share, counted
+    out = arrays.memorized_share_ci(r, ratio, n_boot=50, seed=seed)
+    for i in range(3):
+        valid = [x for x in r[i] if x == x]
+        k = sum(1 for x in valid if x < ratio)
+        assert out[i, 3] == len(valid)
+        if valid:
+            assert out[i, 0] == pytest.approx(k / len(valid), abs=1e-15)
+            assert out[i, 1] <= out[i, 0] + 1e-12 and out[i, 0] <= out[i, 2] + 1e-12
+        else:
+            assert np.isnan(out[i, :3]).all()
+
+
+def test_memorized_share_interval_matches_resampling_the_samples():
+    # the binomial draws are the bootstrap distribution of the share: compare with resampling indices
+    rng = np.random.default_rng(1)
+    r = rng.uniform(0, 1, size=300)
+    share, lo, hi, _ = arrays.memorized_share_ci(r, 0.3, n_boot=20000, seed=2)
+    flags = (r < 0.3).astype(float)
+    boot = flags[rng.integers(0, r.size, size=(20000, r.size))].mean(1)
+    blo, bhi = np.quantile(boot, [0.025, 0.975])
+    assert abs(lo - blo) <= 0.01 and abs(hi - bhi) <= 0.01
+    assert share == pytest.approx(flags.mean())
+
+
+def test_memorized_share_labelled_reads_the_last_step_and_is_lazy():
+    rng = np.random.default_rng(3)
+    r = rng.uniform(0, 1, size=(4, 30, 3))  # (cell, sample, step)
+    ds = xr.Dataset({"nearest_ratio": (("epoch", "sample", "step"), r)},
+                    coords={"epoch": [1, 2, 4, 8], "step": [0, 5, 9], "t": ("step", [1.0, 0.1, 0.01])})
+    lazy = memorized_share(ds.chunk({"epoch": 2}), n_boot=100, seed=4)
+    assert lazy["f_mem"].chunks is not None
+    np.testing.assert_allclose(lazy["f_mem"].values, (r[..., -1] < 1 / 3).mean(-1))
+    np.testing.assert_allclose(lazy["f_mem_low"].values,
+                               arrays.memorized_share_ci(r[..., -1], n_boot=100, seed=4)[:, 1])
+    assert lazy.attrs["step"] == 9
+    assert float(ds.ridge.memorized_share(step=0, n_boot=100)["f_mem"][0]) == pytest.approx((r[0, :, 0] < 1 / 3).mean())
+
+
+# ---------------------------------------------------------------------------- tau on synthetic curves
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 20), st.data())
+def test_first_reached_finds_the_known_crossing(K, data):
+    c = np.cumsum(np.asarray(data.draw(st.lists(st.floats(0.1, 10), min_size=K, max_size=K))))
+    k = data.draw(st.integers(0, K - 1))
+    j = data.draw(st.integers(0, k))
+    sure, possible = np.arange(K) >= k, np.arange(K) >= j
+    tau, lo, hi, cen = arrays.first_reached(c, sure, possible)
+    assert (tau, hi, cen) == (c[k], c[k], 0.0)
+    assert lo == (0.0 if j == 0 else c[j - 1])
+
+
+def test_first_reached_censored_and_last_checkpoint():
+    c = np.array([1.0, 3.0, 10.0, 30.0])
+    never = np.zeros(4, bool)
+    assert arrays.first_reached(c, never, np.array([0, 0, 1, 1], bool)).tolist() == [30.0, 3.0, np.inf, 1.0]
+    last = np.array([0, 0, 0, 1], bool)
+    assert arrays.first_reached(c, last).tolist() == [30.0, 10.0, 30.0, 0.0]
+    assert arrays.first_reached(c, last, last_is_censored=True).tolist() == [30.0, 10.0, np.inf, 1.0]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(2.0, 200.0), st.floats(0.05, 0.3), st.floats(0.1, 5.0))
+def test_tau_gen_of_an_exponential_quality_curve(tau0, tol, best):
+    # q(c) = best + exp(-c / tau0) on log-spaced checkpoints: gap share exp(-c/tau0) / exp(-c0/tau0) <= tol
+    # first at c >= c0 + tau0 log(1 / tol)
+    c = np.geomspace(1, 1e4, 40)
+    q = best + np.exp(-c / tau0)
+    sure, possible = arrays.quality_reached(q, tol=tol)
+    tau = arrays.first_reached(c, sure, possible)[0]
+    gap = (q - q.min()) / (q.max() - q.min())
+    expect = c[np.argmax(gap <= tol)]
+    assert tau == expect
+    cross = c[0] + tau0 * np.log(1 / tol)
+    assert tau >= cross * (1 - 1e-9) or np.isclose(q.min(), best)
+    # higher-is-better: the mirrored curve gives the same time
+    s2, p2 = arrays.quality_reached(-q, tol=tol, higher_is_better=True)
+    assert arrays.first_reached(c, s2, p2)[0] == tau
+
+
+def test_quality_interval_widens_tau_gen():
+    c = np.array([1.0, 2.0, 4.0, 8.0, 16.0])
+    q = np.array([10.0, 5.0, 1.5, 1.0, 1.0])
+    lo, hi = q - np.array([0, 0, 0.6, 0, 0]), q + np.array([0, 0, 0.6, 0, 0])
+    sure, possible = arrays.quality_reached(q, lo, hi, tol=0.1)  # threshold 1.9: lo 0.9 in, hi 2.1 out at c = 4
+    assert arrays.first_reached(c, sure, possible).tolist() == [8.0, 2.0, 8.0, 0.0]
+
+
+# ------------------------------------------------------------------------------------------ slope fit
+
+@settings(max_examples=30, deadline=None)
+@given(st.floats(-0.5, 2.0), st.floats(-2.0, 5.0))
+def test_censored_slope_recovers_an_exact_law(b, a):
+    n = np.array([64.0, 128.0, 256.0, 512.0, 1024.0])
+    tau = np.exp(a) * n ** b
+    out = arrays.censored_slope_ci(n, tau, np.zeros(5, bool), n_boot=50)
+    assert out[1] == pytest.approx(b, abs=1e-9) and out[0] == pytest.approx(a, abs=1e-8)
+    assert out[2] == pytest.approx(b, abs=1e-9) and out[3] == pytest.approx(b, abs=1e-9)
+
+
+def test_tobit_recovers_b_where_dropping_censored_points_is_biased():
+    # 30 synthetic runs of log tau = 1 + log n + N(0, 0.5^2), ended at tau = 2000 (about a third censored)
+    fits = []
+    for seed in range(30):
+        rng = np.random.default_rng(seed)
+        n = np.repeat(np.geomspace(32, 4096, 8), 4)
+        log_tau = 1.0 + np.log(n) + rng.normal(0, 0.5, n.size)
+        cap = np.log(2000.0)
+        cen = log_tau > cap
+        tau = np.exp(np.minimum(log_tau, cap))
+        fits.append([arrays.censored_slope(n, tau, cen, method="tobit")[1],
+                     arrays.censored_slope(n, tau, cen, method="drop")[1],
+                     arrays.censored_slope(n, tau, np.zeros_like(cen))[1]])  # bounds taken as times
+    tobit, drop, ignored = np.mean(fits, 0)
+    assert abs(tobit - 1.0) < 0.05  # sd of one fit ~0.1: the mean of 30 is within ~0.02
+    assert drop < tobit - 0.05 and ignored < 0.8
+
+
+def test_slope_interval_covers_the_true_slope_in_most_synthetic_runs():
+    rng = np.random.default_rng(6)
+    n = np.geomspace(64, 1024, 5)
+    hits = 0
+    for r in range(40):
+        tau = 3.0 * n * np.exp(rng.normal(0, 0.15, n.size))
+        out = arrays.censored_slope_ci(n, tau, np.zeros(5, bool), n_boot=300, seed=r)
+        hits += out[2] <= 1.0 <= out[3]
+    assert hits >= 30  # a pairs bootstrap on 5 points under-covers; far below would mean a broken interval
+
+
+def test_slope_needs_two_uncensored_sizes():
+    n = np.array([64.0, 128.0, 256.0])
+    out = arrays.censored_slope_ci(n, np.array([10.0, 100.0, 100.0]), np.array([False, True, True]), n_boot=20)
+    assert np.isnan(out[1:4]).all() and out[5] == 20
+
+
+@pytest.mark.parametrize("low, high, verdict", [
+    (0.7, 1.3, "agrees"), (0.69, 1.0, "inconclusive"), (1.51, 2.0, "disagrees"), (-1.0, 0.49, "disagrees"),
+    (1.2, 1.6, "inconclusive"), (np.nan, 1.0, "inconclusive")])
+def test_slope_verdict_table(low, high, verdict):
+    assert arrays.slope_verdict(low, high, 1.0, agree=defaults.TIMESCALE_SLOPE_AGREE,
+                                disagree=defaults.TIMESCALE_SLOPE_DISAGREE) == verdict
+
+
+# ------------------------------------------------------------------------------------------ labelled
+
+def _store(tau_mem_of_n, tau_gen, epochs, sizes, S=200, seed=0):
+    """A store-shaped Dataset: at checkpoint c every sample of the n cell is memorized (ratio 0.1) when
+    c >= tau_mem_of_n(n), else not (0.8); the quality is 5 before tau_gen and 1 from it on."""
+    rng = np.random.default_rng(seed)
+    c = np.asarray(epochs, float)[:, None, None]
+    nn = np.asarray(sizes, float)[None, :, None]
+    memo = c >= tau_mem_of_n(nn)
+    r = np.where(memo, 0.1, 0.8) + rng.uniform(-0.05, 0.05, size=(len(epochs), len(sizes), S))
+    q = np.where(np.asarray(epochs)[:, None] >= tau_gen, 1.0, 5.0) * np.ones((1, len(sizes)))
+    return xr.Dataset({"nearest_ratio": (("epoch", "n_train", "sample", "step"), r[..., None]),
+                       "quality_sliced_wasserstein": (("epoch", "n_train"), q)},
+                      coords={"epoch": epochs, "n_train": sizes, "step": [0], "t": ("step", [0.001])})
+
+
+def test_training_timescales_on_a_synthetic_store_with_a_linear_law():
+    epochs = np.unique(np.geomspace(1, 20000, 40).round()).astype(int)
+    sizes = [64, 128, 256, 512, 1024]
+    ds = _store(lambda n: 4.0 * n, 30, epochs, sizes).chunk({"epoch": 7, "n_train": 2})
+    out = training_timescales(ds, n_boot=300)
+    assert out["tau_mem"].chunks is not None  # lazy
+    out = out.compute()
+    expect = [epochs[np.argmax(epochs >= 4 * n)] for n in sizes]
+    assert out["tau_mem"].values.tolist() == expect
+    assert not out["tau_mem_censored"].any()
+    assert out["tau_gen"].values.tolist() == [epochs[np.argmax(epochs >= 30)]] * 5
+    assert out["tau_mem_slope_low"] <= 1.0 + 0.1 and out["tau_mem_slope_high"] >= 1.0 - 0.1
+    assert str(out["tau_mem_verdict"].values) == "agrees"
+    assert str(out["tau_gen_verdict"].values) == "agrees" and float(out["tau_gen_slope"]) == 0.0
+    same = ds.ridge.training_timescales(n_boot=300).compute()
+    xr.testing.assert_identical(same, out)
+
+
+def test_training_timescales_censors_a_time_not_reached():
+    epochs = [1, 10, 100, 1000]
+    ds = _store(lambda n: n, 10, epochs, [64, 512, 4096])  # n = 4096 memorizes after the run's last epoch
+    out = training_timescales(ds, n_boot=100).compute()
+    assert out["tau_mem_censored"].values.tolist() == [False, False, True]
+    assert out["tau_mem"].values.tolist() == [100.0, 1000.0, 1000.0]
+    assert out["tau_mem_high"].values[2] == np.inf and out["tau_mem_low"].values[2] == 1000.0
+
+
+@pytest.mark.parametrize("kwargs, error", [
+    ({"time_dim": "width"}, ValueError), ({"level": 1.0}, ValueError), ({"tol": -0.1}, ValueError),
+    ({"censored_fit": "ols"}, ValueError), ({"quality": "quality_frechet"}, ValueError),
+    ({"higher_is_better": 1}, TypeError), ({"n_boot": 0}, ValueError)])
+def test_training_timescales_refuses_bad_arguments_at_the_call(kwargs, error):
+    ds = _store(lambda n: n, 10, [1, 10, 100], [64, 128]).chunk({"epoch": 1})
+    with pytest.raises(error):
+        training_timescales(ds, **kwargs)
