@@ -48,6 +48,9 @@ figcaption { color: #444; margin: 0.3em 0 1.5em 0; }
 {% if quality_table %}<h2>Sample quality per cell</h2>
 <p class="quality">{{ quality_note }}</p>
 {{ quality_table }}
+{% endif %}{% if claims_table %}<h2>Claims</h2>
+<p class="claims">{{ claims_source }}</p>
+{{ claims_table }}
 {% endif %}<h2>Summary per cell (final step)</h2>
 {{ summary_table }}
 <h2>Figures</h2>
@@ -196,6 +199,21 @@ def quality_rows(ds: xr.Dataset):
     return pd.DataFrame(rows)
 
 
+def claim_rows(ds: xr.Dataset):
+    """The report's claims table (a DataFrame, one row per claim and cell; None when the store's entry declares
+    no claims) and a sentence saying where its criteria come from (:func:`ridgexr.claims.claim_specs`)."""
+    from .analysis.claims import claims_frame
+    from .claims import claim_specs, store_claims
+
+    specs, source = claim_specs(ds)
+    claims = store_claims(ds, specs) if specs else []
+    if not claims:
+        return None, source
+    note = (f"Each claim's criterion was fixed before the run by its kind (docs/claims.md); {source}. A claim about "
+            "a network whose samples fail the quality gate is untestable.")
+    return claims_frame(claims).drop(columns=["measure"]), note
+
+
 QUALITY_NOTE = ("The gate (docs/quality.md): a cell generates when at least 80 % of its final samples fall in the "
                 "training classes (the cached Fashion-MNIST classifier) and their median distance to the nearest "
                 "training point is at most 1.5 x that of held-out real points; a claim about a cell that does not "
@@ -304,6 +322,7 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
     figures = report_figures(ds, r=r, n_frames=n_frames)
     explore_hint = _explore_hint(ds)
     quality = quality_rows(ds)
+    claims, claims_source = claim_rows(ds)
     paths = {}
     rendered = {}
     with _quiet():
@@ -346,6 +365,9 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
             quality_table="" if quality is None else quality.to_html(index=False, border=0, classes="ridgexr",
                                                                      table_id="quality"),
             quality_note=QUALITY_NOTE,
+            claims_table="" if claims is None else claims.to_html(index=False, border=0, classes="ridgexr",
+                                                                  table_id="claims"),
+            claims_source=claims_source,
             explore_hint=explore_hint,
             figures=[{"name": n, "caption": cap} for n, (_, cap) in figures.items()],
             config_table=_html_table(_kv_table(json_attr(ds, "config")), "config"),

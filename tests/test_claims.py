@@ -177,3 +177,20 @@ def test_cli_claims_prints_the_table_and_markdown(claims_store):
     assert "memorizes" in out.output and "agrees" in out.output and "Wilson lower bound > 0.8" in out.output
     md = CliRunner().invoke(app, ["claims", str(claims_store), "--markdown"])
     assert md.exit_code == 0 and "| schedule | width |" in md.output and "criteria recorded in the store" in md.output
+
+
+def test_the_report_shows_the_claims_table_with_every_claim_and_its_verdict(claims_store, tmp_path):
+    from bs4 import BeautifulSoup
+
+    from ridgexr.report import make_report
+
+    ds = ridgexr.open_dataset(claims_store)
+    paths = make_report(ds, tmp_path, title="tiny", n_frames=2)
+    soup = BeautifulSoup(paths["html"].read_text(), "html.parser")
+    table = soup.find("table", id="claims")
+    header = [th.get_text() for th in table.find("thead").find_all("th")]
+    rows = [[td.get_text() for td in tr.find_all("td")] for tr in table.find("tbody").find_all("tr")]
+    claims = store_claims(ds)
+    assert len(rows) == len(claims)
+    assert [r[header.index("verdict")] for r in rows] == [c.verdict for c in claims]
+    assert "criteria recorded in the store" in soup.find("p", class_="claims").get_text()
