@@ -352,3 +352,37 @@ def test_a_run_with_the_authors_score_scale_steps_and_observes_score_over_sigma(
     got = (ds.residual_normal + ds.residual_tangent).squeeze().isel(step=k).transpose("sample", "dim").values
     np.testing.assert_allclose(got, err, rtol=1e-8, atol=1e-10)
     assert np.abs(err).max() > 1e-3  # the exact denoiser's rescaled score has an error
+
+
+EPOCHS = """
+experiments:
+  e%(name)s:
+    dataset: {points: two-points}
+    process: {T: 2.0, t_min: 0.01, n_steps: 20}
+    models:
+      - {kind: mlp, widths: [16], embed_dim: 8, epochs: %(epochs)s, batch_size: 2}
+    training: {quadrature: gauss-legendre-log-t, n_time: 4, n_noise: 4}
+    schedules: ["1", "h2"]
+    sampler: {kind: sde, block_steps: 8}
+    n_samples: 16
+    d_star: 1
+    store: e%(name)s.zarr
+"""
+
+
+@pytest.mark.slow
+def test_one_training_run_feeds_every_checkpoint_of_the_epoch_dimension(tmp_path):
+    """Training time as an axis: the epochs [2, 4] of a schedule come from one training run (one checkpoint
+    folder per schedule, counted), and the epoch-2 cell is bit-identical to a run that stops at epoch 2."""
+    cat = tmp_path / "cat.yaml"
+    cat.write_text(EPOCHS % dict(name="long", epochs="[2, 4]") + EPOCHS.split("experiments:")[1]
+                   % dict(name="short", epochs="[2]"))
+    entries = load_catalog_file(cat)
+    long = run_experiment(entries["elong"], data_dir=tmp_path / "data")
+    short = run_experiment(entries["eshort"], data_dir=tmp_path / "data")
+    runs = sorted(p.name for p in long.store.parent.glob("elong.zarr.checkpoints/*/mlp/*"))
+    assert runs == ["1-w16-nall", "h2-w16-nall"]  # 2 schedules x 2 epochs = 4 cells, 2 training runs
+    a, b = ridgexr.open_dataset(long.store), ridgexr.open_dataset(short.store)
+    assert int(a["cell_complete"].sum()) == 4
+    np.testing.assert_array_equal(a["trajectory"].sel(epoch=2).values, b["trajectory"].sel(epoch=2).values)
+    assert not np.array_equal(a["trajectory"].sel(epoch=4).values, b["trajectory"].sel(epoch=2).values)
