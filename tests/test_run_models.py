@@ -178,6 +178,15 @@ def test_python_api_takes_your_own_model_and_hashes_its_weights(tmp_path, catalo
     assert list(ds.model.values) == ["my-mlp"] and list(ds.schedule.values) == ["1", "h2"]
     np.testing.assert_array_equal(ds["cell_complete"].values, [[True, False]])  # stored at schedule '1' only
     assert float(ds["excess_loss"].sel(schedule="1").squeeze()) > 0
+    # a model trained with w = h^2 says so: it is stored under that schedule, its diagnostics weighted by h^2
+    h2 = run_experiment(exp, store=tmp_path / "mlp-h2.zarr",
+                        model=ModuleDenoiser(fit.model, parametrization="score", name="my-mlp", schedule="h2"))
+    ds2 = ridgexr.open_dataset(h2.store)
+    np.testing.assert_array_equal(ds2["cell_complete"].values, [[False, True]])
+    assert float(ds2["excess_loss"].sel(schedule="h2").squeeze()) != float(ds["excess_loss"].sel(schedule="1").squeeze())
+    with pytest.raises(ValueError, match="'h' is not one of the entry's schedules"):
+        run_experiment(exp, store=tmp_path / "mlp-h.zarr",
+                       model=ModuleDenoiser(fit.model, parametrization="score", name="my-mlp", schedule="h"))
     with torch.no_grad():
         next(fit.model.parameters()).add_(0.1)
     with pytest.raises(ConfigMismatchError, match="module"):

@@ -391,7 +391,10 @@ def _with_python_model(exp: Experiment, model: Any, d: int) -> tuple[Experiment,
     label = den.name
     block = ModuleSpec(name=label, module=f"{PYTHON_OBJECT}:{label}@{model_digest(den)}",
                       parametrization=den.parametrization, time=den.time.kind, beta_min=den.time.beta_min,
-                      beta_max=den.time.beta_max, schedule=exp.schedules[0] if exp.schedules else None)
+                      beta_max=den.time.beta_max,
+                      schedule=den.schedule or (exp.schedules[0] if exp.schedules else None))
+    if den.schedule is not None and exp.schedules and den.schedule not in exp.schedules:
+        raise ValueError(f"the model's schedule {den.schedule!r} is not one of the entry's schedules {exp.schedules}")
     return Experiment.model_validate(exp.model_dump() | {"model": block.model_dump(), "models": None}), {label: den}
 
 

@@ -46,6 +46,7 @@ import torch
 
 from ..._backend import as_tensor, broadcast_time, check_positive_time, to_like
 from ..._validation import check_float, check_option
+from ...choices import SCHEDULE_NAMES
 from ...process import OU
 from ..parametrization import PARAMETRIZATIONS, denoised_from_frame
 from . import PYTHON_OBJECT, TIME_CONVENTIONS
@@ -151,6 +152,10 @@ class ModuleDenoiser:
     name : str, optional
         Label of the model (default: the class or function name).
     process : OU, optional
+    schedule : {"1", "h", "h2"}, optional
+        The loss-weight schedule the model was trained with: its label on a store's ``schedule``
+        dimension when passed to ``run_experiment(model=...)`` and the weight of its held-out
+        diagnostics (default: the entry's first schedule).
     on_nonfinite : {"raise", "nan"}
         What a non-finite output does: ``"raise"`` (default) a :class:`ModelError`; ``"nan"``
         makes every row (sample) holding a NaN or inf all NaN, so a sampler's divergence guard
@@ -168,13 +173,14 @@ class ModuleDenoiser:
 
     def __init__(self, model: Callable, *, parametrization: str = "score", time: TimeConvention | str = "ou",
                  d: int | None = None, name: str | None = None, process: OU | None = None,
-                 on_nonfinite: str = "raise"):
+                 on_nonfinite: str = "raise", schedule: str | None = None):
         if not callable(model):
             raise TypeError(f"`model` must be callable (an nn.Module or a function (y, s) -> output); "
                             f"got {type(model).__name__}")
         self.parametrization = check_option(parametrization, "parametrization", PARAMETRIZATIONS)
         self.time = time if isinstance(time, TimeConvention) else TimeConvention(time)
         self.on_nonfinite = check_option(on_nonfinite, "on_nonfinite", NONFINITE)
+        self.schedule = None if schedule is None else check_option(schedule, "schedule", SCHEDULE_NAMES)
         self.model = model
         self.process = process or OU()
         self.name = name or getattr(model, "__name__", type(model).__name__)
