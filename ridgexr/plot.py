@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import holoviews as hv
+from holoviews.core.options import SkipRendering
 import numpy as np
 import xarray as xr
 
@@ -384,6 +385,108 @@ def spread_curves_plot(ds: xr.Dataset) -> hv.NdOverlay:
                                         styles[tuple(c.values())], logx=True, logy=True)
                for c in ordered_cells(ds)}
     return _curve_overlay(overlay, "tangential spread along the ridge")
+
+
+def _one_series(tt: xr.Dataset, keep: tuple[str, ...]) -> xr.Dataset:
+    """``tt`` with every dimension but ``keep`` (and ``sample``) of size 1 dropped; a ValueError naming any
+    other dimension of size > 1 (select one of its labels first)."""
+    extra = [d for d in tt.dims if d not in keep and tt.sizes[d] > 1]
+    if extra:
+        raise ValueError(f"`tt` varies along {extra}: select one label of each (tt.sel({extra[0]}=...)) first")
+    return tt.squeeze([d for d in tt.dims if d not in keep], drop=True)
+
+
+def _tau_text(tt: xr.Dataset, name: str) -> str:
+    v = float(tt[name])
+    if not np.isfinite(v):
+        return "nan"
+    return f">={v:.3g}" if bool(tt[f"{name}_censored"]) else f"{v:.3g} ({float(tt[f'{name}_low']):.3g}, {v:.3g}]"
+
+
+def training_time_curves(tt: xr.Dataset, *, time_dim: str = "epoch", size_dim: str = "n_train") -> hv.Layout:
+    """f_mem (its interval shaded) and sample quality against training time (log axis), one colour per
+    training-set size, with each size's tau_gen (dashed) and tau_mem (dotted) marked where reached.
+
+    ``tt``: the output of :func:`ridgexr.analysis.training_timescales` (one schedule / width: select the
+    others away first).  The legend gives each size's tau_gen and tau_mem with their intervals
+    (">= x": censored, not reached by the last checkpoint x).
+    """
+    tt = _one_series(tt, (time_dim, size_dim))
+    x = tt[time_dim].values.astype(float)
+    sizes = tt[size_dim].values
+    colours = _colours(len(sizes))
+    tdim = hv.Dimension(time_dim, label=f"training time ({time_dim})")
+    fdim = hv.Dimension("f_mem", label="f_mem (d1/d2 < 1/3)", range=(0, 1.02))
+    qdim = hv.Dimension("quality", label=str(tt["quality"].attrs.get("long_name", "sample quality"))[:40])
+    fm, qu, marks = {}, {}, []
+    for n, colour in zip(sizes, colours):
+        c = tt.sel({size_dim: n})
+        label = f"n = {n}: gen {_tau_text(c, 'tau_gen')}, mem {_tau_text(c, 'tau_mem')}"
+        f, lo, hi = (c[v].values for v in ("f_mem", "f_mem_low", "f_mem_high"))
+        style = {"color": colour, "linestyle": "-", "line_dash": "solid"}
+        fm[label] = _styled_curve(hv.Curve((x, f), tdim, fdim), style, logx=True) * both(
+            hv.Spread((x, f, f - lo, hi - f), tdim, [fdim, "neg", "pos"]), color=colour, alpha=0.2, logx=True)
+        qu[label] = _styled_curve(hv.Curve((x, c["quality"].values), tdim, qdim), style, logx=True)
+        for name, dash in (("tau_gen", ("--", "dashed")), ("tau_mem", (":", "dotted"))):
+            if np.isfinite(float(c[name])) and not bool(c[f"{name}_censored"]):
+                marks.append(hv.VLine(float(c[name])).opts(
+                    hv.opts.VLine(color=colour, linestyle=dash[0], linewidth=1, backend="matplotlib"),
+                    hv.opts.VLine(color=colour, line_dash=dash[1], line_width=1, backend="bokeh")))
+    over_marks = hv.Overlay(marks) if marks else None
+    left = hv.NdOverlay(fm, kdims=["size"], sort=False)
+    right = hv.NdOverlay(qu, kdims=["size"], sort=False)
+    if over_marks is not None:
+        left, right = left * over_marks, right * over_marks
+    left = both(left, title="memorized share along training", show_legend=False)
+    right = both(right, title="sample quality along training", legend_position="right")
+    return (left + right).cols(2).opts(
+        hv.opts.Layout(fig_inches=(12, 3.8), sublabel_format="", backend="matplotlib"),
+        hv.opts.Overlay(aspect=1.3, backend="matplotlib"),
+        hv.opts.Overlay(width=480, height=340, backend="bokeh"))
+
+
+def timescale_law(tt: xr.Dataset, *, size_dim: str = "n_train") -> hv.Overlay:
+    """tau_gen and tau_mem against the training-set size n (log-log), each with its interval (censored taus
+    drawn as triangles: lower bounds) and the fitted law tau = exp(a) n^b, its b with interval and verdict
+    in the legend (:func:`ridgexr.analysis.training_timescales`)."""
+    keep = (size_dim,)
+    tt = _one_series(tt.drop_dims([d for d in ("epoch", "sample") if d in tt.dims]), keep)
+    n = tt[size_dim].values.astype(float)
+    ndim = hv.Dimension(size_dim, label=f"training-set size ({size_dim})")
+    tdim = hv.Dimension("tau", label="tau (training time)")
+    parts = {}
+    for name, colour in (("tau_gen", _PALETTE[0]), ("tau_mem", _PALETTE[3])):
+        tau, lo, cen = tt[name].values, tt[f"{name}_low"].values, tt[f"{name}_censored"].values.astype(bool)
+        b, bl, bh = (float(tt[f"{name}_slope{s}"]) for s in ("", "_low", "_high"))
+        verdict = str(tt[f"{name}_verdict"].item())
+        law = f"{name}: b = {b:.2f} [{bl:.2f}, {bh:.2f}] ({verdict})" if np.isfinite(b) else f"{name}: no fit ({verdict})"
+        ok = np.isfinite(tau) & ~cen
+        cen = cen & np.isfinite(tau)
+        layers = []
+        if ok.any():
+            layers.append(both(hv.Scatter((n[ok], tau[ok]), ndim, tdim), color=colour, logx=True, logy=True).opts(
+                hv.opts.Scatter(marker="o", s=30, backend="matplotlib"), hv.opts.Scatter(size=7, backend="bokeh")))
+            low = np.where(np.isfinite(lo) & (lo > 0), lo, tau)
+            layers.append(hv.ErrorBars((n[ok], tau[ok], (tau - low)[ok], np.zeros(ok.sum())), ndim,
+                                       [tdim, "neg", "pos"]).opts(
+                hv.opts.ErrorBars(edgecolor=colour, backend="matplotlib"), hv.opts.ErrorBars(color=colour, backend="bokeh")))
+        if cen.any():
+            layers.append(both(hv.Scatter((n[cen], tau[cen]), ndim, tdim), color=colour, logx=True, logy=True).opts(
+                hv.opts.Scatter(marker="^", s=40, backend="matplotlib"),
+                hv.opts.Scatter(marker="triangle", size=9, backend="bokeh")))
+        if np.isfinite(b):
+            a = float(tt[f"{name}_intercept"])
+            grid = np.geomspace(n.min(), n.max(), 20)
+            layers.append(_styled_curve(hv.Curve((grid, np.exp(a) * grid ** b), ndim, tdim),
+                                        {"color": colour, "linestyle": "--", "line_dash": "dashed"}))
+        if layers:
+            parts[law] = hv.Overlay(layers)
+    if not parts:
+        raise SkipRendering("no tau_gen or tau_mem to draw: every one is NaN")
+    return both(hv.NdOverlay(parts, kdims=["law"], sort=False), title="time scales against n (triangles: lower "
+                "bounds)", legend_position="right", logx=True, logy=True).opts(
+        hv.opts.NdOverlay(fig_inches=(9.5, 3.8), aspect=1.3, backend="matplotlib"),
+        hv.opts.NdOverlay(width=700, height=380, backend="bokeh"))
 
 
 def _curve_overlay(curves: dict, title: str) -> hv.NdOverlay:

@@ -239,6 +239,27 @@ def _explore_hint(ds: xr.Dataset) -> str:
         "widget, a step slider with t in the plot's title, the samples and the cell's distance curve."
 
 
+def training_time_series(ds: xr.Dataset) -> list[tuple[dict, xr.Dataset]]:
+    """[(cell labels, :func:`ridgexr.analysis.training_timescales` of that series)] for a store that sweeps
+    training time (``epoch``, >= 2 checkpoints) and ``n_train`` (>= 2 sizes) and keeps the sample quality: one
+    series per combination of its other cell dimensions whose cells ran; [] for any other store."""
+    quality = "quality_sliced_wasserstein"
+    if not (ds.sizes.get("epoch", 0) >= 2 and ds.sizes.get("n_train", 0) >= 2 and "nearest_ratio" in ds
+            and quality in ds):
+        return []
+    others = [d for d in CELL_DIMS if d in ds.dims and d not in ("epoch", "n_train")]
+    run = (ds["cell_applies"] & ds["cell_complete"]).compute() if "cell_applies" in ds else ds["cell_complete"]
+    out = []
+    for idx in np.ndindex(*(ds.sizes[d] for d in others)):
+        sel = dict(zip(others, idx))
+        if not bool(run.isel(sel).all()):  # a series with a masked or unfinished checkpoint: not drawn
+            continue
+        cell = {d: ds[d].values[i].item() if hasattr(ds[d].values[i], "item") else ds[d].values[i]
+                for d, i in sel.items() if ds.sizes[d] > 1}
+        out.append((cell, analysis.training_timescales(ds.isel(sel), quality=quality).compute()))
+    return out
+
+
 def report_figures(ds: xr.Dataset, *, r: float = 0.5, n_frames: int = defaults.REPORT_N_FRAMES) -> dict:
     """The report's figures: {name: (holoviews object, caption)}, in the page's order (see :func:`make_report`).
 
@@ -294,6 +315,17 @@ def report_figures(ds: xr.Dataset, *, r: float = 0.5, n_frames: int = defaults.R
                                                               if "final_sample" in ds.variables else "")
                                           + ("" if "image_shape" in ds.attrs else
                                                                ", latents decoded through the VAE") + ".")
+    for i, (cell, tt) in enumerate(training_time_series(ds)):
+        where = f" ({', '.join(f'{k} {v}' for k, v in cell.items())})" if cell else ""
+        figures[f"training_time_{i}"] = (plot.training_time_curves(tt), "Along training time" + where + ": the "
+                                         "share of final samples with d1/d2 < 1/3 (f_mem, its bootstrap interval "
+                                         "shaded) and the sample quality per training-set size; tau_gen (dashed) "
+                                         "and tau_mem (dotted) where reached, with their intervals in the legend "
+                                         "(docs/timescales.md).")
+        figures[f"timescale_law_{i}"] = (plot.timescale_law(tt), "tau_gen and tau_mem against the training-set "
+                                         "size" + where + ", with the fitted law tau ~ n^b, b's interval and the "
+                                         "verdict of the criteria fixed before the run (triangles: not reached by "
+                                         "the last checkpoint, lower bounds).")
     if ds.sizes["dim"] == 2:
         hm = plot.samples_over_time(ds, **memo_cell, n_frames=n_frames)
         figures["samples"] = (plot.snapshot_grid(hm, cols=2), f"{len(hm)} snapshots over time of the cell {memo_cell}, the one that "

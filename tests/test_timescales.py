@@ -216,3 +216,54 @@ def test_training_timescales_refuses_bad_arguments_at_the_call(kwargs, error):
     ds = _store(lambda n: n, 10, [1, 10, 100], [64, 128]).chunk({"epoch": 1})
     with pytest.raises(error):
         training_timescales(ds, **kwargs)
+
+
+TIMESCALE_CATALOG = """
+experiments:
+  ts:
+    dataset:
+      mixture: {dim: 2, mean: 1.0, sigma: 0.3, n: 32, seed: 0, n_population: 200}
+      n_train: [8, 32]
+    process: {T: 3.0, t_min: 0.01, n_steps: 10}
+    model: {kind: mlp, widths: [32], epochs: [1, 4, 16], batch_size: 64, lr: 3.0e-3,
+            diagnostics: {n_time: 2, n_noise: 1, n_points: 8}}
+    training: {quadrature: gauss-legendre-log-t, n_time: 2, n_noise: 1}
+    schedules: ["h"]
+    sampler: {record_every: 10, block_steps: 2}
+    n_samples: 24
+    d_star: 1
+    store: ts.zarr
+"""
+
+
+@pytest.mark.slow
+def test_the_report_draws_training_time_curves_and_the_law_of_a_store_that_sweeps_both(tmp_path,
+                                                                                      figure_layout_problems):
+    """A store sweeping epochs and n_train gets two report figures: f_mem and quality along training per n
+    (the drawn values are training_timescales'), and tau against n; both laid out with nothing clipped."""
+    import holoviews as hv
+
+    from ridgexr import plot
+    from ridgexr.catalog import experiment_from_file
+    from ridgexr.report import make_report, training_time_series
+    from ridgexr.run import run_experiment
+
+    cat = tmp_path / "cat.yaml"
+    cat.write_text(TIMESCALE_CATALOG)
+    ds = ridgexr.open_dataset(run_experiment(experiment_from_file(cat), data_dir=tmp_path / "data").store)
+    (cell, tt), = training_time_series(ds)
+    assert cell == {}  # one schedule and width: nothing to name
+    expected = ridgexr.analysis.training_timescales(ds, quality="quality_sliced_wasserstein").compute()
+    np.testing.assert_array_equal(tt["f_mem"].values, expected["f_mem"].squeeze().values)
+    curves = plot.training_time_curves(tt)
+    drawn = [el for el in curves.traverse(lambda e: e, [hv.Curve])]
+    f_mem_curves = [c for c in drawn if c.vdims[0].name == "f_mem"]
+    assert len(f_mem_curves) == ds.sizes["n_train"]
+    for c, n in zip(f_mem_curves, ds.n_train.values):
+        np.testing.assert_array_equal(c.dimension_values(1), tt["f_mem"].sel(n_train=n).values)
+    for obj in (curves, plot.timescale_law(tt)):
+        assert figure_layout_problems(plot.matplotlib_figure(obj)) == []
+    paths = make_report(ds, tmp_path / "rep", title="ts", n_frames=2)
+    assert {"training_time_0", "timescale_law_0"} <= set(paths)
+    with pytest.raises(ValueError, match="select one label"):
+        plot.training_time_curves(xr.concat([tt, tt], "schedule"))
