@@ -20,7 +20,7 @@ from ..store import CELL_DIAGNOSTICS, STEP_BOOL, STEP_INT, STEP_OPTIONAL, STEP_S
 
 __all__ = ["CellTask", "plan_layout", "block_index", "cell_applies", "plan_tasks", "resolve_d_star",
            "estimate_resources", "estimate_stage_seconds", "describe_stages", "moments_seconds", "count_run_cells",
-           "training_size"]
+           "training_size", "format_seconds"]
 
 
 @dataclass
@@ -574,14 +574,19 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray) -> dict[str, floa
     return {"fit": fit, "diagnostics": diag, "sampling and observation": sampling}
 
 
+def format_seconds(t: float) -> str:
+    """A duration for people: "8.3 s", "42 s", "7 min", "2.5 h".
+
+    >>> [format_seconds(t) for t in (8.27, 42.0, 420.0, 9000.0)]
+    ['8.3 s', '42 s', '7 min', '2.5 h']
+    """
+    if t < 120:
+        return f"{t:.2g} s" if t < 10 else f"{t:.0f} s"
+    return f"{t / 60:.0f} min" if t < 7200 else f"{t / 3600:.1f} h"
+
+
 def describe_stages(seconds: dict[str, float]) -> str:
     """One line for the plan printed before a run: each stage's estimated time and share."""
     total = sum(seconds.values()) or 1.0
-
-    def fmt(t: float) -> str:
-        if t < 120:
-            return f"{t:.2g} s" if t < 10 else f"{t:.0f} s"
-        return f"{t / 60:.0f} min" if t < 7200 else f"{t / 3600:.1f} h"
-
-    parts = [f"{name} ~{fmt(t)} ({100 * t / total:.0f}%)" for name, t in seconds.items()]
+    parts = [f"{name} ~{format_seconds(t)} ({100 * t / total:.0f}%)" for name, t in seconds.items()]
     return "estimated time on 2 idle cores (rough, within ~3x): " + ", ".join(parts)
