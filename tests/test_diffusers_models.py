@@ -617,7 +617,7 @@ MINIMAL_FASHION = """
 experiments:
   fm-minimal:
     dataset:
-      images: {images: fashion-mnist, scale: symmetric, space: pixel, n: 16}
+      images: {images: fashion-mnist, classes: [0], scale: symmetric, space: pixel, n: 16}
     process: {T: 3.0, t_min: 0.01, n_steps: 4}
     model: {kind: diffusers, name: tiny, path: model, subfolder: unet, data_range: [-1, 1],
             diagnostics: {n_points: 4}}
