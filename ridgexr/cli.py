@@ -337,23 +337,38 @@ def run(
                                    "written beside it and swapped in only once created)"),
     force: bool = typer.Option(False, "--force/--no-force", metavar=FLAG, help="run even when the estimated memory or store size "
                                "exceeds this machine"),
+    plan: bool = typer.Option(False, "--plan/--no-plan", metavar=FLAG, help="print the stages, their estimated time, the "
+                              "peak memory and the store size, and exit: nothing is loaded, trained or written"),
+    threads: int = typer.Option(None, "--threads", min=1, help="CPU threads (default: $RIDGEXR_THREADS, else "
+                                "$OMP_NUM_THREADS, else the cores not busy with other processes at the start: cores "
+                                "minus the load average, at least 1; docs/performance.md)"),
 ):
     """Train every (schedule, width) cell, sample, and stream everything into a Zarr v3 store."""
     from .catalog import resolve_store
-    from .run import run_experiment
+    from .threads import limit_library_threads, resolve_threads
 
     if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
         raise typer.BadParameter(f"device must be cpu or cuda, got {device!r}", param_hint="--device")
+    if plan:
+        with user_errors():
+            _print_plan(_load_experiment(name, catalog, data_dir), data_dir)
+        return
+    with user_errors():
+        n_threads, source = resolve_threads(threads)
+    limit_library_threads(n_threads)  # before numpy's and torch's libraries load (below)
+    from .run import run_experiment
+
     with _stop_signals(), user_errors():
         exp = _load_experiment(name, catalog, data_dir)
         store = resolve_store(exp, data_dir)
         dims = " x ".join(f"{len(v)} {n}" for n, v in exp.cell_coords())
         console.print(f"[bold]ridgexr run[/] {exp.name}: {dims or 'one cell'}, {exp.n_samples} samples, "
-                      f"{exp.process.n_steps} steps -> {store}")
+                      f"{exp.process.n_steps} steps, {n_threads} thread(s) ({source}) -> {store}")
         t0 = time.perf_counter()
         with _progress() as progress:
             res = run_experiment(exp, store=store, device=device, scheduler=scheduler, overwrite=overwrite,
-                                 n_workers=workers, progress=progress, force=force, sample_block=sample_block)
+                                 n_workers=workers, progress=progress, force=force, sample_block=sample_block,
+                                 n_threads=n_threads)
         _raise_if_interrupted()  # a stop swallowed after the last progress update still exits 130
         elapsed = time.perf_counter() - t0
     t_last = exp.process.t_min
@@ -365,6 +380,40 @@ def run(
     _summary_table(res.summary, f"{exp.name}: final step (t = {t_last:g})")
     console.print(f"ran {res.cells_run} cell(s), kept {res.cells_skipped} complete cell(s) in {elapsed:.1f} s")
     console.print(f"store: [bold]{res.store}[/]  (open with ridgexr.open_dataset({str(res.store)!r}))")
+
+
+def _print_plan(exp, data_dir) -> None:
+    """``ridgexr run --plan``: the entry's stages and their estimated seconds, its peak memory and store size, and
+    whether this machine would refuse it, from the configuration and the training set's shape alone
+    (:func:`ridgexr.datasets.training_shape`): no data loaded, no VAE trained, nothing written."""
+    from .catalog import resolve_store
+    from .datasets import training_shape
+    from .run import ResourceError, check_resources
+    from .run.plan import count_run_cells, estimate_stage_seconds, format_seconds
+
+    shape = training_shape(exp.dataset, base_dir=exp.base_dir)
+    store = resolve_store(exp, data_dir)
+    seconds = estimate_stage_seconds(exp, shape)
+    try:
+        est, verdict = check_resources(exp, shape, store), "it fits this machine"
+    except ResourceError as exc:
+        est, verdict = check_resources(exp, shape, store, force=True), f"refused without --force: {exc}"
+    dims = " x ".join(f"{len(v)} {n}" for n, v in exp.cell_coords())
+    total = sum(seconds.values()) or 1.0
+    table = Table(title=f"plan of {exp.name}: {dims or 'one cell'} ({count_run_cells(exp)} run), {exp.n_samples} "
+                        f"samples, {exp.process.n_steps} steps, training set {shape[0]} x {shape[1]} -> {store}",
+                  caption="estimated on 2 idle cores (ridgexr.run.plan's rates; measured error in "
+                          "docs/performance.md); nothing was loaded, trained or written")
+    for c, right in (("stage", False), ("estimated time", True), ("share", True)):
+        table.add_column(c, justify="right" if right else "left")
+    for stage, t in seconds.items():
+        table.add_row(stage, format_seconds(t), f"{100 * t / total:.0f}%")
+    table.add_row("total", format_seconds(sum(seconds.values())), "")
+    console.print(table)
+    gb = 2**30
+    console.print(f"peak memory ~{est['peak_memory'] / gb:.3g} GiB ({est['memory_stage']}; driven by "
+                  f"{', '.join(est['memory_drivers'])}); store up to {est['store_size'] / gb:.3g} GiB; {verdict}",
+                  soft_wrap=True, highlight=False, markup=False)
 
 
 _SHORT = {"ridge_distance": "ridge dist", "converged": "conv", "rms_residual_normal": "rms e_N",
@@ -414,9 +463,13 @@ def _why_empty(rows, keys) -> str:
 @app.command("list")
 def list_experiments(data_dir: str = _data_dir_option(), catalog: list[str] = _catalog_option(),
                      wide: bool = typer.Option(False, "--wide/--no-wide", metavar=FLAG, help="one line per entry, "
-                                               "however wide (no wrapping to the terminal)")):
-    """List the catalogs' experiments (every value whole: long ones wrap within their column), then the stores \
-of the data folder and the entry that made each (open one by that name, whatever catalog defined it)."""
+                                               "however wide (no wrapping to the terminal)"),
+                     estimate: bool = typer.Option(True, "--estimate/--no-estimate", metavar=FLAG, help="an estimated "
+                                                   "time column (the planner's, as 'ridgexr run --plan'; loads torch, "
+                                                   "a few seconds)")):
+    """List the catalogs' experiments (every value whole: long ones wrap within their column) with the first \
+sentence of their description and the planner's estimated time, then the stores of the data folder and the entry \
+that made each (open one by that name, whatever catalog defined it)."""
     from .catalog import default_data_dir, describe, resolve_store, stores_in
 
     with user_errors():
@@ -424,10 +477,14 @@ of the data folder and the entry that made each (open one by that name, whatever
         stores = stores_in(data_dir)
         base = default_data_dir(data_dir)
     # a line between entries, so that a value folded onto several lines reads as one
-    table = Table(title=f"experiments in {len(cat.files)} catalog file(s)", show_lines=not wide)
+    table = Table(title=f"experiments in {len(cat.files)} catalog file(s)", show_lines=not wide,
+                  caption="time: 'ridgexr run --plan NAME' on 2 idle cores (measured error: docs/performance.md); "
+                          "? where the training set's shape is not known without its files" if estimate else None)
     rows = [describe(cat[n]) for n in cat]
+    if estimate:  # beside the name
+        rows = [{"name": r["name"], "time": _estimated_time(cat[r["name"]]), **r} for r in rows]
     for k in rows[0] if rows else []:  # fold, never truncate ("mlp,random_featur...")
-        table.add_column(k, overflow="fold", no_wrap=wide)
+        table.add_column(k, overflow="fold", no_wrap=wide, min_width=24 if k == "description" and not wide else None)
     for r in rows:
         table.add_row(*[str(v) for v in r.values()])
     out = Console(width=100_000) if wide else console
@@ -447,6 +504,19 @@ of the data folder and the entry that made each (open one by that name, whatever
                  else f"{exp.source}, whose store for it is {exp.store}: open this one by its path")
         listed.add_row(str(path.relative_to(base)), entry or "(none recorded)", where)
     out.print(listed)
+
+
+def _estimated_time(exp) -> str:
+    """The planner's total time of an entry ("~8.3 s"), or "?" when its training set's shape needs files that are
+    not here (an array file, a user's image folder)."""
+    from .datasets import training_shape
+    from .run.plan import estimate_stage_seconds, format_seconds
+
+    try:
+        shape = training_shape(exp.dataset, base_dir=exp.base_dir)
+    except (OSError, ValueError):  # a missing or unreadable data file: the estimate needs its shape
+        return "?"
+    return "~" + format_seconds(sum(estimate_stage_seconds(exp, shape).values()))
 
 
 @app.command()

@@ -171,7 +171,7 @@ def test_list_and_help_import_neither_torch_nor_xarray():
     import sys
 
     code = ("import sys; from ridgexr.cli import app\n"
-            "for argv in (['list'], ['--help']):\n"
+            "for argv in (['list', '--no-estimate'], ['--help']):\n"
             "    try:\n        app(argv)\n    except SystemExit as e:\n        assert not e.code, e.code\n"
             "print(sorted(m for m in ('torch', 'xarray', 'dask', 'zarr', 'scipy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -189,3 +189,81 @@ def test_a_summary_whose_frames_are_all_degenerate_says_why_its_columns_are_nan(
     assert "ridge dist / rms e_N / rms e_T nan: every state's ridge frame is degenerate (degen 1)" in out
     _summary_table([dict(row, degenerate=0.5)], "cells")  # some frames determined: the nan is not explained so
     assert "nan: every state" not in " ".join(capsys.readouterr().out.split())
+
+
+def test_run_plan_prints_the_stages_and_their_costs_and_writes_nothing(tmp_path, write_catalog):
+    from ridgexr.catalog import experiment_from_file
+    from ridgexr.run.plan import estimate_resources, estimate_stage_seconds, format_seconds
+
+    cat = write_catalog(tmp_path, steps=10, samples=8)
+    before = sorted(tmp_path.rglob("*"))
+    r = runner.invoke(app, ["run", "--plan", str(cat), "--data-dir", str(tmp_path / "data")])
+    assert r.exit_code == 0, r.output
+    assert sorted(tmp_path.rglob("*")) == before  # no data folder, no store, no checkpoint, no lock
+    exp = experiment_from_file(cat)
+    seconds = estimate_stage_seconds(exp, (2, 2))
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in r.output.splitlines()
+            if line.startswith("│")}
+    assert rows == {**{k: format_seconds(v) for k, v in seconds.items()}, "total": format_seconds(sum(seconds.values()))}
+    peak = estimate_resources(exp, (2, 2))["peak_memory"] / 2**30
+    flat = " ".join(r.output.split())
+    assert f"peak memory ~{peak:.3g} GiB" in flat and "it fits this machine" in flat and "ran " not in flat
+
+
+def test_list_shows_the_planners_time_and_the_descriptions_first_sentence(tmp_path):
+    from ridgexr.catalog import open_catalog
+    from ridgexr.datasets import training_shape
+    from ridgexr.run.plan import estimate_stage_seconds, format_seconds
+
+    r = runner.invoke(app, ["list", "--wide", "--data-dir", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    exp = open_catalog(data_dir=tmp_path)["two-points"]
+    total = sum(estimate_stage_seconds(exp, training_shape(exp.dataset)).values())
+    line = next(x for x in r.output.splitlines() if x.startswith("│ two-points "))
+    cells = [c.strip() for c in line.split("│")[1:-1]]
+    assert cells[:3] == ["two-points", "~" + format_seconds(total), "Two training points (-3,0),(3,0)."]
+
+
+def test_one_and_two_threads_write_the_same_store_and_record_the_count(tmp_path, write_catalog):
+    import json
+
+    import numpy as np
+    import torch
+
+    cat = write_catalog(tmp_path, steps=6, samples=4)
+    n = torch.get_num_threads()
+    try:
+        stores = {}
+        for k in (1, 2):
+            r = runner.invoke(app, ["run", str(cat), "--threads", str(k), "--data-dir", str(tmp_path / f"d{k}")])
+            assert r.exit_code == 0, r.output
+            assert f"{k} thread(s) (--threads)" in " ".join(r.output.split())
+            stores[k] = ridgexr.open_dataset(tmp_path / f"d{k}" / "tiny.zarr")
+    finally:
+        torch.set_num_threads(n)
+    for k, ds in stores.items():
+        prov = json.loads(ds.attrs["provenance"])
+        assert prov["threads"] == k and prov["threads_source"] == "n_threads"
+    a, b = stores[1], stores[2]
+    assert set(a.data_vars) == set(b.data_vars)
+    for name in a.data_vars:  # bit for bit, NaN where NaN
+        np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
+
+
+@pytest.mark.parametrize("cores, load, expected", [(2, 0.0, 2), (2, 0.99, 2), (2, 1.0, 1), (2, 5.0, 1), (8, 2.5, 6)])
+def test_the_default_threads_are_the_cores_not_busy(cores, load, expected):
+    from ridgexr.threads import default_threads
+
+    assert default_threads(cores, load) == expected
+
+
+def test_threads_from_the_environment_and_bad_values(monkeypatch):
+    from ridgexr.threads import resolve_threads
+
+    monkeypatch.setenv("RIDGEXR_THREADS", "3")
+    assert resolve_threads() == (3, "$RIDGEXR_THREADS") and resolve_threads(1) == (1, "--threads")
+    monkeypatch.setenv("RIDGEXR_THREADS", "zero")
+    with pytest.raises(ValueError, match="RIDGEXR_THREADS"):
+        resolve_threads()
+    with pytest.raises(ValueError, match="`threads` must be >= 1; got 0"):
+        resolve_threads(0)

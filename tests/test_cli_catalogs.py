@@ -88,7 +88,7 @@ def test_list_shows_every_value_whole_and_is_fast(tmp_path):
 
     cat = open_catalog(data_dir=tmp_path)
     t0 = time.perf_counter()
-    r = runner.invoke(app, ["list", "--data-dir", str(tmp_path)])
+    r = runner.invoke(app, ["list", "--no-estimate", "--data-dir", str(tmp_path)])
     elapsed = time.perf_counter() - t0
     assert r.exit_code == 0 and "…" not in r.output
     rows, new = [], True  # entries are separated by a line; a folded value continues on the next lines
@@ -101,7 +101,7 @@ def test_list_shows_every_value_whole_and_is_fast(tmp_path):
             new = False
     assert {row[0]: row for row in rows} == {
         n: [str(v).replace(" ", "") for v in describe(cat[n]).values()] for n in cat}
-    wide = runner.invoke(app, ["list", "--wide", "--data-dir", str(tmp_path)])
+    wide = runner.invoke(app, ["list", "--wide", "--no-estimate", "--data-dir", str(tmp_path)])
     lines = {line.split("│")[1].strip(): line for line in wide.output.splitlines() if line.startswith("│")}
     for name in cat:  # one line per entry, each value whole on it
         assert all(str(v) in lines[name] for v in describe(cat[name]).values()), name

@@ -611,3 +611,54 @@ def test_keep_best_changes_the_weights_a_unet_cell_samples_with(tmp_path):
         assert all(torch.equal(states[keep, weights][k], want[k]) for k in want)
     assert not torch.equal(states["last", "ema"]["conv_in.weight"], states["best", "ema"]["conv_in.weight"])
     assert not torch.equal(states["last", "ema"]["conv_in.weight"], states["last", "raw"]["conv_in.weight"])
+
+
+MINIMAL_FASHION = """
+experiments:
+  fm-minimal:
+    dataset:
+      images: {images: fashion-mnist, classes: [0], scale: symmetric, space: pixel, n: 16}
+    process: {T: 3.0, t_min: 0.01, n_steps: 4}
+    model: {kind: diffusers, name: tiny, path: model, subfolder: unet, data_range: [-1, 1],
+            diagnostics: {n_points: 4}}
+    training: {n_time: 3, n_noise: 1}
+    sampler: {kind: scheduler}
+    n_samples: 2
+    d_star: 2
+    store: fm-minimal.zarr
+"""
+
+
+@pytest.mark.slow
+def test_a_minimal_diffusers_catalog_runs_without_force_and_its_memory_estimate_bounds_the_peak(tmp_path):
+    """Issue 42, item 8: a 28 x 28 UNet2DModel + DDPMScheduler saved by save_pretrained on Fashion-MNIST images
+    was refused ("peak memory ~29.7 GiB", driven by n_samples, sampler.block_steps) though it peaked at 1.4 GB.
+    Run from the command line in a subprocess without --force; its peak RSS (getrusage of the child) lies
+    within [estimate / 2, estimate]."""
+    import resource
+
+    from ridgexr.datasets import ImageError, locate_images, training_shape
+    from ridgexr.run.plan import estimate_resources
+
+    try:
+        locate_images("fashion-mnist")
+    except ImageError:
+        pytest.skip("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)")
+    torch.manual_seed(0)
+    UNet2DModel(sample_size=28, in_channels=1, out_channels=1, block_out_channels=(8, 16), layers_per_block=1,
+                down_block_types=("DownBlock2D", "DownBlock2D"), up_block_types=("UpBlock2D", "UpBlock2D"),
+                norm_num_groups=4).save_pretrained(tmp_path / "model" / "unet")
+    DDPMScheduler().save_pretrained(tmp_path / "model" / "scheduler")
+    (tmp_path / "cat.yaml").write_text(MINIMAL_FASHION)
+    exp = load_catalog_file(tmp_path / "cat.yaml")["fm-minimal"]
+    est = estimate_resources(exp, training_shape(exp.dataset, base_dir=exp.base_dir))
+    assert "n_samples, sampler.block_steps" not in " ".join(est["memory_drivers"])
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    r = subprocess.run([sys.executable, "-m", "ridgexr", "run", str(tmp_path / "cat.yaml"), "--data-dir",
+                        str(tmp_path / "data"), "--threads", "1"], capture_output=True, text=True,
+                       env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # kB on Linux
+    assert peak > before * 1024, "another child's peak is larger: the child's own peak is unknown"
+    assert peak <= est["peak_memory"] <= 2 * peak, (peak / 2**30, est["peak_memory"] / 2**30, est["memory_drivers"])
+    assert np.isfinite(ridgexr.open_dataset(tmp_path / "data" / "fm-minimal.zarr")["residual_normal"].values).all()

@@ -25,7 +25,7 @@ from .folders import default_data_dir
 
 __all__ = ["load_catalog_file", "builtin_catalog_files", "catalog_files", "data_folder_catalog_files", "Catalog",
            "open_catalog", "RENAMED_ENTRIES",
-           "experiment_from_file", "describe"]
+           "experiment_from_file", "describe", "summary_line"]
 
 
 def _location(entry: str, loc: tuple) -> str:
@@ -268,10 +268,23 @@ def experiment_from_file(path: str | Path, name: str | None = None) -> Experimen
     return exps[name]
 
 
+def summary_line(text: str) -> str:
+    """The first sentence of a description (up to its first ". " or ":"-free end), whitespace folded.
+
+    >>> summary_line("Two training points (-3,0),(3,0). Random features at three widths.")
+    'Two training points (-3,0),(3,0).'
+    """
+    text = " ".join(text.split())
+    m = re.search(r"(?<=[.;])\s+(?=[A-Z(])", text)
+    return text[:m.start()] if m else text
+
+
 def describe(exp: Experiment) -> dict[str, Any]:
-    """A short dict summary of an experiment (for listings)."""
+    """A short dict summary of an experiment (for listings): its name, the first sentence of its description and
+    its sizes."""
     return {
         "name": exp.name,
+        "description": summary_line(exp.description),
         "dataset": exp.dataset.label + (f" {exp.dataset.mnist.digits}" if exp.dataset.mnist else ""),
         "models": ",".join(b.label for b in exp.blocks),
         "schedules": ",".join(exp.cell_schedules),

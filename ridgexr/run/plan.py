@@ -19,7 +19,8 @@ from ..scms import frame_width, use_lowrank
 from ..store import CELL_DIAGNOSTICS, STEP_BOOL, STEP_INT, STEP_OPTIONAL, STEP_SCALAR, STEP_VECTOR, StoreLayout
 
 __all__ = ["CellTask", "plan_layout", "block_index", "cell_applies", "plan_tasks", "resolve_d_star",
-           "estimate_resources", "estimate_stage_seconds", "describe_stages", "moments_seconds"]
+           "estimate_resources", "estimate_stage_seconds", "describe_stages", "moments_seconds", "count_run_cells",
+           "training_size", "format_seconds"]
 
 
 @dataclass
@@ -164,6 +165,55 @@ def resolve_d_star(exp: Experiment, train: np.ndarray) -> tuple[Experiment, dict
     return exp.model_copy(update={"d_star": main, "ridge": ridge}), info
 
 
+def training_size(train) -> tuple[int, int]:
+    """(N, d) of a training set given as an array (N, d) or as its shape (:func:`ridgexr.datasets.training_shape`:
+    a plan prices a run from the configuration and the data's shape, never the data)."""
+    shape = train.shape if hasattr(train, "shape") else tuple(train)
+    if len(shape) != 2:
+        raise ValueError(f"`train` must be an (N, d) array or its shape (N, d); got shape {tuple(shape)}")
+    return int(shape[0]), int(shape[1])
+
+
+#: bytes per float of a U-Net's activations (:func:`unet_activations`) per image: a no-grad call holds ~6-7.4 x
+#: them, a training step (forward and backward) ~21.5 x (measured, float32, 28 x 28, channels (8, 16) and
+#: (16, 32, 32); with a margin)
+UNET_CALL_BYTES = 4.0 * 10
+UNET_TRAIN_BYTES = 4.0 * 28
+
+
+def unet_activations(block, base_dir=None) -> float:
+    """Floats of the down path's feature maps of one image through a U-Net block (the skip connections the up
+    path holds): sum over levels i of (layers_per_block + 1) C_i H W / 4^i.  A ``diffusers`` block's
+    architecture is read from its folder's config.json (no weights loaded); 0 when it cannot be read."""
+    if block.kind == "unet":
+        cfg = {"block_out_channels": block.block_out_channels, "layers_per_block": block.layers_per_block,
+               "sample_size": block.sample_size}
+    else:
+        import json
+
+        folder = Path(block.path).expanduser()
+        if not folder.is_absolute() and base_dir is not None:
+            folder = Path(base_dir) / folder
+        try:
+            cfg = json.loads((folder / (block.subfolder or "") / "config.json").read_text())
+        except (OSError, ValueError):
+            return 0.0
+    size = cfg.get("sample_size", 32)
+    h, w = (size, size) if isinstance(size, int) else tuple(size)
+    layers = int(cfg.get("layers_per_block", 2)) + 1
+    return float(sum(layers * c * h * w / 4**i for i, c in enumerate(cfg.get("block_out_channels", (64,)))))
+
+
+def _state_bytes(d: int, d_star: int) -> float:
+    """Bytes held per observed state of a block: its per-step variables and temporaries (~16 d floats) and its
+    ridge frame: dense 3 d^2 (covariance, eigenvectors, eigh's workspace), low-rank 4 d m (m eigenpairs, the
+    warm start, the subspace block and its image; :func:`ridgexr.scms.use_lowrank`)."""
+    frame = 4.0 * d * frame_width(d, d_star) if use_lowrank("auto", "log", d, d_star) else 3.0 * d * d
+    return 8.0 * (16 * d + frame + 10)
+
+
+#: float64 copies of the whole training set (N x d, every n_train cell's rows within it) held by a run
+DATA_COPIES = 4
 #: bytes of the imported libraries (torch, xarray, dask, zarr) before any work, measured ~0.4 GB
 BASE_BYTES = 400 * 2**20
 
@@ -189,7 +239,7 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
     ``denoise_t`` (a stopped exact block) and ``v_kernel`` + ``v_kernel_x`` + ``v_kernel_t`` (a ``draw``
     dimension), each 0 when the store has none (their values' nbytes, as written).
     """
-    n, d = train.shape
+    n, d = training_size(train)
     rf = [b for b in exp.blocks if b.kind == "random_features"]
     p = max((w for b in rf for w in b.values("width")), default=0)
     sum_p = sum(sum(b.values("width")) for b in rf)
@@ -207,23 +257,57 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
     mlp = [b for b in exp.blocks if b.kind == "mlp"]
     mlp_bytes = max((8.0 * (4 * (b.depth * w * w + (b.embed_dim + 2 * d) * w) + 4 * b.batch_size * w * (b.depth + 2)
                             + 2 * b.batch_size * b.embed_dim) for b in mlp for w in b.hidden_widths), default=0.0)
+    # the random-feature fit streams the training sample against the cells' training sets (at most the largest
+    # n_train); without random features none of its terms applies
+    n_fit = max(n if m is None else min(m, n) for m in exp.dataset.n_trains) if rf else 0
     terms = {  # what each group of fields costs while fitting (bytes)
         "model.widths, schedules": (8.0 * p * p * (n_sched + 3) + 8.0 * n_sched * n_tau * p * d * 2
-                                    + 8.0 * batch * 4 * p),
-        "training.n_noise": 8.0 * n * n_noise * d + 8.0 * (rows - batch) * (4 * p + n * 2 + 8 * d),
-        "the training set (dataset.n_train)": 8.0 * batch * (n * 2 + 8 * d),
+                                    + 8.0 * batch * 4 * p) if rf else 0.0,
+        "training.n_noise": (8.0 * n_fit * n_noise * d + 8.0 * (rows - batch) * (4 * p + n_fit * 2 + 8 * d)) if rf else 0.0,
+        "the training set (dataset.n_train)": 8.0 * batch * (n_fit * 2 + 8 * d) if rf else 0.0,
         "model.n_frequencies": 8.0 * n_phi * (2 * p + n_sched * sum_p) + 8.0 * rows * n_phi * (1 if n_phi > 1 else 0),
         "mlp widths, depth, embed_dim, batch_size": mlp_bytes,
         # the quadrature nodes: Gauss-Legendre's come from the eigenvalues of an (n_time x n_time) matrix
         "training.n_time": 8.0 * (3.0 * n_time * n_time if exp.training.quadrature == "gauss-legendre-log-t"
                                   else 8.0 * n_time),
     }
+    # a U-Net (kind unet trained here, or a user's diffusers model): its training minibatch's saved activations
+    # (forward and backward), and the activations of one no-grad call on a sampler block or a held-out node
+    nets = [(b, unet_activations(b, exp.base_dir)) for b in exp.blocks if b.kind in ("unet", "diffusers")]
+    terms["unet batch_size, architecture"] = max(
+        (UNET_TRAIN_BYTES * act * b.batch_size for b, act in nets if b.kind == "unet"), default=0.0)
     fit = sum(terms.values())
-    q = float(exp.sampler.block_steps) * exp.n_samples
+    # sampling: one block of states (its recorded steps, at most the run's) with their per-step variables, the
+    # ridge frames (dense: d x d per state; low-rank: d x (d* + 1 + oversampling)) and the density's scratch
     n_rec = math.ceil(exp.process.n_steps / exp.sampler.record_every) + 1
-    sampling = (q * 8 * (12 * d + 3 * d * d + 10) + min(float(memory_budget), q * n * 8 * 4 + q * d * d * 8 * 4)
-                + 8.0 * 4 * (exp.process.n_steps + 1) + 8.0 * 2 * n_phi * p + mlp_bytes / 4)
-    sampling_terms = {"n_samples, sampler.block_steps": sampling}
+    q = float(min(exp.sampler.block_steps, n_rec)) * exp.n_samples
+    d_frame = max(1, d - 1) if exp.d_star == "auto" else int(exp.d_star)
+    per_state = _state_bytes(d, d_frame)
+    sampling_terms = {
+        "n_samples, sampler.block_steps (recorded steps per block)": (
+            q * per_state + 8.0 * 4 * (exp.process.n_steps + 1) + 8.0 * 2 * n_phi * p + mlp_bytes / 4),
+        "the density's scratch (dataset.n_train x states per block)": min(float(memory_budget),
+                                                                          q * n * 8 * 4 + q * d * d * 8 * 4),
+        "n_samples x U-Net architecture": max((UNET_CALL_BYTES * act * exp.n_samples for _, act in nets),
+                                              default=0.0),
+    }
+    sampling = sum(sampling_terms.values())
+    # the held-out diagnostics: a block of rows (noisy training points) with their exact posterior moments and
+    # ridge frames, and a U-Net's call on a time node's rows
+    diag_terms = {"diagnostics (n_points, n_time, n_noise)": 0.0, "diagnostics x U-Net architecture": 0.0}
+    n_cell = max(n if m is None else min(m, n) for m in exp.dataset.n_trains)  # the largest cell's training set
+    for b in exp.blocks:
+        h_time, h_noise = b.diagnostics.sizes(exp.training.n_time, n_noise)
+        h_rows = float(min(n_cell, b.diagnostics.n_points or n_cell)) * h_time * h_noise
+        rows = min(h_rows, HELDOUT_BLOCK)
+        diag_terms["diagnostics (n_points, n_time, n_noise)"] = max(
+            diag_terms["diagnostics (n_points, n_time, n_noise)"],
+            rows * per_state + min(float(memory_budget), rows * n_cell * 8 * 4 + rows * d * d * 8 * 4))
+        act = dict((id(bb), a) for bb, a in nets).get(id(b), 0.0)
+        diag_terms["diagnostics x U-Net architecture"] = max(
+            diag_terms["diagnostics x U-Net architecture"],
+            UNET_CALL_BYTES * act * min(h_rows, max(HELDOUT_BLOCK, h_rows / max(h_time, 1))))
+    diagnostics = sum(diag_terms.values())
     n_cells = float(count_run_cells(exp))  # masked cells (a block stored once) stay empty
 
     # the store: an upper bound of its disk use, chunk file by chunk file (padded edge chunks, zstd's worst
@@ -271,11 +355,18 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
         optional["v_kernel"] = 8.0 * sum(raw)
         extras += sum(on_disk(8.0 * r, levels) for r, levels in zip(raw, (len(coords) + 3, 2, 1)))
     store_level = (64 * 4096 + 512 * 1024  # array metadata, consolidated root metadata
-                   + 4 * on_disk(n_rec * 8.0, 1) + on_disk(train.size * 8.0 * 2, 2) + extras)  # steps, training data
-    peak = {**terms, **sampling_terms} if fit >= sampling else sampling_terms
-    drivers = [k for k, v in sorted(peak.items(), key=lambda kv: -kv[1]) if v >= 0.25 * max(fit, sampling)]
-    return {"peak_memory": BASE_BYTES + max(fit, sampling), "store_size": n_cells * per_cell + store_level,
-            "memory_drivers": drivers, "store_variables": optional}
+                   + 4 * on_disk(n_rec * 8.0, 1) + on_disk(n * d * 8.0 * 2, 2) + extras)  # steps, training data
+    # the peak is the largest stage's (the stages run one after another) plus the training set, held
+    # throughout in :data:`DATA_COPIES` float64 copies (the loaded array, its torch copy, the store's write,
+    # a scaled or float32 copy); the drivers are the largest terms
+    data = {"the data set's size (dataset: N x d)": DATA_COPIES * 8.0 * n * d}
+    stages = {"fit": (fit, terms), "diagnostics": (diagnostics, diag_terms), "sampling": (sampling, sampling_terms)}
+    top, (top_bytes, top_terms) = max(stages.items(), key=lambda kv: kv[1][0])
+    top_terms = {**top_terms, **data}
+    top_bytes += data["the data set's size (dataset: N x d)"]
+    drivers = [k for k, v in sorted(top_terms.items(), key=lambda kv: -kv[1]) if v >= 0.25 * top_bytes]
+    return {"peak_memory": BASE_BYTES + top_bytes, "store_size": n_cells * per_cell + store_level,
+            "memory_drivers": drivers, "memory_stage": top, "store_variables": optional}
 
 
 #: rates of the stage-time estimate (2 CPU cores, float64): dense GEMM flops, one memory-bound
@@ -417,7 +508,7 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray) -> dict[str, floa
     -------
     dict stage -> seconds
     """
-    n, d = train.shape
+    n, d = training_size(train)
     d_frame = max(1, d - 1) if exp.d_star == "auto" else int(exp.d_star)
     tr = exp.training
     n_trains = [n if m is None else min(m, n) for m in exp.dataset.n_trains]
@@ -485,14 +576,19 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray) -> dict[str, floa
     return {"fit": fit, "diagnostics": diag, "sampling and observation": sampling}
 
 
+def format_seconds(t: float) -> str:
+    """A duration for people: "8.3 s", "42 s", "7 min", "2.5 h".
+
+    >>> [format_seconds(t) for t in (8.27, 42.0, 420.0, 9000.0)]
+    ['8.3 s', '42 s', '7 min', '2.5 h']
+    """
+    if t < 120:
+        return f"{t:.2g} s" if t < 10 else f"{t:.0f} s"
+    return f"{t / 60:.0f} min" if t < 7200 else f"{t / 3600:.1f} h"
+
+
 def describe_stages(seconds: dict[str, float]) -> str:
     """One line for the plan printed before a run: each stage's estimated time and share."""
     total = sum(seconds.values()) or 1.0
-
-    def fmt(t: float) -> str:
-        if t < 120:
-            return f"{t:.2g} s" if t < 10 else f"{t:.0f} s"
-        return f"{t / 60:.0f} min" if t < 7200 else f"{t / 3600:.1f} h"
-
-    parts = [f"{name} ~{fmt(t)} ({100 * t / total:.0f}%)" for name, t in seconds.items()]
+    parts = [f"{name} ~{format_seconds(t)} ({100 * t / total:.0f}%)" for name, t in seconds.items()]
     return "estimated time on 2 idle cores (rough, within ~3x): " + ", ".join(parts)

@@ -17,8 +17,9 @@ from ..datasets import dataset_provenance, image_shape
 __all__ = ["provenance", "store_attrs"]
 
 
-def provenance(device: str, scheduler: str | None) -> dict:
-    """Package versions, host, device, scheduler and creation time (UTC, ISO 8601)."""
+def provenance(device: str, scheduler: str | None, threads_source: str | None = None) -> dict:
+    """Package versions, host, device, scheduler, torch's CPU threads (and where the count came from:
+    :func:`ridgexr.threads.resolve_threads`; it changes no number) and creation time (UTC, ISO 8601)."""
     import dask
     import xarray
     import zarr
@@ -29,13 +30,15 @@ def provenance(device: str, scheduler: str | None) -> dict:
         "ridgexr_version": __version__, "numpy_version": np.__version__, "torch_version": torch.__version__,
         "xarray_version": xarray.__version__, "zarr_version": zarr.__version__, "dask_version": dask.__version__,
         "python_version": platform.python_version(), "host": socket.gethostname(), "device": device,
-        "scheduler": scheduler or "in-process", "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "scheduler": scheduler or "in-process", "threads": torch.get_num_threads(),
+        "threads_source": threads_source or "torch's default", "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
 
 
-def store_attrs(exp: Experiment, config_hash: str, device: str, scheduler: str | None, d_star_info: dict) -> dict:
+def store_attrs(exp: Experiment, config_hash: str, device: str, scheduler: str | None, d_star_info: dict,
+                threads_source: str | None = None) -> dict:
     """The root attributes of a new store (JSON-valued ones are strings; see docs/schema.md)."""
-    prov = provenance(device, scheduler)
+    prov = provenance(device, scheduler, threads_source)
     attrs = {
         "title": f"ridgexr experiment {exp.name}", "experiment": exp.name, "description": exp.description,
         "config": exp.model_dump_json(), "config_hash": config_hash, "provenance": json.dumps(prov),
