@@ -470,6 +470,8 @@ def list_experiments(data_dir: str = _data_dir_option(), catalog: list[str] = _c
     """List the catalogs' experiments (every value whole: long ones wrap within their column) with the first \
 sentence of their description and the planner's estimated time, then the stores of the data folder and the entry \
 that made each (open one by that name, whatever catalog defined it)."""
+    from rich.markup import escape
+
     from .catalog import default_data_dir, describe, resolve_store, stores_in
 
     with user_errors():
@@ -478,15 +480,19 @@ that made each (open one by that name, whatever catalog defined it)."""
         base = default_data_dir(data_dir)
     # a line between entries, so that a value folded onto several lines reads as one
     table = Table(title=f"experiments in {len(cat.files)} catalog file(s)", show_lines=not wide,
-                  caption="time: 'ridgexr run --plan NAME' on 2 idle cores (measured error: docs/performance.md); "
-                          "? where the training set's shape is not known without its files" if estimate else None)
-    rows = [describe(cat[n]) for n in cat]
+                  caption=("time: 'ridgexr run --plan NAME' on 2 idle cores (measured error: docs/performance.md); "
+                           "? where the training set's shape is not known without its files; " if estimate else "")
+                  + ("" if wide else "--wide adds each entry's store path"))
+    # the store path (NAME.zarr unless the entry says otherwise) only with --wide: ten folding columns do not
+    # fit 140 characters whole
+    rows = [{k: v for k, v in describe(cat[n]).items() if wide or k != "store"} for n in cat]
     if estimate:  # beside the name
         rows = [{"name": r["name"], "time": _estimated_time(cat[r["name"]]), **r} for r in rows]
     for k in rows[0] if rows else []:  # fold, never truncate ("mlp,random_featur...")
-        table.add_column(k, overflow="fold", no_wrap=wide, min_width=24 if k == "description" and not wide else None)
+        table.add_column(k, overflow="fold", no_wrap=wide, min_width=16 if k == "description" and not wide else None,
+                         max_width=20 if k == "description" and not wide else None)
     for r in rows:
-        table.add_row(*[str(v) for v in r.values()])
+        table.add_row(*[escape(str(v)) for v in r.values()])  # "[dsm, ideal]" is text, not markup
     out = Console(width=100_000) if wide else console
     out.print(table)
     if not stores:

@@ -286,8 +286,8 @@ def describe(exp: Experiment) -> dict[str, Any]:
         "name": exp.name,
         "description": summary_line(exp.description),
         "dataset": exp.dataset.label + (f" {exp.dataset.mnist.digits}" if exp.dataset.mnist else ""),
-        "models": ",".join(b.label for b in exp.blocks),
-        "schedules": ",".join(exp.cell_schedules),
-        "widths": ",".join(map(str, sorted({w for b in exp.blocks for w in b.values("width")}))),
+        "models": ", ".join(b.label for b in exp.blocks),  # ", ": a listing may wrap between items
+        "schedules": ", ".join(exp.cell_schedules),
+        "widths": ", ".join(map(str, sorted({w for b in exp.blocks for w in b.values("width")}))),
         "samples": exp.n_samples, "steps": exp.process.n_steps, "d*": exp.d_star, "store": exp.store,
     }
