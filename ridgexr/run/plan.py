@@ -216,6 +216,10 @@ def _state_bytes(d: int, d_star: int) -> float:
 DATA_COPIES = 4
 #: bytes of the imported libraries (torch, xarray, dask, zarr) before any work, measured ~0.4 GB
 BASE_BYTES = 400 * 2**20
+#: more of it for image runs and U-Nets (diffusers, the quality gate's classifier and the test split's images, the
+#: image decoders): a 16-image diffusers catalog of 2 samples x 4 steps peaked at 1.33 GiB (tests/
+#: test_diffusers_models.py), 0.7 GiB above what the terms below and BASE_BYTES gave
+IMAGE_BASE_BYTES = 800 * 2**20
 
 
 def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 1 << 30) -> dict:
@@ -365,7 +369,9 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
     top_terms = {**top_terms, **data}
     top_bytes += data["the data set's size (dataset: N x d)"]
     drivers = [k for k, v in sorted(top_terms.items(), key=lambda kv: -kv[1]) if v >= 0.25 * top_bytes]
-    return {"peak_memory": BASE_BYTES + top_bytes, "store_size": n_cells * per_cell + store_level,
+    base = BASE_BYTES + (IMAGE_BASE_BYTES if getattr(exp.dataset, "images", None) is not None
+                         or any(b.kind in ("unet", "diffusers") for b in exp.blocks) else 0)
+    return {"peak_memory": base + top_bytes, "store_size": n_cells * per_cell + store_level,
             "memory_drivers": drivers, "memory_stage": top, "store_variables": optional}
 
 
