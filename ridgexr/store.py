@@ -564,12 +564,12 @@ def damaged_root(path: str | Path) -> str | None:
 
 
 def interrupted(path: str | Path) -> bool:
-    """Whether ``path`` holds no store but an interrupted ``--overwrite`` left a swap journal or an old store beside
-    it (:func:`finish_interrupted` finishes it)."""
+    """Whether an interrupted ``--overwrite`` left a swap journal beside ``path``, or an old store beside it while
+    ``path`` holds none (:func:`finish_interrupted` finishes it)."""
     path = Path(path)
-    if is_store(path):
-        return False
-    return _journal(path).exists() or _journal(path).is_symlink() or any(_is_old(p, path) for p in _leftovers(path))
+    if _journal(path).exists() or _journal(path).is_symlink():  # committed: the new store is complete
+        return True
+    return not is_store(path) and any(_is_old(p, path) for p in _leftovers(path))
 
 
 def finish_interrupted(path: str | Path) -> list[str]:
@@ -578,13 +578,22 @@ def finish_interrupted(path: str | Path) -> list[str]:
     (:func:`recover_store`, keeping a resumable new store).  Returns the notes (one line per action); [] when
     there was nothing to do.
 
-    Raises :class:`StoreLockedError` when a writer holds the store (it is swapping it now).
+    Raises :class:`StoreLockedError` when a writer holds the store (it is swapping it now) and ``path`` holds no
+    store; while ``path`` holds one, a reader reads it and leaves the swap to its writer.
     """
     path = Path(path)
     if not interrupted(path):
         return []
-    with StoreLock(path):
+    try:
+        lock = StoreLock(path).acquire()
+    except StoreLockedError:
+        if is_store(path):
+            return []
+        raise
+    try:
         return recover_store(path, keep_staging=True)[0]
+    finally:
+        lock.release()
 
 
 def remove_partial_creations(path: str | Path) -> list[Path]:
