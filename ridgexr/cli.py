@@ -310,6 +310,11 @@ def _load_experiment(name: str, catalog_files=(), data_dir=None):
     p = Path(name)
     if p.suffix in (".yaml", ".yml") and p.is_file():
         return experiment_from_file(p)
+    if p.is_dir():  # one line, not a usage box
+        raise FileNotFoundError(f"{name!r} is a folder, not a catalog file or entry name: give a catalog file "
+                                "(ridgexr run FILE.yaml), or the folder with --catalog DIR and an entry name")
+    if p.suffix in (".yaml", ".yml"):
+        raise FileNotFoundError(f"catalog file {name!r} does not exist")
     cat = _catalog(catalog_files, data_dir)
     if name not in cat.experiments and cat.skipped:  # it may be in the skipped file: its error is the answer
         raise cat.not_found(name)

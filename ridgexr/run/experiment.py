@@ -20,6 +20,7 @@ import torch
 from .._validation import check_optional_int
 from ..catalog import NOT_HASHED, Experiment, resolve_store
 from ..catalog.folders import root_metadata as _root_metadata
+from ..store import _journal as _journal_path
 from ..datasets import dataset_extras, load_training_set
 from ..process import MAX_DATA_SCALE, data_scale_limit
 from ..models import model_kind
@@ -106,10 +107,34 @@ def _free_disk(path: Path) -> int:
     return shutil.disk_usage(probe).free
 
 
-def check_resources(exp: Experiment, train, path: Path, *, force: bool = False) -> dict:
-    """Refuse, with the numbers, a run whose estimated peak memory or store size exceeds the machine."""
+def _nothing_to_write(path: Path, config_hash: str, overwrite: bool) -> bool:
+    """Whether a store of this configuration is already complete where the run would write: at ``path`` (no
+    ``overwrite``), or as the new store of an interrupted ``--overwrite`` beside it (only its swap is left)."""
+    candidates = ([path] if not overwrite else
+                  sorted(path.parent.glob(f".{glob.escape(path.name)}.creating-*-staging-*")))
+    for p in candidates:
+        if not is_store(p):
+            continue
+        try:
+            ds = open_store(p)
+            if ds.attrs.get("config_hash") != config_hash:
+                continue
+            applies = ds["cell_applies"].values if "cell_applies" in ds else True
+            if bool((ds["cell_complete"].values | ~np.asarray(applies, dtype=bool)).all()):
+                return True
+        except Exception:  # damaged: the run says so under its lock
+            continue
+    return False
+
+
+def check_resources(exp: Experiment, train, path: Path, *, force: bool = False, overwrite: bool = False) -> dict:
+    """Refuse, with the numbers, a run whose estimated peak memory or store size exceeds the machine.
+
+    The disk is not checked when a complete store of this configuration is already there (nothing is written
+    but, after an interrupted ``--overwrite``, a swap)."""
     est = estimate_resources(exp, train)
-    mem, disk = _machine_memory(), _free_disk(path)
+    mem = _machine_memory()
+    disk = math.inf if _nothing_to_write(path, exp.config_hash(train), overwrite) else _free_disk(path)
     gb = 2**30
     problems, hints = [], []
     if est["peak_memory"] > 0.8 * mem:
@@ -205,7 +230,7 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
     if model is not None:
         exp, objects = _with_python_model(exp, model, train.shape[1])
     path = Path(store).resolve() if store is not None else resolve_store(exp, data_dir)
-    check_resources(exp, train, path, force=force)  # first: the checks below may allocate (quadrature nodes)
+    check_resources(exp, train, path, force=force, overwrite=overwrite)  # first: the checks below may allocate (quadrature nodes)
     validate_experiment(exp, train)
     if progress is not None:  # the plan: what each stage will cost (an estimate)
         progress.console.print(describe_stages(estimate_stage_seconds(exp, train)))
@@ -304,7 +329,19 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
                 _abandon_staging(exc, path, target)
             raise
         if target != path:
-            commit_staging(path, target)
+            try:
+                commit_staging(path, target)
+            except OSError as exc:  # e.g. the disk full when the journal is written
+                if exc.filename is None:
+                    exc.filename = str(_journal_path(path))
+                if not (_journal_path(path).exists()) and is_store(path) and is_store(target):
+                    exc.add_note(f"the --overwrite swap did not start: the old store {str(path)!r} is unchanged and "
+                                 f"the new one is complete beside it ({str(target)!r}); free some space and rerun "
+                                 "the same command to swap it in")
+                else:
+                    exc.add_note(f"the --overwrite swap of {str(path)!r} was interrupted: rerun the same command "
+                                 "(or 'ridgexr verify') to finish it")
+                raise
     return RunResult(store=path, cells_run=len(tasks), cells_skipped=len(done), summary=summarize(path))
 
 
