@@ -173,6 +173,7 @@ BAD_INPUTS = {
     "string for a number": ("n_samples: 16", "n_samples: '16'"),
     "d_star of zero": ("d_star: 1", "d_star: 0"),  # issue 44: 1 <= d_star < d
     "d_star of the data dimension": ("d_star: 1", "d_star: 2"),
+    "infinite T": ("T: 2.0", "T: .inf"),
 }
 
 
@@ -771,3 +772,28 @@ def test_a_damaged_root_zarr_json_is_named_and_replaced_by_run_overwrite(small_r
         res = run_experiment(exp, store=store, overwrite=True)
     assert res.cells_skipped == 0 and leftovers(tmp_path) == []
     assert_same_store(ref_store, store)
+
+
+def test_catalog_paths_that_are_folders_or_missing_are_one_line(tmp_path, catalog_text):
+    """Item 6: a folder or a missing file as the catalog gave a 16-line usage box, and `--catalog DIR` without
+    catalog files was ignored; `T: .inf` and `d_star: 0` name the file, the entry and the field."""
+    runner = CliRunner()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    cases = {"folder": ["run", str(empty)], "missing file": ["run", str(tmp_path / "nope.yaml")],
+             "--catalog DIR without catalogs": ["run", "tiny", "--catalog", str(empty)]}
+    for case, args in cases.items():
+        res = runner.invoke(app, args + ["--data-dir", str(tmp_path / "data")])
+        lines = [ln for ln in res.output.splitlines() if ln.strip()]
+        assert res.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error:"), (case, res.output)
+        assert str(empty if case != "missing file" else tmp_path / "nope.yaml") in _flat_output(res.output), res.output
+    for old, new, field in [("T: 2.0", "T: .inf", "process.T"), ("d_star: 1", "d_star: 0", "d_star")]:
+        f = tmp_path / "c.yaml"
+        f.write_text(catalog_text(20, 16).replace(old, new))
+        res = runner.invoke(app, ["run", str(f), "--data-dir", str(tmp_path / "data")])
+        assert res.exit_code == 2 and f"entry 'tiny', field '{field}'" in _flat_output(res.output), res.output
+        assert str(f) in _flat_output(res.output)
+
+
+def _flat_output(text):
+    return text.replace("\n", "")
