@@ -797,3 +797,33 @@ def test_catalog_paths_that_are_folders_or_missing_are_one_line(tmp_path, catalo
 
 def _flat_output(text):
     return text.replace("\n", "")
+
+
+def test_a_full_disk_at_the_swap_says_what_is_intact_and_the_same_command_finishes(small_reference, new_reference,
+                                                                                  tmp_path, monkeypatch):
+    """Item 6: the disk full when the swap's journal is written gave "cannot use: the disk is full" with no path;
+    and a complete store on a full disk was refused by the size estimate although nothing was left to write."""
+    import errno
+
+    import ridgexr.run.experiment as experiment
+
+    other, new_ref = new_reference
+    store = old_store(small_reference, tmp_path)
+    before = file_bytes(store)
+
+    def full(path, staging):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(experiment, "commit_staging", full)
+    with pytest.raises(OSError) as info:
+        run_experiment(other, store=store, overwrite=True)
+    assert info.value.filename == str(tmp_path / "tiny.zarr.ridgexr-swap")
+    note = " ".join(info.value.__notes__)
+    assert f"the old store {str(store)!r} is unchanged and the new one is complete beside it" in note, note
+    assert file_bytes(store) == before
+    monkeypatch.undo()
+    monkeypatch.setattr(experiment, "_free_disk", lambda path: 0)  # a full disk: only the swap is left to do
+    res = run_experiment(other, store=store, overwrite=True)
+    assert res.cells_run == 0 and leftovers(tmp_path) == []
+    assert_same_store(new_ref, store)
+    assert run_experiment(other, store=store).cells_run == 0  # complete: nothing to write, nothing refused

@@ -107,14 +107,14 @@ def _free_disk(path: Path) -> int:
     return shutil.disk_usage(probe).free
 
 
-def _nothing_to_write(path: Path, config_hash: str, overwrite: bool) -> bool:
+def _nothing_to_write(path: Path, exp: Experiment, train, overwrite: bool) -> bool:
     """Whether a store of this configuration is already complete where the run would write: at ``path`` (no
     ``overwrite``), or as the new store of an interrupted ``--overwrite`` beside it (only its swap is left)."""
-    candidates = ([path] if not overwrite else
-                  sorted(path.parent.glob(f".{glob.escape(path.name)}.creating-*-staging-*")))
+    candidates = [p for p in ([path] if not overwrite else
+                              sorted(path.parent.glob(f".{glob.escape(path.name)}.creating-*-staging-*")))
+                  if is_store(p)]
+    config_hash = exp.config_hash(train) if candidates else None  # hashing a large training set takes a while
     for p in candidates:
-        if not is_store(p):
-            continue
         try:
             ds = open_store(p)
             if ds.attrs.get("config_hash") != config_hash:
@@ -134,7 +134,7 @@ def check_resources(exp: Experiment, train, path: Path, *, force: bool = False, 
     but, after an interrupted ``--overwrite``, a swap)."""
     est = estimate_resources(exp, train)
     mem = _machine_memory()
-    disk = math.inf if _nothing_to_write(path, exp.config_hash(train), overwrite) else _free_disk(path)
+    disk = math.inf if _nothing_to_write(path, exp, train, overwrite) else _free_disk(path)
     gb = 2**30
     problems, hints = [], []
     if est["peak_memory"] > 0.8 * mem:
@@ -353,6 +353,9 @@ def _refuse_not_a_store(path: Path, *, pending: bool, overwrite: bool = False) -
     :class:`StoreDamagedError` naming the file, unless ``overwrite`` (which replaces it)."""
     if is_store(path) or not (path.exists() or path.is_symlink()):
         return
+    if not pending and (path.with_name(path.name + ".ridgexr-swap").exists()
+                        or any(path.parent.glob(f".{glob.escape(path.name)}.creating-*"))):
+        return  # the recovery under the lock decides
     why = damaged_root(path)
     if why is not None:
         if overwrite:
@@ -361,9 +364,6 @@ def _refuse_not_a_store(path: Path, *, pending: bool, overwrite: bool = False) -
                                 "it: rerun with --overwrite, which replaces it")
     if path.is_dir() and not path.is_symlink() and (not any(path.iterdir()) or chunk_leftover(path) is not None):
         return
-    if not pending and (path.with_name(path.name + ".ridgexr-swap").exists()
-                        or any(path.parent.glob(f".{glob.escape(path.name)}.creating-*"))):
-        return  # the recovery under the lock decides
     raise ConfigMismatchError(f"{str(path)!r} exists and is not a ridgexr store; remove it yourself "
                               "or choose another store path (--overwrite only replaces ridgexr stores)")
 
