@@ -310,6 +310,11 @@ def _load_experiment(name: str, catalog_files=(), data_dir=None):
     p = Path(name)
     if p.suffix in (".yaml", ".yml") and p.is_file():
         return experiment_from_file(p)
+    if p.is_dir():  # one line, not a usage box
+        raise FileNotFoundError(f"{name!r} is a folder, not a catalog file or entry name: give a catalog file "
+                                "(ridgexr run FILE.yaml), or the folder with --catalog DIR and an entry name")
+    if p.suffix in (".yaml", ".yml"):
+        raise FileNotFoundError(f"catalog file {name!r} does not exist")
     cat = _catalog(catalog_files, data_dir)
     if name not in cat.experiments and cat.skipped:  # it may be in the skipped file: its error is the answer
         raise cat.not_found(name)
@@ -555,9 +560,11 @@ def info(store: str = typer.Argument(..., help="store path or catalog entry name
 def _store(name: str, data_dir, catalog_files):
     """The store path of an entry name or path (``FileNotFoundError`` says where it looked)."""
     from .reader import store_path
-    from .store import is_store
+    from .store import damaged_root, interrupted, is_store
 
-    if is_store(name):  # a store path needs no catalog (a broken catalog file does not stop `info ./x.zarr`)
+    # a store path needs no catalog (a broken catalog file does not stop `info ./x.zarr`); nor does one whose
+    # --overwrite was interrupted between its renames (finished here) or whose root metadata is damaged (named)
+    if is_store(name) or interrupted(name) or damaged_root(name):
         return store_path(name)
     return store_path(name, data_dir=data_dir, catalog=_catalog(catalog_files, data_dir))
 
@@ -738,19 +745,21 @@ check its digest; report damaged (variable, cell) pairs (exit 1 when any)."""
     import tempfile
     from datetime import datetime, timezone
 
-    from .run import schema_reference
+    from .run import check_config_hash, repair_config_hash, schema_reference
     from .store import (StoreLock, StoreWarning, check_schema, clear_completion, consolidate, recover_store,
                         repair_schema, set_root_attrs, verify_store)
 
     with user_errors():
         path = _store(store, data_dir, catalog)
         with StoreLock(path):
-            for note in recover_store(path)[0]:
+            for note in recover_store(path, keep_staging=True)[0]:
                 warnings.warn(note, StoreWarning)
             with tempfile.TemporaryDirectory(prefix="ridgexr-schema-") as tmp:
                 reference = schema_reference(path, tmp)
-                schema = check_schema(path, reference)
+                schema = check_schema(path, reference) + check_config_hash(path)
                 rewritten = repair_schema(path, reference, schema) if repair and schema else []
+                if repair and any(d.variable == "config_hash" for d in schema) and repair_config_hash(path):
+                    rewritten.append("config_hash")
             if rewritten:  # every array's metadata now match the schema: the consolidated copy can be rebuilt
                 consolidate(path)
             damage, n_read = verify_store(path) if (not schema or rewritten) else ([], 0)

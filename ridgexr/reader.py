@@ -10,7 +10,8 @@ import numpy as np
 import xarray as xr
 
 from .catalog import data_dir_source, default_data_dir, open_catalog, resolve_store, stores_named
-from .store import IN_PROCESS, StoreWarning, cell_label, is_store, missing_chunks, open_store
+from .store import (IN_PROCESS, StoreDamagedError, StoreWarning, cell_label, damaged_root, finish_interrupted, is_store,
+                    missing_chunks, open_store)
 
 __all__ = ["open_dataset", "store_path", "summarize", "mask_incomplete", "check_complete_cells"]
 
@@ -120,13 +121,20 @@ def store_path(name_or_path: str | Path, *, data_dir: str | Path | None = None, 
     catalog file of the data folder is skipped (it cannot be read), a name that is no entry raises its error
     instead: the name may be an entry of that file, whose store is elsewhere.
 
+    A store path that holds no store because an ``--overwrite`` was interrupted between its renames is
+    first finished or rolled back (:func:`ridgexr.store.finish_interrupted`: the store's lock is taken for it),
+    with a :class:`~ridgexr.store.StoreWarning` line saying what was done.
+
     Raises ``FileNotFoundError`` saying where it looked (and where the data folder came
-    from) when ``name_or_path`` is none of these, and ``ValueError`` when several stores of the data
-    folder record the name.
+    from) when ``name_or_path`` is none of these, ``ValueError`` when several stores of the data
+    folder record the name, and :class:`~ridgexr.store.StoreDamagedError` naming the root ``zarr.json`` of a
+    folder that holds a store's arrays but whose root metadata is missing or damaged.
     """
     p = Path(name_or_path)
+    _finish_interrupted(p)
     if is_store(p):
         return p
+    _refuse_damaged_root(p)
     name = str(name_or_path)
     cat = catalog if catalog is not None else open_catalog(data_dir=data_dir)
     if name not in cat.experiments and cat.skipped:  # it may be an entry of a skipped catalog file, with another store
@@ -142,12 +150,28 @@ def store_path(name_or_path: str | Path, *, data_dir: str | Path | None = None, 
                                 f"{', '.join(sorted(cat.experiments))}) nor the entry of a store in the data folder "
                                 f"{str(default_data_dir(data_dir))!r} (from {data_dir_source(data_dir)})")
     path = resolve_store(cat[name], data_dir)
+    _finish_interrupted(path)
+    _refuse_damaged_root(path)
     if not is_store(path):
         raise FileNotFoundError(
             f"no ridgexr store for {name!r} at {str(path)!r} (data folder from "
             f"{data_dir_source(data_dir)}); run 'ridgexr run {name_or_path}' first, or point to the folder that "
             "holds it with --data-dir DIR / data_dir=DIR or $RIDGEXR_DATA")
     return path
+
+
+def _finish_interrupted(path: Path) -> None:
+    """Finish (or roll back) an ``--overwrite`` interrupted between its renames, one warning line per action."""
+    for note in finish_interrupted(path):
+        warnings.warn(note, StoreWarning, stacklevel=4)
+
+
+def _refuse_damaged_root(path: Path) -> None:
+    """Raise :class:`StoreDamagedError` naming the root ``zarr.json`` of a store whose root metadata is damaged."""
+    why = damaged_root(path)
+    if why is not None:
+        raise StoreDamagedError(f"store {str(path)!r} is damaged: {why}; the configuration it recorded is lost "
+                                "with it: rerun its entry with 'ridgexr run NAME --overwrite', which replaces it")
 
 
 def open_dataset(name_or_path: str | Path, *, data_dir: str | Path | None = None, catalog: Any = None,

@@ -55,7 +55,7 @@ LOCK_NAME = ".ridgexr-lock"
 __all__ = ["CELL_DIMS", "is_exact_cell", "CellWriter", "STEP_VARIABLES", "consolidate", "is_consolidated", "COORD_ATTRS", "CF_ATTRS", "SCHEMA_VERSION", "schema_older", "StoreLayout", "create_store", "write_block", "write_cell_end", "open_store",
            "StoreLock", "StoreLockedError", "cells", "complete_cells", "cell_label", "json_attr", "VARIABLE_ATTRS",
            "CELL_DIAGNOSTICS", "CELL_QUALITY", "QUALITY_VARIABLES", "is_store", "chunk_leftover", "remove_partial_creations", "replace_store",
-           "recover_store", "create_staging", "commit_staging", "StoreWarning", "StoreDamagedError",
+           "recover_store", "finish_interrupted", "interrupted", "damaged_root", "create_staging", "commit_staging", "StoreWarning", "StoreDamagedError",
            "missing_chunks", "cell_digest", "per_cell_arrays", "chunk_keys", "check_schema", "repair_schema", "write_template", "Damage", "verify_store",
            "clear_completion", "copy_cell", "CODECS", "IN_PROCESS"]
 
@@ -402,6 +402,9 @@ def _sibling(path: Path, tag: str = "") -> Path:
 
 
 _OLD_TAG = "old-"
+#: tag of a staging store that is whole (every array's metadata and the arrays written at creation): the template is
+#: written under an untagged name and renamed to a tagged one, so a staging store killed half-created is never resumed
+_STAGING_TAG = "staging-"
 SWAP_NAME = ".ridgexr-swap"
 
 
@@ -421,10 +424,16 @@ def _leftovers(path: Path) -> list[Path]:
     return sorted(path.parent.glob(glob_escape(_creation_prefix(path)) + "*"))
 
 
+def _tag(p: Path, path: Path) -> str:
+    """The tag of the hidden sibling ``p`` (``.NAME.creating-PID-TAGxxxxxxxx``): "old" (a store moved aside by an
+    ``--overwrite`` swap), "staging" (the whole new store of an ``--overwrite``) or "" (a template being written)."""
+    rest = p.name[len(_creation_prefix(path)):].split("-", 1)[-1]
+    return next((tag[:-1] for tag in (_OLD_TAG, _STAGING_TAG) if rest.startswith(tag)), "")
+
+
 def _is_old(p: Path, path: Path) -> bool:
     """Whether the hidden sibling ``p`` is a store moved aside by an ``--overwrite`` swap."""
-    rest = p.name[len(_creation_prefix(path)):]
-    return rest.split("-", 1)[-1].startswith(_OLD_TAG)
+    return _tag(p, path) == "old"
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -435,7 +444,8 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def recover_store(path: str | Path, *, resume_hash: str | None = None) -> tuple[list[str], Path | None]:
+def recover_store(path: str | Path, *, resume_hash: str | None = None,
+                  keep_staging: bool = False) -> tuple[list[str], Path | None]:
     """Finish or roll back an interrupted ``--overwrite`` and clear the leftovers of killed creations.
 
     Call only while holding the store's :class:`StoreLock`.  With a swap journal
@@ -443,9 +453,20 @@ def recover_store(path: str | Path, *, resume_hash: str | None = None) -> tuple[
     new store renamed into place, then the store it replaced removed); when the new store is
     gone and ``path`` holds no store, the old one is put back.  Without a journal, a store moved
     aside by an ``--overwrite`` (``.NAME.creating-PID-old-...``) is renamed back to ``path`` when
-    ``path`` holds no store, and otherwise kept and reported, never deleted.  Partial creations
-    are removed, except the new store of an interrupted ``--overwrite`` whose ``config_hash``
-    equals ``resume_hash``, which is returned so that the overwrite resumes.
+    ``path`` holds no store, and otherwise kept and reported, never deleted.  Templates killed while
+    being written (``.NAME.creating-PID-xxxxxxxx``) are removed.  The whole new store of an interrupted
+    ``--overwrite`` (``.NAME.creating-PID-staging-...``, renamed to that name once every array exists) is
+    returned when its ``config_hash`` equals ``resume_hash`` (the overwrite resumes), kept with
+    ``keep_staging`` (``verify``, readers), and removed otherwise.
+
+    Parameters
+    ----------
+    path : path
+        The store.
+    resume_hash : str, optional
+        The ``config_hash`` of the ``--overwrite`` being run.
+    keep_staging : bool
+        Keep the new store of an interrupted ``--overwrite`` (reported) instead of removing it.
 
     Returns
     -------
@@ -453,7 +474,7 @@ def recover_store(path: str | Path, *, resume_hash: str | None = None) -> tuple[
         One sentence per action that a user should hear of (each also warned as :class:`StoreWarning`
         by the caller, if it wishes).
     resumable : path or None
-        The partial new store of an interrupted ``--overwrite`` with this ``resume_hash``.
+        The new store of an interrupted ``--overwrite`` with this ``resume_hash``.
     """
     path = Path(path)
     notes: list[str] = []
@@ -467,28 +488,34 @@ def recover_store(path: str | Path, *, resume_hash: str | None = None) -> tuple[
         except (OSError, ValueError, KeyError, TypeError):
             notes.append(f"ignored the unreadable swap journal {str(journal)!r}")
         else:
+            done = []
             if is_store(new):  # the new store is complete: finish the swap
-                if is_store(path) and not old.exists():
+                if (is_store(path) or damaged_root(path)) and not old.exists():
                     os.rename(path, old)
+                    done.append("moved the old store aside")
                 if not path.exists():
                     os.rename(new, path)
                     _fsync_dir(path.parent)
-                    notes.append(f"finished the interrupted --overwrite of {str(path)!r}: the new store is in place")
+                    done.append("renamed the new store into place")
             if old.exists():
                 if is_store(path):  # the swap is done: ``old`` is the store it replaced
                     shutil.rmtree(old)
-                    notes.append(f"removed {str(old)!r}, the store that the interrupted --overwrite replaced")
+                    done.append(f"removed the store it replaced ({str(old)!r})")
                 elif not path.exists():
                     os.rename(old, path)
                     _fsync_dir(path.parent)
-                    notes.append(f"restored the old store of {str(path)!r} from {str(old)!r} "
-                                 "(an --overwrite was interrupted before its new store was complete)")
+                    notes.append(f"rolled back the interrupted --overwrite of {str(path)!r}: its new store was gone, "
+                                 f"the old store is back in place (from {str(old)!r})")
+            if done:
+                notes.append(f"finished the interrupted --overwrite of {str(path)!r}: " + ", ".join(done)
+                             + "; the new store is in place")
         journal.unlink()
     for tmp in path.parent.glob(glob_escape(journal.name) + ".*"):  # a journal killed while being written
         tmp.unlink()
     resumable = None
     for p in _leftovers(path):
-        if _is_old(p, path):  # an old store moved aside, with no journal to say what happened
+        tag = _tag(p, path)
+        if tag == "old":  # an old store moved aside, with no journal to say what happened
             if not path.exists() and is_store(p):
                 os.rename(p, path)
                 _fsync_dir(path.parent)
@@ -497,14 +524,82 @@ def recover_store(path: str | Path, *, resume_hash: str | None = None) -> tuple[
             else:
                 notes.append(f"kept {str(p)!r}: the old store of an interrupted --overwrite ({str(path)!r} holds "
                              "a store too); compare them and delete the one you do not need yourself")
-        elif resume_hash is not None and resumable is None and is_store(p) \
+        elif tag == "staging" and resume_hash is not None and resumable is None and is_store(p) \
                 and _root_metadata(p).get("attributes", {}).get("config_hash") == resume_hash:
             resumable = p
-        else:
-            if is_store(p):
-                notes.append(f"removed {str(p)!r}, the partial new store of an interrupted --overwrite")
+        elif tag == "staging" and keep_staging:
+            notes.append(f"kept {str(p)!r}, the new store of an interrupted --overwrite of {str(path)!r}: the same "
+                         "'ridgexr run --overwrite' resumes it (a run without --overwrite removes it)")
+        elif tag == "staging":
             shutil.rmtree(p, ignore_errors=True)
+            notes.append(f"removed {str(p)!r}, the unfinished new store of an interrupted --overwrite"
+                         + (" of another configuration" if resume_hash is not None else "")
+                         + f"; {str(path)!r} is unchanged")
+        else:
+            shutil.rmtree(p, ignore_errors=True)
+            notes.append(f"removed {str(p)!r}, the half-written template of a store creation that was killed "
+                         "(it held no results)")
     return notes, resumable
+
+
+#: arrays that identify a folder as a ridgexr store when its root metadata are damaged
+IDENTIFYING_ARRAYS = ("cell_complete", "trajectory")
+
+
+def damaged_root(path: str | Path) -> str | None:
+    """Why ``path`` is a ridgexr store whose root ``zarr.json`` is damaged, or None.
+
+    A folder is such a store when it is not a store (:func:`is_store`) but holds the arrays of one
+    (:data:`IDENTIFYING_ARRAYS`, each with array metadata that parse); the reason names the root file.
+    """
+    path = Path(path)
+    if path.is_symlink() or not path.is_dir() or is_store(path):
+        return None
+    if any(_array_meta(path / name)[0] is None for name in IDENTIFYING_ARRAYS):
+        return None
+    meta = path / "zarr.json"
+    try:
+        root = json.loads(meta.read_bytes())
+    except FileNotFoundError:
+        return f"its root metadata file {str(meta)!r} is missing"
+    except (OSError, ValueError) as exc:
+        return f"its root metadata file {str(meta)!r} is damaged ({type(exc).__name__}: {exc})"
+    if not isinstance(root, dict) or not isinstance(root.get("attributes"), dict):
+        return f"its root metadata file {str(meta)!r} is not a JSON object with attributes"
+    return f"its root metadata file {str(meta)!r} lacks the attribute schema_version"
+
+
+def interrupted(path: str | Path) -> bool:
+    """Whether an interrupted ``--overwrite`` left a swap journal beside ``path``, or an old store beside it while
+    ``path`` holds none (:func:`finish_interrupted` finishes it)."""
+    path = Path(path)
+    if _journal(path).exists() or _journal(path).is_symlink():  # committed: the new store is complete
+        return True
+    return not is_store(path) and any(_is_old(p, path) for p in _leftovers(path))
+
+
+def finish_interrupted(path: str | Path) -> list[str]:
+    """For readers (``open_dataset``, ``info``, ``verify``): when ``path`` holds no store but an interrupted
+    ``--overwrite`` left a swap journal or an old store aside, take the lock and finish or roll it back
+    (:func:`recover_store`, keeping a resumable new store).  Returns the notes (one line per action); [] when
+    there was nothing to do.
+
+    Raises :class:`StoreLockedError` when a writer holds the store (it is swapping it now) and ``path`` holds no
+    store; while ``path`` holds one, a reader reads it and leaves the swap to its writer.
+    """
+    path = Path(path)
+    if not interrupted(path):
+        return []
+    try:
+        lock = StoreLock(path).acquire()
+    except StoreLockedError:
+        if is_store(path):
+            return []
+        raise
+    try:
+        return recover_store(path, keep_staging=True)[0]
+    finally:
+        lock.release()
 
 
 def remove_partial_creations(path: str | Path) -> list[Path]:
@@ -567,11 +662,12 @@ def create_staging(path: str | Path, layout: StoreLayout, train: np.ndarray, att
     (to resume it, or to remove it).
     """
     path = Path(path)
-    staging = _sibling(path)
+    tmp, staging = _sibling(path), _sibling(path, _STAGING_TAG)
     try:
-        write_template(staging, layout, train, attrs, extra)
+        write_template(tmp, layout, train, attrs, extra)
+        os.rename(tmp, staging)  # whole: from now on a rerun of the same command resumes it
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
         raise
     return staging
 
@@ -871,11 +967,11 @@ def _damaged_metadata(path: Path) -> str | None:
     return None
 
 
-def _load(path: Path, ds: xr.Dataset, name: str) -> xr.DataArray:
-    """``ds[name]`` loaded; a chunk that does not decode raises :class:`StoreDamagedError` naming the array
+def _load(path: Path, ds: xr.Dataset, name: str) -> xr.Variable:
+    """``ds[name]``'s variable loaded; a chunk that does not decode raises :class:`StoreDamagedError` naming the array
     and its chunk file."""
-    try:
-        return ds[name].load(scheduler=IN_PROCESS)
+    try:  # the variable alone: loading ds[name] would load its coordinates too (alpha's damage named as t's)
+        return ds[name].variable.load(scheduler=IN_PROCESS)
     except Exception as exc:
         where = ""
         arr = zarr.open_array(str(path / name), mode="r", zarr_format=3)
@@ -1109,6 +1205,28 @@ def _version(text: str) -> tuple[int, ...]:
 #: metadata fields that define an array (attributes are descriptive and may gain keys)
 SCHEMA_FIELDS = ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "codecs", "fill_value", "dimension_names")
 
+#: array attributes that change the values (or the variables) a reader decodes: CF packing and masking, the dtype
+#: and encoding xarray records, and which variables are coordinates; ``units`` only when it names a time
+#: reference ("days since ..."), which xarray decodes to dates.  The other attributes are descriptive.
+DECODING_ATTRS = ("scale_factor", "add_offset", "_FillValue", "missing_value", "valid_min", "valid_max",
+                  "valid_range", "dtype", "_Unsigned", "_Encoding", "calendar", "coordinates")
+
+
+def _decoding_attrs(meta: dict) -> dict:
+    """The attributes of array metadata ``meta`` that change decoded values (:data:`DECODING_ATTRS`)."""
+    attrs = meta.get("attributes") if isinstance(meta.get("attributes"), dict) else {}
+    out = {k: attrs[k] for k in DECODING_ATTRS if k in attrs}
+    if "since" in str(attrs.get("units", "")).split():
+        out["units"] = attrs["units"]
+    return out
+
+
+def _attr_diff(have: dict, want: dict) -> list[str]:
+    """``key=value (schema: value)`` for each value-changing attribute of ``have`` that differs from ``want``."""
+    a, b = _decoding_attrs(have), _decoding_attrs(want)
+    return [f"{k}={a.get(k, '<absent>')!r} (schema: {b.get(k, '<absent>')!r})" for k in sorted(set(a) | set(b))
+            if a.get(k) != b.get(k)]
+
 
 def _array_meta(folder: Path) -> tuple[dict | None, str | None]:
     """(parsed zarr.json, None) or (None, why it is damaged)."""
@@ -1129,7 +1247,9 @@ def check_schema(path: str | Path, reference: str | Path) -> list[Damage]:
     arrays written at creation; see :func:`ridgexr.run.schema_reference`).
 
     Damage, one per array: missing (folder or ``zarr.json``), metadata that does not parse, metadata that
-    differs in any field but ``attributes`` (descriptive; their wording may change between versions), and, for the arrays written whole at creation
+    differs in any field but ``attributes`` (descriptive; their wording may change between versions) or in an
+    attribute that changes decoded values (:data:`DECODING_ATTRS`: ``scale_factor``, ``_FillValue``, ...), in the
+    array's ``zarr.json`` or in its consolidated copy, and, for the arrays written whole at creation
     (coordinates, ``train_data``, ``cell_applies``), chunk files that differ from the reference's.
     Arrays the reference does not have are not checked (stores of an older schema).
     """
@@ -1151,13 +1271,18 @@ def check_schema(path: str | Path, reference: str | Path) -> list[Damage]:
         # every field but the descriptive attributes (their wording may change between versions)
         if isinstance(consolidated, dict):  # what readers use: the copy in the root metadata
             copy = consolidated.get(name)
-            if not isinstance(copy, dict) or any(copy.get(k) != want.get(k) for k in (set(copy) | set(want))
-                                                 if k != "attributes"):
+            if not isinstance(copy, dict) or _attr_diff(copy, want) or any(
+                    copy.get(k) != want.get(k) for k in (set(copy) | set(want)) if k != "attributes"):
                 damage.append(Damage(CONSOLIDATED, {}, f"the consolidated metadata of {name!r} in "
                                      f"{str(path / 'zarr.json')!r} differ from the schema of the configuration"))
         diff = [k for k in sorted((set(have) | set(want)) - {"attributes"}) if have.get(k) != want.get(k)]
         if diff:
             damage.append(Damage(name, {}, f"metadata differs from the schema of the configuration ({', '.join(diff)})"))
+            continue
+        attrs = _attr_diff(have, want)
+        if attrs:  # readers would decode other values: scaled, masked, another dtype
+            damage.append(Damage(name, {}, f"attributes that change the decoded values differ from the schema of "
+                                 f"the configuration in {str(path / name / 'zarr.json')!r}: {', '.join(attrs)}"))
             continue
         written = sorted(q.relative_to(folder) for q in folder.rglob("*") if q.is_file() and q.name != "zarr.json")
         bad = [str(k) for k in written if not (path / name / k).is_file()

@@ -96,13 +96,13 @@ def test_a_catalog_file_with_three_mistakes_reports_all_three_located_in_words(t
     assert lines[0] == f"{f}: 3 problems:"
     assert sorted(line.strip() for line in lines[1:]) == sorted([
         "entry 'tiny', field 'n_sample': unknown field 'n_sample'; did you mean 'n_samples'?",
-        "entry 'tiny', field 'd_star': d_star must be an integer >= 0 or 'auto'",
+        "entry 'tiny', field 'd_star': d_star must be an integer >= 1 or 'auto'",
         "entry 'second', field 'models[1].n_frequency': unknown field 'n_frequency'; did you mean 'n_frequencies'?",
     ])
     f.write_text(first.replace("n_sample: 4", "n_samples: 4"))  # one mistake: one line, file and location on it
     with pytest.raises(CatalogError) as info:
         load_catalog_file(f)
-    assert str(info.value) == f"{f}: entry 'tiny', field 'd_star': d_star must be an integer >= 0 or 'auto'"
+    assert str(info.value) == f"{f}: entry 'tiny', field 'd_star': d_star must be an integer >= 1 or 'auto'"
 
 
 def test_config_hash_tracks_numbers_not_text(tmp_path, catalog_text):

@@ -171,6 +171,9 @@ BAD_INPUTS = {
     "feature period of zero": ("n_frequencies: 3", "n_frequencies: 3, feature_period: 0"),
     "top_k of zero": ("d_star: 1", "d_star: 1\n    ridge: {top_k: 0}"),
     "string for a number": ("n_samples: 16", "n_samples: '16'"),
+    "d_star of zero": ("d_star: 1", "d_star: 0"),  # issue 44: 1 <= d_star < d
+    "d_star of the data dimension": ("d_star: 1", "d_star: 2"),
+    "infinite T": ("T: 2.0", "T: .inf"),
 }
 
 
@@ -669,3 +672,158 @@ def test_a_store_deleted_mid_run_says_so_and_the_rerun_starts_over(reference, tm
     with pytest.warns(ridgexr.store.StoreWarning, match="leftover of a store deleted"):
         run_experiment(exp, store=store)
     assert_same_store(ref_store, store)
+
+
+# ---------------------------------------------------------------------------- issue 44: interrupted commands, damage
+def _root_without_verified(store):
+    meta = json.loads((store / "zarr.json").read_text())
+    meta["attributes"].pop("verified", None)
+    return meta
+
+
+def test_a_half_created_staging_store_reruns_to_completion_with_the_same_command(small_reference, new_reference,
+                                                                                  tmp_path):
+    """Item 1: a kill before zarr wrote cell_complete/zarr.json of the new store once blocked every rerun of the
+    same --overwrite ("No variable named 'cell_complete'"): the half-created folder was resumed."""
+    import shutil
+
+    other, new_ref = new_reference
+    store = old_store(small_reference, tmp_path)
+    half = tmp_path / ".tiny.zarr.creating-4242-0123abcd"  # the name a template is written under, as a kill leaves it
+    shutil.copytree(new_ref, half)
+    shutil.rmtree(half / "cell_complete")  # killed before zarr wrote cell_complete/zarr.json
+    with pytest.warns(ridgexr.store.StoreWarning, match="half-written template"):
+        res = run_experiment(other, store=store, overwrite=True)
+    assert res.cells_skipped == 0 and leftovers(tmp_path) == []
+    assert_same_store(new_ref, store)
+
+
+def test_a_swap_killed_between_its_renames_is_finished_by_verify_info_and_open_dataset(small_reference,
+                                                                                      new_reference, tmp_path):
+    """Item 2: right after NAME.zarr became .NAME.zarr.creating-PID-old-*, verify, info and open_dataset said
+    "neither a ridgexr store nor a catalog entry"; each now finishes the swap, with one warning line."""
+    import shutil
+
+    other, new_ref = new_reference
+    runner = CliRunner()
+    for command in ("verify", "info", "open_dataset"):
+        folder = tmp_path / command
+        folder.mkdir()
+        store = old_store(small_reference, folder)
+        staging = folder / ".tiny.zarr.creating-4242-staging-0123abcd"
+        shutil.copytree(new_ref, staging)
+        aside = folder / ".tiny.zarr.creating-4242-old-4567cdef"
+        (folder / "tiny.zarr.ridgexr-swap").write_text(json.dumps({"new": staging.name, "old": aside.name}))
+        store.rename(aside)
+        if command == "open_dataset":
+            with pytest.warns(ridgexr.store.StoreWarning, match="finished the interrupted --overwrite") as caught:
+                ds = ridgexr.open_dataset(store)
+            assert ds.sizes["sample"] == 8 and len(caught) == 1
+        else:
+            res = runner.invoke(app, [command, str(store)])
+            assert res.exit_code == 0, res.output
+            assert res.output.replace("\n", "").count("warning: finished the interrupted --overwrite") == 1, res.output
+        assert leftovers(folder) == [] and not (folder / "tiny.zarr.ridgexr-swap").exists()
+        assert_same_store(new_ref, store)
+
+
+ATTRIBUTE_DAMAGE = {  # item 4: verify once said ok, then rebuilt the consolidated metadata from the damage
+    "scale_factor on trajectory": ("trajectory/zarr.json", lambda m: m["attributes"].__setitem__("scale_factor", 2.0)),
+    "_FillValue on resolved_rank": ("resolved_rank/zarr.json", lambda m: m["attributes"].__setitem__("_FillValue", 1)),
+    "config_hash edited": ("zarr.json", lambda m: m["attributes"].__setitem__("config_hash", "0" * 64)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ATTRIBUTE_DAMAGE))
+def test_attribute_damage_is_found_by_verify_and_repaired_to_a_bit_identical_store(small_reference, tmp_path, case):
+    cat, exp, ref_store, _ = small_reference
+    store = old_store(small_reference, tmp_path)
+    before = file_bytes(store)
+    rel, edit = ATTRIBUTE_DAMAGE[case]
+    _edit_json(store / rel, edit)
+    runner = CliRunner()
+    found = runner.invoke(app, ["verify", str(store)])
+    assert found.exit_code == 1 and "ok:" not in found.output, found.output
+    assert f"damaged: {rel.split('/')[0] if '/' in rel else 'config_hash'}" in found.output, found.output
+    assert_same_store(ref_store, store)  # readers still read the right values: nothing was consolidated from it
+    fixed = runner.invoke(app, ["verify", str(store), "--repair"])
+    assert fixed.exit_code == 1 and "repaired: rewrote" in fixed.output, fixed.output
+    after = file_bytes(store)
+    assert {k: v for k, v in after.items() if k != "zarr.json"} == {k: v for k, v in before.items() if k != "zarr.json"}
+    assert _root_without_verified(store) == json.loads(before["zarr.json"])
+    again = runner.invoke(app, ["verify", str(store)])
+    assert again.exit_code == 0 and "ok:" in again.output, again.output
+    assert run_experiment(exp, store=store).cells_run == 0
+
+
+def test_a_damaged_root_zarr_json_is_named_and_replaced_by_run_overwrite(small_reference, tmp_path, catalog_text):
+    """Item 3: every command said "neither a ridgexr store nor a catalog entry" and run --overwrite refused."""
+    cat, exp, ref_store, _ = small_reference
+    store = old_store(small_reference, tmp_path)
+    (store / "zarr.json").write_bytes((store / "zarr.json").read_bytes()[:100])
+    runner = CliRunner()
+    for command in ("info", "verify"):
+        res = runner.invoke(app, [command, str(store)])
+        assert res.exit_code == 2 and f"root metadata file '{store / 'zarr.json'}' is damaged" in res.output, \
+            res.output
+    with pytest.raises(ridgexr.store.StoreDamagedError, match="--overwrite"):
+        run_experiment(exp, store=store)
+    with pytest.warns(ridgexr.store.StoreWarning, match="--overwrite replaces it"):
+        res = run_experiment(exp, store=store, overwrite=True)
+    assert res.cells_skipped == 0 and leftovers(tmp_path) == []
+    assert_same_store(ref_store, store)
+
+
+def test_catalog_paths_that_are_folders_or_missing_are_one_line(tmp_path, catalog_text):
+    """Item 6: a folder or a missing file as the catalog gave a 16-line usage box, and `--catalog DIR` without
+    catalog files was ignored; `T: .inf` and `d_star: 0` name the file, the entry and the field."""
+    runner = CliRunner()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    cases = {"folder": ["run", str(empty)], "missing file": ["run", str(tmp_path / "nope.yaml")],
+             "--catalog DIR without catalogs": ["run", "tiny", "--catalog", str(empty)]}
+    for case, args in cases.items():
+        res = runner.invoke(app, args + ["--data-dir", str(tmp_path / "data")])
+        lines = [ln for ln in res.output.splitlines() if ln.strip()]
+        assert res.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error:"), (case, res.output)
+        assert str(empty if case != "missing file" else tmp_path / "nope.yaml") in _flat_output(res.output), res.output
+    for old, new, field in [("T: 2.0", "T: .inf", "process.T"), ("d_star: 1", "d_star: 0", "d_star")]:
+        f = tmp_path / "c.yaml"
+        f.write_text(catalog_text(20, 16).replace(old, new))
+        res = runner.invoke(app, ["run", str(f), "--data-dir", str(tmp_path / "data")])
+        assert res.exit_code == 2 and f"entry 'tiny', field '{field}'" in _flat_output(res.output), res.output
+        assert str(f) in _flat_output(res.output)
+
+
+def _flat_output(text):
+    return text.replace("\n", "")
+
+
+def test_a_full_disk_at_the_swap_says_what_is_intact_and_the_same_command_finishes(small_reference, new_reference,
+                                                                                  tmp_path, monkeypatch):
+    """Item 6: the disk full when the swap's journal is written gave "cannot use: the disk is full" with no path;
+    and a complete store on a full disk was refused by the size estimate although nothing was left to write."""
+    import errno
+
+    import ridgexr.run.experiment as experiment
+
+    other, new_ref = new_reference
+    store = old_store(small_reference, tmp_path)
+    before = file_bytes(store)
+
+    def full(path, staging):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(experiment, "commit_staging", full)
+    with pytest.raises(OSError) as info:
+        run_experiment(other, store=store, overwrite=True)
+    assert info.value.filename == str(tmp_path / "tiny.zarr.ridgexr-swap")
+    note = " ".join(info.value.__notes__)
+    assert f"the old store {str(store)!r} is unchanged and the new one is complete beside it" in note, note
+    assert file_bytes(store) == before
+    monkeypatch.undo()
+    monkeypatch.setattr(experiment, "_free_disk", lambda path: 0)  # a full disk: only the swap is left to do
+    res = run_experiment(other, store=store, overwrite=True)
+    assert res.cells_run == 0 and leftovers(tmp_path) == []
+    assert_same_store(new_ref, store)
+    assert run_experiment(other, store=store).cells_run == 0  # complete: nothing to write, nothing refused

@@ -100,7 +100,7 @@ def test_kill_9_at_every_phase_of_the_overwrite_swap_never_loses_a_store(small_r
     assert leftovers(tmp_path) == []  # nothing left beside the store, and nothing deleted silently:
     if phase == "writing journal":  # before the journal: the old store never moved, the new one is dropped
         assert_same_store(reference[2], store)
-        assert any("partial new store" in n for n in notes), notes
+        assert any("unfinished new store" in n for n in notes), notes
     else:  # from the journal on: the swap is finished
         assert_same_store(new_ref, store)
         assert any("finished" in n or "replaced" in n for n in notes) or phase == "old removed", notes

@@ -215,7 +215,8 @@ def test_damaged_small_arrays_and_metadata_are_named(tmp_path, rng):
     clean = tmp_path / "clean.zarr"
     create_store(clean, layout, np.zeros((2, 2)), {})
     _write_cell(clean, layout, (0, 1), rng)
-    for name, rel in [("cell_complete", "cell_complete/c/0/1"), ("t", "t/c/0")]:
+    for name, rel in [("cell_complete", "cell_complete/c/0/1"), ("t", "t/c/0"), ("alpha", "alpha/c/0"),
+                      ("h", "h/c/0"), ("sampler_step", "sampler_step/c/0")]:  # issue 44, item 5: alpha was 't'
         path = tmp_path / f"{name}.zarr"
         shutil.copytree(clean, path)
         data = bytearray((path / rel).read_bytes())
@@ -246,3 +247,149 @@ def test_the_schema_document_lists_every_step_variable_and_the_current_version()
     entry = re.search(rf"^- {re.escape(SCHEMA_VERSION)} \(.*?(?=^- )", text, flags=re.M | re.S)
     assert entry is not None
     assert all(f"`{name}`" in entry.group(0) for name, v in SINCE.items() if v == SCHEMA_VERSION)
+
+
+# ---------------------------------------------------------------------------- interrupted --overwrite (issue 44)
+def _journalled_swap(tmp_path, phase):
+    """A store ``s.zarr`` (config_hash "old") and the whole new store of an --overwrite (config_hash "new"), left
+    as commit_staging leaves them when killed after ``phase``; returns (store, staging, old-aside name)."""
+    from ridgexr.store import _journal, _sibling, create_staging
+
+    path = tmp_path / "s.zarr"
+    create_store(path, small_layout(), np.zeros((2, 2)), {"config_hash": "old"})
+    staging = create_staging(path, small_layout(), np.zeros((2, 2)), {"config_hash": "new"})
+    old = _sibling(path, "old-")
+    journal = _journal(path)
+    steps = ["journal being written", "journal written", "old moved aside", "new in place", "old removed"]
+    for step in steps[:steps.index(phase) + 1]:
+        if step == "journal being written":
+            journal.with_name(journal.name + ".4242-0123abcd").write_text('{"new": "')
+        elif step == "journal written":
+            journal.write_text(json.dumps({"new": staging.name, "old": old.name}))
+        elif step == "old moved aside":
+            path.rename(old)
+        elif step == "new in place":
+            staging.rename(path)
+        elif step == "old removed":
+            import shutil
+
+            shutil.rmtree(old)
+    return path, staging, old
+
+
+SWAP_PHASES = ["journal being written", "journal written", "old moved aside", "new in place", "old removed"]
+
+
+def _store_hash(path):
+    return json.loads((path / "zarr.json").read_text())["attributes"]["config_hash"]
+
+
+@pytest.mark.parametrize("phase", SWAP_PHASES)
+@pytest.mark.parametrize("by", ["run", "reader", "verify"])
+def test_every_journal_state_is_recovered_by_each_command_in_one_line(tmp_path, phase, by):
+    """Issue 44, item 2: a swap killed at any of its steps is finished (or, before its journal, left as it was) by
+    the recovery that ``run`` (under its lock, resuming the new store), ``verify`` (keeping it) and the readers
+    (``open_dataset``, ``info``: :func:`ridgexr.reader.store_path`) do, with one line per action."""
+    import warnings
+
+    from ridgexr.reader import store_path
+    from ridgexr.store import StoreWarning, recover_store
+
+    path, staging, old = _journalled_swap(tmp_path, phase)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if by == "run":
+            with StoreLock(path):
+                notes, resumable = recover_store(path, resume_hash="new")
+        elif by == "verify":
+            with StoreLock(path):
+                notes, resumable = recover_store(path, keep_staging=True)
+        else:
+            resumable = None
+            assert store_path(path) == path
+            notes = [str(w.message) for w in caught if issubclass(w.category, StoreWarning)]
+    left = sorted(p.name for p in tmp_path.iterdir() if ".creating-" in p.name or "ridgexr-swap" in p.name)
+    if phase == "journal being written":  # before the journal: the old store never moved; the new one stays resumable
+        assert _store_hash(path) == "old" and not old.exists()
+        if by == "run":
+            assert resumable == staging and notes == []
+        elif by == "verify":
+            assert resumable is None and left == [staging.name] and len(notes) == 1 and "kept" in notes[0]
+        else:  # nothing was interrupted between renames: a reader touches nothing
+            assert notes == [] and staging.name in left
+        return
+    assert _store_hash(path) == "new" and left == [] and resumable is None
+    if phase == "old removed":
+        assert notes == []  # only the journal was left: nothing a user needs to hear
+    else:
+        assert len(notes) == 1 and notes[0].startswith(f"finished the interrupted --overwrite of {str(path)!r}"), notes
+
+
+def test_a_half_created_staging_store_is_never_resumed(tmp_path):
+    """Issue 44, item 1: the template of an --overwrite is written under a plain creation name and renamed to a
+    staging name once whole, so a kill while it is written (cell_complete's metadata not yet there) leaves a
+    folder that the next run removes, with a line that says what it was, instead of resuming it."""
+    import shutil
+
+    from ridgexr.store import _sibling, create_staging, recover_store, write_template
+
+    path = tmp_path / "s.zarr"
+    create_store(path, small_layout(), np.zeros((2, 2)), {"config_hash": "old"})
+    half = _sibling(path)
+    write_template(half, small_layout(), np.zeros((2, 2)), {"config_hash": "new"})
+    shutil.rmtree(half / "cell_complete")  # killed before zarr wrote cell_complete/zarr.json
+    with StoreLock(path):
+        notes, resumable = recover_store(path, resume_hash="new")
+    assert resumable is None and not half.exists()
+    assert len(notes) == 1 and "half-written template" in notes[0] and "--overwrite" not in notes[0], notes
+    whole = create_staging(path, small_layout(), np.zeros((2, 2)), {"config_hash": "new"})
+    assert "-staging-" in whole.name and (whole / "cell_complete" / "zarr.json").is_file()
+    with StoreLock(path):
+        assert recover_store(path, resume_hash="new") == ([], whole)  # the whole one resumes
+        notes, resumable = recover_store(path, resume_hash="other")  # another configuration's is removed
+    assert resumable is None and not whole.exists() and "of another configuration" in notes[0]
+
+
+def test_a_store_with_a_damaged_root_zarr_json_is_named(tmp_path):
+    """Issue 44, item 3: truncated or deleted root metadata: the error names the file (not 'neither a ridgexr store
+    nor a catalog entry')."""
+    import shutil
+
+    from ridgexr.reader import store_path
+    from ridgexr.store import StoreDamagedError, damaged_root
+
+    clean = tmp_path / "clean.zarr"
+    create_store(clean, small_layout(), np.zeros((2, 2)), {})
+    for case, damage in [("truncated", lambda f: f.write_bytes(f.read_bytes()[:40])), ("deleted", lambda f: f.unlink())]:
+        path = tmp_path / f"{case}.zarr"
+        shutil.copytree(clean, path)
+        damage(path / "zarr.json")
+        assert damaged_root(path) is not None
+        with pytest.raises(StoreDamagedError, match=rf"root metadata file '{path / 'zarr.json'}' is "
+                                                    rf"{'damaged' if case == 'truncated' else 'missing'}"):
+            store_path(path)
+    assert damaged_root(clean) is None and damaged_root(tmp_path) is None  # a store, or a folder of something else
+
+
+@pytest.mark.parametrize("name, key, value", [("trajectory", "scale_factor", 2.0), ("resolved_rank", "_FillValue", 1),
+                                              ("t", "add_offset", 1.0), ("ridge_converged", "dtype", "int8")])
+def test_attributes_that_change_decoded_values_are_damage_and_repaired(tmp_path, rng, name, key, value):
+    """Issue 44, item 4: a value-changing attribute added to an array's zarr.json differs from the schema (verify
+    once said ok and rebuilt the consolidated metadata from it); the repair restores the file bit for bit."""
+    import shutil
+
+    from ridgexr.store import check_schema, consolidate, repair_schema
+
+    path, ref = tmp_path / "s.zarr", tmp_path / "ref.zarr"
+    create_store(path, small_layout(), np.zeros((2, 2)), {})
+    _write_cell(path, small_layout(), (0, 1), rng)
+    consolidate(path)
+    shutil.copytree(path, ref)
+    before = (path / name / "zarr.json").read_bytes()
+    meta = json.loads(before)
+    meta["attributes"][key] = value
+    (path / name / "zarr.json").write_text(json.dumps(meta))
+    damage = check_schema(path, ref)
+    assert [d.variable for d in damage] == [name] and f"{key}={value!r}" in damage[0].reason, damage
+    assert repair_schema(path, ref, damage) == [name]
+    assert (path / name / "zarr.json").read_bytes() == before and check_schema(path, ref) == []

@@ -108,8 +108,8 @@ class Experiment(Spec):
     @field_validator("d_star")
     @classmethod
     def _d_star(cls, v):
-        if v != "auto" and v < 0:
-            raise ValueError("d_star must be an integer >= 0 or 'auto'")
+        if v != "auto" and v < 1:  # the ridge has at least one tangent direction; < d is checked against the data
+            raise ValueError("d_star must be an integer >= 1 or 'auto'")
         return v
 
     @field_validator("store")

@@ -157,7 +157,11 @@ def catalog_files(data_dir: str | Path | None = None, files: list[str | Path] = 
         out += _yaml_files(loc)
     out += data_folder_catalog_files(data_dir)
     for f in files:
-        out += _yaml_files(f)
+        found = _yaml_files(f)
+        if not found:  # a folder named with --catalog that holds no catalog file: said, not ignored
+            raise CatalogError(f"catalog folder {str(Path(f).expanduser())!r} (from --catalog) holds no .yaml or "
+                               ".yml file")
+        out += found
     return list(dict.fromkeys(p.resolve() for p in out))
 
 

@@ -21,8 +21,8 @@ __all__ = ["ProcessSpec", "TrainingSpec", "SamplerSpec", "RidgeSpec", "SeedSpec"
 class ProcessSpec(Spec):
     """Time range and grid of the sampler (OU time units)."""
 
-    T: float = Field(defaults.T, gt=0, description="start time of the sampler (OU time); the paper's 2-D runs: 10")
-    t_min: float = Field(defaults.T_MIN, gt=0, description="end time of the sampler (OU time); the paper's: 1e-3")
+    T: float = Field(defaults.T, gt=0, allow_inf_nan=False, description="start time of the sampler (OU time); the paper's 2-D runs: 10")
+    t_min: float = Field(defaults.T_MIN, gt=0, allow_inf_nan=False, description="end time of the sampler (OU time); the paper's: 1e-3")
     grid: Literal[GRID_KINDS] = Field(defaults.GRID,
         description="spacing of the time grid (ridgexr.time_grid); the paper's: exponential")
     n_steps: int = Field(defaults.N_STEPS, ge=1, description="sampler steps; the paper's 2-D runs: 2000")

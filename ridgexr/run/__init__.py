@@ -26,11 +26,13 @@ from ..reader import open_dataset, store_path, summarize
 from .cell import run_cell
 from .cluster import dask_client, resolve_scheduler
 from .experiment import (ConfigMismatchError, ResourceError, RunResult, check_resources, check_scheduler,
-                         check_store_schema, run_experiment, schema_reference, validate_experiment)
+                         check_config_hash, check_store_schema, repair_config_hash, run_experiment, schema_reference,
+                         stored_config_hash, validate_experiment)
 from .plan import CellTask, estimate_resources, plan_layout, plan_tasks, resolve_d_star
 from .provenance import provenance, store_attrs
 
 __all__ = ["run_experiment", "RunResult", "ConfigMismatchError", "plan_layout", "plan_tasks", "run_cell",
            "CellTask", "open_dataset", "store_path", "summarize", "dask_client", "resolve_scheduler",
            "resolve_d_star", "provenance", "store_attrs", "ResourceError", "check_resources",
-           "check_scheduler", "validate_experiment", "estimate_resources", "schema_reference", "check_store_schema"]
+           "check_scheduler", "validate_experiment", "estimate_resources", "schema_reference", "check_store_schema",
+           "check_config_hash", "repair_config_hash", "stored_config_hash"]

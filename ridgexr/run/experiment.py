@@ -19,13 +19,15 @@ import torch
 
 from .._validation import check_optional_int
 from ..catalog import NOT_HASHED, Experiment, resolve_store
+from ..catalog.folders import root_metadata as _root_metadata
+from ..store import _journal as _journal_path
 from ..datasets import dataset_extras, load_training_set
 from ..process import MAX_DATA_SCALE, data_scale_limit
 from ..models import model_kind
 from ..sampling import divergence_bound
 from ..reader import summarize
 from ..store import (StoreDamagedError, StoreLock, StoreWarning, cell_label, check_schema, chunk_leftover,
-                     clear_completion,
+                     clear_completion, damaged_root,
                      commit_staging, consolidate, copy_cell, create_staging, create_store, is_store, missing_chunks,
                      open_store, recover_store, schema_older, write_template, SCHEMA_VERSION)
 from .cell import run_cell
@@ -36,7 +38,7 @@ from .provenance import store_attrs
 
 __all__ = ["run_experiment", "RunResult", "ConfigMismatchError", "ResourceError", "check_scheduler",
            "check_resources", "validate_experiment", "MAX_DATA_SCALE", "data_scale_limit", "schema_reference",
-           "check_store_schema"]
+           "check_store_schema", "check_config_hash", "repair_config_hash", "stored_config_hash"]
 
 
 class ConfigMismatchError(RuntimeError):
@@ -105,10 +107,34 @@ def _free_disk(path: Path) -> int:
     return shutil.disk_usage(probe).free
 
 
-def check_resources(exp: Experiment, train, path: Path, *, force: bool = False) -> dict:
-    """Refuse, with the numbers, a run whose estimated peak memory or store size exceeds the machine."""
+def _nothing_to_write(path: Path, exp: Experiment, train, overwrite: bool) -> bool:
+    """Whether a store of this configuration is already complete where the run would write: at ``path`` (no
+    ``overwrite``), or as the new store of an interrupted ``--overwrite`` beside it (only its swap is left)."""
+    candidates = [p for p in ([path] if not overwrite else
+                              sorted(path.parent.glob(f".{glob.escape(path.name)}.creating-*-staging-*")))
+                  if is_store(p)]
+    config_hash = exp.config_hash(train) if candidates else None  # hashing a large training set takes a while
+    for p in candidates:
+        try:
+            ds = open_store(p)
+            if ds.attrs.get("config_hash") != config_hash:
+                continue
+            applies = ds["cell_applies"].values if "cell_applies" in ds else True
+            if bool((ds["cell_complete"].values | ~np.asarray(applies, dtype=bool)).all()):
+                return True
+        except Exception:  # damaged: the run says so under its lock
+            continue
+    return False
+
+
+def check_resources(exp: Experiment, train, path: Path, *, force: bool = False, overwrite: bool = False) -> dict:
+    """Refuse, with the numbers, a run whose estimated peak memory or store size exceeds the machine.
+
+    The disk is not checked when a complete store of this configuration is already there (nothing is written
+    but, after an interrupted ``--overwrite``, a swap)."""
     est = estimate_resources(exp, train)
-    mem, disk = _machine_memory(), _free_disk(path)
+    mem = _machine_memory()
+    disk = math.inf if _nothing_to_write(path, exp, train, overwrite) else _free_disk(path)
     gb = 2**30
     problems, hints = [], []
     if est["peak_memory"] > 0.8 * mem:
@@ -137,8 +163,9 @@ def validate_experiment(exp: Experiment, train) -> None:
         raise ValueError(f"{where}: the training data reach |x| = {big:.3g} > {limit:.3g} = {MAX_DATA_SCALE:g} x "
                          f"sqrt(h(t_min = {exp.process.t_min:g})), beyond which float64 does not resolve the "
                          "geometry at the smallest noise scale; rescale them or raise `process.t_min`")
-    if exp.d_star != "auto" and exp.d_star >= d:
-        raise ValueError(f"{where}: `d_star` must be < the data dimension {d}; got {exp.d_star}")
+    if exp.d_star != "auto" and not 1 <= exp.d_star < d:
+        raise ValueError(f"{where}: `d_star` must lie in 1..{d - 1} (1 <= d_star < the data dimension d = {d}); "
+                         f"got {exp.d_star}")
     big_n = [n for n in exp.dataset.n_trains if n is not None and n > train.shape[0]]
     if big_n:
         raise ValueError(f"{where}: `dataset.n_train` must be <= the {train.shape[0]} points of the training set; got {big_n}")
@@ -212,7 +239,7 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
     if model is not None:
         exp, objects = _with_python_model(exp, model, train.shape[1])
     path = Path(store).resolve() if store is not None else resolve_store(exp, data_dir)
-    check_resources(exp, train, path, force=force)  # first: the checks below may allocate (quadrature nodes)
+    check_resources(exp, train, path, force=force, overwrite=overwrite)  # first: the checks below may allocate (quadrature nodes)
     validate_experiment(exp, train)
     if progress is not None:  # the plan: what each stage will cost (an estimate)
         progress.console.print(describe_stages(estimate_stage_seconds(exp, train)))
@@ -221,12 +248,16 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
     layout = plan_layout(exp, train)
     scheduler = resolve_scheduler(scheduler)
     check_scheduler(scheduler)
-    _refuse_not_a_store(path, pending=False)  # before the lock file is written beside it
+    _refuse_not_a_store(path, pending=False, overwrite=overwrite)  # before the lock file is written beside it
     with StoreLock(path):
         notes, staging = recover_store(path, resume_hash=config_hash if overwrite else None)
         for msg in notes:
             warnings.warn(msg, StoreWarning, stacklevel=2)
         exists = is_store(path)
+        if not exists and overwrite and damaged_root(path) is not None:  # a store by its arrays: replaced as one
+            warnings.warn(f"store {str(path)!r}: {damaged_root(path)}; --overwrite replaces it", StoreWarning,
+                          stacklevel=2)
+            exists = True
         leftover = chunk_leftover(path) if not exists else None
         if not exists and path.exists():
             if path.is_dir() and not any(path.iterdir()):
@@ -238,7 +269,7 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
                               "and no metadata, the leftover of a store deleted while a run wrote to it; "
                               "starting a new store", StoreWarning, stacklevel=2)
             else:
-                _refuse_not_a_store(path, pending=True)
+                _refuse_not_a_store(path, pending=True, overwrite=overwrite)
         if not exists and staging is not None:  # nothing left to replace: the resumed new store becomes the store
             os.rename(staging, path)
             exists, overwrite, staging = True, False, None
@@ -247,6 +278,8 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
             ds = open_store(path)
             if ds.attrs.get("config_hash") != config_hash:
                 diff = _config_diff(ds.attrs.get("config"), exp)
+                if not diff and check_config_hash(path):  # the same configuration, a damaged hash
+                    raise StoreDamagedError(f"store {str(path)!r} is damaged: {check_config_hash(path)[0]}")
                 raise ConfigMismatchError(
                     f"store {str(path)!r} was written by a different configuration "
                     f"(hash {str(ds.attrs.get('config_hash'))[:12]} != {config_hash[:12]}; differing fields: "
@@ -305,21 +338,41 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
                 _abandon_staging(exc, path, target)
             raise
         if target != path:
-            commit_staging(path, target)
+            try:
+                commit_staging(path, target)
+            except OSError as exc:  # e.g. the disk full when the journal is written
+                if exc.filename is None:
+                    exc.filename = str(_journal_path(path))
+                if not (_journal_path(path).exists()) and is_store(path) and is_store(target):
+                    exc.add_note(f"the --overwrite swap did not start: the old store {str(path)!r} is unchanged and "
+                                 f"the new one is complete beside it ({str(target)!r}); free some space and rerun "
+                                 "the same command to swap it in")
+                else:
+                    exc.add_note(f"the --overwrite swap of {str(path)!r} was interrupted: rerun the same command "
+                                 "(or 'ridgexr verify') to finish it")
+                raise
     return RunResult(store=path, cells_run=len(tasks), cells_skipped=len(done), summary=summarize(path))
 
 
-def _refuse_not_a_store(path: Path, *, pending: bool) -> None:
+def _refuse_not_a_store(path: Path, *, pending: bool, overwrite: bool = False) -> None:
     """Raise :class:`ConfigMismatchError` when ``path`` holds something that is not a ridgexr store (and
     neither an empty folder nor the chunks of a deleted store, which a run replaces).  Before the lock
-    (``pending=False``) only when no interrupted ``--overwrite`` or creation beside it could change that."""
+    (``pending=False``) only when no interrupted ``--overwrite`` or creation beside it could change that.
+    A store whose root metadata are damaged (:func:`ridgexr.store.damaged_root`) is refused with
+    :class:`StoreDamagedError` naming the file, unless ``overwrite`` (which replaces it)."""
     if is_store(path) or not (path.exists() or path.is_symlink()):
-        return
-    if path.is_dir() and not path.is_symlink() and (not any(path.iterdir()) or chunk_leftover(path) is not None):
         return
     if not pending and (path.with_name(path.name + ".ridgexr-swap").exists()
                         or any(path.parent.glob(f".{glob.escape(path.name)}.creating-*"))):
         return  # the recovery under the lock decides
+    why = damaged_root(path)
+    if why is not None:
+        if overwrite:
+            return
+        raise StoreDamagedError(f"store {str(path)!r} is damaged: {why}; the configuration it recorded is lost with "
+                                "it: rerun with --overwrite, which replaces it")
+    if path.is_dir() and not path.is_symlink() and (not any(path.iterdir()) or chunk_leftover(path) is not None):
+        return
     raise ConfigMismatchError(f"{str(path)!r} exists and is not a ridgexr store; remove it yourself "
                               "or choose another store path (--overwrite only replaces ridgexr stores)")
 
@@ -355,11 +408,57 @@ def schema_reference(path: str | Path, folder: str | Path) -> Path:
 
 
 def check_store_schema(path: str | Path) -> list:
-    """:func:`ridgexr.store.check_schema` of a store against the template of its configuration."""
+    """:func:`ridgexr.store.check_schema` of a store against the template of its configuration, and
+    :func:`check_config_hash`."""
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="ridgexr-schema-") as tmp:
-        return check_schema(path, schema_reference(path, tmp))
+        return check_schema(path, schema_reference(path, tmp)) + check_config_hash(path)
+
+
+def stored_config_hash(path: str | Path) -> str | None:
+    """The ``config_hash`` of the configuration a store records (root attribute ``config``) and its ``train_data``;
+    None when it cannot be recomputed: ``d_star: auto`` or an ``auto`` entry of ``ridge.d_star_alt`` (the store
+    records the resolved values, the hash is of the entry as written), or a configuration or training set that
+    does not read."""
+    path = Path(path)
+    try:
+        attrs = json.loads((path / "zarr.json").read_bytes())["attributes"]
+        exp = Experiment.model_validate_json(attrs["config"])
+        if json.loads(attrs.get("d_star_info") or "{}").get("auto_rule") is not None:
+            return None
+        train = np.asarray(open_store(path, load_marks=False)["train_data"].values)
+    except Exception:  # damaged: check_schema names it
+        return None
+    return exp.config_hash(train)
+
+
+def check_config_hash(path: str | Path) -> list:
+    """[:class:`ridgexr.store.Damage`] of the root attribute ``config_hash`` when it differs from the hash of the
+    configuration the store records (:func:`stored_config_hash`): ``run`` would refuse the store as another
+    configuration's.  [] when it matches or cannot be recomputed."""
+    from ..store import Damage
+
+    path = Path(path)
+    want = stored_config_hash(path)
+    have = _root_metadata(path).get("attributes", {}).get("config_hash")
+    if want is None or have == want:
+        return []
+    return [Damage("config_hash", {}, f"the root attribute config_hash {str(have)[:12]!r} in "
+                   f"{str(path / 'zarr.json')!r} differs from the hash of the configuration the store records "
+                   f"({want[:12]}); 'ridgexr verify --repair' rewrites it from that configuration")]
+
+
+def repair_config_hash(path: str | Path) -> bool:
+    """Rewrite the root attribute ``config_hash`` from the configuration the store records; whether it changed.
+    Call with the store's :class:`ridgexr.store.StoreLock` held."""
+    from ..store import set_root_attrs
+
+    want = stored_config_hash(path)
+    if want is None or _root_metadata(path).get("attributes", {}).get("config_hash") == want:
+        return False
+    set_root_attrs(path, config_hash=want)
+    return True
 
 
 def _done(store: Path, layout) -> set[tuple]:
