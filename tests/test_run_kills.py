@@ -54,8 +54,8 @@ def test_kill_9_at_random_instants_then_resume_is_identical(reference, tmp_path)
         subprocess.run([sys.executable, "-c", RUN_SCRIPT, str(cat), str(tmp_path / f"timing{k}.zarr")], check=True)
         runs.append(time.perf_counter() - t0)
     whole = min(runs)
-    instants = sorted(rng.uniform(0.3, 1.2 * whole) for _ in range(7))
+    instants = sorted(rng.uniform(0.3, 1.2 * whole) for _ in range(4))  # the creation kills are test above
     skipped = [_kill_then_resume(cat, exp, ref_store, tmp_path / f"k{k}.zarr", delay).cells_skipped
                for k, delay in enumerate(instants)]
     # most kills landed before the end, so resumes did real work
-    assert sum(s < 6 for s in skipped) >= 3, f"uninterrupted {whole:.1f} s; kills at {instants}; kept {skipped}"
+    assert sum(s < 6 for s in skipped) >= 2, f"uninterrupted {whole:.1f} s; kills at {instants}; kept {skipped}"

@@ -76,7 +76,11 @@ run_experiment(exp, store=store, overwrite=True)
 sys.exit(3)  # not killed: the phase was never reached
 """
 
-SWAP_PHASES = ["writing journal", "journal written", "old moved aside", "new in place", "removing old", "old removed"]
+#: the phases a real kill is driven to here: every journal state is also built by hand and recovered by each
+#: command in tests/test_store.py (fast); these two check that the file operations of a real swap leave those
+#: states ("journal written": the first state from which the swap is finished) and the one no hand-built test has
+#: ("removing old": the old store half deleted).  The other four ran here until 0.4.0 (docs/performance.md).
+SWAP_PHASES = ["journal written", "removing old"]
 
 
 @pytest.mark.slow
