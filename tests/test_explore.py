@@ -1,5 +1,6 @@
 """The explorer (ridgexr.explore): its slices against the store, and ``ridgexr explore`` driven in Chromium."""
 
+import contextlib
 import re
 import shutil
 import signal
@@ -146,51 +147,23 @@ def _assert_points(got, ds, cell, step):
         np.testing.assert_allclose(drawn, values, rtol=1e-12, err_msg=f"{label} at {cell}, step {step}")
 
 
-@pytest.mark.slow  # 34 s at load 13 on 2 cores (a server subprocess, Chromium, five updates)
-@pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (.ci/run installs the Debian package)")
-def test_cli_explore_in_chromium_follows_the_t_slider_and_the_cell_widgets(tiny_store):
+@contextlib.contextmanager
+def _explorer_page(store):
+    """A ``ridgexr explore`` server of ``store`` in a subprocess and a Chromium page: yields (page, the server's
+    URL), then closes the browser and stops the server with SIGINT (killed after 30 s)."""
     playwright = pytest.importorskip("playwright.sync_api")
-    ds = ridgexr.open_dataset(tiny_store)
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "ridgexr.cli", "explore", str(tiny_store), "--port", str(port),
+    proc = subprocess.Popen([sys.executable, "-m", "ridgexr.cli", "explore", str(store), "--port", str(port),
                              "--no-show"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         _wait_for_port(port, proc)
         with playwright.sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
             page = browser.new_page(viewport={"width": 1300, "height": 800})
-            errors = []
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(f"http://localhost:{port}/")
-            t = ds["t"].values
-            # the first cell at the first step (t = T)
-            _assert_points(_plotted_when(page, t[0]), ds, {"schedule": "1", "width": 8}, 0)
-            # the t slider by keyboard: End moves it to the last step (t = t_min)
-            handle = page.locator(".noUi-handle").first
-            handle.focus()
-            handle.press("End")
-            _assert_points(_plotted_when(page, t[-1]), ds, {"schedule": "1", "width": 8}, ds.sizes["step"] - 1)
-            handle.press("ArrowLeft")
-            _assert_points(_plotted_when(page, t[-2]), ds, {"schedule": "1", "width": 8}, ds.sizes["step"] - 2)
-            # a cell widget: width 8 -> 16 keeps t and swaps the cell's samples
-            before = page.evaluate(_PLOTTED)["points"][SAMPLES]
-            page.locator("select").nth(1).select_option(label="16")
-            deadline = time.monotonic() + 60
-            while page.evaluate(_PLOTTED)["points"][SAMPLES] == before and time.monotonic() < deadline:
-                time.sleep(0.2)
-            _assert_points(_plotted_when(page, t[-2]), ds, {"schedule": "1", "width": 16}, ds.sizes["step"] - 2)
-            page.locator("select").nth(0).select_option(label="exact")
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                try:
-                    _assert_points(page.evaluate(_PLOTTED), ds, {"schedule": "exact", "width": 16}, ds.sizes["step"] - 2)
-                    break
-                except AssertionError:
-                    time.sleep(0.2)
-            _assert_points(page.evaluate(_PLOTTED), ds, {"schedule": "exact", "width": 16}, ds.sizes["step"] - 2)
-            browser.close()
-        assert not errors, errors
+            try:
+                yield page, f"http://localhost:{port}/"
+            finally:
+                browser.close()
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -198,6 +171,44 @@ def test_cli_explore_in_chromium_follows_the_t_slider_and_the_cell_widgets(tiny_
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.slow  # 34 s at load 13 on 2 cores (a server subprocess, Chromium, five updates)
+@pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (.ci/run installs the Debian package)")
+def test_cli_explore_in_chromium_follows_the_t_slider_and_the_cell_widgets(tiny_store):
+    ds = ridgexr.open_dataset(tiny_store)
+    with _explorer_page(tiny_store) as (page, url):
+        errors = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(url)
+        t = ds["t"].values
+        # the first cell at the first step (t = T)
+        _assert_points(_plotted_when(page, t[0]), ds, {"schedule": "1", "width": 8}, 0)
+        # the t slider by keyboard: End moves it to the last step (t = t_min)
+        handle = page.locator(".noUi-handle").first
+        handle.focus()
+        handle.press("End")
+        _assert_points(_plotted_when(page, t[-1]), ds, {"schedule": "1", "width": 8}, ds.sizes["step"] - 1)
+        handle.press("ArrowLeft")
+        _assert_points(_plotted_when(page, t[-2]), ds, {"schedule": "1", "width": 8}, ds.sizes["step"] - 2)
+        # a cell widget: width 8 -> 16 keeps t and swaps the cell's samples
+        before = page.evaluate(_PLOTTED)["points"][SAMPLES]
+        page.locator("select").nth(1).select_option(label="16")
+        deadline = time.monotonic() + 60
+        while page.evaluate(_PLOTTED)["points"][SAMPLES] == before and time.monotonic() < deadline:
+            time.sleep(0.2)
+        _assert_points(_plotted_when(page, t[-2]), ds, {"schedule": "1", "width": 16}, ds.sizes["step"] - 2)
+        page.locator("select").nth(0).select_option(label="exact")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                _assert_points(page.evaluate(_PLOTTED), ds, {"schedule": "exact", "width": 16}, ds.sizes["step"] - 2)
+                break
+            except AssertionError:
+                time.sleep(0.2)
+        _assert_points(page.evaluate(_PLOTTED), ds, {"schedule": "exact", "width": 16}, ds.sizes["step"] - 2)
+    assert not errors, errors
 
 
 # the step the slider shows (its own title, in the page's DOM) and the steps the two plots say they drew
@@ -228,49 +239,33 @@ def test_explorer_step_label_agrees_with_the_plots_after_fast_key_presses_and_a_
     """Ten fast PageUp/PageDown/arrow presses, then a drag of the handle: once the page is quiet the step the
     slider shows is the step both plots name in their titles, and their t is the store's t of that step (panel's
     DiscreteSlider once read t: 1.759 beside a plot of t = 0.79, issue 42)."""
-    playwright = pytest.importorskip("playwright.sync_api")
     ds = ridgexr.open_dataset(tiny_store)
     t = ds["t"].values
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "ridgexr.cli", "explore", str(tiny_store), "--port", str(port),
-                             "--no-show"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        _wait_for_port(port, proc)
-        with playwright.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-            page = browser.new_page(viewport={"width": 1300, "height": 800})
-            page.goto(f"http://localhost:{port}/")
-            _plotted_when(page, t[0])
-            handle = page.locator(".noUi-handle").first
-            handle.focus()
-            for key in ["PageUp"] * 2 + ["ArrowRight"] * 3 + ["PageDown", "ArrowLeft", "PageUp", "ArrowRight",
-                                                              "ArrowLeft"]:
-                page.keyboard.press(key, delay=0)  # ten presses without waiting for the server
-            box = page.locator(".noUi-base").first.bounding_box()
-            start = handle.bounding_box()
-            page.mouse.move(start["x"] + start["width"] / 2, start["y"] + start["height"] / 2)
-            page.mouse.down()
-            for frac in (0.9, 0.2, 0.6, 0.35):  # a drag back and forth, then let go
-                page.mouse.move(box["x"] + frac * box["width"], box["y"] + box["height"] / 2, steps=4)
-            page.mouse.up()
-            deadline, agreed, seen = time.monotonic() + 60, 0, None
-            while time.monotonic() < deadline and agreed < 3:  # agreement three polls in a row: the page is quiet
-                seen = _shown(page)
-                label, model, steps, _ = seen
-                agreed = agreed + 1 if label == model and len(steps) == 2 and set(steps) == {label} else 0
-                time.sleep(0.5)
-            browser.close()
-        label, model, steps, titles = seen
-        assert agreed >= 3, f"the slider shows step {label} (model {model}); the plots' titles: {titles}"
-        assert 0 < label < ds.sizes["step"] - 1  # the drag left it inside, away from where the keys started
-        for title in titles:
-            if f"(step {label})" in title:
-                assert re.search(r"t = ([-+.\deE]+) \(step", title)
-                assert float(re.search(r"t = ([-+.\deE]+) \(step", title).group(1)) == pytest.approx(t[label], rel=1e-3)
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with _explorer_page(tiny_store) as (page, url):
+        page.goto(url)
+        _plotted_when(page, t[0])
+        handle = page.locator(".noUi-handle").first
+        handle.focus()
+        for key in ["PageUp"] * 2 + ["ArrowRight"] * 3 + ["PageDown", "ArrowLeft", "PageUp", "ArrowRight",
+                                                          "ArrowLeft"]:
+            page.keyboard.press(key, delay=0)  # ten presses without waiting for the server
+        box = page.locator(".noUi-base").first.bounding_box()
+        start = handle.bounding_box()
+        page.mouse.move(start["x"] + start["width"] / 2, start["y"] + start["height"] / 2)
+        page.mouse.down()
+        for frac in (0.9, 0.2, 0.6, 0.35):  # a drag back and forth, then let go
+            page.mouse.move(box["x"] + frac * box["width"], box["y"] + box["height"] / 2, steps=4)
+        page.mouse.up()
+        deadline, agreed, seen = time.monotonic() + 60, 0, None
+        while time.monotonic() < deadline and agreed < 3:  # agreement three polls in a row: the page is quiet
+            seen = _shown(page)
+            label, model, steps, _ = seen
+            agreed = agreed + 1 if label == model and len(steps) == 2 and set(steps) == {label} else 0
+            time.sleep(0.5)
+    label, model, steps, titles = seen
+    assert agreed >= 3, f"the slider shows step {label} (model {model}); the plots' titles: {titles}"
+    assert 0 < label < ds.sizes["step"] - 1  # the drag left it inside, away from where the keys started
+    for title in titles:
+        if f"(step {label})" in title:
+            assert re.search(r"t = ([-+.\deE]+) \(step", title)
+            assert float(re.search(r"t = ([-+.\deE]+) \(step", title).group(1)) == pytest.approx(t[label], rel=1e-3)
