@@ -216,8 +216,8 @@ def _state_bytes(d: int, d_star: int) -> float:
 DATA_COPIES = 4
 #: bytes of the imported libraries (torch, xarray, dask, zarr) before any work, measured ~0.4 GB
 BASE_BYTES = 400 * 2**20
-#: more of it for image runs and U-Nets (diffusers, the quality gate's classifier and the test split's images, the
-#: image decoders): a 16-image diffusers catalog of 2 samples x 4 steps peaked at 1.33 GiB (tests/
+#: more of it for image and MNIST runs and U-Nets (diffusers, the quality gate's classifier and the test split's
+#: images, the VAE and decoders; mnist48 peaked at 1.5 GB against 1.25 GiB without it): a 16-image diffusers catalog of 2 samples x 4 steps peaked at 1.33 GiB (tests/
 #: test_diffusers_models.py), 0.7 GiB above what the terms below and BASE_BYTES gave
 IMAGE_BASE_BYTES = 800 * 2**20
 
@@ -268,7 +268,10 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
         "model.widths, schedules": (8.0 * p * p * (n_sched + 3) + 8.0 * n_sched * n_tau * p * d * 2
                                     + 8.0 * batch * 4 * p) if rf else 0.0,
         "training.n_noise": (8.0 * n_fit * n_noise * d + 8.0 * (rows - batch) * (4 * p + n_fit * 2 + 8 * d)) if rf else 0.0,
-        "the training set (dataset.n_train)": 8.0 * batch * (n_fit * 2 + 8 * d) if rf else 0.0,
+        # the exact posterior of a streamed block over the training set: chunked within the density's scratch
+        # budget (ridgexr.empirical), counted as at most two such buffers however large N x batch is (fashion-latent:
+        # 8 192 x 60 000 x 16 bytes = 7.9 GB uncapped against a 2.38 GB measured peak)
+        "the training set (dataset.n_train)": min(8.0 * batch * (n_fit * 2 + 8 * d), 2.0 * memory_budget) if rf else 0.0,
         "model.n_frequencies": 8.0 * n_phi * (2 * p + n_sched * sum_p) + 8.0 * rows * n_phi * (1 if n_phi > 1 else 0),
         "mlp widths, depth, embed_dim, batch_size": mlp_bytes,
         # the quadrature nodes: Gauss-Legendre's come from the eigenvalues of an (n_time x n_time) matrix
@@ -369,8 +372,9 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
     top_terms = {**top_terms, **data}
     top_bytes += data["the data set's size (dataset: N x d)"]
     drivers = [k for k, v in sorted(top_terms.items(), key=lambda kv: -kv[1]) if v >= 0.25 * top_bytes]
-    base = BASE_BYTES + (IMAGE_BASE_BYTES if getattr(exp.dataset, "images", None) is not None
-                         or any(b.kind in ("unet", "diffusers") for b in exp.blocks) else 0)
+    images = any(getattr(exp.dataset, k, None) is not None for k in ("images", "mnist"))  # a VAE, decoders
+    base = BASE_BYTES + (IMAGE_BASE_BYTES if images or any(b.kind in ("unet", "diffusers") for b in exp.blocks)
+                         else 0)
     return {"peak_memory": base + top_bytes, "store_size": n_cells * per_cell + store_level,
             "memory_drivers": drivers, "memory_stage": top, "store_variables": optional}
 
