@@ -382,7 +382,7 @@ def run(
         from .sampling import scheduler_grid
 
         t_last = float(scheduler_grid(entry_scheduler(exp)[0], exp.process.n_steps)[-1])
-    _summary_table(res.summary, f"{exp.name}: final step (t = {t_last:g})")
+    _summary_table(res.summary, f"{exp.name}: final step (t = {t_last:g})", d=_data_dim(exp))
     console.print(f"ran {res.cells_run} cell(s), kept {res.cells_skipped} complete cell(s) in {elapsed:.1f} s")
     console.print(f"store: [bold]{res.store}[/]  (open with ridgexr.open_dataset({str(res.store)!r}))")
 
@@ -426,7 +426,16 @@ _SHORT = {"ridge_distance": "ridge dist", "converged": "conv", "rms_residual_nor
           "schedule": "sched", "degenerate": "degen"}
 
 
-def _summary_table(rows, title):
+def _data_dim(exp) -> int | None:
+    from .datasets import training_shape
+
+    try:
+        return training_shape(exp.dataset, base_dir=exp.base_dir)[1]
+    except Exception:  # only a caption note depends on it
+        return None
+
+
+def _summary_table(rows, title, d: int | None = None):
     if not rows:
         console.print("(no cells)")
         return
@@ -438,7 +447,7 @@ def _summary_table(rows, title):
                                         + ("; quality: the sample-quality gate (docs/quality.md)"
                                            if "quality" in rows[0] else ""))
     keys = [k for k in rows[0] if k != "complete"]
-    why = _why_empty(rows, keys)
+    why = _why_empty(rows, keys, d)
     if why:
         table.caption += "; " + why
     table.add_column("done", no_wrap=True)
@@ -453,16 +462,21 @@ def _summary_table(rows, title):
     console.print(table)
 
 
-def _why_empty(rows, keys) -> str:
-    """Why a column of complete cells reads nan in every row, for the caption ("" when none does): the masked
-    geometry columns when every state's ridge frame is degenerate (image stores at d = 784, say)."""
+def _why_empty(rows, keys, d: int | None = None) -> str:
+    """Why a column of complete cells reads nan (or near 0) in every row, for the caption ("" when none does):
+    the masked geometry columns when every state's ridge frame is degenerate (image stores at d = 784, say);
+    the paper's near-mode count at high dimension, where its radius of 0.5 data units is small."""
     done = [r for r in rows if r["complete"]]
+    notes = []
+    if d is not None and d >= 100 and "near_mode" in keys and done and all(r["near_mode"] == 0 for r in done):
+        notes.append(f"near 0 in every cell: the paper's radius 0.5 is in data units, small beside the distances "
+                     f"between points at d = {d} (docs/images.md)")
     empty = [k for k in keys if done and all(isinstance(r[k], float) and math.isnan(r[k]) for r in done)]
     masked = [k for k in empty if k in ("ridge_distance", "rms_residual_normal", "rms_residual_tangent")]
     if masked and "degenerate" in keys and all(r["degenerate"] == 1.0 for r in done):
-        return (f"{' / '.join(_SHORT.get(k, k) for k in masked)} nan: every state's ridge frame is degenerate "
-                "(degen 1), and those states are masked")
-    return ""
+        notes.insert(0, f"{' / '.join(_SHORT.get(k, k) for k in masked)} nan: every state's ridge frame is "
+                        "degenerate (degen 1), and those states are masked")
+    return "; ".join(notes)
 
 
 @app.command("list")
@@ -554,7 +568,7 @@ def info(store: str = typer.Argument(..., help="store path or catalog entry name
         console.print("verified: " + (f"{ver['time']}, {ver['chunks_read']} chunks read, "
                                       f"{len(ver['damaged'])} damaged" + (" (repaired)" if ver.get("repaired") else "")
                                       if ver else "never ('ridgexr verify' checks every chunk)"))
-        _summary_table(summarize(path, ds), "cells")
+        _summary_table(summarize(path, ds), "cells", d=ds.sizes.get("dim"))
 
 
 def _store(name: str, data_dir, catalog_files):

@@ -267,3 +267,17 @@ def test_threads_from_the_environment_and_bad_values(monkeypatch):
         resolve_threads()
     with pytest.raises(ValueError, match="`threads` must be >= 1; got 0"):
         resolve_threads(0)
+
+
+def test_the_summary_says_why_near_is_zero_at_image_scale_and_only_there():
+    """Issue 42: an image store's summary read `near 0` without saying why (the paper's radius of 0.5 data
+    units is small at d = 784); a point set whose samples are simply not near a mode gets no such note."""
+    from ridgexr.cli import _why_empty
+
+    rows = [{"complete": True, "near_mode": 0.0, "memorized": 0.0}, {"complete": True, "near_mode": 0.0,
+                                                                      "memorized": 0.0}]
+    keys = ["near_mode", "memorized"]
+    assert "near 0 in every cell" in _why_empty(rows, keys, d=784) and "d = 784" in _why_empty(rows, keys, d=784)
+    assert _why_empty(rows, keys, d=2) == "" and _why_empty(rows, keys) == ""
+    rows[1]["near_mode"] = 0.25
+    assert _why_empty(rows, keys, d=784) == ""
