@@ -292,7 +292,10 @@ def samples_over_time(ds: xr.Dataset, *, schedule, width, tau=None, n_frames: in
             rid = _colored(hv.Points(ridge_points(train, float(t[k]), d_star=d_star, lim=lim), kdims=["x0", "x1"],
                                      label="ridge R_t"), "#bbbbbb", 0.6)
             layers = rid * layers
-        frames[int(step)] = both(layers, title=f"{_label(sel)}  t = {t[k]:.3g}", legend_position="right")  # off the data
+        frames[int(step)] = both(layers, title=f"{_label(sel)}  t = {t[k]:.3g}", legend_position="right").opts(
+            # the data area's own size on bokeh: a plot width shared with the legend left ~60 px of data in the
+            # built tutorial (issue 42)
+            hv.opts.Overlay(frame_width=380, frame_height=380, backend="bokeh"))  # the legend off the data
     hm = hv.HoloMap(frames, kdims=["step"])
     return hm.redim.range(x0=(-lim, lim), x1=(-lim, lim))
 

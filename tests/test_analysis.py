@@ -232,7 +232,11 @@ def test_plots_are_holoviews_objects():
         curve = panel.Curve.I
         np.testing.assert_allclose(curve.dimension_values(1), mean.sel(cell).values)
         np.testing.assert_allclose(curve.dimension_values(0), ds.t.values)
-    assert isinstance(plot.samples_over_time(ds, schedule="1", width=8, n_frames=5), hv.HoloMap)
+    hm = plot.samples_over_time(ds, schedule="1", width=8, n_frames=5)
+    assert isinstance(hm, hv.HoloMap)
+    # on bokeh the data area keeps its own 380 px beside the legend (the built tutorial squeezed it to ~60 px)
+    fig = hv.render(hm.last, backend="bokeh")
+    assert (fig.frame_width, fig.frame_height) == (380, 380) and fig.legend[0].location is not None
     assert isinstance(plot.phase_diagram(ds), hv.Overlay)
     assert isinstance(plot.mode_count_bars(ds), hv.Bars)
     assert isinstance(plot.phase_time_hist(ds), hv.NdLayout)
