@@ -52,7 +52,7 @@ from .training.diagnostics import DIAGNOSTIC_VARIABLES, LOSS_UNITS
 SCHEMA_VERSION = "1.7"
 LOCK_NAME = ".ridgexr-lock"
 
-__all__ = ["CELL_DIMS", "is_exact_cell", "CellWriter", "STEP_VARIABLES", "consolidate", "is_consolidated", "COORD_ATTRS", "CF_ATTRS", "SCHEMA_VERSION", "schema_older", "StoreLayout", "create_store", "write_block", "write_cell_end", "open_store",
+__all__ = ["CELL_DIMS", "is_exact_cell", "journal_path", "CellWriter", "STEP_VARIABLES", "consolidate", "is_consolidated", "COORD_ATTRS", "CF_ATTRS", "SCHEMA_VERSION", "schema_older", "StoreLayout", "create_store", "write_block", "write_cell_end", "open_store",
            "StoreLock", "StoreLockedError", "cells", "complete_cells", "cell_label", "json_attr", "VARIABLE_ATTRS",
            "CELL_DIAGNOSTICS", "CELL_QUALITY", "QUALITY_VARIABLES", "is_store", "chunk_leftover", "remove_partial_creations", "replace_store",
            "recover_store", "finish_interrupted", "interrupted", "damaged_root", "create_staging", "commit_staging", "StoreWarning", "StoreDamagedError",
@@ -413,7 +413,7 @@ class StoreWarning(UserWarning):
     rolled back, a leftover folder kept, a complete cell with missing chunks masked."""
 
 
-def _journal(path: Path) -> Path:
+def journal_path(path: Path) -> Path:
     """The journal of an ``--overwrite`` swap, beside the store (``STORE.ridgexr-swap``)."""
     return Path(str(path).rstrip("/") + SWAP_NAME)
 
@@ -478,7 +478,7 @@ def recover_store(path: str | Path, *, resume_hash: str | None = None,
     """
     path = Path(path)
     notes: list[str] = []
-    journal = _journal(path)
+    journal = journal_path(path)
     if journal.exists() or journal.is_symlink():
         try:
             plan = json.loads(journal.read_text())
@@ -573,7 +573,7 @@ def interrupted(path: str | Path) -> bool:
     """Whether an interrupted ``--overwrite`` left a swap journal beside ``path``, or an old store beside it while
     ``path`` holds none (:func:`finish_interrupted` finishes it)."""
     path = Path(path)
-    if _journal(path).exists() or _journal(path).is_symlink():  # committed: the new store is complete
+    if journal_path(path).exists() or journal_path(path).is_symlink():  # committed: the new store is complete
         return True
     return not is_store(path) and any(_is_old(p, path) for p in _leftovers(path))
 
@@ -683,7 +683,7 @@ def commit_staging(path: str | Path, staging: str | Path) -> None:
     """
     path, staging = Path(path), Path(staging)
     old = _sibling(path, _OLD_TAG)
-    journal = _journal(path)
+    journal = journal_path(path)
     tmp = journal.with_name(journal.name + f".{os.getpid()}-{uuid.uuid4().hex[:8]}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     try:

@@ -253,7 +253,7 @@ def test_the_schema_document_lists_every_step_variable_and_the_current_version()
 def _journalled_swap(tmp_path, phase):
     """A store ``s.zarr`` (config_hash "old") and the whole new store of an --overwrite (config_hash "new"), left
     as commit_staging leaves them when killed after ``phase``; returns (store, staging, old-aside name)."""
-    from ridgexr.store import _journal, _sibling, create_staging
+    from ridgexr.store import journal_path as _journal, _sibling, create_staging
 
     path = tmp_path / "s.zarr"
     create_store(path, small_layout(), np.zeros((2, 2)), {"config_hash": "old"})

@@ -20,7 +20,7 @@ import torch
 from .._validation import check_optional_int
 from ..catalog import NOT_HASHED, Experiment, resolve_store
 from ..catalog.folders import root_metadata as _root_metadata
-from ..store import _journal as _journal_path
+from ..store import journal_path as _journal_path
 from ..datasets import dataset_extras, load_training_set
 from ..process import MAX_DATA_SCALE, data_scale_limit
 from ..models import model_kind
