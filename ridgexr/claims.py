@@ -39,7 +39,7 @@ from .analysis import arrays
 from .analysis._helpers import cell_train
 from .analysis.claims import Claim, Criterion, Null, claims_markdown, median_interval
 from .choices import CLAIM_KINDS
-from .store import CELL_DIMS, is_exact_cell
+from .store import complete_cells, is_exact_cell
 
 __all__ = ["store_claims", "CRITERIA", "claims_table", "claim_specs"]
 
@@ -84,19 +84,6 @@ def claim_specs(ds: xr.Dataset) -> tuple[list, str]:
         return list(entry.claims), (f"criteria from catalog entry {exp.name!r} (not recorded in this store, "
                                     "which predates them; see the entry's history)")
     return [], f"entry {exp.name!r} declares no claims"
-
-
-def _cells(ds: xr.Dataset):
-    dims = [d for d in CELL_DIMS if d in ds.dims]
-    done = (ds["cell_applies"] & ds["cell_complete"]).compute()
-    for idx in np.ndindex(*(ds.sizes[d] for d in dims)):
-        sel = dict(zip(dims, idx))
-        if bool(done.isel(sel)):
-            yield {d: _plain(ds[d].values[i]) for d, i in sel.items()}, sel
-
-
-def _plain(v):
-    return v.item() if isinstance(v, np.generic) else v
 
 
 def _model_name(label: dict) -> str:
@@ -222,21 +209,21 @@ def store_claims(ds: xr.Dataset, specs=None) -> list[Claim]:
     if not specs:
         return []
     gates = _gates(ds)
-    cells = list(_cells(ds))
+    cells = complete_cells(ds)  # labels: ds.sel(label) is the cell
     d_star = int(ds.attrs.get("d_star", 1))
-    exact = next((sel for label, sel in cells if is_exact_cell(label)), None)
+    exact = next((label for label in cells if is_exact_cell(label)), None)
     null_cache: dict = {}
     out = []
     for spec in specs:
         ts = list(spec.t or [])
         steps = [_step(ds, t) for t in ts]
         t_obs = [float(ds["t"].values[s]) for s in steps]
-        for label, sel in cells:
+        for label in cells:
             if not _applies(spec, label):
                 continue
-            cell = ds.isel(sel)
+            cell = ds.sel(label)
             model = "exact" if is_exact_cell(label) else _model_name(label) or "model"
-            gate = None if model == "exact" or gates is None else str(gates.isel(sel).item())
+            gate = None if model == "exact" or gates is None else str(gates.sel(label).item())
             fmt = dict(model={"unet": "U-Net", "exact": "exact denoiser"}.get(model, model),
                        t0=t_obs[0] if t_obs else math.nan, t1=t_obs[1] if len(t_obs) > 1 else math.nan,
                        ts=", ".join(f"{t:.3g}" for t in t_obs))
@@ -251,7 +238,7 @@ def store_claims(ds: xr.Dataset, specs=None) -> list[Claim]:
                 est, lo, hi, n, excl = _paired_fall(at[0], at[1])
                 measure = "median ridge distance at t_late - at t_early (resolved states, paired bootstrap 95 %)"
                 if exact is not None:
-                    ex = ds.isel(exact)
+                    ex = ds.sel(exact)
                     e_at = [_resolved(ex.isel(step=s), "ridge_distance") for s in steps]
                     ne, nlo, nhi, nn, _ = _paired_fall(e_at[0], e_at[1])
                     null = Null(ne, nlo, nhi, how=f"the exact denoiser: {nn} trajectories resolved at both times")
@@ -259,7 +246,7 @@ def store_claims(ds: xr.Dataset, specs=None) -> list[Claim]:
                 if exact is None:
                     continue
                 a = _resolved(cell.isel(step=steps[0]), "ridge_distance")
-                b = _resolved(ds.isel(exact).isel(step=steps[0]), "ridge_distance")
+                b = _resolved(ds.sel(exact).isel(step=steps[0]), "ridge_distance")
                 est, lo, hi, n, _ = _ratio_of_medians(a, b)
                 excl = int(a.size - n)
                 measure = "median ridge distance, model / exact denoiser (bootstrap 95 %)"
