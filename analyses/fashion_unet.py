@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from _common import complete_cells, markdown_table, median_ci, median_ci_text, parser, share, store_for
+from _common import complete_cells, markdown_table, median_ci_text, parser, store_for
 from fashion_latent import step_rows
 
 import ridgexr

@@ -21,7 +21,7 @@ import xarray as xr
 from jinja2 import Template
 
 from . import analysis, defaults, plot
-from .store import CELL_DIMS, cells, json_attr
+from .store import CELL_DIMS, cells, is_exact_cell, json_attr
 
 __all__ = ["make_report", "report_figures", "snapshot_cell"]
 
@@ -291,8 +291,7 @@ def report_figures(ds: xr.Dataset, *, r: float = 0.5, n_frames: int = defaults.R
                                         "Share of final samples within 0.5 of a training point (the paper's "
                                         "memorization count) per cell.")
     if plot.is_mnist(ds):
-        is_exact = lambda c: "exact" in (c.get("schedule"), c.get("model"))  # noqa: E731
-        picked = [c for c in cells(ds) if not is_exact(c)][:1] + [c for c in cells(ds) if is_exact(c)][:1]
+        picked = [c for c in cells(ds) if not is_exact_cell(c)][:1] + [c for c in cells(ds) if is_exact_cell(c)][:1]
         for i, cell in enumerate(picked):
             figures[f"decoded_samples_{i}"] = (plot.decoded_samples(ds, **cell), f"Decoded samples of {cell}.")
             figures[f"decoded_trajectories_{i}"] = (plot.decoded_trajectories(ds, **cell),
@@ -305,8 +304,7 @@ def report_figures(ds: xr.Dataset, *, r: float = 0.5, n_frames: int = defaults.R
                    "(the scheduler's output at t = 0, else the last state over alpha_t), one row each, above real "
                    "training images; the quality gate's verdict beside each cell's label.")} | figures
     if plot.is_image_store(ds):  # pixel images, or VAE latents decoded
-        is_exact = lambda c: "exact" in (c.get("schedule"), c.get("model"))  # noqa: E731
-        picked = [c for c in cells(ds) if not is_exact(c)][:1] + [c for c in cells(ds) if is_exact(c)][-1:]
+        picked = [c for c in cells(ds) if not is_exact_cell(c)][:1] + [c for c in cells(ds) if is_exact_cell(c)][-1:]
         for i, cell in enumerate(picked):
             figures[f"image_grid_{i}"] = (plot.image_grid(ds, cell), f"Cell {cell}: samples at several t (rows: "
                                           "trajectories), each beside its ridge projection and its nearest "
