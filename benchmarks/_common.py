@@ -1,8 +1,11 @@
-"""Shared helpers for the benchmark scripts (timing and the same-run matmul reference)."""
+"""Shared helpers for the benchmark scripts (timing, a child's peak memory and the same-run matmul reference)."""
 
 from __future__ import annotations
 
+import os
 import platform
+import subprocess
+import tempfile
 import time
 
 import numpy as np
@@ -17,6 +20,21 @@ def best_time(fn, repeat: int = 3) -> float:
         fn()
         best = min(best, time.perf_counter() - t0)
     return best
+
+
+def run_with_peak(cmd: list[str], env: dict | None = None) -> tuple[int, str, str, int]:
+    """Run ``cmd`` to its end; return (exit code, stdout, stderr, peak RSS in bytes of that child alone).
+
+    The peak comes from ``os.wait4`` on the child's pid, not from ``getrusage(RUSAGE_CHILDREN)``, whose
+    ``ru_maxrss`` is the largest of *all* children this process ever waited for (under pytest-xdist a worker
+    has run other subprocesses before, and their peak hid this one's)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it again
+        out.seek(0)
+        err.seek(0)
+        return proc.returncode, out.read().decode(), err.read().decode(), usage.ru_maxrss * 1024  # kB on Linux
 
 
 def matmul_gflops(n: int = 2000, dtype=torch.float64, device: str = "cpu") -> float:

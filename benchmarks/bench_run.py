@@ -33,7 +33,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _common import machine  # noqa: E402
+from _common import machine, run_with_peak  # noqa: E402
 
 import ridgexr  # noqa: E402
 from ridgexr.empirical import SmoothedEmpirical  # noqa: E402
@@ -160,9 +160,6 @@ def end_to_end(entry: str, quick: bool = False) -> None:
 
     ``quick``: the entry (from ``catalogs/points2d.yaml``) with 32 samples and 60 steps, written to a one-entry
     catalog file that ``ridgexr run FILE`` takes."""
-    import resource
-    import subprocess
-
     import yaml
 
     tmp = Path(tempfile.mkdtemp())
@@ -174,10 +171,10 @@ def end_to_end(entry: str, quick: bool = False) -> None:
         target.write_text(yaml.safe_dump({"experiments": {entry: spec}}))
         label = f"{entry} (quick: 32 samples x 60 steps)"
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "ridgexr.cli", "run", str(target), "--data-dir", str(tmp)], check=True,
-                   capture_output=True)
+    rc, out, err, peak = run_with_peak([sys.executable, "-m", "ridgexr.cli", "run", str(target), "--data-dir", str(tmp)])
     wall = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # the largest child so far: this one
+    if rc:
+        raise SystemExit(f"ridgexr run {label} failed ({rc}):\n{out}{err}")
     ds = ridgexr.open_dataset(tmp / f"{entry}.zarr")
     steps = int(ds.cell_complete.sum()) * ds.sizes["sample"] * ds.sizes["step"]
     print(f"ridgexr run {label} end to end (imports, fits, {int(ds.cell_complete.sum())} cells, summary): "
