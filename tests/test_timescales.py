@@ -236,21 +236,48 @@ experiments:
 """
 
 
+@pytest.fixture(scope="module")
+def sweep_store(tmp_path_factory):
+    """A run of TIMESCALE_CATALOG (epochs x n_train), opened."""
+    from ridgexr.catalog import experiment_from_file
+    from ridgexr.run import run_experiment
+
+    tmp = tmp_path_factory.mktemp("sweep")
+    cat = tmp / "cat.yaml"
+    cat.write_text(TIMESCALE_CATALOG)
+    return ridgexr.open_dataset(run_experiment(experiment_from_file(cat), data_dir=tmp / "data").store)
+
+
 @pytest.mark.slow
-def test_the_report_draws_training_time_curves_and_the_law_of_a_store_that_sweeps_both(tmp_path,
+def test_both_memorization_measures_read_the_stored_ratio_which_equals_the_computed_one(sweep_store):
+    """Issue 43, item 5: memorization_fraction recomputed d1/d2 while the store holds it.  Both measures now
+    read the stored nearest_ratio (a ratio edited in the store changes them), and the ratio computed from the
+    trajectory where a Dataset has none equals the stored one."""
+    from ridgexr.analysis import memorization_fraction, nearest_ratio_at
+
+    ds = sweep_store
+    stored = nearest_ratio_at(ds).compute()
+    computed = nearest_ratio_at(ds.drop_vars("nearest_ratio")).compute()
+    assert np.isfinite(stored).all() and float(stored.min()) < float(stored.max())
+    np.testing.assert_allclose(computed.transpose(*stored.dims).values, stored.values, rtol=1e-9)
+    edited = ds.assign(nearest_ratio=xr.where(ds.sample < 5, 0.0, 1.0))  # 5 samples memorized in every cell
+    np.testing.assert_allclose(memorization_fraction(edited)["memorized"].values, 5 / ds.sizes["sample"])
+    np.testing.assert_allclose(memorized_share(edited, n_boot=50)["f_mem"].values, 5 / ds.sizes["sample"])
+    np.testing.assert_array_equal(memorization_fraction(ds)["memorized"].values,
+                                  memorized_share(ds, n_boot=50)["f_mem"].values)
+
+
+@pytest.mark.slow
+def test_the_report_draws_training_time_curves_and_the_law_of_a_store_that_sweeps_both(sweep_store, tmp_path,
                                                                                       figure_layout_problems):
     """A store sweeping epochs and n_train gets two report figures: f_mem and quality along training per n
     (the drawn values are training_timescales'), and tau against n; both laid out with nothing clipped."""
     import holoviews as hv
 
     from ridgexr import plot
-    from ridgexr.catalog import experiment_from_file
     from ridgexr.report import make_report, training_time_series
-    from ridgexr.run import run_experiment
 
-    cat = tmp_path / "cat.yaml"
-    cat.write_text(TIMESCALE_CATALOG)
-    ds = ridgexr.open_dataset(run_experiment(experiment_from_file(cat), data_dir=tmp_path / "data").store)
+    ds = sweep_store
     (cell, tt), = training_time_series(ds)
     assert cell == {}  # one schedule and width: nothing to name
     expected = ridgexr.analysis.training_timescales(ds, quality="quality_sliced_wasserstein").compute()

@@ -7,12 +7,13 @@ from .ensemble import gap_mass, pool_draws
 from .timescales import memorized_share, training_timescales
 from .manifold import (coverage, distribution_distance, manifold_density, manifold_distance, novelty, rate_fit,
                        ridge_vs_manifold, smoothed_target_distance)
-from .labelled import (degenerate_share, final_state, resolved, ridge_dimension, ridge_motion, tangential_distance, distance_curves, memorization_fraction, mode_counts, near_mode_fraction, phase_summary,
+from .labelled import (degenerate_share, final_state, resolved, ridge_dimension, ridge_motion, tangential_distance, distance_curves, memorization_fraction, mode_counts, near_mode_fraction, nearest_ratio_at,
+                       phase_summary,
                        phase_times, phase_transition, position_density, position_histogram, ridge_position,
                        spread_curves, summary_table, target_effect, theory_check)
 
 __all__ = ["arrays", "distance_curves", "ridge_dimension", "ridge_motion", "tangential_distance", "resolved", "degenerate_share", "phase_times", "phase_summary", "spread_curves", "ridge_position",
-           "position_histogram", "position_density", "mode_counts", "memorization_fraction", "near_mode_fraction",
+           "position_histogram", "position_density", "mode_counts", "memorization_fraction", "nearest_ratio_at", "near_mode_fraction",
            "phase_transition", "theory_check", "summary_table", "target_effect", "manifold",
            "manifold_distance", "novelty", "manifold_density", "distribution_distance", "ridge_vs_manifold", "rate_fit",
            "ensemble", "pool_draws", "gap_mass", "coverage", "smoothed_target_distance",

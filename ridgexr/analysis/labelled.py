@@ -41,7 +41,7 @@ from ._helpers import (along_step, at_step, by_train, cell_train, check_radius, 
                        with_attrs)
 
 __all__ = ["cell_train", "distance_curves", "ridge_dimension", "ridge_motion", "tangential_distance", "resolved", "degenerate_share", "phase_times", "phase_summary", "spread_curves", "ridge_position",
-           "position_histogram", "position_density", "target_effect", "mode_counts", "memorization_fraction", "near_mode_fraction",
+           "position_histogram", "position_density", "target_effect", "mode_counts", "nearest_ratio_at", "memorization_fraction", "near_mode_fraction",
            "phase_transition", "theory_check", "summary_table", "final_state"]
 
 
@@ -540,31 +540,71 @@ def mode_counts(ds: xr.Dataset, *, r: float = 0.5, step: int = -1, t: float | No
     return out
 
 
+def nearest_ratio_at(ds: xr.Dataset, *, step: int = -1, t: float | None = None, dim: str = "sample") -> xr.DataArray:
+    """d1/d2 of every sample at ``step`` (or the step nearest ``t``): nearest over second-nearest distance
+    to the cell's training points, the one input of both memorization measures.
+
+    A store of schema 1.5 or later holds it (``nearest_ratio``, computed at run time by
+    :func:`ridgexr.nearest.step_nearest` against alpha_t x_i, with distances recomputed directly so
+    that there is no cancellation); it is read, not recomputed.  A Dataset without it (an older store,
+    one built in memory) gets it from ``trajectory``, ``train_data`` and ``alpha`` by
+    :func:`ridgexr.analysis.arrays.nearest_two`, which also recomputes the two winners' distances
+    directly (the ratio is scale-free, so x / alpha_t against x_i is the same ratio).  NaN where the
+    state is not finite.  Dims: the cell dims and ``dim`` (lazy with dask inputs).
+    """
+    ds = along_step(ds)
+    if "nearest_ratio" in ds:
+        check_vars(ds, "nearest_ratio", dim=dim)
+        return at_step(ds, step, t)["nearest_ratio"]
+    check_vars(ds, "trajectory", "train_data", "alpha", dim=dim)
+    if ds.sizes.get("train", 0) < 2:
+        raise ValueError("d1/d2 needs at least two training points")
+    last = at_step(ds, step, t)
+    train = cell_train(last)
+    a = float(last["alpha"])
+    x = last["trajectory"]
+    if x.chunks is not None:
+        x = x.chunk({dim: -1, "dim": -1})
+
+    def ratio(xx, tr):
+        d1, d2, _ = arrays.nearest_two(xx / a, tr)
+        return np.where(np.isfinite(d1), d1 / d2, np.nan)
+
+    r = xr.apply_ufunc(partial(by_train, ratio), x, train, input_core_dims=[[dim, "dim"], ["train", "dim"]],
+                       output_core_dims=[[dim]], dask="parallelized", output_dtypes=[float])
+    return with_attrs(r, "d1 / d2: nearest over second-nearest training distance", "1")
+
+
 def memorization_fraction(ds: xr.Dataset, *, ratio: float = 1 / 3, step: int = -1, t: float | None = None,
                           ci: float = 0.95, ci_method: str = "wilson", dim: str = "sample") -> xr.Dataset:
     """Share of samples with d1/d2 < ``ratio`` at ``step`` (or nearest ``t``), with a binomial CI.
 
+    d1/d2 comes from :func:`nearest_ratio_at` (the stored ``nearest_ratio`` where the store has it).
     The CI of the share is Wilson's score interval (``ci_method="wilson"``, default) or the
     exact Clopper-Pearson interval, over the samples with finite states; it does not
-    collapse to [1, 1] at 256 / 256 as a percentile bootstrap does.
+    collapse to [1, 1] at 256 / 256 as a percentile bootstrap does.  Bonnaire et al.'s f_mem is the
+    same share with their percentile-bootstrap interval: :func:`ridgexr.analysis.memorized_share`.
 
     Returns ``memorized``, ``memorized_low``, ``memorized_high`` over the cells (lazy).
     """
-    ds = along_step(ds)  # selected by t (scalar or slice) or after swap_dims(step="t")
-    check_vars(ds, "trajectory", "train_data", "alpha", dim=dim)
     ratio = check_float(ratio, "ratio", min_val=0, max_val=1, include_boundaries="neither")
     ci = check_float(ci, "ci", min_val=0, max_val=1, include_boundaries="neither")
     check_option(ci_method, "ci_method", arrays.CI_METHODS)
-    if ds.sizes.get("train", 0) < 2:
-        raise ValueError("memorization needs at least two training points")
-    last = at_step(ds, step, t)
-    train = cell_train(last)
-    a = float(last["alpha"])
-    x = last["trajectory"].chunk({dim: -1, "dim": -1})
+    r = nearest_ratio_at(ds, step=step, t=t, dim=dim)
+    if r.chunks is not None:
+        r = r.chunk({dim: -1})
 
-    out = _share_per_cell(lambda xx, tr: arrays.memorized(xx / a, tr, ratio), x, train,  # ratio is scale-free
-                          "memorized", f"share of samples with d1/d2 < {ratio:.3g}", ci, ci_method, dim)
-    out.attrs.update(ratio=float(ratio), ci=float(ci), ci_method=ci_method, step=step_label(ds, step, t))
+    def share(rr):
+        return arrays.share_with_ci(np.where(np.isfinite(rr), rr < ratio, np.nan), ci, ci_method)
+
+    stats = xr.apply_ufunc(share, r, input_core_dims=[[dim]], output_core_dims=[["stat"]], dask="parallelized",
+                           output_dtypes=[float], dask_gufunc_kwargs={"output_sizes": {"stat": 3}})
+    out = xr.Dataset({
+        "memorized": with_attrs(stats.isel(stat=0), f"share of samples with d1/d2 < {ratio:.3g}", "1"),
+        "memorized_low": with_attrs(stats.isel(stat=1), f"lower end of the {ci:.0%} {ci_method} interval", "1"),
+        "memorized_high": with_attrs(stats.isel(stat=2), f"upper end of the {ci:.0%} {ci_method} interval", "1"),
+    })
+    out.attrs.update(ratio=float(ratio), ci=float(ci), ci_method=ci_method, step=step_label(along_step(ds), step, t))
     return out
 
 

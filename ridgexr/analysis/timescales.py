@@ -5,8 +5,8 @@ samples become good, independent of the training-set size n, and a later tau_mem
 to reproduce training points, growing linearly with n.  On a store that sweeps a training-time
 dimension (the ``epoch`` of a model trained by minibatch DSM, ``model.epochs`` a list) and ``n_train``:
 
-- :func:`memorized_share`: f_mem, the share of final samples with d1/d2 < 1/3, read from the stored
-  ``nearest_ratio`` of the last recorded step, with a seeded percentile-bootstrap interval;
+- :func:`memorized_share`: f_mem, the share of final samples with d1/d2 < 1/3 (the stored
+  ``nearest_ratio`` of the last recorded step), with a seeded percentile-bootstrap interval;
 - :func:`training_timescales`: tau_gen and tau_mem per cell with their intervals and censoring flags,
   and the slopes b of log tau = a + b log n with bootstrap intervals and the verdicts of the criteria
   fixed before a run (:mod:`ridgexr.defaults`, docs/timescales.md).
@@ -25,7 +25,8 @@ import xarray as xr
 from .. import defaults
 from .._validation import check_bool, check_float, check_int, check_option
 from . import arrays
-from ._helpers import along_step, check_vars, step_index, step_label, with_attrs
+from ._helpers import along_step, check_vars, step_label, with_attrs
+from .labelled import nearest_ratio_at
 
 __all__ = ["memorized_share", "training_timescales"]
 
@@ -38,24 +39,30 @@ def _check_boot(ratio, n_boot, ci, seed) -> tuple[float, int, float, int]:
 
 
 def memorized_share(ds: xr.Dataset, *, ratio: float = defaults.MEMORIZED_RATIO, step: int = -1,
-                    n_boot: int = defaults.TIMESCALE_N_BOOT, ci: float = defaults.TIMESCALE_CI, seed: int = 0,
-                    dim: str = "sample") -> xr.Dataset:
-    """f_mem: the share of samples with stored d1/d2 < ``ratio`` at ``step``, with a bootstrap interval.
+                    t: float | None = None, n_boot: int = defaults.TIMESCALE_N_BOOT,
+                    ci: float = defaults.TIMESCALE_CI, seed: int = 0, dim: str = "sample") -> xr.Dataset:
+    """f_mem: the share of samples with d1/d2 < ``ratio`` at ``step``, with Bonnaire et al.'s bootstrap interval.
 
-    d1/d2 is the store's ``nearest_ratio`` (nearest over second-nearest distance of the sampler state to
-    the cell's scaled training points, :mod:`ridgexr.nearest`); at the last recorded step (the default)
-    it is the memorization measure of Bonnaire et al. on the final samples.  The interval is a percentile
+    d1/d2 comes from :func:`ridgexr.analysis.nearest_ratio_at` (the store's ``nearest_ratio``: nearest
+    over second-nearest distance of the sampler state to the cell's scaled training points,
+    :mod:`ridgexr.nearest`), the same input as :func:`ridgexr.analysis.memorization_fraction`, whose share
+    this is; only the interval differs (theirs: a percentile bootstrap, which is [0, 0] at 0 / S; ours:
+    Wilson's).  At the last recorded step (the default) it is the memorization measure of Bonnaire et
+    al. on the final samples.  The interval is a percentile
     bootstrap over the samples (:func:`ridgexr.analysis.arrays.memorized_share_ci`, seeded); samples
     whose ratio is NaN (diverged, masked cell) are out of the share and counted by ``f_mem_n_valid``.
 
     Parameters
     ----------
     ds : xarray.Dataset
-        A store (schema 1.5 or later: it has ``nearest_ratio``) or a selection of its cells.
+        A store or a selection of its cells (without ``nearest_ratio``, e.g. before schema 1.5: its
+        ``trajectory``, ``train_data`` and ``alpha``).
     ratio : float in (0, 1)
         Memorization threshold (default :data:`ridgexr.defaults.MEMORIZED_RATIO`, 1/3).
     step : int
         Recorded step (default the last).
+    t : float, optional
+        Instead of ``step``, the recorded step nearest this time.
     n_boot, ci, seed : int, float, int
         Bootstrap replicates, interval level and seed.
     dim : str
@@ -69,7 +76,7 @@ def memorized_share(ds: xr.Dataset, *, ratio: float = defaults.MEMORIZED_RATIO, 
     Raises
     ------
     ValueError
-        For a missing ``nearest_ratio``, a ``dim`` that is no dimension, or an out-of-range argument.
+        For a Dataset with neither ``nearest_ratio`` nor the variables to compute it, a ``dim`` that is no dimension, or an out-of-range argument.
 
     Examples
     --------
@@ -78,11 +85,8 @@ def memorized_share(ds: xr.Dataset, *, ratio: float = defaults.MEMORIZED_RATIO, 
     >>> float(memorized_share(ds, n_boot=100)["f_mem"])
     0.5
     """
-    ds = along_step(ds)
-    check_vars(ds, "nearest_ratio", dim=dim)
     ratio, n_boot, ci, seed = _check_boot(ratio, n_boot, ci, seed)
-    k = step_index(ds, step)
-    r = ds["nearest_ratio"].isel(step=k)
+    r = nearest_ratio_at(ds, step=step, t=t, dim=dim)
     if r.chunks is not None:
         r = r.chunk({dim: -1})
     stats = xr.apply_ufunc(partial(arrays.memorized_share_ci, ratio=ratio, n_boot=n_boot, ci=ci, seed=seed), r,
@@ -96,7 +100,7 @@ def memorized_share(ds: xr.Dataset, *, ratio: float = defaults.MEMORIZED_RATIO, 
         "f_mem_n_valid": with_attrs(stats.isel(stat=3), "samples with a finite d1/d2 (the share's denominator)",
                                     "1"),
     })
-    return out.assign_attrs(ratio=ratio, ci=ci, n_boot=n_boot, seed=seed, step=step_label(ds, step))
+    return out.assign_attrs(ratio=ratio, ci=ci, n_boot=n_boot, seed=seed, step=step_label(along_step(ds), step, t))
 
 
 def _times(stats: xr.DataArray, name: str, what: str, units: str) -> dict[str, xr.DataArray]:
@@ -201,7 +205,7 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
     >>> out["tau_mem"].values.tolist(), out["tau_gen"].values.tolist()
     ([10.0, 100.0], [10.0, 100.0])
     """
-    check_vars(ds, "nearest_ratio", quality, dim=dim)
+    check_vars(ds, quality, dim=dim)  # d1/d2: stored or computed (nearest_ratio_at)
     for name, value in (("time_dim", time_dim), ("size_dim", size_dim)):
         if not isinstance(value, str) or value not in ds.dims:
             raise ValueError(f"`{name}` must be a dimension of ds {tuple(ds.dims)}; got {value!r}")
