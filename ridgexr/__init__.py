@@ -2,7 +2,7 @@
 
 Array layer (numpy/torch in, same out): :class:`OU`, :func:`time_grid`,
 :class:`SmoothedEmpirical`, :func:`ridge_frame`, :func:`ridge_residual`,
-:func:`project_to_ridge`.  Labelled layer: :mod:`ridgexr.labelled`.  Accessor:
+:func:`project_to_ridge`.  Labelled layer: :mod:`ridgexr.projection`.  Accessor:
 ``DataArray.ridge``.
 """
 
@@ -44,10 +44,13 @@ _LAZY = {
     "open_catalog": "catalog", "Experiment": "catalog", "Catalog": "catalog",
     "open_dataset": "reader", "run_experiment": "run",
 }
-_SUBMODULES = ("accessor", "labelled", "analysis", "plot", "report", "store", "catalog", "datasets", "training", "run", "ridge",
+_SUBMODULES = ("accessor", "projection", "analysis", "plot", "report", "store", "catalog", "datasets", "training", "run", "ridge",
                "scms", "empirical", "models", "process", "defaults", "choices", "spec", "sampling", "observe", "reader", "units", "cli", "quality")
 
-__all__ = sorted(_LAZY) + ["labelled", "__version__"]
+#: modules renamed (old -> new): the old name says where its functions went
+_RENAMED = {"labelled": "projection"}  # one labelled module per concept: analysis.labelled, quality.labelled
+
+__all__ = sorted(_LAZY) + ["projection", "__version__"]
 
 
 def __getattr__(name: str):
@@ -55,6 +58,8 @@ def __getattr__(name: str):
         value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     elif name in _SUBMODULES:
         value = importlib.import_module(f".{name}", __name__)
+    elif name in _RENAMED:
+        raise AttributeError(f"ridgexr.{name} was renamed ridgexr.{_RENAMED[name]} (same functions)")
     else:
         raise AttributeError(f"module 'ridgexr' has no attribute {name!r}")
     globals()[name] = value

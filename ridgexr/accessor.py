@@ -4,7 +4,7 @@ Importing :mod:`ridgexr` registers it.  Every method carries the name of the lab
 function it forwards to (as xskillscore's accessor does), with the accessor's object
 passed as that function's argument named in the tables below:
 
-- ``DataArray.ridge``: :data:`DATAARRAY_METHODS` (:func:`ridgexr.labelled.project_to_ridge`,
+- ``DataArray.ridge``: :data:`DATAARRAY_METHODS` (:func:`ridgexr.projection.project_to_ridge`,
   ``ridge_residual`` and ``ridge_frame`` with the DataArray as ``x``);
 - ``Dataset.ridge``: :data:`DATASET_METHODS` (the analyses of :mod:`ridgexr.analysis` with the
   Dataset as ``ds``).
@@ -37,9 +37,9 @@ __all__ = ["RidgeDataArrayAccessor", "RidgeDatasetAccessor", "DATAARRAY_METHODS"
 
 #: ``da.ridge.<name>`` -> (module of ridgexr, the argument that receives the DataArray)
 DATAARRAY_METHODS: dict[str, tuple[str, str]] = {
-    "project_to_ridge": ("labelled", "x"),
-    "ridge_residual": ("labelled", "x"),
-    "ridge_frame": ("labelled", "x"),
+    "project_to_ridge": ("projection", "x"),
+    "ridge_residual": ("projection", "x"),
+    "ridge_frame": ("projection", "x"),
 }
 
 #: ``ds.ridge.<name>`` -> (module of ridgexr, the argument that receives the Dataset)

@@ -100,7 +100,7 @@ def check_ridge_args(density: Any, d_star: Any, *, kind: Any = "log", tol: Any =
     ``max_iter`` (integer >= 1), ``top_k`` and ``stop_degenerate`` (None or integer >= 1), ``accelerate``
     (a bool), ``frame`` (one of :data:`~ridgexr.scms.FRAME_METHODS`; ``"lowrank"`` needs ``kind="log"``),
     used by the array
-    functions here and by :mod:`ridgexr.labelled` before it builds a dask graph.
+    functions here and by :mod:`ridgexr.projection` before it builds a dask graph.
 
     Raises
     ------

@@ -39,12 +39,12 @@ def test_every_method_has_its_functions_signature_minus_the_object_and_its_docst
 
 
 def test_methods_forward_keyword_and_positional_arguments_and_refuse_unknown_ones(rng):
-    from ridgexr import SmoothedEmpirical, labelled
+    from ridgexr import SmoothedEmpirical, projection
 
     train = rng.normal(size=(5, 2)) * 2
     p = SmoothedEmpirical(train, t=0.4)
     x = xr.DataArray(rng.normal(size=(7, 2)), dims=("sample", "dim"))
-    direct = labelled.ridge_residual(p, x, 1)
+    direct = projection.ridge_residual(p, x, 1)
     for got in (x.ridge.ridge_residual(p, 1), x.ridge.ridge_residual(density=p, d_star=1),
                 x.ridge.ridge_residual(p, d_star=1)):
         np.testing.assert_array_equal(got.values, direct.values)

@@ -92,7 +92,7 @@ LAYERS = [
     {"models", "training"},
     {"sampling", "observe", "catalog", "nearest"},
     {"store"},
-    {"analysis", "labelled", "accessor"},
+    {"analysis", "projection", "accessor"},
     {"quality", "claims"},
     {"reader", "engine"},
     {"run"},

@@ -14,7 +14,7 @@ import xarray as xr
 from typer.testing import CliRunner
 
 import ridgexr
-from ridgexr import SmoothedEmpirical, labelled, reader, report, sampling, time_grid
+from ridgexr import SmoothedEmpirical, projection, reader, report, sampling, time_grid
 from ridgexr.analysis import memorization_fraction, summary_table
 from ridgexr.catalog import experiment_from_file
 from ridgexr.cli import app
@@ -25,9 +25,9 @@ TWO = np.array([[-3.0, 0.0], [3.0, 0.0]])
 
 # (function, removed keyword, its replacement)
 REMOVED_KEYWORDS = [
-    (labelled.project_to_ridge, "dim", "feature_dim"),
-    (labelled.ridge_residual, "dim", "feature_dim"),
-    (labelled.ridge_frame, "dim", "feature_dim"),
+    (projection.project_to_ridge, "dim", "feature_dim"),
+    (projection.ridge_residual, "dim", "feature_dim"),
+    (projection.ridge_frame, "dim", "feature_dim"),
     (sampling.reverse_sde, "dim", "d"),
     (sampling.probability_flow, "dim", "d"),
     (report.make_report, "frames", "n_frames"),
@@ -80,7 +80,7 @@ def _refused(call, old):
 def test_labelled_dim_is_refused(name):
     p = SmoothedEmpirical(TWO, 0.5)
     x = xr.DataArray(np.array([[1.0, 2.0]]), dims=("sample", "coord"))
-    func = getattr(labelled, name)
+    func = getattr(projection, name)
     assert func(p, x, 1, feature_dim="coord") is not None
     _refused(lambda: func(p, x, 1, dim="coord"), "dim")
 
@@ -209,3 +209,12 @@ def test_catalog_feature_period_T_is_refused_with_its_replacement():
     with pytest.raises(Exception, match=r"'T' was removed in 0.4: leave feature_period out \(null\)"):
         validate_block({"widths": [4], "feature_period": "T"})
     assert validate_block({"widths": [4]}).feature_period is None
+
+
+def test_the_renamed_labelled_module_says_where_its_functions_went():
+    """ridgexr.labelled (the ridge projection's labelled layer) is ridgexr.projection since issue 43."""
+    import ridgexr
+
+    with pytest.raises(AttributeError, match="ridgexr.labelled was renamed ridgexr.projection"):
+        ridgexr.labelled
+    assert ridgexr.projection.project_to_ridge is projection.project_to_ridge

@@ -4,7 +4,7 @@ import pytest
 import xarray as xr
 
 import ridgexr
-from ridgexr import SmoothedEmpirical, labelled
+from ridgexr import SmoothedEmpirical, projection
 
 THREE = np.array([[0.0, 0.0], [5.0, 0.0], [0.0, 5.0]])
 
@@ -19,7 +19,7 @@ def test_projection_lazy_labelled_and_equal_to_array_layer(rng):
     p = SmoothedEmpirical(THREE, 0.3)
     x = lazy_points(rng)
     t = xr.DataArray([0.2, 0.4, 0.8], dims="step", coords={"step": [0, 1, 2]})
-    ds = labelled.project_to_ridge(p, x, 1, t=t)
+    ds = projection.project_to_ridge(p, x, 1, t=t)
     assert isinstance(ds.ridge_projection.data, da.Array)  # still lazy
     assert ds.ridge_projection.dims == ("step", "sample", "dim")
     assert ds.on_ridge.dims == ("step", "sample")
@@ -50,13 +50,13 @@ def test_labelled_bad_input(rng):
     p = SmoothedEmpirical(THREE, 0.5)
     x = lazy_points(rng)
     with pytest.raises(ValueError, match="dim"):
-        labelled.project_to_ridge(p, x, 1, feature_dim="feature")
+        projection.project_to_ridge(p, x, 1, feature_dim="feature")
     with pytest.raises(ValueError, match="dim"):
-        labelled.project_to_ridge(p, x.isel(dim=[0]), 1)
+        projection.project_to_ridge(p, x.isel(dim=[0]), 1)
     with pytest.raises(TypeError, match="x"):
-        labelled.project_to_ridge(p, x.values, 1)
+        projection.project_to_ridge(p, x.values, 1)
     with pytest.raises(ValueError, match="d_star"):
-        labelled.ridge_residual(p, x, 2)
+        projection.ridge_residual(p, x, 2)
 
 
 @pytest.mark.parametrize("kwargs, name", [
@@ -68,19 +68,19 @@ def test_labelled_validates_before_building_the_graph(rng, kwargs, name):
     x = lazy_points(rng)
     assert x.chunks  # dask-backed: a late check would only fire at .compute()
     with pytest.raises(ValueError, match=f"`{name}` must be"):
-        labelled.project_to_ridge(p, x, 1, **kwargs)  # raises here, at the call
+        projection.project_to_ridge(p, x, 1, **kwargs)  # raises here, at the call
     if name not in ("tol", "max_iter", "stop_degenerate"):
         with pytest.raises(ValueError, match=f"`{name}` must be"):
-            labelled.ridge_frame(p, x, 1, **kwargs)
+            projection.ridge_frame(p, x, 1, **kwargs)
 
 
 def test_labelled_accelerate_is_checked_at_the_call_and_reaches_scms(rng):
     p = SmoothedEmpirical(THREE, 0.5)
     x = lazy_points(rng)
     with pytest.raises(TypeError, match="`accelerate` must be a bool"):
-        labelled.project_to_ridge(p, x, 1, accelerate="yes")  # raises here, before .compute()
-    fast = labelled.project_to_ridge(p, x, 1, tol=1e-8, accelerate=True).compute()
-    plain = labelled.project_to_ridge(p, x, 1, tol=1e-8).compute()
+        projection.project_to_ridge(p, x, 1, accelerate="yes")  # raises here, before .compute()
+    fast = projection.project_to_ridge(p, x, 1, tol=1e-8, accelerate=True).compute()
+    plain = projection.project_to_ridge(p, x, 1, tol=1e-8).compute()
     ref = ridgexr.project_to_ridge(p, x.values, 1, tol=1e-8, accelerate=True)
     np.testing.assert_allclose(fast.ridge_projection.values, ref.point, atol=1e-12)
     assert fast.ridge_iterations.sum() < plain.ridge_iterations.sum()  # the option reached SCMS
