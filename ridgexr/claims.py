@@ -36,7 +36,7 @@ import numpy as np
 import xarray as xr
 
 from .analysis import arrays
-from .analysis._helpers import cell_train
+from .analysis._helpers import cell_train, step_index
 from .analysis.claims import Claim, Criterion, Null, claims_markdown, median_interval
 from .choices import CLAIM_KINDS
 from .store import complete_cells, is_exact_cell
@@ -121,10 +121,6 @@ def _share(flags: np.ndarray) -> tuple[float, float, float, int, int]:
     k, n = int(flags[ok].sum()), int(ok.sum())
     lo, hi = arrays.proportion_ci(k, n)
     return (k / n if n else math.nan), float(lo), float(hi), n, int((~ok).sum())
-
-
-def _step(ds: xr.Dataset, t: float) -> int:
-    return int(np.argmin(np.abs(ds["t"].values - t)))
 
 
 def _resolved(at: xr.Dataset, name: str) -> np.ndarray:
@@ -216,7 +212,7 @@ def store_claims(ds: xr.Dataset, specs=None) -> list[Claim]:
     out = []
     for spec in specs:
         ts = list(spec.t or [])
-        steps = [_step(ds, t) for t in ts]
+        steps = [step_index(ds, t=t) for t in ts]
         t_obs = [float(ds["t"].values[s]) for s in steps]
         for label in cells:
             if not _applies(spec, label):
