@@ -38,7 +38,8 @@ def norm_median(v: np.ndarray, masked: np.ndarray) -> float:
 def step_rows(ds, times) -> pd.DataFrame:
     """One row per (complete cell, observed step nearest each of ``times``): the columns described above."""
     steps = sorted({int(np.argmin(np.abs(ds.t.values - t))) for t in times})
-    sel = ds.isel(step=steps)[["ridge_distance", "ridge_degenerate", "residual_normal", "residual_tangent",
+    sel = ds.isel(step=steps)[["ridge_distance", "ridge_degenerate", "frame_degenerate", "residual_normal",
+                               "residual_tangent",
                                "resolved_rank", "nearest_distance", "nearest_ratio", "cell_applies",
                                "cell_complete"]].compute()
     rows = []
@@ -47,12 +48,14 @@ def step_rows(ds, times) -> pd.DataFrame:
             at = cell.isel(step=j)
             degenerate = at.ridge_degenerate.values.astype(bool)
             dist = np.where(degenerate, np.nan, at.ridge_distance.values)
+            # the residual split is undetermined where the frame at the state is (store.DEGENERATE_FLAGS)
+            frame = at.frame_degenerate.values.astype(bool)
             rows.append(label | {
                 "t": f"{float(at.t):.3g}",
                 "ridge distance (median)": median_ci_text(dist),
                 "degenerate": share(degenerate),
-                "|residual normal|": f"{norm_median(at.residual_normal.values, degenerate):.3g}",
-                "|residual tangent|": f"{norm_median(at.residual_tangent.values, degenerate):.3g}",
+                "|residual normal|": f"{norm_median(at.residual_normal.values, frame):.3g}",
+                "|residual tangent|": f"{norm_median(at.residual_tangent.values, frame):.3g}",
                 "d*(t)": float(np.nanmedian(at.resolved_rank.values)),
                 "nearest (median)": median_ci_text(at.nearest_distance.values),
                 "d1/d2 < 1/3": share(at.nearest_ratio.values < 1 / 3),
