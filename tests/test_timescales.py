@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import ridgexr  # noqa: F401  (registers the accessor)
 from ridgexr import defaults
-from ridgexr.analysis import arrays, memorized_share, training_timescales
+from ridgexr.analysis import arrays, memorized_share, resolved, training_timescales
 
 # ------------------------------------------------------------------------------------------- f_mem
 
@@ -294,3 +294,66 @@ def test_the_report_draws_training_time_curves_and_the_law_of_a_store_that_sweep
     assert {"training_time_0", "timescale_law_0"} <= set(paths)
     with pytest.raises(ValueError, match="select one label"):
         plot.training_time_curves(xr.concat([tt, tt], "schedule"))
+
+
+# ------------------------------------------------------------------------- the ridge account of the window
+def test_the_null_of_two_points_lies_at_its_closed_form_ridge_distance():
+    """Fresh draws observed as the store observes samples: for two points (-3, 0), (3, 0) at t = 0.5 the 1-d
+    log ridge between them is the axis x_2 = 0 (the projection of the ridge doctest), so every resolved
+    state x_t = alpha_t x0 + sqrt(h_t) z with |x_1| < 1 lies at ridge distance |x_2|: a closed form."""
+    import json
+
+    from ridgexr.analysis.timescales import reference_observation
+
+    rng = np.random.default_rng(0)
+    x0 = np.column_stack([rng.uniform(-2, 2, 200), rng.normal(0, 0.3, 200)])
+    ds = xr.Dataset({"train_data": (("train", "dim"), [[-3.0, 0.0], [3.0, 0.0]])},
+                    coords={"step": [7], "t": ("step", [0.5])},
+                    attrs={"config": json.dumps({"d_star": 1, "ridge": {"max_iter": 500}})})
+    obs = reference_observation(ds, xr.DataArray(x0, dims=("population", "dim")), n=150, seed=3)
+    t = 0.5
+    xt = np.exp(-t) * x0[:150] + np.sqrt(1 - np.exp(-2 * t)) * np.random.default_rng(3).standard_normal((150, 2))
+    np.testing.assert_array_equal(obs["trajectory"].isel(step=0).values, xt)
+    dist = resolved(obs, "ridge_distance").isel(step=0).values
+    inner = np.abs(xt[:, 0]) < 1
+    assert np.isfinite(dist[inner]).mean() > 0.9
+    ok = inner & np.isfinite(dist)
+    np.testing.assert_allclose(dist[ok], np.abs(xt[ok, 1]), atol=1e-6)
+    assert obs["t"].item() == 0.5 and int(obs["step"][0]) == 7 and "fresh draws" in obs.attrs["null"]
+    with pytest.raises(ValueError, match="`reference` must be given"):
+        reference_observation(ds)
+    with pytest.raises(ValueError, match="`reference` must be"):
+        reference_observation(ds, xr.DataArray(np.zeros((5, 3)), dims=("population", "dim")))
+
+
+@pytest.mark.slow
+def test_training_window_labels_each_checkpoint_and_measures_samples_and_null_alike(sweep_store):
+    """Each checkpoint in its window by its cell's tau_gen / tau_mem (a censored tau_mem: no memorizing window;
+    an uncensored one from a given timescales Dataset: memorizing from there on); the measures are those of
+    the analyses that name them, and the null has them too, per n_train."""
+    from ridgexr.analysis import near_mode_fraction
+    from ridgexr.analysis.timescales import WINDOW_MEASURES, WINDOWS, training_window
+
+    ds = sweep_store
+    tt = training_timescales(ds, n_boot=50).compute()
+    w = training_window(ds, tt, n_null=60)
+    epochs = ds.epoch.values
+    for n in ds.n_train.values:
+        gen = float(tt.tau_gen.sel(n_train=n).squeeze())
+        labels = w.window.sel(n_train=n).squeeze().values
+        expected = [WINDOWS[0] if e < gen else WINDOWS[1] for e in epochs]  # tau_mem censored in this short run
+        assert bool(tt.tau_mem_censored.sel(n_train=n).squeeze())
+        assert list(labels) == expected
+    direct = near_mode_fraction(ds.isel(step=[-1]))["near_mode"].compute()
+    np.testing.assert_array_equal(w.near_mode.transpose(*direct.dims).values, direct.values)
+    for name in WINDOW_MEASURES:
+        assert w[f"null_{name}"].dims == ("n_train",)
+    assert np.isfinite(w.null_ridge_distance).all()
+    # an uncensored tau_mem at the second checkpoint: memorizing from there on
+    forced = tt.copy()
+    forced["tau_gen"] = xr.full_like(tt.tau_gen, epochs[0])
+    forced["tau_mem"] = xr.full_like(tt.tau_mem, epochs[1])
+    forced["tau_mem_censored"] = xr.zeros_like(tt.tau_mem_censored)
+    w2 = training_window(ds, forced, null=False)
+    assert "null_ridge_distance" not in w2
+    assert list(w2.window.isel(n_train=0).squeeze().values) == [WINDOWS[1]] + [WINDOWS[2]] * (len(epochs) - 1)

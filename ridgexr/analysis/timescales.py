@@ -17,18 +17,21 @@ Array kernels in :mod:`.arrays` (``memorized_share_ci``, ``quality_reached``, ``
 
 from __future__ import annotations
 
+import json
+import math
 from functools import partial
 
 import numpy as np
 import xarray as xr
 
-from .. import defaults
+from .. import defaults, units
 from .._validation import check_bool, check_float, check_int, check_option
 from . import arrays
-from ._helpers import along_step, check_vars, step_label, with_attrs
+from ._helpers import along_step, check_vars, resolved, step_index, step_label, with_attrs
 from .labelled import nearest_ratio_at
 
-__all__ = ["memorized_share", "training_timescales"]
+__all__ = ["memorized_share", "training_timescales", "training_window", "reference_observation", "WINDOWS",
+           "WINDOW_MEASURES"]
 
 
 def _check_boot(ratio, n_boot, ci, seed) -> tuple[float, int, float, int]:
@@ -264,3 +267,209 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
     return result.assign_attrs(quality=quality, higher_is_better=int(higher_is_better), tol=tol, level=level,
                                ratio=ratio, ci=ci, n_boot=n_boot, seed=seed, censored_fit=censored_fit,
                                time_dim=time_dim, size_dim=size_dim)
+
+
+# --------------------------------------------------------------------------- the ridge account of the window
+#: the three windows of training time, in order (:func:`training_window`)
+WINDOWS = ("before tau_gen", "generalizing", "memorizing")
+#: the measures of :func:`training_window`, each computed by the analysis that names it, on the samples and on
+#: the null alike: name -> (long name, units)
+WINDOW_MEASURES = {
+    "ridge_distance": ("median distance |x - P| of the final states to the ridge (resolved states)", units.DATA),
+    "tangential_distance": ("median distance along the ridge from the projection to the nearest alpha_t x_i",
+                            units.DATA),
+    "near_mode": ("share of final states within 0.5 of some alpha_t x_i (the paper's count)", "1"),
+    "memorized": ("share of final states with d1/d2 < 1/3 (f_mem)", "1"),
+    "resolved_rank": ("median resolved ridge dimension d*(t) at the final states", "1"),
+}
+
+
+def reference_observation(ds: xr.Dataset, reference: xr.DataArray | None = None, *, step: int = -1,
+                          n: int = 1000, seed: int = 0) -> xr.Dataset:
+    """The null of the window: fresh draws of the law observed exactly as the store observed its samples.
+
+    A perfect sampler's states at the recorded step's time t are x_t = alpha_t x0 + sqrt(h_t) z with x0 drawn
+    from the law; ``n`` of the ``reference`` draws (default the store's ``population_data``: fresh draws of a
+    manifold's or mixture's law) are taken there (z seeded by ``seed``) and observed by the store's own code,
+    :func:`ridgexr.observe.step_quantities` and :func:`ridgexr.nearest.step_nearest`, with the store's ridge
+    settings (``config["ridge"]``) and d*, once per distinct training set (per ``n_train`` label: its nested
+    subset).  Eager: one SCMS projection of ``n`` states per training set.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A store (``train_data``, ``t``, the ``config`` attribute), or a selection of its cells.
+    reference : (population, dim) DataArray, optional
+        Draws of the law in the training set's units; default ``ds["population_data"]``.
+    step : int
+        The recorded step whose time the null is taken at (default the last).
+    n : int >= 2
+        Reference states (the first ``n`` draws; all when there are fewer).
+    seed : int >= 0
+
+    Returns
+    -------
+    xarray.Dataset shaped like the store at that one step (dims ``[n_train,] sample, step, dim``): the
+    variables of the observation (``trajectory``, ``ridge_projection``, ``ridge_distance``,
+    ``ridge_degenerate``, ``frame_degenerate``, ``resolved_rank``, ``nearest_ratio``, ...), ``train_data``
+    and the store's ``t``, ``alpha``, ``h`` and attributes, so that every analysis runs on it unchanged.
+
+    Raises
+    ------
+    ValueError
+        No reference draws (a store without ``population_data`` and no ``reference``), draws of another
+        dimension, or an out-of-range argument.
+    """
+    import torch
+
+    from ..empirical import SmoothedEmpirical
+    from ..nearest import step_nearest
+    from ..observe import step_quantities
+
+    ds = along_step(ds)
+    check_vars(ds, "train_data", "t")
+    n = check_int(n, "n", min_val=2)
+    seed = check_int(seed, "seed", min_val=0)
+    if reference is None:
+        if "population_data" not in ds:
+            raise ValueError("`reference` must be given: the store has no population_data (fresh draws of its law)")
+        reference = ds["population_data"]
+    ref = np.asarray(reference.values if isinstance(reference, xr.DataArray) else reference, dtype=np.float64)
+    d = ds.sizes["dim"]
+    if ref.ndim != 2 or ref.shape[1] != d or ref.shape[0] < 2:
+        raise ValueError(f"`reference` must be (population >= 2, {d}) draws of the law; got shape {ref.shape}")
+    cfg = json.loads(ds.attrs.get("config", "{}"))
+    ridge_cfg = cfg.get("ridge") or {}
+    d_star = cfg.get("d_star")
+    if not isinstance(d_star, int):
+        raise ValueError(f"the store's d_star must be an integer for its null; got {d_star!r}")
+    at = ds.isel(step=[step_index(ds, step)])
+    t = float(at["t"].values[0])
+    x0 = ref[:n]
+    z = np.random.default_rng(seed).standard_normal(x0.shape)
+    xt = math.exp(-t) * x0 + math.sqrt(-math.expm1(-2 * t)) * z
+    train_all = np.asarray(ds["train_data"].values, dtype=np.float64)
+    sizes = [int(v) for v in ds["n_train"].values] if "n_train" in ds.dims else [train_all.shape[0]]
+    blocks = []
+    for size in sizes:  # one observation per distinct training set (a handful)
+        train = train_all[:size]
+        density = SmoothedEmpirical(train, 1.0, drop_tol=ridge_cfg.get("drop_tol", 1e-6),
+                                    logits=ridge_cfg.get("logits", "float64"))
+        x = torch.as_tensor(xt[None], dtype=torch.float64)
+        q = step_quantities(density, x, np.array([t]), d_star, None, tol=ridge_cfg.get("tol"),
+                            max_iter=ridge_cfg.get("max_iter", 200), top_k=ridge_cfg.get("top_k"),
+                            stop_degenerate=ridge_cfg.get("stop_degenerate"),
+                            accelerate=bool(ridge_cfg.get("accelerate", False)), t_min=t,
+                            gap_floor=ridge_cfg.get("gap_floor"),
+                            resolved=bool(ridge_cfg.get("resolved_projection", False)))
+        q |= step_nearest(x, np.array([t]), torch.as_tensor(train), q["finite"])
+        blocks.append(q)
+    data = {}
+    for name in blocks[0]:
+        arr = np.stack([b[name] for b in blocks])  # (size, step=1, sample[, dim])
+        if arr.ndim < 3:
+            continue
+        arr = np.moveaxis(arr, 1, 2)  # (size, sample, step[, dim])
+        dims = ("n_train", "sample", "step") + (("dim",) if arr.ndim == 4 else ())
+        data[name] = (dims, arr) if "n_train" in ds.dims else (dims[1:], arr[0])
+    out = xr.Dataset(data, coords={"sample": np.arange(x0.shape[0]), "step": at["step"].values,
+                                   "t": ("step", at["t"].values)})
+    for c in ("alpha", "h"):
+        if c in at.coords:
+            out = out.assign_coords({c: ("step", at[c].values)})
+    if "n_train" in ds.dims:
+        out = out.assign_coords(n_train=ds["n_train"].values)
+    out["train_data"] = ds["train_data"]
+    out.attrs.update(ds.attrs)
+    out.attrs["null"] = (f"{x0.shape[0]} fresh draws of the law at t = {t:.4g} (x_t = alpha_t x0 + sqrt(h_t) z, "
+                         f"z seeded {seed}), observed by the store's code")
+    return out
+
+
+def _window_measures(ds: xr.Dataset) -> xr.Dataset:
+    """The measures of :data:`WINDOW_MEASURES` at the last recorded step of ``ds`` (samples or null)."""
+    from .labelled import memorization_fraction, near_mode_fraction, tangential_distance
+
+    last = along_step(ds)
+    last = last.isel(step=[-1])
+    dist = resolved(last, "ridge_distance").isel(step=0)
+    rank = last["resolved_rank"].isel(step=0)
+    out = {
+        "ridge_distance": dist.median("sample"),
+        "tangential_distance": tangential_distance(last)["tangential_distance_median"].isel(step=0),
+        "near_mode": near_mode_fraction(last)["near_mode"],
+        "memorized": memorization_fraction(last)["memorized"],
+        "resolved_rank": rank.where(rank >= 0).median("sample"),
+    }
+    drop = [c for c in ("step", "t", "alpha", "h", "sampler_step", "quantile") if c in dist.coords]
+    return xr.Dataset({k: with_attrs(v, *WINDOW_MEASURES[k]) for k, v in out.items()}).drop_vars(drop, errors="ignore")
+
+
+def training_window(ds: xr.Dataset, timescales: xr.Dataset | None = None, *, reference: xr.DataArray | None = None,
+                    null: bool = True, n_null: int = 1000, seed: int = 0, time_dim: str = "epoch",
+                    **timescale_args) -> xr.Dataset:
+    """Where the samples sit on the ridge before tau_gen, between tau_gen and tau_mem, and after tau_mem.
+
+    Each checkpoint of ``time_dim`` is put in one of :data:`WINDOWS` by its cell's tau_gen and tau_mem
+    (``timescales``, default :func:`training_timescales` of ``ds`` with ``timescale_args``): before tau_gen;
+    from tau_gen up to tau_mem ("generalizing"; to the end of the run where tau_mem is censored); from an
+    uncensored tau_mem on ("memorizing").  At every checkpoint the final states get the measures of
+    :data:`WINDOW_MEASURES`, each by the analysis that names it (:func:`~ridgexr.analysis.resolved`
+    ridge distance, :func:`~ridgexr.analysis.tangential_distance`, :func:`~ridgexr.analysis.near_mode_fraction`,
+    :func:`~ridgexr.analysis.memorization_fraction`, the stored ``resolved_rank``), and so does the null:
+    fresh draws of the law observed the same way (:func:`reference_observation`), per training set.  The
+    account "samples slide along the ridge in the window, collapse onto its nodes after tau_mem" predicts a
+    ridge distance below the null's and a tangential distance near the null's in the generalizing window,
+    and both near 0 after tau_mem.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A store sweeping ``time_dim`` (and ``n_train``), or a selection keeping ``time_dim``.
+    timescales : xarray.Dataset, optional
+        The output of :func:`training_timescales` for ``ds``.
+    reference : DataArray, optional
+        Draws of the law for the null (default the store's ``population_data``).
+    null : bool
+        Compute the null (``null_*`` variables); False leaves them out.
+    n_null, seed : int
+        Reference states and the seed of their noise.
+    time_dim : str
+    **timescale_args
+        Passed to :func:`training_timescales` when ``timescales`` is not given.
+
+    Returns
+    -------
+    xarray.Dataset: the measures of :data:`WINDOW_MEASURES` over the cell dimensions (``time_dim`` among
+    them), ``window`` (the window of each checkpoint, a string), and with ``null`` the same measures of the
+    null as ``null_<measure>`` (over ``n_train`` where the store sweeps it).  The measures are computed
+    (eager).
+
+    Raises
+    ------
+    ValueError
+        A missing dimension or variable, or no reference draws for the null.
+    """
+    null = check_bool(null, "null")
+    if not isinstance(time_dim, str) or time_dim not in ds.dims:
+        raise ValueError(f"`time_dim` must be a dimension of ds {tuple(ds.dims)}; got {time_dim!r}")
+    if timescales is None:
+        timescales = training_timescales(ds, time_dim=time_dim, **timescale_args)
+    tt = timescales.compute()
+    measures = _window_measures(ds).compute()
+    checkpoint = measures[time_dim]
+    gen, mem, censored = tt["tau_gen"], tt["tau_mem"], tt["tau_mem_censored"].astype(bool)
+    window = xr.where(checkpoint < gen, WINDOWS[0], xr.where(~censored & (checkpoint >= mem), WINDOWS[2],
+                                                             WINDOWS[1]))
+    window = window.astype(object).transpose(*measures["ridge_distance"].dims)
+    out = measures.assign(window=with_attrs(window, "window of training time of the checkpoint: "
+                                            + ", ".join(WINDOWS), "1"))
+    if null:
+        ref_obs = reference_observation(ds, reference, n=n_null, seed=seed)
+        nulls = _window_measures(ref_obs).compute()
+        for name in WINDOW_MEASURES:
+            long_name, unit = WINDOW_MEASURES[name]
+            out[f"null_{name}"] = with_attrs(nulls[name], f"null (fresh draws of the law): {long_name}", unit)
+        out.attrs["null"] = ref_obs.attrs["null"]
+    out.attrs.update(time_dim=time_dim, windows=list(WINDOWS))
+    return out

@@ -1,0 +1,88 @@
+"""Training time scales and the ridge account of the window: the `timescales-gmm` tables (docs/timescales.md).
+
+Prints, from the store of the entry (by default ``timescales-gmm``):
+
+- per n: tau_gen and tau_mem with their intervals (``ridgexr.analysis.training_timescales`` at its defaults:
+  the criteria written before the run), the slopes of their laws in n and the verdicts;
+- the window table (``ridgexr.analysis.training_window``): at a few checkpoints, the window each lies in and
+  the median ridge distance, the median tangential distance to the nearest training point, the near-mode
+  share and f_mem of the final samples, beside the same measures of the null (fresh draws of the law
+  observed by the store's own code), for the smallest and the largest n.
+
+Run:  python analyses/timescales.py [--entry timescales-gmm] [--data DIR] [--store PATH] [--epochs 48 127 1438 10000]
+(``--store``: read that store instead of running or resuming the entry)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from _common import markdown_table, parser, store_for
+
+import ridgexr
+from ridgexr.analysis import training_timescales, training_window
+
+
+def tau_rows(tt) -> pd.DataFrame:
+    """One row per n: tau_gen and tau_mem with their intervals, censoring said."""
+    rows = []
+    for n in tt.n_train.values:
+        c = tt.sel(n_train=n).squeeze()
+
+        def tau(name):
+            lo, hi = float(c[f"{name}_low"]), float(c[f"{name}_high"])
+            if bool(c[f"{name}_censored"]):
+                return f">= {float(c[name]):g} (censored)"
+            return f"{float(c[name]):g} ({lo:g}, {hi:g}]"
+
+        rows.append({"n": int(n), "tau_gen (interval)": tau("tau_gen"), "tau_mem (interval)": tau("tau_mem"),
+                     "quality at the last checkpoint": float(c["quality"].isel(epoch=-1))})
+    return pd.DataFrame(rows)
+
+
+def window_rows(w, epochs) -> pd.DataFrame:
+    """One row per checkpoint in ``epochs`` (the nearest labels), the smallest and largest n side by side."""
+    n_lo, n_hi = int(w.n_train.min()), int(w.n_train.max())
+    rows = []
+    for e in epochs:
+        at = w.sel(epoch=e, method="nearest").squeeze()
+
+        def pair(name, fmt="{:.3g}"):
+            return " / ".join(fmt.format(float(at[name].sel(n_train=n))) for n in (n_lo, n_hi))
+
+        rows.append({"checkpoint": int(at.epoch), f"window (n = {n_lo} / {n_hi})":
+                     " / ".join(str(at.window.sel(n_train=n).item()) for n in (n_lo, n_hi)),
+                     "ridge distance": pair("ridge_distance"), "tangential distance": pair("tangential_distance"),
+                     "near mode": pair("near_mode", "{:.3f}"), "f_mem": pair("memorized", "{:.3f}")})
+    null = {"checkpoint": "null (fresh draws)", f"window (n = {n_lo} / {n_hi})": ""}
+    for name, col, fmt in (("ridge_distance", "ridge distance", "{:.3g}"),
+                           ("tangential_distance", "tangential distance", "{:.3g}"),
+                           ("near_mode", "near mode", "{:.3f}"), ("memorized", "f_mem", "{:.3f}")):
+        null[col] = " / ".join(fmt.format(float(w[f"null_{name}"].sel(n_train=n))) for n in (n_lo, n_hi))
+    rows.append(null)
+    return pd.DataFrame(rows)
+
+
+def main(argv=None):
+    ap = parser(__doc__)
+    ap.add_argument("--entry", default="timescales-gmm")
+    ap.add_argument("--store", default=None, help="an existing store of the entry (read only)")
+    ap.add_argument("--epochs", type=float, nargs="+", default=[48, 127, 1438, 10000])
+    args = ap.parse_args(argv)
+    ds = ridgexr.open_dataset(args.store) if args.store else store_for(args.entry, args.data)
+    tt = training_timescales(ds).compute()
+    print(markdown_table(tau_rows(tt)))
+    for name in ("tau_gen", "tau_mem"):
+        s = {k: tt[f"{name}_{k}"].squeeze() for k in ("slope", "slope_low", "slope_high", "verdict")}
+        print(f"\n{name}: b = {float(s['slope']):.3g} [{float(s['slope_low']):.3g}, {float(s['slope_high']):.3g}], "
+              f"verdict by the stated criteria: {s['verdict'].item()}")
+    w = training_window(ds, tt)
+    print("\n" + markdown_table(window_rows(w, args.epochs)))
+    print(f"\nnull: {w.attrs['null']}")
+    masked = np.isnan(w.ridge_distance).mean().item()
+    print(f"checkpoints whose every final state is masked (degenerate frame): {masked:.0%}")
+
+
+if __name__ == "__main__":
+    main()
