@@ -10,7 +10,10 @@ A panel app around two holoviews ``DynamicMap`` s (bokeh):
   with a vertical marker at the slider's t;
 - below, for image stores (pixel space, or VAE latents decoded): the cell's first samples at the
   slider's t as images, each beside its ridge projection and its nearest training image
-  (:func:`ridgexr.plot.image_grid_values` at that step).
+  (:func:`ridgexr.plot.image_grid_values` at that step);
+- below, for a store that sweeps training time (``epoch``) and ``n_train``: f_mem and the sample quality
+  along training per n with tau_gen and tau_mem (:func:`ridgexr.plot.training_time_curves` of the
+  series of the selected schedule, width, ...), a grey line at the selected epoch.
 
 Every cell dimension of the store (``schedule``, ``width``, ``model``, ``tau``, ...) is a
 select widget and time is an integer slider over the store's steps; each plot's title says the step it
@@ -83,6 +86,9 @@ class ExplorerData:
         self.lim = max(lim, reach, 4.0)  # fixed axes over the frames; the prior's N(0, I) at t = T fits too
         self._curves: dict[tuple, tuple] = {}
         self._quality = None
+        self._series = None
+        #: the cell dims that name a training-time series (all but epoch and n_train)
+        self.series_dims = [d for d in self.cell_dims if d not in ("epoch", "n_train")]
 
     def options(self, dim: str) -> dict:
         """{label text: label} of a cell dimension, in store order (plain Python values)."""
@@ -161,6 +167,35 @@ class ExplorerData:
             self._curves[key] = tuple(np.asarray(v.values, dtype=float) for v in
                                       (c["distance_mean"], q.sel(quantile=0.1), q.sel(quantile=0.9)))
         return self._curves[key]
+
+
+    def training_series(self) -> dict[tuple, xr.Dataset]:
+        """{labels of the cell dims but ``epoch`` and ``n_train``: training_timescales of that series}
+        (:func:`ridgexr.report.training_time_series`, computed once); {} for a store that sweeps no training time."""
+        if self._series is None:
+            from .report import training_time_series
+
+            self._series = {}
+            for cell, tt in training_time_series(self.ds):
+                # a series names only its dims of size > 1; the key holds every dim's label
+                key = tuple(cell.get(d, self.ds[d].values[0].item() if hasattr(self.ds[d].values[0], "item")
+                                     else self.ds[d].values[0]) for d in self.series_dims)
+                self._series[key] = tt
+        return self._series
+
+
+def training_view(data: ExplorerData, labels: dict) -> pn.pane.HoloViews | pn.pane.Markdown:
+    """f_mem and quality along training of the selected cell's series, a grey line at its epoch."""
+    from . import plot
+
+    series = data.training_series()
+    tt = series.get(tuple(labels[d] for d in data.series_dims))
+    if tt is None:
+        return pn.pane.Markdown("**training time**: this cell's series has a checkpoint that did not run", width=480)
+    epoch = float(labels["epoch"])
+    mark = hv.VLine(epoch).opts(color="grey", line_width=1, backend="bokeh")
+    layout = plot.training_time_curves(tt)
+    return pn.pane.HoloViews(hv.Layout([panel * mark for panel in layout]).cols(2), backend="bokeh")
 
 
 def _cell_text(labels: dict) -> str:
@@ -271,6 +306,8 @@ def explorer(ds: xr.Dataset, *, max_samples: int = 256, show_ridge: bool = True)
         images = hv.DynamicMap(pn.bind(lambda step, **cell: images_view(data, cell, step), step=t_slider,
                                        **cell_widgets))
         plots = pn.Column(plots, pn.pane.HoloViews(images, backend="bokeh"))
+    if data.training_series():  # a store that sweeps training time and n_train
+        plots = pn.Column(plots, pn.bind(lambda **cell: training_view(data, cell), **cell_widgets))
     return pn.Row(controls, plots)
 
 

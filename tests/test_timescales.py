@@ -357,3 +357,39 @@ def test_training_window_labels_each_checkpoint_and_measures_samples_and_null_al
     w2 = training_window(ds, forced, null=False)
     assert "null_ridge_distance" not in w2
     assert list(w2.window.isel(n_train=0).squeeze().values) == [WINDOWS[1]] + [WINDOWS[2]] * (len(epochs) - 1)
+
+
+@pytest.mark.slow
+def test_the_explorer_of_a_training_time_store_draws_its_series_and_marks_the_selected_epoch(sweep_store):
+    """Issue 41: the explorer's training-time view: the f_mem curves drawn are training_timescales' values, one per
+    n, and a line sits at the epoch the widget selects (moved by the widget)."""
+    import holoviews as hv
+    import panel as pn
+
+    from ridgexr.explore import ExplorerData, explorer, training_view
+
+    ds = sweep_store
+    view = explorer(ds, max_samples=4)
+    widgets = {w.label: w for w in view.select(pn.widgets.Widget)}
+    assert "epoch" in widgets and "n_train" in widgets
+    data = ExplorerData(ds, 4)
+    expected = training_timescales(ds.sel(schedule="h", width=32), quality="quality_sliced_wasserstein").compute()
+    for epoch in ds.epoch.values:
+        pane = training_view(data, {"schedule": "h", "width": 32, "epoch": int(epoch), "n_train": 8})
+        drawn = pane.object.traverse(lambda e: e, [hv.Curve])
+        f_mem = [c for c in drawn if c.vdims[0].name == "f_mem"]
+        assert len(f_mem) == ds.sizes["n_train"]
+        for c, n in zip(f_mem, ds.n_train.values):
+            np.testing.assert_array_equal(c.dimension_values(1), expected["f_mem"].sel(n_train=n).values)
+        lines = pane.object.traverse(lambda e: e.data, [hv.VLine])
+        assert float(epoch) in lines  # the selected epoch, in both panels
+    # the widget drives the view: after selecting another epoch the line in the app's layout sits there
+
+    def marked():
+        layouts = [o.object for o in view.select(pn.pane.HoloViews) if isinstance(o.object, hv.Layout)]
+        assert len(layouts) == 1
+        return set(layouts[0].traverse(lambda e: e.data, [hv.VLine]))
+
+    assert marked() == {float(ds.epoch.values[0])}
+    widgets["epoch"].value = int(ds.epoch.values[-1])
+    assert marked() == {float(ds.epoch.values[-1])}
