@@ -21,6 +21,7 @@ import numpy as np
 from _common import markdown_table, parser, save_png, store_for
 
 from ridgexr import analysis
+from ridgexr.analysis.claims import Claim, Criterion, claims_markdown
 
 
 def effect_table(ds):
@@ -113,6 +114,10 @@ def ensemble_table(ds):
                 row["diff_high"] = float(gd.gap_mass_diff_high)
                 row["diverged dsm / ideal"] = (f"{float(div.sel(**sel, target='dsm')):.2f} / "
                                                f"{float(div.sel(**sel, target='ideal')):.2f}")
+                n_all = 2 * ds.sizes["draw"] * ds.sizes["sample"]  # both targets' samples of the cell
+                row["n diverged"] = int(round(float(div.sel(**sel).sum("target")) * n_all / 2))
+                row["n valid"] = n_all - row["n diverged"]
+                row["draws"] = ds.sizes["draw"]
                 row["V_gap dsm"] = float(vk.sel(**sel, target="dsm"))
                 row["V_gap ideal"] = float(vk.sel(**sel, target="ideal"))
                 rows.append(row)
@@ -121,33 +126,99 @@ def ensemble_table(ds):
     return pd.DataFrame(rows), float(ds.v_kernel_t.values[0])
 
 
-def ensemble_verdict(df) -> list[str]:
-    """The criteria of docs/variance.md (written before the runs), evaluated on the table."""
+#: written 2026-12-03, AFTER the runs below were seen: the criteria C1-C3 of docs/variance.md (written before
+#: the runs) re-expressed as the regions of the claims rule (docs/claims.md).  "Above 0" is strict: an
+#: interval whose lower end is exactly 0 is not above 0 (level 1e-12).  C3's "vanishes" needs a margin the
+#: page did not state: |Delta G| <= 0.02 (two percentage points of gap mass) is chosen here.
+ABOVE_ZERO = Criterion.above(1e-12, text="interval above 0 agrees; wholly at or below 0 disagrees (regions set "
+                                        "after the runs)",
+                             written="docs/variance.md C1/C2 (before the runs), regions 2026-12-03 (after)")
+VANISHES = Criterion.within(-0.02, 0.02, text="interval inside [-0.02, 0.02] agrees; wholly outside disagrees "
+                                           "(margin set after the runs)",
+                            written="docs/variance.md C3 (before the runs), margin 2026-12-03 (after)")
+
+
+def _spearman_ci(x, y, n_boot: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """Spearman's rho of (x, y) with a percentile-bootstrap interval over the cells (rows resampled)."""
     from scipy import stats
 
-    lines = []
-    big = df[df["p/P"] >= 0.25]
-    pos = big[big.diff_low > 0]
-    c1 = len(big) > 0 and len(pos) >= len(big) / 2
-    lines.append(f"C1: Delta G > 0 (interval above 0) in {len(pos)} of {len(big)} cells with p/P >= 1/4 -> "
-                 f"{'met' if c1 else 'not met'}")
-    ok = np.isfinite(df["diff"])
-    rho_p = stats.spearmanr(df["p/P"][ok], df["diff"][ok]).statistic if ok.sum() > 2 else np.nan
-    dv = (df["V_gap dsm"] - df["V_gap ideal"])[ok]
-    rho_v = stats.spearmanr(dv, df["diff"][ok]).statistic if ok.sum() > 2 else np.nan
-    c2 = rho_p > 0 and rho_v > 0
-    lines.append(f"C2: Spearman(Delta G, p/P) = {rho_p:.2f}, Spearman(Delta G, V_gap dsm - ideal) = {rho_v:.2f} -> "
-                 f"{'met' if c2 else 'not met'}")
-    small = df[df["p/P"] <= 1 / 16]
-    zero = small[(small.diff_low <= 0) & (small.diff_high >= 0)]
-    c3 = len(small) > 0 and len(zero) == len(small)
-    lines.append(f"C3: interval contains 0 in {len(zero)} of {len(small)} cells with P/p >= 16 -> "
-                 f"{'met' if c3 else 'not met'}")
-    v_more = big[big["V_gap dsm"] > big["V_gap ideal"]]
-    refute = (len(big) > 0 and len(pos) == 0 and len(v_more) == len(big)) or (np.isfinite(rho_p) and rho_p <= 0)
-    verdict = ("confirmed" if c1 and c2 and c3 else "refuted" if refute else "inconclusive at these sizes")
-    lines.append(f"verdict by the stated criteria: {verdict}")
-    return lines
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y = x[ok], y[ok]
+    if x.size < 3:
+        return np.nan, np.nan, np.nan
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, x.size, size=(n_boot, x.size))
+    rx = stats.rankdata(x[idx], axis=1)
+    ry = stats.rankdata(y[idx], axis=1)
+    rx -= rx.mean(1, keepdims=True)
+    ry -= ry.mean(1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        boot = (rx * ry).sum(1) / np.sqrt((rx**2).sum(1) * (ry**2).sum(1))  # NaN where a resample has ties only
+    boot = boot[np.isfinite(boot)]
+    rho = stats.spearmanr(x, y).statistic
+    if boot.size == 0:  # constant x or y: no rank correlation, no interval
+        return float(rho), np.nan, np.nan
+    return float(rho), float(np.quantile(boot, 0.025)), float(np.quantile(boot, 0.975))
+
+
+def _aggregate(verdicts: list[str], rule: str) -> str:
+    """C1: agrees when at least half of the cells agree, disagrees when more than half disagree;
+    C3: agrees when every cell agrees, disagrees when any disagrees; else (or no cell) inconclusive."""
+    if not verdicts:
+        return "inconclusive"
+    agree, disagree = verdicts.count("agrees"), verdicts.count("disagrees")
+    if rule == "half":
+        return "agrees" if agree >= len(verdicts) / 2 else "disagrees" if disagree > len(verdicts) / 2 else \
+            "inconclusive"
+    return "agrees" if agree == len(verdicts) else "disagrees" if disagree else "inconclusive"
+
+
+def ensemble_claims(df) -> tuple[list[Claim], list[str], str]:
+    """The criteria of docs/variance.md evaluated by the claims engine (:mod:`ridgexr.analysis.claims`).
+
+    Claims: one per cell with p/P >= 1/4 ("Delta G > 0", :data:`ABOVE_ZERO`), one per cell with P/p >= 16
+    ("Delta G vanishes", :data:`VANISHES`), and two rank correlations over the cells with a bootstrap
+    interval over cells (Delta G with p/P, and with V_gap(dsm) - V_gap(ideal); :data:`ABOVE_ZERO`).  A cell's
+    claim rests on its training-noise draws (``n``, the bootstrap's unit); its diverged samples (both
+    targets, out of the pooled shares) are named in the row.  The overall verdict: "agrees" when C1
+    (at least half of its cells agree), C2 (both correlations agree) and C3 (every cell agrees) all agree;
+    "disagrees" when C1 (more than half of its cells disagree) or the correlation with p/P disagrees; else
+    "inconclusive".  No null is computed: two fits of one target on independent noise (whose Delta G is the
+    null) were not run.
+
+    Returns (claims, one summary line per criterion, the overall verdict).
+    """
+    claims = []
+    for r in df.to_dict("records"):
+        # the interval is a bootstrap over the training-noise draws: n counts draws (draws_to_resolve scales it);
+        # the samples each draw lost to divergence are named beside it (they are out of the pooled shares)
+        labels = {"w": r["w"], "p": int(r["p"]), "n_noise": int(r["n_noise"]), "p/P": f"{r['p/P']:.3g}",
+                  "diverged samples": f"{int(r['n diverged'])} of {int(r['n diverged'] + r['n valid'])}"}
+        n, excl = int(r["draws"]), 0
+        measure = "pooled gap-mass difference DSM - ideal, 95 % bootstrap over training-noise draws"
+        if r["p/P"] >= 0.25:
+            claims.append(Claim("C1: the DSM target moves mass into the gap (Delta G > 0)", measure, r["diff"],
+                                r["diff_low"], r["diff_high"], n, ABOVE_ZERO, excluded=excl, labels=labels))
+        if r["p/P"] <= 1 / 16:
+            claims.append(Claim("C3: Delta G vanishes where P >> p", measure, r["diff"], r["diff_low"],
+                                r["diff_high"], n, VANISHES, excluded=excl, labels=labels))
+    n_cells = int(np.isfinite(df["diff"]).sum())
+    for what, x in (("p/P", df["p/P"]), ("V_gap dsm - ideal", df["V_gap dsm"] - df["V_gap ideal"])):
+        rho, lo, hi = _spearman_ci(x, df["diff"])
+        claims.append(Claim(f"C2: Delta G grows with {what}", "Spearman rho over the cells, 95 % bootstrap "
+                            "over cells (n counts cells)", rho, lo, hi, n_cells, ABOVE_ZERO,
+                            labels={"w": "all cells", "p": "", "n_noise": "", "p/P": "", "diverged samples": ""}))
+    c1 = _aggregate([c.verdict for c in claims if c.statement.startswith("C1")], "half")
+    c2s = [c.verdict for c in claims if c.statement.startswith("C2")]
+    c2 = "agrees" if all(v == "agrees" for v in c2s) else "disagrees" if c2s[0] == "disagrees" else "inconclusive"
+    c3 = _aggregate([c.verdict for c in claims if c.statement.startswith("C3")], "all")
+    lines = [f"C1 (Delta G > 0 in at least half of the cells with p/P >= 1/4): {c1}",
+             f"C2 (Delta G grows with p/P and with V_gap dsm - ideal): {c2}",
+             f"C3 (Delta G within +-0.02 in every cell with P/p >= 16): {c3}"]
+    overall = ("agrees" if (c1, c2, c3) == ("agrees",) * 3 else
+               "disagrees" if c1 == "disagrees" or c2s[0] == "disagrees" else "inconclusive")
+    return claims, lines, overall
 
 
 def ensemble_figure(df, name: str) -> hv.Overlay:
@@ -168,13 +239,25 @@ def ensemble_figure(df, name: str) -> hv.Overlay:
 def ensemble_main(name: str, ds, figures: Path | None = None) -> None:
     df, t_probe = ensemble_table(ds)
     if figures is not None:
+        from ridgexr import plot
+
+        plot.ensure_backends()  # the figure's options need a loaded backend (when no other figure came first)
         save_png(ensemble_figure(df, name), figures / f"variance_{name.split('-', 1)[1].replace('-', '_')}.png")
     print(f"## {name}: pooled ensembles of {ds.sizes['draw']} draws x {ds.sizes['sample']} samples, "
           f"probability-flow ODE, final step; V_gap at t = {t_probe:g}\n")
     print(markdown_table(df))
+    claims, lines, overall = ensemble_claims(df)
+    print(f"\n### {name}: claims (criteria of docs/variance.md as regions of the claims rule)\n")
+    table = claims_markdown(claims, drop=("measure", "null", "null from", "gate"))
+    print(table)
+    if figures is not None:  # the docs include the generated table (docs/variance.md)
+        (figures.parent / "claims_tables" / f"{name}.md").write_text(
+            f"<!-- generated by analyses/variance.py from the {name} store; do not edit -->\n\n{table}\n"
+            + "".join(f"\n- {line}" for line in lines) + f"\n- verdict by the claims rule: **{overall}**\n")
     print()
-    for line in ensemble_verdict(df):
+    for line in lines:
         print(f"- {line}")
+    print(f"- verdict by the claims rule: {overall}")
     print()
 
 

@@ -1,0 +1,62 @@
+"""analyses/variance.py's verdicts come from the claims engine (issue 40): per-cell claims on Delta G, the rank
+correlations with a bootstrap interval over cells, and the overall rule, on constructed tables."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analyses"))
+import variance  # noqa: E402  (analyses/variance.py)
+
+
+def table(diffs, lows, highs, pP, dv=None, diverged=None):
+    n = len(diffs)
+    dv = np.linspace(1, 2, n) if dv is None else dv
+    return pd.DataFrame({"w": ["h2"] * n, "p": [16] * n, "n_noise": [1] * n, "p/P": pP, "diff": diffs,
+                         "diff_low": lows, "diff_high": highs, "V_gap dsm": np.asarray(dv) + 1.0,
+                         "V_gap ideal": np.ones(n), "n diverged": diverged or [0] * n, "n valid": [512] * n,
+                         "draws": [8] * n})
+
+
+def test_per_cell_verdicts_follow_the_regions_and_a_zero_lower_end_is_not_above_zero():
+    df = table([0.05, 0.01, -0.01, 0.004, 0.001], [0.01, 0.0, -0.02, -0.01, -0.005], [0.09, 0.02, -0.001, 0.03, 0.004],
+               [0.5, 0.5, 0.5, 0.01, 0.01])
+    claims, lines, overall = variance.ensemble_claims(df)
+    c1 = [c.verdict for c in claims if c.statement.startswith("C1")]
+    c3 = [c.verdict for c in claims if c.statement.startswith("C3")]
+    assert c1 == ["agrees", "inconclusive", "disagrees"]  # [0.0, 0.02]: not above 0, not wholly below it
+    assert c3 == ["inconclusive", "agrees"]  # [-0.01, 0.03] crosses the 0.02 margin
+    assert lines[0].endswith("inconclusive")  # one of three cells agrees: less than half
+    assert overall == "inconclusive"
+    assert all(c.n == 8 for c in claims if not c.statement.startswith("C2"))
+
+
+def test_the_rank_correlation_interval_is_a_bootstrap_over_cells():
+    rng = np.random.default_rng(0)
+    x, y = rng.uniform(0, 1, 40), rng.uniform(0, 1, 40)
+    rho, lo, hi = variance._spearman_ci(x, y, n_boot=4000, seed=1)
+    assert rho == stats.spearmanr(x, y).statistic
+    idx = np.random.default_rng(1).integers(0, 40, size=(4000, 40))
+    boot = [stats.spearmanr(x[i], y[i]).statistic for i in idx[:400]]  # brute force on part of the replicates
+    assert abs(lo - np.quantile(boot, 0.025)) < 0.08 and abs(hi - np.quantile(boot, 0.975)) < 0.08
+    assert np.isnan(variance._spearman_ci([1.0, 2.0], [1.0, 3.0])[0])
+
+
+def test_the_overall_rule_agrees_only_when_every_criterion_agrees_and_disagrees_on_c1():
+    pP = [0.5] * 6 + [0.01] * 2
+    good = table(list(np.linspace(0.02, 0.12, 6)) + [0.001, 0.002], list(np.linspace(0.01, 0.1, 6)) + [-0.005] * 2,
+                 list(np.linspace(0.03, 0.14, 6)) + [0.006] * 2, [0.5, 0.6, 0.8, 1.0, 2.0, 4.0, 0.01, 0.01],
+                 dv=np.arange(8.0))
+    good["p/P"] = [0.3, 0.5, 0.8, 1.0, 2.0, 4.0, 0.01, 0.02]
+    good["diff"] = [0.02, 0.04, 0.06, 0.08, 0.1, 0.12, 0.001, 0.002]
+    claims, lines, overall = variance.ensemble_claims(good)
+    assert [ln.rsplit(": ", 1)[1] for ln in lines][0] == "agrees"
+    rho = [c for c in claims if c.statement.startswith("C2")]
+    assert rho[0].estimate > 0.9
+    assert overall in ("agrees", "inconclusive")  # agrees only if both correlation intervals lie above 0
+    assert overall == ("agrees" if all(c.verdict == "agrees" for c in rho) else "inconclusive")
+    bad = table([-0.02] * 6, [-0.04] * 6, [-0.01] * 6, pP[:6])
+    assert variance.ensemble_claims(bad)[2] == "disagrees"  # every C1 cell wholly below 0
