@@ -14,14 +14,11 @@ from typing import Callable, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from .. import defaults
-from ..choices import TRAINED_WEIGHTS
+from ..choices import MODEL_CELL_DIMS, TRAINED_WEIGHTS
 from ..spec import Spec, as_list
 
 __all__ = ["ModelSpec", "EpochTrainedSpec", "DiagnosticsSpec", "MODEL_CELL_DIMS", "sorted_widths", "sized_diagnostics",
            "hashed_diagnostics"]
-
-#: the cell dimensions that model blocks label (store order)
-MODEL_CELL_DIMS = ("width", "tau", "epoch")
 
 
 def sorted_widths(v: list[int] | None) -> list[int] | None:
