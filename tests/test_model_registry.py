@@ -121,7 +121,7 @@ def toy_kind(tmp_path, monkeypatch):
         (pkg / name).write_text(textwrap.dedent(text))
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setitem(REGISTRY, "toy", ModelKind("toy", "toykind:ToySpec", "toykind.denoiser:build",
-                                                   "toykind.training:fit", cost="toykind.cost:COST"))
+                                                   "toykind.training:fit"))
     yield
     for mod in [m for m in sys.modules if m == "toykind" or m.startswith("toykind.")]:
         del sys.modules[mod]
@@ -180,10 +180,12 @@ def test_the_planner_costs_a_new_kind_by_its_cost_hook(toy_kind, tmp_path, monke
     f.write_text(TOY_ENTRY)
     exp = load_catalog_file(f)["toy"]
     shape = (2, 2)
+    plain = estimate_stage_seconds(exp, shape)  # the fixture's registry line names no cost
+    monkeypatch.setitem(REGISTRY, "toy", ModelKind("toy", "toykind:ToySpec", "toykind.denoiser:build",
+                                                   "toykind.training:fit", cost="toykind.cost:COST"))
     hooked = estimate_stage_seconds(exp, shape)
     monkeypatch.setitem(REGISTRY, "toy", ModelKind("toy", "toykind:ToySpec", "toykind.denoiser:build",
                                                    "toykind.training:fit"))
-    plain = estimate_stage_seconds(exp, shape)
     assert hooked["fit"] == plain["fit"] + 100.0 and plain["fit"] == 0.0  # the exact block fits nothing
     toy = exp.models[0]
     default_call = KindCost().call_seconds(toy, 2, 2, 8)

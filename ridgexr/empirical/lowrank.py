@@ -495,7 +495,7 @@ def lowrank_chunk(yaug: torch.Tensor, tr: dict, nc: int, m: int, need: int, top_
     qn = yaug.shape[0]
     dtype, device = yaug.dtype, yaug.device
     eps = torch.finfo(dtype).eps
-    c = default_gap_floor(dtype) if gap_floor is None else float(gap_floor)
+    floor_c = default_gap_floor(dtype) if gap_floor is None else float(gap_floor)  # the frame's relative floor
     gen = _generator(device, seed)
     diam2 = 4.0 * tr["radius2"]
     out = dict(lse=torch.empty(qn, dtype=dtype, device=device), mean=torch.empty(qn, d, dtype=dtype, device=device),
@@ -524,7 +524,7 @@ def lowrank_chunk(yaug: torch.Tensor, tr: dict, nc: int, m: int, need: int, top_
                 err = err + torch.exp(math.log(n - k) + top - lse_rel - log_s) * diam2
         if k == 1:
             log_s = torch.zeros_like(log_s)
-        rank, _ = _floor_rank(mu_all, err, d, c)
+        rank, _ = _floor_rank(mu_all, err, d, floor_c)
         out["log_cov_scale"][rows], out["cov_error"][rows] = log_s, err
         out["values"][rows], out["vectors"][rows], out["rank"][rows] = values, vectors, rank
         return mean
@@ -592,7 +592,7 @@ def lowrank_chunk(yaug: torch.Tensor, tr: dict, nc: int, m: int, need: int, top_
         g = rows[spread]
         err = err_sub[spread]
         values, vectors, eig_error, rank, _ = support_spectrum(
-            r_sp, mu_sp, xc, err, second_trace[spread] - (mu_sp * mu_sp).sum(1), m, diam2, memory_budget, gen, c)
+            r_sp, mu_sp, xc, err, second_trace[spread] - (mu_sp * mu_sp).sum(1), m, diam2, memory_budget, gen, floor_c)
         out["values"][g], out["vectors"][g], out["eig_error"][g] = values, vectors, eig_error
         out["cov_error"][g], out["rank"][g] = err, rank
         out["path"][g] = PATH_SUPPORT
@@ -628,11 +628,11 @@ def lowrank_chunk(yaug: torch.Tensor, tr: dict, nc: int, m: int, need: int, top_
     err = err_sub[spread]
 
     def floor_of(sel, theta):  # the frame's floor (before the eigenvalue error)
-        return degenerate_floor(theta, err[sel], d, c)
+        return degenerate_floor(theta, err[sel], d, floor_c)
 
     values, vectors, eig_error, certified = subspace_iteration(apply, spread.numel(), d, m, need, dtype, device,
                                                                gen, max_iter, st, floor_of)
-    rank, _ = _floor_rank(values, err, d, c)
+    rank, _ = _floor_rank(values, err, d, floor_c)
     g = rows[spread]
     eig_error = eig_error + delta * diam2
     out["values"][g], out["vectors"][g], out["eig_error"][g] = values, vectors, eig_error
@@ -651,7 +651,7 @@ def lowrank_chunk(yaug: torch.Tensor, tr: dict, nc: int, m: int, need: int, top_
             out["values"][gi], out["vectors"][gi] = mu_all[:, :m], vec_all[:, :, :m]
             out["log_cov_scale"][gi], out["cov_error"][gi] = ls, ce
             out["eig_error"][gi] = 0.0
-            out["rank"][gi] = _floor_rank(mu_all, ce, d, c)[0]
+            out["rank"][gi] = _floor_rank(mu_all, ce, d, floor_c)[0]
             out["rank_censored"][gi] = False
             out["path"][gi] = PATH_DENSE
     return out
