@@ -11,6 +11,7 @@ import numpy as np
 
 from ..catalog import Experiment
 from ..models import REGISTRY, FitContext, model_kind
+# the cost model's rates and moments_seconds moved to models.cost with the kinds' cost hooks; re-exported here
 from ..models.cost import (BLOCK_SECONDS, CALL_SECONDS, CONV_FLOPS, ELEMENT_SECONDS, EIGH_FLOPS,  # noqa: F401
                            EIGH_PASSES, EPOCH_SECONDS, GEMM_FLOPS, HELDOUT_BLOCK, LOWRANK_APPLICATIONS, MEAN_PASSES,
                            OPTIMIZER_STEP_SECONDS, STEP_SECONDS, TOPK_PASSES, UNET_CALL_BYTES, UNET_TRAIN_BYTES,
