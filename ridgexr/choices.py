@@ -11,7 +11,7 @@ from __future__ import annotations
 __all__ = ["GRID_KINDS", "SCHEDULE_NAMES", "QUADRATURES", "TARGETS", "SAMPLER_KINDS", "TRAINING_METHODS",
            "INITS", "OPTIMIZERS", "SCORE_SCALES", "KEEP_EPOCHS", "NULL_CUTOFFS", "IMAGE_SCALES", "IMAGE_SPACES",
            "FRAME_METHODS", "TIME_CONVENTIONS", "MIXED_PRECISIONS", "LOGIT_DTYPES", "TRAINED_WEIGHTS",
-           "TIME_PROPOSALS"]
+           "TIME_PROPOSALS", "CELL_DIM_SOURCES", "CELL_DIMS", "MODEL_CELL_DIMS"]
 
 #: spacings of the sampler's time grid (:func:`ridgexr.time_grid`)
 GRID_KINDS = ("exponential", "linear", "cosine")
@@ -64,3 +64,14 @@ TRAINED_WEIGHTS = ("ema", "raw")
 TIME_PROPOSALS = ("uniform", "weight")
 #: kinds of claim an entry may declare (``claims:``; :mod:`ridgexr.claims`, docs/claims.md)
 CLAIM_KINDS = ("memorizes", "does-not-memorize", "reach-falls", "reach-as-exact", "align-tangent")
+
+#: the store's cell dimensions, in store order, each with the part of a catalog entry whose labels it carries:
+#: the entry's blocks and schedules, a model block's own sweep (its kind's ``values(dim)``), the training
+#: block, the dataset block (docs/schema.md)
+CELL_DIM_SOURCES = {"model": "entry", "schedule": "entry", "width": "model", "tau": "model", "epoch": "model",
+                    "target": "training", "n_noise": "training", "draw": "training", "data_draw": "dataset",
+                    "n_train": "dataset"}
+#: the store's cell dimensions, in store order (:data:`ridgexr.store.CELL_DIMS`)
+CELL_DIMS = tuple(CELL_DIM_SOURCES)
+#: the cell dimensions that model blocks label, in store order
+MODEL_CELL_DIMS = tuple(dim for dim, source in CELL_DIM_SOURCES.items() if source == "model")

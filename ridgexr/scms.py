@@ -48,6 +48,7 @@ from ._backend import threads_for
 from .choices import FRAME_METHODS
 from .empirical import LOWRANK_MIN_D, LowRankSpectrum, Moments, SmoothedEmpirical, upper_pair_count
 from .empirical.lowrank import OVERSAMPLE
+from .empirical.kernels import default_gap_floor, degenerate_floor
 
 __all__ = ["eigh_2x2", "CLOSED_FORM_MAX_D", "RIDGE_KINDS", "FRAME_METHODS", "FlatFrame", "ScmsResult", "batched_eigh",
            "fix_signs", "frame_flat", "frame_from_moments", "frame_width", "use_lowrank", "project_onto", "default_tol",
@@ -94,7 +95,7 @@ class FlatFrame:
         2 d cov_error + c mu_max of the O(1)-scaled covariance (the floor of ``degenerate``; c =
         ``gap_floor``, default sqrt(eps)): the number of directions in which the posterior is resolved;
         -1 for ``kind="density"`` (not computed); a lower bound where ``rank_censored`` (on the low-rank
-        paths the rank is counted by the kernel under the default floor sqrt(eps))
+        paths the rank is counted by the kernel, under the same floor)
     relative_gap : (Q,)  the tangent/normal gap of the diagonalised matrix less its certified error
         2 d cov_error, over its largest eigenvalue: the frame is degenerate under a floor c exactly
         where relative_gap <= c (inf for d* = 0)
@@ -128,10 +129,6 @@ class FlatFrame:
         return project_onto(self.normal, v) if self.normal is not None else v - project_onto(self.tangent, v)
 
 
-#: default relative floor c of the eigengap (``gap_floor``): sqrt(eps) of the dtype
-def default_gap_floor(dtype: torch.dtype) -> float:
-    """sqrt(eps) of ``dtype`` (1.5e-8 in float64): the default relative floor of the ridge frame's eigengap."""
-    return math.sqrt(torch.finfo(dtype).eps)
 
 
 @dataclass
@@ -236,7 +233,8 @@ def frame_flat(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d
     eigenpairs.
     """
     if use_lowrank(frame, kind, xf.shape[-1], d_star):
-        spec = density.spectrum_flat(xf, tf, n_eig=frame_width(xf.shape[-1], d_star), need=d_star + 1, top_k=top_k)
+        spec = density.spectrum_flat(xf, tf, n_eig=frame_width(xf.shape[-1], d_star), need=d_star + 1, top_k=top_k,
+                                     gap_floor=gap_floor)
         return _frame_diagnostics(_lowrank_spectrum(spec, xf, gap_floor), d_star, True)
     mom = density.moments_flat(xf, tf, cov=True, top_k=top_k)
     return frame_from_moments(mom, xf, d_star, kind, gap_floor=gap_floor)
@@ -311,7 +309,7 @@ def _gap_floor(sp: _Spectrum, d_star: int):
         lam = (a[:, None] ** 2 * mu - h[:, None]) / h[:, None] ** 2
         # eigenvalues of cov_unit are resolved to (Weyl) d x entry error, plus rounding (plus, on the
         # randomized low-rank path, the certified error of each computed eigenvalue, twice for a gap)
-        floor = 2 * d * mom.cov_error + c * mu_unit.abs().amax(-1)
+        floor = degenerate_floor(mu_unit, mom.cov_error, d, c)
         if sp.lowrank:
             floor = floor + 2 * mom.eig_error
         gap_c = mu_unit[:, w - d_star] - mu_unit[:, w - d_star - 1] if d_star > 0 else None
@@ -448,7 +446,7 @@ def scms(density: SmoothedEmpirical, xf: torch.Tensor, tf: torch.Tensor, d_star:
         with threads_for(len(active) * point_flops, dev):
             if lowrank:
                 sp = _lowrank_spectrum(density.spectrum_flat(xa, ta, n_eig=width, need=d_star + 1, top_k=top_k,
-                                                             start=basis), xa, gap_floor)
+                                                             start=basis, gap_floor=gap_floor), xa, gap_floor)
                 basis = torch.flip(sp.vecs, (-1,))
             else:
                 sp = _spectrum(density.moments_flat(xa, ta, cov=True, top_k=top_k), xa, d_star, kind, gap_floor)

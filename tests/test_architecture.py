@@ -116,3 +116,13 @@ def test_module_level_imports_point_downward_through_the_layers():
                     if theirs in rank and rank[theirs] > rank[mine]:
                         upward.append(f"{name} imports {target} (layer {rank[theirs]} > {rank[mine]})")
     assert not upward, upward
+
+
+def test_cell_dims_have_one_table():
+    """The store's cell dimensions and the model blocks' ones come from ``choices.CELL_DIM_SOURCES`` (the
+    lowest layer, so the models and the catalog read them without reaching up to the store)."""
+    from ridgexr import choices, store
+    from ridgexr.models import MODEL_CELL_DIMS
+
+    assert store.CELL_DIMS == choices.CELL_DIMS == tuple(choices.CELL_DIM_SOURCES)
+    assert MODEL_CELL_DIMS == tuple(d for d in choices.CELL_DIMS if choices.CELL_DIM_SOURCES[d] == "model")

@@ -379,3 +379,28 @@ def test_psd_eigh_answers_where_lapack_eigh_did_not_converge():
     np.testing.assert_allclose(np.sort(vals.numpy()), np.sort(np.abs(np.linalg.eigvalsh(a.astype(np.float64)))),
                                atol=1e-5 * top)
     np.testing.assert_allclose(a @ vecs.numpy(), vecs.numpy() * vals.numpy(), atol=1e-5 * top)
+
+
+@pytest.mark.parametrize("path", ["support", "gram"])
+def test_gap_floor_moves_the_low_rank_flags_as_it_moves_the_dense_ones(path):
+    """``ridge.gap_floor`` (the relative floor c of the frame, default sqrt(eps)) sets the low-rank kernel's
+    resolved rank and degenerate flags exactly as the dense path's: at c = 0.2 the dense rank drops (the floor
+    c x the top eigenvalue passes eigenvalues the default floor resolves), and the low-rank frame's rank and
+    flags equal the dense ones at both floors."""
+    if path == "support":  # spread posteriors at d = 40: the covariance formed over each query's support
+        p, x = spread_problem(1, n=600, d=40)
+        t0, want = 0.3, PATH_SUPPORT
+    else:  # 16 points (at most ``small_n``): the k x k Gram path over every point
+        p, x = cluster_problem(2, 0.3, n=16, d=40, n_near=3, inside=0.5)
+        t0, want = 0.5, PATH_GRAM
+    t = torch.full((x.shape[0],), t0, dtype=torch.float64)
+    flags = {}
+    for c in (None, 0.2):
+        dense = frame_flat(p, x, t, 1, "log", None, c, frame="dense")
+        low = frame_flat(p, x, t, 1, "log", None, c, frame="lowrank")
+        assert torch.equal(low.resolved_rank, dense.resolved_rank), (c, low.resolved_rank, dense.resolved_rank)
+        assert torch.equal(low.degenerate, dense.degenerate), (c, low.degenerate, dense.degenerate)
+        flags[c] = dense.resolved_rank, dense.degenerate
+    assert bool((flags[0.2][0] < flags[None][0]).any()), flags  # the floor matters here (the test can fail)
+    spec = p.spectrum_flat(x, t, n_eig=frame_width(40, 1), need=2, gap_floor=0.2)
+    assert bool((spec.path == want).all()), spec.path

@@ -2,8 +2,9 @@
 
 The model blocks are validated by their kind's spec from :data:`ridgexr.models.REGISTRY`
 (torch-free).  ``config_hash`` covers every field that changes a store's numbers, except
-the fields of :data:`HASH_NEUTRAL` while they hold the neutral value they were introduced
-with (so a release that adds a field orphans no store).
+the fields of :data:`HASH_NEUTRAL` (and each model block's kind's
+:meth:`~ridgexr.models.ModelSpec.neutral_fields`) while they hold the neutral value they were
+introduced with (so a release that adds a field orphans no store).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pydantic import BeforeValidator, Field, SerializeAsAny, field_validator, mo
 
 from .. import defaults
 from ..choices import SCHEDULE_NAMES
-from ..models import MODEL_CELL_DIMS, ModelSpec, validate_block
+from ..models import MODEL_CELL_DIMS, ModelSpec, model_kind, validate_block
 from ..models.spec import hashed_diagnostics
 from ..spec import Spec
 from .data import DatasetSpec
@@ -41,7 +42,8 @@ NOT_HASHED = ("description", "store", "source", "name", "claims")
 #: with: the value that reproduces the numbers of the release before the field existed.  A field
 #: added later goes here with its neutral default, so adding it orphans no store or checkpoint
 #: (the hash of an entry that does not use it is unchanged).  Dotted paths into
-#: ``Experiment.model_dump()``; ``models[].x`` means field x of every model block.
+#: ``Experiment.model_dump()``.  A model block's fields are declared by its kind's spec
+#: (``hash_neutral``, :meth:`ridgexr.models.ModelSpec.neutral_fields`), not here.
 HASH_NEUTRAL: dict[str, object] = {
     "ridge.stop_degenerate": None,  # 0.3
     "ridge.accelerate": False,  # 0.4
@@ -50,18 +52,10 @@ HASH_NEUTRAL: dict[str, object] = {
     "dataset.n_train": None,  # 0.3
     "dataset.images": None,  # 0.4
     "dataset.mnist.space": "latent",  # 0.4
-    "models[].name": None,  # 0.2
-    "models[].diagnostics": {"n_time": None, "n_noise": None},  # 0.4: the training sample's size
     "sampler.scheduler_class": None,  # 0.4 (sampler kind scheduler)
     "sampler.eta": None,  # 0.4
     "training.draws": 1,  # 0.4
-    "models[].t_stop": None,  # 0.4
-    "models[].sigma_stop": None,  # 0.4
-    "models[].time_convention": "ou",  # 0.4 (unet)
-    "models[].mixed_precision": "none",  # 0.4 (unet)
     "dataset.manifold.draws": 1,  # 0.4
-    "models[].weights": "ema",  # 0.4 (mlp, unet): the averaged weights, as before the field existed
-    "models[].time_proposal": "uniform",  # 0.4 (mlp, unet)
 }
 
 
@@ -205,26 +199,24 @@ class Experiment(Spec):
 
 
 def hashed_config(cfg: dict) -> dict:
-    """``cfg`` (an ``Experiment.model_dump()``) without the fields of :data:`HASH_NEUTRAL` that hold
-    their neutral value (a copy; ``cfg`` is not changed).  A block's ``diagnostics`` that cut nothing
-    from the training sample count as neutral (:func:`ridgexr.models.spec.hashed_diagnostics`)."""
+    """``cfg`` (an ``Experiment.model_dump()``) without the fields of :data:`HASH_NEUTRAL`, and those of
+    each model block's kind (:meth:`ridgexr.models.ModelSpec.neutral_fields`), that hold their neutral
+    value (a copy; ``cfg`` is not changed).  A block's ``diagnostics`` that cut nothing from the training
+    sample count as neutral (:func:`ridgexr.models.spec.hashed_diagnostics`)."""
     cfg = copy.deepcopy(cfg)
     n_time, n_noise = cfg["training"]["n_time"], cfg["training"]["n_noise"]
     for block in (cfg.get("models") or []) + ([cfg["model"]] if cfg.get("model") else []):
         if "diagnostics" in block:  # a held-out sample that cuts nothing is the one before the field existed
             block["diagnostics"] = hashed_diagnostics(block["diagnostics"], n_time,
                                                       n_noise if isinstance(n_noise, list) else [n_noise])
+        for leaf, neutral in model_kind(block["kind"]).spec_class().neutral_fields().items():
+            if leaf in block and block[leaf] == neutral:
+                del block[leaf]
     for path, neutral in HASH_NEUTRAL.items():
         head, _, leaf = path.rpartition(".")
-        if head.endswith("[]"):  # every block of a list (or the single ``model`` block)
-            key = head[:-2]
-            parents = list(cfg.get(key) or []) + ([cfg["model"]] if key == "models" and cfg.get("model") else [])
-        else:
-            parent = cfg
-            for part in head.split("."):
-                parent = parent.get(part) if isinstance(parent, dict) else None
-            parents = [parent] if isinstance(parent, dict) else []
-        for parent in parents:
-            if leaf in parent and parent[leaf] == neutral:
-                del parent[leaf]
+        parent = cfg
+        for part in head.split("."):
+            parent = parent.get(part) if isinstance(parent, dict) else None
+        if isinstance(parent, dict) and leaf in parent and parent[leaf] == neutral:
+            del parent[leaf]
     return cfg

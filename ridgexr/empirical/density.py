@@ -255,7 +255,8 @@ class SmoothedEmpirical:
 
     def spectrum_flat(self, xf: torch.Tensor, tf: torch.Tensor, *, n_eig: int, need: int,
                       top_k: int | None = None, start: torch.Tensor | None = None,
-                      max_iter: int = LOWRANK_MAX_ITER, force: str | None = None, seed: int = 0) -> LowRankSpectrum:
+                      max_iter: int = LOWRANK_MAX_ITER, force: str | None = None, seed: int = 0,
+                      gap_floor: float | None = None) -> LowRankSpectrum:
         """Kernel interface: the top ``n_eig`` eigenpairs of the O(1)-scaled posterior covariance.
 
         The low-rank paths of :mod:`ridgexr.empirical.lowrank` (Gram where the posterior is carried
@@ -286,6 +287,9 @@ class SmoothedEmpirical:
             path, whatever d (tests and benchmarks).
         seed : int
             Of the random starts, completions and certificate vectors (results are deterministic).
+        gap_floor : float, optional
+            Relative floor c of the frame's eigenvalues (``ridge.gap_floor``; default sqrt(eps)): the rank
+            count and the randomized path's certificate use it, as the dense frame does (already validated).
 
         Returns
         -------
@@ -316,7 +320,7 @@ class SmoothedEmpirical:
             part = lowrank_chunk(yaug, tr, nc, n_eig, need, top_k, drop_tol=self.drop_tol, small_n=self.small_n,
                                  refine_k=self.refine_k, memory_budget=self.memory_budget, nc_exact=nc_exact,
                                  max_iter=max_iter, seed=seed, force=force, randomized_min_d=self.randomized_min_d,
-                                 start=None if start is None else start[q0:q0 + qc])
+                                 start=None if start is None else start[q0:q0 + qc], gap_floor=gap_floor)
             lse = part.pop("lse")
             part["log_prob"] = lse - (y * y).sum(1) / (2 * h) - 0.5 * d * (math.log(2 * math.pi) + torch.log(h))
             part["mean"] = part["mean"] + tr["center"]

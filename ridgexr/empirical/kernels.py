@@ -52,7 +52,54 @@ from .moments import scaled_form
 
 __all__ = ["prepare_training_set", "upper_pair_count", "upper_pairs", "outer_upper", "symmetric_from_upper",
            "chunk_moments", "exact_moments", "small_moments", "streamed_moments", "resolved_cov", "topk_logits", "topk_moments",
-           "logit_error_bound", "matmul_unit_roundoff"]
+           "logit_error_bound", "matmul_unit_roundoff", "CONCENTRATED_RTOL", "ROUNDING_FACTOR", "UNRESOLVED_RATIO",
+           "concentrated", "rounding_error", "unresolved", "default_gap_floor", "degenerate_floor"]
+
+#: the numerical thresholds of the exact paths, shared by the dense kernels below and the low-rank paths of
+#: :mod:`ridgexr.empirical.lowrank` (which follow the dense path's decisions):
+#: a posterior is concentrated where 1 - r_max < CONCENTRATED_RTOL (r_max its largest responsibility)
+CONCENTRATED_RTOL = 1e-6
+#: the rounding of the covariance E[x x^T] - m m^T: ROUNDING_FACTOR eps x the trace of the second moment it
+#: started from
+ROUNDING_FACTOR = 64
+#: a covariance is unresolved where its trace is below UNRESOLVED_RATIO x that rounding
+UNRESOLVED_RATIO = 1e6
+
+
+def concentrated(s0: torch.Tensor) -> torch.Tensor:
+    """Whether each posterior is concentrated, 1 - r_max < :data:`CONCENTRATED_RTOL`, from the sum s0 (Q,) of
+    its weights relative to the largest (s0 = 1 / r_max >= 1).  Returns a bool tensor (Q,)."""
+    return (s0 - 1) < CONCENTRATED_RTOL * s0
+
+
+def rounding_error(second_trace: torch.Tensor, eps: float) -> torch.Tensor:
+    """The entry error bound (Q,) of a covariance formed as E[x x^T] - m m^T: :data:`ROUNDING_FACTOR` eps x the
+    trace (Q,) of the second moment it started from (squared data units, or the scaled form's units)."""
+    return ROUNDING_FACTOR * eps * second_trace
+
+
+def unresolved(cov_trace: torch.Tensor, err: torch.Tensor) -> torch.Tensor:
+    """Whether each covariance is unresolved: its trace (Q,) below :data:`UNRESOLVED_RATIO` x its rounding
+    ``err`` (Q,) (:func:`rounding_error`).  Returns a bool tensor (Q,)."""
+    return cov_trace < UNRESOLVED_RATIO * err
+
+
+def default_gap_floor(dtype: torch.dtype) -> float:
+    """sqrt(eps) of ``dtype`` (1.5e-8 in float64): the default relative floor c of the ridge frame's eigengap
+    (``ridge.gap_floor``).
+
+    >>> default_gap_floor(torch.float64) == 2.0 ** -26
+    True
+    """
+    return math.sqrt(torch.finfo(dtype).eps)
+
+
+def degenerate_floor(values: torch.Tensor, cov_error: torch.Tensor, d: int, gap_floor: float) -> torch.Tensor:
+    """The numerical floor (Q,) of the eigenvalues (Q, m) of an O(1)-scaled posterior covariance of dimension
+    ``d`` whose entries are within ``cov_error`` (Q,): 2 d cov_error (Weyl) + ``gap_floor`` x the largest
+    |eigenvalue| (rounding).  An eigenvalue above it is resolved (``resolved_rank``); a tangent/normal gap
+    below it (plus any eigenvalue error) is degenerate (:mod:`ridgexr.scms`)."""
+    return 2 * d * cov_error + gap_floor * values.abs().amax(-1)
 
 
 def matmul_unit_roundoff(device: torch.device) -> float:
@@ -304,8 +351,8 @@ def exact_moments(yaug: torch.Tensor, tr: dict, nc: int, cov: bool, eps: float, 
     # below) get their covariance in the shifted, scaled form of topk_moments instead, first, so
     # that the one-pass logits they reuse are freed before c is formed
     diag = torch.diagonal(second, dim1=1, dim2=2)
-    err = 64 * eps * diag.sum(-1)
-    ill = conc | ((diag - m1 * m1).sum(-1) < 1e6 * err)
+    err = rounding_error(diag.sum(-1), eps)
+    ill = conc | unresolved((diag - m1 * m1).sum(-1), err)
     resolved = None
     if bool(ill.any()):
         rows = torch.nonzero(ill).squeeze(1)
@@ -350,7 +397,7 @@ def small_moments(yaug: torch.Tensor, tr: dict, cov: bool, eps: float):
     if not cov:
         return lse, mean, None
     # the subtraction's rounding, as in exact_moments: relative to the second moment it started from
-    err = 64 * eps * torch.diagonal(sec, dim1=1, dim2=2).sum(-1)
+    err = rounding_error(torch.diagonal(sec, dim1=1, dim2=2).sum(-1), eps)
     return lse, mean, (cu, log_s, err)
 
 
@@ -376,7 +423,7 @@ def streamed_moments(yaug: torch.Tensor, tr: dict, nc: int, cov: bool):
         s1 = e @ xc
         second = conc = None
         if cov:
-            conc = (s0 - 1) < 1e-6 * s0
+            conc = concentrated(s0)
             xx = xx_all if xx_all is not None else outer_upper(xc, tr["pairs"])
             n_conc = int(conc.sum())
             if 2 * n_conc <= qn:  # concentrated rows get their covariance elsewhere; a few of them
@@ -406,7 +453,7 @@ def streamed_moments(yaug: torch.Tensor, tr: dict, nc: int, cov: bool):
             s2 = s2 * scale[:, None] + e @ xxn
         m_run = m_new
     second = symmetric_from_upper(s2 / s0[:, None], tr["unpack"], d) if cov else None
-    conc = ((s0 - 1) < 1e-6 * s0) if cov else None
+    conc = concentrated(s0) if cov else None
     return m_run + torch.log(s0), s1 / s0[:, None], second, conc, None
 
 
@@ -553,7 +600,7 @@ def topk_moments(yaug: torch.Tensor, tr: dict, nc: int, k: int, cov: bool, logit
     delta = xk[:, 1:] - x1[:, None, :]  # (q, k-1, d)
     out["mean"], log_s, cu, _ = scaled_form(x1, delta, v, l2 - l1, cov)
     if cov:
-        err = 64 * torch.finfo(dtype).eps * torch.diagonal(cu, dim1=1, dim2=2).sum(-1)
+        err = rounding_error(torch.diagonal(cu, dim1=1, dim2=2).sum(-1), torch.finfo(dtype).eps)
         if log_drop is not None:
             err = err + torch.exp(log_drop - log_s) * diam2
         out["cov_unit"], out["log_cov_scale"], out["cov_error"] = cu, log_s, err

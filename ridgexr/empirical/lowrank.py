@@ -69,7 +69,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .kernels import exact_moments, topk_logits
+from .kernels import (concentrated, default_gap_floor, degenerate_floor, exact_moments, rounding_error, topk_logits,
+                      unresolved)
 
 __all__ = ["LowRankSpectrum", "LOWRANK_MIN_D", "OVERSAMPLE", "RES_RTOL", "SUPPORT_TOL", "SUPPORT_RTOL", "RANDOMIZED_MIN_D", "CERT_VECTORS", "CERT_POWER",
            "CERT_ALPHA", "PATH_GRAM", "PATH_RANDOMIZED", "PATH_DENSE", "PATH_SUPPORT", "gram_rows",
@@ -125,7 +126,8 @@ class LowRankSpectrum:
     eig_error : (Q,) certified bound on |computed - true| of each of the values (0 on the Gram and
         dense paths, where the values are those of the formed matrices; the dropped support's
         delta diam^2 on the support path)
-    rank : (Q,) int64, eigenvalues of cov_unit above the floor 2 d cov_error + sqrt(eps) values[:, 0]
+    rank : (Q,) int64, eigenvalues of cov_unit above the floor 2 d cov_error + c values[:, 0] (c the
+        frame's ``gap_floor``, default sqrt(eps); :func:`~ridgexr.empirical.kernels.degenerate_floor`)
         (exact on the Gram, dense and support paths; at least this many where ``rank_censored``)
     rank_censored : (Q,) bool, all m computed values are above the floor (randomized path)
     path : (Q,) int8, ``PATH_GRAM`` (0), ``PATH_RANDOMIZED`` (1), ``PATH_DENSE`` (2) or ``PATH_SUPPORT`` (3)
@@ -368,13 +370,16 @@ def subspace_iteration(apply, q: int, d: int, m: int, need: int, dtype: torch.dt
     return values, out_vecs, eig_error, certified
 
 
-def _floor_rank(values_all: torch.Tensor, cov_error: torch.Tensor, d: int, eps: float):
-    floor = 2 * d * cov_error + math.sqrt(eps) * values_all.abs().amax(-1)
+def _floor_rank(values_all: torch.Tensor, cov_error: torch.Tensor, d: int, gap_floor: float):
+    """The eigenvalues above the frame's floor (:func:`~ridgexr.empirical.kernels.degenerate_floor`), counted
+    (Q,), and the floor (Q,)."""
+    floor = degenerate_floor(values_all, cov_error, d, gap_floor)
     return (values_all > floor[:, None]).sum(-1), floor
 
 
 def support_spectrum(resp: torch.Tensor, mean: torch.Tensor, xc: torch.Tensor, cov_error: torch.Tensor,
-                     trace: torch.Tensor, m: int, diam2: float, memory_budget: int, generator: torch.Generator):
+                     trace: torch.Tensor, m: int, diam2: float, memory_budget: int, generator: torch.Generator,
+                     gap_floor: float | None = None):
     """The top m eigenpairs of spread posteriors' covariances, formed over each query's certified support.
 
     Parameters
@@ -397,6 +402,8 @@ def support_spectrum(resp: torch.Tensor, mean: torch.Tensor, xc: torch.Tensor, c
         Bytes for the gathered support chunks.
     generator : torch.Generator
         Of the orthonormal completion of zero eigenvalues (Gram form).
+    gap_floor : float, optional
+        Relative floor c of the rank count (``ridge.gap_floor``; default sqrt(eps) of the dtype).
 
     Returns
     -------
@@ -411,7 +418,7 @@ def support_spectrum(resp: torch.Tensor, mean: torch.Tensor, xc: torch.Tensor, c
     q, n = resp.shape
     d = xc.shape[1]
     dtype, device = resp.dtype, resp.device
-    eps = torch.finfo(dtype).eps
+    c = default_gap_floor(dtype) if gap_floor is None else float(gap_floor)
     r_sorted, order = torch.sort(resp, 1, descending=True)
     tail = torch.flip(torch.cumsum(torch.flip(r_sorted, (1,)), 1), (1,))  # tail[:, j]: mass of ranks >= j
     allow = SUPPORT_RTOL * trace.clamp_min(0) / diam2
@@ -437,7 +444,7 @@ def support_spectrum(resp: torch.Tensor, mean: torch.Tensor, xc: torch.Tensor, c
         rows = torch.sqrt(w)[:, :, None] * (xc[order[sel, :kmax]] - mean[sel][:, None, :])
         mu_all, vals, vecs = gram_spectrum(rows, m, generator)
         values[sel], vectors[sel] = vals, vecs
-        rank[sel] = _floor_rank(mu_all, cov_error[sel], d, eps)[0]
+        rank[sel] = _floor_rank(mu_all, cov_error[sel], d, c)[0]
         i = j
     # formed covariance: the rest, all together, over chunks of their sorted supports
     big = by_k[n_small:]
@@ -461,14 +468,14 @@ def support_spectrum(resp: torch.Tensor, mean: torch.Tensor, xc: torch.Tensor, c
         mu_all, vec_all = psd_eigh(cov, upper=True)
         del cov
         values[big], vectors[big] = mu_all[:, :m], vec_all[:, :, :m]
-        rank[big] = _floor_rank(mu_all, cov_error[big], d, eps)[0]
+        rank[big] = _floor_rank(mu_all, cov_error[big], d, c)[0]
     return values, vectors, delta * diam2, rank, k
 
 
 def lowrank_chunk(yaug: torch.Tensor, tr: dict, nc: int, m: int, need: int, top_k: int | None, *,
                   drop_tol: float, small_n: int, refine_k: int, memory_budget: int, nc_exact: int,
                   max_iter: int, seed: int, start: torch.Tensor | None = None, force: str | None = None,
-                  randomized_min_d: int = RANDOMIZED_MIN_D) -> dict:
+                  randomized_min_d: int = RANDOMIZED_MIN_D, gap_floor: float | None = None) -> dict:
     """The fields of :class:`LowRankSpectrum` (but alpha, h and log_prob's constant) for one query chunk.
 
     The path of each query follows the dense path's own decisions, so that both give the same
@@ -478,7 +485,9 @@ def lowrank_chunk(yaug: torch.Tensor, tr: dict, nc: int, m: int, need: int, top_
     all N points elsewhere, and the dense path where the randomized one is not certified.
 
     ``force="randomized"`` sends every query that is not on the small-N path through the
-    randomized path (tests); ``start`` (q, d, m) warm-starts it (the other paths ignore it).  Returns a dict with ``lse`` (q,)
+    randomized path (tests); ``start`` (q, d, m) warm-starts it (the other paths ignore it).  ``gap_floor``: the
+    relative floor c of the frame (``ridge.gap_floor``, default sqrt(eps)) in ``rank`` and in the randomized
+    path's certificate, as on the dense path (:func:`~ridgexr.empirical.kernels.degenerate_floor`).  Returns a dict with ``lse`` (q,)
     (up to the chunk's per-query constant), ``mean`` (q, d) (centred) and the other fields.
     """
     xc = tr["xc"]
@@ -486,6 +495,7 @@ def lowrank_chunk(yaug: torch.Tensor, tr: dict, nc: int, m: int, need: int, top_
     qn = yaug.shape[0]
     dtype, device = yaug.dtype, yaug.device
     eps = torch.finfo(dtype).eps
+    floor_c = default_gap_floor(dtype) if gap_floor is None else float(gap_floor)  # the frame's relative floor
     gen = _generator(device, seed)
     diam2 = 4.0 * tr["radius2"]
     out = dict(lse=torch.empty(qn, dtype=dtype, device=device), mean=torch.empty(qn, d, dtype=dtype, device=device),
@@ -504,9 +514,9 @@ def lowrank_chunk(yaug: torch.Tensor, tr: dict, nc: int, m: int, need: int, top_
         mu_all, values, vectors = gram_spectrum(a, m, gen)
         k = best_val.shape[1]
         if small:  # the dense small-N path: rounding relative to the second moment about x_1
-            err = 64 * eps * sec_trace
+            err = rounding_error(sec_trace, eps)
         else:  # the dense top-k path: rounding, plus the certified truncation
-            err = 64 * eps * (a * a).sum((1, 2))  # trace(cu)
+            err = rounding_error((a * a).sum((1, 2)), eps)  # trace(cu)
             if truncated and n > k:
                 # every dropped logit is <= the smallest kept one (float64), or <= dropped_max (float32 logits)
                 top = best_val[:, -1] if dropped_max is None else dropped_max
@@ -514,7 +524,7 @@ def lowrank_chunk(yaug: torch.Tensor, tr: dict, nc: int, m: int, need: int, top_
                 err = err + torch.exp(math.log(n - k) + top - lse_rel - log_s) * diam2
         if k == 1:
             log_s = torch.zeros_like(log_s)
-        rank, _ = _floor_rank(mu_all, err, d, eps)
+        rank, _ = _floor_rank(mu_all, err, d, floor_c)
         out["log_cov_scale"][rows], out["cov_error"][rows] = log_s, err
         out["values"][rows], out["vectors"][rows], out["rank"][rows] = values, vectors, rank
         return mean
@@ -559,10 +569,10 @@ def lowrank_chunk(yaug: torch.Tensor, tr: dict, nc: int, m: int, need: int, top_
     mean = resp @ xc
     second_trace = resp @ (xc * xc).sum(1)
     out["lse"][rows], out["mean"][rows] = top + lse_rel, mean
-    # the dense exact path's decisions: concentrated (1 - r_max < 1e-6) or unresolved covariance
-    # (its trace below 1e6 x the subtraction's rounding) -> the scaled form of the top refine_k points
-    err_sub = 64 * eps * second_trace
-    ill = ((s0 - 1) < 1e-6 * s0) | ((second_trace - (mean * mean).sum(1)) < 1e6 * err_sub)
+    # the dense exact path's decisions (:func:`~ridgexr.empirical.kernels.exact_moments`): concentrated or
+    # unresolved covariance -> the scaled form of the top refine_k points
+    err_sub = rounding_error(second_trace, eps)
+    ill = concentrated(s0) | unresolved(second_trace - (mean * mean).sum(1), err_sub)
     if force == "randomized":
         ill = torch.zeros_like(ill)
     if bool(ill.any()):
@@ -582,7 +592,7 @@ def lowrank_chunk(yaug: torch.Tensor, tr: dict, nc: int, m: int, need: int, top_
         g = rows[spread]
         err = err_sub[spread]
         values, vectors, eig_error, rank, _ = support_spectrum(
-            r_sp, mu_sp, xc, err, second_trace[spread] - (mu_sp * mu_sp).sum(1), m, diam2, memory_budget, gen)
+            r_sp, mu_sp, xc, err, second_trace[spread] - (mu_sp * mu_sp).sum(1), m, diam2, memory_budget, gen, floor_c)
         out["values"][g], out["vectors"][g], out["eig_error"][g] = values, vectors, eig_error
         out["cov_error"][g], out["rank"][g] = err, rank
         out["path"][g] = PATH_SUPPORT
@@ -617,12 +627,12 @@ def lowrank_chunk(yaug: torch.Tensor, tr: dict, nc: int, m: int, need: int, top_
     st = None if start is None else start[rows[spread]]
     err = err_sub[spread]
 
-    def floor_of(sel, theta):  # the frame's floor (scms._gap_floor, before the eigenvalue error)
-        return 2 * d * err[sel] + math.sqrt(eps) * theta.abs().amax(-1)
+    def floor_of(sel, theta):  # the frame's floor (before the eigenvalue error)
+        return degenerate_floor(theta, err[sel], d, floor_c)
 
     values, vectors, eig_error, certified = subspace_iteration(apply, spread.numel(), d, m, need, dtype, device,
                                                                gen, max_iter, st, floor_of)
-    rank, _ = _floor_rank(values, err, d, eps)
+    rank, _ = _floor_rank(values, err, d, floor_c)
     g = rows[spread]
     eig_error = eig_error + delta * diam2
     out["values"][g], out["vectors"][g], out["eig_error"][g] = values, vectors, eig_error
@@ -641,7 +651,7 @@ def lowrank_chunk(yaug: torch.Tensor, tr: dict, nc: int, m: int, need: int, top_
             out["values"][gi], out["vectors"][gi] = mu_all[:, :m], vec_all[:, :, :m]
             out["log_cov_scale"][gi], out["cov_error"][gi] = ls, ce
             out["eig_error"][gi] = 0.0
-            out["rank"][gi] = _floor_rank(mu_all, ce, d, eps)[0]
+            out["rank"][gi] = _floor_rank(mu_all, ce, d, floor_c)[0]
             out["rank_censored"][gi] = False
             out["path"][gi] = PATH_DENSE
     return out

@@ -12,10 +12,13 @@ kind                 subpackage (spec, torch-free) / ``denoiser`` (torch) / ``tr
 ===================  =============================================================
 
 Each kind's ``__init__`` holds its spec (a :class:`ModelSpec` subclass: its fields and their
-defaults, from :mod:`ridgexr.defaults` where the paper fixes them); its ``denoiser`` module the
-torch network and ``build(exp, block, task, train, device)``; its ``training`` module the entry
-point ``fit(context, block_index, block, cells)``.  :data:`REGISTRY` names all three by import
-path, so the catalog (which reads only the specs) imports neither torch nor xarray.  Adding a
+defaults, from :mod:`ridgexr.defaults` where the paper fixes them, and the fields the config hash
+leaves out at their neutral value, ``hash_neutral``); its ``denoiser`` module the torch network and
+``build(exp, block, task, train, device)``; its ``training`` module the entry point
+``fit(context, block_index, block, cells)``; its ``cost`` module (optional) the planner's time and
+memory model, a :class:`ridgexr.models.cost.KindCost` (without one, a kind is costed as a small
+network trained elsewhere, as ``module`` is).  :data:`REGISTRY` names them by import path, so the
+catalog (which reads only the specs) imports neither torch nor xarray.  Adding a
 kind = one subpackage + one line below (+ its row in docs/models.md; a test checks all three).
 
 The networks are importable from here too (``from ridgexr.models import RandomFeatureDenoiser``);
@@ -41,20 +44,24 @@ __all__ = ["REGISTRY", "DEFAULT_KIND", "ModelKind", "ModelSpec", "FitContext", "
 REGISTRY: dict[str, ModelKind] = {k.name: k for k in (
     ModelKind("random_features", "ridgexr.models.random_features:RandomFeaturesSpec",
               "ridgexr.models.random_features.denoiser:build", "ridgexr.models.random_features.training:fit",
-              "ridgexr.models.random_features.training:check"),
+              "ridgexr.models.random_features.training:check", cost="ridgexr.models.random_features.cost:COST"),
     ModelKind("exact", "ridgexr.models.exact:ExactSpec",
-              "ridgexr.models.exact.denoiser:build", "ridgexr.models.exact.training:fit"),
+              "ridgexr.models.exact.denoiser:build", "ridgexr.models.exact.training:fit",
+              cost="ridgexr.models.exact.cost:COST"),
     ModelKind("mlp", "ridgexr.models.mlp:MLPSpec",
-              "ridgexr.models.mlp.denoiser:build", "ridgexr.models.mlp.training:fit"),
+              "ridgexr.models.mlp.denoiser:build", "ridgexr.models.mlp.training:fit",
+              cost="ridgexr.models.mlp.cost:COST"),
     ModelKind("module", "ridgexr.models.module:ModuleSpec",
               "ridgexr.models.module.denoiser:build", "ridgexr.models.module.training:fit",
               "ridgexr.models.module.training:check"),
     ModelKind("diffusers", "ridgexr.models.diffusers:DiffusersSpec",
               "ridgexr.models.diffusers.denoiser:build", "ridgexr.models.diffusers.training:fit",
-              "ridgexr.models.diffusers.training:check"),
+              "ridgexr.models.diffusers.training:check", cost="ridgexr.models.diffusers.cost:COST",
+              scheduler="ridgexr.models.diffusers.denoiser:block_scheduler"),
     ModelKind("unet", "ridgexr.models.unet:UNetSpec",
               "ridgexr.models.unet.denoiser:build", "ridgexr.models.unet.training:fit",
-              "ridgexr.models.unet.training:check"),
+              "ridgexr.models.unet.training:check", cost="ridgexr.models.unet.cost:COST",
+              scheduler="ridgexr.models.unet.denoiser:block_scheduler"),
 )}
 
 #: the kind of a model block that names none

@@ -11,7 +11,11 @@ catalog imports neither torch nor xarray.
 - ``fit(context, block_index, block, cells)`` -> ``{cell index: FittedCell}``, the kind's
   training entry point (or the held-out diagnostics of a model that is not trained here);
 - ``check(exp, block, train)`` (optional) raises ``ValueError`` for a block that cannot be fitted
-  on this training set; it runs before the store's lock or any folder is written.
+  on this training set; it runs before the store's lock or any folder is written;
+- ``cost`` (optional) a :class:`ridgexr.models.cost.KindCost`, the planner's time and memory model of
+  the kind (without one: a small network trained elsewhere);
+- ``scheduler(block, base_dir)`` (optional) -> (a diffusers scheduler, the image shape (C, H, W)): the
+  scheduler a ``sampler: {kind: scheduler}`` entry steps with a block of this kind.
 """
 
 from __future__ import annotations
@@ -32,13 +36,16 @@ def import_path(path: str) -> Any:
 
 @dataclass(frozen=True)
 class ModelKind:
-    """One model kind: ``name``, and import paths of its ``spec``, ``build``, ``fit`` and optional ``check``."""
+    """One model kind: ``name``, and import paths of its ``spec``, ``build``, ``fit`` and optional ``check``,
+    ``cost`` and ``scheduler``."""
 
     name: str
     spec: str
     build: str
     fit: str
     check: str | None = None
+    cost: str | None = None
+    scheduler: str | None = None
 
     def spec_class(self):
         """The kind's pydantic spec class (torch-free import)."""
@@ -53,6 +60,19 @@ class ModelKind:
     def checker(self) -> Callable:
         """``check(exp, block, train)``, or a no-op for a kind that has none."""
         return import_path(self.check) if self.check else (lambda exp, block, train: None)
+
+    def cost_model(self):
+        """The kind's :class:`ridgexr.models.cost.KindCost` (the base class's small network for a kind
+        that names none).  Imports torch (the cost model reads :mod:`ridgexr.empirical`)."""
+        if self.cost:
+            return import_path(self.cost)
+        from .cost import KindCost
+
+        return KindCost()
+
+    def stepper(self) -> Callable | None:
+        """``scheduler(block, base_dir) -> (scheduler, (C, H, W))``, or None for a kind without a scheduler."""
+        return import_path(self.scheduler) if self.scheduler else None
 
 
 @dataclass

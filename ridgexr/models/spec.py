@@ -14,14 +14,11 @@ from typing import Callable, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from .. import defaults
-from ..choices import TRAINED_WEIGHTS
+from ..choices import MODEL_CELL_DIMS, TRAINED_WEIGHTS
 from ..spec import Spec, as_list
 
 __all__ = ["ModelSpec", "EpochTrainedSpec", "DiagnosticsSpec", "MODEL_CELL_DIMS", "sorted_widths", "sized_diagnostics",
            "hashed_diagnostics"]
-
-#: the cell dimensions that model blocks label (store order)
-MODEL_CELL_DIMS = ("width", "tau", "epoch")
 
 
 def sorted_widths(v: list[int] | None) -> list[int] | None:
@@ -116,12 +113,29 @@ class ModelSpec(Spec):
     default_schedules: ClassVar[tuple[str, ...] | None] = None
     #: labelled along a ``model`` dimension even when it is the entry's only block
     always_labelled: ClassVar[bool] = True
+    #: fields of this class the config hash leaves out while they hold this neutral value: the value that
+    #: reproduces the numbers of the release before the field existed (the release in the comment).  A
+    #: subclass declares only its own fields; :meth:`neutral_fields` collects them over the class's bases.
+    #: The entry's other fields: :data:`ridgexr.catalog.HASH_NEUTRAL`
+    hash_neutral: ClassVar[dict[str, object]] = {
+        "name": None,  # 0.2
+        "diagnostics": {"n_time": None, "n_noise": None},  # 0.4: the training sample's size
+    }
 
     kind: str
     name: str | None = Field(None, description="label of the block in the model dimension (default: the kind)")
     diagnostics: DiagnosticsSpec = Field(default_factory=sized_diagnostics,
         description=DIAGNOSTICS_HELP + f"; default {{n_time: {defaults.HELDOUT_N_TIME}, "
                                        f"n_noise: {defaults.HELDOUT_N_NOISE}}}")
+
+    @classmethod
+    def neutral_fields(cls) -> dict[str, object]:
+        """Field -> neutral value of every field of this kind that the config hash leaves out at that value
+        (the ``hash_neutral`` of the class and of its bases)."""
+        out: dict[str, object] = {}
+        for klass in reversed(cls.__mro__):
+            out.update(vars(klass).get("hash_neutral", {}))
+        return out
 
     @property
     def label(self) -> str:
@@ -176,6 +190,10 @@ class EpochTrainedSpec(ModelSpec):
     Every such kind has ``ema``, ``weights`` and ``time_proposal`` (its own default), trained by
     :func:`ridgexr.models.trained.fit_epoch_block`.
     """
+
+    hash_neutral: ClassVar[dict[str, object]] = {
+        "weights": "ema",  # 0.4: the averaged weights, as before the field existed
+    }
 
     weights: Literal[TRAINED_WEIGHTS] = Field("ema",
         description="with ema: the cells sample with the moving average ('ema') or the optimizer's own weights "

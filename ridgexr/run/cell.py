@@ -20,7 +20,7 @@ from ..sampling import (divergence_bound, guard_divergence, implied_denoiser, sa
                         scheduler_sampling)
 from ..store import CellWriter, StoreLayout, write_cell_end
 from .plan import CellTask
-from .split import observe_split, scatter_training_set, split_settings
+from .split import density_settings, observation_settings, observe_split, scatter_training_set, split_settings
 
 __all__ = ["run_cell"]
 
@@ -75,7 +75,7 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
         denoise = implied_denoiser(score)
     bound = divergence_bound(train)
     score = guard_divergence(score, bound)
-    density = SmoothedEmpirical(train, 1.0, drop_tol=exp.ridge.drop_tol, logits=exp.ridge.logits)
+    density = SmoothedEmpirical(train, 1.0, **density_settings(exp))
     if exp.sampler.kind == "scheduler":  # the diffusers scheduler (docs/models.md): the OU times of its timesteps
         from ..models.diffusers.denoiser import entry_scheduler, scheduler_predict
 
@@ -117,11 +117,8 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
                 q = observe_split(shared, x, block.t, exp.d_star, settings, sample_block=sample_block,
                                   denoise=denoise, score=block_score, client=client)
             else:
-                q = step_quantities(density, x, block.t, exp.d_star, denoise, tol=exp.ridge.tol,
-                                    max_iter=exp.ridge.max_iter, top_k=exp.ridge.top_k, bound=bound,
-                                    stop_degenerate=exp.ridge.stop_degenerate, score=block_score,
-                                    accelerate=exp.ridge.accelerate, t_min=t_last,
-                                    gap_floor=exp.ridge.gap_floor, resolved=exp.ridge.resolved_projection)
+                q = step_quantities(density, x, block.t, exp.d_star, denoise, score=block_score,
+                                    **observation_settings(exp, bound, t_min=t_last))
                 q |= step_nearest(x, block.t, train_t, q["finite"])
             if block.clip_shift is not None:  # the scheduler's x0 clipping (the other samplers: NaN)
                 q["clip_shift"] = block.clip_shift

@@ -10,8 +10,12 @@ from typing import Any, Callable
 import numpy as np
 
 from ..catalog import Experiment
-from ..empirical import DEFAULT_MEMORY_BUDGET, support_path, upper_pair_count
-from ..models import FitContext, model_kind
+from ..models import REGISTRY, FitContext, model_kind
+# the cost model's rates and moments_seconds moved to models.cost with the kinds' cost hooks; re-exported here
+from ..models.cost import (BLOCK_SECONDS, CALL_SECONDS, CONV_FLOPS, ELEMENT_SECONDS, EIGH_FLOPS,  # noqa: F401
+                           EIGH_PASSES, EPOCH_SECONDS, GEMM_FLOPS, HELDOUT_BLOCK, LOWRANK_APPLICATIONS, MEAN_PASSES,
+                           OPTIMIZER_STEP_SECONDS, STEP_SECONDS, TOPK_PASSES, UNET_CALL_BYTES, UNET_TRAIN_BYTES,
+                           moments_seconds)
 from ..process import time_grid
 from ..ridge import suggest_d_star
 from ..sampling import recorded_steps
@@ -174,36 +178,6 @@ def training_size(train) -> tuple[int, int]:
     return int(shape[0]), int(shape[1])
 
 
-#: bytes per float of a U-Net's activations (:func:`unet_activations`) per image: a no-grad call holds ~6-7.4 x
-#: them, a training step (forward and backward) ~21.5 x (measured, float32, 28 x 28, channels (8, 16) and
-#: (16, 32, 32); with a margin)
-UNET_CALL_BYTES = 4.0 * 10
-UNET_TRAIN_BYTES = 4.0 * 28
-
-
-def unet_activations(block, base_dir=None) -> float:
-    """Floats of the down path's feature maps of one image through a U-Net block (the skip connections the up
-    path holds): sum over levels i of (layers_per_block + 1) C_i H W / 4^i.  A ``diffusers`` block's
-    architecture is read from its folder's config.json (no weights loaded); 0 when it cannot be read."""
-    if block.kind == "unet":
-        cfg = {"block_out_channels": block.block_out_channels, "layers_per_block": block.layers_per_block,
-               "sample_size": block.sample_size}
-    else:
-        import json
-
-        folder = Path(block.path).expanduser()
-        if not folder.is_absolute() and base_dir is not None:
-            folder = Path(base_dir) / folder
-        try:
-            cfg = json.loads((folder / (block.subfolder or "") / "config.json").read_text())
-        except (OSError, ValueError):
-            return 0.0
-    size = cfg.get("sample_size", 32)
-    h, w = (size, size) if isinstance(size, int) else tuple(size)
-    layers = int(cfg.get("layers_per_block", 2)) + 1
-    return float(sum(layers * c * h * w / 4**i for i, c in enumerate(cfg.get("block_out_channels", (64,)))))
-
-
 def _state_bytes(d: int, d_star: int) -> float:
     """Bytes held per observed state of a block: its per-step variables and temporaries (~16 d floats) and its
     ridge frame: dense 3 d^2 (covariance, eigenvectors, eigh's workspace), low-rank 4 d m (m eigenpairs, the
@@ -225,13 +199,13 @@ IMAGE_BASE_BYTES = 800 * 2**20
 def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 1 << 30) -> dict:
     """Rough peak memory of a run and an upper bound of its store's disk use, in bytes, from the config alone.
 
-    Fitting streams the training sample (S = N n_time n_noise points) node by node and holds
-    the (p x p) moments of every schedule at the largest width, one node's noise (N n_noise d),
-    one block's features (a block holds all n_noise draws of a point), the time features
-    (p x (2 n_frequencies + 1)) of every fitted width, an mlp's weights, optimizer state and
-    minibatch, and the quadrature's nodes (Gauss-Legendre: an n_time x n_time eigenproblem);
-    sampling holds the time grid and one block of ``block_steps x n_samples``
-    states with their frames and the density's scratch memory (at most ``memory_budget``).
+    Fitting holds what each kind's cost hook counts (:meth:`ridgexr.models.cost.KindCost.fit_bytes`: random
+    features their streamed moments, noise and time features, an mlp its weights, optimizer state and
+    minibatch, a unet its minibatch's activations) and the quadrature's nodes (Gauss-Legendre: an
+    n_time x n_time eigenproblem); sampling holds the time grid, one block of ``block_steps x n_samples``
+    states with their frames, the density's scratch memory (at most ``memory_budget``), what the blocks
+    hold (``sampling_bytes``) and the activations of one call (``call_bytes``); the diagnostics a block of
+    held-out rows.
     Nothing is allocated here, so an absurd configuration is refused in milliseconds.  The
     estimate is meant to refuse impossible configurations before any work, not to predict
     within 10 %; the store size counts every chunk file at its uncompressed size rounded up to
@@ -244,76 +218,55 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
     dimension), each 0 when the store has none (their values' nbytes, as written).
     """
     n, d = training_size(train)
-    rf = [b for b in exp.blocks if b.kind == "random_features"]
-    p = max((w for b in rf for w in b.values("width")), default=0)
-    sum_p = sum(sum(b.values("width")) for b in rf)
-    n_tau = max((len(b.values("tau")) for b in rf), default=1)
-    n_sched = len(exp.schedules or ())
-    batch = 8192  # rows per streamed block of the training sample (training.fit)
     n_noise = max(exp.training.n_noises)
     n_time = float(exp.training.n_time)
-    # a time node's noise (n_train, n_noise, d) is drawn whole; a block holds all draws of a point
-    rows = max(batch, n_noise)
-    # the fixed time features W_t (p, 2K + 1): drawn in numpy, copied to torch, and kept by every
-    # (schedule, width) fit
-    n_phi = max((2 * b.n_frequencies + 1 for b in rf), default=0)
-    # an mlp: weights, gradients and Adam's two moments, and one minibatch's activations
-    mlp = [b for b in exp.blocks if b.kind == "mlp"]
-    mlp_bytes = max((8.0 * (4 * (b.depth * w * w + (b.embed_dim + 2 * d) * w) + 4 * b.batch_size * w * (b.depth + 2)
-                            + 2 * b.batch_size * b.embed_dim) for b in mlp for w in b.hidden_widths), default=0.0)
-    # the random-feature fit streams the training sample against the cells' training sets (at most the largest
-    # n_train); without random features none of its terms applies
-    n_fit = max(n if m is None else min(m, n) for m in exp.dataset.n_trains) if rf else 0
-    terms = {  # what each group of fields costs while fitting (bytes)
-        "model.widths, schedules": (8.0 * p * p * (n_sched + 3) + 8.0 * n_sched * n_tau * p * d * 2
-                                    + 8.0 * batch * 4 * p) if rf else 0.0,
-        "training.n_noise": (8.0 * n_fit * n_noise * d + 8.0 * (rows - batch) * (4 * p + n_fit * 2 + 8 * d)) if rf else 0.0,
-        # the exact posterior of a streamed block over the training set: chunked within the density's scratch
-        # budget (ridgexr.empirical), counted as at most two such buffers however large N x batch is (fashion-latent:
-        # 8 192 x 60 000 x 16 bytes = 7.9 GB uncapped against a 2.38 GB measured peak)
-        "the training set (dataset.n_train)": min(8.0 * batch * (n_fit * 2 + 8 * d), 2.0 * memory_budget) if rf else 0.0,
-        "model.n_frequencies": 8.0 * n_phi * (2 * p + n_sched * sum_p) + 8.0 * rows * n_phi * (1 if n_phi > 1 else 0),
-        "mlp widths, depth, embed_dim, batch_size": mlp_bytes,
-        # the quadrature nodes: Gauss-Legendre's come from the eigenvalues of an (n_time x n_time) matrix
-        "training.n_time": 8.0 * (3.0 * n_time * n_time if exp.training.quadrature == "gauss-legendre-log-t"
-                                  else 8.0 * n_time),
-    }
-    # a U-Net (kind unet trained here, or a user's diffusers model): its training minibatch's saved activations
-    # (forward and backward), and the activations of one no-grad call on a sampler block or a held-out node
-    nets = [(b, unet_activations(b, exp.base_dir)) for b in exp.blocks if b.kind in ("unet", "diffusers")]
-    terms["unet batch_size, architecture"] = max(
-        (UNET_TRAIN_BYTES * act * b.batch_size for b, act in nets if b.kind == "unet"), default=0.0)
+    # each kind's blocks together, in registry order, with the kind's cost hook (models.cost.KindCost)
+    kinds = [(REGISTRY[k].cost_model(), [b for b in exp.blocks if b.kind == k])
+             for k in REGISTRY if any(b.kind == k for b in exp.blocks)]
+    terms = {}  # what each group of fields costs while fitting (bytes): the kinds' terms, then the quadrature's
+    for cost, blocks in kinds:
+        for name, value in cost.fit_bytes(exp, blocks, n, d, memory_budget).items():
+            terms[name] = max(terms.get(name, 0.0), value)
+    # the quadrature nodes: Gauss-Legendre's come from the eigenvalues of an (n_time x n_time) matrix
+    terms["training.n_time"] = 8.0 * (3.0 * n_time * n_time if exp.training.quadrature == "gauss-legendre-log-t"
+                                      else 8.0 * n_time)
     fit = sum(terms.values())
+    # the activations of one no-grad call of each block's network (bytes per state; a U-Net's), on a sampler block
+    # or a held-out node, grouped by what the kind calls them
+    calls = [(cost.activations_label, b, cost.call_bytes(b, exp.base_dir)) for cost, blocks in kinds for b in blocks]
+    labels = list(dict.fromkeys(label for label, _, per in calls if per))
     # sampling: one block of states (its recorded steps, at most the run's) with their per-step variables, the
-    # ridge frames (dense: d x d per state; low-rank: d x (d* + 1 + oversampling)) and the density's scratch
+    # ridge frames (dense: d x d per state; low-rank: d x (d* + 1 + oversampling)) and the density's scratch,
+    # and what the blocks hold (fixed features, weights)
     n_rec = math.ceil(exp.process.n_steps / exp.sampler.record_every) + 1
     q = float(min(exp.sampler.block_steps, n_rec)) * exp.n_samples
     d_frame = max(1, d - 1) if exp.d_star == "auto" else int(exp.d_star)
     per_state = _state_bytes(d, d_frame)
+    held = q * per_state + 8.0 * 4 * (exp.process.n_steps + 1)
+    for cost, blocks in kinds:
+        held += cost.sampling_bytes(exp, blocks, n, d)
     sampling_terms = {
-        "n_samples, sampler.block_steps (recorded steps per block)": (
-            q * per_state + 8.0 * 4 * (exp.process.n_steps + 1) + 8.0 * 2 * n_phi * p + mlp_bytes / 4),
+        "n_samples, sampler.block_steps (recorded steps per block)": held,
         "the density's scratch (dataset.n_train x states per block)": min(float(memory_budget),
                                                                           q * n * 8 * 4 + q * d * d * 8 * 4),
-        "n_samples x U-Net architecture": max((UNET_CALL_BYTES * act * exp.n_samples for _, act in nets),
-                                              default=0.0),
     }
+    for label in labels:
+        sampling_terms[f"n_samples x {label}"] = max(per * exp.n_samples for lab, _, per in calls if lab == label)
     sampling = sum(sampling_terms.values())
     # the held-out diagnostics: a block of rows (noisy training points) with their exact posterior moments and
     # ridge frames, and a U-Net's call on a time node's rows
-    diag_terms = {"diagnostics (n_points, n_time, n_noise)": 0.0, "diagnostics x U-Net architecture": 0.0}
+    diag_terms = {"diagnostics (n_points, n_time, n_noise)": 0.0} | {f"diagnostics x {label}": 0.0 for label in labels}
     n_cell = max(n if m is None else min(m, n) for m in exp.dataset.n_trains)  # the largest cell's training set
-    for b in exp.blocks:
+    for label, b, per in calls:
         h_time, h_noise = b.diagnostics.sizes(exp.training.n_time, n_noise)
         h_rows = float(min(n_cell, b.diagnostics.n_points or n_cell)) * h_time * h_noise
         rows = min(h_rows, HELDOUT_BLOCK)
         diag_terms["diagnostics (n_points, n_time, n_noise)"] = max(
             diag_terms["diagnostics (n_points, n_time, n_noise)"],
             rows * per_state + min(float(memory_budget), rows * n_cell * 8 * 4 + rows * d * d * 8 * 4))
-        act = dict((id(bb), a) for bb, a in nets).get(id(b), 0.0)
-        diag_terms["diagnostics x U-Net architecture"] = max(
-            diag_terms["diagnostics x U-Net architecture"],
-            UNET_CALL_BYTES * act * min(h_rows, max(HELDOUT_BLOCK, h_rows / max(h_time, 1))))
+        if per:
+            diag_terms[f"diagnostics x {label}"] = max(
+                diag_terms[f"diagnostics x {label}"], per * min(h_rows, max(HELDOUT_BLOCK, h_rows / max(h_time, 1))))
     diagnostics = sum(diag_terms.values())
     n_cells = float(count_run_cells(exp))  # masked cells (a block stored once) stay empty
 
@@ -373,146 +326,45 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
     top_bytes += data["the data set's size (dataset: N x d)"]
     drivers = [k for k, v in sorted(top_terms.items(), key=lambda kv: -kv[1]) if v >= 0.25 * top_bytes]
     images = any(getattr(exp.dataset, k, None) is not None for k in ("images", "mnist"))  # a VAE, decoders
-    base = BASE_BYTES + (IMAGE_BASE_BYTES if images or any(b.kind in ("unet", "diffusers") for b in exp.blocks)
-                         else 0)
+    base = BASE_BYTES + (IMAGE_BASE_BYTES if images or any(cost.image_libraries for cost, _ in kinds) else 0)
     return {"peak_memory": base + top_bytes, "store_size": n_cells * per_cell + store_level,
             "memory_drivers": drivers, "memory_stage": top, "store_variables": optional}
 
 
-#: rates of the stage-time estimate (2 CPU cores, float64): dense GEMM flops, one memory-bound
-#: pass over an element of a (rows x width) feature array (an activation, a weighting, a copy, an
-#: exponential), and the fixed cost of a streamed
-#: block (one time node of a fit), of one call of a denoiser, or of one sampler step / SCMS
-#: iteration over a block of states.  Set from
-#: the issue-30 profile of two-points-paper (fit 18 min, 7 of them the Gram at the GEMM rate) and
-#: the posterior-moment and eigh timings of docs/performance.md (one thread, halved for 2 cores)
-GEMM_FLOPS = 100e9
-ELEMENT_SECONDS = 2e-9
-BLOCK_SECONDS = 3e-3
-CALL_SECONDS = 2e-4
-STEP_SECONDS = 5e-4
-#: fixed cost of one optimizer step and of one epoch (its loss, snapshots) of an mlp's training
-OPTIMIZER_STEP_SECONDS = 2e-3
-EPOCH_SECONDS = 0.05
-#: float32 rate of a U-Net's convolutions on 2 idle cores, forward and backward (flop/s, counted by
-#: :func:`ridgexr.models.unet.denoiser.forward_flops`): the default block trains at ~610 images/s
-#: (docs/images.md), 3 x 9.3e7 flops per image
-CONV_FLOPS = 170e9
 #: SCMS iterations per observed state assumed by the estimate (the cap ``ridge.max_iter`` bounds it).
 #: Counted in runs (frames per recorded state, less the one at t_min): two-points ~29, manifold-circle
 #: ~18 (N = 8), fashion-latent-degeneracy ~3.4 (``stop_degenerate: 3``, every frame degenerate)
 SCMS_ITERATIONS = 20
 #: with ``ridge.stop_degenerate: k`` the estimate assumes at most this many times k iterations
 STOP_DEGENERATE_FACTOR = 2
-#: rows per block of a held-out evaluation (``evaluate_denoiser`` merges small time nodes up to it)
-HELDOUT_BLOCK = 8192
-#: memory passes per (query, training point) pair of the posterior mean (logits' maximum, exponential,
-#: sum), and the extra passes of a top-k selection (measured: 3.6-3.8 at N = 1 000 and 6 000, d = 32)
-MEAN_PASSES = 3
-TOPK_PASSES = 4
-#: a dense d x d eigh at one query: EIGH_PASSES d^2 element passes + EIGH_FLOPS d^3 flops at the GEMM rate
-#: (measured 14 us at d = 16, 56 us at 32, 0.98 ms at 128, 78 ms at 784, one thread)
-EIGH_PASSES = 14
-EIGH_FLOPS = 4.5
-#: covariance applications per query of a randomized low-rank frame (subspace iteration, warm started;
-#: d > ``lowrank.RANDOMIZED_MIN_D`` only: below it spread posteriors take the support path)
-LOWRANK_APPLICATIONS = 4
-
-
-def moments_seconds(n: int, d: int, *, d_star: int | None = None, top_k: int | None = None, frame: str = "auto",
-                    queries: int = 1, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> float:
-    """Seconds (2 idle cores) of the exact posterior moments at one query of a call of ``queries`` queries.
-
-    The cost model of :meth:`ridgexr.empirical.SmoothedEmpirical.moments_flat` and of a ridge frame:
-
-    - the mean: the logits and the mean as GEMMs (2 N (d + 2) + 2 N d flops) and
-      :data:`MEAN_PASSES` element passes over the N responsibilities, plus :data:`TOPK_PASSES`
-      passes with ``top_k < N`` (the selection; the covariance is counted over all N points, the
-      exact path a spread posterior falls back to);
-    - with ``d_star``, a frame: dense (:func:`ridgexr.scms.use_lowrank` false), the second moment
-      as one GEMM over the N precomputed outer products (2 N d^2 flops; where those do not fit a
-      quarter of ``memory_budget`` they are formed again for every chunk of queries, N d^2 element
-      passes shared by the chunk) and a d x d eigh; low-rank up to d = ``RANDOMIZED_MIN_D``, the support
-      path over all N points (the spread posterior's bound: 2 N d^2 flops of GEMMs over the gathered,
-      centred support, 2 N d element passes to gather it, and a d x d eigh); low-rank above it,
-      :data:`LOWRANK_APPLICATIONS` applications of the covariance to a (d x width) block (4 N d width
-      flops each).
-
-    Parameters
-    ----------
-    n, d : int
-        Training points and dimension.
-    d_star : int, optional
-        Ridge dimension: also the frame (covariance and eigenvectors).
-    top_k, frame : as ``ridge.top_k`` and the frame method (``"auto"``, ``"dense"``, ``"lowrank"``)
-    queries : int
-        Queries per call (held-out block, or states of a sampled block): shares the outer products.
-    memory_budget : int
-        Bytes of the density's scratch space.
-
-    Returns
-    -------
-    float, seconds per query
-    """
-    s = 2.0 * n * (2 * d + 2) / GEMM_FLOPS + MEAN_PASSES * n * ELEMENT_SECONDS
-    if top_k is not None and top_k < n:
-        s += TOPK_PASSES * n * ELEMENT_SECONDS
-    if d_star is None:
-        return s
-    eigh = EIGH_PASSES * d * d * ELEMENT_SECONDS + EIGH_FLOPS * d**3 / GEMM_FLOPS
-    if use_lowrank(frame, "log", d, d_star):
-        if support_path(d):
-            return s + 2.0 * n * d * d / GEMM_FLOPS + 2.0 * n * d * ELEMENT_SECONDS + eigh
-        return s + LOWRANK_APPLICATIONS * 4.0 * n * d * frame_width(d, d_star) / GEMM_FLOPS
-    pairs = upper_pair_count(d)  # the second-moment product forms each distinct entry once
-    s += 2.0 * n * pairs / GEMM_FLOPS + eigh
-    if n * pairs * 8 > memory_budget // 4:  # no cached outer products: formed per chunk of queries
-        chunk = max(1, min(queries, (memory_budget // 8) // (2 * d * d)))
-        s += n * pairs * ELEMENT_SECONDS / chunk
-    return s
-
-
-def _model_seconds(b, d: int, n: int, queries: int = 1, width: int | None = None) -> float:
-    """Seconds of one evaluation of a block's denoiser at one state (a module counts as a small mlp);
-    random features at ``width`` (default the block's largest)."""
-    if b.kind == "random_features":  # W x and A psi per state (the time features once per step), 2 passes
-        p = width or max(b.values("width"))
-        return 4.0 * p * d / GEMM_FLOPS + 2 * p * ELEMENT_SECONDS
-    if b.kind == "exact":
-        return moments_seconds(n, d, queries=queries)
-    if b.kind == "unet":
-        from ..models.unet.denoiser import forward_flops
-
-        return forward_flops(b) / CONV_FLOPS + CALL_SECONDS / max(queries, 1)
-    w, depth, embed = ((max(b.hidden_widths), b.depth, b.embed_dim) if b.kind == "mlp" else (64, 2, 1))
-    return 2.0 * (depth * w * w + (embed + 2 * d) * w) / GEMM_FLOPS + 2 * depth * w * ELEMENT_SECONDS
 
 
 def estimate_stage_seconds(exp: Experiment, train: np.ndarray) -> dict[str, float]:
     """A rough estimate (seconds on 2 idle CPU cores) of each stage of a run, from the configuration alone.
 
-    - ``fit``: random features stream N n_time n_noise rows per fit (one per target, n_noise and
-      n_train), each a p x p Gram update (2 p^2 flops at :data:`GEMM_FLOPS`), its features and an
-      exact posterior mean, then one p x p eigendecomposition per schedule and width; an mlp
-      or a unet runs epochs x N samples forward and backward (3 evaluations; a U-Net's forward pass
-      counted by :func:`ridgexr.models.unet.denoiser.forward_flops` at :data:`CONV_FLOPS`), plus a
-      fixed cost per optimizer step and per epoch;
-    - ``diagnostics``: the held-out sample of every block (``diagnostics: {n_time, n_noise}``), one
-      model evaluation, exact posterior mean and ridge frame per row (:func:`moments_seconds`; dense, or
-      low-rank for d > 128 as :mod:`ridgexr.training.sample` computes it),
-      evaluated once per random-feature fit (its features shared by its cells) and once per cell of
-      the other kinds;
-    - ``sampling and observation``: per run cell, n_samples x n_steps model evaluations and, at every
-      recorded state, min(:data:`SCMS_ITERATIONS`, ``ridge.max_iter``, :data:`STOP_DEGENERATE_FACTOR`
-      x ``ridge.stop_degenerate``) SCMS iterations plus one frame
+    Each model block is priced by its kind's cost hook (:class:`ridgexr.models.cost.KindCost`, named by
+    the registry; a kind without one counts as a small network trained elsewhere):
+
+    - ``fit``: the sum of the hook's ``fit_seconds`` (random features: N n_time n_noise streamed rows per
+      fit, each a p x p Gram update; mlp and unet: epochs x N samples forward and backward);
+    - ``diagnostics``: the sum of the hook's ``diagnostics_seconds`` (by default, per run cell, one model
+      call, exact posterior mean and ridge frame per held-out row, :func:`moments_seconds`);
+    - ``sampling and observation``: per run cell, n_samples x n_steps calls of the model (the hook's
+      ``call_seconds``) and, at every recorded state, min(:data:`SCMS_ITERATIONS`, ``ridge.max_iter``,
+      :data:`STOP_DEGENERATE_FACTOR` x ``ridge.stop_degenerate``) SCMS iterations plus one frame
       (the first iteration is the frame at the state; one more at t_min), each a
       :func:`moments_seconds` with the frame the run uses (dense, or low-rank for d > 128), and one
       mean's worth of distances for the nearest training point.
 
-    A module's and a user's diffusers model's own cost is counted as a small mlp's (their training
-    happened elsewhere).  Meant to say which stage dominates and
-    roughly how long a run takes (within a factor of about 3 of the runs measured,
-    docs/performance.md), not when it ends.
+    Meant to say which stage dominates and roughly how long a run takes (within a factor of about 3 of
+    the runs measured, docs/performance.md), not when it ends.
+
+    Parameters
+    ----------
+    exp : Experiment
+        The catalog entry.
+    train : array (N, d) or its shape (N, d)
+        The training set, or only its shape (:func:`training_size`).
 
     Returns
     -------
@@ -520,7 +372,6 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray) -> dict[str, floa
     """
     n, d = training_size(train)
     d_frame = max(1, d - 1) if exp.d_star == "auto" else int(exp.d_star)
-    tr = exp.training
     n_trains = [n if m is None else min(m, n) for m in exp.dataset.n_trains]
     fit = diag = 0.0
     coords = exp.cell_coords()
@@ -532,38 +383,11 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray) -> dict[str, floa
         mine = [lab for lab in labelled if block_index(exp, lab) == bi]
         if not mine:
             continue
-        if b.kind == "random_features":
-            p = max(b.values("width"))
-            n_fits = len(exp.schedules or ()) * len(b.values("width")) * max(1, len(b.values("tau")))
-            for _, n_noise, m in {(lab.get("target"), lab.get("n_noise", tr.n_noises[0]),
-                                   lab.get("n_train", n_trains[0])) for lab in mine}:
-                rows = float(m) * tr.n_time * n_noise
-                fit += (rows * (2.0 * p * p / GEMM_FLOPS + 4 * p * ELEMENT_SECONDS + _model_seconds(b, d, m)
-                                + moments_seconds(m, d, queries=HELDOUT_BLOCK))
-                        + tr.n_time * BLOCK_SECONDS
-                        # one eigh(U) per schedule and width
-                        + len(exp.schedules or ()) * sum(30.0 * w**3 for w in b.values("width")) / GEMM_FLOPS)
-                h_time, h_noise = b.diagnostics.sizes(tr.n_time, n_noise)
-                h_rows = float(min(m, b.diagnostics.n_points or m)) * h_time * h_noise
-                diag += (h_rows * (_model_seconds(b, d, m) + n_fits * 2.0 * p * d / GEMM_FLOPS
-                                   + moments_seconds(m, d, d_star=d_frame, frame="auto",
-                                                     queries=min(h_rows / h_time, HELDOUT_BLOCK)))
-                         + h_time * BLOCK_SECONDS)
-            continue
-        if b.kind in ("mlp", "unet"):  # one training per (schedule, width, n_train), to the largest epoch
-            for _, _, m in {(lab.get("schedule"), lab.get("width"), lab.get("n_train", n_trains[0])) for lab in mine}:
-                steps = math.ceil(m / b.batch_size)
-                fit += max(b.epoch_list) * (float(m) * 3.0 * _model_seconds(b, d, m, b.batch_size)
-                                            + steps * OPTIMIZER_STEP_SECONDS + EPOCH_SECONDS)
-        for lab in mine:
-            m = lab.get("n_train", n_trains[-1] if b.kind == "module" else n_trains[0])
-            h_time, h_noise = b.diagnostics.sizes(tr.n_time, tr.n_noises[0])
-            h_rows = float(min(m, b.diagnostics.n_points or m)) * h_time * h_noise
-            block = min(h_rows, HELDOUT_BLOCK)
-            diag += (h_rows * (_model_seconds(b, d, m, block)
-                               + moments_seconds(m, d, d_star=d_frame, frame="auto", queries=block))
-                     # merged blocks of 8192 rows, one call of the denoiser per node
-                     + math.ceil(h_rows / 8192) * BLOCK_SECONDS + h_time * CALL_SECONDS)
+        cost = model_kind(b.kind).cost_model()
+        for seconds in cost.fit_seconds(exp, b, mine, d, n_trains):
+            fit += seconds
+        for seconds in cost.diagnostics_seconds(exp, b, mine, d, n_trains, d_frame):
+            diag += seconds
     n_rec = math.ceil(exp.process.n_steps / exp.sampler.record_every) + 1
     n_blocks = math.ceil(n_rec / exp.sampler.block_steps)
     iters = min(SCMS_ITERATIONS, exp.ridge.max_iter)
@@ -579,7 +403,8 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray) -> dict[str, floa
         # every recorded state: its SCMS iterations (the first is the frame at x), one more frame at t_min,
         # and the nearest training point (a mean's worth of distances)
         frame = moments_seconds(m, d, d_star=d_frame, top_k=top_k, queries=block)
-        sampling += (exp.process.n_steps * (states * _model_seconds(b, d, m, int(states), lab.get("width"))
+        call = model_kind(b.kind).cost_model().call_seconds(b, d, m, int(states), lab.get("width"))
+        sampling += (exp.process.n_steps * (states * call
                                             + STEP_SECONDS)
                      + states * n_rec * ((iters + 1) * frame + moments_seconds(m, d, queries=block))
                      + iters * n_blocks * STEP_SECONDS)

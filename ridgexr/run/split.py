@@ -24,7 +24,28 @@ from ..empirical import SmoothedEmpirical
 from ..nearest import step_nearest
 from ..observe import batch_scaled, step_quantities
 
-__all__ = ["observe_part", "observe_split", "scatter_training_set", "sample_blocks", "split_settings"]
+__all__ = ["observe_part", "observe_split", "scatter_training_set", "sample_blocks", "split_settings",
+           "DENSITY_SETTINGS", "OBSERVATION_SETTINGS", "density_settings", "observation_settings"]
+
+#: the entry's ridge settings (``ridge.<field>``) that the smoothed density reads, by its keyword
+DENSITY_SETTINGS = {"drop_tol": "drop_tol", "logits": "logits"}
+#: ... and those :func:`ridgexr.observe.step_quantities` reads, by its keyword
+OBSERVATION_SETTINGS = {"tol": "tol", "max_iter": "max_iter", "top_k": "top_k", "stop_degenerate": "stop_degenerate",
+                        "accelerate": "accelerate", "gap_floor": "gap_floor", "resolved": "resolved_projection"}
+
+
+def density_settings(exp: Any) -> dict:
+    """The keywords of :class:`ridgexr.empirical.SmoothedEmpirical` from the entry's ridge block
+    (:data:`DENSITY_SETTINGS`)."""
+    return {key: getattr(exp.ridge, name) for key, name in DENSITY_SETTINGS.items()}
+
+
+def observation_settings(exp: Any, bound: float = math.inf, *, t_min: float | None = None) -> dict:
+    """The keywords of :func:`ridgexr.observe.step_quantities` from the entry's ridge block
+    (:data:`OBSERVATION_SETTINGS`), with ``bound`` the divergence bound (data units) and ``t_min`` the
+    sampler's last time (for ``projected_gradient_tmin``)."""
+    return {key: getattr(exp.ridge, name) for key, name in OBSERVATION_SETTINGS.items()} | dict(bound=bound,
+                                                                                                t_min=t_min)
 
 
 def sample_blocks(n_samples: int, sample_block: int | None) -> list[slice]:
@@ -58,7 +79,7 @@ def observe_part(train: np.ndarray, x: np.ndarray, t: np.ndarray, d_star: int, s
     dict of numpy arrays, (B, n[, d]) each.
     """
     settings = dict(settings)
-    density = SmoothedEmpirical(train, 1.0, drop_tol=settings.pop("drop_tol"), logits=settings.pop("logits", "float64"))
+    density = SmoothedEmpirical(train, 1.0, **{key: settings.pop(key) for key in DENSITY_SETTINGS if key in settings})
     xt = torch.as_tensor(x, dtype=torch.float64)
     sc = None if score is None else torch.as_tensor(score, dtype=torch.float64)
     q = step_quantities(density, xt, t, d_star, denoise, score=sc, **settings)
@@ -126,9 +147,7 @@ def observe_split(train: np.ndarray | Any, x: torch.Tensor | np.ndarray, t: np.n
 
 
 def split_settings(exp: Any, bound: float = math.inf, *, t_min: float | None = None) -> dict:
-    """The observation settings of an experiment (``observe_part``'s ``settings``); ``bound``: the
-    divergence bound (data units); ``t_min``: the sampler's last time (for ``projected_gradient_tmin``)."""
-    return dict(drop_tol=exp.ridge.drop_tol, logits=exp.ridge.logits, tol=exp.ridge.tol, max_iter=exp.ridge.max_iter,
-                top_k=exp.ridge.top_k,
-                bound=bound, stop_degenerate=exp.ridge.stop_degenerate, accelerate=exp.ridge.accelerate, t_min=t_min,
-                gap_floor=exp.ridge.gap_floor, resolved=exp.ridge.resolved_projection)
+    """The observation settings of an experiment (``observe_part``'s ``settings``): :func:`density_settings`
+    and :func:`observation_settings` in one mapping; ``bound``: the divergence bound (data units); ``t_min``:
+    the sampler's last time (for ``projected_gradient_tmin``)."""
+    return density_settings(exp) | observation_settings(exp, bound, t_min=t_min)

@@ -54,7 +54,7 @@ from . import TIMESTEP_MODES
 
 __all__ = ["DiffusersDenoiser", "PREDICTION_TYPES", "SCHEDULER_CLASSES", "scheduler_times", "load_unet",
            "load_scheduler", "scheduler_folder", "denoiser_from_block", "denoised_from_prediction",
-           "prediction_from_denoised", "entry_scheduler", "scheduler_predict", "build"]
+           "prediction_from_denoised", "block_scheduler", "entry_scheduler", "scheduler_predict", "build"]
 
 #: the scheduler ``prediction_type`` values this wrapper reads
 PREDICTION_TYPES = ("epsilon", "sample", "v_prediction")
@@ -310,33 +310,45 @@ def build(exp, block, task, train, device: str = "cpu") -> DiffusersDenoiser:
 SCHEDULER_CLASSES = {"ddpm": "DDPMScheduler", "ddim": "DDIMScheduler"}
 
 
+def block_scheduler(block, base_dir: Path | None):
+    """The scheduler of a diffusers block (its folder, :func:`scheduler_folder`) and the image shape (C, H, W)
+    of a state, from the UNet's config.json (the registry's ``scheduler`` hook of kind ``diffusers``).
+
+    Raises
+    ------
+    ModelError
+        When the UNet's config has no ``sample_size``.
+    """
+    scheduler = load_scheduler(scheduler_folder(block, base_dir))
+    root = _folder(block.path, base_dir, "path") / (block.subfolder or "")
+    cfg = json.loads((root / "config.json").read_text())
+    size = cfg.get("sample_size")
+    if size is None:
+        raise ModelError(f"{str(root)!r}: the UNet's config has no `sample_size`: its image shape is unknown")
+    return scheduler, (cfg.get("in_channels", 3), *((size, size) if isinstance(size, int) else size))
+
+
 def entry_scheduler(exp):
     """The scheduler a ``sampler: {kind: scheduler}`` entry steps, and the image shape (C, H, W) of a state.
 
-    The scheduler of the entry's first ``diffusers`` or ``unet`` block (its folder, or the U-Net's
-    ``DDPMScheduler``), converted to ``sampler.scheduler_class`` (``from_config``, as ``DDIMPipeline``
-    does) when that is given.  A fresh object on every call (schedulers keep state).
+    The scheduler of the entry's first block whose kind has one (the registry's ``scheduler`` hook:
+    a ``diffusers`` block's folder, a ``unet`` block's ``DDPMScheduler``), converted to
+    ``sampler.scheduler_class`` (``from_config``, as ``DDIMPipeline`` does) when that is given.  A
+    fresh object on every call (schedulers keep state).
     """
     import diffusers
 
-    for block in exp.blocks:
-        if block.kind == "diffusers":
-            scheduler = load_scheduler(scheduler_folder(block, exp.base_dir))
-            root = _folder(block.path, exp.base_dir, "path") / (block.subfolder or "")
-            cfg = json.loads((root / "config.json").read_text())
-            size = cfg.get("sample_size")
-            if size is None:
-                raise ModelError(f"{str(root)!r}: the UNet's config has no `sample_size`: its image shape is unknown")
-            shape = (cfg.get("in_channels", 3), *((size, size) if isinstance(size, int) else size))
-            break
-        if block.kind == "unet":
-            from ..unet.denoiser import make_scheduler
+    from .. import REGISTRY, model_kind
 
-            scheduler, shape = make_scheduler(block), (block.in_channels, *block.sample_size)
+    for block in exp.blocks:
+        stepper = model_kind(block.kind).stepper()
+        if stepper is not None:
+            scheduler, shape = stepper(block, exp.base_dir)
             break
     else:
-        raise ValueError(f"entry {exp.name!r}: `sampler.kind: scheduler` steps the scheduler of a `diffusers` or "
-                         "`unet` model block; this entry has none")
+        kinds = " or ".join(f"`{k}`" for k, entry in REGISTRY.items() if entry.scheduler)
+        raise ValueError(f"entry {exp.name!r}: `sampler.kind: scheduler` steps the scheduler of a {kinds} "
+                         "model block; this entry has none")
     name = exp.sampler.scheduler_class
     if name is not None and type(scheduler).__name__ != SCHEDULER_CLASSES[name]:
         scheduler = getattr(diffusers, SCHEDULER_CLASSES[name]).from_config(scheduler.config)

@@ -35,6 +35,7 @@ class ExactSpec(ModelSpec):
 
     default_parametrization: ClassVar[str] = "x0"  # its denoise() is E[x0 | x_t] itself
     summary: ClassVar[str] = "the exact denoiser of the training set: the memorizing reference"
+    hash_neutral: ClassVar[dict[str, object]] = {"t_stop": None, "sigma_stop": None}  # 0.4
 
     kind: Literal["exact"] = "exact"
     t_stop: float | None = Field(None, gt=0,

@@ -29,6 +29,7 @@ class MLPSpec(EpochTrainedSpec):
 
     trained_per_schedule: ClassVar[bool] = True
     always_labelled: ClassVar[bool] = False
+    hash_neutral: ClassVar[dict[str, object]] = {"time_proposal": "uniform"}  # 0.4
 
     kind: Literal["mlp"] = "mlp"
     widths: list[int] | None = Field(None, description="hidden-layer widths swept (default [512])")

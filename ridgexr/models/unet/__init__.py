@@ -38,6 +38,9 @@ class UNetSpec(EpochTrainedSpec):
     #: the standard epsilon loss: w = h makes the score loss the epsilon MSE
     default_schedules: ClassVar[tuple[str, ...]] = ("h",)
     always_labelled: ClassVar[bool] = False
+    #: 0.4 (neutral: the value of the releases before each field; time_proposal's is not the unet default)
+    hash_neutral: ClassVar[dict[str, object]] = {"time_proposal": "uniform", "time_convention": "ou",
+                                                 "mixed_precision": "none"}
 
     kind: Literal["unet"] = "unet"
     sample_size: list[int] = Field(description="[height, width] of the images (their d = in_channels x height x width)")

@@ -22,7 +22,7 @@ import torch
 from ..._backend import to_like
 from ..diffusers.denoiser import DiffusersDenoiser, scheduler_times
 
-__all__ = ["UNetDenoiser", "make_unet", "make_scheduler", "forward_flops", "PREDICTION_TYPE", "build"]
+__all__ = ["UNetDenoiser", "make_unet", "make_scheduler", "block_scheduler", "forward_flops", "PREDICTION_TYPE", "build"]
 
 #: the scheduler's ``prediction_type`` of each parametrization a U-Net is trained in
 PREDICTION_TYPE = {"epsilon": "epsilon", "x0": "sample"}
@@ -34,6 +34,12 @@ def make_scheduler(block):
 
     return DDPMScheduler(num_train_timesteps=block.num_train_timesteps, beta_schedule=block.beta_schedule,
                          prediction_type=PREDICTION_TYPE[block.output])
+
+
+def block_scheduler(block, base_dir=None):
+    """The scheduler of a unet block (:func:`make_scheduler`) and the image shape (C, H, W) of a state
+    (the registry's ``scheduler`` hook of kind ``unet``; ``base_dir`` is not read)."""
+    return make_scheduler(block), (block.in_channels, *block.sample_size)
 
 
 def make_unet(block, seed: int = 0):
