@@ -9,9 +9,14 @@ the manifold (8 bins, inside a tube of 0.1 radius), the sliced Wasserstein dista
 population sample with bootstrap intervals, and the Hausdorff distance between the ridge
 projections and the manifold; then the log-log rates against N with bootstrap intervals.
 Writes docs/figures/manifold_<entry>.png.
-manifold-coverage (the fair test of issue 27): per (model, N) the coverage delta_N of the denoised
-outputs, distance to M, novelty and the distance to the smoothed-and-projected target, their
-slopes against N next to -1/k, and the criteria of docs/manifold.md evaluated.
+manifold-coverage and manifold-coverage-circle (the fair test of issue 27): per (model, N) the coverage
+delta_N of the denoised outputs, distance to M, novelty and the distance to the smoothed-and-projected
+target, their slopes against N next to -1/k, and the criteria M1, M2, M3 of docs/manifold.md as claims of the
+engine (``ridgexr.analysis.claims``: one row per stopped model and criterion, with its interval, draws, nulls
+and verdict; :func:`coverage_claims`), then the entry's verdict derived from those rows by the rule of
+:func:`coverage_overall`.  Every verdict word printed is the engine's.
+Run the coverage entries of this checkout's catalog with
+``--catalog catalogs/theories.yaml --entries manifold-coverage manifold-coverage-circle``.
 """
 
 from __future__ import annotations
