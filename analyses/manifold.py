@@ -8,7 +8,7 @@ training set's nearest-neighbour spacing), the d1/d2 memorized share, the densit
 the manifold (8 bins, inside a tube of 0.1 radius), the sliced Wasserstein distance and MMD to a fresh
 population sample with bootstrap intervals, and the Hausdorff distance between the ridge
 projections and the manifold; then the log-log rates against N with bootstrap intervals.
-Writes docs/figures/manifold_<entry>.png.
+Writes docs/figures/manifold_<entry>.png (and docs/claims_tables/<entry>.md for the coverage entries).
 manifold-coverage and manifold-coverage-circle (the fair test of issue 27): per (model, N) the coverage
 delta_N of the denoised outputs, distance to M, novelty and the distance to the smoothed-and-projected
 target, their slopes against N next to -1/k, and the criteria M1, M2, M3 of docs/manifold.md as claims of the
@@ -88,12 +88,14 @@ def main(argv=None):
     ap = parser(__doc__)
     ap.add_argument("--entries", nargs="+", default=ENTRIES + ["manifold-coverage"])
     ap.add_argument("--catalog", default=None, help="a catalog file holding the entries (default: the built-in ones)")
+    ap.add_argument("--claims-tables", default=str(Path(__file__).resolve().parent.parent / "docs" / "claims_tables"),
+                    help="where the coverage entries' claims tables go (NAME.md, included by docs/manifold.md)")
     args = ap.parse_args(argv)
     figs = Path(args.figures)
     for name in args.entries:
         ds = store_for(name, args.data, args.catalog)
         if "denoised" in ds:  # a store with stopped scores: the coverage test
-            coverage_main(name, ds, figs)
+            coverage_main(name, ds, figs, Path(args.claims_tables))
             continue
         m = cell_metrics(ds)
         df = m.drop_vars([c for c in m.coords if c not in m.dims]).to_dataframe().reset_index()
@@ -523,7 +525,9 @@ def coverage_figure(df, k: int, name: str) -> hv.Overlay:
                                                                backend="matplotlib")
 
 
-def coverage_main(name: str, ds, figures: Path | None = None) -> None:
+def coverage_main(name: str, ds, figures: Path | None = None, claims_tables: Path | None = None) -> None:
+    """Print the coverage tables, slopes and claims of a store with stopped scores; write its figure to
+    ``figures`` and its claims table (with the overall verdict) to ``claims_tables``/NAME.md."""
     df, k = coverage_table(ds)
     if figures is not None:
         from ridgexr import plot
@@ -545,10 +549,16 @@ def coverage_main(name: str, ds, figures: Path | None = None) -> None:
     print()
     claims = coverage_claims(df, rates, k, floor=coverage_floor(ds), novelty_null=novelty_null(ds),
                              target_null=target_null(ds))
-    print(f"### {name}: the criteria of docs/manifold.md as claims (ridgexr.analysis.claims)\n")
-    print(claims_markdown(claims, drop=("gate",)))
     verdict, why = coverage_overall(claims)
-    print(f"\n- overall, by the rule of coverage_overall (docs/manifold.md): **{verdict}** -- {why}\n")
+    text = (f"Claims of {name!r} (store config hash {ds.attrs.get('config_hash', '?')}): the criteria M1-M3 of "
+            f"docs/manifold.md ({WRITTEN}) and R ({REEXPRESSED}), by analyses/manifold.py\n\n"
+            f"{claims_markdown(claims, drop=('gate',))}\n\n"
+            f"Overall, by the rule of coverage_overall (docs/manifold.md): **{verdict}** -- {why}\n")
+    print(f"### {name}: the criteria of docs/manifold.md as claims (ridgexr.analysis.claims)\n")
+    print(text)
+    if claims_tables is not None:
+        claims_tables.mkdir(parents=True, exist_ok=True)
+        (claims_tables / f"{name}.md").write_text(text)
 
 
 if __name__ == "__main__":
