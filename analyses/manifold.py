@@ -8,10 +8,15 @@ training set's nearest-neighbour spacing), the d1/d2 memorized share, the densit
 the manifold (8 bins, inside a tube of 0.1 radius), the sliced Wasserstein distance and MMD to a fresh
 population sample with bootstrap intervals, and the Hausdorff distance between the ridge
 projections and the manifold; then the log-log rates against N with bootstrap intervals.
-Writes docs/figures/manifold_<entry>.png.
-manifold-coverage (the fair test of issue 27): per (model, N) the coverage delta_N of the denoised
-outputs, distance to M, novelty and the distance to the smoothed-and-projected target, their
-slopes against N next to -1/k, and the criteria of docs/manifold.md evaluated.
+Writes docs/figures/manifold_<entry>.png (and docs/claims_tables/<entry>.md for the coverage entries).
+manifold-coverage and manifold-coverage-circle (the fair test of issue 27): per (model, N) the coverage
+delta_N of the denoised outputs, distance to M, novelty and the distance to the smoothed-and-projected
+target, their slopes against N next to -1/k, and the criteria M1, M2, M3 of docs/manifold.md as claims of the
+engine (``ridgexr.analysis.claims``: one row per stopped model and criterion, with its interval, draws, nulls
+and verdict; :func:`coverage_claims`), then the entry's verdict derived from those rows by the rule of
+:func:`coverage_overall`.  Every verdict word printed is the engine's.
+Run the coverage entries of this checkout's catalog with
+``--catalog catalogs/theories.yaml --entries manifold-coverage manifold-coverage-circle``.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import xarray as xr
 from _common import markdown_table, parser, save_png, store_for
 
 from ridgexr import analysis
+from ridgexr.analysis.claims import NO_STATE, VERDICTS, Claim, Criterion, Null, claims_markdown, median_interval
 
 ENTRIES = ["manifold-circle", "manifold-circle-8d", "manifold-sphere", "manifold-sphere-16d"]
 
@@ -82,12 +88,14 @@ def main(argv=None):
     ap = parser(__doc__)
     ap.add_argument("--entries", nargs="+", default=ENTRIES + ["manifold-coverage"])
     ap.add_argument("--catalog", default=None, help="a catalog file holding the entries (default: the built-in ones)")
+    ap.add_argument("--claims-tables", default=str(Path(__file__).resolve().parent.parent / "docs" / "claims_tables"),
+                    help="where the coverage entries' claims tables go (NAME.md, included by docs/manifold.md)")
     args = ap.parse_args(argv)
     figs = Path(args.figures)
     for name in args.entries:
         ds = store_for(name, args.data, args.catalog)
         if "denoised" in ds:  # a store with stopped scores: the coverage test
-            coverage_main(name, ds, figs)
+            coverage_main(name, ds, figs, Path(args.claims_tables))
             continue
         m = cell_metrics(ds)
         df = m.drop_vars([c for c in m.coords if c not in m.dims]).to_dataframe().reset_index()
@@ -104,11 +112,17 @@ def main(argv=None):
 # ---------------------------------------------------------------------------------------------------------
 # The fair test (issue 27): coarse (stopped) exact scores, Tweedie outputs, delta-coverage against N.
 
+#: columns of coverage_table read by the claims, left out of the printed table
+CLAIM_COLUMNS = ("novelty low", "novelty high", "outputs", "excluded outputs")
+
+
 def coverage_table(ds, c: float = 0.5):
     """Per (model, data_draw, N) (draw 0 only without independent training sets): t_stop, coverage delta_N
     (c x population mass) with the mass ratios at delta, mean distance of the denoised outputs to M, their
-    median novelty and memorized share (novelty < 1/3), and the
-    sliced W2 to the smoothed-and-projected population."""
+    median novelty with its 95 % bootstrap interval over the outputs (novelty low, novelty high) and memorized
+    share (novelty < 1/3), the sliced W2 to the smoothed-and-projected population, and the outputs used and
+    those left out for not being finite (outputs, excluded outputs).  :data:`CLAIM_COLUMNS` are for the claims,
+    not the printed table."""
     import pandas as pd
 
     from ridgexr.analysis import arrays
@@ -124,20 +138,24 @@ def coverage_table(ds, c: float = 0.5):
     for model, j, n in itertools.product(ds.model.values, range(draws), ds.n_train.values):
         at = dict(model=model, n_train=n) | ({"data_draw": j} if "data_draw" in ds.dims else {})
         x = ds.denoised.sel(at).values
-        x = x[np.isfinite(x).all(-1)]
+        finite = np.isfinite(x).all(-1)
+        x = x[finite]
         nov = arrays.novelty(x, train[j * per_draw:j * per_draw + int(n)])
+        med, low, high, _ = median_interval(nov)
         cv = cov.sel(at)
         rows.append({"model": str(model), "draw": j, "N": int(n), "t_stop": float(ds.denoise_t.sel(at)),
                      "delta_N": float(cv.coverage_delta), "ratio min": float(cv.mass_ratio_min),
                      "ratio max": float(cv.mass_ratio_max), "dist to M": float(np.mean(m.distance(x))),
-                     "novelty (median)": float(np.median(nov)), "memorized share": float(np.mean(nov < 1 / 3)),
-                     "W2 to smoothed target": float(target.sel(at))})
+                     "novelty (median)": med, "memorized share": float(np.mean(nov < 1 / 3)),
+                     "W2 to smoothed target": float(target.sel(at)), "novelty low": low, "novelty high": high,
+                     "outputs": int(finite.sum()), "excluded outputs": int((~finite).sum())})
     return pd.DataFrame(rows), m.k
 
 
-def coverage_floor(ds, c: float = 0.5, n_reps: int = 5) -> tuple[float, float]:
+def coverage_floor(ds, c: float = 0.5, n_reps: int = 5) -> Null:
     """delta_N of an ideal sampler: fresh samples of the data law itself, as many as a cell has (seeds 100..):
-    the smallest coverage radius the generated sample's size can resolve.  Returns (median, max) over reps."""
+    the smallest coverage radius the generated sample's size can resolve.  The null of delta_N: its median over
+    ``n_reps`` reps, with the smallest and largest as ``low`` and ``high``."""
     import json
 
     from ridgexr.analysis.manifold import store_manifold
@@ -148,7 +166,68 @@ def coverage_floor(ds, c: float = 0.5, n_reps: int = 5) -> tuple[float, float]:
                               seed=100 + i)[0] for i in range(n_reps)])
     fake = xr.Dataset({"ideal": (("rep", "sample", "dim"), reps)}, attrs=ds.attrs)
     d = analysis.coverage(fake, c=c, variable="ideal").coverage_delta.values
-    return float(np.median(d)), float(np.max(d))
+    return Null(float(np.median(d)), float(np.min(d)), float(np.max(d)),
+                how=f"delta_N of {ds.sizes['sample']} fresh samples of the law (an ideal sampler): median [min, max] "
+                    f"of {n_reps} reps")
+
+
+def novelty_null(ds) -> Null:
+    """Median novelty of fresh draws of the law (as many as a cell has, seeds 200 + draw) against the training
+    set at the largest N, and their share below 1/3: what a perfect sampler scores on M2.  Several training
+    draws: the mean of the per-draw medians with their min and max as ``low``, ``high``; one draw: the median
+    with its 95 % bootstrap interval."""
+    import json
+
+    from ridgexr.analysis import arrays
+    from ridgexr.analysis.manifold import store_manifold
+
+    m = store_manifold(ds)
+    cfg = json.loads(ds.attrs["config"])["dataset"]["manifold"]
+    train = ds.train_data.values
+    draws = ds.sizes.get("data_draw", 1)
+    per_draw, n, size = train.shape[0] // draws, int(ds.n_train.max()), ds.sizes["sample"]
+    novs = [arrays.novelty(m.sample(size, density=cfg["density"], kappa=cfg.get("kappa", 1.0), seed=200 + j)[0],
+                           train[j * per_draw:j * per_draw + n]) for j in range(draws)]
+    meds = [float(np.median(v)) for v in novs]
+    shares = [float(np.mean(v < 1 / 3)) for v in novs]
+    what = f"{size} fresh draws of the law against the training set at N = {n}"
+    if draws > 1:
+        return Null(float(np.mean(meds)), min(meds), max(meds),
+                    how=f"{what} (each of {draws} draws): mean [min, max] of the medians; share below 1/3 "
+                        f"{min(shares):.1%}-{max(shares):.1%}")
+    med, low, high, _ = median_interval(novs[0])
+    return Null(med, low, high, how=f"{what}: median [95 % bootstrap]; share below 1/3 {shares[0]:.1%}")
+
+
+def target_null(ds) -> dict[str, Null]:
+    """Per model, the log-log slope against N of the W2 to the smoothed-and-projected target
+    (``analysis.smoothed_target_distance``) of a perfect sampler of that target: fresh draws of the law (seed
+    300), smoothed at the cell's noise level (seed 301) and projected to M, as many as a cell has; with its 95 %
+    pairs-bootstrap interval (the training draws do not enter the target)."""
+    import json
+
+    from ridgexr.analysis.manifold import store_manifold
+    from ridgexr.process import OU
+
+    m = store_manifold(ds)
+    cfg = json.loads(ds.attrs["config"])["dataset"]["manifold"]
+    fresh = m.sample(ds.sizes["sample"], density=cfg["density"], kappa=cfg.get("kappa", 1.0), seed=300)[0]
+    z = np.random.default_rng(301).standard_normal(fresh.shape)
+    t = ds.denoise_t.isel(data_draw=0, drop=True) if "data_draw" in ds.denoise_t.dims else ds.denoise_t
+    t = t.transpose("model", "n_train").compute()
+    proc = OU()
+    sigma = np.sqrt(proc.h(t.values)) / proc.alpha(t.values)
+    ideal = m.project(fresh[None, None] + sigma[..., None, None] * z[None, None])
+    fake = xr.Dataset({"ideal": (("model", "n_train", "sample", "dim"), ideal), "denoise_t": t,
+                       "population_data": ds.population_data}, attrs=ds.attrs)
+    w2 = analysis.smoothed_target_distance(fake, variable="ideal")
+    out = {}
+    for model in ds.model.values:
+        fit = analysis.rate_fit(w2.sel(model=model)).compute()
+        out[str(model)] = Null(float(fit.slope), float(fit.slope_low), float(fit.slope_high),
+                               how=f"{ds.sizes['sample']} fresh draws of the law smoothed at the cell's sigma and "
+                                   "projected (a perfect sampler of the target): slope [95 % pairs bootstrap]")
+    return out
 
 
 def coverage_rates(df, k: int):
@@ -191,52 +270,246 @@ def draw_means(df):
     return df.drop(columns="draw").groupby(["model", "N"], sort=False).mean().reset_index()
 
 
-def coverage_verdict(df, rates, k: int, floor: tuple[float, float] | None = None) -> list[str]:
-    """The criteria of docs/manifold.md (written before the runs), evaluated.  ``floor``: the ideal sampler's
-    delta_N (median, max); when every stopped model's delta_N at the two largest N is within 1.5 x its max,
-    delta_N is at the resolution floor and the criteria's "otherwise" clause applies (inconclusive)."""
-    lines, confirmed = [], []
-    ref = -1.0 / k
-    df = draw_means(df)
-    largest = df.N.max()
-    for model in [m for m in df.model.unique() if m != "memorize"]:
-        r = rates[rates.model == model].set_index("metric")
-        m1 = r.loc["delta_N", "high"] < ref
-        last = df[(df.model == model) & (df.N == largest)]
-        m2 = float(last["novelty (median)"].iloc[0]) >= 1 and r.loc["dist to M", "high"] < 0
-        m3 = r.loc["W2 to smoothed target", "high"] < -0.25
-        lines.append(f"{model}: M1 delta_N slope {r.loc['delta_N', 'slope']:.2f} [{r.loc['delta_N', 'low']:.2f}, "
-                     f"{r.loc['delta_N', 'high']:.2f}] below {ref:g}: {m1}; M2 median novelty at N = {largest} "
-                     f"{float(last['novelty (median)'].iloc[0]):.2f} and dist-to-M slope "
-                     f"{r.loc['dist to M', 'slope']:.2f} [{r.loc['dist to M', 'low']:.2f}, "
-                     f"{r.loc['dist to M', 'high']:.2f}]: {m2}; M3 W2-to-target slope "
-                     f"{r.loc['W2 to smoothed target', 'slope']:.2f} [{r.loc['W2 to smoothed target', 'low']:.2f}, "
-                     f"{r.loc['W2 to smoothed target', 'high']:.2f}] below -0.25: {m3}")
-        confirmed.append((model, m1 and m2 and m3, r.loc["delta_N", "low"] >= ref,
-                          float(last["novelty (median)"].iloc[0]) < 1))
-    mem = rates[(rates.model == "memorize") & (rates.metric == "delta_N")]
-    if len(mem):
-        lines.append(f"memorize (reference): delta_N slope {float(mem.slope.iloc[0]):.2f} "
-                     f"[{float(mem.low.iloc[0]):.2f}, {float(mem.high.iloc[0]):.2f}] (-1/k = {ref:g})")
-    at_floor = False
-    if floor is not None:
-        top = sorted(df.N.unique())[-2:]
-        stopped = df[(df.model != "memorize") & df.N.isin(top)]
-        at_floor = bool(len(stopped)) and bool((stopped.delta_N <= 1.5 * floor[1]).all())
-        lines.append(f"resolution floor: an ideal sampler (the data law itself, same sample count) has delta_N "
-                     f"{floor[0]:.3g} (median of 5; max {floor[1]:.3g}); stopped models at the two largest N "
-                     f"within 1.5 x that: {at_floor}")
-    if any(ok for _, ok, _, _ in confirmed):
-        verdict = "confirmed for " + ", ".join(m for m, ok, _, _ in confirmed if ok)
-    elif at_floor:
-        verdict = "inconclusive at these sizes (delta_N at the resolution floor of the generated sample)"
-    elif confirmed and all(at_or_above or not_novel for _, _, at_or_above, not_novel in confirmed):
-        verdict = "refuted"
-    else:
-        verdict = "inconclusive at these sizes"
-    lines.append(f"verdict by the stated criteria: {verdict}")
-    return lines
+# The criteria of docs/manifold.md (written before the coverage runs, issue 27) as claims of the engine
+# (ridgexr.analysis.claims): rows per (model, criterion) with their intervals and nulls; the entry's overall
+# verdict is derived from the rows' verdicts by coverage_overall.  No verdict word is made here.
 
+#: where the criteria were written; their regions (closed, for the engine) were re-expressed after the data
+WRITTEN = "docs/manifold.md, issue 27, before the coverage runs; regions: 2026-12-03"
+#: a criterion the page did not state numerically, fixed after the data were seen
+REEXPRESSED = "docs/manifold.md, 2026-12-03, after the data were seen"
+#: delta_N at the largest N is resolved when it is at least this many times the ideal sampler's median (issue 40)
+RESOLVED = 3.0
+#: ... and at the floor when within this many times the ideal sampler's largest value (the former rule's 1.5 x)
+AT_FLOOR = 1.5
+#: the memorizing reference (the exact score to t_min, no coarsening)
+REFERENCE = "memorize"
+#: the criteria every stopped model is read against, in the order of the page
+CRITERIA_ROWS = ("M1", "R", "M2 novelty", "M2 distance", "M3")
+AGREES, DISAGREES, INCONCLUSIVE = VERDICTS[:3]
+
+
+def coverage_criteria(k: int, floor: Null | None = None) -> dict[str, Criterion]:
+    """The page's criteria as regions of each measure's axis (:class:`ridgexr.analysis.claims.Criterion`).
+
+    M1 (delta_N slope): below -1/k agrees, at or above -1/k disagrees (the refutation clause).  M2 novelty
+    (median novelty at the largest N): above 1 agrees, below 1 disagrees.  M2 distance (slope of the distance
+    to M): below 0 agrees, above 0 disagrees.  M3 (slope of W2 to the smoothed target): below -0.25 agrees,
+    above it disagrees.  ``reference`` (the memorizer's delta_N slope, "consistent with -1/k or shallower"):
+    above -1/k agrees, below disagrees; an interval across -1/k is the engine's "inconclusive", which the page
+    accepts (:func:`coverage_overall`).  With ``floor`` (the ideal sampler's delta_N, :func:`coverage_floor`),
+    R (delta_N at the largest N resolved): at least ``RESOLVED`` x the floor's median agrees, at most
+    ``AT_FLOOR`` x its largest value disagrees ("at the floor"), re-expressed after the data were seen.
+    """
+    ref = -1.0 / k
+    out = {
+        "M1": Criterion.below(ref, text=f"slope interval below -1/k = {ref:g} agrees; at or above it disagrees",
+                              written=WRITTEN),
+        "M2 novelty": Criterion.above(1.0, text="interval of the median novelty at the largest N above 1 agrees; "
+                                      "below 1 disagrees", written=WRITTEN),
+        "M2 distance": Criterion.below(0.0, text="slope interval below 0 agrees; above 0 disagrees", written=WRITTEN),
+        "M3": Criterion.below(-0.25, text="slope interval below -0.25 agrees; above -0.25 disagrees", written=WRITTEN),
+        "reference": Criterion.above(ref, text=f"slope interval above -1/k = {ref:g} agrees, below disagrees; one "
+                                     "across -1/k (inconclusive) also meets 'consistent with -1/k or shallower'",
+                                     written=WRITTEN),
+    }
+    if floor is not None and np.isfinite(floor.value):
+        hi = min(AT_FLOOR * floor.high, RESOLVED * floor.value)
+        out["R"] = Criterion((RESOLVED * floor.value, np.inf), ((-np.inf, hi),),
+                             text=f"delta_N at the largest N >= {RESOLVED:g} x the floor's median "
+                                  f"({RESOLVED * floor.value:.3g}) agrees (resolved); <= {AT_FLOOR:g} x its max "
+                                  f"({hi:.3g}) disagrees (at the floor); chosen after the data were seen",
+                             written=REEXPRESSED)
+    return out
+
+
+def _mean_t(values, ci: float = 0.95) -> tuple[float, float, float, int]:
+    """Mean of the finite ``values`` with a Student-t ``ci`` interval over them: (mean, low, high, n); one value:
+    itself with a zero-width interval; none: NaN and 0."""
+    from scipy import stats
+
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return np.nan, np.nan, np.nan, 0
+    mean = float(v.mean())
+    if v.size == 1:
+        return mean, mean, mean, 1
+    half = float(stats.t.ppf(0.5 + ci / 2, v.size - 1) * v.std(ddof=1) / np.sqrt(v.size))
+    return mean, mean - half, mean + half, int(v.size)
+
+
+_STATEMENTS = {
+    "M1": "coverage improves faster than a memorizer's spacing allows (delta_N slope below -1/k)",
+    "R": "delta_N at the largest N is resolved above the generated sample's floor (for M1)",
+    "M2 novelty": "the outputs are novel at the largest N (median novelty >= 1)",
+    "M2 distance": "the outputs' distance to M falls with N",
+    "M3": "the outputs converge near-parametrically to the smoothed-and-projected target",
+    "reference": "the memorizer covers no faster than -1/k (the comparison is with memorization)",
+}
+_METRICS = {"M1": "delta_N", "reference": "delta_N", "M2 distance": "dist to M", "M3": "W2 to smoothed target"}
+
+
+def coverage_claims(df, rates, k: int, *, floor: Null | None = None, novelty_null: Null | None = None,
+                    target_null: dict | None = None) -> list[Claim]:
+    """The criteria M1, M2, M3 of docs/manifold.md as claims, per stopped model, and the memorizer's reference.
+
+    Per stopped model (every model but ``REFERENCE``): M1, R, M2 novelty, M2 distance and M3
+    (:func:`coverage_criteria`); for the memorizer, its reference claim.  A slope claim's interval is the one
+    :func:`coverage_rates` gives (several training draws: Student-t over the per-draw slopes, ``n`` the draws
+    with a slope; one draw: the pairs bootstrap over the N, ``n`` the finite values); cells whose measure is not
+    positive and finite are ``excluded``.  R and M2 novelty read the largest N: several draws, the mean over
+    draws with a Student-t interval; one draw, R is the value itself (no interval) and M2 novelty the median
+    with its bootstrap interval over the outputs (``n`` the finite outputs, ``excluded`` the others).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        :func:`coverage_table` (columns model, draw, N, delta_N, dist to M, novelty (median), novelty low,
+        novelty high, outputs, excluded outputs, W2 to smoothed target).
+    rates : pandas.DataFrame
+        :func:`coverage_rates` of ``df``.
+    k : int
+        The manifold's dimension (the reference slope is -1/k).
+    floor : Null, optional
+        The ideal sampler's delta_N (:func:`coverage_floor`): R's criterion and null; without it no R row.
+    novelty_null : Null, optional
+        Median novelty of fresh draws of the law against the training set at the largest N (:func:`novelty_null`).
+    target_null : dict of str to Null, optional
+        Per model, the W2-to-target slope of a perfect sampler of the smoothed target (:func:`target_null`).
+
+    Returns
+    -------
+    list of Claim
+        Labelled ``model`` and ``criterion``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"model": ["gamma-0"] * 3, "draw": 0, "N": [100, 1000, 10000], "delta_N": [1.0, 0.5, 0.25],
+    ...                    "dist to M": 0.01, "novelty (median)": [0.5, 1.5, 2.5], "novelty low": [0.4, 1.4, 2.4],
+    ...                    "novelty high": [0.6, 1.6, 2.6], "outputs": 2000, "excluded outputs": 0,
+    ...                    "W2 to smoothed target": [0.2, 0.1, 0.05]})
+    >>> rates = pd.DataFrame({"model": "gamma-0", "metric": ["delta_N", "dist to M", "W2 to smoothed target"],
+    ...                       "slope": [-0.3, 0.0, -0.5], "low": [-0.4, -0.1, -0.6], "high": [-0.2, 0.1, -0.4]})
+    >>> [(c.labels["criterion"], c.verdict) for c in coverage_claims(df, rates, k=1)]  # doctest: +NORMALIZE_WHITESPACE
+    [('M1', 'disagrees'), ('M2 novelty', 'agrees'), ('M2 distance', 'inconclusive'), ('M3', 'agrees')]
+    """
+    crit = coverage_criteria(k, floor)
+    n_draws = int(df["draw"].nunique()) if "draw" in df else 1
+    target_null = target_null or {}
+    claims = []
+    for model in df.model.unique():
+        g = df[df.model == model]
+        r = rates[rates.model == model].set_index("metric")
+        largest = g[g.N == g.N.max()]
+        names = ("reference",) if model == REFERENCE else tuple(c for c in CRITERIA_ROWS if c in crit)
+        for name in names:
+            labels = {"model": str(model), "criterion": name}
+            if name in _METRICS:
+                metric = _METRICS[name]
+                row = r.loc[metric] if metric in r.index else {}
+                values = g[metric].to_numpy(float)
+                bad = ~(np.isfinite(values) & (values > 0))
+                if n_draws > 1:
+                    n = int(row.get("draws", 0)) if np.isfinite(row.get("draws", np.nan)) else 0
+                    excluded = n_draws - n
+                    how = (f"mean of the per-draw slopes, 95 % Student-t interval over the {n_draws} independent "
+                           "training draws")
+                else:
+                    n = int((~bad).sum()) if np.isfinite(row.get("slope", np.nan)) else 0
+                    excluded = int(bad.sum())
+                    how = f"95 % pairs bootstrap over the {len(values)} values of N (one training draw)"
+                if name == "M1":
+                    null = Null(0.0, how="a perfect sampler's delta_N does not depend on N (slope 0); its level is "
+                                         "R's null")
+                elif name == "M2 distance":
+                    null = Null(np.nan, how="fresh draws of the law lie on M (distance 0 at every N): no slope")
+                elif name == "M3":
+                    null = target_null.get(str(model), Null(np.nan, how="not computed"))
+                else:
+                    null = None
+                claims.append(Claim(_STATEMENTS[name], f"log-log slope of {metric} against N; {how}",
+                                    float(row.get("slope", np.nan)), float(row.get("low", np.nan)),
+                                    float(row.get("high", np.nan)), n, crit[name], excluded=excluded, null=null,
+                                    labels=labels))
+            elif name == "R":
+                est, lo, hi, n = _mean_t(largest["delta_N"])
+                how = (f"mean over the {n_draws} training draws, 95 % Student-t" if n_draws > 1 else
+                       "one training draw: the value itself, no interval")
+                claims.append(Claim(_STATEMENTS[name], f"delta_N at N = {int(largest.N.iloc[0])}; {how}", est, lo,
+                                    hi, n, crit[name], excluded=len(largest) - n, null=floor, labels=labels))
+            else:  # M2 novelty
+                used, dropped = int(largest["outputs"].sum()), int(largest["excluded outputs"].sum())
+                if n_draws > 1:
+                    est, lo, hi, n = _mean_t(largest["novelty (median)"])
+                    excluded = len(largest) - n
+                    how = (f"mean of the {n_draws} training draws' medians, 95 % Student-t; {dropped} of "
+                           f"{used + dropped} outputs not finite, left out")
+                else:
+                    est, lo, hi = (float(largest[c].iloc[0]) for c in ("novelty (median)", "novelty low",
+                                                                        "novelty high"))
+                    n, excluded = used, dropped
+                    how = "median over the outputs, 95 % bootstrap; outputs not finite are excluded"
+                claims.append(Claim(_STATEMENTS[name], f"median novelty at N = {int(largest.N.iloc[0])}; {how}", est,
+                                    lo, hi, n, crit[name], excluded=excluded, null=novelty_null, labels=labels))
+    return claims
+
+
+def coverage_overall(claims: list[Claim]) -> tuple[str, str]:
+    """The entry's verdict, derived from its claims' verdicts (one of the engine's), and why.
+
+    The rule (docs/manifold.md, "The verdict, from the claims engine"; the page's confirm / refute clauses
+    read on the engine's verdicts):
+
+    - "agrees" when, for some stopped model, M1, M2 novelty, M2 distance and M3 all agree, and the memorizer's
+      reference claim does not disagree (an interval across -1/k is "consistent with -1/k");
+    - "disagrees" when M1 disagrees for every stopped model *and* R agrees for every stopped model (delta_N
+      resolved above its floor: the page's "otherwise" clause puts an M1 read at the floor in inconclusive), or
+      when M2 novelty disagrees for every stopped model (the page's "not novel"; its "while covering" is not
+      tested);
+    - "inconclusive" otherwise, with the claims that stand in the way and what would settle them.
+
+    Returns
+    -------
+    (verdict, reason) : tuple of str
+    """
+    by = {(c.labels["model"], c.labels["criterion"]): c for c in claims}
+    models = list(dict.fromkeys(c.labels["model"] for c in claims if c.labels["model"] != REFERENCE))
+    if not models:
+        return NO_STATE, "no stopped model"
+
+    def verdict(m, name):
+        return by[(m, name)].verdict if (m, name) in by else NO_STATE
+
+    ref = by.get((REFERENCE, "reference"))
+    needed = ("M1", "M2 novelty", "M2 distance", "M3")
+    agreeing = [m for m in models if all(verdict(m, c) == AGREES for c in needed)]
+    if agreeing and (ref is None or ref.verdict != DISAGREES):
+        return AGREES, f"M1, M2 and M3 all agree for {', '.join(agreeing)}"
+    m1_all = all(verdict(m, "M1") == DISAGREES for m in models)
+    resolved = all(verdict(m, "R") == AGREES for m in models)
+    if m1_all and resolved:
+        return DISAGREES, "M1 disagrees for every stopped model, with delta_N resolved above its floor (R agrees)"
+    if all(verdict(m, "M2 novelty") == DISAGREES for m in models):
+        return DISAGREES, "M2 novelty disagrees for every stopped model (the outputs are not novel)"
+    why = []
+    if agreeing:
+        why.append(f"every criterion agrees for {', '.join(agreeing)}, but the memorizer's reference disagrees")
+    if m1_all:
+        why.append("M1 disagrees for every stopped model, but delta_N is not resolved above its floor for "
+                   + ", ".join(f"{m} (R {verdict(m, 'R')})" for m in models if verdict(m, "R") != AGREES)
+                   + ": more samples per cell lower the floor (about samples^-1/2), larger N lowers delta_N")
+    for m in models:
+        parts = []
+        for name in needed:
+            v = verdict(m, name)
+            if v != AGREES:
+                note = by[(m, name)].note if (m, name) in by else ""
+                parts.append(f"{name} {v}" + (f" ({note})" if note else ""))
+        if parts:
+            why.append(f"{m}: " + "; ".join(parts))
+    return INCONCLUSIVE, " | ".join(why)
 
 def coverage_figure(df, k: int, name: str) -> hv.Overlay:
     """delta_N against N per model (log-log), with the slope -1/k through the memorizer's first point."""
@@ -252,7 +525,9 @@ def coverage_figure(df, k: int, name: str) -> hv.Overlay:
                                                                backend="matplotlib")
 
 
-def coverage_main(name: str, ds, figures: Path | None = None) -> None:
+def coverage_main(name: str, ds, figures: Path | None = None, claims_tables: Path | None = None) -> None:
+    """Print the coverage tables, slopes and claims of a store with stopped scores; write its figure to
+    ``figures`` and its claims table (with the overall verdict) to ``claims_tables``/NAME.md."""
     df, k = coverage_table(ds)
     if figures is not None:
         from ridgexr import plot
@@ -260,20 +535,30 @@ def coverage_main(name: str, ds, figures: Path | None = None) -> None:
         plot.ensure_backends()  # the figure's options need a loaded backend (when no other figure came first)
         save_png(coverage_figure(draw_means(df), k, name), figures / f"manifold_{name.replace('-', '_')}.png")
     draws = ds.sizes.get("data_draw", 1)
+    shown = df.drop(columns=list(CLAIM_COLUMNS))
     print(f"## {name}: denoised outputs, {ds.sizes['sample']} samples per cell, c = 0.5, {draws} training draw(s)\n")
-    print(markdown_table(df))
+    print(markdown_table(shown))
     if draws > 1:
         print(f"\n### {name}: means over the {draws} training draws\n")
-        print(markdown_table(draw_means(df)))
+        print(markdown_table(draw_means(shown)))
     rates = coverage_rates(df, k)
     how = (f"mean of the per-draw slopes, 95% Student-t interval over the {draws} independent training draws; "
            "boot: 95% pairs bootstrap over every (draw, N)" if draws > 1 else "95% pairs-bootstrap interval")
     print(f"\n### {name}: log-log slopes against N ({how})\n")
     print(markdown_table(rates))
     print()
-    for line in coverage_verdict(df, rates, k, coverage_floor(ds)):
-        print(f"- {line}")
-    print()
+    claims = coverage_claims(df, rates, k, floor=coverage_floor(ds), novelty_null=novelty_null(ds),
+                             target_null=target_null(ds))
+    verdict, why = coverage_overall(claims)
+    text = (f"Claims of {name!r} (store config hash {ds.attrs.get('config_hash', '?')}): the criteria M1-M3 of "
+            f"docs/manifold.md ({WRITTEN}) and R ({REEXPRESSED}), by analyses/manifold.py\n\n"
+            f"{claims_markdown(claims, drop=('gate',))}\n\n"
+            f"Overall, by the rule of coverage_overall (docs/manifold.md): **{verdict}** -- {why}\n")
+    print(f"### {name}: the criteria of docs/manifold.md as claims (ridgexr.analysis.claims)\n")
+    print(text)
+    if claims_tables is not None:
+        claims_tables.mkdir(parents=True, exist_ok=True)
+        (claims_tables / f"{name}.md").write_text(text)
 
 
 if __name__ == "__main__":

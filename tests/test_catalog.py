@@ -258,3 +258,17 @@ def test_renamed_paper_entries_say_so_and_name_the_new_entry(builtin_catalog):
         assert old not in cat.experiments and new in cat.experiments
         with pytest.raises(KeyError, match=f"renamed in ridgexr 0.4.*did you mean '{new}'"):
             cat[old]
+
+
+def test_point_law_entries_store_more_fresh_draws_than_samples():
+    """The quality gate of a manifold or mixture cell uses the first S fresh draws (population_data) as its
+    perfect sampler and the rest as the reference (quality.point_quality): an entry with S samples needs more
+    than S.  Read from this checkout's catalog files (manifold-coverage and -circle once had S >= 2000 = the
+    default)."""
+    short = []
+    for path in sorted((Path(__file__).resolve().parents[1] / "catalogs").glob("*.yaml")):
+        for name, exp in load_catalog_file(path).items():
+            law = exp.dataset.manifold or exp.dataset.mixture
+            if law is not None and law.n_population <= exp.n_samples:
+                short.append(f"{path.name}:{name} ({law.n_population} <= {exp.n_samples})")
+    assert not short, short
