@@ -292,3 +292,57 @@ def test_attributes_that_change_decoded_values_are_damage_and_repaired(tmp_path,
     assert [d.variable for d in damage] == [name] and f"{key}={value!r}" in damage[0].reason, damage
     assert repair_schema(path, ref, damage) == [name]
     assert (path / name / "zarr.json").read_bytes() == before and check_schema(path, ref) == []
+
+
+def test_a_variable_added_to_the_table_reaches_template_writer_reader_verify_and_size_bound(tmp_path, rng,
+                                                                                            monkeypatch, write_catalog):
+    """Issue 43: adding a stored variable is one entry of :data:`ridgexr.store.variables.VARIABLES` (and the code
+    that computes it).  A per-step variable added here only is in the template (dims, chunks, attributes), is
+    required of every block and written by it, reads back, is checked by verify and the cell digest, is in
+    observe's empty block, and enters the store-size bound by one chunk file per block of each cell."""
+    import math
+
+    from ridgexr.catalog import experiment_from_file
+    from ridgexr.run.plan import count_run_cells, estimate_resources
+    from ridgexr import units
+    from ridgexr.store import cell_digest, verify_store
+    from ridgexr.store import variables as table
+
+    cat = write_catalog(tmp_path, steps=10, samples=8)
+    exp = experiment_from_file(cat)
+    bound_before = estimate_resources(exp, (2, 2))["store_size"]
+    extra = table.Variable("ridge_extra", "step", "a variable of this test", units.DATA, since=SCHEMA_VERSION)
+    monkeypatch.setitem(table.VARIABLES, extra.name, extra)
+
+    layout, path = small_layout(), tmp_path / "s.zarr"
+    create_store(path, layout, np.zeros((2, 2)), {})
+    ds = open_store(path)
+    assert ds["ridge_extra"].dims == ("schedule", "width", "sample", "step")
+    assert ds["ridge_extra"].encoding["chunks"] == (1, 1, 3, 2) and np.isnan(ds["ridge_extra"].values).all()
+    assert ds["ridge_extra"].attrs == {"long_name": "a variable of this test", "units": units.DATA}
+    values = block_values(rng, 2, 3, 2)
+    with pytest.raises(ValueError, match=r"block values lack \['ridge_extra'\]"):
+        write_block(path, layout, (0, 1), 0, values)
+    with pytest.raises(ValueError, match=r"block value 'ridge_extra' has shape \(2, 2\); expected \(2, 3\)"):
+        write_block(path, layout, (0, 1), 0, values | {"ridge_extra": np.zeros((2, 2))})
+    written = {}
+    for start in range(0, 5, 2):
+        B = min(2, 5 - start)
+        written[start] = rng.random((B, 3))
+        write_block(path, layout, (0, 1), start, block_values(rng, B, 3, 2) | {"ridge_extra": written[start]})
+    write_cell_end(path, layout, (0, 1), np.zeros(3, dtype=bool), {})
+    got = open_store(path)["ridge_extra"].values[0, 1]  # (sample, step)
+    np.testing.assert_array_equal(got, np.concatenate([written[s] for s in sorted(written)]).T)
+    assert verify_store(path)[0] == []
+    digest = cell_digest(path, (0, 1))
+    (path / "ridge_extra" / "c" / "0" / "1" / "0" / "2").unlink()  # its chunk of steps [4, 5)
+    assert cell_digest(path, (0, 1)) != digest
+    assert [(d.variable, d.cell) for d in verify_store(path)[0]] == [("ridge_extra", {"schedule": "1", "width": 8})]
+    assert table.empty_step_values(2, 3, 2)["ridge_extra"].shape == (2, 3)
+
+    S, bs, k = exp.n_samples, exp.sampler.block_steps, len(exp.cell_coords())
+    n_rec = math.ceil(exp.process.n_steps / exp.sampler.record_every) + 1
+    raw = 8.0 * min(S, 512) * bs  # one float64 chunk of (sample_chunk, block_steps)
+    per_file = 4096 * math.ceil((raw + raw / 256 + 128) / 4096) + 4096 * (k + 3)  # blocks and k + 2 folder levels
+    grew = estimate_resources(exp, (2, 2))["store_size"] - bound_before
+    assert grew == count_run_cells(exp) * math.ceil(n_rec / bs) * per_file, grew

@@ -32,7 +32,7 @@ from zarr.codecs import Crc32cCodec, ZstdCodec
 
 from ..catalog.folders import root_metadata
 from ..process import OU
-from .variables import CELL_DIMS, CF_ATTRS, COORD_ATTRS, DIMS, SCHEMA_VERSION, VARIABLE_ATTRS, layout_variables
+from .variables import CELL_DIMS, CF_ATTRS, DIMS, SCHEMA_VERSION, attributes, layout_variables
 
 __all__ = ["IN_PROCESS", "CODECS", "ROOT_ATTRS", "StoreLayout", "is_exact_cell", "cell_label", "template",
            "write_template", "open_arrays", "EAGER_COORDS", "is_consolidated", "consolidate", "open_store",
@@ -172,7 +172,7 @@ def template(layout: StoreLayout, train: np.ndarray, attrs: dict, extra: dict | 
     ds["train_data"] = (("train", "dim"), np.asarray(train, dtype=np.float64))
     for name, (dims, values) in (extra or {}).items():  # dataset extras (population sample, rotation)
         ds[name] = (dims, np.asarray(values, dtype=np.float64))
-    for name, (long_name, unit) in {**VARIABLE_ATTRS, **COORD_ATTRS}.items():
+    for name, (long_name, unit) in attributes().items():
         if name in ds.variables:
             ds[name].attrs.update(long_name=long_name, **({} if unit is None else {"units": unit}),
                                   **CF_ATTRS.get(name, {}))

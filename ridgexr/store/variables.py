@@ -25,7 +25,7 @@ from ..training.diagnostics import DIAGNOSTIC_VARIABLES, LOSS_UNITS
 __all__ = ["SCHEMA_VERSION", "FIRST_SCHEMA", "Variable", "DIMS", "VARIABLES", "COORDINATES", "VARIABLE_ATTRS",
            "COORD_ATTRS", "CF_ATTRS", "CELL_DIMS", "STEP_VECTOR", "STEP_SCALAR", "STEP_BOOL", "STEP_INT",
            "STEP_OPTIONAL", "STEP_VARIABLES", "DEGENERATE_FLAGS", "SINCE", "CELL_DIAGNOSTICS", "CELL_QUALITY",
-           "QUALITY_VARIABLES", "schema_older", "layout_variables", "step_variables", "cell_value_shape", "empty_step_values",
+           "QUALITY_VARIABLES", "schema_older", "layout_variables", "step_variables", "attributes", "cell_value_shape", "empty_step_values",
            "cell_chunks"]
 
 SCHEMA_VERSION = "1.7"
@@ -328,6 +328,12 @@ def step_variables() -> list[Variable]:
     """The per-step variables of the table, in template order (read when called: a variable added to
     :data:`VARIABLES` is seen)."""
     return [v for v in VARIABLES.values() if v.per_step]
+
+
+def attributes() -> dict[str, tuple[str, str | None]]:
+    """long_name and units of every variable of the table and every coordinate (read when called)."""
+    return ({v.name: (v.long_name, v.units) for v in VARIABLES.values()}
+            | {name: (long_name, unit) for name, (long_name, unit, _) in COORDINATES.items()})
 
 
 def empty_step_values(B: int, n: int, d: int, *, optional: bool = False) -> dict[str, np.ndarray]:
