@@ -779,6 +779,7 @@ def test_a_full_disk_at_the_swap_says_what_is_intact_and_the_same_command_finish
     import errno
 
     import ridgexr.run.experiment as experiment
+    import ridgexr.store.lifecycle as lifecycle
 
     other, new_ref = new_reference
     store = old_store(small_reference, tmp_path)
@@ -787,7 +788,7 @@ def test_a_full_disk_at_the_swap_says_what_is_intact_and_the_same_command_finish
     def full(path, staging):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(experiment, "commit_staging", full)
+    monkeypatch.setattr(lifecycle, "commit_staging", full)  # the swap run_experiment commits (store.commit_run)
     with pytest.raises(OSError) as info:
         run_experiment(other, store=store, overwrite=True)
     assert info.value.filename == str(tmp_path / "tiny.zarr.ridgexr-swap")
