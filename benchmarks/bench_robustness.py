@@ -158,11 +158,14 @@ def main():
     vals |= {n: g.integers(0, 3, (256, 256)).astype(np.int16) for n in store_mod.STEP_INT}
     mb = sum(v.nbytes for v in vals.values()) / 2**20
     rates = {}
+    from ridgexr.store import layout as store_layout  # write_template reads the codecs there
+
     for label, codecs in (("zstd + crc32c", store_mod.CODECS), ("zstd only", store_mod.CODECS[:1])):
-        store_mod.CODECS = codecs
+        store_layout.CODECS = codecs
         path = tmp / f"w-{label.replace(' ', '')}.zarr"
         store_mod.create_store(path, layout, np.zeros((2, 2)), {})
         rates[label] = mb / best_time(lambda: store_mod.write_block(path, layout, (0, 0), 0, vals), 5)
+    store_layout.CODECS = store_mod.CODECS
     print(f"\nwrite_block of one 256 x 256 block ({mb:.1f} MB): " +
           ", ".join(f"{k} {v:.0f} MB/s" for k, v in rates.items()) +
           f"; checksum overhead {rates['zstd only'] / rates['zstd + crc32c'] - 1:+.1%}")

@@ -755,38 +755,15 @@ def verify(
 ):
     """Check the store against the schema of its configuration, read every chunk of every complete cell and \
 check its digest; report damaged (variable, cell) pairs (exit 1 when any)."""
-    import json
-    import tempfile
-    from datetime import datetime, timezone
-
     from .run import check_config_hash, repair_config_hash, schema_reference
-    from .store import (StoreLock, StoreWarning, check_schema, clear_completion, consolidate, recover_store,
-                        repair_schema, set_root_attrs, verify_store)
+    from .store import verify_and_repair
 
-    with user_errors():
-        path = _store(store, data_dir, catalog)
-        with StoreLock(path):
-            for note in recover_store(path, keep_staging=True)[0]:
-                warnings.warn(note, StoreWarning)
-            with tempfile.TemporaryDirectory(prefix="ridgexr-schema-") as tmp:
-                reference = schema_reference(path, tmp)
-                schema = check_schema(path, reference) + check_config_hash(path)
-                rewritten = repair_schema(path, reference, schema) if repair and schema else []
-                if repair and any(d.variable == "config_hash" for d in schema) and repair_config_hash(path):
-                    rewritten.append("config_hash")
-            if rewritten:  # every array's metadata now match the schema: the consolidated copy can be rebuilt
-                consolidate(path)
-            damage, n_read = verify_store(path) if (not schema or rewritten) else ([], 0)
-            cells = [dict(c) for c in {tuple(d.cell.items()) for d in damage if d.cell}]
-            whole = [d for d in damage if not d.cell]
-            if repair and cells:
-                clear_completion(path, cells)
-            set_root_attrs(path, verified=json.dumps({
-                "time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "chunks_read": n_read,
-                "damaged": [str(d) for d in schema + damage], "repaired": bool(repair and (cells or rewritten))}))
-            if not schema or rewritten:  # never rebuild consolidated metadata from damaged array metadata
-                consolidate(path)
-    damage = schema + damage
+    with user_errors():  # one call: recovery (its notes warned), schema check, repair, every chunk read
+        report = verify_and_repair(_store(store, data_dir, catalog), schema_reference, repair=repair,
+                                   checks={"config_hash": (check_config_hash, repair_config_hash)})
+    schema, n_read, rewritten, cells, whole = (report.schema, report.n_read, report.rewritten, report.cells,
+                                               report.whole)
+    damage = schema + report.damage
     for d in damage:
         console.print(f"[red]damaged:[/] {d}", soft_wrap=True, highlight=False)
     if not damage:

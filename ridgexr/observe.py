@@ -49,6 +49,7 @@ import torch
 from .empirical import SmoothedEmpirical
 from .sampling import within_bound
 from .scms import frame_flat, scms
+from .store.variables import empty_step_values
 
 __all__ = ["step_quantities", "batch_scaled"]
 
@@ -105,27 +106,9 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
     """
     B, n, d = x.shape
     finite = within_bound(x, bound)
-    out = {
-        "trajectory": x.detach().cpu().numpy().astype(np.float64),
-        "ridge_projection": np.full((B, n, d), np.nan),
-        "ridge_distance": np.full((B, n), np.nan),
-        "ridge_residual": np.full((B, n), np.nan),
-        "ridge_converged": np.zeros((B, n), dtype=bool),
-        "frame_degenerate": np.zeros((B, n), dtype=bool),
-        "ridge_degenerate": np.zeros((B, n), dtype=bool),
-        "resolved_rank": np.full((B, n), -1, dtype=np.int16),
-        "normal_curvature": np.full((B, n), np.nan),
-        "residual_normal": np.full((B, n, d), np.nan),
-        "residual_tangent": np.full((B, n, d), np.nan),
-        "residual_normal_rank": np.full((B, n), np.nan),
-        "residual_tangent_rank": np.full((B, n), np.nan),
-        "finite": finite.cpu().numpy(),
-        "dropped_mass": np.full((B, n), np.nan),
-        "projected_gradient": np.full((B, n), np.nan),
-        "projected_gradient_tmin": np.full((B, n), np.nan),
-        "frame_gap_relative": np.full((B, n), np.nan),
-        "ridge_distance_resolved": np.full((B, n), np.nan),
-    }
+    out = empty_step_values(B, n, d)  # every per-step variable of the store's table at its fill (NaN, False, -1)
+    out |= {"trajectory": x.detach().cpu().numpy().astype(np.float64), "finite": finite.cpu().numpy(),
+            "dropped_mass": np.full((B, n), np.nan)}
     if not bool(finite.any()):
         return _with_scaled(out)
     tt = torch.as_tensor(np.broadcast_to(np.asarray(t, dtype=np.float64)[:, None], (B, n)).copy(),

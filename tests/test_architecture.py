@@ -90,7 +90,8 @@ LAYERS = [
     {"empirical"},
     {"scms", "ridge"},
     {"models", "training"},
-    {"sampling", "observe", "catalog", "nearest"},
+    # store.variables, the table of stored variables, sits below the rest of store: observe fills its empty block
+    {"sampling", "observe", "catalog", "nearest", "store.variables"},
     {"store"},
     {"analysis", "projection", "accessor"},
     {"quality", "claims"},
@@ -101,18 +102,24 @@ LAYERS = [
 ]
 
 
+def _layer_name(module: str, rank: dict) -> str:
+    """The LAYERS name of ``ridgexr.X[.Y...]``: ``X.Y`` when LAYERS names that submodule, else ``X``."""
+    parts = module.split(".")[1:]
+    return ".".join(parts[:2]) if ".".join(parts[:2]) in rank else (parts[0] if parts else "")
+
+
 def test_module_level_imports_point_downward_through_the_layers():
     rank = {name: i for i, layer in enumerate(LAYERS) for name in layer}
     upward = []
     for name, path, is_pkg in _modules():
-        mine = name.split(".")[1] if "." in name else ""
+        mine = _layer_name(name, rank)
         assert mine in rank, f"{name}: top-level module {mine!r} is in no layer of LAYERS"
         for node in ast.parse(path.read_text()).body:
             if isinstance(node, ast.ImportFrom) and node.level:
                 src = _resolve(name, is_pkg, node)
                 targets = [src] if node.module else [f"{src}.{a.name}" for a in node.names]
                 for target in targets:
-                    theirs = target.split(".")[1] if "." in target else ""
+                    theirs = _layer_name(target, rank)
                     if theirs in rank and rank[theirs] > rank[mine]:
                         upward.append(f"{name} imports {target} (layer {rank[theirs]} > {rank[mine]})")
     assert not upward, upward
@@ -126,3 +133,26 @@ def test_cell_dims_have_one_table():
 
     assert store.CELL_DIMS == choices.CELL_DIMS == tuple(choices.CELL_DIM_SOURCES)
     assert MODEL_CELL_DIMS == tuple(d for d in choices.CELL_DIMS if choices.CELL_DIM_SOURCES[d] == "model")
+
+
+#: the modules of ridgexr.store, lowest first (docs/index.md): each imports, at module level, only those before it
+STORE_ORDER = ["variables", "layout", "lock", "lifecycle", "integrity", "write"]
+
+
+def test_the_store_modules_import_downward_and_the_table_imports_no_array_library():
+    """Issue 43: the store package's modules point downward in :data:`STORE_ORDER`, the package's ``__init__``
+    only re-exports, and ``store.variables`` (which observe reads) imports neither zarr, xarray nor dask."""
+    store = PKG / "store"
+    assert sorted(p.stem for p in store.glob("*.py") if p.stem != "__init__") == sorted(STORE_ORDER)
+    upward = []
+    for mod in STORE_ORDER:
+        tree = ast.parse((store / f"{mod}.py").read_text())
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+                theirs = node.module.split(".")[0]
+                if theirs not in STORE_ORDER or STORE_ORDER.index(theirs) >= STORE_ORDER.index(mod):
+                    upward.append(f"store.{mod} imports .{node.module}")
+            if mod == "variables" and isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                assert not any(n.split(".")[0] in ("zarr", "xarray", "dask") for n in names), names
+    assert not upward, upward

@@ -1,6 +1,12 @@
 """Runs killed with SIGKILL while the store is created and at random instants, then resumed: the resumed store
 equals an uninterrupted run bit for bit (issue: stores that survive any crash).  The reference runs are session
-fixtures (conftest.py)."""
+fixtures (conftest.py).
+
+What stays here is what only a real kill shows (issue 43): a kill at an instant inside zarr's own writes of the
+template (one kill; the states a killed creation leaves -- a half-written template, a whole staging store -- are
+built by hand and recovered directly in tests/test_store_lifecycle.py, which until 0.4 took three kills here), and
+kills at random instants of a run, mid-chunk and between a cell's blocks and its mark, whose resumed store must
+equal an uninterrupted one (four kills: no hand-built state can stand for an arbitrary instant)."""
 
 import random
 import signal
@@ -31,17 +37,16 @@ def _kill_then_resume(cat, exp, ref_store, store, delay, *, wait_for=None):
 
 @pytest.mark.slow
 def test_kill_9_during_store_creation_then_resume_is_identical(small_reference, tmp_path):
-    # the kills land within 0.15 s of the store's folder appearing, whatever the run's length: the default size
+    # the kill lands within 0.15 s of the store's folder appearing, whatever the run's length: the default size
     cat, exp, ref_store, _ = small_reference
     rng = random.Random(7)
-    for k in range(3):
-        store = tmp_path / f"s{k}.zarr"
+    store = tmp_path / "s.zarr"  # one kill; three until issue 43 (its states are recovered in test_store_lifecycle.py)
 
-        def created(store=store):
-            return store.exists() or any(store.parent.glob(f".{store.name}.creating-*"))
+    def created():
+        return store.exists() or any(store.parent.glob(f".{store.name}.creating-*"))
 
-        _kill_then_resume(cat, exp, ref_store, store, rng.uniform(0, 0.15), wait_for=created)
-        assert not list(tmp_path.glob(".*.creating-*"))  # leftovers of the killed creation are gone
+    _kill_then_resume(cat, exp, ref_store, store, rng.uniform(0, 0.15), wait_for=created)
+    assert not list(tmp_path.glob(".*.creating-*"))  # leftovers of the killed creation are gone
 
 
 @pytest.mark.slow

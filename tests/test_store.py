@@ -249,107 +249,6 @@ def test_the_schema_document_lists_every_step_variable_and_the_current_version()
     assert all(f"`{name}`" in entry.group(0) for name, v in SINCE.items() if v == SCHEMA_VERSION)
 
 
-# ---------------------------------------------------------------------------- interrupted --overwrite (issue 44)
-def _journalled_swap(tmp_path, phase):
-    """A store ``s.zarr`` (config_hash "old") and the whole new store of an --overwrite (config_hash "new"), left
-    as commit_staging leaves them when killed after ``phase``; returns (store, staging, old-aside name)."""
-    from ridgexr.store import journal_path as _journal, _sibling, create_staging
-
-    path = tmp_path / "s.zarr"
-    create_store(path, small_layout(), np.zeros((2, 2)), {"config_hash": "old"})
-    staging = create_staging(path, small_layout(), np.zeros((2, 2)), {"config_hash": "new"})
-    old = _sibling(path, "old-")
-    journal = _journal(path)
-    steps = ["journal being written", "journal written", "old moved aside", "new in place", "old removed"]
-    for step in steps[:steps.index(phase) + 1]:
-        if step == "journal being written":
-            journal.with_name(journal.name + ".4242-0123abcd").write_text('{"new": "')
-        elif step == "journal written":
-            journal.write_text(json.dumps({"new": staging.name, "old": old.name}))
-        elif step == "old moved aside":
-            path.rename(old)
-        elif step == "new in place":
-            staging.rename(path)
-        elif step == "old removed":
-            import shutil
-
-            shutil.rmtree(old)
-    return path, staging, old
-
-
-SWAP_PHASES = ["journal being written", "journal written", "old moved aside", "new in place", "old removed"]
-
-
-def _store_hash(path):
-    return json.loads((path / "zarr.json").read_text())["attributes"]["config_hash"]
-
-
-@pytest.mark.parametrize("phase", SWAP_PHASES)
-@pytest.mark.parametrize("by", ["run", "reader", "verify"])
-def test_every_journal_state_is_recovered_by_each_command_in_one_line(tmp_path, phase, by):
-    """Issue 44, item 2: a swap killed at any of its steps is finished (or, before its journal, left as it was) by
-    the recovery that ``run`` (under its lock, resuming the new store), ``verify`` (keeping it) and the readers
-    (``open_dataset``, ``info``: :func:`ridgexr.reader.store_path`) do, with one line per action."""
-    import warnings
-
-    from ridgexr.reader import store_path
-    from ridgexr.store import StoreWarning, recover_store
-
-    path, staging, old = _journalled_swap(tmp_path, phase)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        if by == "run":
-            with StoreLock(path):
-                notes, resumable = recover_store(path, resume_hash="new")
-        elif by == "verify":
-            with StoreLock(path):
-                notes, resumable = recover_store(path, keep_staging=True)
-        else:
-            resumable = None
-            assert store_path(path) == path
-            notes = [str(w.message) for w in caught if issubclass(w.category, StoreWarning)]
-    left = sorted(p.name for p in tmp_path.iterdir() if ".creating-" in p.name or "ridgexr-swap" in p.name)
-    if phase == "journal being written":  # before the journal: the old store never moved; the new one stays resumable
-        assert _store_hash(path) == "old" and not old.exists()
-        if by == "run":
-            assert resumable == staging and notes == []
-        elif by == "verify":
-            assert resumable is None and left == [staging.name] and len(notes) == 1 and "kept" in notes[0]
-        else:  # nothing was interrupted between renames: a reader touches nothing
-            assert notes == [] and staging.name in left
-        return
-    assert _store_hash(path) == "new" and left == [] and resumable is None
-    if phase == "old removed":
-        assert notes == []  # only the journal was left: nothing a user needs to hear
-    else:
-        assert len(notes) == 1 and notes[0].startswith(f"finished the interrupted --overwrite of {str(path)!r}"), notes
-
-
-def test_a_half_created_staging_store_is_never_resumed(tmp_path):
-    """Issue 44, item 1: the template of an --overwrite is written under a plain creation name and renamed to a
-    staging name once whole, so a kill while it is written (cell_complete's metadata not yet there) leaves a
-    folder that the next run removes, with a line that says what it was, instead of resuming it."""
-    import shutil
-
-    from ridgexr.store import _sibling, create_staging, recover_store, write_template
-
-    path = tmp_path / "s.zarr"
-    create_store(path, small_layout(), np.zeros((2, 2)), {"config_hash": "old"})
-    half = _sibling(path)
-    write_template(half, small_layout(), np.zeros((2, 2)), {"config_hash": "new"})
-    shutil.rmtree(half / "cell_complete")  # killed before zarr wrote cell_complete/zarr.json
-    with StoreLock(path):
-        notes, resumable = recover_store(path, resume_hash="new")
-    assert resumable is None and not half.exists()
-    assert len(notes) == 1 and "half-written template" in notes[0] and "--overwrite" not in notes[0], notes
-    whole = create_staging(path, small_layout(), np.zeros((2, 2)), {"config_hash": "new"})
-    assert "-staging-" in whole.name and (whole / "cell_complete" / "zarr.json").is_file()
-    with StoreLock(path):
-        assert recover_store(path, resume_hash="new") == ([], whole)  # the whole one resumes
-        notes, resumable = recover_store(path, resume_hash="other")  # another configuration's is removed
-    assert resumable is None and not whole.exists() and "of another configuration" in notes[0]
-
-
 def test_a_store_with_a_damaged_root_zarr_json_is_named(tmp_path):
     """Issue 44, item 3: truncated or deleted root metadata: the error names the file (not 'neither a ridgexr store
     nor a catalog entry')."""
@@ -393,3 +292,57 @@ def test_attributes_that_change_decoded_values_are_damage_and_repaired(tmp_path,
     assert [d.variable for d in damage] == [name] and f"{key}={value!r}" in damage[0].reason, damage
     assert repair_schema(path, ref, damage) == [name]
     assert (path / name / "zarr.json").read_bytes() == before and check_schema(path, ref) == []
+
+
+def test_a_variable_added_to_the_table_reaches_template_writer_reader_verify_and_size_bound(tmp_path, rng,
+                                                                                            monkeypatch, write_catalog):
+    """Issue 43: adding a stored variable is one entry of :data:`ridgexr.store.variables.VARIABLES` (and the code
+    that computes it).  A per-step variable added here only is in the template (dims, chunks, attributes), is
+    required of every block and written by it, reads back, is checked by verify and the cell digest, is in
+    observe's empty block, and enters the store-size bound by one chunk file per block of each cell."""
+    import math
+
+    from ridgexr.catalog import experiment_from_file
+    from ridgexr.run.plan import count_run_cells, estimate_resources
+    from ridgexr import units
+    from ridgexr.store import cell_digest, verify_store
+    from ridgexr.store import variables as table
+
+    cat = write_catalog(tmp_path, steps=10, samples=8)
+    exp = experiment_from_file(cat)
+    bound_before = estimate_resources(exp, (2, 2))["store_size"]
+    extra = table.Variable("ridge_extra", "step", "a variable of this test", units.DATA, since=SCHEMA_VERSION)
+    monkeypatch.setitem(table.VARIABLES, extra.name, extra)
+
+    layout, path = small_layout(), tmp_path / "s.zarr"
+    create_store(path, layout, np.zeros((2, 2)), {})
+    ds = open_store(path)
+    assert ds["ridge_extra"].dims == ("schedule", "width", "sample", "step")
+    assert ds["ridge_extra"].encoding["chunks"] == (1, 1, 3, 2) and np.isnan(ds["ridge_extra"].values).all()
+    assert ds["ridge_extra"].attrs == {"long_name": "a variable of this test", "units": units.DATA}
+    values = block_values(rng, 2, 3, 2)
+    with pytest.raises(ValueError, match=r"block values lack \['ridge_extra'\]"):
+        write_block(path, layout, (0, 1), 0, values)
+    with pytest.raises(ValueError, match=r"block value 'ridge_extra' has shape \(2, 2\); expected \(2, 3\)"):
+        write_block(path, layout, (0, 1), 0, values | {"ridge_extra": np.zeros((2, 2))})
+    written = {}
+    for start in range(0, 5, 2):
+        B = min(2, 5 - start)
+        written[start] = rng.random((B, 3))
+        write_block(path, layout, (0, 1), start, block_values(rng, B, 3, 2) | {"ridge_extra": written[start]})
+    write_cell_end(path, layout, (0, 1), np.zeros(3, dtype=bool), {})
+    got = open_store(path)["ridge_extra"].values[0, 1]  # (sample, step)
+    np.testing.assert_array_equal(got, np.concatenate([written[s] for s in sorted(written)]).T)
+    assert verify_store(path)[0] == []
+    digest = cell_digest(path, (0, 1))
+    (path / "ridge_extra" / "c" / "0" / "1" / "0" / "2").unlink()  # its chunk of steps [4, 5)
+    assert cell_digest(path, (0, 1)) != digest
+    assert [(d.variable, d.cell) for d in verify_store(path)[0]] == [("ridge_extra", {"schedule": "1", "width": 8})]
+    assert table.empty_step_values(2, 3, 2)["ridge_extra"].shape == (2, 3)
+
+    S, bs, k = exp.n_samples, exp.sampler.block_steps, len(exp.cell_coords())
+    n_rec = math.ceil(exp.process.n_steps / exp.sampler.record_every) + 1
+    raw = 8.0 * min(S, 512) * bs  # one float64 chunk of (sample_chunk, block_steps)
+    per_file = 4096 * math.ceil((raw + raw / 256 + 128) / 4096) + 4096 * (k + 3)  # blocks and k + 2 folder levels
+    grew = estimate_resources(exp, (2, 2))["store_size"] - bound_before
+    assert grew == count_run_cells(exp) * math.ceil(n_rec / bs) * per_file, grew

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-
-import glob
 import json
 import math
 import os
@@ -20,16 +18,15 @@ import torch
 from .._validation import check_optional_int
 from ..catalog import NOT_HASHED, Experiment, resolve_store
 from ..catalog.folders import root_metadata as _root_metadata
-from ..store import journal_path as _journal_path
 from ..datasets import dataset_extras, load_training_set
 from ..process import MAX_DATA_SCALE, data_scale_limit
 from ..models import model_kind
 from ..sampling import divergence_bound
 from ..reader import summarize
-from ..store import (StoreDamagedError, StoreLock, StoreWarning, cell_label, check_schema, chunk_leftover,
-                     clear_completion, damaged_root,
-                     commit_staging, consolidate, copy_cell, create_staging, create_store, is_store, missing_chunks,
-                     open_store, recover_store, schema_older, write_template, SCHEMA_VERSION)
+from ..store import (ConfigMismatchError, StoreDamagedError, StoreLock, StoreWarning, cell_label, check_schema,
+                     clear_completion, consolidate, copy_cell, create_staging, create_store, is_store, missing_chunks,
+                     open_for_run, open_store, schema_older, write_template, SCHEMA_VERSION)
+from ..store.lifecycle import abandon_staging, commit_run, refuse_not_a_store, staging_stores
 from .cell import run_cell
 from .cluster import dask_client, resolve_scheduler
 from .ensemble import v_kernel_variables
@@ -39,10 +36,6 @@ from .provenance import store_attrs
 __all__ = ["run_experiment", "RunResult", "ConfigMismatchError", "ResourceError", "check_scheduler",
            "check_resources", "validate_experiment", "MAX_DATA_SCALE", "data_scale_limit", "schema_reference",
            "check_store_schema", "check_config_hash", "repair_config_hash", "stored_config_hash"]
-
-
-class ConfigMismatchError(RuntimeError):
-    """The store on disk was written by a different configuration (the message names the fields)."""
 
 
 class ResourceError(ValueError):
@@ -110,9 +103,7 @@ def _free_disk(path: Path) -> int:
 def _nothing_to_write(path: Path, exp: Experiment, train, overwrite: bool) -> bool:
     """Whether a store of this configuration is already complete where the run would write: at ``path`` (no
     ``overwrite``), or as the new store of an interrupted ``--overwrite`` beside it (only its swap is left)."""
-    candidates = [p for p in ([path] if not overwrite else
-                              sorted(path.parent.glob(f".{glob.escape(path.name)}.creating-*-staging-*")))
-                  if is_store(p)]
+    candidates = [p for p in ([path] if not overwrite else staging_stores(path)) if is_store(p)]
     config_hash = exp.config_hash(train) if candidates else None  # hashing a large training set takes a while
     for p in candidates:
         try:
@@ -248,31 +239,12 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
     layout = plan_layout(exp, train)
     scheduler = resolve_scheduler(scheduler)
     check_scheduler(scheduler)
-    _refuse_not_a_store(path, pending=False, overwrite=overwrite)  # before the lock file is written beside it
+    refuse_not_a_store(path, pending=False, overwrite=overwrite)  # before the lock file is written beside it
     with StoreLock(path):
-        notes, staging = recover_store(path, resume_hash=config_hash if overwrite else None)
-        for msg in notes:
-            warnings.warn(msg, StoreWarning, stacklevel=2)
-        exists = is_store(path)
-        if not exists and overwrite and damaged_root(path) is not None:  # a store by its arrays: replaced as one
-            warnings.warn(f"store {str(path)!r}: {damaged_root(path)}; --overwrite replaces it", StoreWarning,
-                          stacklevel=2)
-            exists = True
-        leftover = chunk_leftover(path) if not exists else None
-        if not exists and path.exists():
-            if path.is_dir() and not any(path.iterdir()):
-                path.rmdir()
-            elif leftover is not None:  # no metadata at all: it cannot be (or become) a store
-                n_files = sum(1 for p in path.rglob("*") if p.is_file())
-                shutil.rmtree(path)
-                warnings.warn(f"removed {str(path)!r}: {n_files} chunk file(s) of {', '.join(leftover) or 'no variable'} "
-                              "and no metadata, the leftover of a store deleted while a run wrote to it; "
-                              "starting a new store", StoreWarning, stacklevel=2)
-            else:
-                _refuse_not_a_store(path, pending=True, overwrite=overwrite)
-        if not exists and staging is not None:  # nothing left to replace: the resumed new store becomes the store
-            os.rename(staging, path)
-            exists, overwrite, staging = True, False, None
+        opening = open_for_run(path, overwrite=overwrite, resume_hash=config_hash)  # warns what it recovered
+        exists = opening.action != "create"
+        overwrite = opening.action in ("replace", "resume_replace")
+        staging = opening.staging
         done: set[tuple] = set()
         if exists and not overwrite:
             ds = open_store(path)
@@ -327,7 +299,7 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
         except BaseException as exc:
             if isinstance(exc, Exception) and not (target / "zarr.json").exists():
                 if target != path:
-                    _abandon_staging(exc, path, target)
+                    abandon_staging(exc, path, target)
                 raise StoreDamagedError(
                     f"store {str(target)!r} was deleted (its root metadata is gone) while this run wrote to it; "
                     "the chunks written since are left there without metadata: rerun the same command, which "
@@ -335,46 +307,11 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
             if isinstance(exc, OSError) and exc.filename is None:  # e.g. a full disk, raised by a chunk write
                 exc.add_note(f"while writing the store {str(target)!r}")
             if target != path:
-                _abandon_staging(exc, path, target)
+                abandon_staging(exc, path, target)
             raise
         if target != path:
-            try:
-                commit_staging(path, target)
-            except OSError as exc:  # e.g. the disk full when the journal is written
-                if exc.filename is None:
-                    exc.filename = str(_journal_path(path))
-                if not (_journal_path(path).exists()) and is_store(path) and is_store(target):
-                    exc.add_note(f"the --overwrite swap did not start: the old store {str(path)!r} is unchanged and "
-                                 f"the new one is complete beside it ({str(target)!r}); free some space and rerun "
-                                 "the same command to swap it in")
-                else:
-                    exc.add_note(f"the --overwrite swap of {str(path)!r} was interrupted: rerun the same command "
-                                 "(or 'ridgexr verify') to finish it")
-                raise
+            commit_run(path, target)  # its OSError says what is intact
     return RunResult(store=path, cells_run=len(tasks), cells_skipped=len(done), summary=summarize(path))
-
-
-def _refuse_not_a_store(path: Path, *, pending: bool, overwrite: bool = False) -> None:
-    """Raise :class:`ConfigMismatchError` when ``path`` holds something that is not a ridgexr store (and
-    neither an empty folder nor the chunks of a deleted store, which a run replaces).  Before the lock
-    (``pending=False``) only when no interrupted ``--overwrite`` or creation beside it could change that.
-    A store whose root metadata are damaged (:func:`ridgexr.store.damaged_root`) is refused with
-    :class:`StoreDamagedError` naming the file, unless ``overwrite`` (which replaces it)."""
-    if is_store(path) or not (path.exists() or path.is_symlink()):
-        return
-    if not pending and (path.with_name(path.name + ".ridgexr-swap").exists()
-                        or any(path.parent.glob(f".{glob.escape(path.name)}.creating-*"))):
-        return  # the recovery under the lock decides
-    why = damaged_root(path)
-    if why is not None:
-        if overwrite:
-            return
-        raise StoreDamagedError(f"store {str(path)!r} is damaged: {why}; the configuration it recorded is lost with "
-                                "it: rerun with --overwrite, which replaces it")
-    if path.is_dir() and not path.is_symlink() and (not any(path.iterdir()) or chunk_leftover(path) is not None):
-        return
-    raise ConfigMismatchError(f"{str(path)!r} exists and is not a ridgexr store; remove it yourself "
-                              "or choose another store path (--overwrite only replaces ridgexr stores)")
 
 
 def schema_reference(path: str | Path, folder: str | Path) -> Path:
@@ -475,18 +412,6 @@ def _done(store: Path, layout) -> set[tuple]:
                       + "); they are recomputed", StoreWarning, stacklevel=3)
         clear_completion(store, labels)
     return done - set(gone)
-
-
-def _abandon_staging(exc: BaseException, path: Path, staging: Path) -> None:
-    """An ``--overwrite`` failed before its swap: the old store is untouched.  Say so on the exception; remove
-    the partial new store, unless the run was interrupted (then the same command resumes it)."""
-    if isinstance(exc, KeyboardInterrupt):
-        exc.add_note(f"--overwrite: the old store {str(path)!r} is unchanged; the new one, "
-                     f"{str(staging)!r}, resumes with the same command")
-        return
-    shutil.rmtree(staging, ignore_errors=True)
-    exc.add_note(f"--overwrite did not complete: the old store {str(path)!r} is unchanged "
-                 "(the new one was built beside it and removed)")
 
 
 def _with_python_model(exp: Experiment, model: Any, d: int) -> tuple[Experiment, dict]:

@@ -20,7 +20,8 @@ from ..process import time_grid
 from ..ridge import suggest_d_star
 from ..sampling import recorded_steps
 from ..scms import frame_width, use_lowrank
-from ..store import CELL_DIAGNOSTICS, STEP_BOOL, STEP_INT, STEP_OPTIONAL, STEP_SCALAR, STEP_VECTOR, StoreLayout
+from ..store import StoreLayout
+from ..store.variables import cell_chunks
 
 __all__ = ["CellTask", "plan_layout", "block_index", "cell_applies", "plan_tasks", "resolve_d_star",
            "estimate_resources", "estimate_stage_seconds", "describe_stages", "moments_seconds", "count_run_cells",
@@ -284,17 +285,12 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
     S, bs = exp.n_samples, exp.sampler.block_steps
     sc = S if S <= 512 else 256  # plan_layout's sample chunk
     k = len(exp.cell_coords())  # cell dimensions: the leading levels of every per-cell chunk key
-    # the store's per-step arrays (ridgexr.store): trajectory, ridge_projection and the two residuals (dim); the
-    # float64 scalars (distances, residuals, curvature, projected gradients, gap, the nearest training point,
-    # clip_shift: written NaN when not observed); the flags; resolved_rank (int16)
-    per_chunk = (len(STEP_VECTOR) * on_disk(sc * bs * 8.0 * d, k + 3)
-                 + (len(STEP_SCALAR) + len(STEP_OPTIONAL)) * on_disk(sc * bs * 8.0, k + 2)
-                 + len(STEP_BOOL) * on_disk(sc * bs * 1.0, k + 2)
-                 + len(STEP_INT) * on_disk(sc * bs * 2.0, k + 2))
-    n_alt = len(exp.ridge.d_star_alt)
-    per_cell = (math.ceil(S / sc) * math.ceil(n_rec / bs) * per_chunk + on_disk(S, k + 1)
-                + (on_disk(S * n_alt * 8.0, k + 2) if n_alt else 0.0)
-                + (len(CELL_DIAGNOSTICS) + 4) * on_disk(8.0, k))  # diagnostics, max_dropped_mass, marks, digest
+    # every per-cell array of the store's table (ridgexr.store.variables): the per-step ones chunk by chunk, the
+    # per-sample and per-cell ones one chunk each (denoised of a stopped block, final_sample of a scheduler)
+    stopped = any(getattr(b, "stopped", False) for b in exp.blocks)
+    per_cell = sum(n_chunks * on_disk(raw, k + levels) for _, raw, levels, n_chunks in cell_chunks(
+        n_samples=S, n_steps=n_rec, sample_chunk=sc, block_steps=bs, d=d, n_alt=len(exp.ridge.d_star_alt),
+        denoised=stopped, final_sample=exp.sampler.kind == "scheduler"))
     m = exp.dataset.manifold  # dataset_extras: a population sample and the rotation
     extras = on_disk(8.0 * m.n_population * m.ambient_dim, 2) + on_disk(8.0 * m.ambient_dim**2, 2) if m else 0.0
     mix = getattr(exp.dataset, "mixture", None)  # dataset_extras: a population sample
@@ -302,9 +298,8 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
     # optional variables: Tweedie's output of a stopped block (one (S, d) chunk and one value per cell), the
     # V-kernel of a draw dimension (cells without draw x probe times x grid points x d, written whole at creation)
     optional = {"denoised": 0.0, "v_kernel": 0.0}
-    if any(getattr(b, "stopped", False) for b in exp.blocks):
+    if stopped:
         optional["denoised"] = n_cells * (S * d * 8.0 + 8.0)
-        per_cell += on_disk(S * d * 8.0, k + 2) + on_disk(8.0, k)
     coords = dict(exp.cell_coords())
     if "draw" in coords:
         from .ensemble import V_KERNEL_POINTS, V_KERNEL_TIMES
