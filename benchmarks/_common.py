@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import platform
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -22,19 +22,36 @@ def best_time(fn, repeat: int = 3) -> float:
     return best
 
 
-def run_with_peak(cmd: list[str], env: dict | None = None) -> tuple[int, str, str, int]:
-    """Run ``cmd`` to its end; return (exit code, stdout, stderr, peak RSS in bytes of that child alone).
+#: run by :func:`run_with_peak` as a fresh, small interpreter: it starts the command, waits for it with
+#: ``os.wait4`` and writes the command's own peak RSS (KiB) to the file named by its first argument
+_PEAK_LAUNCHER = (
+    "import os, subprocess, sys\n"
+    "proc = subprocess.Popen(sys.argv[2:])\n"
+    "_, status, usage = os.wait4(proc.pid, 0)\n"
+    "proc.returncode = os.waitstatus_to_exitcode(status)\n"
+    "open(sys.argv[1], 'w').write(str(usage.ru_maxrss))\n"
+    "sys.exit(proc.returncode)\n"
+)
 
-    The peak comes from ``os.wait4`` on the child's pid, not from ``getrusage(RUSAGE_CHILDREN)``, whose
-    ``ru_maxrss`` is the largest of *all* children this process ever waited for (under pytest-xdist a worker
-    has run other subprocesses before, and their peak hid this one's)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it again
+
+def run_with_peak(cmd: list[str], env: dict | None = None) -> tuple[int, str, str, int]:
+    """Run ``cmd`` to its end; return (exit code, stdout, stderr, peak RSS in bytes of that command alone).
+
+    Linux keeps a process's peak RSS across ``exec``, and a forked child starts with its parent's resident
+    pages, so the peak of a child forked from a large process (a pytest-xdist worker that has run hundreds of
+    tests) is at least its parent's RSS, whatever it then does; ``getrusage(RUSAGE_CHILDREN)`` is worse, the
+    largest child ever waited for (both failed CI).  So the command is started by a fresh, small launcher
+    interpreter (``_PEAK_LAUNCHER``), whose own ``os.wait4`` on the command gives the command's peak, inflated
+    by at most the launcher's few MiB."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.NamedTemporaryFile("r", suffix=".peak") as peak:
+        proc = subprocess.run([sys.executable, "-c", _PEAK_LAUNCHER, peak.name, *cmd], stdout=out, stderr=err,
+                              env=env)
         out.seek(0)
         err.seek(0)
-        return proc.returncode, out.read().decode(), err.read().decode(), usage.ru_maxrss * 1024  # kB on Linux
+        text = peak.read().strip()
+        return (proc.returncode, out.read().decode(), err.read().decode(),
+                int(text) * 1024 if text else -1)  # ru_maxrss: KiB on Linux; -1: the launcher did not report
 
 
 def matmul_gflops(n: int = 2000, dtype=torch.float64, device: str = "cpu") -> float:

@@ -47,3 +47,25 @@ def test_benchmark_runs_and_prints_its_numbers(script, expected):
     assert out.returncode == 0, out.stderr[-2000:]
     for pattern in expected:
         assert re.search(pattern, out.stdout), f"{script}: no line matching {pattern!r} in\n{out.stdout}"
+
+
+def test_a_childs_peak_is_its_own_not_its_large_parents():
+    """CI failed twice on a child's peak: RUSAGE_CHILDREN is the largest child ever waited for, and a child forked
+    from a large process keeps that process's RSS as its peak across exec.  ``run_with_peak`` starts the command
+    from a fresh small launcher: from a parent holding ~800 MB, a child that holds ~0 and one that holds ~300 MB
+    are measured as such."""
+    import importlib.util
+
+    import numpy as np
+
+    spec = importlib.util.spec_from_file_location("bench_common", BENCH / "_common.py")
+    common = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(common)
+    ballast = np.ones(100 * 2**20)  # 800 MB resident in this process
+    rc, _, _, small = common.run_with_peak([sys.executable, "-c", "pass"])
+    rc2, out, _, big = common.run_with_peak([sys.executable, "-c", "import numpy as np; a = np.ones(40 * 2**20); "
+                                             "print(a.sum())"])
+    assert rc == 0 and rc2 == 0 and out.strip() == str(float(40 * 2**20))
+    assert small < 100e6, small / 1e6  # an interpreter, not this process's 800 MB
+    assert 320e6 < big < 500e6, big / 1e6  # its own 320 MB array and an interpreter
+    assert float(ballast[-1]) == 1.0
