@@ -392,8 +392,10 @@ def _window_measures(ds: xr.Dataset) -> xr.Dataset:
 
     last = along_step(ds)
     last = last.isel(step=[-1])
+    check_vars(last, "ridge_distance", "ridge_projection", "trajectory", "train_data")
     dist = resolved(last, "ridge_distance").isel(step=0)
-    rank = last["resolved_rank"].isel(step=0)
+    # a store without resolved_rank (a Dataset built by hand): not observed, NaN
+    rank = last["resolved_rank"].isel(step=0) if "resolved_rank" in last else xr.full_like(dist, -1.0)
     out = {
         "ridge_distance": dist.median("sample"),
         "tangential_distance": tangential_distance(last)["tangential_distance_median"].isel(step=0),
