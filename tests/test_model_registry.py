@@ -127,20 +127,23 @@ def toy_kind(tmp_path, monkeypatch):
         del sys.modules[mod]
 
 
+TOY_ENTRY = """
+experiments:
+  toy:
+    dataset: {points: two-points}
+    process: {T: 2.0, t_min: 0.01, n_steps: 10}
+    models: [{kind: toy, shrink: 0.25}, {kind: exact}]
+    training: {quadrature: gauss-legendre-log-t, n_time: 4, n_noise: 4}
+    n_samples: 8
+    store: toy.zarr
+"""
+
+
 def test_a_new_kind_is_one_package_and_one_registry_line(toy_kind, tmp_path):
     from ridgexr import open_dataset, run_experiment
 
     f = tmp_path / "c.yaml"
-    f.write_text(textwrap.dedent("""
-        experiments:
-          toy:
-            dataset: {points: two-points}
-            process: {T: 2.0, t_min: 0.01, n_steps: 10}
-            models: [{kind: toy, shrink: 0.25}, {kind: exact}]
-            training: {quadrature: gauss-legendre-log-t, n_time: 4, n_noise: 4}
-            n_samples: 8
-            store: toy.zarr
-        """))
+    f.write_text(TOY_ENTRY)
     exp = load_catalog_file(f)["toy"]
     assert type(exp.models[0]).__name__ == "ToySpec" and exp.models[0].shrink == 0.25
     assert Experiment.model_validate_json(exp.model_dump_json()) == exp  # the JSON a worker gets
@@ -156,17 +159,6 @@ def test_a_new_kind_is_one_package_and_one_registry_line(toy_kind, tmp_path):
     last = ds["trajectory"].sel(model="toy").isel(step=-1).values
     assert np.abs(last[..., 0]).max() < 0.25 * 3.0 + 0.5
 
-
-TOY_ENTRY = """
-experiments:
-  toy:
-    dataset: {points: two-points}
-    process: {T: 2.0, t_min: 0.01, n_steps: 10}
-    models: [{kind: toy, shrink: 0.25}, {kind: exact}]
-    training: {quadrature: gauss-legendre-log-t, n_time: 4, n_noise: 4}
-    n_samples: 8
-    store: toy.zarr
-"""
 
 
 def test_the_planner_costs_a_new_kind_by_its_cost_hook(toy_kind, tmp_path, monkeypatch):
