@@ -18,6 +18,13 @@ Kinds (docs/claims.md):
     denoiser's value of the same difference, when the store has an exact cell.
 ``reach-as-exact``
     ``t: [t]``: the model's median ridge distance at t over the exact denoiser's (bootstrap of the ratio).
+``slide-slower``
+    ``t: [t_early, t_late]``: the tangential motion is slower than the normal one.  Measure:
+    log(T(t_late) / T(t_early)) - log(R(t_late) / R(t_early)), T the median distance along the ridge to the
+    nearest training point (:func:`ridgexr.analysis.tangential_distance`), R the median ridge distance, both
+    over the trajectories whose frames are resolved at both times (paired percentile bootstrap): > 0 when the
+    tangential distance falls by a smaller factor than the ridge distance.  Null: the exact denoiser's value,
+    when the store has an exact cell.
 ``align-tangent``
     ``t: [t, ...]``: the per-dimension ratio of the model error's tangent to normal part,
     (|e_T| / sqrt(d*)) / (|e_N| / sqrt(d - d*)), median over the resolved states at those t.  Null: an
@@ -55,6 +62,8 @@ CRITERIA: dict[str, Criterion] = {
                                        "outside it disagrees"),
     "align-tangent": Criterion.above(1.0, text="median (|e_T| / sqrt(d*)) / (|e_N| / sqrt(d - d*)): interval above 1 "
                                      "agrees; below 1 disagrees"),
+    "slide-slower": Criterion.above(0.0, text="log fall of the median tangential distance minus that of the median "
+                                    "ridge distance: interval above 0 agrees; below 0 disagrees"),
 }
 assert set(CRITERIA) == set(CLAIM_KINDS), "every claim kind has one criterion"
 
@@ -64,6 +73,8 @@ STATEMENTS = {
     "reach-falls": "reach: the ridge distance falls from t = {t0:.3g} to t = {t1:.3g}",
     "reach-as-exact": "reach: at t = {t0:.3g} the {model}'s states are as far from the ridge as the exact denoiser's",
     "align-tangent": "align: per dimension the {model}'s error is more tangent than normal (t = {ts})",
+    "slide-slower": "slide: from t = {t0:.3g} to t = {t1:.3g} the {model}'s distance along the ridge to the nearest "
+                    "training point falls more slowly than its ridge distance",
 }
 N_BOOT = 2000
 
@@ -156,6 +167,40 @@ def _paired_fall(early: np.ndarray, late: np.ndarray, seed: int = 0) -> tuple[fl
     return est, float(np.quantile(diff, 0.025)), float(np.quantile(diff, 0.975)), n, int(early.size - n)
 
 
+def _relative_fall_contrast(tan: tuple[np.ndarray, np.ndarray], ridge: tuple[np.ndarray, np.ndarray],
+                            seed: int = 0) -> tuple[float, float, float, int, int]:
+    """log(median T_late / median T_early) - log(median R_late / median R_early) over the trajectories where all
+    four values are finite, with a paired percentile bootstrap over those trajectories; n: those trajectories;
+    excluded: the others.  A resample with a median <= 0 is dropped (no log)."""
+    stack = np.stack([tan[0], tan[1], ridge[0], ridge[1]])  # (4, samples)
+    ok = np.isfinite(stack).all(0)
+    n = int(ok.sum())
+    if n < 2:
+        return math.nan, math.nan, math.nan, n, int(stack.shape[1] - n)
+    x = stack[:, ok]
+
+    def contrast(med):  # med: (4, ...) medians
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.log(med[1] / med[0]) - np.log(med[3] / med[2])
+
+    est = float(contrast(np.median(x, axis=1)))
+    idx = np.random.default_rng(seed).integers(0, n, size=(N_BOOT, n))
+    boot = contrast(np.median(x[:, idx], axis=2))
+    boot = boot[np.isfinite(boot)]
+    if not np.isfinite(est) or boot.size == 0:
+        return math.nan, math.nan, math.nan, n, int(stack.shape[1] - n)
+    return est, float(np.quantile(boot, 0.025)), float(np.quantile(boot, 0.975)), n, int(stack.shape[1] - n)
+
+
+def _slide_inputs(cell: xr.Dataset, steps: list[int]) -> tuple[tuple, tuple]:
+    """(tangential distances, resolved ridge distances) per trajectory at the two steps."""
+    from .analysis import tangential_distance
+
+    tang = tangential_distance(cell.isel(step=steps))["tangential_distance"].transpose("step", "sample").values
+    ridge = [_resolved(cell.isel(step=s), "ridge_distance") for s in steps]
+    return (tang[0], tang[1]), (ridge[0], ridge[1])
+
+
 def _ratio_of_medians(a: np.ndarray, b: np.ndarray, seed: int = 0) -> tuple[float, float, float, int, int]:
     a, b = a[np.isfinite(a)], b[np.isfinite(b)]
     if a.size < 2 or b.size < 2:
@@ -246,6 +291,14 @@ def store_claims(ds: xr.Dataset, specs=None) -> list[Claim]:
                 est, lo, hi, n, _ = _ratio_of_medians(a, b)
                 excl = int(a.size - n)
                 measure = "median ridge distance, model / exact denoiser (bootstrap 95 %)"
+            elif spec.kind == "slide-slower":
+                est, lo, hi, n, excl = _relative_fall_contrast(*_slide_inputs(cell, steps))
+                measure = ("log(T_late / T_early) - log(R_late / R_early), T: median distance along the ridge to the "
+                           "nearest training point, R: median ridge distance (resolved at both times, paired "
+                           "bootstrap 95 %)")
+                if exact is not None:
+                    ne, nlo, nhi, nn, _ = _relative_fall_contrast(*_slide_inputs(ds.sel(exact), steps))
+                    null = Null(ne, nlo, nhi, how=f"the exact denoiser: {nn} trajectories resolved at both times")
             else:  # align-tangent
                 ratios = np.concatenate([_align(cell.isel(step=s), d_star).ravel() for s in steps])
                 est, lo, hi, n = median_interval(ratios, n_boot=N_BOOT)

@@ -111,6 +111,7 @@ CLAIMS = """    claims:
       - {kind: does-not-memorize}
       - {kind: reach-falls, t: [1.0, 0.05]}
       - {kind: align-tangent, t: [0.5]}
+      - {kind: slide-slower, t: [1.0, 0.05]}
 """
 
 
@@ -134,8 +135,8 @@ def test_the_store_claims_follow_the_entry_and_match_a_brute_force_count(claims_
     run = (ds["cell_applies"] & ds["cell_complete"]).compute()
     exact = int(run.sel(schedule="exact").sum())  # a one-model store: include_exact adds the schedule 'exact'
     others = int(run.sum()) - exact
-    # memorizes: the exact cells; does-not-memorize, reach-falls, align-tangent: every other cell
-    assert len(claims) == exact + 3 * others and exact >= 1 and others >= 2
+    # memorizes: the exact cells; does-not-memorize, reach-falls, align-tangent, slide-slower: every other cell
+    assert len(claims) == exact + 4 * others and exact >= 1 and others >= 2
     assert sum(c.labels["schedule"] == "exact" for c in claims) == exact
     train = ds["train_data"].values
     for c in claims:
@@ -194,3 +195,46 @@ def test_the_report_shows_the_claims_table_with_every_claim_and_its_verdict(clai
     assert len(rows) == len(claims)
     assert [r[header.index("verdict")] for r in rows] == [c.verdict for c in claims]
     assert "criteria recorded in the store" in soup.find("p", class_="claims").get_text()
+
+
+def test_the_slide_contrast_is_the_log_fall_of_the_tangential_median_less_the_ridge_one():
+    """slide-slower's kernel: T falling by 2 and R by 4 gives log 2; the pairs with any NaN are excluded and
+    counted; scaling T or R by a constant changes nothing (a ratio of falls); the interval holds the estimate."""
+    from ridgexr.claims import _relative_fall_contrast
+
+    rng = np.random.default_rng(3)
+    t0 = rng.uniform(1.0, 2.0, 400)
+    r0 = rng.uniform(1.0, 2.0, 400)
+    t1, r1 = t0 / 2, r0 / 4
+    t1[:7] = np.nan
+    r0[7:10] = np.nan
+    est, lo, hi, n, excluded = _relative_fall_contrast((t0, t1), (r0, r1))
+    ok = slice(10, None)
+    expect = np.log(np.median(t1[ok]) / np.median(t0[ok])) - np.log(np.median(r1[ok]) / np.median(r0[ok]))
+    assert (n, excluded) == (390, 10)
+    assert est == pytest.approx(expect) and est == pytest.approx(np.log(2.0))
+    assert lo <= est <= hi
+    again = _relative_fall_contrast((3.0 * t0, 3.0 * t1), (0.5 * r0, 0.5 * r1))
+    assert again[0] == pytest.approx(est)
+    assert np.isnan(_relative_fall_contrast((t0[:1], t1[:1]), (r0[:1], r1[:1]))[0])
+
+
+def test_the_slide_claim_reads_the_tangential_and_ridge_distances_of_the_store(claims_store):
+    """The store's slide-slower claim equals the contrast computed here from tangential_distance and the
+    resolved ridge distances at the nearest observed steps, pairing trajectories by sample."""
+    from ridgexr.analysis import resolved, tangential_distance
+    from ridgexr.analysis._helpers import step_index
+
+    ds = ridgexr.open_dataset(claims_store)
+    claims = [c for c in store_claims(ds) if c.statement.startswith("slide")]
+    assert claims
+    steps = [step_index(ds, t=1.0), step_index(ds, t=0.05)]
+    for c in claims:
+        cell = ds.sel(c.labels)
+        tang = tangential_distance(cell.isel(step=steps))["tangential_distance"].transpose("step", "sample").values
+        ridge = np.stack([resolved(cell.isel(step=s), "ridge_distance").values for s in steps])
+        ok = np.isfinite(tang).all(0) & np.isfinite(ridge).all(0)
+        assert c.n == ok.sum() and c.excluded == ok.size - ok.sum()
+        if c.n >= 2:
+            med_t, med_r = np.median(tang[:, ok], axis=1), np.median(ridge[:, ok], axis=1)
+            assert c.estimate == pytest.approx(np.log(med_t[1] / med_t[0]) - np.log(med_r[1] / med_r[0]))

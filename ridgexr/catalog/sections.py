@@ -173,7 +173,8 @@ class SeedSpec(Spec):
 
 
 #: how many observed times each claim kind compares (None: any number, at least one)
-CLAIM_TIMES = {"memorizes": 0, "does-not-memorize": 0, "reach-falls": 2, "reach-as-exact": 1, "align-tangent": None}
+CLAIM_TIMES = {"memorizes": 0, "does-not-memorize": 0, "reach-falls": 2, "reach-as-exact": 1, "align-tangent": None,
+               "slide-slower": 2}
 
 
 class ClaimSpec(Spec):
@@ -184,7 +185,7 @@ class ClaimSpec(Spec):
     kind: Literal[CLAIM_KINDS] = Field(description="what is claimed: " + ", ".join(CLAIM_KINDS))
     models: list[str] | None = Field(None, min_length=1, description="the model names it is about (default: "
                                      "'exact' for memorizes, every other model otherwise)")
-    t: list[float] | None = Field(None, description="the diffusion times it compares (reach-falls: [early, late]; "
+    t: list[float] | None = Field(None, description="the diffusion times it compares (reach-falls, slide-slower: [early, late]; "
                                   "reach-as-exact: [t]; align-tangent: one or more), each read at the nearest "
                                   "observed step")
     written: str = Field("", description="where and when the claim was written (a docs page and a date)")
