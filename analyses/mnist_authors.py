@@ -13,7 +13,11 @@ network's score itself) and a few sampler steps, prints:
 - tangential motion as a level (:func:`ridgexr.analysis.tangential_distance`): the median distance along the
   d* = 25 ridge from the projection to the nearest scaled training latent, over the non-degenerate
   projections only, and the share of projections left out as degenerate;
-- at the end: the distance to the nearest training latent and the share within 0.5 of one.
+- at the end: the distance to the nearest training latent and the share within 0.5 of one;
+- the two samplers on matched states: both stores draw the same initial states and Brownian increments
+  (seeds.sampler), so trajectory k of one is trajectory k of the other (checked: the stored states at the
+  first step are equal); per step, the paired difference of the SCMS distance (notebook's sampler minus the
+  score as trained) over the trajectories resolved in both, median with a 95 % bootstrap interval.
 
 Run:  python analyses/mnist_authors.py [--data DIR] [--steps 100 500 800 1000]
 """
@@ -73,6 +77,31 @@ def end_row(ds, name: str) -> dict:
             "diverged": int(ds.diverged.values.sum())}
 
 
+def _cell(ds):
+    return ds.isel({d: 0 for d in ("model", "schedule", "width", "epoch") if d in ds.dims})
+
+
+def matched_rows(scaled, score, steps) -> list[dict]:
+    """The paired SCMS-distance difference (scaled - score) per step over trajectories resolved in both stores."""
+    a, b = _cell(scaled), _cell(score)
+    start_a, start_b = a.trajectory.isel(step=0).values, b.trajectory.isel(step=0).values
+    if start_a.shape != start_b.shape or not np.array_equal(start_a, start_b):
+        raise SystemExit("the two stores do not start from the same states: not matched (seeds.sampler, n_samples)")
+    rows = []
+    for k in steps:
+        i = int(np.flatnonzero(a.sampler_step.values == k)[0])
+        da = an.resolved(a.isel(step=i), "ridge_distance").values
+        db = an.resolved(b.isel(step=i), "ridge_distance").values
+        both = np.isfinite(da) & np.isfinite(db)
+        row = {"step": int(k), "t": f"{float(a.t[i]):.3g}", "resolved in both": f"{int(both.sum())} / {both.size}"}
+        if both.sum() >= 2:
+            row["SCMS distance, notebook's sampler"] = fmt(median_ci(da[both]))
+            row["SCMS distance, score as trained"] = fmt(median_ci(db[both]))
+            row["paired difference (notebook - score)"] = fmt(median_ci(da[both] - db[both]))
+        rows.append(row)
+    return rows
+
+
 def main(argv=None):
     ap = parser(__doc__)
     ap.add_argument("--steps", type=int, nargs="+", default=[100, 500, 800, 1000])
@@ -85,6 +114,9 @@ def main(argv=None):
     print(markdown_table(pd.DataFrame(rows)))
     print()
     print(markdown_table(pd.DataFrame(ends)))
+    print()
+    stores = [store_for(name, args.data) for name in ENTRIES]
+    print(markdown_table(pd.DataFrame(matched_rows(*stores, args.steps))))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ training time scales in :mod:`.timescales`)."""
 
 from . import arrays, claims, ensemble, manifold, timescales
 from .ensemble import gap_mass, pool_draws
-from .timescales import memorized_share, reference_observation, training_timescales, training_window
+from .timescales import (loss_timescales, memorized_share, reference_observation, training_timescales,
+                         training_window)
 from .manifold import (coverage, distribution_distance, manifold_density, manifold_distance, novelty, rate_fit,
                        ridge_vs_manifold, smoothed_target_distance)
 from .labelled import (degenerate_share, final_state, resolved, ridge_dimension, ridge_motion, tangential_distance, distance_curves, memorization_fraction, mode_counts, near_mode_fraction, nearest_ratio_at,
@@ -17,5 +18,5 @@ __all__ = ["arrays", "distance_curves", "ridge_dimension", "ridge_motion", "tang
            "phase_transition", "theory_check", "summary_table", "target_effect", "manifold",
            "manifold_distance", "novelty", "manifold_density", "distribution_distance", "ridge_vs_manifold", "rate_fit",
            "ensemble", "pool_draws", "gap_mass", "coverage", "smoothed_target_distance",
-           "final_state", "claims", "timescales", "memorized_share", "training_timescales",
+           "final_state", "claims", "timescales", "memorized_share", "training_timescales", "loss_timescales",
            "training_window", "reference_observation"]

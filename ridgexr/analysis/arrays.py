@@ -15,7 +15,7 @@ from ..process import OU
 __all__ = ["pooled_share_ci", "ball_mass", "coverage_radius", "sliced_wasserstein", "mmd2", "hausdorff", "novelty", "rate_fit", "proportion_ci", "share_with_ci", "CI_METHODS", "enter_and_stay_time", "reach_time", "align_time", "slide_distance", "nearest_two",
            "memorized", "near_mode", "bootstrap_mean_ci", "crossing", "integrated_residual",
            "tangential_distance", "memorized_share_ci", "quality_reached", "first_reached", "censored_slope",
-           "censored_slope_ci", "slope_verdict", "CENSORED_FITS", "SLOPE_VERDICTS"]
+           "censored_slope_ci", "slope_verdict", "loss_gen_time", "loss_min_time", "CENSORED_FITS", "SLOPE_VERDICTS"]
 
 
 def enter_and_stay_time(inside: np.ndarray, t: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
@@ -808,6 +808,53 @@ def censored_slope(n: np.ndarray, tau: np.ndarray, censored: np.ndarray, *, meth
     if method != "tobit":
         raise ValueError(f"`method` must be one of {CENSORED_FITS}; got {method!r}")
     return np.array(_tobit_fit(x, y, cen, sigma_floor))
+
+
+def loss_gen_time(checkpoints: np.ndarray, error: np.ndarray, *, tol: float = 0.1) -> np.ndarray:
+    """The first checkpoint at which a loss curve has closed all but ``tol`` of its fall from the untrained
+    model: (e - min) / (e[0] - min) <= tol, e[0] the first checkpoint's value (:func:`first_reached`, censored
+    when first reached at the last checkpoint).  A curve that never falls below e[0] has no such time (NaN).
+
+    Returns (..., 4): tau, lower, upper, censored.
+
+    Examples
+    --------
+    >>> c = np.array([1.0, 10.0, 100.0, 1000.0])
+    >>> loss_gen_time(c, np.array([1.0, 0.5, 0.05, 0.3])).tolist()
+    [100.0, 10.0, 100.0, 0.0]
+    """
+    e = np.asarray(error, dtype=float)
+    lo = np.min(e, axis=-1, keepdims=True)
+    fall = e[..., :1] - lo
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = (e - lo) / fall
+    out = first_reached(checkpoints, share <= tol, last_is_censored=True)
+    return np.where((fall > 0), out, np.nan)
+
+
+def loss_min_time(checkpoints: np.ndarray, loss: np.ndarray) -> np.ndarray:
+    """Where a loss curve turns up: its minimum over the checkpoints, with the interval (c[k - 1], c[k + 1])
+    of the neighbouring checkpoints (c[-1] := 0); censored (upper end inf) when the minimum is the last
+    checkpoint: the curve was still falling at the end of the run, and the time is a lower bound.
+
+    Returns (..., 4): tau, lower, upper, censored.
+
+    Examples
+    --------
+    >>> c = np.array([1.0, 10.0, 100.0, 1000.0])
+    >>> loss_min_time(c, np.array([1.0, 0.5, 0.4, 0.6])).tolist()
+    [100.0, 10.0, 1000.0, 0.0]
+    >>> loss_min_time(c, np.array([1.0, 0.5, 0.4, 0.3])).tolist()
+    [1000.0, 100.0, inf, 1.0]
+    """
+    c = np.asarray(checkpoints, dtype=float)
+    v = np.asarray(loss, dtype=float)
+    k = np.argmin(v, axis=-1)
+    K = c.size
+    prev = np.concatenate([[0.0], c[:-1]])
+    nxt = np.concatenate([c[1:], [np.inf]])
+    censored = k == K - 1
+    return np.stack([c[k], prev[k], np.where(censored, np.inf, nxt[k]), censored.astype(float)], axis=-1)
 
 
 def censored_slope_ci(n: np.ndarray, tau: np.ndarray, censored: np.ndarray, *, method: str = "tobit",

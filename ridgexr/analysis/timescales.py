@@ -9,7 +9,9 @@ dimension (the ``epoch`` of a model trained by minibatch DSM, ``model.epochs`` a
   ``nearest_ratio`` of the last recorded step), with a seeded percentile-bootstrap interval;
 - :func:`training_timescales`: tau_gen and tau_mem per cell with their intervals and censoring flags,
   and the slopes b of log tau = a + b log n with bootstrap intervals and the verdicts of the criteria
-  fixed before a run (:mod:`ridgexr.defaults`, docs/timescales.md).
+  fixed before a run (:mod:`ridgexr.defaults`, docs/timescales.md);
+- :func:`loss_timescales`: the same two times read off loss curves along training time, for a model that
+  does not sample (random features at one diffusion time, :func:`ridgexr.training.single_time_losses`).
 
 Array kernels in :mod:`.arrays` (``memorized_share_ci``, ``quality_reached``, ``first_reached``,
 ``censored_slope_ci``, ``slope_verdict``); lazy where the inputs are.
@@ -30,8 +32,8 @@ from . import arrays
 from ._helpers import along_step, check_vars, resolved, step_index, step_label, with_attrs
 from .labelled import nearest_ratio_at
 
-__all__ = ["memorized_share", "training_timescales", "training_window", "reference_observation", "WINDOWS",
-           "WINDOW_MEASURES"]
+__all__ = ["memorized_share", "training_timescales", "loss_timescales", "training_window", "reference_observation",
+           "WINDOWS", "WINDOW_MEASURES"]
 
 
 def _check_boot(ratio, n_boot, ci, seed) -> tuple[float, int, float, int]:
@@ -267,6 +269,97 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
     return result.assign_attrs(quality=quality, higher_is_better=int(higher_is_better), tol=tol, level=level,
                                ratio=ratio, ci=ci, n_boot=n_boot, seed=seed, censored_fit=censored_fit,
                                time_dim=time_dim, size_dim=size_dim)
+
+
+def loss_timescales(ds: xr.Dataset, *, tol: float = defaults.TIMESCALE_QUALITY_TOL, error: str = "score_error",
+                    loss: str = "test_loss", time_dim: str = "tau", size_dim: str = "n_train",
+                    censored_fit: str = "tobit", n_boot: int = defaults.TIMESCALE_N_BOOT,
+                    ci: float = defaults.TIMESCALE_CI, seed: int = 0) -> xr.Dataset:
+    """tau_gen and tau_mem read off loss curves along training time, and the slopes of their laws in n.
+
+    - **tau_gen**: the first checkpoint at which ``error`` (default the error to the true score) has closed all
+      but ``tol`` of its fall from the first checkpoint's value (the untrained model) to its minimum
+      (:func:`ridgexr.analysis.arrays.loss_gen_time`).  The first checkpoint is the reference, not the worst
+      one: after memorization the error rises above it.
+    - **tau_mem**: where ``loss`` (default the test loss on fresh draws of the law) turns up: its minimum over
+      the checkpoints, interval between the neighbouring checkpoints; censored when the minimum is the last
+      checkpoint (:func:`ridgexr.analysis.arrays.loss_min_time`).
+
+    The law log tau = a + b log n is fitted over every (other cells, ``size_dim``) point together, censored
+    points as censored (``censored_fit``), with a pairs-bootstrap interval on b, and judged against b = 0
+    (tau_gen) and b = 1 (tau_mem) by the criteria of :mod:`ridgexr.defaults` (``TIMESCALE_SLOPE_AGREE``,
+    ``TIMESCALE_SLOPE_DISAGREE``), as :func:`training_timescales` does.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Curves over ``time_dim`` (increasing, positive labels) and ``size_dim`` (positive labels), and any
+        other dimensions (e.g. ``seed``: pooled in the fit).
+    tol : float in [0, 1)
+    error, loss : str
+        The variables of tau_gen and tau_mem.
+    time_dim, size_dim : str
+    censored_fit : "tobit" or "drop"
+    n_boot, ci, seed : the slope's bootstrap
+
+    Returns
+    -------
+    xarray.Dataset: ``tau_gen``, ``tau_mem`` with ``_low``, ``_high``, ``_censored`` (over every dimension but
+    ``time_dim``, in its units); ``tau_gen_slope``, ``tau_mem_slope`` with ``_low``, ``_high``, ``_intercept``,
+    ``_dropped``, ``_verdict`` (scalars).
+
+    Raises
+    ------
+    ValueError
+        A missing variable or dimension, fewer than two checkpoints, an out-of-range argument.
+
+    Examples
+    --------
+    >>> tau = np.logspace(0, 4, 9)
+    >>> n = np.array([10.0, 100.0])
+    >>> test = (np.log(tau)[None, :] - np.log(10 * n)[:, None]) ** 2  # lowest at tau = 10 n
+    >>> ds = xr.Dataset({"test_loss": (("n_train", "tau"), test), "score_error": (("n_train", "tau"), test)},
+    ...                 coords={"n_train": n, "tau": tau})
+    >>> loss_timescales(ds, n_boot=20)["tau_mem"].values.tolist()
+    [100.0, 1000.0]
+    """
+    if not isinstance(ds, xr.Dataset):
+        raise TypeError(f"`ds` must be an xarray.Dataset; got {type(ds).__name__}")
+    check_vars(ds, error, loss)
+    for name, value in (("time_dim", time_dim), ("size_dim", size_dim)):
+        if not isinstance(value, str) or value not in ds[loss].dims or value not in ds[error].dims:
+            raise ValueError(f"`{name}` must be a dimension of {error!r} and {loss!r}; got {value!r}")
+    if ds.sizes[time_dim] < 2:
+        raise ValueError(f"`ds` needs at least 2 checkpoints along {time_dim!r}; got {ds.sizes[time_dim]}")
+    tol = check_float(tol, "tol", min_val=0, max_val=1, include_boundaries="left")
+    check_option(censored_fit, "censored_fit", arrays.CENSORED_FITS)
+    n_boot = check_int(n_boot, "n_boot", min_val=1)
+    ci = check_float(ci, "ci", min_val=0, max_val=1, include_boundaries="neither")
+    checkpoints = np.asarray(ds[time_dim].values, dtype=float)
+    if not (np.all(np.diff(checkpoints) > 0) and checkpoints[0] > 0):
+        raise ValueError(f"the labels of {time_dim!r} must be positive and increasing; got {checkpoints.tolist()}")
+    if not np.all(np.asarray(ds[size_dim].values, dtype=float) > 0):
+        raise ValueError(f"the labels of {size_dim!r} must be positive; got {ds[size_dim].values.tolist()}")
+    kwargs = dict(input_core_dims=[[time_dim]], output_core_dims=[["stat"]], dask="parallelized",
+                  output_dtypes=[float], dask_gufunc_kwargs={"output_sizes": {"stat": 4}})
+    g = xr.apply_ufunc(partial(arrays.loss_gen_time, checkpoints, tol=tol), ds[error].chunk({time_dim: -1})
+                       if ds[error].chunks else ds[error], **kwargs)
+    m = xr.apply_ufunc(partial(arrays.loss_min_time, checkpoints), ds[loss].chunk({time_dim: -1})
+                       if ds[loss].chunks else ds[loss], **kwargs)
+    taus = (_times(g, "tau_gen", f"first {time_dim} at which {error} has closed all but {tol:g} of its fall from "
+                   f"the first {time_dim}", time_dim)
+            | _times(m, "tau_mem", f"{time_dim} of the minimum of {loss} (where it turns up)", time_dim))
+    taus = {k: v.compute() for k, v in taus.items()}
+    out = {}
+    for name, expected in (("tau_gen", defaults.TIMESCALE_GEN_SLOPE), ("tau_mem", defaults.TIMESCALE_MEM_SLOPE)):
+        tau, cen = taus[name], taus[f"{name}_censored"]
+        n_of = xr.broadcast(tau[size_dim].astype(float), tau)[0]
+        stats = arrays.censored_slope_ci(n_of.values.ravel(), tau.values.ravel(), cen.values.ravel(),
+                                         method=censored_fit, n_boot=n_boot, ci=ci, seed=seed)
+        out |= _slope(xr.DataArray(stats, dims="stat"), name, expected, ci, censored_fit)
+    result = xr.Dataset({**taus, **out})
+    return result.assign_attrs(tol=tol, error=error, loss=loss, ci=ci, n_boot=n_boot, seed=seed,
+                               censored_fit=censored_fit, time_dim=time_dim, size_dim=size_dim)
 
 
 # --------------------------------------------------------------------------- the ridge account of the window
