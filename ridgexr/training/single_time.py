@@ -152,8 +152,9 @@ def single_time_losses(n_trains, *, d: int = 16, p: int = 4096, t: float = 0.1, 
     lam : float >= 0
         Their ridge penalty lambda_reg (1e-3).
     n_noise : int
-        Noise draws per training point for the fit's form and, separately drawn, for the train loss (their
-        gradient descent draws fresh noise at every step: the flow of the noise-averaged loss is its limit).
+        Noise draws per training point for the fit's form (their gradient descent draws fresh noise at every
+        step: the flow of the noise-averaged loss is its limit); the train loss takes its own draws, at least
+        ``n_noise`` and at least ``n_test`` rows in all, so train and test losses carry the same Monte-Carlo error.
     n_test : int
         Fresh draws of the law for the test loss (one noise draw each) and for the score error.
     seed : int
@@ -192,7 +193,8 @@ def single_time_losses(n_trains, *, d: int = 16, p: int = 4096, t: float = 0.1, 
     for n in n_trains:
         say(f"n = {n}: forms of {n} x {n_noise} noisy rows, eigendecomposition of {p} x {p}")
         U, V, _ = feature_forms(x[:n], W, t, n_noise, noise_fit)
-        train = (*feature_forms(x[:n], W, t, n_noise, noise_eval), "noise")
+        reps = max(n_noise, -(-n_test // n))  # as many noisy rows as the test loss has: equal Monte-Carlo error
+        train = (*feature_forms(x[:n], W, t, reps, noise_eval), "noise")
         res = flow_losses(U, V, t, taus, lam, {"train_loss": train, "test_loss": test, "score_error": score})
         for k in curves:
             curves[k].append(res[k])
