@@ -123,7 +123,9 @@ def test_proportion_ci_matches_scipy_including_all_and_none(n, frac, ci, method)
     ref = binomtest(k, n).proportion_ci(ci, method="exact" if method == "clopper-pearson" else method)
     np.testing.assert_allclose([lo[0], hi[0]], [ref.low, ref.high], atol=1e-10)
     if k == n:
-        assert lo[0] < 1.0  # never the degenerate [1, 1] of a percentile bootstrap
+        assert lo[0] < 1.0 and hi[0] == 1.0  # never the degenerate [1, 1] of a percentile bootstrap
+    if k == 0:
+        assert lo[0] == 0.0 and hi[0] > 0.0  # exactly 0, not Wilson's rounding residue (~1e-19 printed in tables)
 
 
 def test_bootstrap_ci_covers_binomial_truth():

@@ -249,6 +249,8 @@ def proportion_ci(k: np.ndarray, n: np.ndarray, ci: float = 0.95,
             center = (p + z * z / (2 * n)) / denom
             half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
             low, high = np.clip(center - half, 0, 1), np.clip(center + half, 0, 1)
+            # exact at the ends (center - half cancels to ~1e-19 at k = 0): the interval's closed form is 0 / 1
+            low, high = np.where(k == 0, 0.0, low), np.where(k == n, 1.0, high)
         elif method == "clopper-pearson":
             from scipy import stats
 
