@@ -216,7 +216,11 @@ AUTHORS_SETTINGS = [
     ("mnist-authors", "lr", 1e-4, "MNIST.ipynb: optim.Adam(score_model.parameters(), lr=0.0001)"),
     ("mnist-authors", "batch_size", 1024, "MNIST.ipynb: CONFIG['batch_size'] = 1024"),
     ("mnist-authors", "keep", "best", "MNIST.ipynb: best_model_state by epoch_loss"),
-    ("mnist-authors", "vae_epochs", 100, "MNIST.ipynb: CONFIG['vae_epochs'] = 100"),
+    # optimizer steps, not epochs: theirs run over ~6 742 images of the digit (7 steps an epoch at batch 1024), the
+    # entry over the bundled subset's 500 (one step an epoch), so it keeps their step counts
+    ("mnist-authors", "vae_steps", 100 * 7, "MNIST.ipynb: CONFIG['vae_epochs'] = 100 over 6 742 images at batch 1024"),
+    ("mnist-authors", "mlp_steps", 150 * 7, "MNIST.ipynb: 150 epochs over 6 742 images at batch 1024"),
+    ("mnist-authors", "n_samples", 2000, "MNIST.ipynb: 2 000 samples in the histograms (the batch of the maximum)"),
     ("mnist-authors", "vae_batch_size", 1024, "MNIST.ipynb: train_loader batch_size = CONFIG['batch_size']"),
     ("mnist-authors", "score_scale", "inverse_sigma", "MNIST.ipynb: score = score_model(x, t_batch) / std"),
     ("mnist-authors", "n_steps", 1000, "MNIST.ipynb: euler_maruyama_sampler num_steps=1000"),
@@ -236,7 +240,10 @@ def _setting(exp, name):
             "null_cutoff": lambda: exp.training.null_cutoff, "schedules": lambda: exp.schedules,
             "n_samples": lambda: exp.n_samples, "n_steps": lambda: exp.process.n_steps,
             "digits": lambda: mnist.digits, "lr": lambda: block.lr, "batch_size": lambda: block.batch_size,
-            "keep": lambda: exp.training.keep, "vae_epochs": lambda: mnist.epochs,
+            "keep": lambda: exp.training.keep,
+            # the bundled subset (no IDX files here): 500 images of the digit, ceil(500 / batch) steps an epoch
+            "vae_steps": lambda: mnist.epochs * math.ceil(500 / mnist.batch_size),
+            "mlp_steps": lambda: max(block.epoch_list) * math.ceil(500 / block.batch_size),
             "vae_batch_size": lambda: mnist.batch_size, "score_scale": lambda: exp.sampler.score_scale,
             "d_star": lambda: exp.d_star}[name]()
 
