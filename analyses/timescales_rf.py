@@ -78,6 +78,31 @@ def tables(ds: xr.Dataset, n_boot: int = 2000) -> tuple[str, str]:
     return markdown_table(pd.DataFrame(rows)), markdown_table(pd.DataFrame(law))
 
 
+def post_hoc_rise(ds: xr.Dataset, n_boot: int = 2000) -> str:
+    """**Post hoc** (chosen after the 2026-12-03 run's figure): the tau at which the test loss has climbed half of
+    its rise from its minimum to its last value (log-tau interpolation, :func:`ridgexr.analysis.arrays.crossing`),
+    and the slope of its law in n.  Not the registered tau_mem: reported beside it, never as its verdict."""
+    from ridgexr.analysis import arrays
+
+    tau = ds.tau.values
+    rows, ns, taus = [], [], []
+    for n in ds.n_train.values:
+        row = {"n": int(n)}
+        for s in ds.seed.values:
+            y = ds["test_loss"].sel(n_train=n, seed=s).values
+            k = int(np.argmin(y))
+            half = y[k] + 0.5 * (y[-1] - y[k])
+            t_half = arrays.crossing(tau[k:], y[k:], half) if y[-1] > y[k] else np.nan
+            row[f"half-rise tau (seed {s})"] = f"{t_half:.3g}"
+            ns.append(float(n))
+            taus.append(t_half)
+        rows.append(row)
+    a, b, lo, hi, used, dropped = arrays.censored_slope_ci(np.array(ns), np.array(taus), np.zeros(len(ns), bool),
+                                                           method="drop", n_boot=n_boot)
+    law = f"post hoc: log tau_half = a + b log n, b = {b:.3f} [{lo:.3f}, {hi:.3f}] ({int(used)} points; not a verdict)"
+    return markdown_table(pd.DataFrame(rows)) + "\n\n" + law
+
+
 def figure(ds: xr.Dataset, path: Path) -> Path:
     import holoviews as hv
 
@@ -131,6 +156,7 @@ def main(argv=None):
         print(f"wrote {out} ({ds.attrs['wall_seconds']} s)")
     per_n, law = tables(ds)
     print(per_n, "\n", law, sep="\n")
+    print("\n" + post_hoc_rise(ds))
     if args.figure:
         print("figure:", figure(ds, Path(args.figure)))
 

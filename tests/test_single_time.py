@@ -131,6 +131,16 @@ def test_loss_times_on_curves_with_known_minima_and_a_censored_one():
     expect = [c[np.argmin(np.abs(np.log(c) - np.log(10 * m)))] for m in n[:3]]
     assert ts["tau_mem"].values[:3].tolist() == expect
     assert ts["tau_gen"].values.tolist() == [c[4]] * 4 and str(ts["tau_gen_verdict"].item()) == "agrees"
+    # pooled over a further dimension (seeds) placed before n_train: the same points twice, the same law
+    seeds = xr.concat([ds, ds], dim="seed")
+    pooled = loss_timescales(seeds, n_boot=200)
+    assert pooled["tau_mem"].dims == ("seed", "n_train")
+    assert float(pooled["tau_mem_slope"]) == pytest.approx(float(ts["tau_mem_slope"]))
+    uncensored = ~ts["tau_mem_censored"].values
+    b_ols = np.polyfit(np.log(n[uncensored]), np.log(ts["tau_mem"].values[uncensored]), 1)[0]
+    assert b_ols == pytest.approx(1.0, abs=0.2)
+    drop = loss_timescales(xr.concat([ds, ds], dim="seed"), n_boot=200, censored_fit="drop")
+    assert float(drop["tau_mem_slope"]) == pytest.approx(b_ols)  # least squares on the uncensored points
     with pytest.raises(ValueError, match="time_dim"):
         loss_timescales(ds, time_dim="epoch")
     with pytest.raises(ValueError, match="tol"):

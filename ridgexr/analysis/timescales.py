@@ -353,7 +353,7 @@ def loss_timescales(ds: xr.Dataset, *, tol: float = defaults.TIMESCALE_QUALITY_T
     out = {}
     for name, expected in (("tau_gen", defaults.TIMESCALE_GEN_SLOPE), ("tau_mem", defaults.TIMESCALE_MEM_SLOPE)):
         tau, cen = taus[name], taus[f"{name}_censored"]
-        n_of = xr.broadcast(tau[size_dim].astype(float), tau)[0]
+        n_of = xr.broadcast(tau[size_dim].astype(float), tau)[0].transpose(*tau.dims)  # raveled as tau is
         stats = arrays.censored_slope_ci(n_of.values.ravel(), tau.values.ravel(), cen.values.ravel(),
                                          method=censored_fit, n_boot=n_boot, ci=ci, seed=seed)
         out |= _slope(xr.DataArray(stats, dims="stat"), name, expected, ci, censored_fit)
