@@ -164,9 +164,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 # together: in xdist's own order (modules with the most tests first) the 2-test kill module came last and one
 # worker ran the final ~4 minutes alone.  Only the order matters; a module not listed keeps its collection
 # order after these.
-LONGEST_MODULES = {"test_run_robustness": 347, "test_run_signals": 164, "test_report": 122, "test_run": 111,
-                   "test_docs": 110, "test_run_kills": 102, "test_run_models": 101, "test_benchmarks": 80,
-                   "test_lowrank": 68, "test_store_lifecycle": 60}
+LONGEST_MODULES = {"test_run_robustness": 365, "test_run_signals": 163, "test_report": 131, "test_run_kills": 107,
+                   "test_run": 107, "test_docs": 104, "test_run_models": 104, "test_claims": 97, "test_benchmarks": 86,
+                   "test_lowrank": 80, "test_store_lifecycle": 66, "test_diffusers_models": 56}
 
 
 def pytest_collection_modifyitems(config, items):
