@@ -64,6 +64,21 @@ def window_rows(w, epochs) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def difference_rows(w, epochs) -> pd.DataFrame:
+    """Samples minus null per checkpoint and n (the smallest and largest), with the 95 % bootstrap intervals."""
+    n_lo, n_hi = int(w.n_train.min()), int(w.n_train.max())
+    rows = []
+    for e in epochs:
+        at = w.sel(epoch=e, method="nearest").squeeze()
+        row = {"checkpoint": int(at.epoch)}
+        for name, col in (("ridge_distance", "ridge distance"), ("tangential_distance", "tangential distance")):
+            for n in (n_lo, n_hi):
+                v = [float(at[f"{name}_minus_null{k}"].sel(n_train=n)) for k in ("", "_low", "_high")]
+                row[f"{col} - null (n = {n})"] = f"{v[0]:.3g} [{v[1]:.3g}, {v[2]:.3g}]"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def main(argv=None):
     ap = parser(__doc__)
     ap.add_argument("--entry", default="timescales-gmm")
@@ -79,6 +94,7 @@ def main(argv=None):
               f"verdict by the stated criteria: {s['verdict'].item()}")
     w = training_window(ds, tt)
     print("\n" + markdown_table(window_rows(w, args.epochs)))
+    print("\n" + markdown_table(difference_rows(w, args.epochs)))
     print(f"\nnull: {w.attrs['null']}")
     masked = np.isnan(w.ridge_distance).mean().item()
     print(f"checkpoints whose every final state is masked (degenerate frame): {masked:.0%}")

@@ -349,13 +349,22 @@ def test_training_window_labels_each_checkpoint_and_measures_samples_and_null_al
     for name in WINDOW_MEASURES:
         assert w[f"null_{name}"].dims == ("n_train",)
     assert np.isfinite(w.null_ridge_distance).all()
+    # intervals: each median inside its own, the difference is median(samples) - median(null), the null per n_train
+    for name in ("ridge_distance", "tangential_distance"):
+        ok = np.isfinite(w[name])
+        assert ((w[f"{name}_low"] <= w[name]) & (w[name] <= w[f"{name}_high"])).where(ok, True).all()
+        diff = (w[name] - w[f"null_{name}"]).transpose(*w[f"{name}_minus_null"].dims)
+        np.testing.assert_allclose(w[f"{name}_minus_null"].values, diff.values, atol=1e-12)
+        assert ((w[f"{name}_minus_null_low"] <= w[f"{name}_minus_null"])
+                & (w[f"{name}_minus_null"] <= w[f"{name}_minus_null_high"])).where(ok, True).all()
+    assert ((w.near_mode_low <= w.near_mode) & (w.near_mode <= w.near_mode_high)).all()
     # an uncensored tau_mem at the second checkpoint: memorizing from there on
     forced = tt.copy()
     forced["tau_gen"] = xr.full_like(tt.tau_gen, epochs[0])
     forced["tau_mem"] = xr.full_like(tt.tau_mem, epochs[1])
     forced["tau_mem_censored"] = xr.zeros_like(tt.tau_mem_censored)
     w2 = training_window(ds, forced, null=False)
-    assert "null_ridge_distance" not in w2
+    assert "null_ridge_distance" not in w2 and "ridge_distance_minus_null" not in w2 and "ridge_distance_low" in w2
     assert list(w2.window.isel(n_train=0).squeeze().values) == [WINDOWS[1]] + [WINDOWS[2]] * (len(epochs) - 1)
 
 
@@ -393,3 +402,29 @@ def test_the_explorer_of_a_training_time_store_draws_its_series_and_marks_the_se
     assert marked() == {float(ds.epoch.values[0])}
     widgets["epoch"].value = int(ds.epoch.values[-1])
     assert marked() == {float(ds.epoch.values[-1])}
+
+
+def test_median_difference_ci_matches_a_brute_force_bootstrap_and_ignores_nans():
+    """The kernel's medians and intervals equal a by-hand bootstrap with the same stream (a resampled, then b, per
+    chunk); NaNs are dropped before resampling; leading axes broadcast (one null for several cells)."""
+    from ridgexr.analysis.arrays import median_difference_ci
+
+    rng = np.random.default_rng(5)
+    a = rng.normal(2.0, 1.0, (3, 40))
+    b = rng.normal(1.0, 1.0, 30)
+    a[0, :4] = np.nan
+    out = median_difference_ci(a, b[None], n_boot=300, chunk=100)
+    assert out.shape == (3, 6)
+    for i in range(3):
+        x = a[i][np.isfinite(a[i])]
+        r = np.random.default_rng(0)
+        mx, dx = [], []
+        for _ in range(3):
+            bx = np.median(x[r.integers(0, x.size, size=(100, x.size))], axis=1)
+            mx.append(bx)
+            dx.append(bx - np.median(b[r.integers(0, b.size, size=(100, b.size))], axis=1))
+        expect = [np.median(x), *np.quantile(np.concatenate(mx), [0.025, 0.975]),
+                  np.median(x) - np.median(b), *np.quantile(np.concatenate(dx), [0.025, 0.975])]
+        np.testing.assert_allclose(out[i], expect)
+    assert np.isnan(median_difference_ci(np.full(5, np.nan), b)).all()
+    assert np.isnan(median_difference_ci(a[1], np.full(4, np.nan))[3:]).all()

@@ -489,20 +489,55 @@ def _window_measures(ds: xr.Dataset) -> xr.Dataset:
     dist = resolved(last, "ridge_distance").isel(step=0)
     # a store without resolved_rank (a Dataset built by hand): not observed, NaN
     rank = last["resolved_rank"].isel(step=0) if "resolved_rank" in last else xr.full_like(dist, -1.0)
+    tang = tangential_distance(last)
+    near, mem = near_mode_fraction(last), memorization_fraction(last)
     out = {
         "ridge_distance": dist.median("sample"),
-        "tangential_distance": tangential_distance(last)["tangential_distance_median"].isel(step=0),
-        "near_mode": near_mode_fraction(last)["near_mode"],
-        "memorized": memorization_fraction(last)["memorized"],
+        "tangential_distance": tang["tangential_distance_median"].isel(step=0),
+        "near_mode": near["near_mode"],
+        "memorized": mem["memorized"],
         "resolved_rank": rank.where(rank >= 0).median("sample"),
     }
     drop = [c for c in ("step", "t", "alpha", "h", "sampler_step", "quantile") if c in dist.coords]
-    return xr.Dataset({k: with_attrs(v, *WINDOW_MEASURES[k]) for k, v in out.items()}).drop_vars(drop, errors="ignore")
+    res = xr.Dataset({k: with_attrs(v, *WINDOW_MEASURES[k]) for k, v in out.items()})
+    for name, shares in (("near_mode", near), ("memorized", mem)):  # the shares' Wilson intervals
+        for end in ("low", "high"):
+            res[f"{name}_{end}"] = shares[f"{name}_{end}"]
+    # per-state values of the two distances, for their intervals (training_window)
+    res["ridge_distance_states"] = dist
+    res["tangential_distance_states"] = tang["tangential_distance"].isel(step=0)
+    return res.drop_vars(drop, errors="ignore")
+
+
+def _with_intervals(out: xr.Dataset, samples: xr.Dataset, nulls: xr.Dataset | None, n_boot: int, ci: float,
+                    seed: int) -> xr.Dataset:
+    """The distances' bootstrap intervals, and with ``nulls`` the sample-minus-null differences with theirs
+    (:func:`ridgexr.analysis.arrays.median_difference_ci`: the two sets resampled independently)."""
+    for name in ("ridge_distance", "tangential_distance"):
+        a = samples[f"{name}_states"]
+        b = (nulls[f"{name}_states"] if nulls is not None else xr.full_like(a.isel(sample=slice(0, 1)), np.nan))
+        b = b.rename(sample="null_sample")
+        stats = xr.apply_ufunc(partial(arrays.median_difference_ci, n_boot=n_boot, ci=ci, seed=seed), a, b,
+                               input_core_dims=[["sample"], ["null_sample"]], output_core_dims=[["stat"]])
+        drop = [c for c in stats.coords if c not in stats.dims]
+        stats = stats.drop_vars(drop)
+        long_name, unit = WINDOW_MEASURES[name]
+        out[f"{name}_low"] = with_attrs(stats.isel(stat=1), f"lower end of the median's {ci:.0%} bootstrap "
+                                        "interval", unit)
+        out[f"{name}_high"] = with_attrs(stats.isel(stat=2), f"upper end of the median's {ci:.0%} bootstrap "
+                                         "interval", unit)
+        if nulls is not None:
+            out[f"{name}_minus_null"] = with_attrs(stats.isel(stat=3), f"samples minus null: {long_name}", unit)
+            out[f"{name}_minus_null_low"] = with_attrs(stats.isel(stat=4), f"lower end of the difference's {ci:.0%} "
+                                                       "bootstrap interval (independent resamples)", unit)
+            out[f"{name}_minus_null_high"] = with_attrs(stats.isel(stat=5), f"upper end of the difference's "
+                                                        f"{ci:.0%} bootstrap interval", unit)
+    return out
 
 
 def training_window(ds: xr.Dataset, timescales: xr.Dataset | None = None, *, reference: xr.DataArray | None = None,
                     null: bool = True, n_null: int = 1000, seed: int = 0, time_dim: str = "epoch",
-                    **timescale_args) -> xr.Dataset:
+                    n_boot: int = 1000, ci: float = 0.95, **timescale_args) -> xr.Dataset:
     """Where the samples sit on the ridge before tau_gen, between tau_gen and tau_mem, and after tau_mem.
 
     Each checkpoint of ``time_dim`` is put in one of :data:`WINDOWS` by its cell's tau_gen and tau_mem
@@ -528,8 +563,11 @@ def training_window(ds: xr.Dataset, timescales: xr.Dataset | None = None, *, ref
     null : bool
         Compute the null (``null_*`` variables); False leaves them out.
     n_null, seed : int
-        Reference states and the seed of their noise.
+        Reference states and the seed of their noise (``seed`` also of the bootstrap).
     time_dim : str
+    n_boot, ci
+        The intervals: percentile bootstrap of the two distances' medians and of their sample-minus-null
+        differences (samples and null resampled independently), Wilson for the two shares.
     **timescale_args
         Passed to :func:`training_timescales` when ``timescales`` is not given.
 
@@ -537,8 +575,9 @@ def training_window(ds: xr.Dataset, timescales: xr.Dataset | None = None, *, ref
     -------
     xarray.Dataset: the measures of :data:`WINDOW_MEASURES` over the cell dimensions (``time_dim`` among
     them), ``window`` (the window of each checkpoint, a string), and with ``null`` the same measures of the
-    null as ``null_<measure>`` (over ``n_train`` where the store sweeps it).  The measures are computed
-    (eager).
+    null as ``null_<measure>`` (over ``n_train`` where the store sweeps it); ``<measure>_low`` / ``_high`` for the
+    distances and shares, and with ``null`` ``<distance>_minus_null`` with its ``_low`` / ``_high``.  The
+    measures are computed (eager).
 
     Raises
     ------
@@ -546,6 +585,8 @@ def training_window(ds: xr.Dataset, timescales: xr.Dataset | None = None, *, ref
         A missing dimension or variable, or no reference draws for the null.
     """
     null = check_bool(null, "null")
+    n_boot = check_int(n_boot, "n_boot", min_val=1)
+    ci = check_float(ci, "ci", min_val=0, max_val=1, include_boundaries="neither")
     if not isinstance(time_dim, str) or time_dim not in ds.dims:
         raise ValueError(f"`time_dim` must be a dimension of ds {tuple(ds.dims)}; got {time_dim!r}")
     if timescales is None:
@@ -557,8 +598,10 @@ def training_window(ds: xr.Dataset, timescales: xr.Dataset | None = None, *, ref
     window = xr.where(checkpoint < gen, WINDOWS[0], xr.where(~censored & (checkpoint >= mem), WINDOWS[2],
                                                              WINDOWS[1]))
     window = window.astype(object).transpose(*measures["ridge_distance"].dims)
-    out = measures.assign(window=with_attrs(window, "window of training time of the checkpoint: "
-                                            + ", ".join(WINDOWS), "1"))
+    states = [f"{name}_states" for name in ("ridge_distance", "tangential_distance")]
+    out = measures.drop_vars(states).assign(window=with_attrs(window, "window of training time of the checkpoint: "
+                                                              + ", ".join(WINDOWS), "1"))
+    nulls = None
     if null:
         ref_obs = reference_observation(ds, reference, n=n_null, seed=seed)
         nulls = _window_measures(ref_obs).compute()
@@ -566,5 +609,6 @@ def training_window(ds: xr.Dataset, timescales: xr.Dataset | None = None, *, ref
             long_name, unit = WINDOW_MEASURES[name]
             out[f"null_{name}"] = with_attrs(nulls[name], f"null (fresh draws of the law): {long_name}", unit)
         out.attrs["null"] = ref_obs.attrs["null"]
-    out.attrs.update(time_dim=time_dim, windows=list(WINDOWS))
+    out = _with_intervals(out, measures, nulls, n_boot, ci, seed)
+    out.attrs.update(time_dim=time_dim, windows=list(WINDOWS), n_boot=n_boot, ci=ci)
     return out
