@@ -19,7 +19,7 @@ import math
 from ..empirical import DEFAULT_MEMORY_BUDGET, support_path, upper_pair_count
 from ..scms import frame_width, use_lowrank
 
-__all__ = ["KindCost", "EpochTrainedCost", "moments_seconds", "GEMM_FLOPS", "ELEMENT_SECONDS", "BLOCK_SECONDS",
+__all__ = ["KindCost", "EpochTrainedCost", "TRAINING_RUNTIME_BYTES", "moments_seconds", "GEMM_FLOPS", "ELEMENT_SECONDS", "BLOCK_SECONDS",
            "CALL_SECONDS", "STEP_SECONDS", "OPTIMIZER_STEP_SECONDS", "EPOCH_SECONDS", "CONV_FLOPS",
            "HELDOUT_BLOCK", "MEAN_PASSES", "TOPK_PASSES", "EIGH_PASSES", "EIGH_FLOPS", "LOWRANK_APPLICATIONS",
            "UNET_CALL_BYTES", "UNET_TRAIN_BYTES"]
@@ -140,6 +140,9 @@ class KindCost:
     #: whether a run with this kind imports the image stack (diffusers, the quality classifier, the VAE):
     #: ``IMAGE_BASE_BYTES`` more memory before any work
     image_libraries: bool = False
+    #: memory a run with this kind holds whatever its sizes (bytes, added once to the base): the runtime of
+    #: training here, for kinds trained by minibatch DSM (:data:`TRAINING_RUNTIME_BYTES`)
+    runtime_bytes: float = 0.0
 
     def call_seconds(self, block, d: int, n: int, queries: int = 1, width: int | None = None) -> float:
         """Seconds of one evaluation of the block's denoiser at one state, in a call of ``queries`` states
@@ -188,11 +191,20 @@ class KindCost:
         return 0.0
 
 
+#: the memory of training here by minibatch DSM beyond the counted weights, optimizer state and batches
+#: (torch's autograd and allocator caches, the checkpoints' writes), a fixed 192 MiB: timescales-gmm-quick
+#: (a width-128 mlp, 10 checkpoints) peaked at 503 MiB and timescales-gmm at 640 MiB against estimates of 441 and
+#: 478 MiB without it (2026-12-03, docs/performance.md)
+TRAINING_RUNTIME_BYTES = 192 * 2**20
+
+
 class EpochTrainedCost(KindCost):
     """The cost of a kind trained here by minibatch DSM over ``epochs`` (mlp, unet): one training per
     (schedule, width, n_train) of its cells to the largest epoch, each epoch N samples forward and backward
     (3 calls at ``batch_size`` states), plus :data:`OPTIMIZER_STEP_SECONDS` per optimizer step and
-    :data:`EPOCH_SECONDS` per epoch."""
+    :data:`EPOCH_SECONDS` per epoch; :data:`TRAINING_RUNTIME_BYTES` of memory besides what its terms count."""
+
+    runtime_bytes = TRAINING_RUNTIME_BYTES
 
     def fit_seconds(self, exp, block, cells: list[dict], d: int, n_trains: list[int]) -> list[float]:
         out = []

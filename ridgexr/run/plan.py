@@ -325,7 +325,8 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
     top_bytes += data["the data set's size (dataset: N x d)"]
     drivers = [k for k, v in sorted(top_terms.items(), key=lambda kv: -kv[1]) if v >= 0.25 * top_bytes]
     images = any(getattr(exp.dataset, k, None) is not None for k in ("images", "mnist"))  # a VAE, decoders
-    base = BASE_BYTES + (IMAGE_BASE_BYTES if images or any(cost.image_libraries for cost, _ in kinds) else 0)
+    base = (BASE_BYTES + (IMAGE_BASE_BYTES if images or any(cost.image_libraries for cost, _ in kinds) else 0)
+            + max((cost.runtime_bytes for cost, _ in kinds), default=0.0))
     return {"peak_memory": base + top_bytes, "store_size": n_cells * per_cell + store_level,
             "memory_drivers": drivers, "memory_stage": top, "store_variables": optional}
 
