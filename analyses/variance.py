@@ -21,7 +21,7 @@ import numpy as np
 from _common import markdown_table, parser, save_png, store_for
 
 from ridgexr import analysis
-from ridgexr.analysis.claims import Claim, Criterion, claims_markdown
+from ridgexr.analysis.claims import Claim, Criterion, Null, claims_markdown
 
 
 def effect_table(ds):
@@ -63,12 +63,18 @@ def main(argv=None):
     ap.add_argument("--entries", nargs="+", default=["variance-two-points", "variance-three-points",
                                                         "variance-ensemble"])
     ap.add_argument("--catalog", default=None, help="a catalog file holding the entries (default: the built-in ones)")
+    ap.add_argument("--step-refinement", action="store_true",
+                    help="ensembles: refit the most divergent cells and sample them at 10x the steps (a few minutes)")
     args = ap.parse_args(argv)
     figs = Path(args.figures)
     for name in args.entries:
         ds = store_for(name, args.data, args.catalog)
         if "draw" in ds.dims:  # ensembles over training-noise draws: the fair test
             ensemble_main(name, ds, figs)
+            if args.step_refinement:
+                print(f"### {name}: step refinement of the most divergent cells\n")
+                print(markdown_table(step_refinement(ds)))
+                print()
             continue
         df = effect_table(ds)
         print(f"## {name}: DSM vs ideal target (final step, {ds.sizes['sample']} paired samples)\n")
@@ -85,8 +91,9 @@ def main(argv=None):
 
 def ensemble_table(ds):
     """Per (schedule, width, n_noise): P, p/P, pooled gap mass of both targets and their paired difference
-    (95 % bootstrap intervals over draws), the diverged share, and V_gap = the V-kernel's trace averaged over
-    the gap |x_1| < 2 at the smallest probe time."""
+    (95 % bootstrap intervals over draws), the difference's null (the ideal fit's even minus odd draws), the
+    diverged share (diverged samples count as outside the gap: :func:`ridgexr.analysis.gap_mass`), and
+    V_gap = the V-kernel's trace averaged over the gap |x_1| < 2 at the smallest probe time."""
     import json
 
     cfg = json.loads(ds.attrs["config"])
@@ -112,11 +119,13 @@ def ensemble_table(ds):
                 row["diff"] = float(gd.gap_mass_diff)
                 row["diff_low"] = float(gd.gap_mass_diff_low)
                 row["diff_high"] = float(gd.gap_mass_diff_high)
+                for key in ("", "_low", "_high"):
+                    row[f"null{key}"] = float(gd[f"gap_mass_null{key}"])
                 row["diverged dsm / ideal"] = (f"{float(div.sel(**sel, target='dsm')):.2f} / "
                                                f"{float(div.sel(**sel, target='ideal')):.2f}")
                 n_all = 2 * ds.sizes["draw"] * ds.sizes["sample"]  # both targets' samples of the cell
-                row["n diverged"] = int(round(float(div.sel(**sel).sum("target")) * n_all / 2))
-                row["n valid"] = n_all - row["n diverged"]
+                row["n diverged"] = int(gd.diverged_count.sum())  # counted outside the gap, not dropped
+                row["n samples"] = n_all
                 row["draws"] = ds.sizes["draw"]
                 row["V_gap dsm"] = float(vk.sel(**sel, target="dsm"))
                 row["V_gap ideal"] = float(vk.sel(**sel, target="ideal"))
@@ -126,16 +135,20 @@ def ensemble_table(ds):
     return pd.DataFrame(rows), float(ds.v_kernel_t.values[0])
 
 
-#: written 2026-12-03, AFTER the runs below were seen: the criteria C1-C3 of docs/variance.md (written before
-#: the runs) re-expressed as the regions of the claims rule (docs/claims.md).  "Above 0" is strict: an
-#: interval whose lower end is exactly 0 is not above 0 (level 1e-12).  C3's "vanishes" needs a margin the
-#: page did not state: |Delta G| <= 0.02 (two percentage points of gap mass) is chosen here.
-ABOVE_ZERO = Criterion.above(1e-12, text="interval above 0 agrees; wholly at or below 0 disagrees (regions set "
-                                        "after the runs)",
-                             written="docs/variance.md C1/C2 (before the runs), regions 2026-12-03 (after)")
-VANISHES = Criterion.within(-0.02, 0.02, text="interval inside [-0.02, 0.02] agrees; wholly outside disagrees "
-                                           "(margin set after the runs)",
-                            written="docs/variance.md C3 (before the runs), margin 2026-12-03 (after)")
+#: written 2026-12-03, AFTER the 4- and 8-draw runs were seen and BEFORE the 32-draw run of the three
+#: schedules: the criteria C1-C3 of docs/variance.md (written before any run) re-expressed as the regions of
+#: the claims rule (docs/claims.md).  "Above 0" is strict: an interval whose lower end is exactly 0 is not
+#: above 0 (level 1e-12).  C3's "vanishes" needs a margin the page did not state: |Delta G| <= 0.02 (two
+#: percentage points of gap mass) is chosen here.
+REGIONS_WRITTEN = ("docs/variance.md C1-C3 (before any run); regions 2026-12-03, after the 8-draw run, before "
+                   "the 32-draw run")
+ABOVE_ZERO = Criterion.above(1e-12, text="interval above 0 agrees; wholly at or below 0 disagrees",
+                             written=REGIONS_WRITTEN)
+VANISHES = Criterion.within(-0.02, 0.02, text="interval inside [-0.02, 0.02] agrees; wholly outside disagrees",
+                            written=REGIONS_WRITTEN)
+#: what the null of a cell's Delta G is (:func:`ridgexr.analysis.gap_mass`'s ``gap_mass_null``)
+NULL_HOW = ("the same pooled difference between two ensembles of one target (the ideal fit's even draws minus "
+            "its odd draws, independent training noise)")
 
 
 def _spearman_ci(x, y, n_boot: int = 2000, seed: int = 0) -> tuple[float, float, float]:
@@ -180,29 +193,31 @@ def ensemble_claims(df) -> tuple[list[Claim], list[str], str]:
     Claims: one per cell with p/P >= 1/4 ("Delta G > 0", :data:`ABOVE_ZERO`), one per cell with P/p >= 16
     ("Delta G vanishes", :data:`VANISHES`), and two rank correlations over the cells with a bootstrap
     interval over cells (Delta G with p/P, and with V_gap(dsm) - V_gap(ideal); :data:`ABOVE_ZERO`).  A cell's
-    claim rests on its training-noise draws (``n``, the bootstrap's unit); its diverged samples (both
-    targets, out of the pooled shares) are named in the row.  The overall verdict: "agrees" when C1
+    claim rests on its training-noise draws (``n``, the bootstrap's unit) and carries its null (the table's
+    ``null`` columns, :data:`NULL_HOW`); its diverged samples (both targets, counted outside the gap) are
+    named in the row.  The overall verdict: "agrees" when C1
     (at least half of its cells agree), C2 (both correlations agree) and C3 (every cell agrees) all agree;
     "disagrees" when C1 (more than half of its cells disagree) or the correlation with p/P disagrees; else
-    "inconclusive".  No null is computed: two fits of one target on independent noise (whose Delta G is the
-    null) were not run.
+    "inconclusive".
 
     Returns (claims, one summary line per criterion, the overall verdict).
     """
     claims = []
     for r in df.to_dict("records"):
         # the interval is a bootstrap over the training-noise draws: n counts draws (draws_to_resolve scales it);
-        # the samples each draw lost to divergence are named beside it (they are out of the pooled shares)
+        # the diverged samples are named beside it (counted outside the gap, none excluded)
         labels = {"w": r["w"], "p": int(r["p"]), "n_noise": int(r["n_noise"]), "p/P": f"{r['p/P']:.3g}",
-                  "diverged samples": f"{int(r['n diverged'])} of {int(r['n diverged'] + r['n valid'])}"}
+                  "diverged samples": f"{int(r['n diverged'])} of {int(r['n samples'])}"}
         n, excl = int(r["draws"]), 0
+        null = Null(r["null"], r["null_low"], r["null_high"], how=NULL_HOW) if "null" in r else None
         measure = "pooled gap-mass difference DSM - ideal, 95 % bootstrap over training-noise draws"
         if r["p/P"] >= 0.25:
             claims.append(Claim("C1: the DSM target moves mass into the gap (Delta G > 0)", measure, r["diff"],
-                                r["diff_low"], r["diff_high"], n, ABOVE_ZERO, excluded=excl, labels=labels))
+                                r["diff_low"], r["diff_high"], n, ABOVE_ZERO, excluded=excl, null=null,
+                                labels=labels))
         if r["p/P"] <= 1 / 16:
             claims.append(Claim("C3: Delta G vanishes where P >> p", measure, r["diff"], r["diff_low"],
-                                r["diff_high"], n, VANISHES, excluded=excl, labels=labels))
+                                r["diff_high"], n, VANISHES, excluded=excl, null=null, labels=labels))
     n_cells = int(np.isfinite(df["diff"]).sum())
     for what, x in (("p/P", df["p/P"]), ("V_gap dsm - ideal", df["V_gap dsm"] - df["V_gap ideal"])):
         rho, lo, hi = _spearman_ci(x, df["diff"])
@@ -221,19 +236,88 @@ def ensemble_claims(df) -> tuple[list[Claim], list[str], str]:
     return claims, lines, overall
 
 
-def ensemble_figure(df, name: str) -> hv.Overlay:
-    """Delta G (DSM - ideal pooled gap mass) against p/P, one curve per (schedule, n_noise), 95 % intervals."""
-    curves, bars = {}, {}
-    for (s, n), g in df.groupby(["w", "n_noise"]):
-        g = g.sort_values("p/P")
-        key = f"w={s}, n_noise={n}"
-        curves[key] = hv.Curve((g["p/P"], g["diff"]), "p / P", "gap mass, DSM - ideal").opts(
-            logx=True, backend="matplotlib")
-        bars[key] = hv.ErrorBars((g["p/P"], g["diff"], g["diff"] - g["diff_low"], g["diff_high"] - g["diff"]),
-                                 "p / P", ["gap mass, DSM - ideal", "neg", "pos"])
-    zero = hv.HLine(0).opts(color="black", linewidth=0.8, backend="matplotlib")
-    return (hv.NdOverlay(curves, kdims=["cell"]) * hv.NdOverlay(bars, kdims=["cell"]) * zero).opts(
-        title=f"{name}: pooled gap mass difference", legend_position="right", aspect=2, backend="matplotlib")
+def ensemble_figure(df, name: str) -> hv.Layout:
+    """Delta G (DSM - ideal pooled gap mass) against p/P, one panel per schedule, one curve per n_noise, with
+    the 95 % intervals and the null's band (the ideal fit's even minus odd draws) of each cell."""
+    panels = []
+    for s, gs in df.groupby("w", sort=False):
+        curves, bars = {}, {}
+        for n, g in gs.groupby("n_noise"):
+            g = g.sort_values("p/P")
+            key = f"n_noise={n}"
+            curves[key] = hv.Curve((g["p/P"], g["diff"]), "p / P", "gap mass, DSM - ideal").opts(
+                logx=True, backend="matplotlib")
+            bars[key] = hv.ErrorBars((g["p/P"], g["diff"], g["diff"] - g["diff_low"], g["diff_high"] - g["diff"]),
+                                     "p / P", ["gap mass, DSM - ideal", "neg", "pos"])
+        zero = hv.HLine(0).opts(color="black", linewidth=0.8, backend="matplotlib")
+        panels.append((hv.NdOverlay(curves, kdims=["cell"]) * hv.NdOverlay(bars, kdims=["cell"]) * zero).opts(
+            title=f"{name}, w = {s}: pooled gap mass difference", legend_position="right", aspect=2.5,
+            backend="matplotlib"))
+    return hv.Layout(panels).opts(sublabel_format="", shared_axes=False, fig_inches=8, backend="matplotlib").cols(1)
+
+
+def step_refinement(ds, *, n_cells: int = 3, draws: int = 8, factor: int = 10):
+    """Is a diverged sample the integrator's or the field's?  The ``n_cells`` cells whose DSM fit diverged most
+    are refitted (their first ``draws`` training-noise draws, the run's seeds) and sampled with the run's Heun
+    sampler at its ``n_steps`` and at ``factor`` x ``n_steps``.  At ``n_steps`` the final states must equal the
+    store's (checked); a diverged share or gap mass that does not move at the finer step is the field's.
+
+    Returns a DataFrame: per cell and target, the gap mass and diverged share at both step counts and the
+    median distance between the two final states of the samples finite at both."""
+    import json
+
+    import pandas as pd
+    import torch
+
+    from ridgexr.catalog import Experiment
+    from ridgexr.datasets.training_set import load_training_set
+    from ridgexr.models import model_kind
+    from ridgexr.process import time_grid
+    from ridgexr.run.plan import plan_layout, plan_tasks
+    from ridgexr.sampling import divergence_bound, guard_divergence, sample
+
+    exp = Experiment.model_validate_json(ds.attrs["config"])
+    train = load_training_set(exp.dataset, base_dir=exp.base_dir)
+    bound = divergence_bound(train)
+    frac = ds.diverged.sel(target="dsm").mean(["draw", "sample"]).compute()
+    order = np.argsort(-frac.values, axis=None)[:n_cells]
+    rows = []
+    for flat in order:
+        sel = {d: frac[d].values[i] for d, i in zip(frac.dims, np.unravel_index(flat, frac.shape))}
+        one = exp.model_copy(update={
+            "schedules": [str(sel["schedule"])],
+            "model": exp.model.model_copy(update={"widths": [int(sel["width"])]}),
+            "training": exp.training.model_copy(update={"n_noise": [int(sel["n_noise"])], "draws": draws})})
+        tasks = plan_tasks(one, train, plan_layout(one, train))
+        a = float(np.exp(-exp.process.t_min))
+        for target in ("dsm", "ideal"):
+            finals = {}
+            for n_steps in (exp.process.n_steps, factor * exp.process.n_steps):
+                grid = time_grid(n_steps, exp.process.T, exp.process.t_min, exp.process.grid)
+                out = []
+                for task in (t for t in tasks if t.labels["target"] == target):
+                    model = model_kind(one.blocks[task.block].kind).builder()(one, one.blocks[task.block], task,
+                                                                              train, "cpu")
+                    score = guard_divergence(lambda x, t, m=model: m.score(x, t), bound)
+                    blocks = sample(exp.sampler.kind, score, exp.n_samples, train.shape[1], grid,
+                                    seed=exp.seeds.sampler, block_steps=2, record_every=n_steps)
+                    out.append([b.x[-1] for b in blocks][-1].numpy())
+                finals[n_steps] = np.stack(out)  # (draw, sample, dim)
+            coarse, fine = finals[exp.process.n_steps], finals[factor * exp.process.n_steps]
+            stored = ds.trajectory.sel(**sel, target=target).isel(step=-1, draw=slice(0, draws)).values
+            np.testing.assert_allclose(coarse, stored, rtol=1e-9, atol=1e-9, equal_nan=True)  # the run, reproduced
+            row = {**{k: (str(v) if k == "schedule" else int(v)) for k, v in sel.items()}, "target": target,
+                   "draws": draws}
+            for label, x in (("", coarse), (f" x{factor}", fine)):
+                ok = np.isfinite(x).all(-1)
+                row[f"gap{label}"] = float((ok & (np.abs(np.nan_to_num(x[..., 0], nan=np.inf)) < 2 * a)).mean())
+                row[f"diverged{label}"] = float((~ok).mean())
+            both = np.isfinite(coarse).all(-1) & np.isfinite(fine).all(-1)
+            dist = np.linalg.norm(coarse[both] - fine[both], axis=-1)
+            row["median |x - x_fine|"] = float(np.median(dist)) if dist.size else np.nan
+            row["median |x|"] = float(np.median(np.linalg.norm(coarse[both], axis=-1))) if dist.size else np.nan
+            rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def ensemble_main(name: str, ds, figures: Path | None = None) -> None:
@@ -248,12 +332,13 @@ def ensemble_main(name: str, ds, figures: Path | None = None) -> None:
     print(markdown_table(df))
     claims, lines, overall = ensemble_claims(df)
     print(f"\n### {name}: claims (criteria of docs/variance.md as regions of the claims rule)\n")
-    table = claims_markdown(claims, drop=("measure", "null", "null from", "gate"))
+    table = claims_markdown(claims, drop=("measure", "null from", "gate"))
     print(table)
     if figures is not None:  # the docs include the generated table (docs/variance.md)
         (figures.parent / "claims_tables" / f"{name}.md").write_text(
             f"<!-- generated by analyses/variance.py from the {name} store; do not edit -->\n\n{table}\n"
-            + "".join(f"\n- {line}" for line in lines) + f"\n- verdict by the claims rule: **{overall}**\n")
+            + f"\n- null of a cell: {NULL_HOW}\n" + "".join(f"\n- {line}" for line in lines)
+            + f"\n- verdict by the claims rule: **{overall}**\n")
     print()
     for line in lines:
         print(f"- {line}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 __all__ = ["GRID_KINDS", "SCHEDULE_NAMES", "QUADRATURES", "TARGETS", "SAMPLER_KINDS", "TRAINING_METHODS",
            "INITS", "OPTIMIZERS", "SCORE_SCALES", "KEEP_EPOCHS", "NULL_CUTOFFS", "IMAGE_SCALES", "IMAGE_SPACES",
            "FRAME_METHODS", "TIME_CONVENTIONS", "MIXED_PRECISIONS", "LOGIT_DTYPES", "TRAINED_WEIGHTS",
-           "TIME_PROPOSALS", "CELL_DIM_SOURCES", "CELL_DIMS", "MODEL_CELL_DIMS"]
+           "TIME_PROPOSALS", "DIVERGED_RULES", "CELL_DIM_SOURCES", "CELL_DIMS", "MODEL_CELL_DIMS"]
 
 #: spacings of the sampler's time grid (:func:`ridgexr.time_grid`)
 GRID_KINDS = ("exponential", "linear", "cosine")
@@ -27,6 +27,9 @@ SAMPLER_KINDS = ("sde", "ode", "scheduler")
 TRAINING_METHODS = ("flow", "gd")
 #: A(0) of a random-feature readout
 INITS = ("normal", "zeros")
+#: how a share counts a diverged (non-finite) sample: as one outside the region (it left the data; the
+#: default), or left out of numerator and denominator (:func:`ridgexr.analysis.gap_mass`)
+DIVERGED_RULES = ("outside", "drop")
 #: optimizers of minibatch training (:func:`ridgexr.fit_neural`)
 OPTIMIZERS = ("adam", "adamw", "sgd")
 #: how the sampler uses a model's score: as it is, or divided by sigma_t = sqrt(h_t) (the authors' MNIST

@@ -102,6 +102,34 @@ def test_pool_draws_and_gap_mass_equal_a_direct_loop_over_draws(ens_run):
     assert float(g.gap_mass_diff.squeeze()) == pytest.approx(counts["dsm"] - counts["ideal"], abs=1e-12)
 
 
+def test_gap_mass_counts_diverged_samples_outside_the_gap_or_drops_them(ens_run):
+    """A diverged (NaN) sample is one of the model's samples outside the gap by default; "drop" leaves it out of
+    numerator and denominator; the null is the ideal target's even draws minus its odd draws (direct loop)."""
+    _, ds = ens_run
+    ds = ds.load().copy(deep=True)
+    a = float(ds.alpha.isel(step=-1))
+    x = ds.trajectory.values  # (schedule, width, target, draw, sample, step, dim)
+    x[0, 0, 0, 1, :5, -1, :] = np.nan  # five samples of dsm, draw 1, diverged at the last step
+    x[0, 0, 0, 2, 0, -1, :] = 0.0  # and one placed in the gap, so the share is not trivially 0
+    ds["trajectory"] = (ds.trajectory.dims, x)
+    last = x[0, 0, :, :, :, -1, 0]  # (target, draw, sample)
+    inside = np.isfinite(last) & (np.abs(np.nan_to_num(last, nan=1e9)) < 2.5 * a)
+    out = analysis.gap_mass(ds, lower=-2.5, upper=2.5, n_boot=200).squeeze()
+    drop = analysis.gap_mass(ds, lower=-2.5, upper=2.5, n_boot=200, diverged="drop").squeeze()
+    n_sample = last.shape[-1]
+    assert float(out.gap_mass.sel(target="dsm")) == pytest.approx(inside[0].sum() / (3 * n_sample), abs=1e-12)
+    assert float(drop.gap_mass.sel(target="dsm")) == pytest.approx(inside[0].sum() / (3 * n_sample - 5), abs=1e-12)
+    assert float(drop.gap_mass.sel(target="dsm")) > float(out.gap_mass.sel(target="dsm"))
+    assert out.diverged_count.sel(target="dsm").values.tolist() == [0, 5, 0]
+    assert out.attrs["diverged"] == "outside" and drop.attrs["diverged"] == "drop"
+    # the null: draws 0 and 1 form the one pair (draw 2 is left over), ideal target
+    want = inside[1, 0].mean() - inside[1, 1].mean()
+    assert float(out.gap_mass_null) == pytest.approx(want, abs=1e-12)
+    assert float(out.gap_mass_null_low) == pytest.approx(want) == float(out.gap_mass_null_high)  # one pair
+    with pytest.raises(ValueError, match="diverged"):
+        analysis.gap_mass(ds, diverged="nan")
+
+
 def test_pooled_share_interval_resamples_draws():
     """Against a direct bootstrap loop over draws (same index matrix), and the paired difference."""
     rng = np.random.default_rng(3)

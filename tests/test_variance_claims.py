@@ -17,7 +17,7 @@ def table(diffs, lows, highs, pP, dv=None, diverged=None):
     dv = np.linspace(1, 2, n) if dv is None else dv
     return pd.DataFrame({"w": ["h2"] * n, "p": [16] * n, "n_noise": [1] * n, "p/P": pP, "diff": diffs,
                          "diff_low": lows, "diff_high": highs, "V_gap dsm": np.asarray(dv) + 1.0,
-                         "V_gap ideal": np.ones(n), "n diverged": diverged or [0] * n, "n valid": [512] * n,
+                         "V_gap ideal": np.ones(n), "n diverged": diverged or [0] * n, "n samples": [512] * n,
                          "draws": [8] * n})
 
 
@@ -32,6 +32,11 @@ def test_per_cell_verdicts_follow_the_regions_and_a_zero_lower_end_is_not_above_
     assert lines[0].endswith("inconclusive")  # one of three cells agrees: less than half
     assert overall == "inconclusive"
     assert all(c.n == 8 for c in claims if not c.statement.startswith("C2"))
+    assert all(c.null is None for c in claims)  # a table without null columns: no null is invented
+    with_null = df.assign(null=[0.001] * 5, null_low=[-0.01] * 5, null_high=[0.012] * 5)
+    nulls = [c.null for c in variance.ensemble_claims(with_null)[0] if not c.statement.startswith("C2")]
+    assert [(z.value, z.low, z.high) for z in nulls] == [(0.001, -0.01, 0.012)] * 5
+    assert all(z.how == variance.NULL_HOW for z in nulls)
 
 
 def test_the_rank_correlation_interval_is_a_bootstrap_over_cells():

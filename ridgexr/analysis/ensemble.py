@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from .._validation import check_float, check_int
+from .._validation import check_float, check_int, check_option
+from ..choices import DIVERGED_RULES
 from . import arrays
 from ._helpers import at_step, check_vars, step_index, with_attrs
 
@@ -67,13 +68,16 @@ def pool_draws(x: xr.DataArray | xr.Dataset, *, draw_dim: str = "draw", dim: str
 
 def gap_mass(ds: xr.Dataset, *, lower: float = -2.0, upper: float = 2.0, coordinate: int = 0, step: int = -1,
              t: float | None = None, ci: float = 0.95, n_boot: int = 2000, seed: int = 0, draw_dim: str = "draw",
-             dim: str = "sample") -> xr.Dataset:
+             dim: str = "sample", diverged: str = "outside") -> xr.Dataset:
     """Share of the pooled ensemble's samples in the gap between training points, with intervals over draws.
 
     A sample is in the gap when ``alpha_t lower < x[coordinate] < alpha_t upper`` at ``step``
     (or the step nearest ``t``; the bounds are scaled with the training points, alpha_t x_i):
-    for the two points (-3, 0), (3, 0) the default is the gap ``abs(x_1) < 2``.  Non-finite samples
-    (diverged) are left out of numerator and denominator.
+    for the two points (-3, 0), (3, 0) the default is the gap ``abs(x_1) < 2``.  A non-finite sample
+    (diverged: the sampler's guard stops a state beyond :func:`ridgexr.sampling.divergence_bound`) counts
+    as a sample outside the gap (``diverged="outside"``, the default: it is one of the model's samples, and
+    it left the data) or is left out of numerator and denominator (``"drop"``, the rule before 2026-12-03,
+    which raises the share of a target whose samples diverge).
 
     Returns a Dataset over the cell dims without ``draw_dim``:
 
@@ -82,7 +86,12 @@ def gap_mass(ds: xr.Dataset, *, lower: float = -2.0, upper: float = 2.0, coordin
       over draws (``n_boot`` replicates, ``seed``);
     - ``gap_mass_draw`` (..., draw): each draw's own share;
     - with a ``target`` dimension holding ``dsm`` and ``ideal``: ``gap_mass_diff`` = dsm minus ideal
-      (paired: the same draws resampled for both), with ``gap_mass_diff_low`` / ``_high``.
+      (paired: the same draws resampled for both), with ``gap_mass_diff_low`` / ``_high``; and its null,
+      ``gap_mass_null`` (with ``_low`` / ``_high``): the same difference between two ensembles of *one*
+      target on independent training noise, the ideal fit's even draws minus its odd draws (floor(M/2)
+      pairs; the paired bootstrap over those pairs; absent with one draw).  What the difference scores
+      when the targets do not differ; its interval is the resolution of half the draws.
+    - ``diverged_count`` (..., draw): the diverged samples of each draw (whichever ``diverged`` rule).
 
     Raises
     ------
@@ -105,13 +114,14 @@ def gap_mass(ds: xr.Dataset, *, lower: float = -2.0, upper: float = 2.0, coordin
     ci = check_float(ci, "ci", min_val=0, max_val=1, include_boundaries="neither")
     n_boot = check_int(n_boot, "n_boot", min_val=10)
     seed = check_int(seed, "seed", min_val=0)
+    diverged = check_option(diverged, "diverged", DIVERGED_RULES)
     last = at_step(ds, step, t)
     a = float(last["alpha"])
     xc = last["trajectory"].isel(dim=coordinate, drop=True)
-    valid = np.isfinite(xc)
-    inside = ((xc > a * lower) & (xc < a * upper)).where(valid, False)
+    finite = np.isfinite(xc)
+    inside = ((xc > a * lower) & (xc < a * upper)).where(finite, False)
     k = inside.sum(dim).astype(float)
-    n = valid.sum(dim).astype(float)
+    n = (finite if diverged == "drop" else xr.ones_like(finite)).sum(dim).astype(float)
 
     def _pooled(kk, nn):
         return arrays.pooled_share_ci(kk, nn, n_boot=n_boot, ci=ci, seed=seed)
@@ -142,6 +152,24 @@ def gap_mass(ds: xr.Dataset, *, lower: float = -2.0, upper: float = 2.0, coordin
                                               "interval over draws (paired)", "1")
         out["gap_mass_diff_high"] = with_attrs(diff.isel(stat=2, drop=True), f"upper end of the {ci:.0%} "
                                                "bootstrap interval over draws (paired)", "1")
-    out.attrs.update(lower=lower, upper=upper, coordinate=coordinate, ci=ci, n_boot=n_boot,
+        if ds.sizes[draw_dim] >= 2:  # at least one pair of draws
+            half = 2 * (ds.sizes[draw_dim] // 2)
+            ki, ni = (v.sel(target="ideal", drop=True).isel({draw_dim: slice(0, half)}) for v in (k_c, n_c))
+            even, odd = ({draw_dim: slice(0, None, 2)}, {draw_dim: slice(1, None, 2)})
+            null = xr.apply_ufunc(_paired, ki.isel(even).drop_vars(draw_dim, errors="ignore"),
+                                  ni.isel(even).drop_vars(draw_dim, errors="ignore"),
+                                  ki.isel(odd).drop_vars(draw_dim, errors="ignore"),
+                                  ni.isel(odd).drop_vars(draw_dim, errors="ignore"),
+                                  input_core_dims=[[draw_dim]] * 4, **kw)
+            out["gap_mass_null"] = with_attrs(null.isel(stat=0, drop=True), "null of gap_mass_diff: pooled gap mass "
+                                              "of the ideal target's even draws minus its odd draws (one target, "
+                                              "independent training noise)", "1")
+            out["gap_mass_null_low"] = with_attrs(null.isel(stat=1, drop=True), f"lower end of the {ci:.0%} bootstrap "
+                                                  "interval over the draw pairs", "1")
+            out["gap_mass_null_high"] = with_attrs(null.isel(stat=2, drop=True), f"upper end of the {ci:.0%} bootstrap "
+                                                   "interval over the draw pairs", "1")
+    out["diverged_count"] = with_attrs((~finite).sum(dim), "diverged (non-finite) samples per draw, counted "
+                                       + ("outside the gap" if diverged == "outside" else "out of the share"), "1")
+    out.attrs.update(lower=lower, upper=upper, coordinate=coordinate, ci=ci, n_boot=n_boot, diverged=diverged,
                      step=step_index(ds, step, t), n_draws=int(ds.sizes[draw_dim]))
     return out
