@@ -65,3 +65,42 @@ def test_the_overall_rule_agrees_only_when_every_criterion_agrees_and_disagrees_
     assert overall == ("agrees" if all(c.verdict == "agrees" for c in rho) else "inconclusive")
     bad = table([-0.02] * 6, [-0.04] * 6, [-0.01] * 6, pP[:6])
     assert variance.ensemble_claims(bad)[2] == "disagrees"  # every C1 cell wholly below 0
+
+
+def test_step_refinement_reproduces_the_store_and_refines_the_step(tmp_path):
+    """step_refinement refits a run's cells, reproduces its stored final states at the run's step count (it
+    asserts so) and samples at factor x the steps; the shares it reports are counted from those states."""
+    import ridgexr
+    from ridgexr.catalog import load_catalog_file
+    from ridgexr.run import run_experiment
+
+    f = tmp_path / "cat.yaml"
+    f.write_text("""
+experiments:
+  ens:
+    dataset: {points: two-points}
+    process: {T: 2.0, t_min: 0.01, n_steps: 12}
+    model: {widths: [8, 32], n_frequencies: 3, include_exact: false}
+    training: {quadrature: gauss-legendre-log-t, n_time: 4, n_noise: [1, 4], target: [dsm, ideal], draws: 3}
+    schedules: ["h2"]
+    sampler: {kind: ode, block_steps: 8}
+    n_samples: 16
+    d_star: 1
+    store: ens.zarr
+""")
+    ds = ridgexr.open_dataset(run_experiment(load_catalog_file(f)["ens"], data_dir=tmp_path / "data").store)
+    df = variance.step_refinement(ds, n_cells=1, draws=2, factor=3)
+    assert len(df) == 2 and set(df.target) == {"dsm", "ideal"} and (df.draws == 2).all()
+    cell = df.iloc[0]
+    a = float(ds.alpha.isel(step=-1))
+    x = ds.trajectory.sel(schedule="h2", width=int(cell.width), n_noise=int(cell.n_noise), target="dsm").isel(
+        step=-1, draw=slice(0, 2)).values
+    ok = np.isfinite(x).all(-1)
+    assert cell["gap"] == ((np.abs(np.where(ok, x[..., 0], np.inf)) < 2 * a) & ok).mean()
+    assert cell["diverged"] == (~ok).mean()
+    for _, row in df.iterrows():  # no distance where no sample is finite at the run's step count
+        assert np.isnan(row["median |x - x_fine|"]) if row["diverged"] == 1 else row["median |x - x_fine|"] >= 0
+    sel = ds.diverged.sel(target="dsm").mean(["draw", "sample"]).compute()
+    worst = sel.where(sel == sel.max(), drop=True)  # the most divergent cell (the first of ties)
+    assert (int(cell.width), int(cell.n_noise)) in {(int(w), int(n)) for w in worst.width.values
+                                                    for n in worst.n_noise.values}
