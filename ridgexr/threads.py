@@ -8,9 +8,11 @@ free when it starts, and at least one:
 
     threads = clip(cores - floor(1-minute load average), 1, cores)
 
-``--threads N`` (``ridgexr run``) or ``RIDGEXR_THREADS=N`` fix the count.  The count changes no number
-a run writes (the stores of one and two threads are bit-identical, tests/test_cli.py); a store records it in
-its ``provenance`` attribute (``threads``, ``threads_source``).  This module imports neither numpy nor torch:
+``--threads N`` (``ridgexr run``) or ``RIDGEXR_THREADS=N`` fix the count.  In the tested entry the count
+changes no number a run writes (the stores of one and two threads are bit-identical, tests/test_cli.py), but
+it can change rounding, and an ill-conditioned fit amplifies rounding: in variance-ensemble's most divergent
+cell, torch at 2 threads instead of 1 moves the final states by up to 0.9 % (docs/variance.md).  A store
+records the count in its ``provenance`` attribute (``threads``, ``threads_source``).  This module imports neither numpy nor torch:
 the command line sets the libraries' environment variables before they are loaded.
 """
 

@@ -71,6 +71,8 @@ def test_a_claim_counts_its_excluded_draws_and_the_gate_overrides_its_evidence()
     assert Claim("x", "m", 0.0, 0.0, 0.19, 16, c, gate="does not generate").verdict == UNTESTABLE
     wide = Claim("x", "m", 0.2, 0.05, 0.45, 16, c)
     assert wide.verdict == "inconclusive" and "draws would settle it" in wide.note
+    cells = Claim("x", "m", 0.2, 0.05, 0.45, 16, c, unit="cells")  # n counts cells (a correlation over cells)
+    assert "cells would settle it" in cells.note and "draws" not in cells.note
     assert Claim("x", "m", math.nan, math.nan, math.nan, 0, c).verdict == NO_STATE
 
 

@@ -61,6 +61,8 @@ def test_the_overall_rule_agrees_only_when_every_criterion_agrees_and_disagrees_
     assert [ln.rsplit(": ", 1)[1] for ln in lines][0] == "agrees"
     rho = [c for c in claims if c.statement.startswith("C2")]
     assert rho[0].estimate > 0.9
+    assert all(c.unit == "cells" for c in rho)  # an inconclusive correlation asks for more cells, not draws
+    assert all("cells would settle" in c.note or "more cells" in c.note for c in rho if c.verdict == "inconclusive")
     assert overall in ("agrees", "inconclusive")  # agrees only if both correlation intervals lie above 0
     assert overall == ("agrees" if all(c.verdict == "agrees" for c in rho) else "inconclusive")
     bad = table([-0.02] * 6, [-0.04] * 6, [-0.01] * 6, pP[:6])
@@ -80,7 +82,7 @@ experiments:
   ens:
     dataset: {points: two-points}
     process: {T: 2.0, t_min: 0.01, n_steps: 12}
-    model: {widths: [8, 32], n_frequencies: 3, include_exact: false}
+    model: {widths: [32], n_frequencies: 3, include_exact: false}
     training: {quadrature: gauss-legendre-log-t, n_time: 4, n_noise: [1, 4], target: [dsm, ideal], draws: 3}
     schedules: ["h2"]
     sampler: {kind: ode, block_steps: 8}
@@ -101,6 +103,24 @@ experiments:
     for _, row in df.iterrows():  # no distance where no sample is finite at the run's step count
         assert np.isnan(row["median |x - x_fine|"]) if row["diverged"] == 1 else row["median |x - x_fine|"] >= 0
     sel = ds.diverged.sel(target="dsm").mean(["draw", "sample"]).compute()
+    # the score noise's correlation across times, against fits made here by fit_sweep with the run's draw seeds
+    import math
+
+    from ridgexr.datasets import load_training_set
+    from ridgexr.training import draw_seed
+
+    times = (0.01, 0.1, 1.0)
+    corr = variance.score_noise_correlation(ds, cells=({"schedule": "h2", "width": 32, "n_noise": 4},), times=times,
+                                            point=(0.5, 0.0))
+    train = load_training_set(load_catalog_file(f)["ens"].dataset)
+    s = np.array([[np.asarray(ridgexr.fit_sweep(
+        train, widths=[32], schedules=["h2"], taus=[math.inf], model_kwargs=dict(n_frequencies=3, feature_period=2.0,
+                                                                                 seed=0),
+        t_min=0.01, T=2.0, quadrature="gauss-legendre-log-t", n_time=4, n_noise=4, seed=draw_seed(0, m),
+        target="dsm")[("h2", 32)].denoiser(math.inf).score(np.array([[0.5, 0.0]]), t))[0, 0] for t in times]
+        for m in range(3)])
+    np.testing.assert_allclose(corr[[f"t = {t:g}" for t in times]].values[0], np.corrcoef(s.T)[0], rtol=1e-8)
+    assert corr.draws.iloc[0] == 3
     worst = sel.where(sel == sel.max(), drop=True)  # the most divergent cell (the first of ties)
     assert (int(cell.width), int(cell.n_noise)) in {(int(w), int(n)) for w in worst.width.values
                                                     for n in worst.n_noise.values}

@@ -196,6 +196,8 @@ class Claim:
         cell that does not generate reads :data:`UNTESTABLE`.  ``None`` for claims not about a network.
     labels : dict
         The cell's labels (model, schedule, ...).
+    unit : str
+        What ``n`` counts, as the note names it ("draws", the default; "cells" for a correlation over cells).
     """
 
     statement: str
@@ -209,6 +211,7 @@ class Claim:
     null: Null | None = None
     gate: str | None = None
     labels: dict = field(default_factory=dict)
+    unit: str = "draws"
 
     def __post_init__(self):
         if int(self.n) < 0 or int(self.excluded) < 0:
@@ -238,8 +241,8 @@ class Claim:
         parts = []
         if self.verdict == "inconclusive":
             need = draws_to_resolve(self.estimate, self.low, self.high, self.n, self.criterion)
-            parts.append(f"~{need} draws would settle it at this spread" if need is not None else
-                         "the estimate lies between the regions: more draws cannot settle it at this effect")
+            parts.append(f"~{need} {self.unit} would settle it at this spread" if need is not None else
+                         f"the estimate lies between the regions: more {self.unit} cannot settle it at this effect")
         if self.excluded and self.excluded_share > EXCLUDED_LIMIT:
             parts.append(f"rests on {self.n} of {self.n + self.excluded} draws ({self.excluded_share:.0%} masked, "
                          "diverged or dropped)")

@@ -210,7 +210,7 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
     n_threads : int, optional
         torch's CPU threads in this process, set before any work (default: as they are; ``ridgexr run``
         passes :func:`ridgexr.threads.resolve_threads`'s count).  Recorded in the store's ``provenance``
-        attribute; it changes no number.
+        attribute; it changes rounding only (:mod:`ridgexr.threads`).
 
     Raises
     ------

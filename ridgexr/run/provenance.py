@@ -19,7 +19,7 @@ __all__ = ["provenance", "store_attrs"]
 
 def provenance(device: str, scheduler: str | None, threads_source: str | None = None) -> dict:
     """Package versions, host, device, scheduler, torch's CPU threads (and where the count came from:
-    :func:`ridgexr.threads.resolve_threads`; it changes no number) and creation time (UTC, ISO 8601)."""
+    :func:`ridgexr.threads.resolve_threads`; it changes rounding only) and creation time (UTC, ISO 8601)."""
     import dask
     import xarray
     import zarr
