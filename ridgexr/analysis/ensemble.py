@@ -155,19 +155,17 @@ def gap_mass(ds: xr.Dataset, *, lower: float = -2.0, upper: float = 2.0, coordin
         if ds.sizes[draw_dim] >= 2:  # at least one pair of draws
             half = 2 * (ds.sizes[draw_dim] // 2)
             ki, ni = (v.sel(target="ideal", drop=True).isel({draw_dim: slice(0, half)}) for v in (k_c, n_c))
-            even, odd = ({draw_dim: slice(0, None, 2)}, {draw_dim: slice(1, None, 2)})
-            null = xr.apply_ufunc(_paired, ki.isel(even).drop_vars(draw_dim, errors="ignore"),
-                                  ni.isel(even).drop_vars(draw_dim, errors="ignore"),
-                                  ki.isel(odd).drop_vars(draw_dim, errors="ignore"),
-                                  ni.isel(odd).drop_vars(draw_dim, errors="ignore"),
-                                  input_core_dims=[[draw_dim]] * 4, **kw)
-            out["gap_mass_null"] = with_attrs(null.isel(stat=0, drop=True), "null of gap_mass_diff: pooled gap mass "
-                                              "of the ideal target's even draws minus its odd draws (one target, "
-                                              "independent training noise)", "1")
-            out["gap_mass_null_low"] = with_attrs(null.isel(stat=1, drop=True), f"lower end of the {ci:.0%} bootstrap "
-                                                  "interval over the draw pairs", "1")
-            out["gap_mass_null_high"] = with_attrs(null.isel(stat=2, drop=True), f"upper end of the {ci:.0%} bootstrap "
-                                                   "interval over the draw pairs", "1")
+            # even draws against odd draws, paired by position (the draw labels dropped so they do not align)
+            halves = [v.isel({draw_dim: slice(first, None, 2)}).drop_vars(draw_dim, errors="ignore")
+                      for first in (0, 1) for v in (ki, ni)]
+            null = xr.apply_ufunc(_paired, *halves, input_core_dims=[[draw_dim]] * 4, **kw)
+            out["gap_mass_null"] = with_attrs(null.isel(stat=0, drop=True), "null of gap_mass_diff: pooled gap "
+                                              "mass of the ideal target's even draws minus its odd draws (one "
+                                              "target, independent training noise)", "1")
+            out["gap_mass_null_low"] = with_attrs(null.isel(stat=1, drop=True), f"lower end of the {ci:.0%} "
+                                                  "bootstrap interval over the draw pairs", "1")
+            out["gap_mass_null_high"] = with_attrs(null.isel(stat=2, drop=True), f"upper end of the {ci:.0%} "
+                                                   "bootstrap interval over the draw pairs", "1")
     out["diverged_count"] = with_attrs((~finite).sum(dim), "diverged (non-finite) samples per draw, counted "
                                        + ("outside the gap" if diverged == "outside" else "out of the share"), "1")
     out.attrs.update(lower=lower, upper=upper, coordinate=coordinate, ci=ci, n_boot=n_boot, diverged=diverged,
