@@ -532,8 +532,10 @@ that made each (open one by that name, whatever catalog defined it)."""
 
 
 def _estimated_time(exp) -> str:
-    """The planner's total time of an entry ("~8.3 s"), or "?" when its training set's shape needs files that are
-    not here (an array file, a user's image folder)."""
+    """The planner's total time of an entry ("~8.3 s"); "?" when its training set's shape needs files that are
+    not here (an array file, a user's image folder), and "? (needs <module>)" when the estimate needs an optional
+    dependency that is not installed (a unet block's cost counts its architecture with diffusers: the
+    ``images`` extra)."""
     from .datasets import training_shape
     from .run.plan import estimate_stage_seconds, format_seconds
 
@@ -541,7 +543,10 @@ def _estimated_time(exp) -> str:
         shape = training_shape(exp.dataset, base_dir=exp.base_dir)
     except (OSError, ValueError):  # a missing or unreadable data file: the estimate needs its shape
         return "?"
-    return "~" + format_seconds(sum(estimate_stage_seconds(exp, shape).values()))
+    try:
+        return "~" + format_seconds(sum(estimate_stage_seconds(exp, shape).values()))
+    except ImportError as err:  # an optional extra is not installed: the listing goes on without this estimate
+        return f"? (needs {err.name or 'an optional extra'})"
 
 
 @app.command()

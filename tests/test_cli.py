@@ -224,6 +224,24 @@ def test_list_shows_the_planners_time_and_the_descriptions_first_sentence(tmp_pa
     assert cells[:3] == ["two-points", "~" + format_seconds(total), "Two training points (-3,0),(3,0)."]
 
 
+def test_list_works_without_the_images_extra(tmp_path, monkeypatch):
+    """A plain install has no diffusers (the images extra): `ridgexr list` names it in the time column of the unet
+    entries instead of failing (found by a fresh-venv check of a non-editable install)."""
+    from ridgexr.models.unet import denoiser
+
+    monkeypatch.setitem(sys.modules, "diffusers", None)  # `import diffusers` now raises ImportError, as uninstalled
+    denoiser._forward_flops.cache_clear()  # an architecture counted before would skip the import
+    try:
+        r = runner.invoke(app, ["list", "--wide", "--data-dir", str(tmp_path)])
+    finally:
+        denoiser._forward_flops.cache_clear()
+    assert r.exit_code == 0, r.output
+    cells = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in r.output.splitlines()
+             if line.startswith("│ ")}
+    assert cells["fashion-unet-16"] == "? (needs diffusers)"
+    assert cells["two-points"].startswith("~")
+
+
 def test_one_and_two_threads_write_the_same_store_and_record_the_count(tmp_path, write_catalog):
     import json
 
