@@ -11,7 +11,7 @@ from __future__ import annotations
 __all__ = ["GRID_KINDS", "SCHEDULE_NAMES", "QUADRATURES", "TARGETS", "SAMPLER_KINDS", "TRAINING_METHODS",
            "INITS", "OPTIMIZERS", "SCORE_SCALES", "KEEP_EPOCHS", "NULL_CUTOFFS", "IMAGE_SCALES", "IMAGE_SPACES",
            "FRAME_METHODS", "TIME_CONVENTIONS", "MIXED_PRECISIONS", "LOGIT_DTYPES", "TRAINED_WEIGHTS",
-           "TIME_PROPOSALS", "DIVERGED_RULES", "CELL_DIM_SOURCES", "CELL_DIMS", "MODEL_CELL_DIMS"]
+           "TIME_PROPOSALS", "DIVERGED_RULES", "QUALITY_RULES", "CELL_DIM_SOURCES", "CELL_DIMS", "MODEL_CELL_DIMS"]
 
 #: spacings of the sampler's time grid (:func:`ridgexr.time_grid`)
 GRID_KINDS = ("exponential", "linear", "cosine")
@@ -78,3 +78,8 @@ CELL_DIM_SOURCES = {"model": "entry", "schedule": "entry", "width": "model", "ta
 CELL_DIMS = tuple(CELL_DIM_SOURCES)
 #: the cell dimensions that model blocks label, in store order
 MODEL_CELL_DIMS = tuple(dim for dim, source in CELL_DIM_SOURCES.items() if source == "model")
+
+#: when a quality curve along training counts as good (tau_gen, ridgexr.analysis.training_timescales): within
+#: a share of the gap between its worst and best checkpoint, within a factor of its own best, or within a factor
+#: of what a perfect sampler scores (the quality's null)
+QUALITY_RULES = ("gap", "best", "null")

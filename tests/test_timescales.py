@@ -110,6 +110,55 @@ def test_quality_interval_widens_tau_gen():
     assert arrays.first_reached(c, sure, possible).tolist() == [8.0, 2.0, 8.0, 0.0]
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.floats(2.0, 200.0), st.floats(0.5, 50.0), st.floats(0.1, 5.0), st.floats(1.1, 4.0))
+def test_ratio_rules_of_an_exponential_quality_curve(tau0, amp, best, factor):
+    """Issue 41's tau_gen rules 'best' and 'null': q(c) = best (1 + amp exp(-c / tau0)) is within a factor of its
+    best first at the checkpoint a direct scan finds, at or after the closed-form crossing
+    c = tau0 log(amp / (factor q_min / best - 1)); the null rule with null = q_min gives the same time; the
+    mirrored measure 1 / q (higher is better) gives the same times."""
+    c = np.geomspace(1, 1e4, 40)
+    q = best * (1 + amp * np.exp(-c / tau0))
+    tau = arrays.first_reached(c, *arrays.quality_reached(q, rule="best", factor=factor))[0]
+    expect = next((ck for ck, qk in zip(c, q) if qk <= factor * q.min()), np.nan)
+    assert tau == expect
+    ratio = factor * q.min() / best - 1
+    if ratio < amp:
+        assert tau >= tau0 * np.log(amp / ratio) * (1 - 1e-9)
+    same = arrays.first_reached(c, *arrays.quality_reached(q, rule="null", factor=factor, null=np.array(q.min())))[0]
+    assert same == tau
+    mirrored = arrays.quality_reached(1 / q, rule="best", factor=factor, higher_is_better=True)
+    assert arrays.first_reached(c, *mirrored)[0] == tau
+
+
+def test_ratio_rules_use_the_interval_and_a_null_per_checkpoint():
+    c = np.array([1.0, 2.0, 4.0, 8.0])
+    q = np.array([10.0, 2.2, 1.5, 1.0])
+    lo, hi = q - np.array([0, 0.4, 0, 0]), q + np.array([0, 0.4, 0.6, 0])
+    # best rule, factor 2: threshold 2.0; c = 2: lo 1.8 in, hi 2.6 out; c = 4: hi 2.1 out; c = 8: in
+    assert arrays.first_reached(c, *arrays.quality_reached(q, lo, hi, rule="best", factor=2.0)).tolist() == [
+        8.0, 1.0, 8.0, 0.0]
+    # null rule with a null per checkpoint (..., K): thresholds 2 x [5, 1, 1, 0.4]
+    null = np.array([5.0, 1.0, 1.0, 0.4])
+    sure, possible = arrays.quality_reached(q, rule="null", factor=2.0, null=null)
+    assert sure.tolist() == [True, False, True, False] and possible.tolist() == sure.tolist()
+    with pytest.raises(ValueError, match="null"):
+        arrays.quality_reached(q, rule="null")
+    with pytest.raises(ValueError, match="rule"):
+        arrays.quality_reached(q, rule="plateau")
+
+
+@pytest.mark.parametrize("gen_high, mem_low, mem_high, gen_low, censored, expect", [
+    ([10, 10], [50, 80], [60, 100], [5, 5], [False, True], "agrees"),  # every uncensored tau_mem after tau_gen
+    ([10, 10], [50, 80], [np.inf, np.inf], [5, 5], [True, True], "inconclusive"),  # no uncensored tau_mem
+    ([10, 100], [50, 80], [60, 120], [5, 50], [False, False], "inconclusive"),  # n 2: intervals overlap
+    ([10, 300], [50, 80], [60, 120], [5, 200], [False, False], "disagrees"),  # n 2: tau_mem's below tau_gen's
+])
+def test_order_verdict_by_the_written_criterion(gen_high, mem_low, mem_high, gen_low, censored, expect):
+    assert arrays.order_verdict(np.array(gen_high, float), np.array(mem_low, float), np.array(mem_high, float),
+                                np.array(gen_low, float), np.array(censored)) == expect
+
+
 # ------------------------------------------------------------------------------------------ slope fit
 
 @settings(max_examples=30, deadline=None)
@@ -208,7 +257,31 @@ def test_training_timescales_censors_a_time_not_reached():
     assert out["tau_mem_high"].values[2] == np.inf and out["tau_mem_low"].values[2] == 1000.0
 
 
+def test_training_timescales_rules_and_the_order_verdict_on_synthetic_stores():
+    """tau_gen by each rule on a store whose quality falls 5 -> 1 at epoch 30 with a stored null of 0.6 (factor 2:
+    1 <= 1.2, reached at 30; factor 1.5: never, censored), and the tau_gen < tau_mem verdict: agrees where tau_mem
+    (4 n) follows tau_gen, disagrees where it precedes it (or tau_gen is never reached)."""
+    epochs = np.unique(np.geomspace(1, 20000, 40).round()).astype(int)
+    sizes = [64, 128, 256]
+    ds = _store(lambda n: 4.0 * n, 30, epochs, sizes)
+    ds["quality_sliced_wasserstein_null"] = xr.full_like(ds.quality_sliced_wasserstein, 0.6)
+    at30 = epochs[np.argmax(epochs >= 30)]
+    for rule in ("gap", "best", "null"):
+        out = training_timescales(ds, rule=rule, n_boot=50).compute()
+        assert out.tau_gen.values.tolist() == [at30] * 3, rule
+        assert out.attrs["rule"] == rule
+        assert str(out.tau_order_verdict.values) == "agrees"
+    never = training_timescales(ds, rule="null", factor=1.5, n_boot=50).compute()
+    # tau_gen never reached (a lower bound at the last checkpoint) while every tau_mem is: memorized first
+    assert never.tau_gen_censored.all() and str(never.tau_order_verdict.values) == "disagrees"
+    late = training_timescales(_store(lambda n: 4.0 * n, 5000, epochs, sizes), n_boot=50).compute()
+    assert str(late.tau_order_verdict.values) == "disagrees"  # tau_mem at 256 .. 1024 before tau_gen ~ 5000
+    with pytest.raises(ValueError, match="quality_sliced_wasserstein_null"):
+        training_timescales(ds.drop_vars("quality_sliced_wasserstein_null"), rule="null")
+
+
 @pytest.mark.parametrize("kwargs, error", [
+    ({"rule": "plateau"}, ValueError), ({"factor": 0.5}, ValueError),
     ({"time_dim": "width"}, ValueError), ({"level": 1.0}, ValueError), ({"tol": -0.1}, ValueError),
     ({"censored_fit": "ols"}, ValueError), ({"quality": "quality_frechet"}, ValueError),
     ({"higher_is_better": 1}, TypeError), ({"n_boot": 0}, ValueError)])
@@ -399,9 +472,12 @@ def test_the_explorer_of_a_training_time_store_draws_its_series_and_marks_the_se
         assert len(layouts) == 1
         return set(layouts[0].traverse(lambda e: e.data, [hv.VLine]))
 
-    assert marked() == {float(ds.epoch.values[0])}
+    # besides the selected epoch, the lines are the reached taus of the curves (plot.training_time_curves)
+    taus = {float(expected[k].sel(n_train=n)) for k in ("tau_gen", "tau_mem") for n in ds.n_train.values
+            if not bool(expected[f"{k}_censored"].sel(n_train=n))}
+    assert marked() == {float(ds.epoch.values[0])} | taus
     widgets["epoch"].value = int(ds.epoch.values[-1])
-    assert marked() == {float(ds.epoch.values[-1])}
+    assert marked() == {float(ds.epoch.values[-1])} | taus
 
 
 def test_median_difference_ci_matches_a_brute_force_bootstrap_and_ignores_nans():

@@ -10,12 +10,13 @@ import warnings
 
 import numpy as np
 
+from ..choices import QUALITY_RULES
 from ..process import OU
 
 __all__ = ["pooled_share_ci", "ball_mass", "coverage_radius", "sliced_wasserstein", "mmd2", "hausdorff", "novelty", "rate_fit", "proportion_ci", "share_with_ci", "CI_METHODS", "enter_and_stay_time", "reach_time", "align_time", "slide_distance", "nearest_two",
            "memorized", "near_mode", "bootstrap_mean_ci", "crossing", "integrated_residual",
            "tangential_distance", "memorized_share_ci", "quality_reached", "first_reached", "censored_slope",
-           "censored_slope_ci", "slope_verdict", "loss_gen_time", "loss_min_time", "median_difference_ci", "CENSORED_FITS", "SLOPE_VERDICTS"]
+           "censored_slope_ci", "slope_verdict", "order_verdict", "loss_gen_time", "loss_min_time", "median_difference_ci", "CENSORED_FITS", "SLOPE_VERDICTS"]
 
 
 def enter_and_stay_time(inside: np.ndarray, t: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
@@ -697,20 +698,29 @@ def memorized_share_ci(ratios: np.ndarray, ratio: float = 1 / 3, *, n_boot: int 
 
 
 def quality_reached(quality: np.ndarray, low: np.ndarray | None = None, high: np.ndarray | None = None, *,
-                    tol: float = 0.1, higher_is_better: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Which checkpoints have a quality within ``tol`` of the best: surely and possibly.
+                    tol: float = 0.1, higher_is_better: bool = False, rule: str = "gap", factor: float = 2.0,
+                    null: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Which checkpoints have a good enough quality, by one of three rules: surely and possibly.
 
-    The gap of checkpoint k is g_k = (q_k - best) / (worst - best) for a measure where lower is better
-    (a distance; with ``higher_is_better`` the signs flip), best and worst over the checkpoints of the
-    curve.  A checkpoint is within tolerance when g_k <= ``tol``: surely when the bound of its interval on
-    the bad side is, possibly when the one on the good side is (without bounds: both are q_k).
+    For a measure where lower is better (a distance; with ``higher_is_better`` the inequalities flip and
+    the factors divide), best and worst over the checkpoints of the curve:
+
+    - ``rule="gap"``: the gap g_k = (q_k - best) / (worst - best) is at most ``tol``;
+    - ``rule="best"``: q_k <= ``factor`` x best (within a factor of the curve's own best; a positive measure);
+    - ``rule="null"``: q_k <= ``factor`` x ``null`` (within a factor of what a perfect sampler scores).
+
+    A checkpoint passes surely when the bound of its interval on the bad side does, possibly when the one
+    on the good side does (without bounds: both are q_k).
 
     Parameters
     ----------
     quality : (..., K) array, checkpoints in training order; NaN (not run) is never within tolerance
     low, high : (..., K) arrays, optional: the interval of each quality
-    tol : float in [0, 1)
+    tol : float in [0, 1): the gap rule's share
     higher_is_better : bool
+    rule : one of :data:`ridgexr.choices.QUALITY_RULES` ("gap", "best", "null")
+    factor : float >= 1: the ratio rules' factor
+    null : (..., K) or (...,) array: the null's quality, needed by ``rule="null"``
 
     Returns
     -------
@@ -721,21 +731,35 @@ def quality_reached(quality: np.ndarray, low: np.ndarray | None = None, high: np
     >>> sure, _ = quality_reached(np.array([5.0, 2.0, 1.2, 1.0, 1.05]), tol=0.1)
     >>> sure.tolist()
     [False, False, True, True, True]
+    >>> quality_reached(np.array([5.0, 2.0, 1.2, 1.0, 1.05]), rule="best", factor=1.5)[0].tolist()
+    [False, False, True, True, True]
+    >>> quality_reached(np.array([5.0, 2.0, 1.2, 1.0, 1.05]), rule="null", factor=2.0, null=np.array(0.8))[0].tolist()
+    [False, False, True, True, True]
     """
     q = np.asarray(quality, dtype=float)
     lo = q if low is None else np.asarray(low, dtype=float)
     hi = q if high is None else np.asarray(high, dtype=float)
-    sign = -1.0 if higher_is_better else 1.0
-    q, lo, hi = sign * q, sign * lo, sign * hi
-    if higher_is_better:
-        lo, hi = hi, lo
+    bad, good = (lo, hi) if higher_is_better else (hi, lo)  # the interval's end on each side
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN curve: nothing reached
-        best = np.nanmin(q, axis=-1, keepdims=True)
-        worst = np.nanmax(q, axis=-1, keepdims=True)
-    threshold = best + tol * (worst - best)
+        best = (np.nanmax if higher_is_better else np.nanmin)(q, axis=-1, keepdims=True)
+        worst = (np.nanmin if higher_is_better else np.nanmax)(q, axis=-1, keepdims=True)
+    if rule == "gap":
+        threshold = best + tol * (worst - best)
+    elif rule == "best":
+        threshold = best / factor if higher_is_better else best * factor
+    elif rule == "null":
+        if null is None:
+            raise ValueError("`null` is needed by rule='null'")
+        ref = np.asarray(null, dtype=float)
+        ref = ref[..., None] if ref.ndim == q.ndim - 1 else ref
+        threshold = ref / factor if higher_is_better else ref * factor
+    else:
+        raise ValueError(f"`rule` must be one of {QUALITY_RULES}; got {rule!r}")
     with np.errstate(invalid="ignore"):
-        return hi <= threshold, lo <= threshold
+        if higher_is_better:
+            return bad >= threshold, good >= threshold
+        return bad <= threshold, good <= threshold
 
 
 def first_reached(checkpoints: np.ndarray, sure: np.ndarray, possible: np.ndarray | None = None, *,
@@ -950,4 +974,36 @@ def slope_verdict(low: float, high: float, expected: float, *, agree: float = 0.
         return "agrees"
     if high < expected - disagree or low > expected + disagree:
         return "disagrees"
+    return "inconclusive"
+
+
+def order_verdict(gen_high: np.ndarray, mem_low: np.ndarray, mem_high: np.ndarray, gen_low: np.ndarray,
+                  mem_censored: np.ndarray) -> str:
+    """The verdict on "tau_gen < tau_mem" over the n of one curve family, by the criterion written before
+    the timescales runs (docs/timescales.md).
+
+    Per n, tau_gen's interval (gen_low, gen_high] lies below tau_mem's (mem_low, mem_high] when
+    gen_high <= mem_low, and above it when mem_high <= gen_low.  "agrees" when at least one n has an
+    uncensored tau_mem and every such n has tau_gen's interval below tau_mem's; "disagrees" when some n
+    has tau_mem's interval below tau_gen's; else "inconclusive" (every tau_mem censored included).
+
+    Parameters
+    ----------
+    gen_high, mem_low, mem_high, gen_low : (n,) interval ends (inf where censored)
+    mem_censored : (n,) bool
+
+    Examples
+    --------
+    >>> order_verdict(np.array([10.0, 10.0]), np.array([50.0, 80.0]), np.array([60.0, 100.0]), np.array([5.0, 5.0]),
+    ...               np.array([False, True]))
+    'agrees'
+    >>> order_verdict(np.array([10.0]), np.array([50.0]), np.inf * np.ones(1), np.array([5.0]), np.array([True]))
+    'inconclusive'
+    """
+    gen_high, mem_low, mem_high, gen_low = (np.asarray(a, dtype=float) for a in (gen_high, mem_low, mem_high, gen_low))
+    reached = ~np.asarray(mem_censored, dtype=bool)
+    if np.any(mem_high <= gen_low):
+        return "disagrees"
+    if reached.any() and np.all(gen_high[reached] <= mem_low[reached]):
+        return "agrees"
     return "inconclusive"

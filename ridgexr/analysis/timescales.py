@@ -27,6 +27,7 @@ import numpy as np
 import xarray as xr
 
 from .. import defaults, units
+from ..choices import QUALITY_RULES
 from .._validation import check_bool, check_float, check_int, check_option
 from . import arrays
 from ._helpers import along_step, check_vars, resolved, step_index, step_label, with_attrs
@@ -108,6 +109,11 @@ def memorized_share(ds: xr.Dataset, *, ratio: float = defaults.MEMORIZED_RATIO, 
     return out.assign_attrs(ratio=ratio, ci=ci, n_boot=n_boot, seed=seed, step=step_label(along_step(ds), step, t))
 
 
+#: what tau_gen's rule asks of the quality, for the variable's description
+_GEN_RULE_TEXT = {"best": "within a factor {f:g} of its best", "null": "within a factor {f:g} of its null",
+                  "gap": "within {tol:g} of its best (gap share)"}
+
+
 def _times(stats: xr.DataArray, name: str, what: str, units: str) -> dict[str, xr.DataArray]:
     return {
         name: with_attrs(stats.isel(stat=0), f"{what} (a lower bound where {name}_censored)", units),
@@ -141,18 +147,21 @@ def _slope(stats: xr.DataArray, name: str, expected: float, ci: float, fit: str)
 
 
 def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasserstein",
-                        higher_is_better: bool = False, tol: float = defaults.TIMESCALE_QUALITY_TOL,
+                        higher_is_better: bool = False, rule: str = defaults.TIMESCALE_GEN_RULE,
+                        factor: float = defaults.TIMESCALE_GEN_FACTOR, tol: float = defaults.TIMESCALE_QUALITY_TOL,
                         level: float = defaults.TIMESCALE_MEM_LEVEL, ratio: float = defaults.MEMORIZED_RATIO,
                         time_dim: str = "epoch", size_dim: str = "n_train", censored_fit: str = "tobit",
                         n_boot: int = defaults.TIMESCALE_N_BOOT, ci: float = defaults.TIMESCALE_CI, seed: int = 0,
                         dim: str = "sample") -> xr.Dataset:
     """tau_gen and tau_mem along training time per cell, and the slopes of their laws in n.
 
-    - **tau_gen**: the first checkpoint (label of ``time_dim``) whose sample quality ``quality`` has closed
-      all but ``tol`` of the gap between the curve's worst and best checkpoint,
-      (q - best) / (worst - best) <= ``tol`` (:func:`ridgexr.analysis.arrays.quality_reached`; with the
-      stored ``<quality>_lower``/``_upper`` when the store has them, surely and possibly reached).  One
-      first reached at the last checkpoint is censored (the quality may still improve).
+    - **tau_gen**: the first checkpoint (label of ``time_dim``) whose sample quality ``quality`` is good by
+      ``rule`` (:func:`ridgexr.analysis.arrays.quality_reached`; with the stored ``<quality>_lower``/``_upper``
+      when the store has them, surely and possibly reached): ``"best"`` (the default) q <= ``factor`` x the
+      best quality of that curve; ``"null"`` q <= ``factor`` x the store's ``<quality>_null`` (what as many
+      fresh draws of the law score); ``"gap"`` (q - best) / (worst - best) <= ``tol``, the rule written
+      before ``timescales-gmm`` ran, which the untrained network's quality dominates (docs/timescales.md).
+      One first reached at the last checkpoint is censored (the quality may still improve).
     - **tau_mem**: the first checkpoint whose f_mem interval (:func:`memorized_share`) lies wholly above
       ``level``; possibly reached where the interval's upper end is above it.  Not reached in the run:
       censored, tau_mem = the last checkpoint as a lower bound.
@@ -177,7 +186,9 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
         The per-cell quality variable (default the sliced Wasserstein distance to fresh draws).
     higher_is_better : bool
         Direction of ``quality`` (False for a distance).
-    tol : float in [0, 1)
+    rule : one of :data:`ridgexr.choices.QUALITY_RULES` ("best", "null", "gap")
+    factor : float >= 1, the ratio rules' factor
+    tol : float in [0, 1), the gap rule's share
     level : float in [0, 1): the f_mem level of tau_mem
     ratio, n_boot, ci, seed, dim : as for :func:`memorized_share` (``n_boot`` and ``seed`` also of the slope)
     time_dim, size_dim : str
@@ -188,7 +199,8 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
     xarray.Dataset: ``f_mem``, ``f_mem_low``, ``f_mem_high``, ``f_mem_n_valid`` and ``quality`` (the curves,
     over every cell dimension); ``tau_gen``, ``tau_mem`` with ``_low``, ``_high``, ``_censored`` (over the
     cell dimensions but ``time_dim``); ``tau_gen_slope``, ``tau_mem_slope`` with ``_low``, ``_high``,
-    ``_intercept``, ``_dropped``, ``_verdict`` (over the cell dimensions but ``time_dim`` and ``size_dim``).
+    ``_intercept``, ``_dropped``, ``_verdict`` and ``tau_order_verdict`` (tau_gen < tau_mem,
+    :func:`ridgexr.analysis.arrays.order_verdict`) over the cell dimensions but ``time_dim`` and ``size_dim``.
 
     Raises
     ------
@@ -203,7 +215,7 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
     >>> epoch, n = [1, 10, 100, 1000], [64, 128]
     >>> r = np.where(np.array(epoch)[:, None, None] >= 10 * np.array(n)[None, :, None] / 64, 0.1, 0.9)
     >>> ds = xr.Dataset({"nearest_ratio": (("epoch", "n_train", "sample", "step"), np.repeat(r, 50, 2)[..., None]),
-    ...                  "quality_sliced_wasserstein": (("epoch", "n_train"), [[3.0, 3.0], [1.0, 2.0], [1.0, 1.0],
+    ...                  "quality_sliced_wasserstein": (("epoch", "n_train"), [[3.0, 3.0], [1.0, 3.0], [1.0, 1.0],
     ...                                                                        [1.0, 1.0]])},
     ...                 coords={"epoch": epoch, "n_train": n, "step": [0], "t": ("step", [0.01])})
     >>> out = training_timescales(ds, n_boot=50)
@@ -217,9 +229,13 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
     if ds.sizes[time_dim] < 2:
         raise ValueError(f"`ds` needs at least 2 checkpoints along {time_dim!r}; got {ds.sizes[time_dim]}")
     higher_is_better = check_bool(higher_is_better, "higher_is_better")
+    check_option(rule, "rule", QUALITY_RULES)
+    factor = check_float(factor, "factor", min_val=1)
     tol = check_float(tol, "tol", min_val=0, max_val=1, include_boundaries="left")
     level = check_float(level, "level", min_val=0, max_val=1, include_boundaries="left")
     check_option(censored_fit, "censored_fit", arrays.CENSORED_FITS)
+    if rule == "null":
+        check_vars(ds, f"{quality}_null", dim=dim)
     ratio, n_boot, ci, seed = _check_boot(ratio, n_boot, ci, seed)
     checkpoints = np.asarray(ds[time_dim].values, dtype=float)
     if not (np.all(np.diff(checkpoints) > 0) and checkpoints[0] > 0):
@@ -232,10 +248,13 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
     q = ds[quality]
     q_low = ds[f"{quality}_lower"] if f"{quality}_lower" in ds else q
     q_high = ds[f"{quality}_upper"] if f"{quality}_upper" in ds else q
+    # the null's quality per checkpoint (rule 'null'; the others ignore it: q stands in)
+    q_null = ds[f"{quality}_null"] if rule == "null" else q
     one = {time_dim: -1}
 
-    def gen(qq, lo, hi):
-        sure, possible = arrays.quality_reached(qq, lo, hi, tol=tol, higher_is_better=higher_is_better)
+    def gen(qq, lo, hi, nn):
+        sure, possible = arrays.quality_reached(qq, lo, hi, tol=tol, higher_is_better=higher_is_better, rule=rule,
+                                                factor=factor, null=nn)
         return arrays.first_reached(checkpoints, sure, possible, last_is_censored=True)
 
     def mem(low, high):
@@ -246,12 +265,13 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
 
     kwargs = dict(output_core_dims=[["stat"]], dask="parallelized", output_dtypes=[float],
                   dask_gufunc_kwargs={"output_sizes": {"stat": 4}})
-    g = xr.apply_ufunc(gen, rechunk(q), rechunk(q_low), rechunk(q_high), input_core_dims=[[time_dim]] * 3, **kwargs)
+    g = xr.apply_ufunc(gen, rechunk(q), rechunk(q_low), rechunk(q_high), rechunk(q_null.broadcast_like(q)),
+                       input_core_dims=[[time_dim]] * 4, **kwargs)
     m = xr.apply_ufunc(mem, rechunk(fm["f_mem_low"]), rechunk(fm["f_mem_high"]), input_core_dims=[[time_dim]] * 2,
                        **kwargs)
-    taus = _times(g, "tau_gen", f"first {time_dim} whose {quality} is within {tol:g} of its best (gap share)",
-                  time_dim) | _times(m, "tau_mem", f"first {time_dim} whose f_mem interval lies above {level:g}",
-                                     time_dim)
+    good = _GEN_RULE_TEXT[rule].format(f=factor, tol=tol)
+    taus = (_times(g, "tau_gen", f"first {time_dim} whose {quality} is {good}", time_dim)
+            | _times(m, "tau_mem", f"first {time_dim} whose f_mem interval lies above {level:g}", time_dim))
 
     def slope(tau, cen):
         return arrays.censored_slope_ci(sizes, tau, cen, method=censored_fit, n_boot=n_boot, ci=ci, seed=seed)
@@ -265,8 +285,16 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
                                input_core_dims=[[size_dim]] * 2, output_core_dims=[["stat"]], dask="parallelized",
                                output_dtypes=[float], dask_gufunc_kwargs={"output_sizes": {"stat": 6}})
         out |= _slope(stats, name, expected, ci, censored_fit)
+    ends = [taus[k].chunk({size_dim: -1}) if taus[k].chunks is not None else taus[k]
+            for k in ("tau_gen_high", "tau_mem_low", "tau_mem_high", "tau_gen_low", "tau_mem_censored")]
+    order = xr.apply_ufunc(np.vectorize(arrays.order_verdict, signature="(n),(n),(n),(n),(n)->()", otypes=[object]),
+                           *ends, input_core_dims=[[size_dim]] * 5, dask="parallelized", output_dtypes=[object])
+    out["tau_order_verdict"] = with_attrs(order, "verdict on tau_gen < tau_mem: agrees when every n with an uncensored "
+                                          "tau_mem (at least one) has tau_gen's interval below tau_mem's; disagrees "
+                                          "when some n has tau_mem's interval below tau_gen's; else inconclusive", "1")
     result = xr.Dataset({**fm.data_vars, "quality": q, **taus, **out})
-    return result.assign_attrs(quality=quality, higher_is_better=int(higher_is_better), tol=tol, level=level,
+    return result.assign_attrs(quality=quality, higher_is_better=int(higher_is_better), rule=rule, factor=factor,
+                               tol=tol, level=level,
                                ratio=ratio, ci=ci, n_boot=n_boot, seed=seed, censored_fit=censored_fit,
                                time_dim=time_dim, size_dim=size_dim)
 
