@@ -2,8 +2,10 @@
 
 Prints, from the store of the entry (by default ``timescales-gmm``):
 
-- per n: tau_gen and tau_mem with their intervals (``ridgexr.analysis.training_timescales`` at its defaults:
-  the criteria written before the run), the slopes of their laws in n and the verdicts;
+- the quality curve of every n along the checkpoints;
+- per n: tau_gen and tau_mem with their intervals (``ridgexr.analysis.training_timescales``), the slopes of
+  their laws in n and the verdicts, by the tau_gen rule written before the entry ran (``REGISTERED_RULE``:
+  'gap' for timescales-gmm, 'best' for timescales-gmm-seed1), and tau_gen by the other rules beside it;
 - the window table (``ridgexr.analysis.training_window``): at a few checkpoints, the window each lies in and
   the median ridge distance, the median tangential distance to the nearest training point, the near-mode
   share and f_mem of the final samples, beside the same measures of the null (fresh draws of the law
@@ -24,20 +26,45 @@ import ridgexr
 from ridgexr.analysis import training_timescales, training_window
 
 
+#: tau_gen's rule as written before each entry ran (docs/timescales.md); other entries: the default
+REGISTERED_RULE = {"timescales-gmm": "gap", "timescales-gmm-quick": "gap", "timescales-gmm-seed1": "best"}
+
+
+def rule_rows(ds) -> pd.DataFrame:
+    """tau_gen per n under every rule (defaults.TIMESCALE_GEN_FACTOR, TIMESCALE_QUALITY_TOL), side by side."""
+    from ridgexr.choices import QUALITY_RULES
+
+    cols = {}
+    for rule in QUALITY_RULES:
+        tt = training_timescales(ds, rule=rule).compute()
+        cols[f"tau_gen ({rule})"] = [_tau(tt.sel(n_train=n).squeeze(), "tau_gen") for n in tt.n_train.values]
+    return pd.DataFrame({"n": [int(n) for n in ds.n_train.values], **cols})
+
+
+def _tau(c, name) -> str:
+    """One tau with its interval, censoring said."""
+    lo, hi = float(c[f"{name}_low"]), float(c[f"{name}_high"])
+    if bool(c[f"{name}_censored"]):
+        return f">= {float(c[name]):g} (censored)"
+    return f"{float(c[name]):g} ({lo:g}, {hi:g}]"
+
+
 def tau_rows(tt) -> pd.DataFrame:
     """One row per n: tau_gen and tau_mem with their intervals, censoring said."""
     rows = []
     for n in tt.n_train.values:
         c = tt.sel(n_train=n).squeeze()
-
-        def tau(name):
-            lo, hi = float(c[f"{name}_low"]), float(c[f"{name}_high"])
-            if bool(c[f"{name}_censored"]):
-                return f">= {float(c[name]):g} (censored)"
-            return f"{float(c[name]):g} ({lo:g}, {hi:g}]"
-
-        rows.append({"n": int(n), "tau_gen (interval)": tau("tau_gen"), "tau_mem (interval)": tau("tau_mem"),
+        rows.append({"n": int(n), "tau_gen (interval)": _tau(c, "tau_gen"), "tau_mem (interval)": _tau(c, "tau_mem"),
+                     "best quality": float(c["quality"].min()),
                      "quality at the last checkpoint": float(c["quality"].isel(epoch=-1))})
+    return pd.DataFrame(rows)
+
+
+def curve_rows(tt) -> pd.DataFrame:
+    """The quality curve of every n along the checkpoints (one row per n), with its null at the last one."""
+    q = tt["quality"].squeeze()
+    rows = [{"n": int(n), **{f"{int(e)}": f"{float(v):.3g}" for e, v in zip(q.epoch.values, q.sel(n_train=n).values)}}
+            for n in q.n_train.values]
     return pd.DataFrame(rows)
 
 
@@ -86,12 +113,17 @@ def main(argv=None):
     ap.add_argument("--epochs", type=float, nargs="+", default=[48, 127, 1438, 10000])
     args = ap.parse_args(argv)
     ds = ridgexr.open_dataset(args.store) if args.store else store_for(args.entry, args.data)
-    tt = training_timescales(ds).compute()
+    rule = REGISTERED_RULE.get(args.entry, ridgexr.defaults.TIMESCALE_GEN_RULE)
+    tt = training_timescales(ds, rule=rule).compute()
+    print(f"tau_gen rule written before the run: {rule!r} ({tt.tau_gen.attrs['long_name']})")
     print(markdown_table(tau_rows(tt)))
     for name in ("tau_gen", "tau_mem"):
         s = {k: tt[f"{name}_{k}"].squeeze() for k in ("slope", "slope_low", "slope_high", "verdict")}
         print(f"\n{name}: b = {float(s['slope']):.3g} [{float(s['slope_low']):.3g}, {float(s['slope_high']):.3g}], "
               f"verdict by the stated criteria: {s['verdict'].item()}")
+    print(f"tau_gen < tau_mem: {tt.tau_order_verdict.squeeze().item()}")
+    print(f"\n{tt.attrs['quality']} along training (columns: checkpoints):\n" + markdown_table(curve_rows(tt)))
+    print("\ntau_gen by every rule (only the one above is a verdict):\n" + markdown_table(rule_rows(ds)))
     w = training_window(ds, tt)
     print("\n" + markdown_table(window_rows(w, args.epochs)))
     print("\n" + markdown_table(difference_rows(w, args.epochs)))
