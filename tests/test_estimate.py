@@ -252,3 +252,47 @@ def test_a_unet_fit_costs_its_training_images_at_the_convolution_rate(tmp_path):
     assert fit(epochs="[2]") == pytest.approx(one, rel=1e-12)  # the weights after epoch 1 come from the same run
     assert fit(epochs="[1, 4]") == pytest.approx(2 * one, rel=1e-12)
     assert fit(schedules='["1", "h2"]') == pytest.approx(2 * one, rel=1e-12)
+
+
+MLP_ENTRY = """
+experiments:
+  mlp:
+    dataset:
+      mixture: {dim: 8, mean: 1.0, sigma: 1.0, n: %(n)d, seed: 0, n_population: 100}
+    process: {T: 5.0, t_min: 0.001, n_steps: 4}
+    model: {kind: mlp, widths: [128], epochs: [%(epochs)d], batch_size: %(batch)d, lr: 6.0e-4}
+    training: {quadrature: gauss-legendre-log-t, n_time: 4, n_noise: 1}
+    schedules: ["h"]
+    n_samples: 8
+    d_star: 1
+    store: mlp.zarr
+"""
+
+
+def test_an_mlp_fit_estimate_tracks_its_measured_training_one_and_many_steps_per_epoch(tmp_path):
+    """The fit stage of an mlp block against the CPU time of one torch thread training it (small networks do
+    not use the second core): within the factor 3 the run's first line promises, for one-step epochs at two n
+    (timescales-gmm's regime, where the old 0.05 s per epoch put the estimate ~15-30x high) and for 32 steps
+    per epoch.  The best of two runs, so that load shifts both sides alike."""
+    from ridgexr.catalog import load_catalog_file
+    from ridgexr.models.mlp.denoiser import MLPDenoiser, mlp_kwargs
+    from ridgexr.training.minibatch import fit_neural
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for n, epochs, batch in [(64, 400, 1024), (1024, 200, 1024), (1024, 8, 32)]:
+            f = tmp_path / f"mlp{n}-{batch}.yaml"
+            f.write_text(MLP_ENTRY % {"n": n, "epochs": epochs, "batch": batch})
+            exp = load_catalog_file(f)["mlp"]
+            x = np.random.default_rng(0).standard_normal((n, 8))
+            est = estimate_stage_seconds(exp, x)["fit"]
+            best = np.inf
+            for _ in range(2):
+                net = MLPDenoiser(8, **mlp_kwargs(exp, exp.blocks[0], 128))
+                t0 = time.process_time()
+                fit_neural(net, x, schedule="h", epochs=epochs, batch_size=batch, lr=6e-4, device="cpu")
+                best = min(best, time.process_time() - t0)
+            assert 1 / 3 < est / best < 3, (n, batch, est, best)
+    finally:
+        torch.set_num_threads(threads)

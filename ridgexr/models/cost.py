@@ -34,9 +34,14 @@ ELEMENT_SECONDS = 2e-9
 BLOCK_SECONDS = 3e-3
 CALL_SECONDS = 2e-4
 STEP_SECONDS = 5e-4
-#: fixed cost of one optimizer step and of one epoch (its loss, snapshots) of an mlp's training
+#: fixed cost of one optimizer step and of one epoch (its permutation, times, noise and loss) of an mlp's
+#: training, one torch thread (small networks do not use the second core).  Measured 2026-12-03 (width 128,
+#: d = 8): 1.75 ms per step and 1.65 ms per epoch, from 3.6 ms per one-step epoch at n = 64 and 61 ms per
+#: 32-step epoch at n = 1 024 (tests/test_estimate.py); EPOCH_SECONDS was 0.05 s, set when the resumable
+#: checkpoint was written after every epoch, which put timescales-gmm (10 000 one-step epochs x 5 n) at 46 min
+#: against 7-13 min measured
 OPTIMIZER_STEP_SECONDS = 2e-3
-EPOCH_SECONDS = 0.05
+EPOCH_SECONDS = 2e-3
 #: float32 rate of a U-Net's convolutions on 2 idle cores, forward and backward (flop/s, counted by
 #: :func:`ridgexr.models.unet.denoiser.forward_flops`): the default block trains at ~610 images/s
 #: (docs/images.md), 3 x 9.3e7 flops per image
