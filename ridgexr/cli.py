@@ -382,7 +382,8 @@ def run(
         from .sampling import scheduler_grid
 
         t_last = float(scheduler_grid(entry_scheduler(exp)[0], exp.process.n_steps)[-1])
-    _summary_table(res.summary, f"{exp.name}: final step (t = {t_last:g})", d=_data_dim(exp))
+    _summary_table(res.summary, f"{exp.name}: final step (t = {t_last:g})", d=_data_dim(exp),
+                   more=f"ridgexr info {exp.name} --all-rows")
     console.print(f"ran {res.cells_run} cell(s), kept {res.cells_skipped} complete cell(s) in {elapsed:.1f} s")
     console.print(f"store: [bold]{res.store}[/]  (open with ridgexr.open_dataset({str(res.store)!r}))")
 
@@ -435,10 +436,18 @@ def _data_dim(exp) -> int | None:
         return None
 
 
-def _summary_table(rows, title, d: int | None = None):
+#: rows of a summary table printed by default; the tallies below it count every row
+SUMMARY_MAX_ROWS = 100
+
+
+def _summary_table(rows, title, d: int | None = None, *, max_rows: int | None = SUMMARY_MAX_ROWS, more: str = ""):
+    """The per-cell summary rows as a table: at most ``max_rows`` of them (None: all), in the store's label order,
+    then a line of tallies over every row (complete, diverged, the quality gate) so that a cut table hides no
+    count; ``more`` says how to print them all."""
     if not rows:
         console.print("(no cells)")
         return
+    shown = rows if max_rows is None or len(rows) <= max_rows else rows[:max_rows]
     table = Table(title=title, caption="ridge dist: mean |x - proj|; conv: SCMS converged; rms e_N / e_T: "
                                         "normal / tangent model error; near: within 0.5 of a training point (the paper's count); "
                                         "memo: d1/d2 < 1/3; div: diverged; "
@@ -453,13 +462,29 @@ def _summary_table(rows, title, d: int | None = None):
     table.add_column("done", no_wrap=True)
     for k in keys:
         table.add_column(_SHORT.get(k, k), justify="right", no_wrap=True)
-    for r in rows:
+    if len(shown) < len(rows):
+        table.caption += (f"; the first {len(shown)} of {len(rows)} cells" + (f" ({more} prints every one)" if more
+                                                                               else ""))
+    for r in shown:
         cells = ["yes" if r["complete"] else "[red]no"]
         for k in keys:
             v = r[k]
             cells.append(f"{v:.3g}" if isinstance(v, float) else str(v))
         table.add_row(*cells)
     console.print(table)
+    if len(shown) < len(rows):
+        console.print(_tallies(rows), soft_wrap=True, highlight=False)
+
+
+def _tallies(rows) -> str:
+    """Counts over every summary row: complete cells, cells with a diverged sample, and each quality verdict."""
+    from collections import Counter
+
+    parts = [f"{sum(r['complete'] for r in rows)} of {len(rows)} cells complete",
+             f"{sum(r.get('diverged', 0) > 0 for r in rows)} with a diverged sample"]
+    if "quality" in rows[0]:
+        parts.append("quality: " + ", ".join(f"{n} {v}" for v, n in Counter(r["quality"] for r in rows).most_common()))
+    return "all cells: " + "; ".join(parts)
 
 
 def _why_empty(rows, keys, d: int | None = None) -> str:
@@ -551,7 +576,9 @@ def _estimated_time(exp) -> str:
 
 @app.command()
 def info(store: str = typer.Argument(..., help="store path or catalog entry name"),
-         data_dir: str = _data_dir_option(), catalog: list[str] = _catalog_option()):
+         data_dir: str = _data_dir_option(), catalog: list[str] = _catalog_option(),
+         all_rows: bool = typer.Option(False, "--all-rows", help=f"print every cell's row (by default the first "
+                                       f"{SUMMARY_MAX_ROWS}, with the tallies of all)")):
     """Describe a store: dims, variables, completed cells and provenance."""
     from .reader import check_complete_cells, summarize
     from .store import json_attr
@@ -573,7 +600,8 @@ def info(store: str = typer.Argument(..., help="store path or catalog entry name
         console.print("verified: " + (f"{ver['time']}, {ver['chunks_read']} chunks read, "
                                       f"{len(ver['damaged'])} damaged" + (" (repaired)" if ver.get("repaired") else "")
                                       if ver else "never ('ridgexr verify' checks every chunk)"))
-        _summary_table(summarize(path, ds), "cells", d=ds.sizes.get("dim"))
+        _summary_table(summarize(path, ds), "cells", d=ds.sizes.get("dim"),
+                       max_rows=None if all_rows else SUMMARY_MAX_ROWS, more=f"ridgexr info {store} --all-rows")
 
 
 def _store(name: str, data_dir, catalog_files):

@@ -59,6 +59,7 @@ def summarize(path: str | Path, ds: xr.Dataset | None = None) -> list[dict]:
 
     ds = check_complete_cells(open_store(path), path) if ds is None else ds
     dims = ds["cell_complete"].dims
+    ds = _slab_view(path, ds)  # the same values, read in slabs of cells: a few tasks instead of one per cell
     lazy = _summary_columns(ds, ds.isel(step=-1))
     marks = {"done": ds["cell_complete"]}
     if "cell_applies" in ds:
@@ -85,6 +86,35 @@ def summarize(path: str | Path, ds: xr.Dataset | None = None) -> list[dict]:
             row["quality"] = str(gate[idx])
         rows.append(row)
     return rows
+
+
+#: bytes of a cell's final-step data per task of the summary's reads (:func:`_slab_view`)
+SUMMARY_SLAB_BYTES = 128 * 2**20
+
+
+def _slab_view(path: str | Path, ds: xr.Dataset, budget: int = SUMMARY_SLAB_BYTES) -> xr.Dataset:
+    """``ds`` (the store at ``path``, opened and checked) with its arrays read in slabs of cells.
+
+    A store keeps one chunk per cell, so a dask array per chunk makes one task per cell and variable: 25 000
+    tasks for a 3 072-cell store's summary, whose scheduling cost dwarfs the reads.  Opened without dask and
+    chunked along the cell dimensions so that a task reads at most ``budget`` bytes of one step of its cells
+    (zarr fetches a slab's chunk files in one call), the same values are read in a few tasks.  ``ds``'s loaded
+    coordinates and its checked ``cell_complete`` are kept.  A ``ds`` that is not the whole store (a selection)
+    is returned as it is.
+    """
+    cells = ds["cell_complete"].dims
+    fast = open_store(path, chunks=None, load_marks=False)
+    if dict(fast.sizes) != dict(ds.sizes):  # a selection of the store: read it as given
+        return ds
+    fast = fast.assign(cell_complete=ds["cell_complete"])
+    per_cell = sum(v.dtype.itemsize * int(np.prod([s for d, s in v.sizes.items() if d not in cells and d != "step"]))
+                   for v in fast.data_vars.values() if set(cells) <= set(v.dims))
+    room = max(1, budget // max(per_cell, 1))
+    chunks = {}
+    for d in reversed(cells):  # the innermost cell dimensions whole first, as the store's label order runs
+        chunks[d] = int(max(1, min(ds.sizes[d], room)))
+        room = max(1, room // chunks[d])
+    return fast.chunk(chunks)
 
 
 def _summary_columns(ds, last) -> dict:

@@ -191,6 +191,27 @@ def test_a_summary_whose_frames_are_all_degenerate_says_why_its_columns_are_nan(
     assert "nan: every state" not in " ".join(capsys.readouterr().out.split())
 
 
+def test_a_long_summary_prints_its_first_rows_and_counts_every_cell(capsys):
+    """A 3 072-cell store's summary printed 3 072 rows: the table now stops at max_rows, says so and how to print
+    them all, and a line below it counts every row (complete, diverged, the quality gate), so a cut table hides
+    no count.  At max_rows or fewer nothing changes."""
+    from ridgexr.cli import _summary_table
+
+    rows = [{"draw": i, "complete": i != 7, "ridge_distance": 0.1 * i, "diverged": int(i % 50 == 3),
+             "quality": "generates" if i % 10 else "does not generate"} for i in range(250)]
+    _summary_table(rows, "cells", max_rows=20, more="ridgexr info X --all-rows")
+    out = capsys.readouterr().out
+    drawn = [line for line in out.splitlines() if line.startswith("│")]
+    assert [int(line.split("│")[2]) for line in drawn] == list(range(20))  # the first 20 cells, in order
+    text = " ".join(out.split())
+    assert "the first 20 of 250 cells (ridgexr info X --all-rows prints every one)" in text
+    assert "all cells: 249 of 250 cells complete; 5 with a diverged sample; quality: 225 generates, 25 does not " \
+           "generate" in text
+    _summary_table(rows[:20], "cells", max_rows=20)
+    out = capsys.readouterr().out
+    assert len([line for line in out.splitlines() if line.startswith("│")]) == 20 and "all cells" not in out
+
+
 def test_run_plan_prints_the_stages_and_their_costs_and_writes_nothing(tmp_path, write_catalog):
     from ridgexr.catalog import experiment_from_file
     from ridgexr.run.plan import estimate_resources, estimate_stage_seconds, format_seconds

@@ -504,3 +504,54 @@ def test_median_difference_ci_matches_a_brute_force_bootstrap_and_ignores_nans()
         np.testing.assert_allclose(out[i], expect)
     assert np.isnan(median_difference_ci(np.full(5, np.nan), b)).all()
     assert np.isnan(median_difference_ci(a[1], np.full(4, np.nan))[3:]).all()
+
+
+@pytest.mark.slow
+def test_training_set_analyses_of_cells_held_together_match_the_per_cell_ones(sweep_store):
+    """A block holding cells of several training sets (the store loaded into memory, or chunked across n_train)
+    split its samples against the wrong sets' dims: by_train lined the sets' leading dims up with the samples'
+    first dims, where apply_ufunc lines them up with the last (IndexError with an epoch dim before n_train).
+    Loaded, and chunked across every cell, the analyses equal the per-cell lazy ones."""
+    from ridgexr.analysis import memorization_fraction, near_mode_fraction, nearest_ratio_at, novelty  # noqa: F401
+
+    ds = sweep_store
+    cells = ds["cell_complete"].dims
+    assert "epoch" in cells and "n_train" in cells and cells.index("epoch") < cells.index("n_train")
+    lazy = ds.drop_vars("nearest_ratio")  # the d1/d2 computed from the trajectory against each cell's set
+    expect = {"ratio": nearest_ratio_at(lazy).compute(), "near": near_mode_fraction(ds, r=0.5)["near_mode"].compute()}
+    for view in (lazy.load(), lazy.chunk({d: -1 for d in cells})):
+        got = {"ratio": nearest_ratio_at(view), "near": near_mode_fraction(view.assign(nearest_ratio=ds.nearest_ratio),
+                                                                           r=0.5)["near_mode"]}
+        for k, v in got.items():
+            np.testing.assert_allclose(v.compute().transpose(*expect[k].dims).values, expect[k].values, rtol=1e-12)
+
+
+@pytest.mark.slow
+def test_the_summary_reads_slabs_of_cells_and_prints_the_per_cell_values(sweep_store):
+    """The end-of-run summary reads the store in slabs of cells (a few tasks, not one per cell and variable):
+    with a budget that puts several cells in a task the rows equal those read per cell (to rounding: a mean
+    over a slab's samples sums in another order)."""
+    import ridgexr.reader as reader
+
+    ds = sweep_store
+    path = ds.encoding["source"]
+    opened = reader.check_complete_cells(reader.open_store(path), path)
+    per_cell_bytes = 8 * ds.sizes["sample"] * ds.sizes["dim"]
+    view = reader._slab_view(path, opened, budget=4 * per_cell_bytes * 8)
+    assert max(max(c) for c in view["nearest_ratio"].chunks[:len(opened.cell_complete.dims)]) > 1  # slabs
+    assert reader._slab_view(path, opened.isel(epoch=[0]), budget=1 << 30).sizes["epoch"] == 1  # a selection: as is
+    slabs = reader.summarize(path, opened)
+    original = reader._slab_view
+    try:
+        reader._slab_view = lambda path, ds, budget=0: ds  # one chunk per cell, as the store is opened
+        cells = reader.summarize(path, opened)
+    finally:
+        reader._slab_view = original
+    assert len(slabs) == len(cells) == int(opened.cell_complete.size)
+    for a, b in zip(slabs, cells):
+        assert a.keys() == b.keys()
+        for k in a:
+            if isinstance(a[k], float):
+                np.testing.assert_allclose(a[k], b[k], rtol=1e-12, equal_nan=True)
+            else:
+                assert a[k] == b[k], k

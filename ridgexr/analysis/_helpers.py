@@ -107,19 +107,30 @@ def cell_train(ds: xr.Dataset) -> xr.DataArray:
     return train
 
 
-def by_train(fn, x: np.ndarray, tr: np.ndarray) -> np.ndarray:
-    """``fn(x, train)`` for each distinct training set: x (..., core) and tr (..., N, d) with the
-    leading dims aligned by ``apply_ufunc`` (size 1 where tr does not vary, i.e. everywhere but
-    ``n_train``).  One call per training set, each vectorised over the cells and samples."""
+def by_train(fn, x: np.ndarray, tr: np.ndarray, *, core: int) -> np.ndarray:
+    """``fn(x, train)`` for each distinct training set: x (..., core dims) and tr (..., N, d), as
+    ``apply_ufunc`` passes them: tr's leading dims (size 1 where tr does not vary, i.e. everywhere but
+    ``n_train`` and ``data_draw``) line up with the *last* of x's ``x.ndim - core`` broadcast dims, as in numpy
+    broadcasting (apply_ufunc leaves out tr's missing leading dims).  One call per training set, each
+    vectorised over the cells and samples.
+
+    ``core``: the number of x's core dims (1 for ``["dim"]``, 2 for ``[sample, "dim"]``).  A block that holds
+    cells of several training sets (a chunk across ``n_train``, or data loaded into memory) is split by set.
+    """
     lead = tr.shape[:-2]
     if all(n == 1 for n in lead):
         return fn(x, tr.reshape(tr.shape[-2:]))
+    n_lead = x.ndim - core
+    if len(lead) > n_lead:
+        raise ValueError(f"the training sets' leading dims {lead} outnumber the samples' {x.shape[:n_lead]}")
+    tr = tr.reshape((1,) * (n_lead - len(lead)) + tr.shape)  # right-aligned, as numpy broadcasts
+    lead = tr.shape[:-2]
     out = None
     for idx in np.ndindex(*lead):  # one training subset per n_train label (a handful)
         sel = tuple(i if n > 1 else slice(None) for i, n in zip(idx, lead))
         part = fn(x[sel], tr[idx])
         if out is None:
-            out = np.empty(x.shape[:len(lead)] + part.shape[len(lead) - sum(n > 1 for n in lead):])
+            out = np.empty(x.shape[:n_lead] + part.shape[n_lead - sum(n > 1 for n in lead):])
         out[sel] = part
     return out
 

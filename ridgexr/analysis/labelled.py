@@ -222,7 +222,7 @@ def tangential_distance(ds: xr.Dataset, *, d_star: int | None = None, gap_floor:
 
     def _kernel(pp, tt, tr):
         packed = np.concatenate([pp, np.broadcast_to(tt, pp.shape[:-1])[..., None]], -1)
-        return by_train(_per_train, packed, tr)
+        return by_train(_per_train, packed, tr, core=1)
 
     res = xr.apply_ufunc(_kernel, proj, ds["t"], train, input_core_dims=[["dim"], [], ["train", "dim"]],
                          output_core_dims=[["part"]], dask="parallelized", output_dtypes=[float],
@@ -311,7 +311,7 @@ def spread_curves(ds: xr.Dataset, *, quantiles: Sequence[float] = (0.1, 0.5, 0.9
     def _nearest(p, tr):
         return arrays.nearest_two(p, tr)[0]
 
-    near = xr.apply_ufunc(partial(by_train, _nearest), unscaled, train, input_core_dims=[["dim"], ["train", "dim"]],
+    near = xr.apply_ufunc(partial(by_train, _nearest, core=1), unscaled, train, input_core_dims=[["dim"], ["train", "dim"]],
                           dask="parallelized", output_dtypes=[float]) * alpha  # back to data units at t
     near = near.chunk({dim: -1})
     return xr.Dataset({
@@ -413,7 +413,7 @@ def _share_per_cell(flag, x: xr.DataArray, train: xr.DataArray, name: str, long_
         train = train.chunk({"train": -1, "dim": -1})
     if x.chunks is not None:
         x = x.chunk({dim: -1, "dim": -1})
-    stats = xr.apply_ufunc(partial(by_train, _share), x, train, input_core_dims=[[dim, "dim"], ["train", "dim"]],
+    stats = xr.apply_ufunc(partial(by_train, _share, core=2), x, train, input_core_dims=[[dim, "dim"], ["train", "dim"]],
                            output_core_dims=[["stat"]], dask="parallelized", output_dtypes=[float],
                            dask_gufunc_kwargs={"output_sizes": {"stat": 3}})
     return xr.Dataset({
@@ -488,7 +488,7 @@ def target_effect(ds: xr.Dataset, *, r: float = 0.5, ci: float = 0.95, n_boot: i
 
     per_sample = {}
     for name, var, fn in (("near_mode", "trajectory", _near), ("spread", "ridge_projection", _spread)):
-        per_sample[name] = xr.apply_ufunc(partial(by_train, fn), last[var].chunk({"dim": -1}), pts,
+        per_sample[name] = xr.apply_ufunc(partial(by_train, fn, core=1), last[var].chunk({"dim": -1}), pts,
                                           input_core_dims=[["dim"], ["train", "dim"]],
                                           dask="parallelized", output_dtypes=[float])
 
@@ -570,7 +570,7 @@ def nearest_ratio_at(ds: xr.Dataset, *, step: int = -1, t: float | None = None, 
         d1, d2, _ = arrays.nearest_two(xx / a, tr)
         return np.where(np.isfinite(d1), d1 / d2, np.nan)
 
-    r = xr.apply_ufunc(partial(by_train, ratio), x, train, input_core_dims=[[dim, "dim"], ["train", "dim"]],
+    r = xr.apply_ufunc(partial(by_train, ratio, core=2), x, train, input_core_dims=[[dim, "dim"], ["train", "dim"]],
                        output_core_dims=[[dim]], dask="parallelized", output_dtypes=[float])
     return with_attrs(r, "d1 / d2: nearest over second-nearest training distance", "1")
 

@@ -72,7 +72,7 @@ def novelty(ds: xr.Dataset, *, step: int = -1, t: float | None = None, dim: str 
     def _nov(xx, tr):
         return arrays.novelty(xx, tr[np.isfinite(tr).all(1)])
 
-    out = xr.apply_ufunc(partial(by_train, _nov), x, cell_train(last), input_core_dims=[["dim"], ["train", "dim"]],
+    out = xr.apply_ufunc(partial(by_train, _nov, core=1), x, cell_train(last), input_core_dims=[["dim"], ["train", "dim"]],
                          dask="parallelized", output_dtypes=[float])
     out = with_attrs(out, "nearest-training distance / median nearest-neighbour spacing of the training set", "1")
     out.attrs["step"] = step_label(ds, step, t)
