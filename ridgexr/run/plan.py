@@ -10,6 +10,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..catalog import Experiment
+from ..heap import release_free_heap
 from ..models import REGISTRY, FitContext, model_kind
 # the cost model's rates and moments_seconds moved to models.cost with the kinds' cost hooks; re-exported here
 from ..models.cost import (BLOCK_SECONDS, CALL_SECONDS, CONV_FLOPS, ELEMENT_SECONDS, EIGH_FLOPS,  # noqa: F401
@@ -136,6 +137,8 @@ def plan_tasks(exp: Experiment, train: np.ndarray, layout: StoreLayout,
         fitted = model_kind(b.kind).trainer()(ctx, bi, b, mine)
         for idx, lab in mine:
             tasks[idx] = CellTask(idx, lab, fitted[idx].diagnostics, bi, fitted[idx].state)
+        del fitted
+        release_free_heap()  # what the block's training freed goes back to the system (ridgexr.heap)
     if exp.legacy_exact:
         # the exact denoiser as schedule 'exact' at every width (tau, target, n_noise) samples the same
         # trajectories for a given training set: sampled at the first such cell, copied to the others

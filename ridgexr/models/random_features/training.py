@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...heap import release_free_heap
 from ...training import draw_seed, fit_sweep, fits_to_dataset
 from ...training.diagnostics import DIAGNOSTIC_VARIABLES
 from ...training.fit import FitError
@@ -114,4 +115,8 @@ def fit(ctx, bi: int, block, cells: list[tuple[tuple, dict]]) -> dict:
             sel = diag.sel(schedule=s, width=w).isel(tau=i)
             out[idx] = FittedCell(fitted.A[i].detach().cpu().numpy(),
                                   {name: float(sel[name]) for name in DIAGNOSTIC_VARIABLES})
+        # the fit's Gram, features and held-out arrays are free now; without this the heap keeps them: the
+        # readouts kept above pin its pages, and 3 072 cells of variance-ensemble held 1.07 GiB (ridgexr.heap)
+        del fits, diag
+        release_free_heap()
     return out
