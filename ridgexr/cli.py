@@ -395,7 +395,7 @@ def _print_plan(exp, data_dir) -> None:
     from .catalog import resolve_store
     from .datasets import training_shape
     from .run import ResourceError, check_resources
-    from .run.plan import count_run_cells, estimate_stage_seconds, format_seconds
+    from .run.plan import count_run_cells, estimate_stage_seconds, format_seconds, scms_upper_seconds
 
     shape = training_shape(exp.dataset, base_dir=exp.base_dir)
     store = resolve_store(exp, data_dir)
@@ -415,6 +415,10 @@ def _print_plan(exp, data_dir) -> None:
     for stage, t in seconds.items():
         table.add_row(stage, format_seconds(t), f"{100 * t / total:.0f}%")
     table.add_row("total", format_seconds(sum(seconds.values())), "")
+    upper = scms_upper_seconds(exp, shape)
+    if upper is not None:  # the projections' iterations depend on the data: the bound at the cap
+        table.add_row(f"sampling and observation, every projection at ridge.max_iter = {exp.ridge.max_iter}",
+                      format_seconds(upper), "")
     console.print(table)
     gb = 2**30
     console.print(f"peak memory ~{est['peak_memory'] / gb:.3g} GiB ({est['memory_stage']}; driven by "
@@ -557,7 +561,8 @@ that made each (open one by that name, whatever catalog defined it)."""
 
 
 def _estimated_time(exp) -> str:
-    """The planner's total time of an entry ("~8.3 s"); "?" when its training set's shape needs files that are
+    """The planner's total time of an entry ("~8.3 s"; ``ridgexr run --plan`` adds the bound of every projection
+    at ``ridge.max_iter``); "?" when its training set's shape needs files that are
     not here (an array file, a user's image folder), and "? (needs <module>)" when the estimate needs an optional
     dependency that is not installed (a unet block's cost counts its architecture with diffusers: the
     ``images`` extra)."""

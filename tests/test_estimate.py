@@ -107,6 +107,35 @@ def test_the_sampling_estimate_counts_the_states_steps_and_scms_frames(tmp_path)
                                        + 8 * 5 * ((plan.SCMS_ITERATIONS + 1) * frame + mean), rel=1e-9)
 
 
+def test_the_resolved_projection_and_the_bound_at_max_iter(tmp_path, capsys):
+    """ridge.resolved_projection runs SCMS once more per state (the SCMS part doubles); the bound prices every
+    projection at ridge.max_iter (where frames are degenerate SCMS runs to it: mnist-authors took ~6x the
+    assumed-count estimate), None where the cap is not above the assumed count; `ridgexr run --plan` prints it."""
+    from ridgexr.cli import _print_plan
+
+    train = np.random.default_rng(0).standard_normal((64, 3))
+    n, d = train.shape
+    frame = moments_seconds(n, d, d_star=1, queries=8 * 4)
+
+    def est(exp, **kw):
+        return estimate_stage_seconds(exp, train, **kw)["sampling and observation"]
+
+    plain, resolved = entry(tmp_path, max_iter=50), entry(tmp_path, max_iter=50, ridge=", resolved_projection: true")
+    scms = 8 * 5 * (plan.SCMS_ITERATIONS + 1) * frame + plan.SCMS_ITERATIONS * 2 * plan.STEP_SECONDS
+    assert est(resolved) - est(plain) == pytest.approx(scms, rel=1e-9)
+    assert plan.scms_upper_seconds(plain, train) == pytest.approx(est(plain, scms_iterations=50), rel=1e-12)
+    assert plan.scms_upper_seconds(plain, train) - est(plain) == pytest.approx(
+        (50 - plan.SCMS_ITERATIONS) * (8 * 5 * frame + 2 * plan.STEP_SECONDS), rel=1e-9)
+    assert plan.scms_upper_seconds(entry(tmp_path, max_iter=plan.SCMS_ITERATIONS), train) is None
+    assert plan.scms_upper_seconds(entry(tmp_path, max_iter=50, ridge=", stop_degenerate: 3"), train) is not None
+    line = plan.describe_stages(estimate_stage_seconds(plain, train), plan.scms_upper_seconds(plain, train), 50)
+    assert f"up to ~{plan.format_seconds(plan.scms_upper_seconds(plain, train))} if every projection runs to " \
+           "ridge.max_iter = 50" in line
+    _print_plan(plain, tmp_path / "data")
+    out = " ".join(capsys.readouterr().out.split())
+    assert "every projection at ridge.max_iter = 50" in out
+
+
 def test_the_moment_estimate_tracks_the_measured_kernel_across_sizes():
     """Measured CPU time of the posterior moments (the sampling and observation stage's kernel) at sizes
     whose costs differ ~100x (under a second on one thread): the estimate's ratio between sizes within 4x

@@ -30,7 +30,8 @@ from ..store.lifecycle import abandon_staging, commit_run, refuse_not_a_store, s
 from .cell import run_cell
 from .cluster import dask_client, resolve_scheduler
 from .ensemble import v_kernel_variables
-from .plan import describe_stages, estimate_resources, estimate_stage_seconds, plan_layout, plan_tasks, resolve_d_star
+from .plan import (describe_stages, estimate_resources, estimate_stage_seconds, plan_layout, plan_tasks, resolve_d_star,
+                   scms_upper_seconds)
 from .provenance import store_attrs
 
 __all__ = ["run_experiment", "RunResult", "ConfigMismatchError", "ResourceError", "check_scheduler",
@@ -233,7 +234,8 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
     check_resources(exp, train, path, force=force, overwrite=overwrite)  # first: the checks below may allocate (quadrature nodes)
     validate_experiment(exp, train)
     if progress is not None:  # the plan: what each stage will cost (an estimate)
-        progress.console.print(describe_stages(estimate_stage_seconds(exp, train)))
+        progress.console.print(describe_stages(estimate_stage_seconds(exp, train), scms_upper_seconds(exp, train),
+                                               exp.ridge.max_iter))
     config_hash = exp.config_hash(train)  # of the entry as written (d_star may be "auto")
     exp, d_star_info = resolve_d_star(exp, train)
     layout = plan_layout(exp, train)

@@ -25,7 +25,8 @@ from ..store import StoreLayout
 from ..store.variables import cell_chunks
 
 __all__ = ["CellTask", "plan_layout", "block_index", "cell_applies", "plan_tasks", "resolve_d_star",
-           "estimate_resources", "estimate_stage_seconds", "describe_stages", "moments_seconds", "count_run_cells",
+           "estimate_resources", "estimate_stage_seconds", "scms_upper_seconds", "assumed_scms_iterations",
+           "describe_stages", "moments_seconds", "count_run_cells",
            "training_size", "format_seconds"]
 
 
@@ -342,7 +343,8 @@ SCMS_ITERATIONS = 20
 STOP_DEGENERATE_FACTOR = 2
 
 
-def estimate_stage_seconds(exp: Experiment, train: np.ndarray) -> dict[str, float]:
+def estimate_stage_seconds(exp: Experiment, train: np.ndarray, *, scms_iterations: int | None = None
+                           ) -> dict[str, float]:
     """A rough estimate (seconds on 2 idle CPU cores) of each stage of a run, from the configuration alone.
 
     Each model block is priced by its kind's cost hook (:class:`ridgexr.models.cost.KindCost`, named by
@@ -357,7 +359,11 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray) -> dict[str, floa
       :data:`STOP_DEGENERATE_FACTOR` x ``ridge.stop_degenerate``) SCMS iterations plus one frame
       (the first iteration is the frame at the state; one more at t_min), each a
       :func:`moments_seconds` with the frame the run uses (dense, or low-rank for d > 128), and one
-      mean's worth of distances for the nearest training point.
+      mean's worth of distances for the nearest training point; twice the SCMS work with
+      ``ridge.resolved_projection`` (one more projection at the resolved dimension).
+
+    ``scms_iterations`` replaces the assumed count (:func:`scms_upper_seconds` prices every projection at
+    ``ridge.max_iter``: the bound for states whose frames are degenerate, where SCMS runs to its cap).
 
     Meant to say which stage dominates and roughly how long a run takes (within a factor of about 3 of
     the runs measured, docs/performance.md), not when it ends.
@@ -393,9 +399,8 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray) -> dict[str, floa
             diag += seconds
     n_rec = math.ceil(exp.process.n_steps / exp.sampler.record_every) + 1
     n_blocks = math.ceil(n_rec / exp.sampler.block_steps)
-    iters = min(SCMS_ITERATIONS, exp.ridge.max_iter)
-    if exp.ridge.stop_degenerate is not None:  # an entry that stops degenerate frames expects them
-        iters = min(iters, STOP_DEGENERATE_FACTOR * exp.ridge.stop_degenerate)
+    iters = assumed_scms_iterations(exp) if scms_iterations is None else int(scms_iterations)
+    runs = 2 if exp.ridge.resolved_projection else 1  # the projection at the resolved dimension: one more run
     top_k = exp.ridge.top_k
     sampling = 0.0
     for lab in labelled:
@@ -409,9 +414,28 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray) -> dict[str, floa
         call = model_kind(b.kind).cost_model().call_seconds(b, d, m, int(states), lab.get("width"))
         sampling += (exp.process.n_steps * (states * call
                                             + STEP_SECONDS)
-                     + states * n_rec * ((iters + 1) * frame + moments_seconds(m, d, queries=block))
-                     + iters * n_blocks * STEP_SECONDS)
+                     + states * n_rec * (runs * (iters + 1) * frame + moments_seconds(m, d, queries=block))
+                     + runs * iters * n_blocks * STEP_SECONDS)
     return {"fit": fit, "diagnostics": diag, "sampling and observation": sampling}
+
+
+def assumed_scms_iterations(exp: Experiment) -> int:
+    """SCMS iterations per observed state that :func:`estimate_stage_seconds` assumes: min(:data:`SCMS_ITERATIONS`,
+    ``ridge.max_iter``, :data:`STOP_DEGENERATE_FACTOR` x ``ridge.stop_degenerate``)."""
+    iters = min(SCMS_ITERATIONS, exp.ridge.max_iter)
+    if exp.ridge.stop_degenerate is not None:  # an entry that stops degenerate frames expects them
+        iters = min(iters, STOP_DEGENERATE_FACTOR * exp.ridge.stop_degenerate)
+    return iters
+
+
+def scms_upper_seconds(exp: Experiment, train: np.ndarray) -> float | None:
+    """The sampling and observation stage with every projection at its cap ``ridge.max_iter`` (seconds), where the
+    cap is above the assumed count; None where it is not.  The SCMS iterations a state takes depend on the data
+    (states with a degenerate frame run to the cap): ``mnist-authors`` (cap 100, frames degenerate at small t)
+    took ~6x the assumed-count estimate (docs/mnist.md)."""
+    if exp.ridge.max_iter <= assumed_scms_iterations(exp):
+        return None
+    return estimate_stage_seconds(exp, train, scms_iterations=exp.ridge.max_iter)["sampling and observation"]
 
 
 def format_seconds(t: float) -> str:
@@ -425,8 +449,11 @@ def format_seconds(t: float) -> str:
     return f"{t / 60:.0f} min" if t < 7200 else f"{t / 3600:.1f} h"
 
 
-def describe_stages(seconds: dict[str, float]) -> str:
-    """One line for the plan printed before a run: each stage's estimated time and share."""
+def describe_stages(seconds: dict[str, float], upper: float | None = None, max_iter: int | None = None) -> str:
+    """One line for the plan printed before a run: each stage's estimated time and share, and, with ``upper``
+    (:func:`scms_upper_seconds`), the sampling and observation stage with every projection at ``max_iter``."""
     total = sum(seconds.values()) or 1.0
     parts = [f"{name} ~{format_seconds(t)} ({100 * t / total:.0f}%)" for name, t in seconds.items()]
-    return "estimated time on 2 idle cores (rough, within ~3x): " + ", ".join(parts)
+    tail = ("" if upper is None else f"; sampling and observation up to ~{format_seconds(upper)} if every projection "
+            f"runs to ridge.max_iter = {max_iter} (degenerate frames do)")
+    return "estimated time on 2 idle cores (rough, within ~3x): " + ", ".join(parts) + tail
