@@ -148,15 +148,15 @@ def test_ratio_rules_use_the_interval_and_a_null_per_checkpoint():
         arrays.quality_reached(q, rule="plateau")
 
 
-@pytest.mark.parametrize("gen_high, mem_low, mem_high, gen_low, censored, expect", [
-    ([10, 10], [50, 80], [60, 100], [5, 5], [False, True], "agrees"),  # every uncensored tau_mem after tau_gen
-    ([10, 10], [50, 80], [np.inf, np.inf], [5, 5], [True, True], "inconclusive"),  # no uncensored tau_mem
-    ([10, 100], [50, 80], [60, 120], [5, 50], [False, False], "inconclusive"),  # n 2: intervals overlap
-    ([10, 300], [50, 80], [60, 120], [5, 200], [False, False], "disagrees"),  # n 2: tau_mem's below tau_gen's
+@pytest.mark.parametrize("gen_low, gen_high, mem_low, mem_high, censored, expect", [
+    ([5, 5], [10, 10], [50, 80], [60, 100], [False, True], "agrees"),  # every uncensored tau_mem after tau_gen
+    ([5, 5], [10, 10], [50, 80], [np.inf, np.inf], [True, True], "inconclusive"),  # no uncensored tau_mem
+    ([5, 50], [10, 100], [50, 80], [60, 120], [False, False], "inconclusive"),  # n 2: intervals overlap
+    ([5, 200], [10, 300], [50, 80], [60, 120], [False, False], "disagrees"),  # n 2: tau_mem's below tau_gen's
 ])
-def test_order_verdict_by_the_written_criterion(gen_high, mem_low, mem_high, gen_low, censored, expect):
-    assert arrays.order_verdict(np.array(gen_high, float), np.array(mem_low, float), np.array(mem_high, float),
-                                np.array(gen_low, float), np.array(censored)) == expect
+def test_order_verdict_by_the_written_criterion(gen_low, gen_high, mem_low, mem_high, censored, expect):
+    assert arrays.order_verdict(*(np.array(a, float) for a in (gen_low, gen_high, mem_low, mem_high)),
+                                np.array(censored)) == expect
 
 
 # ------------------------------------------------------------------------------------------ slope fit

@@ -977,7 +977,7 @@ def slope_verdict(low: float, high: float, expected: float, *, agree: float = 0.
     return "inconclusive"
 
 
-def order_verdict(gen_high: np.ndarray, mem_low: np.ndarray, mem_high: np.ndarray, gen_low: np.ndarray,
+def order_verdict(gen_low: np.ndarray, gen_high: np.ndarray, mem_low: np.ndarray, mem_high: np.ndarray,
                   mem_censored: np.ndarray) -> str:
     """The verdict on "tau_gen < tau_mem" over the n of one curve family, by the criterion written before
     the timescales runs (docs/timescales.md).
@@ -989,18 +989,18 @@ def order_verdict(gen_high: np.ndarray, mem_low: np.ndarray, mem_high: np.ndarra
 
     Parameters
     ----------
-    gen_high, mem_low, mem_high, gen_low : (n,) interval ends (inf where censored)
+    gen_low, gen_high, mem_low, mem_high : (n,) the two intervals' ends (inf where censored)
     mem_censored : (n,) bool
 
     Examples
     --------
-    >>> order_verdict(np.array([10.0, 10.0]), np.array([50.0, 80.0]), np.array([60.0, 100.0]), np.array([5.0, 5.0]),
+    >>> order_verdict(np.array([5.0, 5.0]), np.array([10.0, 10.0]), np.array([50.0, 80.0]), np.array([60.0, 100.0]),
     ...               np.array([False, True]))
     'agrees'
-    >>> order_verdict(np.array([10.0]), np.array([50.0]), np.inf * np.ones(1), np.array([5.0]), np.array([True]))
+    >>> order_verdict(np.array([5.0]), np.array([10.0]), np.array([50.0]), np.inf * np.ones(1), np.array([True]))
     'inconclusive'
     """
-    gen_high, mem_low, mem_high, gen_low = (np.asarray(a, dtype=float) for a in (gen_high, mem_low, mem_high, gen_low))
+    gen_low, gen_high, mem_low, mem_high = (np.asarray(a, dtype=float) for a in (gen_low, gen_high, mem_low, mem_high))
     reached = ~np.asarray(mem_censored, dtype=bool)
     if np.any(mem_high <= gen_low):
         return "disagrees"

@@ -286,7 +286,7 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
                                output_dtypes=[float], dask_gufunc_kwargs={"output_sizes": {"stat": 6}})
         out |= _slope(stats, name, expected, ci, censored_fit)
     ends = [taus[k].chunk({size_dim: -1}) if taus[k].chunks is not None else taus[k]
-            for k in ("tau_gen_high", "tau_mem_low", "tau_mem_high", "tau_gen_low", "tau_mem_censored")]
+            for k in ("tau_gen_low", "tau_gen_high", "tau_mem_low", "tau_mem_high", "tau_mem_censored")]
     order = xr.apply_ufunc(np.vectorize(arrays.order_verdict, signature="(n),(n),(n),(n),(n)->()", otypes=[object]),
                            *ends, input_core_dims=[[size_dim]] * 5, dask="parallelized", output_dtypes=[object])
     out["tau_order_verdict"] = with_attrs(order, "verdict on tau_gen < tau_mem: agrees when every n with an uncensored "
@@ -294,9 +294,8 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
                                           "when some n has tau_mem's interval below tau_gen's; else inconclusive", "1")
     result = xr.Dataset({**fm.data_vars, "quality": q, **taus, **out})
     return result.assign_attrs(quality=quality, higher_is_better=int(higher_is_better), rule=rule, factor=factor,
-                               tol=tol, level=level,
-                               ratio=ratio, ci=ci, n_boot=n_boot, seed=seed, censored_fit=censored_fit,
-                               time_dim=time_dim, size_dim=size_dim)
+                               tol=tol, level=level, ratio=ratio, ci=ci, n_boot=n_boot, seed=seed,
+                               censored_fit=censored_fit, time_dim=time_dim, size_dim=size_dim)
 
 
 def loss_timescales(ds: xr.Dataset, *, tol: float = defaults.TIMESCALE_QUALITY_TOL, error: str = "score_error",
