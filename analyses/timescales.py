@@ -2,7 +2,8 @@
 
 Prints, from the store of the entry (by default ``timescales-gmm``):
 
-- the quality curve of every n along the checkpoints;
+- the quality curve of every n along the checkpoints, and for a mixture store the share of final samples
+  between its two modes (a look at the samples behind the curve);
 - per n: tau_gen and tau_mem with their intervals (``ridgexr.analysis.training_timescales``), the slopes of
   their laws in n and the verdicts, by the tau_gen rule written before the entry ran (``REGISTERED_RULE``:
   'gap' for timescales-gmm, 'best' for timescales-gmm-seed1), and tau_gen by the other rules beside it;
@@ -16,6 +17,8 @@ Run:  python analyses/timescales.py [--entry timescales-gmm] [--data DIR] [--sto
 """
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pandas as pd
@@ -65,6 +68,35 @@ def curve_rows(tt) -> pd.DataFrame:
     q = tt["quality"].squeeze()
     rows = [{"n": int(n), **{f"{int(e)}": f"{float(v):.3g}" for e, v in zip(q.epoch.values, q.sel(n_train=n).values)}}
             for n in q.n_train.values]
+    return pd.DataFrame(rows)
+
+
+def between_modes_rows(ds, epochs) -> pd.DataFrame | None:
+    """For a two-component mixture store (means +-mean (1, ..., 1)): the share of final samples between the modes,
+    |x . u| < mean sqrt(d) / 2 with u = (1, ..., 1) / sqrt(d) (half-way to a mean, in data units), per checkpoint
+    in ``epochs`` (the nearest labels) and n, beside the same share of the law's fresh draws (``population_data``).
+    A look at the samples that the sliced Wasserstein distance summarises: one blob at the origin scores a
+    large share, the mixture a small one.  None for a store of another data set."""
+    mix = json.loads(ds.attrs["config"])["dataset"].get("mixture")
+    if not mix:
+        return None
+    d = int(mix["dim"])
+    u = np.ones(d) / np.sqrt(d)
+    half = float(mix["mean"]) * np.sqrt(d) / 2
+
+    def share(x):
+        p = np.asarray(x) @ u
+        return float(np.mean(np.abs(p[np.isfinite(p)]) < half))
+
+    last = ds.isel(step=-1)
+    a = float(last["alpha"])
+    rows = [{"checkpoint": "law (fresh draws)", **{f"n = {int(n)}": f"{share(ds['population_data'].values):.2f}"
+                                                   for n in ds.n_train.values}}]
+    for e in epochs:
+        at = last.sel(epoch=e, method="nearest")
+        rows.append({"checkpoint": int(at.epoch), **{
+            f"n = {int(n)}": f"{share(at['trajectory'].sel(n_train=n).squeeze().values / a):.2f}"
+            for n in ds.n_train.values}})
     return pd.DataFrame(rows)
 
 
@@ -123,6 +155,10 @@ def main(argv=None):
               f"verdict by the stated criteria: {s['verdict'].item()}")
     print(f"tau_gen < tau_mem: {tt.tau_order_verdict.squeeze().item()}")
     print(f"\n{tt.attrs['quality']} along training (columns: checkpoints):\n" + markdown_table(curve_rows(tt)))
+    modes = between_modes_rows(ds, [78, 127, 546, 1438, 3793, 10000])
+    if modes is not None:
+        print("\nshare of final samples between the mixture's modes (|x . u| < mean sqrt(d) / 2):\n"
+              + markdown_table(modes))
     print("\ntau_gen by every rule (only the one above is a verdict):\n" + markdown_table(rule_rows(ds)))
     w = training_window(ds, tt)
     print("\n" + markdown_table(window_rows(w, args.epochs)))

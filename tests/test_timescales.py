@@ -555,3 +555,37 @@ def test_the_summary_reads_slabs_of_cells_and_prints_the_per_cell_values(sweep_s
                 np.testing.assert_allclose(a[k], b[k], rtol=1e-12, equal_nan=True)
             else:
                 assert a[k] == b[k], k
+
+
+def test_the_between_modes_share_of_analyses_timescales_counts_samples_against_the_law():
+    """analyses/timescales.py's look at a mixture store's samples: the share of final samples within half-way to a
+    mean along the means' axis, against a direct count; a blob at the origin scores 1, draws of the law ~8 % in
+    d = 8 (Phi(-sqrt 8 / 2 + ...) for both components: computed here from the normal CDF)."""
+    import json
+    import sys
+    from pathlib import Path
+
+    from scipy import stats
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analyses"))
+    import timescales as script  # analyses/timescales.py
+
+    rng = np.random.default_rng(0)
+    d, mean, S = 8, 1.0, 20000
+    signs = rng.choice([-1.0, 1.0], size=S)
+    law = signs[:, None] * mean + rng.standard_normal((S, d))
+    blob = 0.01 * rng.standard_normal((S, d))
+    traj = np.stack([law, blob])[:, None, :, None, :] * 0.5  # (epoch, n_train, sample, step, dim), alpha 0.5
+    ds = xr.Dataset({"trajectory": (("epoch", "n_train", "sample", "step", "dim"), traj),
+                     "population_data": (("population", "dim"), law)},
+                    coords={"epoch": [10, 20], "n_train": [64], "step": [0], "alpha": ("step", [0.5])},
+                    attrs={"config": json.dumps({"dataset": {"mixture": {"dim": d, "mean": mean}}})})
+    rows = script.between_modes_rows(ds, [10, 20])
+    half = mean * np.sqrt(d) / 2
+    direct = np.mean(np.abs(law @ (np.ones(d) / np.sqrt(d))) < half)
+    # |N(sqrt(d) mean, 1)| < sqrt(d) mean / 2 for either sign: Phi(-half) - Phi(-3 half)
+    closed = stats.norm.cdf(-half) - stats.norm.cdf(-3 * half)
+    assert abs(direct - closed) < 0.01
+    assert rows["n = 64"].tolist() == [f"{direct:.2f}", f"{direct:.2f}", "1.00"]
+    assert script.between_modes_rows(ds.assign_attrs(config=json.dumps({"dataset": {"points": "two-points"}})),
+                                     [10]) is None
