@@ -409,7 +409,9 @@ def _print_plan(exp, data_dir) -> None:
     table = Table(title=f"plan of {exp.name}: {dims or 'one cell'} ({count_run_cells(exp)} run), {exp.n_samples} "
                         f"samples, {exp.process.n_steps} steps, training set {shape[0]} x {shape[1]} -> {store}",
                   caption="estimated on 2 idle cores (ridgexr.run.plan's rates; measured error in "
-                          "docs/performance.md); nothing was loaded, trained or written")
+                          "docs/performance.md); nothing was loaded, trained or written"
+                          + ("; 'at ridge.max_iter': every SCMS projection run to its cap (degenerate frames do)"
+                             if scms_upper_seconds(exp, shape) is not None else ""))
     for c, right in (("stage", False), ("estimated time", True), ("share", True)):
         table.add_column(c, justify="right" if right else "left")
     for stage, t in seconds.items():
@@ -417,8 +419,7 @@ def _print_plan(exp, data_dir) -> None:
     table.add_row("total", format_seconds(sum(seconds.values())), "")
     upper = scms_upper_seconds(exp, shape)
     if upper is not None:  # the projections' iterations depend on the data: the bound at the cap
-        table.add_row(f"sampling and observation, every projection at ridge.max_iter = {exp.ridge.max_iter}",
-                      format_seconds(upper), "")
+        table.add_row(f"sampling and observation at ridge.max_iter = {exp.ridge.max_iter}", format_seconds(upper), "")
     console.print(table)
     gb = 2**30
     console.print(f"peak memory ~{est['peak_memory'] / gb:.3g} GiB ({est['memory_stage']}; driven by "

@@ -214,7 +214,7 @@ def test_a_long_summary_prints_its_first_rows_and_counts_every_cell(capsys):
 
 def test_run_plan_prints_the_stages_and_their_costs_and_writes_nothing(tmp_path, write_catalog):
     from ridgexr.catalog import experiment_from_file
-    from ridgexr.run.plan import estimate_resources, estimate_stage_seconds, format_seconds
+    from ridgexr.run.plan import estimate_resources, estimate_stage_seconds, format_seconds, scms_upper_seconds
 
     cat = write_catalog(tmp_path, steps=10, samples=8)
     before = sorted(tmp_path.rglob("*"))
@@ -225,7 +225,10 @@ def test_run_plan_prints_the_stages_and_their_costs_and_writes_nothing(tmp_path,
     seconds = estimate_stage_seconds(exp, (2, 2))
     rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in r.output.splitlines()
             if line.startswith("│")}
-    assert rows == {**{k: format_seconds(v) for k, v in seconds.items()}, "total": format_seconds(sum(seconds.values()))}
+    upper = scms_upper_seconds(exp, (2, 2))  # the entry's cap (200) is above the assumed 20 iterations: a bound row
+    assert upper is not None and upper > seconds["sampling and observation"]
+    assert rows == {**{k: format_seconds(v) for k, v in seconds.items()}, "total": format_seconds(sum(seconds.values())),
+                    f"sampling and observation at ridge.max_iter = {exp.ridge.max_iter}": format_seconds(upper)}
     peak = estimate_resources(exp, (2, 2))["peak_memory"] / 2**30
     flat = " ".join(r.output.split())
     assert f"peak memory ~{peak:.3g} GiB" in flat and "it fits this machine" in flat and "ran " not in flat

@@ -133,7 +133,7 @@ def test_the_resolved_projection_and_the_bound_at_max_iter(tmp_path, capsys):
            "ridge.max_iter = 50" in line
     _print_plan(plain, tmp_path / "data")
     out = " ".join(capsys.readouterr().out.split())
-    assert "every projection at ridge.max_iter = 50" in out
+    assert "sampling and observation at ridge.max_iter = 50" in out and "every SCMS projection run to its cap" in out
 
 
 def test_the_moment_estimate_tracks_the_measured_kernel_across_sizes():
