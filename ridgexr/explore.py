@@ -282,7 +282,7 @@ def explorer(ds: xr.Dataset, *, max_samples: int = 256, show_ridge: bool = True)
     # an integer slider over the store's steps; t is printed in the plots' titles, from the step they drew.  One
     # value, drawn by the browser's own slider: panel's DiscreteSlider (a t label per step) kept its label in
     # Python, updated from both ends, and fast moves left it at a t the plot did not show (issue 42)
-    t_slider = pn.widgets.IntSlider(name=STEP_LABEL, start=0, end=len(data.t) - 1, step=1, value=0, width=240)
+    t_slider = pn.widgets.IntSlider(label=STEP_LABEL, start=0, end=len(data.t) - 1, step=1, value=0, width=240)
     ridge_box = pn.widgets.Checkbox(label="ridge R_t (SCMS on a grid)", value=show_ridge and data.d == 2,
                                     disabled=data.d != 2)
 
