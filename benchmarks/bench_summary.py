@@ -26,15 +26,9 @@ from ridgexr.store import open_store  # noqa: E402
 
 
 def timed(path, ds, slabs: bool) -> tuple[float, list[dict]]:
-    original = reader._slab_view
-    if not slabs:
-        reader._slab_view = lambda path, ds, budget=0: ds
-    try:
-        t0 = time.perf_counter()
-        rows = reader.summarize(path, ds)
-        return time.perf_counter() - t0, rows
-    finally:
-        reader._slab_view = original
+    t0 = time.perf_counter()
+    rows = reader.summarize(path, ds, slab_bytes=None if slabs else 0)
+    return time.perf_counter() - t0, rows
 
 
 def main(argv=None):

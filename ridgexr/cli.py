@@ -400,6 +400,7 @@ def _print_plan(exp, data_dir) -> None:
     shape = training_shape(exp.dataset, base_dir=exp.base_dir)
     store = resolve_store(exp, data_dir)
     seconds = estimate_stage_seconds(exp, shape)
+    upper = scms_upper_seconds(exp, shape)  # the projections' iterations depend on the data: the bound at the cap
     try:
         est, verdict = check_resources(exp, shape, store), "it fits this machine"
     except ResourceError as exc:
@@ -411,14 +412,13 @@ def _print_plan(exp, data_dir) -> None:
                   caption="estimated on 2 idle cores (ridgexr.run.plan's rates; measured error in "
                           "docs/performance.md); nothing was loaded, trained or written"
                           + ("; 'at ridge.max_iter': every SCMS projection run to its cap (degenerate frames do)"
-                             if scms_upper_seconds(exp, shape) is not None else ""))
+                             if upper is not None else ""))
     for c, right in (("stage", False), ("estimated time", True), ("share", True)):
         table.add_column(c, justify="right" if right else "left")
     for stage, t in seconds.items():
         table.add_row(stage, format_seconds(t), f"{100 * t / total:.0f}%")
     table.add_row("total", format_seconds(sum(seconds.values())), "")
-    upper = scms_upper_seconds(exp, shape)
-    if upper is not None:  # the projections' iterations depend on the data: the bound at the cap
+    if upper is not None:
         table.add_row(f"sampling and observation at ridge.max_iter = {exp.ridge.max_iter}", format_seconds(upper), "")
     console.print(table)
     gb = 2**30

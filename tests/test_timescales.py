@@ -541,12 +541,7 @@ def test_the_summary_reads_slabs_of_cells_and_prints_the_per_cell_values(sweep_s
     assert max(max(c) for c in view["nearest_ratio"].chunks[:len(opened.cell_complete.dims)]) > 1  # slabs
     assert reader._slab_view(path, opened.isel(epoch=[0]), budget=1 << 30).sizes["epoch"] == 1  # a selection: as is
     slabs = reader.summarize(path, opened)
-    original = reader._slab_view
-    try:
-        reader._slab_view = lambda path, ds, budget=0: ds  # one chunk per cell, as the store is opened
-        cells = reader.summarize(path, opened)
-    finally:
-        reader._slab_view = original
+    cells = reader.summarize(path, opened, slab_bytes=0)  # one chunk per cell, as the store is opened
     assert len(slabs) == len(cells) == int(opened.cell_complete.size)
     for a, b in zip(slabs, cells):
         assert a.keys() == b.keys()
