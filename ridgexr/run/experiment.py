@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import hashlib
 import json
 import math
 import os
@@ -342,8 +344,49 @@ def schema_reference(path: str | Path, folder: str | Path) -> Path:
         train = load_training_set(exp.dataset, base_dir=exp.base_dir)
     ref = Path(folder) / "reference.zarr"
     attrs = {k: v for k, v in attrs.items() if k != "schema_version"}
-    write_template(ref, plan_layout(exp, train), train, attrs, dataset_extras(exp.dataset))
+    key = _template_key(attrs["config"], train)
+    cached = _TEMPLATES.get(key)
+    if cached is None or not (cached / "zarr.json").is_file():
+        cached = _template_cache_dir() / key
+        shutil.rmtree(cached, ignore_errors=True)
+        write_template(cached, plan_layout(exp, train), train, attrs, dataset_extras(exp.dataset))
+        _TEMPLATES[key] = cached
+        while len(_TEMPLATES) > _TEMPLATES_KEPT:
+            shutil.rmtree(_TEMPLATES.pop(next(iter(_TEMPLATES))), ignore_errors=True)
+    _TEMPLATES.move_to_end(key)
+    shutil.copytree(cached, ref)
     return ref
+
+
+#: templates written by :func:`schema_reference` in this process, newest last: {key: folder}.  Its arrays are a
+#: pure function of the configuration and ``train_data`` (the root attributes, which a run updates, are those of
+#: the first store seen; :func:`ridgexr.store.check_schema` and ``repair_schema`` read arrays only), so ``verify``,
+#: ``run``'s resume check and ``--repair`` in one process write it once (~1.5 s for 60 arrays) and copy it after.
+_TEMPLATES: collections.OrderedDict[str, Path] = collections.OrderedDict()
+_TEMPLATES_KEPT = 8
+
+
+def _template_key(config: str, train: np.ndarray) -> str:
+    """sha256 of the configuration (the root attribute ``config``, JSON) and of ``train_data``'s dtype, shape and
+    bytes."""
+    h = hashlib.sha256(str(config).encode())
+    train = np.ascontiguousarray(train)
+    h.update(f"{train.dtype.str}{train.shape}".encode())
+    h.update(train.tobytes())
+    return h.hexdigest()
+
+
+def _template_cache_dir() -> Path:
+    """A folder for this process's templates, removed when the process exits (TemporaryDirectory's finalizer)."""
+    global _TEMPLATE_DIR
+    if _TEMPLATE_DIR is None:
+        import tempfile
+
+        _TEMPLATE_DIR = tempfile.TemporaryDirectory(prefix="ridgexr-templates-")
+    return Path(_TEMPLATE_DIR.name)
+
+
+_TEMPLATE_DIR = None
 
 
 def check_store_schema(path: str | Path) -> list:
