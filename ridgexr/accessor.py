@@ -74,6 +74,7 @@ DATASET_METHODS: dict[str, tuple[str, str]] = {
     "training_window": ("analysis", "ds"),
     "training_timescales": ("analysis", "ds"),
     "sample_quality": ("quality", "ds"),
+    "axis_quality": ("quality", "ds"),
 }
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from ..choices import QUALITY_RULES
 from ..process import OU
 
-__all__ = ["pooled_share_ci", "ball_mass", "coverage_radius", "sliced_wasserstein", "mmd2", "hausdorff", "novelty", "rate_fit", "proportion_ci", "share_with_ci", "CI_METHODS", "enter_and_stay_time", "reach_time", "align_time", "slide_distance", "nearest_two",
+__all__ = ["pooled_share_ci", "ball_mass", "coverage_radius", "wasserstein_1d", "sliced_wasserstein", "mmd2", "hausdorff", "novelty", "rate_fit", "proportion_ci", "share_with_ci", "CI_METHODS", "enter_and_stay_time", "reach_time", "align_time", "slide_distance", "nearest_two",
            "memorized", "near_mode", "bootstrap_mean_ci", "crossing", "integrated_residual",
            "tangential_distance", "memorized_share_ci", "quality_reached", "first_reached", "censored_slope",
            "censored_slope_ci", "slope_verdict", "order_verdict", "loss_gen_time", "loss_min_time", "median_difference_ci", "CENSORED_FITS", "SLOPE_VERDICTS"]
@@ -386,27 +386,44 @@ def _unit_directions(d: int, n_projections: int, seed: int) -> np.ndarray:
     return g / np.linalg.norm(g, axis=0, keepdims=True)
 
 
+def wasserstein_1d(x: np.ndarray, y: np.ndarray, *, p: int = 1) -> np.ndarray:
+    """p-Wasserstein distance between the empirical laws of the last axes of x (..., n) and y (..., m).
+
+    Exact: the two step quantile functions compared on the union of their breakpoints (k/n and j/m), no
+    interpolation; the leading dimensions broadcast (a batch of pairs, e.g. bootstrap replicates).  Units of
+    x and y.
+
+    Examples
+    --------
+    >>> float(wasserstein_1d(np.array([0.0, 1.0]), np.array([0.5, 1.5, 2.5])).round(6))
+    1.0
+    """
+    x = np.sort(np.asarray(x, dtype=float), axis=-1)
+    y = np.sort(np.asarray(y, dtype=float), axis=-1)
+    n, m = x.shape[-1], y.shape[-1]
+    if n == 0 or m == 0:
+        raise ValueError(f"`x` and `y` need at least one value each along the last axis; got {n} and {m}")
+    edges = np.unique(np.concatenate([np.arange(n + 1) / n, np.arange(m + 1) / m]))
+    mid, width = 0.5 * (edges[1:] + edges[:-1]), np.diff(edges)
+    qx = np.take(x, np.minimum((mid * n).astype(int), n - 1), axis=-1)
+    qy = np.take(y, np.minimum((mid * m).astype(int), m - 1), axis=-1)
+    return (np.abs(qx - qy) ** p * width).sum(-1) ** (1 / p)
+
+
 def sliced_wasserstein(x: np.ndarray, y: np.ndarray, *, n_projections: int = 128, p: int = 2,
                        seed: int = 0) -> float:
     """Sliced p-Wasserstein distance between the empirical laws of x (n, d) and y (m, d).
 
     SW_p = (mean over random unit directions theta of W_p^p(<x, theta>, <y, theta>))^(1/p),
-    each 1-D W_p^p computed exactly from the two step quantile functions on the union of their
-    breakpoints (no interpolation), all directions at once.  Data units.
+    each 1-D W_p computed exactly by :func:`wasserstein_1d`, all directions at once.  Data units.
     """
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
     if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1]:
         raise ValueError(f"`x` and `y` must be (n, d) and (m, d); got {x.shape} and {y.shape}")
-    n, m = len(x), len(y)
     theta = _unit_directions(x.shape[1], n_projections, seed)
-    px, py = np.sort(x @ theta, axis=0), np.sort(y @ theta, axis=0)
-    edges = np.unique(np.concatenate([np.arange(n + 1) / n, np.arange(m + 1) / m]))
-    mid, width = 0.5 * (edges[1:] + edges[:-1]), np.diff(edges)
-    qx = px[np.minimum((mid * n).astype(int), n - 1)]
-    qy = py[np.minimum((mid * m).astype(int), m - 1)]
-    wpp = (np.abs(qx - qy) ** p * width[:, None]).sum(0)
-    return float(wpp.mean() ** (1 / p))
+    wp = wasserstein_1d((x @ theta).T, (y @ theta).T, p=p)
+    return float((wp ** p).mean() ** (1 / p))
 
 
 def mmd2(x: np.ndarray, y: np.ndarray, *, bandwidth: float | None = None) -> float:
@@ -699,7 +716,8 @@ def memorized_share_ci(ratios: np.ndarray, ratio: float = 1 / 3, *, n_boot: int 
 
 def quality_reached(quality: np.ndarray, low: np.ndarray | None = None, high: np.ndarray | None = None, *,
                     tol: float = 0.1, higher_is_better: bool = False, rule: str = "gap", factor: float = 2.0,
-                    null: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                    null: np.ndarray | None = None, null_low: np.ndarray | None = None,
+                    null_high: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Which checkpoints have a good enough quality, by one of three rules: surely and possibly.
 
     For a measure where lower is better (a distance; with ``higher_is_better`` the inequalities flip and
@@ -710,7 +728,10 @@ def quality_reached(quality: np.ndarray, low: np.ndarray | None = None, high: np
     - ``rule="null"``: q_k <= ``factor`` x ``null`` (within a factor of what a perfect sampler scores).
 
     A checkpoint passes surely when the bound of its interval on the bad side does, possibly when the one
-    on the good side does (without bounds: both are q_k).
+    on the good side does (without bounds: both are q_k).  With the null's interval (``null_low``,
+    ``null_high``: the same interval of a perfect sampler), rule ``"null"`` compares like with like: the
+    bad-side bound with ``factor`` x the null's bad-side bound, the good-side with the null's good side (so
+    a perfect sampler passes surely, whatever the interval's bias).
 
     Parameters
     ----------
@@ -721,6 +742,7 @@ def quality_reached(quality: np.ndarray, low: np.ndarray | None = None, high: np
     rule : one of :data:`ridgexr.choices.QUALITY_RULES` ("gap", "best", "null")
     factor : float >= 1: the ratio rules' factor
     null : (..., K) or (...,) array: the null's quality, needed by ``rule="null"``
+    null_low, null_high : arrays like ``null``, optional: its interval (default ``null`` for both)
 
     Returns
     -------
@@ -751,9 +773,18 @@ def quality_reached(quality: np.ndarray, low: np.ndarray | None = None, high: np
     elif rule == "null":
         if null is None:
             raise ValueError("`null` is needed by rule='null'")
-        ref = np.asarray(null, dtype=float)
-        ref = ref[..., None] if ref.ndim == q.ndim - 1 else ref
-        threshold = ref / factor if higher_is_better else ref * factor
+
+        def ref(x):
+            x = np.asarray(null if x is None else x, dtype=float)
+            x = x[..., None] if x.ndim == q.ndim - 1 else x
+            return x / factor if higher_is_better else x * factor
+
+        n_bad, n_good = (null_low, null_high) if higher_is_better else (null_high, null_low)
+        t_bad, t_good = ref(n_bad), ref(n_good)
+        with np.errstate(invalid="ignore"):
+            if higher_is_better:
+                return bad >= t_bad, good >= t_good
+            return bad <= t_bad, good <= t_good
     else:
         raise ValueError(f"`rule` must be one of {QUALITY_RULES}; got {rule!r}")
     with np.errstate(invalid="ignore"):

@@ -159,7 +159,8 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
       ``rule`` (:func:`ridgexr.analysis.arrays.quality_reached`; with the stored ``<quality>_lower``/``_upper``
       when the store has them, surely and possibly reached): ``"best"`` (the default) q <= ``factor`` x the
       best quality of that curve; ``"null"`` q <= ``factor`` x the store's ``<quality>_null`` (what as many
-      fresh draws of the law score); ``"gap"`` (q - best) / (worst - best) <= ``tol``, the rule written
+      fresh draws of the law score; with its stored interval ``<quality>_null_lower`` / ``_upper`` each end of a
+      checkpoint's interval is compared with the same end of the null's); ``"gap"`` (q - best) / (worst - best) <= ``tol``, the rule written
       before ``timescales-gmm`` ran, which the untrained network's quality dominates (docs/timescales.md).
       One first reached at the last checkpoint is censored (the quality may still improve).
     - **tau_mem**: the first checkpoint whose f_mem interval (:func:`memorized_share`) lies wholly above
@@ -248,13 +249,15 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
     q = ds[quality]
     q_low = ds[f"{quality}_lower"] if f"{quality}_lower" in ds else q
     q_high = ds[f"{quality}_upper"] if f"{quality}_upper" in ds else q
-    # the null's quality per checkpoint (rule 'null'; the others ignore it: q stands in)
+    # the null's quality per checkpoint and its interval (rule 'null'; the others ignore them: q stands in)
     q_null = ds[f"{quality}_null"] if rule == "null" else q
+    n_low = ds[f"{quality}_null_lower"] if rule == "null" and f"{quality}_null_lower" in ds else q_null
+    n_high = ds[f"{quality}_null_upper"] if rule == "null" and f"{quality}_null_upper" in ds else q_null
     one = {time_dim: -1}
 
-    def gen(qq, lo, hi, nn):
+    def gen(qq, lo, hi, nn, nlo, nhi):
         sure, possible = arrays.quality_reached(qq, lo, hi, tol=tol, higher_is_better=higher_is_better, rule=rule,
-                                                factor=factor, null=nn)
+                                                factor=factor, null=nn, null_low=nlo, null_high=nhi)
         return arrays.first_reached(checkpoints, sure, possible, last_is_censored=True)
 
     def mem(low, high):
@@ -265,8 +268,9 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
 
     kwargs = dict(output_core_dims=[["stat"]], dask="parallelized", output_dtypes=[float],
                   dask_gufunc_kwargs={"output_sizes": {"stat": 4}})
-    g = xr.apply_ufunc(gen, rechunk(q), rechunk(q_low), rechunk(q_high), rechunk(q_null.broadcast_like(q)),
-                       input_core_dims=[[time_dim]] * 4, **kwargs)
+    g = xr.apply_ufunc(gen, rechunk(q), rechunk(q_low), rechunk(q_high),
+                       *(rechunk(x.broadcast_like(q)) for x in (q_null, n_low, n_high)),
+                       input_core_dims=[[time_dim]] * 6, **kwargs)
     m = xr.apply_ufunc(mem, rechunk(fm["f_mem_low"]), rechunk(fm["f_mem_high"]), input_core_dims=[[time_dim]] * 2,
                        **kwargs)
     good = _GEN_RULE_TEXT[rule].format(f=factor, tol=tol)

@@ -23,7 +23,7 @@ from .points import load_array_file, point_set
 
 __all__ = ["load_training_set", "training_shape", "manifold_draw_seeds", "mnist_images", "mnist_latents", "dataset_provenance",
            "manifold_of",
-           "dataset_extras", "image_set", "image_latents", "image_shape", "dataset_vae"]
+           "dataset_extras", "fresh_law_draws", "image_set", "image_latents", "image_shape", "dataset_vae"]
 
 
 def manifold_of(spec: Any) -> Manifold:
@@ -57,6 +57,28 @@ def dataset_extras(dataset: Any) -> dict[str, tuple[tuple[str, ...], np.ndarray]
     m = manifold_of(spec)
     pop, _ = m.sample(spec.n_population, density=spec.density, kappa=spec.kappa, seed=spec.seed + 1)
     return {"population_data": (("population", "dim"), pop), "manifold_rotation": (("dim", "dim_in"), m.rotation)}
+
+
+def fresh_law_draws(dataset: Any, n: int) -> np.ndarray | None:
+    """``n`` further draws (n, dim) of a Gaussian mixture's or a manifold's law, independent of its training
+    set(s) and of ``population_data``: a perfect sampler's output, for a measure's null.  Seeds: a mixture's
+    ``seed + 2`` (``seed`` draws the training set, ``seed + 1`` the population); a manifold's
+    ``seed + max(draws, 1) + 1``, the first after every training draw (:func:`manifold_draw_seeds`).  None for a
+    dataset without a law to draw from (point sets, files, images).
+
+    >>> from types import SimpleNamespace as NS
+    >>> mix = NS(mixture=NS(dim=3, mean=1.0, sigma=1.0, seed=0, n_population=10))
+    >>> fresh_law_draws(mix, 4).shape, fresh_law_draws(NS(), 4)
+    ((4, 3), None)
+    """
+    mix = getattr(dataset, "mixture", None)
+    if mix is not None:
+        return gaussian_mixture(n, mix.dim, mean=mix.mean, sigma=mix.sigma, seed=mix.seed + 2)
+    spec = getattr(dataset, "manifold", None)
+    if spec is None:
+        return None
+    seed = spec.seed + max(int(getattr(spec, "draws", 1) or 1), 1) + 1
+    return manifold_of(spec).sample(n, density=spec.density, kappa=spec.kappa, seed=seed)[0]
 
 
 @functools.lru_cache(maxsize=8)

@@ -1,5 +1,8 @@
-"""Sample quality on a store: the stored measures per cell, the gate's verdict, and gated claims.
+"""Sample quality on a store: the stored measures per cell, the gate's verdict, gated claims, and the
+Wasserstein distance along the law's first principal axis computed from the stored final samples.
 
+:func:`axis_quality` measures, per cell, how far the final samples lie from fresh draws of the law along the
+axis in which a two-mode law differs most from one blob (docs/timescales.md, ``timescales-gmm-long``).
 :func:`sample_quality` reads the ``quality_*`` cell variables (written by the run,
 :func:`ridgexr.quality.cells.cell_quality`) and adds ``gate``, the verdict of
 :func:`ridgexr.quality.gate_verdict` per cell.  :func:`gated_verdict` is the one rule that turns a
@@ -12,11 +15,20 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+import json
+from functools import partial
+
+from .. import defaults, units
+from .._validation import check_float, check_int
+from ..analysis._helpers import check_vars, with_attrs
 from ..analysis.claims import UNTESTABLE
 from .cells import QUALITY_KEYS
-from .measures import gate_verdict
+from .measures import axis_wasserstein, gate_verdict, principal_axis
 
-__all__ = ["sample_quality", "gated_verdict", "UNTESTABLE", "quality_variable"]
+__all__ = ["sample_quality", "gated_verdict", "UNTESTABLE", "quality_variable", "axis_quality", "AXIS_QUALITY"]
+
+#: the variable :func:`axis_quality` returns (``_lower``, ``_upper``, ``_null``... beside it)
+AXIS_QUALITY = "quality_axis_wasserstein"
 
 
 
@@ -67,3 +79,108 @@ def gated_verdict(verdict: str, gate: str) -> str:
     ('agrees', 'untestable: the network does not generate')
     """
     return UNTESTABLE if gate == "does not generate" else verdict
+
+
+def _final_samples(ds: xr.Dataset, dim: str) -> xr.DataArray:
+    """The samples a cell's quality is measured on (cells..., ``dim``, "dim"), lazily: as the run's
+    :func:`ridgexr.quality.final_samples`: ``final_sample`` (a scheduler's output at t = 0), else ``denoised``
+    (Tweedie's denoiser at the final state), else the last recorded state over alpha there."""
+    if "final_sample" in ds:
+        return ds["final_sample"]
+    if "denoised" in ds:
+        return ds["denoised"]
+    check_vars(ds, "trajectory", "alpha", dim=dim)
+    last = ds.isel(step=-1)
+    return last["trajectory"] / last["alpha"]
+
+
+def axis_quality(ds: xr.Dataset, *, n_boot: int = defaults.TIMESCALE_N_BOOT, ci: float = defaults.TIMESCALE_CI,
+                 seed: int = 0, dim: str = "sample") -> xr.Dataset:
+    """Per cell, the 1-Wasserstein distance along the law's first principal axis between the final samples and
+    fresh draws of the law, with its bootstrap interval and its null (what a perfect sampler scores).
+
+    - the axis u: :func:`ridgexr.quality.principal_axis` of the store's ``population_data`` (fresh draws of the
+      law); for a two-component mixture the axis of its means, where one blob between the modes and the
+      mixture differ most;
+    - per cell: :func:`ridgexr.quality.axis_wasserstein` of the final samples (``final_sample``, else
+      ``denoised``, else the last state over alpha; non-finite ones left out and counted) against
+      ``population_data``;
+    - the null: the same for as many fresh draws of the law as a cell has samples
+      (:func:`ridgexr.datasets.fresh_law_draws`: independent of the training set and of ``population_data``).
+
+    Pass the result, merged into the store, to :func:`ridgexr.analysis.training_timescales` with
+    ``quality="quality_axis_wasserstein"``: its ``_lower`` / ``_upper`` give the sure / possible split and its
+    ``_null`` the ``rule="null"`` (docs/timescales.md).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A store of a Gaussian mixture or a manifold (``population_data`` and the configuration in
+        ``attrs["config"]``), or any selection of its cells.
+    n_boot, ci, seed : int >= 1, float in (0, 1), int >= 0
+        Bootstrap replicates, interval level and seed (the null's too).
+    dim : str
+        The sample dimension.
+
+    Returns
+    -------
+    xarray.Dataset: ``quality_axis_wasserstein``, ``_lower``, ``_upper`` and ``_n_finite`` over the cell
+    dimensions (lazy with dask inputs); ``_null``, ``_null_lower``, ``_null_upper`` (scalars); data units. The
+    axis is the attribute ``axis``.
+
+    Raises
+    ------
+    ValueError
+        A store without ``population_data``, without a configuration, of a dataset without a law to draw from,
+        or an out-of-range argument.
+
+    Examples
+    --------
+    >>> import ridgexr  # doctest: +SKIP
+    >>> ds = ridgexr.open_dataset("timescales-gmm-long")  # doctest: +SKIP
+    >>> q = ridgexr.quality.axis_quality(ds)  # doctest: +SKIP
+    >>> ridgexr.analysis.training_timescales(ds.merge(q), quality="quality_axis_wasserstein", rule="null")  # doctest: +SKIP
+    """
+    from ..catalog import Experiment
+    from ..datasets import fresh_law_draws
+
+    if not isinstance(ds, xr.Dataset):
+        raise TypeError(f"`ds` must be an xarray.Dataset; got {type(ds).__name__}")
+    check_vars(ds, "population_data", dim=dim)
+    n_boot = check_int(n_boot, "n_boot", min_val=1)
+    ci = check_float(ci, "ci", min_val=0, max_val=1, include_boundaries="neither")
+    seed = check_int(seed, "seed", min_val=0)
+    if "config" not in ds.attrs:
+        raise ValueError("`ds` has no attribute 'config' (the entry's configuration): open a store with "
+                         "ridgexr.open_dataset, whose fresh draws of the law the null needs")
+    dataset = Experiment.model_validate_json(ds.attrs["config"]).dataset
+    samples = _final_samples(ds, dim)
+    n_samples = samples.sizes[dim]
+    fresh = fresh_law_draws(dataset, n_samples)
+    if fresh is None:
+        raise ValueError("the store's dataset has no law to draw from (a Gaussian mixture or a manifold has): "
+                         "the null of axis_quality needs fresh draws")
+    population = np.asarray(ds["population_data"].values, dtype=np.float64)
+    u = principal_axis(population)
+    kernel = partial(axis_wasserstein, reference=population, axis=u, n_boot=n_boot, ci=ci, seed=seed)
+    null = kernel(fresh)
+    if samples.chunks is not None:
+        samples = samples.chunk({dim: -1, "dim": -1})
+    stats = xr.apply_ufunc(np.vectorize(lambda x: np.asarray(kernel(x), dtype=float), signature="(s,d)->(k)"),
+                           samples, input_core_dims=[[dim, "dim"]], output_core_dims=[["stat"]], dask="parallelized",
+                           output_dtypes=[float], dask_gufunc_kwargs={"output_sizes": {"stat": 4}})
+    stats = stats.reset_coords(drop=True)  # the last step's scalar coordinates: merged back into ds, they would clash
+    level = f"{ci:.0%} percentile-bootstrap interval ({n_boot} replicates, seed {seed}; samples and draws resampled)"
+    what = "W1 along the law's first principal axis between the final samples and population_data"
+    base = AXIS_QUALITY
+    out = xr.Dataset({
+        base: with_attrs(stats.isel(stat=0), what, units.DATA),
+        f"{base}_lower": with_attrs(stats.isel(stat=1), f"lower end of the {level}", units.DATA),
+        f"{base}_upper": with_attrs(stats.isel(stat=2), f"upper end of the {level}", units.DATA),
+        f"{base}_n_finite": with_attrs(stats.isel(stat=3), "finite final samples (the others are left out)", "1"),
+        f"{base}_null": with_attrs(xr.DataArray(null[0]), f"the same for {n_samples} fresh draws of the law "
+                                   "(a perfect sampler)", units.DATA),
+        f"{base}_null_lower": with_attrs(xr.DataArray(null[1]), f"lower end of the null's {level}", units.DATA),
+        f"{base}_null_upper": with_attrs(xr.DataArray(null[2]), f"upper end of the null's {level}", units.DATA),
+    })
+    return out.assign_attrs(axis=u.tolist(), n_boot=n_boot, ci=ci, seed=seed)
