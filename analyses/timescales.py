@@ -5,8 +5,12 @@ Prints, from the store of the entry (by default ``timescales-gmm``):
 - the quality curve of every n along the checkpoints, and for a mixture store the share of final samples
   between its two modes (a look at the samples behind the curve);
 - per n: tau_gen and tau_mem with their intervals (``ridgexr.analysis.training_timescales``), the slopes of
-  their laws in n and the verdicts, by the tau_gen rule written before the entry ran (``REGISTERED_RULE``:
-  'gap' for timescales-gmm, 'best' for timescales-gmm-seed1), and tau_gen by the other rules beside it;
+  their laws in n and the verdicts, by the tau_gen quality and rule written before the entry ran
+  (``REGISTERED_RULE``: the sliced Wasserstein distance by 'gap' for timescales-gmm and by 'best' for
+  timescales-gmm-seed1; the distance along the law's principal axis by 'null' for timescales-gmm-long), and
+  tau_gen by the other rules beside it;
+- for a store with fresh draws of its law, the Wasserstein distance along the law's first principal axis
+  (``ridgexr.quality.axis_quality``) per n and checkpoint with its interval and null;
 - the window table (``ridgexr.analysis.training_window``): at a few checkpoints, the window each lies in and
   the median ridge distance, the median tangential distance to the nearest training point, the near-mode
   share and f_mem of the final samples, beside the same measures of the null (fresh draws of the law
@@ -27,21 +31,40 @@ from _common import markdown_table, parser, store_for
 
 import ridgexr
 from ridgexr.analysis import training_timescales, training_window
+from ridgexr.quality import AXIS_QUALITY, axis_quality
 
 
-#: tau_gen's rule as written before each entry ran (docs/timescales.md); other entries: the default
-REGISTERED_RULE = {"timescales-gmm": "gap", "timescales-gmm-quick": "gap", "timescales-gmm-seed1": "best"}
+SW, AXIS = "quality_sliced_wasserstein", AXIS_QUALITY
+
+#: tau_gen's (quality, rule) as written before each entry ran (docs/timescales.md); other entries: the default
+REGISTERED_RULE = {"timescales-gmm": (SW, "gap"), "timescales-gmm-quick": (SW, "gap"),
+                   "timescales-gmm-seed1": (SW, "best"), "timescales-gmm-long": (AXIS, "null")}
 
 
 def rule_rows(ds) -> pd.DataFrame:
-    """tau_gen per n under every rule (defaults.TIMESCALE_GEN_FACTOR, TIMESCALE_QUALITY_TOL), side by side."""
+    """tau_gen per n under every rule on the sliced Wasserstein distance (defaults.TIMESCALE_GEN_FACTOR,
+    TIMESCALE_QUALITY_TOL) and, where the store has it merged, rule 'null' on the distance along the axis."""
     from ridgexr.choices import QUALITY_RULES
 
     cols = {}
-    for rule in QUALITY_RULES:
-        tt = training_timescales(ds, rule=rule).compute()
-        cols[f"tau_gen ({rule})"] = [_tau(tt.sel(n_train=n).squeeze(), "tau_gen") for n in tt.n_train.values]
+    pairs = [(SW, rule) for rule in QUALITY_RULES] + ([(AXIS, "null")] if AXIS in ds else [])
+    for quality, rule in pairs:
+        tt = training_timescales(ds, quality=quality, rule=rule).compute()
+        label = "SW" if quality == SW else "axis W1"
+        cols[f"tau_gen ({label}, {rule})"] = [_tau(tt.sel(n_train=n).squeeze(), "tau_gen") for n in tt.n_train.values]
     return pd.DataFrame({"n": [int(n) for n in ds.n_train.values], **cols})
+
+
+def axis_rows(q) -> pd.DataFrame:
+    """The distance along the law's principal axis per n and checkpoint: value [lower, upper], and the null."""
+    rows = []
+    for n in q.n_train.values:
+        c = q.sel(n_train=n).squeeze()
+        rows.append({"n": int(n), **{f"{int(e)}": f"{float(c[AXIS].sel(epoch=e)):.3g} "
+                                                  f"[{float(c[AXIS + '_lower'].sel(epoch=e)):.3g}, "
+                                                  f"{float(c[AXIS + '_upper'].sel(epoch=e)):.3g}]"
+                                     for e in q.epoch.values}})
+    return pd.DataFrame(rows)
 
 
 def _tau(c, name) -> str:
@@ -145,9 +168,15 @@ def main(argv=None):
     ap.add_argument("--epochs", type=float, nargs="+", default=[48, 127, 1438, 10000])
     args = ap.parse_args(argv)
     ds = ridgexr.open_dataset(args.store) if args.store else store_for(args.entry, args.data)
-    rule = REGISTERED_RULE.get(args.entry, ridgexr.defaults.TIMESCALE_GEN_RULE)
-    tt = training_timescales(ds, rule=rule).compute()
-    print(f"tau_gen rule written before the run: {rule!r} ({tt.tau_gen.attrs['long_name']})")
+    quality, rule = REGISTERED_RULE.get(args.entry, (SW, ridgexr.defaults.TIMESCALE_GEN_RULE))
+    if "population_data" in ds:  # a mixture or a manifold: the distance along the law's principal axis
+        q = axis_quality(ds).compute()
+        ds = ds.merge(q)
+        print(f"W1 along the law's first principal axis [95 % bootstrap] (columns: checkpoints); null (fresh "
+              f"draws): {float(q[AXIS + '_null']):.3g} [{float(q[AXIS + '_null_lower']):.3g}, "
+              f"{float(q[AXIS + '_null_upper']):.3g}]\n" + markdown_table(axis_rows(q)) + "\n")
+    tt = training_timescales(ds, quality=quality, rule=rule).compute()
+    print(f"tau_gen rule written before the run: {rule!r} on {quality} ({tt.tau_gen.attrs['long_name']})")
     print(markdown_table(tau_rows(tt)))
     for name in ("tau_gen", "tau_mem"):
         s = {k: tt[f"{name}_{k}"].squeeze() for k in ("slope", "slope_low", "slope_high", "verdict")}
@@ -155,7 +184,8 @@ def main(argv=None):
               f"verdict by the stated criteria: {s['verdict'].item()}")
     print(f"tau_gen < tau_mem: {tt.tau_order_verdict.squeeze().item()}")
     print(f"\n{tt.attrs['quality']} along training (columns: checkpoints):\n" + markdown_table(curve_rows(tt)))
-    modes = between_modes_rows(ds, [78, 127, 546, 1438, 3793, 10000])
+    modes = between_modes_rows(ds, sorted({int(ds.epoch.sel(epoch=e, method="nearest"))
+                                           for e in (78, 127, 546, 1438, 3793, 10000, 36747, 100000)}))
     if modes is not None:
         print("\nshare of final samples between the mixture's modes (|x . u| < mean sqrt(d) / 2):\n"
               + markdown_table(modes))

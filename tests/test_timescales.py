@@ -584,3 +584,40 @@ def test_the_between_modes_share_of_analyses_timescales_counts_samples_against_t
     assert rows["n = 64"].tolist() == [f"{direct:.2f}", f"{direct:.2f}", "1.00"]
     assert script.between_modes_rows(ds.assign_attrs(config=json.dumps({"dataset": {"points": "two-points"}})),
                                      [10]) is None
+
+
+def test_axis_quality_of_a_store_is_the_kernel_per_cell_and_feeds_rule_null(sweep_store):
+    """ds.ridge.axis_quality: lazy, each cell the kernel on its last state over alpha against population_data
+    along population_data's principal axis, the null the kernel on fresh draws; merged into the store it is a
+    quality training_timescales reads with its interval and the null's."""
+    from ridgexr.datasets import fresh_law_draws
+    from ridgexr.quality import AXIS_QUALITY, axis_wasserstein, principal_axis
+
+    ds = sweep_store
+    q = ds.ridge.axis_quality(n_boot=50, seed=3)
+    assert q[AXIS_QUALITY].chunks is not None  # lazy until asked
+    q = q.compute()
+    pop = ds["population_data"].values
+    u = principal_axis(pop)
+    last = ds.isel(step=-1)
+    for e in ds.epoch.values:
+        for n in ds.n_train.values:
+            x = last["trajectory"].sel(epoch=e, n_train=n).squeeze().transpose("sample", "dim").values
+            want = axis_wasserstein(x / float(last["alpha"]), pop, u, n_boot=50, seed=3)
+            got = q.sel(epoch=e, n_train=n).squeeze()
+            np.testing.assert_allclose([float(got[AXIS_QUALITY]), float(got[f"{AXIS_QUALITY}_lower"]),
+                                        float(got[f"{AXIS_QUALITY}_upper"]),
+                                        float(got[f"{AXIS_QUALITY}_n_finite"])], want, rtol=1e-12)
+    exp = ridgexr.catalog.Experiment.model_validate_json(ds.attrs["config"])
+    null = axis_wasserstein(fresh_law_draws(exp.dataset, ds.sizes["sample"]), pop, u, n_boot=50, seed=3)
+    assert float(q[f"{AXIS_QUALITY}_null_upper"]) == pytest.approx(null[2], rel=1e-12)
+    tt = training_timescales(ds.merge(q), quality=AXIS_QUALITY, rule="null", factor=2.0, n_boot=20).compute()
+    hi, n_hi = q[f"{AXIS_QUALITY}_upper"], float(q[f"{AXIS_QUALITY}_null_upper"])
+    for n in ds.n_train.values:
+        sure = (hi.sel(n_train=n).squeeze() <= 2 * n_hi).values
+        first = ds.epoch.values[np.argmax(sure)] if sure[:-1].any() else ds.epoch.values[-1]
+        assert float(tt["tau_gen"].sel(n_train=n).squeeze()) == first
+    with pytest.raises(ValueError, match="population_data"):
+        ds.drop_vars("population_data").ridge.axis_quality()
+    with pytest.raises(ValueError, match="n_boot"):
+        ds.ridge.axis_quality(n_boot=0)
