@@ -456,7 +456,7 @@ def axis_wasserstein(samples, reference, axis, *, n_boot: int = 2000, ci: float 
     """The 1-Wasserstein distance between the finite ``samples`` and ``reference`` projected on ``axis``, with
     a percentile-bootstrap interval.
 
-    W1 of the two empirical laws of <x, u> (u = axis / |axis|), exact (:func:`ridgexr.analysis.arrays.
+    W1 of the two empirical laws of <x, u> (u = axis / norm(axis)), exact (:func:`ridgexr.analysis.arrays.
     wasserstein_1d`); data units.  The interval resamples the samples and the reference independently
     (``n_boot`` replicates, seeded); as for any distance, a replicate's value is biased upward, so the interval
     sits above a small distance rather than around it: compare it with the same interval of a perfect
