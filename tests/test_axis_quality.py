@@ -103,6 +103,14 @@ def test_fresh_law_draws_are_the_law_and_independent_of_the_training_set_and_pop
     np.testing.assert_array_equal(fresh, gaussian_mixture(50, 4, mean=1.0, sigma=1.0, seed=5))
     train, pop = load_training_set(spec), dataset_extras(spec)["population_data"][1]
     assert not np.isin(fresh, train).any() and not np.isin(fresh, pop).any()
+    # a manifold with two training draws (seeds 7 and 9; 8 is the population's): the first seed after them, 10
+    circle = DatasetSpec.model_validate({"manifold": {"kind": "circle", "ambient_dim": 3, "radius": 2.0, "n": 16,
+                                                      "seed": 7, "draws": 2}})
+    from ridgexr.datasets import manifold_of
+
+    want = manifold_of(circle.manifold).sample(5, density="uniform", seed=10)[0]
+    np.testing.assert_array_equal(fresh_law_draws(circle, 5), want)
+    assert fresh_law_draws(DatasetSpec.model_validate({"points": "two-points"}), 5) is None
 
 
 def test_rule_null_with_the_nulls_interval_compares_each_end_with_the_same_end():

@@ -159,9 +159,10 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
       ``rule`` (:func:`ridgexr.analysis.arrays.quality_reached`; with the stored ``<quality>_lower``/``_upper``
       when the store has them, surely and possibly reached): ``"best"`` (the default) q <= ``factor`` x the
       best quality of that curve; ``"null"`` q <= ``factor`` x the store's ``<quality>_null`` (what as many
-      fresh draws of the law score; with its stored interval ``<quality>_null_lower`` / ``_upper`` each end of a
-      checkpoint's interval is compared with the same end of the null's); ``"gap"`` (q - best) / (worst - best) <= ``tol``, the rule written
-      before ``timescales-gmm`` ran, which the untrained network's quality dominates (docs/timescales.md).
+      fresh draws of the law score; with its stored interval ``<quality>_null_lower`` / ``_upper`` each end
+      of a checkpoint's interval is compared with the same end of the null's); ``"gap"`` (q - best) /
+      (worst - best) <= ``tol``, the rule written before ``timescales-gmm`` ran, which the untrained
+      network's quality dominates (docs/timescales.md).
       One first reached at the last checkpoint is censored (the quality may still improve).
     - **tau_mem**: the first checkpoint whose f_mem interval (:func:`memorized_share`) lies wholly above
       ``level``; possibly reached where the interval's upper end is above it.  Not reached in the run:

@@ -63,7 +63,7 @@ def fresh_law_draws(dataset: Any, n: int) -> np.ndarray | None:
     """``n`` further draws (n, dim) of a Gaussian mixture's or a manifold's law, independent of its training
     set(s) and of ``population_data``: a perfect sampler's output, for a measure's null.  Seeds: a mixture's
     ``seed + 2`` (``seed`` draws the training set, ``seed + 1`` the population); a manifold's
-    ``seed + max(draws, 1) + 1``, the first after every training draw (:func:`manifold_draw_seeds`).  None for a
+    ``seed + draws + 1``, the first after every training draw (:func:`manifold_draw_seeds`).  None for a
     dataset without a law to draw from (point sets, files, images).
 
     >>> from types import SimpleNamespace as NS
@@ -77,8 +77,7 @@ def fresh_law_draws(dataset: Any, n: int) -> np.ndarray | None:
     spec = getattr(dataset, "manifold", None)
     if spec is None:
         return None
-    seed = spec.seed + max(int(getattr(spec, "draws", 1) or 1), 1) + 1
-    return manifold_of(spec).sample(n, density=spec.density, kappa=spec.kappa, seed=seed)[0]
+    return manifold_of(spec).sample(n, density=spec.density, kappa=spec.kappa, seed=spec.seed + spec.draws + 1)[0]
 
 
 @functools.lru_cache(maxsize=8)

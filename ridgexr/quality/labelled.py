@@ -12,11 +12,10 @@ tables all call it.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import xarray as xr
-
-import json
-from functools import partial
 
 from .. import defaults, units
 from .._validation import check_float, check_int
