@@ -767,9 +767,9 @@ def quality_reached(quality: np.ndarray, low: np.ndarray | None = None, high: np
         best = (np.nanmax if higher_is_better else np.nanmin)(q, axis=-1, keepdims=True)
         worst = (np.nanmin if higher_is_better else np.nanmax)(q, axis=-1, keepdims=True)
     if rule == "gap":
-        threshold = best + tol * (worst - best)
+        t_bad = t_good = best + tol * (worst - best)
     elif rule == "best":
-        threshold = best / factor if higher_is_better else best * factor
+        t_bad = t_good = best / factor if higher_is_better else best * factor
     elif rule == "null":
         if null is None:
             raise ValueError("`null` is needed by rule='null'")
@@ -779,18 +779,14 @@ def quality_reached(quality: np.ndarray, low: np.ndarray | None = None, high: np
             x = x[..., None] if x.ndim == q.ndim - 1 else x
             return x / factor if higher_is_better else x * factor
 
-        n_bad, n_good = (null_low, null_high) if higher_is_better else (null_high, null_low)
-        t_bad, t_good = ref(n_bad), ref(n_good)
-        with np.errstate(invalid="ignore"):
-            if higher_is_better:
-                return bad >= t_bad, good >= t_good
-            return bad <= t_bad, good <= t_good
+        # each end of the interval against the same end of the null's (both the null itself without one)
+        t_bad, t_good = (ref(null_low), ref(null_high)) if higher_is_better else (ref(null_high), ref(null_low))
     else:
         raise ValueError(f"`rule` must be one of {QUALITY_RULES}; got {rule!r}")
     with np.errstate(invalid="ignore"):
         if higher_is_better:
-            return bad >= threshold, good >= threshold
-        return bad <= threshold, good <= threshold
+            return bad >= t_bad, good >= t_good
+        return bad <= t_bad, good <= t_good
 
 
 def first_reached(checkpoints: np.ndarray, sure: np.ndarray, possible: np.ndarray | None = None, *,
