@@ -278,6 +278,17 @@ def test_training_timescales_rules_and_the_order_verdict_on_synthetic_stores():
     assert str(late.tau_order_verdict.values) == "disagrees"  # tau_mem at 256 .. 1024 before tau_gen ~ 5000
     with pytest.raises(ValueError, match="quality_sliced_wasserstein_null"):
         training_timescales(ds.drop_vars("quality_sliced_wasserstein_null"), rule="null")
+    # the null read from a variable of another name (a Frechet distance's floor): the same taus; the null
+    # halved (0.3: 1 > 2 x 0.3) moves tau_gen to never, so the named variable is the one read
+    floor = ds.rename({"quality_sliced_wasserstein_null": "floor"})
+    named = training_timescales(floor, rule="null", quality_null="floor", n_boot=50).compute()
+    assert named.tau_gen.values.tolist() == [at30] * 3
+    floor["floor"] = floor["floor"] / 2
+    assert training_timescales(floor, rule="null", quality_null="floor", n_boot=50).tau_gen_censored.all()
+    with pytest.raises(ValueError, match="missing"):
+        training_timescales(floor, rule="null", quality_null="missing")
+    with pytest.raises(TypeError, match="quality_null"):
+        training_timescales(floor, rule="null", quality_null=0.6)
 
 
 @pytest.mark.parametrize("kwargs, error", [

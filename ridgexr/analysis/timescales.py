@@ -148,6 +148,7 @@ def _slope(stats: xr.DataArray, name: str, expected: float, ci: float, fit: str)
 
 def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasserstein",
                         higher_is_better: bool = False, rule: str = defaults.TIMESCALE_GEN_RULE,
+                        quality_null: str | None = None,
                         factor: float = defaults.TIMESCALE_GEN_FACTOR, tol: float = defaults.TIMESCALE_QUALITY_TOL,
                         level: float = defaults.TIMESCALE_MEM_LEVEL, ratio: float = defaults.MEMORIZED_RATIO,
                         time_dim: str = "epoch", size_dim: str = "n_train", censored_fit: str = "tobit",
@@ -189,6 +190,10 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
     higher_is_better : bool
         Direction of ``quality`` (False for a distance).
     rule : one of :data:`ridgexr.choices.QUALITY_RULES` ("best", "null", "gap")
+    quality_null : str, optional
+        Rule ``"null"``: the variable holding the null of ``quality`` (default ``<quality>_null``; e.g.
+        ``"quality_frechet_floor"`` for the Frechet distance), its interval read from ``<quality_null>_lower``
+        / ``_upper`` when the store has them. Ignored by the other rules.
     factor : float >= 1, the ratio rules' factor
     tol : float in [0, 1), the gap rule's share
     level : float in [0, 1): the f_mem level of tau_mem
@@ -236,8 +241,12 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
     tol = check_float(tol, "tol", min_val=0, max_val=1, include_boundaries="left")
     level = check_float(level, "level", min_val=0, max_val=1, include_boundaries="left")
     check_option(censored_fit, "censored_fit", arrays.CENSORED_FITS)
+    if quality_null is None:
+        quality_null = f"{quality}_null"
+    elif not isinstance(quality_null, str):
+        raise TypeError(f"`quality_null` must be a variable name (str) or None; got {type(quality_null).__name__}")
     if rule == "null":
-        check_vars(ds, f"{quality}_null", dim=dim)
+        check_vars(ds, quality_null, dim=dim)
     ratio, n_boot, ci, seed = _check_boot(ratio, n_boot, ci, seed)
     checkpoints = np.asarray(ds[time_dim].values, dtype=float)
     if not (np.all(np.diff(checkpoints) > 0) and checkpoints[0] > 0):
@@ -251,9 +260,9 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
     q_low = ds[f"{quality}_lower"] if f"{quality}_lower" in ds else q
     q_high = ds[f"{quality}_upper"] if f"{quality}_upper" in ds else q
     # the null's quality per checkpoint and its interval (rule 'null'; the others ignore them: q stands in)
-    q_null = ds[f"{quality}_null"] if rule == "null" else q
-    n_low = ds[f"{quality}_null_lower"] if rule == "null" and f"{quality}_null_lower" in ds else q_null
-    n_high = ds[f"{quality}_null_upper"] if rule == "null" and f"{quality}_null_upper" in ds else q_null
+    q_null = ds[quality_null] if rule == "null" else q
+    n_low = ds[f"{quality_null}_lower"] if rule == "null" and f"{quality_null}_lower" in ds else q_null
+    n_high = ds[f"{quality_null}_upper"] if rule == "null" and f"{quality_null}_upper" in ds else q_null
     one = {time_dim: -1}
 
     def gen(qq, lo, hi, nn, nlo, nhi):
