@@ -1,4 +1,4 @@
-"""Training time scales and the ridge account of the window: the `timescales-gmm` tables (docs/timescales.md).
+"""Training time scales and the ridge account of the window: the `timescales-*` tables (docs/timescales.md).
 
 Prints, from the store of the entry (by default ``timescales-gmm``):
 
@@ -7,14 +7,16 @@ Prints, from the store of the entry (by default ``timescales-gmm``):
 - per n: tau_gen and tau_mem with their intervals (``ridgexr.analysis.training_timescales``), the slopes of
   their laws in n and the verdicts, by the tau_gen quality and rule written before the entry ran
   (``REGISTERED_RULE``: the sliced Wasserstein distance by 'gap' for timescales-gmm and by 'best' for
-  timescales-gmm-seed1; the distance along the law's principal axis by 'null' for timescales-gmm-long), and
-  tau_gen by the other rules beside it;
+  timescales-gmm-seed1; the distance along the law's principal axis by 'null' for timescales-gmm-long; the
+  Frechet distance against its floor by 'null' for timescales-fashion), and tau_gen by the other rules beside it;
 - for a store with fresh draws of its law, the Wasserstein distance along the law's first principal axis
   (``ridgexr.quality.axis_quality``) per n and checkpoint with its interval and null;
+- for a store of images, the image quality per n and checkpoint (Frechet distance and its floor, class share,
+  nearest ratio, the gate's verdict);
 - the window table (``ridgexr.analysis.training_window``): at a few checkpoints, the window each lies in and
   the median ridge distance, the median tangential distance to the nearest training point, the near-mode
-  share and f_mem of the final samples, beside the same measures of the null (fresh draws of the law
-  observed by the store's own code), for the smallest and the largest n.
+  share and f_mem of the final samples, beside the same measures of the null (fresh draws of the law, or
+  held-out real images, observed by the store's own code), for the smallest and the largest n.
 
 Run:  python analyses/timescales.py [--entry timescales-gmm] [--data DIR] [--store PATH] [--epochs 48 127 1438 10000]
 (``--store``: read that store instead of running or resuming the entry)
@@ -31,28 +33,70 @@ from _common import markdown_table, parser, store_for
 
 import ridgexr
 from ridgexr.analysis import training_timescales, training_window
-from ridgexr.quality import AXIS_QUALITY, axis_quality
+from ridgexr.quality import AXIS_QUALITY, axis_quality, sample_quality
 
 
-SW, AXIS = "quality_sliced_wasserstein", AXIS_QUALITY
+SW, AXIS, FRECHET = "quality_sliced_wasserstein", AXIS_QUALITY, "quality_frechet"
+#: each quality's short label and the variable holding its null (None: ``<quality>_null``)
+QUALITIES = {SW: ("SW", None), AXIS: ("axis W1", None), FRECHET: ("Frechet", "quality_frechet_floor")}
 
 #: tau_gen's (quality, rule) as written before each entry ran (docs/timescales.md); other entries: the default
 REGISTERED_RULE = {"timescales-gmm": (SW, "gap"), "timescales-gmm-quick": (SW, "gap"),
-                   "timescales-gmm-seed1": (SW, "best"), "timescales-gmm-long": (AXIS, "null")}
+                   "timescales-gmm-seed1": (SW, "best"), "timescales-gmm-long": (AXIS, "null"),
+                   "timescales-fashion": (FRECHET, "null"), "timescales-fashion-large": (FRECHET, "null")}
+
+
+def measured(ds, quality: str) -> bool:
+    """Whether the store has ``quality`` with a finite value in some cell (a mixture's store keeps the image
+    measures as NaN, and the reverse)."""
+    return quality in ds and bool(np.isfinite(ds[quality].values).any())
 
 
 def rule_rows(ds) -> pd.DataFrame:
-    """tau_gen per n under every rule on the sliced Wasserstein distance (defaults.TIMESCALE_GEN_FACTOR,
-    TIMESCALE_QUALITY_TOL) and, where the store has it merged, rule 'null' on the distance along the axis."""
+    """tau_gen per n under every rule on each quality the store measures (the sliced Wasserstein distance, the
+    Frechet distance; defaults.TIMESCALE_GEN_FACTOR, TIMESCALE_QUALITY_TOL) and, where the store has it merged,
+    rule 'null' on the distance along the law's axis."""
     from ridgexr.choices import QUALITY_RULES
 
     cols = {}
-    pairs = [(SW, rule) for rule in QUALITY_RULES] + ([(AXIS, "null")] if AXIS in ds else [])
+    pairs = [(q, rule) for q in (SW, FRECHET) if measured(ds, q) for rule in QUALITY_RULES]
+    pairs += [(AXIS, "null")] if AXIS in ds else []
     for quality, rule in pairs:
-        tt = training_timescales(ds, quality=quality, rule=rule).compute()
-        label = "SW" if quality == SW else "axis W1"
+        label, null = QUALITIES[quality]
+        tt = training_timescales(ds, quality=quality, rule=rule, quality_null=null).compute()
         cols[f"tau_gen ({label}, {rule})"] = [_tau(tt.sel(n_train=n).squeeze(), "tau_gen") for n in tt.n_train.values]
     return pd.DataFrame({"n": [int(n) for n in ds.n_train.values], **cols})
+
+
+def image_rows(ds) -> pd.DataFrame:
+    """For a store of images: per n and checkpoint the Frechet distance (its floor: held-out reals), the class
+    share [Wilson interval], the nearest ratio and the quality gate's verdict (docs/quality.md)."""
+    q = sample_quality(ds)
+    rows = []
+    for n in q.n_train.values:
+        for e in q.epoch.values:
+            c = q.sel(n_train=n, epoch=e).squeeze()
+            rows.append({"n": int(n), "checkpoint": int(e),
+                         "Frechet (floor)": f"{float(c[FRECHET]):.1f} ({float(c[FRECHET + '_floor']):.1f})",
+                         "class share": f"{float(c.quality_class_share):.2f} [{float(c.quality_class_share_lower):.2f}, "
+                                        f"{float(c.quality_class_share_upper):.2f}]",
+                         "nearest ratio": f"{float(c.quality_nearest_ratio):.2f}", "gate": str(c.gate.values)})
+    return pd.DataFrame(rows)
+
+
+def null_reference(ds):
+    """The draws the window's null observes: the store's ``population_data`` (fresh draws of a mixture's or a
+    manifold's law), else the reference draws of its dataset (held-out real images, ``reference_draws``)."""
+    if "population_data" in ds:
+        return None
+    from ridgexr.catalog import Experiment
+    from ridgexr.quality import reference_draws
+
+    draws, how = reference_draws(Experiment.model_validate_json(ds.attrs["config"]).dataset)
+    if draws is None:
+        raise SystemExit(f"no null for the window: {how}")
+    print(f"null of the window: {how}")
+    return draws
 
 
 def axis_rows(q) -> pd.DataFrame:
@@ -136,10 +180,12 @@ def window_rows(w, epochs) -> pd.DataFrame:
         rows.append({"checkpoint": int(at.epoch), f"window (n = {n_lo} / {n_hi})":
                      " / ".join(str(at.window.sel(n_train=n).item()) for n in (n_lo, n_hi)),
                      "ridge distance": pair("ridge_distance"), "tangential distance": pair("tangential_distance"),
-                     "near mode": pair("near_mode", "{:.3f}"), "f_mem": pair("memorized", "{:.3f}")})
-    null = {"checkpoint": "null (fresh draws)", f"window (n = {n_lo} / {n_hi})": ""}
+                     "nearest distance": pair("nearest_distance"), "near mode": pair("near_mode", "{:.3f}"),
+                     "f_mem": pair("memorized", "{:.3f}")})
+    null = {"checkpoint": "null (reference draws)", f"window (n = {n_lo} / {n_hi})": ""}
     for name, col, fmt in (("ridge_distance", "ridge distance", "{:.3g}"),
                            ("tangential_distance", "tangential distance", "{:.3g}"),
+                           ("nearest_distance", "nearest distance", "{:.3g}"),
                            ("near_mode", "near mode", "{:.3f}"), ("memorized", "f_mem", "{:.3f}")):
         null[col] = " / ".join(fmt.format(float(w[f"null_{name}"].sel(n_train=n))) for n in (n_lo, n_hi))
     rows.append(null)
@@ -153,7 +199,8 @@ def difference_rows(w, epochs) -> pd.DataFrame:
     for e in epochs:
         at = w.sel(epoch=e, method="nearest").squeeze()
         row = {"checkpoint": int(at.epoch)}
-        for name, col in (("ridge_distance", "ridge distance"), ("tangential_distance", "tangential distance")):
+        for name, col in (("ridge_distance", "ridge distance"), ("tangential_distance", "tangential distance"),
+                          ("nearest_distance", "nearest distance")):
             for n in (n_lo, n_hi):
                 v = [float(at[f"{name}_minus_null{k}"].sel(n_train=n)) for k in ("", "_low", "_high")]
                 row[f"{col} - null (n = {n})"] = f"{v[0]:.3g} [{v[1]:.3g}, {v[2]:.3g}]"
@@ -175,8 +222,12 @@ def main(argv=None):
         print(f"W1 along the law's first principal axis [95 % bootstrap] (columns: checkpoints); null (fresh "
               f"draws): {float(q[AXIS + '_null']):.3g} [{float(q[AXIS + '_null_lower']):.3g}, "
               f"{float(q[AXIS + '_null_upper']):.3g}]\n" + markdown_table(axis_rows(q)) + "\n")
-    tt = training_timescales(ds, quality=quality, rule=rule).compute()
-    print(f"tau_gen rule written before the run: {rule!r} on {quality} ({tt.tau_gen.attrs['long_name']})")
+    if measured(ds, FRECHET):
+        print("image quality per n and checkpoint:\n" + markdown_table(image_rows(ds)) + "\n")
+    null = QUALITIES[quality][1]
+    tt = training_timescales(ds, quality=quality, rule=rule, quality_null=null).compute()
+    print(f"tau_gen rule written before the run: {rule!r} on {quality}"
+          f"{'' if null is None else f' against {null}'} ({tt.tau_gen.attrs['long_name']})")
     print(markdown_table(tau_rows(tt)))
     for name in ("tau_gen", "tau_mem"):
         s = {k: tt[f"{name}_{k}"].squeeze() for k in ("slope", "slope_low", "slope_high", "verdict")}
@@ -190,7 +241,7 @@ def main(argv=None):
         print("\nshare of final samples between the mixture's modes (|x . u| < mean sqrt(d) / 2):\n"
               + markdown_table(modes))
     print("\ntau_gen by every rule (only the one above is a verdict):\n" + markdown_table(rule_rows(ds)))
-    w = training_window(ds, tt)
+    w = training_window(ds, tt, reference=null_reference(ds))
     print("\n" + markdown_table(window_rows(w, args.epochs)))
     print("\n" + markdown_table(difference_rows(w, args.epochs)))
     print(f"\nnull: {w.attrs['null']}")

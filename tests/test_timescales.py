@@ -403,7 +403,11 @@ def test_the_null_of_two_points_lies_at_its_closed_form_ridge_distance():
     assert np.isfinite(dist[inner]).mean() > 0.9
     ok = inner & np.isfinite(dist)
     np.testing.assert_allclose(dist[ok], np.abs(xt[ok, 1]), atol=1e-6)
-    assert obs["t"].item() == 0.5 and int(obs["step"][0]) == 7 and "fresh draws" in obs.attrs["null"]
+    assert obs["t"].item() == 0.5 and int(obs["step"][0]) == 7 and "given reference draws" in obs.attrs["null"]
+    # d1 of the null states: brute force against the scaled training points
+    scaled = np.exp(-t) * np.array([[-3.0, 0.0], [3.0, 0.0]])
+    d1 = np.linalg.norm(xt[:, None, :] - scaled[None], axis=-1).min(axis=1)
+    np.testing.assert_allclose(obs["nearest_distance"].isel(step=0).values, d1, rtol=1e-10)
     with pytest.raises(ValueError, match="`reference` must be given"):
         reference_observation(ds)
     with pytest.raises(ValueError, match="`reference` must be"):
@@ -416,7 +420,7 @@ def test_training_window_labels_each_checkpoint_and_measures_samples_and_null_al
     an uncensored one from a given timescales Dataset: memorizing from there on); the measures are those of
     the analyses that name them, and the null has them too, per n_train."""
     from ridgexr.analysis import near_mode_fraction
-    from ridgexr.analysis.timescales import WINDOW_MEASURES, WINDOWS, training_window
+    from ridgexr.analysis.timescales import WINDOW_DISTANCES, WINDOW_MEASURES, WINDOWS, training_window
 
     ds = sweep_store
     tt = training_timescales(ds, n_boot=50).compute()
@@ -430,11 +434,13 @@ def test_training_window_labels_each_checkpoint_and_measures_samples_and_null_al
         assert list(labels) == expected
     direct = near_mode_fraction(ds.isel(step=[-1]))["near_mode"].compute()
     np.testing.assert_array_equal(w.near_mode.transpose(*direct.dims).values, direct.values)
+    d1 = ds.nearest_distance.isel(step=-1).median("sample").compute()  # d1 as stored, at the final states
+    np.testing.assert_allclose(w.nearest_distance.transpose(*d1.dims).values, d1.values, rtol=1e-12)
     for name in WINDOW_MEASURES:
         assert w[f"null_{name}"].dims == ("n_train",)
-    assert np.isfinite(w.null_ridge_distance).all()
+    assert np.isfinite(w.null_ridge_distance).all() and np.isfinite(w.null_nearest_distance).all()
     # intervals: each median inside its own, the difference is median(samples) - median(null), the null per n_train
-    for name in ("ridge_distance", "tangential_distance"):
+    for name in WINDOW_DISTANCES:
         ok = np.isfinite(w[name])
         assert ((w[f"{name}_low"] <= w[name]) & (w[name] <= w[f"{name}_high"])).where(ok, True).all()
         diff = (w[name] - w[f"null_{name}"]).transpose(*w[f"{name}_minus_null"].dims)

@@ -34,7 +34,7 @@ from ._helpers import along_step, check_vars, resolved, step_index, step_label, 
 from .labelled import nearest_ratio_at
 
 __all__ = ["memorized_share", "training_timescales", "loss_timescales", "training_window", "reference_observation",
-           "WINDOWS", "WINDOW_MEASURES"]
+           "WINDOWS", "WINDOW_MEASURES", "WINDOW_DISTANCES"]
 
 
 def _check_boot(ratio, n_boot, ci, seed) -> tuple[float, int, float, int]:
@@ -412,10 +412,14 @@ WINDOW_MEASURES = {
     "ridge_distance": ("median distance |x - P| of the final states to the ridge (resolved states)", units.DATA),
     "tangential_distance": ("median distance along the ridge from the projection to the nearest alpha_t x_i",
                             units.DATA),
+    "nearest_distance": ("median distance d1 of the final states to the nearest alpha_t x_i", units.DATA),
     "near_mode": ("share of final states within 0.5 of some alpha_t x_i (the paper's count)", "1"),
     "memorized": ("share of final states with d1/d2 < 1/3 (f_mem)", "1"),
     "resolved_rank": ("median resolved ridge dimension d*(t) at the final states", "1"),
 }
+#: the measures of WINDOW_MEASURES that are medians of per-state distances: each gets a bootstrap interval and,
+#: with a null, a sample-minus-null difference with its interval
+WINDOW_DISTANCES = ("ridge_distance", "tangential_distance", "nearest_distance")
 
 
 def reference_observation(ds: xr.Dataset, reference: xr.DataArray | None = None, *, step: int = -1,
@@ -464,10 +468,11 @@ def reference_observation(ds: xr.Dataset, reference: xr.DataArray | None = None,
     check_vars(ds, "train_data", "t")
     n = check_int(n, "n", min_val=2)
     seed = check_int(seed, "seed", min_val=0)
+    source = "the given reference draws of the law"
     if reference is None:
         if "population_data" not in ds:
             raise ValueError("`reference` must be given: the store has no population_data (fresh draws of its law)")
-        reference = ds["population_data"]
+        reference, source = ds["population_data"], "fresh draws of the law (population_data)"
     ref = np.asarray(reference.values if isinstance(reference, xr.DataArray) else reference, dtype=np.float64)
     d = ds.sizes["dim"]
     if ref.ndim != 2 or ref.shape[1] != d or ref.shape[0] < 2:
@@ -515,7 +520,7 @@ def reference_observation(ds: xr.Dataset, reference: xr.DataArray | None = None,
         out = out.assign_coords(n_train=ds["n_train"].values)
     out["train_data"] = ds["train_data"]
     out.attrs.update(ds.attrs)
-    out.attrs["null"] = (f"{x0.shape[0]} fresh draws of the law at t = {t:.4g} (x_t = alpha_t x0 + sqrt(h_t) z, "
+    out.attrs["null"] = (f"{x0.shape[0]} of {source} at t = {t:.4g} (x_t = alpha_t x0 + sqrt(h_t) z, "
                          f"z seeded {seed}), observed by the store's code")
     return out
 
@@ -526,8 +531,9 @@ def _window_measures(ds: xr.Dataset) -> xr.Dataset:
 
     last = along_step(ds)
     last = last.isel(step=[-1])
-    check_vars(last, "ridge_distance", "ridge_projection", "trajectory", "train_data")
+    check_vars(last, "ridge_distance", "ridge_projection", "trajectory", "train_data", "nearest_distance")
     dist = resolved(last, "ridge_distance").isel(step=0)
+    d1 = last["nearest_distance"].isel(step=0)
     # a store without resolved_rank (a Dataset built by hand): not observed, NaN
     rank = last["resolved_rank"].isel(step=0) if "resolved_rank" in last else xr.full_like(dist, -1.0)
     tang = tangential_distance(last)
@@ -535,6 +541,7 @@ def _window_measures(ds: xr.Dataset) -> xr.Dataset:
     out = {
         "ridge_distance": dist.median("sample"),
         "tangential_distance": tang["tangential_distance_median"].isel(step=0),
+        "nearest_distance": d1.median("sample"),
         "near_mode": near["near_mode"],
         "memorized": mem["memorized"],
         "resolved_rank": rank.where(rank >= 0).median("sample"),
@@ -544,9 +551,10 @@ def _window_measures(ds: xr.Dataset) -> xr.Dataset:
     for name, shares in (("near_mode", near), ("memorized", mem)):  # the shares' Wilson intervals
         for end in ("low", "high"):
             res[f"{name}_{end}"] = shares[f"{name}_{end}"]
-    # per-state values of the two distances, for their intervals (training_window)
+    # per-state values of the distances, for their intervals (training_window)
     res["ridge_distance_states"] = dist
     res["tangential_distance_states"] = tang["tangential_distance"].isel(step=0)
+    res["nearest_distance_states"] = d1
     return res.drop_vars(drop, errors="ignore")
 
 
@@ -554,7 +562,7 @@ def _with_intervals(out: xr.Dataset, samples: xr.Dataset, nulls: xr.Dataset | No
                     seed: int) -> xr.Dataset:
     """The distances' bootstrap intervals, and with ``nulls`` the sample-minus-null differences with theirs
     (:func:`ridgexr.analysis.arrays.median_difference_ci`: the two sets resampled independently)."""
-    for name in ("ridge_distance", "tangential_distance"):
+    for name in WINDOW_DISTANCES:
         a = samples[f"{name}_states"]
         b = (nulls[f"{name}_states"] if nulls is not None else xr.full_like(a.isel(sample=slice(0, 1)), np.nan))
         b = b.rename(sample="null_sample")
@@ -586,9 +594,10 @@ def training_window(ds: xr.Dataset, timescales: xr.Dataset | None = None, *, ref
     from tau_gen up to tau_mem ("generalizing"; to the end of the run where tau_mem is censored); from an
     uncensored tau_mem on ("memorizing").  At every checkpoint the final states get the measures of
     :data:`WINDOW_MEASURES`, each by the analysis that names it (:func:`~ridgexr.analysis.resolved`
-    ridge distance, :func:`~ridgexr.analysis.tangential_distance`, :func:`~ridgexr.analysis.near_mode_fraction`,
-    :func:`~ridgexr.analysis.memorization_fraction`, the stored ``resolved_rank``), and so does the null:
-    fresh draws of the law observed the same way (:func:`reference_observation`), per training set.  The
+    ridge distance, :func:`~ridgexr.analysis.tangential_distance`, the stored ``nearest_distance`` d1,
+    :func:`~ridgexr.analysis.near_mode_fraction`, :func:`~ridgexr.analysis.memorization_fraction`, the stored
+    ``resolved_rank``), and so does the null: fresh draws of the law (or held-out real images, given as
+    ``reference``) observed the same way (:func:`reference_observation`), per training set.  The
     account "samples slide along the ridge in the window, collapse onto its nodes after tau_mem" predicts a
     ridge distance below the null's and a tangential distance near the null's in the generalizing window,
     and both near 0 after tau_mem.
@@ -607,8 +616,8 @@ def training_window(ds: xr.Dataset, timescales: xr.Dataset | None = None, *, ref
         Reference states and the seed of their noise (``seed`` also of the bootstrap).
     time_dim : str
     n_boot, ci
-        The intervals: percentile bootstrap of the two distances' medians and of their sample-minus-null
-        differences (samples and null resampled independently), Wilson for the two shares.
+        The intervals: percentile bootstrap of the distances' medians (:data:`WINDOW_DISTANCES`) and of their
+        sample-minus-null differences (samples and null resampled independently), Wilson for the two shares.
     **timescale_args
         Passed to :func:`training_timescales` when ``timescales`` is not given.
 
@@ -639,7 +648,7 @@ def training_window(ds: xr.Dataset, timescales: xr.Dataset | None = None, *, ref
     window = xr.where(checkpoint < gen, WINDOWS[0], xr.where(~censored & (checkpoint >= mem), WINDOWS[2],
                                                              WINDOWS[1]))
     window = window.astype(object).transpose(*measures["ridge_distance"].dims)
-    states = [f"{name}_states" for name in ("ridge_distance", "tangential_distance")]
+    states = [f"{name}_states" for name in WINDOW_DISTANCES]
     out = measures.drop_vars(states).assign(window=with_attrs(window, "window of training time of the checkpoint: "
                                                               + ", ".join(WINDOWS), "1"))
     nulls = None
