@@ -6,9 +6,10 @@ Prints, from the store of the entry (by default ``timescales-gmm``):
   between its two modes (a look at the samples behind the curve);
 - per n: tau_gen and tau_mem with their intervals (``ridgexr.analysis.training_timescales``), the slopes of
   their laws in n and the verdicts, by the tau_gen quality and rule written before the entry ran
-  (``REGISTERED_RULE``: the sliced Wasserstein distance by 'gap' for timescales-gmm and by 'best' for
-  timescales-gmm-seed1; the distance along the law's principal axis by 'null' for timescales-gmm-long; the
-  Frechet distance against its floor by 'null' for timescales-fashion), and tau_gen by the other rules beside it;
+  (the entry's ``timescales`` field, ``ridgexr.claims.timescale_rule``: the sliced Wasserstein distance by 'gap'
+  for timescales-gmm and by 'best' for timescales-gmm-seed1; the distance along the law's principal axis by
+  'null' for timescales-gmm-long; the Frechet distance against its floor by 'null' for timescales-fashion), and
+  tau_gen by the other rules beside it;
 - for a store with fresh draws of its law, the Wasserstein distance along the law's first principal axis
   (``ridgexr.quality.axis_quality``) per n and checkpoint with its interval and null;
 - for a store of images, the image quality per n and checkpoint (Frechet distance and its floor, class share,
@@ -33,17 +34,13 @@ from _common import markdown_table, parser, store_for
 
 import ridgexr
 from ridgexr.analysis import training_timescales, training_window
+from ridgexr.claims import timescale_rule
 from ridgexr.quality import AXIS_QUALITY, axis_quality, sample_quality
 
 
 SW, AXIS, FRECHET = "quality_sliced_wasserstein", AXIS_QUALITY, "quality_frechet"
-#: each quality's short label and the variable holding its null (None: ``<quality>_null``)
-QUALITIES = {SW: ("SW", None), AXIS: ("axis W1", None), FRECHET: ("Frechet", "quality_frechet_floor")}
-
-#: tau_gen's (quality, rule) as written before each entry ran (docs/timescales.md); other entries: the default
-REGISTERED_RULE = {"timescales-gmm": (SW, "gap"), "timescales-gmm-quick": (SW, "gap"),
-                   "timescales-gmm-seed1": (SW, "best"), "timescales-gmm-long": (AXIS, "null"),
-                   "timescales-fashion": (FRECHET, "null"), "timescales-fashion-large": (FRECHET, "null")}
+#: each quality's short label
+LABELS = {SW: "SW", AXIS: "axis W1", FRECHET: "Frechet"}
 
 
 def measured(ds, quality: str) -> bool:
@@ -62,9 +59,8 @@ def rule_rows(ds) -> pd.DataFrame:
     pairs = [(q, rule) for q in (SW, FRECHET) if measured(ds, q) for rule in QUALITY_RULES]
     pairs += [(AXIS, "null")] if AXIS in ds else []
     for quality, rule in pairs:
-        label, null = QUALITIES[quality]
-        tt = training_timescales(ds, quality=quality, rule=rule, quality_null=null).compute()
-        cols[f"tau_gen ({label}, {rule})"] = [_tau(tt.sel(n_train=n).squeeze(), "tau_gen") for n in tt.n_train.values]
+        tt = training_timescales(ds, quality=quality, rule=rule).compute()
+        cols[f"tau_gen ({LABELS[quality]}, {rule})"] = [_tau(tt.sel(n_train=n).squeeze(), "tau_gen") for n in tt.n_train.values]
     return pd.DataFrame({"n": [int(n) for n in ds.n_train.values], **cols})
 
 
@@ -215,7 +211,8 @@ def main(argv=None):
     ap.add_argument("--epochs", type=float, nargs="+", default=[48, 127, 1438, 10000])
     args = ap.parse_args(argv)
     ds = ridgexr.open_dataset(args.store) if args.store else store_for(args.entry, args.data)
-    quality, rule = REGISTERED_RULE.get(args.entry, (SW, ridgexr.defaults.TIMESCALE_GEN_RULE))
+    spec, how = timescale_rule(ds)  # tau_gen's quality and rule as the entry wrote them before it ran
+    quality, rule = spec.quality, spec.rule
     if "population_data" in ds:  # a mixture or a manifold: the distance along the law's principal axis
         q = axis_quality(ds).compute()
         ds = ds.merge(q)
@@ -224,10 +221,10 @@ def main(argv=None):
               f"{float(q[AXIS + '_null_upper']):.3g}]\n" + markdown_table(axis_rows(q)) + "\n")
     if measured(ds, FRECHET):
         print("image quality per n and checkpoint:\n" + markdown_table(image_rows(ds)) + "\n")
-    null = QUALITIES[quality][1]
-    tt = training_timescales(ds, quality=quality, rule=rule, quality_null=null).compute()
-    print(f"tau_gen rule written before the run: {rule!r} on {quality}"
-          f"{'' if null is None else f' against {null}'} ({tt.tau_gen.attrs['long_name']})")
+    null = spec.quality_null
+    tt = training_timescales(ds, quality=quality, rule=rule, factor=spec.factor, quality_null=null).compute()
+    print(f"{how}: {rule!r} on {quality}{'' if null is None else f' against {null}'}, factor {spec.factor:g} "
+          f"({tt.tau_gen.attrs['long_name']}; written: {spec.written or 'not said'})")
     print(markdown_table(tau_rows(tt)))
     for name in ("tau_gen", "tau_mem"):
         s = {k: tt[f"{name}_{k}"].squeeze() for k in ("slope", "slope_low", "slope_high", "verdict")}

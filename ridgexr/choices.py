@@ -11,7 +11,7 @@ from __future__ import annotations
 __all__ = ["GRID_KINDS", "SCHEDULE_NAMES", "QUADRATURES", "TARGETS", "SAMPLER_KINDS", "TRAINING_METHODS",
            "INITS", "OPTIMIZERS", "SCORE_SCALES", "KEEP_EPOCHS", "NULL_CUTOFFS", "IMAGE_SCALES", "IMAGE_SPACES",
            "FRAME_METHODS", "TIME_CONVENTIONS", "MIXED_PRECISIONS", "LOGIT_DTYPES", "TRAINED_WEIGHTS",
-           "TIME_PROPOSALS", "DIVERGED_RULES", "QUALITY_RULES", "CELL_DIM_SOURCES", "CELL_DIMS", "MODEL_CELL_DIMS"]
+           "TIME_PROPOSALS", "DIVERGED_RULES", "QUALITY_RULES", "TIMESCALE_QUALITIES", "QUALITY_NULLS", "CELL_DIM_SOURCES", "CELL_DIMS", "MODEL_CELL_DIMS"]
 
 #: spacings of the sampler's time grid (:func:`ridgexr.time_grid`)
 GRID_KINDS = ("exponential", "linear", "cosine")
@@ -83,3 +83,11 @@ MODEL_CELL_DIMS = tuple(dim for dim, source in CELL_DIM_SOURCES.items() if sourc
 #: a share of the gap between its worst and best checkpoint, within a factor of its own best, or within a factor
 #: of what a perfect sampler scores (the quality's null)
 QUALITY_RULES = ("gap", "best", "null")
+
+#: the per-cell sample qualities tau_gen can be read from (a catalog entry's ``timescales.quality``): stored by the
+#: run (the sliced Wasserstein distance, the Frechet distance in the classifier's features, the nearest ratio)
+#: or computed from the stored samples (the Wasserstein distance along the law's axis, ridgexr.quality.axis_quality)
+TIMESCALE_QUALITIES = ("quality_sliced_wasserstein", "quality_axis_wasserstein", "quality_frechet",
+                       "quality_nearest_ratio")
+#: the variable holding a quality's null (what the law's own draws score) where it is not ``<quality>_null``
+QUALITY_NULLS = {"quality_frechet": "quality_frechet_floor"}

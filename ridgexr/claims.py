@@ -48,7 +48,7 @@ from .analysis.claims import Claim, Criterion, Null, claims_markdown, median_int
 from .choices import CLAIM_KINDS
 from .store import complete_cells, is_exact_cell
 
-__all__ = ["store_claims", "CRITERIA", "claims_table", "claim_specs"]
+__all__ = ["store_claims", "CRITERIA", "claims_table", "claim_specs", "timescale_rule", "with_timescale_quality"]
 
 #: the criterion of each claim kind (regions of its measure), fixed before any run that uses it
 CRITERIA: dict[str, Criterion] = {
@@ -79,22 +79,66 @@ STATEMENTS = {
 N_BOOT = 2000
 
 
-def claim_specs(ds: xr.Dataset) -> tuple[list, str]:
-    """The claims recorded with the store (its configuration's ``claims``), or, for a store written before
-    its entry declared any, those of the catalog entry it records; and a sentence saying which."""
+def _written(ds: xr.Dataset, field: str) -> tuple[object, str, str]:
+    """A field written before the run (not hashed: ``claims``, ``timescales``) as the store's configuration
+    records it, else as the catalog entry the store records has it: (value or None, where: "store", "catalog"
+    or "", the entry's name)."""
     from .catalog import Experiment, open_catalog
 
     exp = Experiment.model_validate_json(ds.attrs["config"])
-    if exp.claims:
-        return list(exp.claims), "criteria recorded in the store's configuration"
+    if getattr(exp, field):
+        return getattr(exp, field), "store", exp.name
     try:
         entry = open_catalog()[exp.name]
     except KeyError:  # no such entry in the default catalogs
-        return [], f"entry {exp.name!r} declares no claims"
-    if entry.claims:
-        return list(entry.claims), (f"criteria from catalog entry {exp.name!r} (not recorded in this store, "
-                                    "which predates them; see the entry's history)")
-    return [], f"entry {exp.name!r} declares no claims"
+        return None, "", exp.name
+    return (getattr(entry, field), "catalog", exp.name) if getattr(entry, field) else (None, "", exp.name)
+
+
+def claim_specs(ds: xr.Dataset) -> tuple[list, str]:
+    """The claims recorded with the store (its configuration's ``claims``), or, for a store written before
+    its entry declared any, those of the catalog entry it records; and a sentence saying which."""
+    claims, where, name = _written(ds, "claims")
+    if where == "store":
+        return list(claims), "criteria recorded in the store's configuration"
+    if where == "catalog":
+        return list(claims), (f"criteria from catalog entry {name!r} (not recorded in this store, "
+                              "which predates them; see the entry's history)")
+    return [], f"entry {name!r} declares no claims"
+
+
+def timescale_rule(ds: xr.Dataset):
+    """How tau_gen is read from the store (:class:`ridgexr.catalog.TimescaleSpec`: quality, rule, factor, the
+    quality's null): as its configuration records it, else as its catalog entry has it (a store written before
+    the field existed), else the defaults; and a sentence saying which.
+
+    >>> import json, xarray as xr
+    >>> from ridgexr.catalog import Experiment
+    >>> exp = Experiment(name="x", dataset={"points": "two-points"}, model={"kind": "exact"}, store="x.zarr",
+    ...                  timescales={"quality": "quality_frechet", "rule": "null"})
+    >>> spec, how = timescale_rule(xr.Dataset(attrs={"config": exp.model_dump_json()}))
+    >>> spec.quality, spec.rule, spec.factor, how
+    ('quality_frechet', 'null', 2.0, "tau_gen's rule recorded in the store's configuration")
+    """
+    from .catalog import TimescaleSpec
+
+    spec, where, name = _written(ds, "timescales")
+    if where == "store":
+        return spec, "tau_gen's rule recorded in the store's configuration"
+    if where == "catalog":
+        return spec, (f"tau_gen's rule from catalog entry {name!r} (not recorded in this store, which predates "
+                      "the field; see the entry's history)")
+    return TimescaleSpec(), f"entry {name!r} writes no tau_gen rule: the defaults"
+
+
+def with_timescale_quality(ds: xr.Dataset, spec) -> xr.Dataset:
+    """``ds`` with the quality ``spec`` (a :class:`ridgexr.catalog.TimescaleSpec`) reads: as stored, or for the
+    distance along the law's axis computed lazily from the stored samples (:func:`ridgexr.quality.axis_quality`)."""
+    from .quality import AXIS_QUALITY, axis_quality
+
+    if spec.quality == AXIS_QUALITY and AXIS_QUALITY not in ds:
+        return ds.merge(axis_quality(ds))
+    return ds
 
 
 def _model_name(label: dict) -> str:

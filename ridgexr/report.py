@@ -242,11 +242,17 @@ def _explore_hint(ds: xr.Dataset) -> str:
 def training_time_series(ds: xr.Dataset) -> list[tuple[dict, xr.Dataset]]:
     """[(cell labels, :func:`ridgexr.analysis.training_timescales` of that series)] for a store that sweeps
     training time (``epoch``, >= 2 checkpoints) and ``n_train`` (>= 2 sizes) and keeps the sample quality: one
-    series per combination of its other cell dimensions whose cells ran; [] for any other store."""
-    quality = "quality_sliced_wasserstein"
-    if not (ds.sizes.get("epoch", 0) >= 2 and ds.sizes.get("n_train", 0) >= 2 and "nearest_ratio" in ds
-            and quality in ds):
+    series per combination of its other cell dimensions whose cells ran, tau_gen by the quality and rule its
+    entry wrote before the run (:func:`ridgexr.claims.timescale_rule`); [] for any other store."""
+    from .claims import timescale_rule, with_timescale_quality
+    from .quality import AXIS_QUALITY
+
+    if not (ds.sizes.get("epoch", 0) >= 2 and ds.sizes.get("n_train", 0) >= 2 and "nearest_ratio" in ds):
         return []
+    spec, _ = timescale_rule(ds)
+    if spec.quality != AXIS_QUALITY and spec.quality not in ds:
+        return []
+    ds = with_timescale_quality(ds, spec)
     others = [d for d in CELL_DIMS if d in ds.dims and d not in ("epoch", "n_train")]
     run = (ds["cell_applies"] & ds["cell_complete"]).compute() if "cell_applies" in ds else ds["cell_complete"]
     out = []
@@ -256,7 +262,8 @@ def training_time_series(ds: xr.Dataset) -> list[tuple[dict, xr.Dataset]]:
             continue
         cell = {d: ds[d].values[i].item() if hasattr(ds[d].values[i], "item") else ds[d].values[i]
                 for d, i in sel.items() if ds.sizes[d] > 1}
-        out.append((cell, analysis.training_timescales(ds.isel(sel), quality=quality).compute()))
+        out.append((cell, analysis.training_timescales(ds.isel(sel), quality=spec.quality, rule=spec.rule,
+                                                       factor=spec.factor, quality_null=spec.quality_null).compute()))
     return out
 
 

@@ -380,6 +380,51 @@ def test_the_report_draws_training_time_curves_and_the_law_of_a_store_that_sweep
         plot.training_time_curves(xr.concat([tt, tt], "schedule"))
 
 
+@pytest.mark.slow
+def test_the_report_reads_tau_gen_by_the_rule_its_entry_wrote(sweep_store):
+    """tau_gen's quality and rule come from the entry's `timescales` field (written before the run): recorded in
+    the store's configuration, else the catalog entry of the store's name (a store older than the field), else
+    the defaults; the report's series are training_timescales under that rule."""
+    import json
+
+    from ridgexr.claims import timescale_rule
+    from ridgexr.report import training_time_series
+
+    def with_config(**changes):
+        cfg = json.loads(sweep_store.attrs["config"]) | changes
+        return sweep_store.assign_attrs(config=json.dumps(cfg))
+
+    gap = with_config(timescales={"quality": "quality_sliced_wasserstein", "rule": "gap", "written": "here"})
+    spec, how = timescale_rule(gap)
+    assert (spec.rule, spec.factor, "recorded in the store" in how) == ("gap", 2.0, True)
+    (_, tt), = training_time_series(gap)
+    direct = training_timescales(gap, rule="gap").compute()
+    assert tt.attrs["rule"] == "gap"
+    np.testing.assert_array_equal(tt.tau_gen.values, direct.tau_gen.squeeze().values)
+    best3 = with_config(timescales={"quality": "quality_sliced_wasserstein", "rule": "best", "factor": 3.0})
+    (_, tt3), = training_time_series(best3)
+    np.testing.assert_array_equal(tt3.tau_gen.values,
+                                  training_timescales(best3, rule="best", factor=3.0).tau_gen.squeeze().values)
+    spec, how = timescale_rule(with_config(name="timescales-fashion"))  # older store: the catalog entry's rule
+    assert (spec.quality, spec.rule, "from catalog entry 'timescales-fashion'" in how) == ("quality_frechet", "null", True)
+    spec, how = timescale_rule(sweep_store)  # no field, no catalog entry of that name: the defaults
+    assert (spec.quality, spec.rule, spec.factor) == ("quality_sliced_wasserstein", defaults.TIMESCALE_GEN_RULE,
+                                                      defaults.TIMESCALE_GEN_FACTOR) and "the defaults" in how
+
+
+def test_the_timescales_field_is_validated_by_name(tmp_path):
+    """A quality tau_gen cannot be read from, a rule that does not exist or a factor below 1: a catalog error
+    naming the field."""
+    from ridgexr.catalog import CatalogError, load_catalog_file
+
+    for bad, field in (("{quality: fid}", "timescales.quality"), ("{rule: plateau}", "timescales.rule"),
+                       ("{factor: 0.5}", "timescales.factor")):
+        cat = tmp_path / "cat.yaml"
+        cat.write_text(TIMESCALE_CATALOG.replace("    store:", f"    timescales: {bad}\n    store:", 1))
+        with pytest.raises(CatalogError, match=field.replace(".", r"\.")):
+            load_catalog_file(cat)
+
+
 # ------------------------------------------------------------------------- the ridge account of the window
 def test_the_null_of_two_points_lies_at_its_closed_form_ridge_distance():
     """Fresh draws observed as the store observes samples: for two points (-3, 0), (3, 0) at t = 0.5 the 1-d

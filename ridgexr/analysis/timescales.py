@@ -27,7 +27,7 @@ import numpy as np
 import xarray as xr
 
 from .. import defaults, units
-from ..choices import QUALITY_RULES
+from ..choices import QUALITY_NULLS, QUALITY_RULES
 from .._validation import check_bool, check_float, check_int, check_option
 from . import arrays
 from ._helpers import along_step, check_vars, resolved, step_index, step_label, with_attrs
@@ -191,9 +191,10 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
         Direction of ``quality`` (False for a distance).
     rule : one of :data:`ridgexr.choices.QUALITY_RULES` ("best", "null", "gap")
     quality_null : str, optional
-        Rule ``"null"``: the variable holding the null of ``quality`` (default ``<quality>_null``; e.g.
-        ``"quality_frechet_floor"`` for the Frechet distance), its interval read from ``<quality_null>_lower``
-        / ``_upper`` when the store has them. Ignored by the other rules.
+        Rule ``"null"``: the variable holding the null of ``quality`` (default
+        :data:`ridgexr.choices.QUALITY_NULLS`, else ``<quality>_null``: ``quality_frechet_floor`` for the Frechet
+        distance), its interval read from ``<quality_null>_lower`` / ``_upper`` when the store has them.
+        Ignored by the other rules.
     factor : float >= 1, the ratio rules' factor
     tol : float in [0, 1), the gap rule's share
     level : float in [0, 1): the f_mem level of tau_mem
@@ -242,7 +243,7 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
     level = check_float(level, "level", min_val=0, max_val=1, include_boundaries="left")
     check_option(censored_fit, "censored_fit", arrays.CENSORED_FITS)
     if quality_null is None:
-        quality_null = f"{quality}_null"
+        quality_null = QUALITY_NULLS.get(quality, f"{quality}_null")
     elif not isinstance(quality_null, str):
         raise TypeError(f"`quality_null` must be a variable name (str) or None; got {type(quality_null).__name__}")
     if rule == "null":

@@ -21,7 +21,7 @@ store records): see :mod:`.folders`.
 
 from .errors import CatalogError, CatalogWarning
 from .data import DatasetSpec, ManifoldSpec, MnistSpec
-from .sections import SEED_MAX, ClaimSpec, ProcessSpec, RidgeSpec, SamplerSpec, SeedSpec, TrainingSpec
+from .sections import SEED_MAX, ClaimSpec, ProcessSpec, RidgeSpec, SamplerSpec, SeedSpec, TimescaleSpec, TrainingSpec
 from .experiment import HASH_NEUTRAL, NOT_HASHED, Experiment, hashed_config
 from .folders import data_dir_source, default_data_dir, resolve_store, stores_in, stores_named
 from .files import (Catalog, builtin_catalog_files, catalog_files, describe, experiment_from_file, load_catalog_file,
@@ -29,6 +29,6 @@ from .files import (Catalog, builtin_catalog_files, catalog_files, describe, exp
 from .reference import schema_markdown
 
 __all__ = ["CatalogError", "CatalogWarning", "DatasetSpec", "ManifoldSpec", "MnistSpec", "ProcessSpec", "RidgeSpec", "SamplerSpec",
-           "SeedSpec", "TrainingSpec", "SEED_MAX", "ClaimSpec", "Experiment", "NOT_HASHED", "HASH_NEUTRAL", "hashed_config",
+           "SeedSpec", "TrainingSpec", "SEED_MAX", "ClaimSpec", "TimescaleSpec", "Experiment", "NOT_HASHED", "HASH_NEUTRAL", "hashed_config",
            "default_data_dir", "data_dir_source", "resolve_store", "stores_in", "stores_named", "Catalog", "builtin_catalog_files", "catalog_files",
            "describe", "experiment_from_file", "load_catalog_file", "open_catalog", "schema_markdown"]

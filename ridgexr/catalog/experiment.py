@@ -25,7 +25,7 @@ from ..models import MODEL_CELL_DIMS, ModelSpec, model_kind, validate_block
 from ..models.spec import hashed_diagnostics
 from ..spec import Spec
 from .data import DatasetSpec
-from .sections import ClaimSpec, ProcessSpec, RidgeSpec, SamplerSpec, SeedSpec, TrainingSpec
+from .sections import ClaimSpec, ProcessSpec, RidgeSpec, SamplerSpec, SeedSpec, TimescaleSpec, TrainingSpec
 
 __all__ = ["Experiment", "NOT_HASHED", "HASH_NEUTRAL", "hashed_config", "STORE_NAME"]
 
@@ -36,7 +36,7 @@ Block = Annotated[SerializeAsAny[ModelSpec], BeforeValidator(validate_block)]
 
 
 #: Experiment fields that do not change a store's numbers (left out of the config hash)
-NOT_HASHED = ("description", "store", "source", "name", "claims")
+NOT_HASHED = ("description", "store", "source", "name", "claims", "timescales")
 
 #: Fields left out of the config hash while they hold the neutral value they were introduced
 #: with: the value that reproduces the numbers of the release before the field existed.  A field
@@ -85,6 +85,8 @@ class Experiment(Spec):
     store: str = Field(description="store path relative to the data folder, ending in NAME.zarr")
     claims: list[ClaimSpec] = Field([], description="claims about the cells, each with the criterion its kind fixes "
                                     "(docs/claims.md); written before the run, not hashed")
+    timescales: TimescaleSpec | None = Field(None, description="how tau_gen is read from a store that sweeps training "
+                                             "time (docs/timescales.md); written before the run, not hashed")
     source: str = Field("", description="the catalog file (set by the loader)")
 
     @field_validator("schedules")

@@ -11,11 +11,12 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from .. import defaults
-from ..choices import (CLAIM_KINDS, GRID_KINDS, KEEP_EPOCHS, LOGIT_DTYPES, NULL_CUTOFFS, QUADRATURES, SAMPLER_KINDS, SCORE_SCALES,
-                       TARGETS, TRAINING_METHODS)
+from ..choices import (CLAIM_KINDS, GRID_KINDS, KEEP_EPOCHS, LOGIT_DTYPES, NULL_CUTOFFS, QUADRATURES, QUALITY_RULES,
+                       SAMPLER_KINDS, SCORE_SCALES, TARGETS, TIMESCALE_QUALITIES, TRAINING_METHODS)
 from ..spec import Spec, as_list, distinct_sweep
 
-__all__ = ["ProcessSpec", "TrainingSpec", "SamplerSpec", "RidgeSpec", "SeedSpec", "SEED_MAX", "ClaimSpec"]
+__all__ = ["ProcessSpec", "TrainingSpec", "SamplerSpec", "RidgeSpec", "SeedSpec", "SEED_MAX", "ClaimSpec",
+           "TimescaleSpec"]
 
 
 class ProcessSpec(Spec):
@@ -203,3 +204,21 @@ class ClaimSpec(Spec):
         if any(not (v > 0) or v != v or v == float("inf") for v in self.t or []):
             raise ValueError(f"t must hold finite diffusion times > 0; got {self.t}")
         return self
+
+
+class TimescaleSpec(Spec):
+    """How tau_gen is read from the entry's store (it sweeps training time and n_train): the sample quality, its
+    rule and factor (:func:`ridgexr.analysis.training_timescales`), written before the run like a claim
+    (docs/timescales.md).  The report, ``ridgexr claims`` and ``analyses/timescales.py`` read it; tau_mem and
+    the slope criteria are :mod:`ridgexr.defaults`'.  Not in the config hash: it reads a store, it does not
+    change it."""
+
+    quality: Literal[TIMESCALE_QUALITIES] = Field("quality_sliced_wasserstein",
+        description="the per-cell sample quality: " + ", ".join(TIMESCALE_QUALITIES) + " (the axis distance is "
+                    "computed from the stored samples, the others are stored)")
+    quality_null: str | None = Field(None, description="rule null: the variable holding the quality's null "
+                                     "(default: quality_frechet_floor for the Frechet distance, else <quality>_null)")
+    rule: Literal[QUALITY_RULES] = Field(defaults.TIMESCALE_GEN_RULE, description="when the quality counts as good: "
+                                         + ", ".join(QUALITY_RULES) + " (docs/timescales.md)")
+    factor: float = Field(defaults.TIMESCALE_GEN_FACTOR, ge=1, description="the factor of rules best and null")
+    written: str = Field("", description="where and when the rule was written (a docs page and a date)")
