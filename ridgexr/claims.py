@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
@@ -47,6 +48,9 @@ from .analysis._helpers import cell_train, step_index
 from .analysis.claims import Claim, Criterion, Null, claims_markdown, median_interval
 from .choices import CLAIM_KINDS
 from .store import complete_cells, is_exact_cell
+
+if TYPE_CHECKING:
+    from .catalog import TimescaleSpec
 
 __all__ = ["store_claims", "CRITERIA", "claims_table", "claim_specs", "timescale_rule", "with_timescale_quality"]
 
@@ -107,7 +111,7 @@ def claim_specs(ds: xr.Dataset) -> tuple[list, str]:
     return [], f"entry {name!r} declares no claims"
 
 
-def timescale_rule(ds: xr.Dataset):
+def timescale_rule(ds: xr.Dataset) -> tuple[TimescaleSpec, str]:
     """How tau_gen is read from the store (:class:`ridgexr.catalog.TimescaleSpec`: quality, rule, factor, the
     quality's null): as its configuration records it, else as its catalog entry has it (a store written before
     the field existed), else the defaults; and a sentence saying which.

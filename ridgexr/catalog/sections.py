@@ -209,9 +209,9 @@ class ClaimSpec(Spec):
 class TimescaleSpec(Spec):
     """How tau_gen is read from the entry's store (it sweeps training time and n_train): the sample quality, its
     rule and factor (:func:`ridgexr.analysis.training_timescales`), written before the run like a claim
-    (docs/timescales.md).  The report, ``ridgexr claims`` and ``analyses/timescales.py`` read it; tau_mem and
-    the slope criteria are :mod:`ridgexr.defaults`'.  Not in the config hash: it reads a store, it does not
-    change it."""
+    (docs/timescales.md).  The report (and the explorer, through it) and ``analyses/timescales.py`` read it
+    (:func:`ridgexr.claims.timescale_rule`); tau_mem and the slope criteria are :mod:`ridgexr.defaults`'.  Not
+    in the config hash: it reads a store, it does not change it."""
 
     quality: Literal[TIMESCALE_QUALITIES] = Field("quality_sliced_wasserstein",
         description="the per-cell sample quality: " + ", ".join(TIMESCALE_QUALITIES) + " (the axis distance is "
