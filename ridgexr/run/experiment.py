@@ -38,7 +38,7 @@ from .provenance import store_attrs
 
 __all__ = ["run_experiment", "RunResult", "ConfigMismatchError", "ResourceError", "check_scheduler",
            "check_resources", "validate_experiment", "MAX_DATA_SCALE", "data_scale_limit", "schema_reference",
-           "check_store_schema", "check_config_hash", "repair_config_hash", "stored_config_hash"]
+           "check_store_schema", "check_config_hash", "repair_config_hash", "stored_config_hash", "checkpoint_root"]
 
 
 class ResourceError(ValueError):
@@ -53,6 +53,12 @@ class RunResult:
     cells_run: int
     cells_skipped: int
     summary: list[dict] = field(default_factory=list)
+
+
+def checkpoint_root(path: Path, config_hash: str) -> Path:
+    """The folder of a store's resumable training checkpoints (``<store>.checkpoints/<config hash[:12]>``),
+    beside the store: what a rerun resumes and what :func:`ridgexr.run.score_errors` reads the networks from."""
+    return Path(path).with_name(Path(path).name + ".checkpoints") / config_hash[:12]
 
 
 def _config_diff(stored: str | None, exp: Experiment) -> list[str]:
@@ -278,7 +284,7 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
         todo = [idx for idx in layout.cells() if idx not in done]
         task_bar = progress.add_task("fitting models", total=None) if progress is not None else None
         note = (lambda msg: progress.update(task_bar, description=f"fitting models: {msg}")) if progress else None
-        ckpt = path.with_name(path.name + ".checkpoints") / config_hash[:12]  # mlp training, resumable
+        ckpt = checkpoint_root(path, config_hash)  # mlp training, resumable
         tasks = (plan_tasks(exp, train, layout, progress=note, device=device, checkpoint_root=ckpt, objects=objects,
                             bars=progress) if todo else [])
         if progress is not None:
