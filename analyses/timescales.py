@@ -12,6 +12,8 @@ Prints, from the store of the entry (by default ``timescales-gmm``):
   tau_gen by the other rules beside it;
 - for a store with fresh draws of its law, the Wasserstein distance along the law's first principal axis
   (``ridgexr.quality.axis_quality``) per n and checkpoint with its interval and null;
+- for a Gaussian-mixture store, Bonnaire et al.'s own measure beside ours: the score ratio e_gen / e_mem of each
+  checkpoint's network (``ridgexr.run.score_errors``, read back from the run's checkpoints);
 - for a store of images, the image quality per n and checkpoint (Frechet distance and its floor, class share,
   nearest ratio, the gate's verdict);
 - the window table (``ridgexr.analysis.training_window``): at a few checkpoints, the window each lies in and
@@ -36,6 +38,7 @@ import ridgexr
 from ridgexr.analysis import training_timescales, training_window
 from ridgexr.claims import timescale_rule
 from ridgexr.quality import AXIS_QUALITY, axis_quality, sample_quality
+from ridgexr.run import score_errors, store_path
 
 
 SW, AXIS, FRECHET = "quality_sliced_wasserstein", AXIS_QUALITY, "quality_frechet"
@@ -77,6 +80,17 @@ def image_rows(ds) -> pd.DataFrame:
                          "class share": f"{float(c.quality_class_share):.2f} [{float(c.quality_class_share_lower):.2f}, "
                                         f"{float(c.quality_class_share_upper):.2f}]",
                          "nearest ratio": f"{float(c.quality_nearest_ratio):.2f}", "gate": str(c.gate.values)})
+    return pd.DataFrame(rows)
+
+
+def score_rows(se) -> pd.DataFrame:
+    """Bonnaire et al.'s score ratio e_gen / e_mem per n and checkpoint (columns), one block of rows per time."""
+    rows = []
+    for t in se.score_t.values:
+        for n in se.n_train.values:
+            c = se.sel(score_t=t, n_train=n).squeeze()
+            rows.append({"t": f"{t:g}", "n": int(n), **{f"{int(e)}": f"{float(c.score_ratio.sel(epoch=e)):.3g}"
+                                                         for e in se.epoch.values}})
     return pd.DataFrame(rows)
 
 
@@ -211,6 +225,7 @@ def main(argv=None):
     ap.add_argument("--epochs", type=float, nargs="+", default=[48, 127, 1438, 10000])
     args = ap.parse_args(argv)
     ds = ridgexr.open_dataset(args.store) if args.store else store_for(args.entry, args.data)
+    path = store_path(args.store or args.entry, data_dir=args.data)
     spec, how = timescale_rule(ds)  # tau_gen's quality and rule as the entry wrote them before it ran
     quality, rule = spec.quality, spec.rule
     if "population_data" in ds:  # a mixture or a manifold: the distance along the law's principal axis
@@ -222,6 +237,11 @@ def main(argv=None):
     if measured(ds, FRECHET):
         print("image quality per n and checkpoint:\n" + markdown_table(image_rows(ds)) + "\n")
     null = spec.quality_null
+    if "population_data" in ds and json.loads(ds.attrs["config"])["dataset"].get("mixture"):
+        se = score_errors(path)
+        print("Bonnaire et al.'s score ratio e_gen / e_mem (their compute_ratio_gen_mem; 0: the population score, "
+              "~1: the empirical score) per n and checkpoint (columns), at each diffusion time t; "
+              f"{se.attrs['points']}:\n" + markdown_table(score_rows(se)) + "\n")
     tt = training_timescales(ds, quality=quality, rule=rule, factor=spec.factor, quality_null=null).compute()
     print(f"{how}: {rule!r} on {quality}{'' if null is None else f' against {null}'}, factor {spec.factor:g} "
           f"({tt.tau_gen.attrs['long_name']}; written: {spec.written or 'not said'})")
