@@ -94,6 +94,16 @@ def score_rows(se) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def score_last_rows(se) -> pd.DataFrame:
+    """Both of Bonnaire et al.'s ratios at the last checkpoint per n (rows) and time (columns): R and the signed
+    ratio (e_emp - e_gen) / e_mem (+1: the population score, -1: the empirical score)."""
+    last = se.isel(epoch=-1)
+    return pd.DataFrame([{"n": int(n), **{f"t = {t:g}": f"{float(c.score_ratio.sel(score_t=t)):.3g} / "
+                                                      f"{float(c.score_ratio_signed.sel(score_t=t)):+.3f}"
+                                          for t in se.score_t.values}}
+                         for n in se.n_train.values for c in [last.sel(n_train=n).squeeze()]])
+
+
 def null_reference(ds):
     """The draws the window's null observes: the store's ``population_data`` (fresh draws of a mixture's or a
     manifold's law), else the reference draws of its dataset (held-out real images, ``reference_draws``)."""
@@ -242,6 +252,8 @@ def main(argv=None):
         print("Bonnaire et al.'s score ratio e_gen / e_mem (their compute_ratio_gen_mem; 0: the population score, "
               "~1: the empirical score) per n and checkpoint (columns), at each diffusion time t; "
               f"{se.attrs['points']}:\n" + markdown_table(score_rows(se)) + "\n")
+        print(f"both ratios at the last checkpoint ({int(se.epoch[-1])}), R / signed:\n"
+              + markdown_table(score_last_rows(se)) + "\n")
     tt = training_timescales(ds, quality=quality, rule=rule, factor=spec.factor, quality_null=null).compute()
     print(f"{how}: {rule!r} on {quality}{'' if null is None else f' against {null}'}, factor {spec.factor:g} "
           f"({tt.tau_gen.attrs['long_name']}; written: {spec.written or 'not said'})")
