@@ -393,9 +393,9 @@ def score_errors(model: np.ndarray, population: np.ndarray, empirical: np.ndarra
 
     With the mean Euclidean norms over the points
 
-    - ``e_gen`` = mean |s_theta - s_pop| (the network against the population score),
-    - ``e_emp`` = mean |s_theta - s_emp| (against the empirical score of its training set),
-    - ``e_mem`` = mean |s_pop - s_emp| (the gap between the two exact scores),
+    - ``e_gen`` = mean ``||s_theta - s_pop||`` (the network against the population score),
+    - ``e_emp`` = mean ``||s_theta - s_emp||`` (against the empirical score of its training set),
+    - ``e_mem`` = mean ``||s_pop - s_emp||`` (the gap between the two exact scores),
 
     ``ratio`` = e_gen / e_mem (0: the population score; 1 where the network sits on the empirical one) and
     ``signed`` = (e_emp - e_gen) / e_mem (+1: the population score, -1: the empirical score); both NaN where
