@@ -259,9 +259,11 @@ def main(argv=None):
           f"({tt.tau_gen.attrs['long_name']}; written: {spec.written or 'not said'})")
     print(markdown_table(tau_rows(tt)))
     for name in ("tau_gen", "tau_mem"):
-        s = {k: tt[f"{name}_{k}"].squeeze() for k in ("slope", "slope_low", "slope_high", "verdict")}
+        s = {k: tt[f"{name}_{k}"].squeeze() for k in ("slope", "slope_low", "slope_high", "verdict",
+                                                       "slope_range_low", "slope_range_high")}
         print(f"\n{name}: b = {float(s['slope']):.3g} [{float(s['slope_low']):.3g}, {float(s['slope_high']):.3g}], "
-              f"verdict by the stated criteria: {s['verdict'].item()}")
+              f"verdict by the stated criteria: {s['verdict'].item()}; the lines through every {name}'s checkpoint "
+              f"interval have b in [{float(s['slope_range_low']):.3g}, {float(s['slope_range_high']):.3g}]")
     print(f"tau_gen < tau_mem: {tt.tau_order_verdict.squeeze().item()}")
     print(f"\n{tt.attrs['quality']} along training (columns: checkpoints):\n" + markdown_table(curve_rows(tt)))
     modes = between_modes_rows(ds, sorted({int(ds.epoch.sel(epoch=e, method="nearest"))

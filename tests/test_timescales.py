@@ -3,6 +3,8 @@ brute-force count and brute-force resampling, tau estimators on synthetic curves
 censored), the censored slope fit against synthetic laws with known b, the verdict table, and the labelled
 function and accessor against the kernels."""
 
+import itertools
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -198,6 +200,45 @@ def test_slope_interval_covers_the_true_slope_in_most_synthetic_runs():
         out = arrays.censored_slope_ci(n, tau, np.zeros(5, bool), n_boot=300, seed=r)
         hits += out[2] <= 1.0 <= out[3]
     assert hits >= 30  # a pairs bootstrap on 5 points under-covers; far below would mean a broken interval
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), k=st.integers(2, 5))
+def test_slope_range_is_the_span_of_lines_through_every_interval(seed, k):
+    """The least and largest slope of a line through every (low, high] box in log-log space, against a brute-force
+    scan of lines through pairs of box corners (an extreme feasible line touches two constraints)."""
+    rng = np.random.default_rng(seed)
+    n = np.sort(rng.choice([8.0, 16.0, 32.0, 64.0, 128.0, 256.0], size=k, replace=False))
+    b_true = rng.uniform(-0.5, 1.5)
+    tau = 100.0 * n ** b_true  # the true line passes through every box
+    low, high = tau / rng.uniform(1.05, 2.0, k), tau * rng.uniform(1.05, 1.6, k)
+    if rng.random() < 0.3:
+        high[-1] = np.inf  # a censored largest n
+    got = arrays.slope_range(n, low, high)
+    x, lo, hi = np.log(n), np.log(low), np.log(high)
+    feasible = []
+    ends = [(i, y) for i in range(k) for y in (lo[i], hi[i]) if np.isfinite(y)]
+    for (i, yi), (j, yj) in itertools.combinations(ends, 2):
+        if i == j:
+            continue
+        b = (yj - yi) / (x[j] - x[i])
+        a = yi - b * x[i]
+        line = a + b * x
+        if np.all(line >= lo - 1e-9) and np.all(line <= hi + 1e-9):
+            feasible.append(b)
+    assert feasible  # the true line is feasible, so extreme lines exist
+    assert got[0] <= b_true + 1e-9 <= got[1] + 2e-9
+    np.testing.assert_allclose(got[0], min(feasible), atol=1e-7)
+    if np.isfinite(high[-1]):
+        np.testing.assert_allclose(got[1], max(feasible), atol=1e-7)
+    else:
+        assert got[1] >= max(feasible) - 1e-7
+
+
+def test_slope_range_without_a_line_through_every_interval_is_nan():
+    assert np.isnan(arrays.slope_range(np.array([16.0, 32.0, 64.0]), np.array([100.0, 1000.0, 100.0]),
+                                       np.array([200.0, 2000.0, 200.0]))).all()
+    assert np.isnan(arrays.slope_range(np.array([16.0]), np.array([1.0]), np.array([2.0]))).all()
 
 
 def test_slope_needs_two_uncensored_sizes():

@@ -16,7 +16,7 @@ from ..process import OU
 __all__ = ["pooled_share_ci", "ball_mass", "coverage_radius", "wasserstein_1d", "sliced_wasserstein", "mmd2", "hausdorff", "novelty", "rate_fit", "proportion_ci", "share_with_ci", "CI_METHODS", "enter_and_stay_time", "reach_time", "align_time", "slide_distance", "nearest_two",
            "memorized", "near_mode", "bootstrap_mean_ci", "crossing", "integrated_residual",
            "tangential_distance", "memorized_share_ci", "quality_reached", "first_reached", "censored_slope",
-           "censored_slope_ci", "slope_verdict", "order_verdict", "loss_gen_time", "loss_min_time", "median_difference_ci", "score_errors", "CENSORED_FITS",
+           "censored_slope_ci", "slope_verdict", "order_verdict", "loss_gen_time", "loss_min_time", "median_difference_ci", "score_errors", "slope_range", "CENSORED_FITS",
            "SLOPE_VERDICTS"]
 
 
@@ -992,6 +992,60 @@ def loss_min_time(checkpoints: np.ndarray, loss: np.ndarray) -> np.ndarray:
     nxt = np.concatenate([c[1:], [np.inf]])
     censored = k == K - 1
     return np.stack([c[k], prev[k], np.where(censored, np.inf, nxt[k]), censored.astype(float)], axis=-1)
+
+
+def slope_range(n: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """The slopes b of every line log tau = a + b log n that passes through every tau's interval: what the
+    checkpoint spacing alone allows, before any sampling noise.
+
+    A tau known to lie in (low, high] (its checkpoint interval: :func:`first_reached`; high = inf where
+    censored, low = 0 before the first checkpoint) constrains a line to log low <= a + b log n <= log high.
+    The least and the largest b over the lines meeting every constraint (two linear programs).  A fit of the
+    checkpoint labels alone can put b's bootstrap interval well inside this range when the labels happen to
+    lie on a line (docs/timescales.md, timescales-fashion).
+
+    Parameters
+    ----------
+    n : (P,) positive sizes; low, high : (P,) the intervals' ends (non-finite ``low`` pairs are left out)
+
+    Returns
+    -------
+    (2,) array: b_min, b_max (inf where unbounded); NaN, NaN when fewer than 2 distinct n are left or no line
+    meets every interval.
+
+    Examples
+    --------
+    >>> slope_range(np.array([16.0, 64.0]), np.array([1000.0, 2000.0]), np.array([2000.0, 4000.0])).round(6).tolist()
+    [0.0, 1.0]
+    >>> slope_range(np.array([16.0, 64.0]), np.array([1000.0, 2000.0]), np.array([2000.0, np.inf])).tolist()
+    [0.0, inf]
+    """
+    from scipy import optimize
+
+    x = np.log(np.asarray(n, dtype=float))
+    lo, hi = np.asarray(low, dtype=float), np.asarray(high, dtype=float)
+    ok = np.isfinite(x) & ~np.isnan(lo) & ~np.isnan(hi) & (hi > 0)
+    x, lo, hi = x[ok], lo[ok], hi[ok]
+    if np.unique(x).size < 2:
+        return np.array([np.nan, np.nan])
+    with np.errstate(divide="ignore"):
+        ylo, yhi = np.log(np.maximum(lo, 0.0)), np.log(hi)
+    rows, rhs = [], []  # A @ (a, b) <= rhs
+    for xi, l, h in zip(x, ylo, yhi):
+        if np.isfinite(l):
+            rows.append([-1.0, -xi])
+            rhs.append(-l)
+        if np.isfinite(h):
+            rows.append([1.0, xi])
+            rhs.append(h)
+    out = []
+    for sign in (1.0, -1.0):  # minimise b, then -b
+        res = optimize.linprog([0.0, sign], A_ub=np.array(rows) if rows else None, b_ub=np.array(rhs) if rows else None,
+                               bounds=[(None, None), (None, None)], method="highs")
+        if res.status == 2:  # infeasible: no line meets every interval
+            return np.array([np.nan, np.nan])
+        out.append(sign * res.fun if res.status == 0 else sign * -np.inf)
+    return np.array([out[0], out[1]])
 
 
 def censored_slope_ci(n: np.ndarray, tau: np.ndarray, censored: np.ndarray, *, method: str = "tobit",

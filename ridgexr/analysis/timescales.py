@@ -207,7 +207,8 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
     xarray.Dataset: ``f_mem``, ``f_mem_low``, ``f_mem_high``, ``f_mem_n_valid`` and ``quality`` (the curves,
     over every cell dimension); ``tau_gen``, ``tau_mem`` with ``_low``, ``_high``, ``_censored`` (over the
     cell dimensions but ``time_dim``); ``tau_gen_slope``, ``tau_mem_slope`` with ``_low``, ``_high``,
-    ``_intercept``, ``_dropped``, ``_verdict`` and ``tau_order_verdict`` (tau_gen < tau_mem,
+    ``_intercept``, ``_dropped``, ``_verdict``, ``_range_low`` / ``_range_high`` (the slopes the checkpoint
+    intervals alone allow, :func:`ridgexr.analysis.arrays.slope_range`) and ``tau_order_verdict`` (tau_gen < tau_mem,
     :func:`ridgexr.analysis.arrays.order_verdict`) over the cell dimensions but ``time_dim`` and ``size_dim``.
 
     Raises
@@ -300,6 +301,15 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
                                input_core_dims=[[size_dim]] * 2, output_core_dims=[["stat"]], dask="parallelized",
                                output_dtypes=[float], dask_gufunc_kwargs={"output_sizes": {"stat": 6}})
         out |= _slope(stats, name, expected, ci, censored_fit)
+        ends = [taus[f"{name}_{k}"] for k in ("low", "high")]
+        ends = [e.chunk({size_dim: -1}) if e.chunks is not None else e for e in ends]
+        span = xr.apply_ufunc(np.vectorize(partial(arrays.slope_range, sizes), signature="(n),(n)->(s)"), *ends,
+                              input_core_dims=[[size_dim]] * 2, output_core_dims=[["stat"]], dask="parallelized",
+                              output_dtypes=[float], dask_gufunc_kwargs={"output_sizes": {"stat": 2}})
+        what = (f"slope of every line log {name} = a + b log n through every {name}'s interval (the checkpoint "
+                "spacing alone; NaN: no such line, or fewer than two n)")
+        out[f"{name}_slope_range_low"] = with_attrs(span.isel(stat=0), f"least {what}", "1")
+        out[f"{name}_slope_range_high"] = with_attrs(span.isel(stat=1), f"largest {what}", "1")
     ends = [taus[k].chunk({size_dim: -1}) if taus[k].chunks is not None else taus[k]
             for k in ("tau_gen_low", "tau_gen_high", "tau_mem_low", "tau_mem_high", "tau_mem_censored")]
     order = xr.apply_ufunc(np.vectorize(arrays.order_verdict, signature="(n),(n),(n),(n),(n)->()", otypes=[object]),
