@@ -36,14 +36,13 @@ from _common import markdown_table, parser, store_for
 
 import ridgexr
 from ridgexr.analysis import training_timescales, training_window
+from ridgexr.choices import QUALITY_LABELS
 from ridgexr.claims import timescale_rule
 from ridgexr.quality import AXIS_QUALITY, axis_quality, sample_quality
 from ridgexr.run import score_errors, store_path
 
 
 SW, AXIS, FRECHET = "quality_sliced_wasserstein", AXIS_QUALITY, "quality_frechet"
-#: each quality's short label
-LABELS = {SW: "SW", AXIS: "axis W1", FRECHET: "Frechet"}
 
 
 def measured(ds, quality: str) -> bool:
@@ -63,7 +62,7 @@ def rule_rows(ds) -> pd.DataFrame:
     pairs += [(AXIS, "null")] if AXIS in ds else []
     for quality, rule in pairs:
         tt = training_timescales(ds, quality=quality, rule=rule).compute()
-        cols[f"tau_gen ({LABELS[quality]}, {rule})"] = [_tau(tt.sel(n_train=n).squeeze(), "tau_gen") for n in tt.n_train.values]
+        cols[f"tau_gen ({QUALITY_LABELS[quality]}, {rule})"] = [_tau(tt.sel(n_train=n).squeeze(), "tau_gen") for n in tt.n_train.values]
     return pd.DataFrame({"n": [int(n) for n in ds.n_train.values], **cols})
 
 

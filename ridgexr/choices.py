@@ -11,7 +11,7 @@ from __future__ import annotations
 __all__ = ["GRID_KINDS", "SCHEDULE_NAMES", "QUADRATURES", "TARGETS", "SAMPLER_KINDS", "TRAINING_METHODS",
            "INITS", "OPTIMIZERS", "SCORE_SCALES", "KEEP_EPOCHS", "NULL_CUTOFFS", "IMAGE_SCALES", "IMAGE_SPACES",
            "FRAME_METHODS", "TIME_CONVENTIONS", "MIXED_PRECISIONS", "LOGIT_DTYPES", "TRAINED_WEIGHTS",
-           "TIME_PROPOSALS", "DIVERGED_RULES", "QUALITY_RULES", "TIMESCALE_QUALITIES", "QUALITY_NULLS", "CELL_DIM_SOURCES", "CELL_DIMS", "MODEL_CELL_DIMS"]
+           "TIME_PROPOSALS", "DIVERGED_RULES", "QUALITY_RULES", "TIMESCALE_QUALITIES", "QUALITY_NULLS", "QUALITY_LABELS", "CELL_DIM_SOURCES", "CELL_DIMS", "MODEL_CELL_DIMS"]
 
 #: spacings of the sampler's time grid (:func:`ridgexr.time_grid`)
 GRID_KINDS = ("exponential", "linear", "cosine")
@@ -91,3 +91,8 @@ TIMESCALE_QUALITIES = ("quality_sliced_wasserstein", "quality_axis_wasserstein",
                        "quality_nearest_ratio")
 #: the variable holding a quality's null (what the law's own draws score) where it is not ``<quality>_null``
 QUALITY_NULLS = {"quality_frechet": "quality_frechet_floor"}
+#: each of those qualities as an axis label (short, with what it is measured against)
+QUALITY_LABELS = {"quality_sliced_wasserstein": "sliced W2 to the law's draws",
+                  "quality_axis_wasserstein": "W1 along the law's axis",
+                  "quality_frechet": "Frechet distance to the training images",
+                  "quality_nearest_ratio": "nearest ratio (1: as new real data)"}

@@ -16,6 +16,7 @@ import xarray as xr
 
 from . import analysis
 from ._validation import check_option
+from .choices import QUALITY_LABELS
 from .store import cells as store_cells
 from .store import json_attr
 
@@ -420,7 +421,7 @@ def training_time_curves(tt: xr.Dataset, *, time_dim: str = "epoch", size_dim: s
     colours = _colours(len(sizes))
     tdim = hv.Dimension(time_dim, label=f"training time ({time_dim})")
     fdim = hv.Dimension("f_mem", label="f_mem (d1/d2 < 1/3)", range=(0, 1.02))
-    qdim = hv.Dimension("quality", label=str(tt["quality"].attrs.get("long_name", "sample quality"))[:40])
+    qdim = hv.Dimension("quality", label=QUALITY_LABELS.get(tt.attrs.get("quality"), "sample quality"))
     fm, qu, marks = {}, {}, []
     for n, colour in zip(sizes, colours):
         c = tt.sel({size_dim: n})

@@ -415,6 +415,11 @@ def test_the_report_draws_training_time_curves_and_the_law_of_a_store_that_sweep
         np.testing.assert_array_equal(c.dimension_values(1), tt["f_mem"].sel(n_train=n).values)
     for obj in (curves, plot.timescale_law(tt)):
         assert figure_layout_problems(plot.matplotlib_figure(obj)) == []
+    # the quality axis names the quality tau_gen was read from, whole (it was a long name cut at 40 characters)
+    from ridgexr.choices import QUALITY_LABELS
+
+    ylabels = [ax.get_ylabel() for ax in plot.matplotlib_figure(curves).axes]
+    assert QUALITY_LABELS["quality_sliced_wasserstein"] in ylabels
     paths = make_report(ds, tmp_path / "rep", title="ts", n_frames=2)
     assert {"training_time_0", "timescale_law_0"} <= set(paths)
     with pytest.raises(ValueError, match="select one label"):
