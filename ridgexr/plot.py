@@ -449,33 +449,42 @@ def training_time_curves(tt: xr.Dataset, *, time_dim: str = "epoch", size_dim: s
         hv.opts.Overlay(width=480, height=340, backend="bokeh"))
 
 
+#: the factor by which timescale_law draws tau_mem's markers right of their n (and tau_gen's left)
+LAW_OFFSET = 1.04
+
+
 def timescale_law(tt: xr.Dataset, *, size_dim: str = "n_train") -> hv.Overlay:
     """tau_gen and tau_mem against the training-set size n (log-log), each with its interval (censored taus
     drawn as triangles: lower bounds) and the fitted law tau = exp(a) n^b, its b with interval and verdict
-    in the legend (:func:`ridgexr.analysis.training_timescales`)."""
+    in the legend (:func:`ridgexr.analysis.training_timescales`).  The markers of tau_gen sit at n x
+    :data:`LAW_OFFSET`**-1 and those of tau_mem at n x LAW_OFFSET, so that equal taus at one n (two
+    lower bounds at the last checkpoint) do not hide each other; the fitted lines are drawn at n itself."""
     keep = (size_dim,)
     tt = _one_series(tt.drop_dims([d for d in ("epoch", "sample") if d in tt.dims]), keep)
     n = tt[size_dim].values.astype(float)
     ndim = hv.Dimension(size_dim, label=f"training-set size ({size_dim})")
     tdim = hv.Dimension("tau", label="tau (training time)")
     parts = {}
-    for name, colour in (("tau_gen", _PALETTE[0]), ("tau_mem", _PALETTE[3])):
+    for name, colour, shift in (("tau_gen", _PALETTE[0], 1 / LAW_OFFSET), ("tau_mem", _PALETTE[3], LAW_OFFSET)):
         tau, lo, cen = tt[name].values, tt[f"{name}_low"].values, tt[f"{name}_censored"].values.astype(bool)
+        at = n * shift  # where this tau's markers are drawn
         b, bl, bh = (float(tt[f"{name}_slope{s}"]) for s in ("", "_low", "_high"))
         verdict = str(tt[f"{name}_verdict"].item())
-        law = f"{name}: b = {b:.2f} [{bl:.2f}, {bh:.2f}] ({verdict})" if np.isfinite(b) else f"{name}: no fit ({verdict})"
+        shown = [round(v, 2) + 0.0 for v in (b, bl, bh)]  # + 0.0: a -1e-30 from the optimizer reads 0.00, not -0.00
+        law = (f"{name}: b = {shown[0]:.2f} [{shown[1]:.2f}, {shown[2]:.2f}] ({verdict})" if np.isfinite(b)
+               else f"{name}: no fit ({verdict})")
         ok = np.isfinite(tau) & ~cen
         cen = cen & np.isfinite(tau)
         layers = []
         if ok.any():
-            layers.append(both(hv.Scatter((n[ok], tau[ok]), ndim, tdim), color=colour, logx=True, logy=True).opts(
+            layers.append(both(hv.Scatter((at[ok], tau[ok]), ndim, tdim), color=colour, logx=True, logy=True).opts(
                 hv.opts.Scatter(marker="o", s=30, backend="matplotlib"), hv.opts.Scatter(size=7, backend="bokeh")))
             low = np.where(np.isfinite(lo) & (lo > 0), lo, tau)
-            layers.append(hv.ErrorBars((n[ok], tau[ok], (tau - low)[ok], np.zeros(ok.sum())), ndim,
+            layers.append(hv.ErrorBars((at[ok], tau[ok], (tau - low)[ok], np.zeros(ok.sum())), ndim,
                                        [tdim, "neg", "pos"]).opts(
                 hv.opts.ErrorBars(edgecolor=colour, backend="matplotlib"), hv.opts.ErrorBars(color=colour, backend="bokeh")))
         if cen.any():
-            layers.append(both(hv.Scatter((n[cen], tau[cen]), ndim, tdim), color=colour, logx=True, logy=True).opts(
+            layers.append(both(hv.Scatter((at[cen], tau[cen]), ndim, tdim), color=colour, logx=True, logy=True).opts(
                 hv.opts.Scatter(marker="^", s=40, backend="matplotlib"),
                 hv.opts.Scatter(marker="triangle", size=9, backend="bokeh")))
         if np.isfinite(b):

@@ -420,6 +420,15 @@ def test_the_report_draws_training_time_curves_and_the_law_of_a_store_that_sweep
 
     ylabels = [ax.get_ylabel() for ax in plot.matplotlib_figure(curves).axes]
     assert QUALITY_LABELS["quality_sliced_wasserstein"] in ylabels
+    # tau_gen's and tau_mem's markers: each tau drawn at its n shifted left (gen) or right (mem), so that two equal
+    # taus at one n (both censored at the last checkpoint) do not hide each other
+    drawn = {(round(float(x), 6), round(float(y), 6)) for el in plot.timescale_law(tt).traverse(lambda e: e, [hv.Scatter])
+             for x, y in zip(el.dimension_values(0), el.dimension_values(1))}
+    n = tt.n_train.values.astype(float)
+    for name, shift in (("tau_gen", 1 / plot.LAW_OFFSET), ("tau_mem", plot.LAW_OFFSET)):
+        tau = tt[name].values
+        want = {(round(float(x), 6), round(float(y), 6)) for x, y in zip(n * shift, tau) if np.isfinite(y)}
+        assert want and want <= drawn, (name, want - drawn)
     paths = make_report(ds, tmp_path / "rep", title="ts", n_frames=2)
     assert {"training_time_0", "timescale_law_0"} <= set(paths)
     with pytest.raises(ValueError, match="select one label"):
