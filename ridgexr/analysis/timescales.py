@@ -92,9 +92,7 @@ def memorized_share(ds: xr.Dataset, *, ratio: float = defaults.MEMORIZED_RATIO, 
     0.5
     """
     ratio, n_boot, ci, seed = _check_boot(ratio, n_boot, ci, seed)
-    r = nearest_ratio_at(ds, step=step, t=t, dim=dim)
-    if r.chunks is not None:
-        r = r.chunk({dim: -1})
+    r = _whole(nearest_ratio_at(ds, step=step, t=t, dim=dim), dim)
     stats = xr.apply_ufunc(partial(arrays.memorized_share_ci, ratio=ratio, n_boot=n_boot, ci=ci, seed=seed), r,
                            input_core_dims=[[dim]], output_core_dims=[["stat"]], dask="parallelized",
                            output_dtypes=[float], dask_gufunc_kwargs={"output_sizes": {"stat": 4}})
@@ -112,6 +110,11 @@ def memorized_share(ds: xr.Dataset, *, ratio: float = defaults.MEMORIZED_RATIO, 
 #: what tau_gen's rule asks of the quality, for the variable's description
 _GEN_RULE_TEXT = {"best": "within a factor {f:g} of its best", "null": "within a factor {f:g} of its null",
                   "gap": "within {tol:g} of its best (gap share)"}
+
+
+def _whole(x: xr.DataArray, dim: str) -> xr.DataArray:
+    """``x`` in one chunk along ``dim`` when it is dask-backed (a core dimension of apply_ufunc), else as it is."""
+    return x.chunk({dim: -1}) if x.chunks is not None else x
 
 
 def _times(stats: xr.DataArray, name: str, what: str, units: str) -> dict[str, xr.DataArray]:
@@ -265,8 +268,6 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
     q_null = ds[quality_null] if rule == "null" else q
     n_low = ds[f"{quality_null}_lower"] if rule == "null" and f"{quality_null}_lower" in ds else q_null
     n_high = ds[f"{quality_null}_upper"] if rule == "null" and f"{quality_null}_upper" in ds else q_null
-    one = {time_dim: -1}
-
     def gen(qq, lo, hi, nn, nlo, nhi):
         sure, possible = arrays.quality_reached(qq, lo, hi, tol=tol, higher_is_better=higher_is_better, rule=rule,
                                                 factor=factor, null=nn, null_low=nlo, null_high=nhi)
@@ -275,15 +276,13 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
     def mem(low, high):
         return arrays.first_reached(checkpoints, low > level, high > level)
 
-    def rechunk(x):
-        return x.chunk(one) if x.chunks is not None else x
-
     kwargs = dict(output_core_dims=[["stat"]], dask="parallelized", output_dtypes=[float],
                   dask_gufunc_kwargs={"output_sizes": {"stat": 4}})
-    g = xr.apply_ufunc(gen, rechunk(q), rechunk(q_low), rechunk(q_high),
-                       *(rechunk(x.broadcast_like(q)) for x in (q_null, n_low, n_high)),
+    g = xr.apply_ufunc(gen, *(_whole(x, time_dim) for x in (q, q_low, q_high)),
+                       *(_whole(x.broadcast_like(q), time_dim) for x in (q_null, n_low, n_high)),
                        input_core_dims=[[time_dim]] * 6, **kwargs)
-    m = xr.apply_ufunc(mem, rechunk(fm["f_mem_low"]), rechunk(fm["f_mem_high"]), input_core_dims=[[time_dim]] * 2,
+    m = xr.apply_ufunc(mem, _whole(fm["f_mem_low"], time_dim), _whole(fm["f_mem_high"], time_dim),
+                       input_core_dims=[[time_dim]] * 2,
                        **kwargs)
     good = _GEN_RULE_TEXT[rule].format(f=factor, tol=tol)
     taus = (_times(g, "tau_gen", f"first {time_dim} whose {quality} is {good}", time_dim)
@@ -294,23 +293,20 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
 
     out = {}
     for name, expected in (("tau_gen", defaults.TIMESCALE_GEN_SLOPE), ("tau_mem", defaults.TIMESCALE_MEM_SLOPE)):
-        tau, cen = taus[name], taus[f"{name}_censored"]
-        if tau.chunks is not None:
-            tau, cen = tau.chunk({size_dim: -1}), cen.chunk({size_dim: -1})
+        tau, cen = _whole(taus[name], size_dim), _whole(taus[f"{name}_censored"], size_dim)
         stats = xr.apply_ufunc(np.vectorize(slope, signature="(n),(n)->(s)"), tau, cen,
                                input_core_dims=[[size_dim]] * 2, output_core_dims=[["stat"]], dask="parallelized",
                                output_dtypes=[float], dask_gufunc_kwargs={"output_sizes": {"stat": 6}})
         out |= _slope(stats, name, expected, ci, censored_fit)
-        ends = [taus[f"{name}_{k}"] for k in ("low", "high")]
-        ends = [e.chunk({size_dim: -1}) if e.chunks is not None else e for e in ends]
-        span = xr.apply_ufunc(np.vectorize(partial(arrays.slope_range, sizes), signature="(n),(n)->(s)"), *ends,
+        bounds = [_whole(taus[f"{name}_{k}"], size_dim) for k in ("low", "high")]
+        span = xr.apply_ufunc(np.vectorize(partial(arrays.slope_range, sizes), signature="(n),(n)->(s)"), *bounds,
                               input_core_dims=[[size_dim]] * 2, output_core_dims=[["stat"]], dask="parallelized",
                               output_dtypes=[float], dask_gufunc_kwargs={"output_sizes": {"stat": 2}})
         what = (f"slope of every line log {name} = a + b log n through every {name}'s interval (the checkpoint "
                 "spacing alone; NaN: no such line, or fewer than two n)")
         out[f"{name}_slope_range_low"] = with_attrs(span.isel(stat=0), f"least {what}", "1")
         out[f"{name}_slope_range_high"] = with_attrs(span.isel(stat=1), f"largest {what}", "1")
-    ends = [taus[k].chunk({size_dim: -1}) if taus[k].chunks is not None else taus[k]
+    ends = [_whole(taus[k], size_dim)
             for k in ("tau_gen_low", "tau_gen_high", "tau_mem_low", "tau_mem_high", "tau_mem_censored")]
     order = xr.apply_ufunc(np.vectorize(arrays.order_verdict, signature="(n),(n),(n),(n),(n)->()", otypes=[object]),
                            *ends, input_core_dims=[[size_dim]] * 5, dask="parallelized", output_dtypes=[object])
