@@ -22,7 +22,7 @@ QUADRATURES = ("simpson-t", "trapezoid-log-t", "gauss-legendre-log-t")
 #: fitted targets: the DSM target alpha_t x0, or its conditional mean (the exact denoiser's output)
 TARGETS = ("dsm", "ideal")
 #: samplers: reverse SDE (Euler-Maruyama), probability-flow ODE (Heun), or the model's diffusers scheduler
-SAMPLER_KINDS = ("sde", "ode", "scheduler")
+SAMPLER_KINDS = ("sde", "ode", "scheduler", "marginal")
 #: how a random-feature readout is trained: closed-form gradient flow, or gradient descent
 TRAINING_METHODS = ("flow", "gd")
 #: A(0) of a random-feature readout

@@ -51,7 +51,7 @@ from .sampling import within_bound
 from .scms import frame_flat, scms
 from .store.variables import empty_step_values
 
-__all__ = ["step_quantities", "batch_scaled"]
+__all__ = ["step_quantities", "unobserved_step", "batch_scaled"]
 
 #: points per call of the model's denoiser when a block is observed (bounds its scratch memory)
 DENOISE_CHUNK = 8192
@@ -199,6 +199,22 @@ def batch_scaled(values: np.ndarray) -> np.ndarray:
     ok = np.isfinite(top) & (top > 0)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(ok, v / np.where(ok, top, 1.0), np.nan)
+
+
+def unobserved_step(x: torch.Tensor, bound: float = math.inf) -> dict:
+    """The per-step variables of a block of states ``x`` (B, n, d) that is not observed (``ridge.observe:
+    false``): ``trajectory`` and ``finite`` (finite and within ``bound``, data units); every other per-step
+    variable of the store at its fill value (NaN, False, -1), ``dropped_mass`` NaN.
+
+    >>> q = unobserved_step(torch.tensor([[[0.0, 1.0], [float("nan"), 0.0]]]))
+    >>> q["finite"].tolist(), bool(np.isnan(q["ridge_distance"]).all())
+    ([[True, False]], True)
+    """
+    B, n, _ = x.shape
+    out = empty_step_values(B, n, x.shape[-1])
+    out |= {"trajectory": x.detach().cpu().numpy().astype(np.float64), "finite": within_bound(x, bound).cpu().numpy(),
+            "dropped_mass": np.full((B, n), np.nan)}
+    return out
 
 
 def _with_scaled(out: dict) -> dict:

@@ -34,7 +34,7 @@ from ._validation import check_float, check_int, check_option
 from .choices import SCORE_SCALES
 from .process import OU
 
-__all__ = ["StepBlock", "recorded_steps", "reverse_sde", "probability_flow", "sample", "SAMPLERS",
+__all__ = ["StepBlock", "recorded_steps", "reverse_sde", "probability_flow", "marginal", "sample", "SAMPLERS",
            "guard_divergence", "within_bound", "divergence_bound", "DIVERGENCE_FACTOR", "scheduler_sampling",
            "scheduler_grid", "clips_sample", "unclipped_scheduler", "scheduler_clipping", "CLIP_FIELDS", "scale_score",
            "implied_denoiser", "SCORE_SCALES"]
@@ -273,6 +273,59 @@ def probability_flow(score: ScoreFn, n_samples: int, d: int, grid, *, seed: int,
     """Heun's method for the probability-flow ODE; same interface as :func:`reverse_sde`."""
     return _run(_heun_step, score, n_samples, d, grid, seed=seed, block_steps=block_steps,
                 record_every=record_every, device=device, dtype=dtype, process=process, t_stop=t_stop)
+
+
+def marginal(train, n_samples: int, grid, *, seed: int, block_steps: int = 64, record_every: int = 1,
+             device="cpu", dtype=torch.float64, process: OU | None = None,
+             t_stop: float | None = None) -> Iterator[StepBlock]:
+    """The exact score's own marginals, drawn directly; same blocks as :func:`reverse_sde`.
+
+    The exact (empirical) score of ``train`` is the score of p_t = (1/N) sum_i N(alpha_t x_i, h_t I), so a
+    perfect integrator of its reverse process, started from p_T, holds a draw of p_t at every t.  Each sample
+    draws one training index I (uniform) and one xi ~ N(0, I_d); its state at a recorded time t is
+    alpha_t x_I + sqrt(h_t) xi (at max(t, ``t_stop``) for a stopped score: frozen below it, as the other
+    samplers freeze it).  Every recorded state has exactly the law p_t; the states of one sample at
+    different times are the forward process's path, not the reverse process's (a trajectory analysis of
+    such a store reads that path).  The score is never evaluated (``StepBlock.score`` is NaN); with no
+    integration there is no discretization error and no divergence.
+
+    Parameters
+    ----------
+    train : (N, d) array or tensor, the training set (data units)
+    n_samples, grid, seed, block_steps, record_every, device, dtype, process, t_stop
+        As for :func:`reverse_sde` (the grid only names the recorded times).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from ridgexr import time_grid
+    >>> blocks = list(marginal(torch.tensor([[1.0, 0.0]]), 3, time_grid(4, 1.0, 0.01), seed=0, block_steps=5))
+    >>> blocks[0].x.shape, bool(torch.isnan(blocks[0].score).all())
+    (torch.Size([5, 3, 2]), True)
+    """
+    tr = torch.as_tensor(train, dtype=dtype, device=device)
+    if tr.ndim != 2 or tr.shape[0] < 1:
+        raise ValueError(f"`train` must be a non-empty (N, d) array; got shape {tuple(tr.shape)}")
+    if not bool(torch.isfinite(tr).all()):
+        raise ValueError("`train` must be finite")
+    grid = _validate(grid, n_samples, tr.shape[1], block_steps, seed)
+    if t_stop is not None:
+        t_stop = check_float(t_stop, "t_stop", min_val=0, include_boundaries="neither")
+    process = process if process is not None else OU()
+    rec = recorded_steps(grid.size - 1, record_every)
+    gen = torch.Generator(device=device)
+    gen.manual_seed(int(seed))
+    idx = torch.randint(tr.shape[0], (n_samples,), generator=gen, device=device)
+    xi = torch.randn(n_samples, tr.shape[1], generator=gen, device=device, dtype=dtype)
+    x0 = tr[idx]
+    for start in range(0, rec.size, block_steps):
+        steps = rec[start:start + block_steps]
+        t = grid[steps] if t_stop is None else np.maximum(grid[steps], t_stop)
+        a = torch.as_tensor(process.alpha(t), dtype=dtype, device=device)[:, None, None]
+        s = torch.sqrt(torch.as_tensor(process.h(t), dtype=dtype, device=device))[:, None, None]
+        x = a * x0 + s * xi
+        yield StepBlock(index=np.arange(start, start + steps.size), step=steps, t=grid[steps], x=x,
+                        score=torch.full_like(x, math.nan))
 
 
 SAMPLERS = {"sde": reverse_sde, "ode": probability_flow}

@@ -435,16 +435,23 @@ def test_a_training_set_stored_in_several_chunks_is_read_as_one():
                                an.tangential_distance(ds, d_star=1).compute())
 
 
-def test_nearest_two_is_exact_on_training_points_and_matches_brute_force():
-    """The two winners' distances are recomputed directly: 0 on a training point of size 1e3 (the |x|^2 - 2 x.p
-    + |p|^2 expansion alone leaves ~1e-5 there), and brute force elsewhere."""
-    from ridgexr.analysis.arrays import nearest_two
+@pytest.mark.parametrize("d", [2, 7, 12])  # 2, 7: the k-d tree (d <= KD_TREE_MAX_DIM); 12: the matrix products
+def test_nearest_two_is_exact_on_training_points_and_matches_brute_force(d):
+    """The two winners' distances are computed directly: 0 on a training point of size 1e3 (the |x|^2 - 2 x.p
+    + |p|^2 expansion alone leaves ~1e-5 there), and brute force elsewhere; a NaN query gets NaN."""
+    from ridgexr.analysis.arrays import KD_TREE_MAX_DIM, nearest_two
 
+    assert (d <= KD_TREE_MAX_DIM) == (d < 12)
     rng = np.random.default_rng(4)
-    pts = rng.normal(scale=1e3, size=(50, 7))
-    q = np.concatenate([pts[:5], rng.normal(scale=1e3, size=(9, 7))])
+    pts = rng.normal(scale=1e3, size=(50, d))
+    q = np.concatenate([pts[:5], rng.normal(scale=1e3, size=(9, d))])
     d1, d2, idx = nearest_two(q, pts, chunk=4)
-    brute = np.sort(np.linalg.norm(q[:, None] - pts[None], axis=-1), axis=1)
+    brute = np.linalg.norm(q[:, None] - pts[None], axis=-1)
+    order = np.sort(brute, axis=1)
     assert (d1[:5] == 0).all() and (idx[:5] == np.arange(5)).all()
-    np.testing.assert_allclose(d1, brute[:, 0], rtol=1e-14, atol=0)
-    np.testing.assert_allclose(d2, brute[:, 1], rtol=1e-14)
+    np.testing.assert_allclose(d1, order[:, 0], rtol=1e-14, atol=0)
+    np.testing.assert_allclose(d2, order[:, 1], rtol=1e-14)
+    np.testing.assert_array_equal(idx, brute.argmin(1))
+    q[3, 0] = np.nan
+    d1, d2, _ = nearest_two(q.reshape(7, 2, d), pts)
+    assert d1.shape == (7, 2) and np.isnan(d1[1, 1]) and np.isnan(d2[1, 1]) and np.isfinite(np.delete(d1.ravel(), 3)).all()

@@ -334,6 +334,24 @@ def _sphere_cap_mass(center: np.ndarray, half_angle: np.ndarray, density: str, n
     return np.clip(np.stack([np.interp(a, s, row) for row in cum]), 0.0, 1.0)  # one interpolation per centre
 
 
+#: samples per chunk of :func:`coverage` (its distance matrix is n_centers x this)
+COVERAGE_CHUNK = 16384
+
+
+def coverage_radii(radius: float) -> np.ndarray:
+    """The default radii of :func:`coverage` on a manifold of ``radius`` r (data units): geometric, from 1e-5 r
+    to pi r, at the ratio (pi / 1e-3)^(1/79) = 1.107 of the grid of 80 radii from 1e-3 r to pi r that it extends
+    downwards (that grid's radii are its last 80, to rounding: a delta above 1e-3 r reads the same as before).
+
+    >>> r = coverage_radii(2.0)
+    >>> r.size, bool(np.allclose(r[-80:], np.geomspace(2e-3, 2 * np.pi, 80), rtol=1e-13)), bool(r[0] <= 2e-5)
+    (126, True, True)
+    """
+    ratio = (np.pi / 1e-3) ** (1 / 79)
+    below = int(np.ceil(np.log(1e-3 / 1e-5) / np.log(ratio)))  # steps of the old grid's ratio down to 1e-5 r
+    return radius * 1e-3 * ratio ** np.arange(-below, 80)
+
+
 def coverage(ds: xr.Dataset, *, c: float = 0.5, variable: str = "denoised", n_centers: int = 256,
              radii: np.ndarray | None = None, step: int = -1, t: float | None = None,
              dim: str = "sample") -> xr.Dataset:
@@ -347,8 +365,9 @@ def coverage(ds: xr.Dataset, *, c: float = 0.5, variable: str = "denoised", n_ce
     Population mass: closed form on the circle (the entry's density: uniform, piecewise or von
     Mises) and on the sphere for the uniform and piecewise densities (:func:`_sphere_cap_mass`), the
     share of the stored ``population_data`` on the sphere with von Mises-Fisher.  Radii: ``radii`` (increasing,
-    data units), default 80 geometric values from 1e-3 r to pi r (r the radius).  Non-finite
-    samples are left out.
+    data units), default :func:`coverage_radii` (geometric, 1e-5 r to pi r, r the radius).  Non-finite
+    samples are left out.  The samples are streamed in chunks of :data:`COVERAGE_CHUNK` (memory O(n_centers x
+    chunk), not O(n_centers x samples)).
 
     Returns a Dataset over the cells: ``coverage_delta`` (data units; NaN when no radius of the
     grid passes), ``mass_ratio_min`` and ``mass_ratio_max`` (sample over population mass over the
@@ -366,7 +385,7 @@ def coverage(ds: xr.Dataset, *, c: float = 0.5, variable: str = "denoised", n_ce
     c = check_float(c, "c", min_val=0, include_boundaries="neither")
     n_centers = check_int(n_centers, "n_centers", min_val=2)
     r0 = float(m.radius)
-    radii = (np.geomspace(1e-3 * r0, np.pi * r0, 80) if radii is None else np.asarray(radii, dtype=np.float64))
+    radii = coverage_radii(r0) if radii is None else np.asarray(radii, dtype=np.float64)
     if radii.ndim != 1 or radii.size == 0 or not np.all(np.diff(radii) > 0) or radii[0] <= 0:
         raise ValueError(f"`radii` must be a 1-D increasing array of radii > 0; got {radii!r}")
     x = ds[variable]
@@ -391,11 +410,19 @@ def coverage(ds: xr.Dataset, *, c: float = 0.5, variable: str = "denoised", n_ce
             pop_mass = arrays.ball_mass(m.geodesic_distance(centers, np.asarray(ds["population_data"].values)),
                                         radii)
 
-    def _cov(xx):
+    def _cov(xx):  # the samples in chunks: the (n_centers, chunk) distances stay small at 10^6 samples
         xx = np.asarray(xx, dtype=np.float64)
-        dist = m.geodesic_distance(centers, xx)
-        dist[:, ~np.isfinite(xx).all(-1)] = np.nan
-        return arrays.coverage_radius(arrays.ball_mass(dist, radii), pop_mass, radii, c)
+        within, total = np.zeros((len(centers), radii.size)), np.zeros(len(centers))
+        for start in range(0, xx.shape[0], COVERAGE_CHUNK):
+            part = xx[start:start + COVERAGE_CHUNK]
+            dist = m.geodesic_distance(centers, part)
+            dist[:, ~np.isfinite(part).all(-1)] = np.nan
+            w, n = arrays.ball_weight(dist, radii)
+            within += w
+            total += n
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mass = np.where(total[:, None] > 0, within / total[:, None], np.nan)
+        return arrays.coverage_radius(mass, pop_mass, radii, c)
 
     res = xr.apply_ufunc(_cov, x.compute(), input_core_dims=[[dim, "dim"]], output_core_dims=[["stat"]],
                          vectorize=True)

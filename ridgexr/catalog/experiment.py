@@ -49,6 +49,7 @@ HASH_NEUTRAL: dict[str, object] = {
     "ridge.accelerate": False,  # 0.4
     "ridge.logits": "float64",  # 0.4
     "ridge.d_star_alt": [],  # 0.2
+    "ridge.observe": True,  # 0.5
     "dataset.n_train": None,  # 0.3
     "dataset.images": None,  # 0.4
     "dataset.mnist.space": "latent",  # 0.4
@@ -136,6 +137,10 @@ class Experiment(Spec):
         for b in blocks:
             b.diagnostics.check_training(self.training)
             b.check_entry(self)
+        if self.sampler.kind == "marginal" and (any(b.kind != "exact" for b in blocks) or self.legacy_exact):
+            raise ValueError("`sampler.kind: marginal` draws the exact score's own marginals: every model block must be "
+                             f"of kind exact; got {sorted({b.kind for b in blocks})}"
+                             + (" (and the exact schedule of a random-feature block)" if self.legacy_exact else ""))
         return self
 
     # ---------------------------------------------------------------- derived

@@ -100,9 +100,13 @@ class TrainingSpec(Spec):
 
 class SamplerSpec(Spec):
     kind: Literal[SAMPLER_KINDS] = Field("sde",
-        description="'sde' (reverse SDE, Euler-Maruyama), 'ode' (probability flow, Heun) or 'scheduler' (the "
+        description="'sde' (reverse SDE, Euler-Maruyama), 'ode' (probability flow, Heun), 'scheduler' (the "
                     "diffusers scheduler of the entry's diffusers/unet block, process.n_steps inference steps, "
-                    "states recorded at the OU times of its timesteps)")
+                    "states recorded at the OU times of its timesteps) or 'marginal' (exact blocks only: each "
+                    "sample's state at every recorded time is a draw of the exact score's own marginal p_t, "
+                    "alpha_t x_I + sqrt(h_t) xi with one (I, xi) per sample: the law a perfect integrator of the "
+                    "exact reverse process started from p_T reaches, without discretization error; frozen below "
+                    "a stopped block's t_stop; the score is never evaluated)")
     record_every: int = Field(1, ge=1, description="record every k-th step (the last is always recorded)")
     block_steps: int = Field(256, ge=1, description="recorded steps per block (and per chunk along step)")
     score_scale: Literal[SCORE_SCALES] = Field("none",
@@ -119,6 +123,8 @@ class SamplerSpec(Spec):
     def _scheduler_fields(self):
         if self.kind != "scheduler" and (self.scheduler_class is not None or self.eta is not None):
             raise ValueError("`scheduler_class` and `eta` belong to `kind: scheduler`")
+        if self.kind == "marginal" and self.score_scale != "none":
+            raise ValueError("`score_scale` applies to the sde and ode samplers; `kind: marginal` never evaluates the score")
         if self.kind == "scheduler" and self.score_scale != "none":
             raise ValueError("`score_scale` applies to the sde and ode samplers, not to `kind: scheduler` (which steps "
                              "the model's own prediction)")
@@ -156,6 +162,11 @@ class RidgeSpec(Spec):
     resolved_projection: bool = Field(False,
         description="also project each state at its resolved dimension min(d_star, resolved_rank) "
                     "(ridge_distance_resolved; one more SCMS run per distinct smaller dimension)")
+    observe: bool = Field(True,
+        description="observe each recorded state (ridge projection, residuals, the authors' projected gradient, nearest "
+                    "training point); false: store the states alone (trajectory, finite; every other per-step "
+                    "variable at its fill value), for runs whose measures are those of the final samples "
+                    "(coverage, novelty) at sample counts where the observation would be the cost")
     accelerate: bool = Field(False,
         description="extrapolate runs of slow SCMS steps (the same fixed points and stopping rule, fewer "
                     "iterations; projections move within the plain iteration's accuracy); false: the plain iteration")

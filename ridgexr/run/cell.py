@@ -12,12 +12,12 @@ from ..datasets import load_training_set
 from ..empirical import SmoothedEmpirical
 from ..models import model_kind
 from ..nearest import step_nearest
-from ..observe import step_quantities
+from ..observe import step_quantities, unobserved_step
 from ..process import OU, time_grid
 from ..quality.cells import cell_quality, final_samples
 from ..ridge import ridge_residual
-from ..sampling import (divergence_bound, guard_divergence, implied_denoiser, sample, scale_score, scheduler_grid,
-                        scheduler_sampling)
+from ..sampling import (divergence_bound, guard_divergence, implied_denoiser, marginal, sample, scale_score,
+                        scheduler_grid, scheduler_sampling)
 from ..store import CellWriter, StoreLayout, write_cell_end
 from .plan import CellTask
 from .split import density_settings, observation_settings, observe_split, scatter_training_set, split_settings
@@ -104,6 +104,9 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
                                         exp.process.n_steps, seed=exp.seeds.sampler, eta=exp.sampler.eta,
                                         block_steps=exp.sampler.block_steps, record_every=exp.sampler.record_every,
                                         device=dev, final=lambda x: final.setdefault("x", x))
+        elif exp.sampler.kind == "marginal":  # the exact score's marginals, drawn (exact blocks only)
+            blocks = marginal(train, exp.n_samples, grid, seed=exp.seeds.sampler, block_steps=exp.sampler.block_steps,
+                              record_every=exp.sampler.record_every, device=dev, t_stop=t_stop)
         else:
             blocks = sample(exp.sampler.kind, score, exp.n_samples, d, grid, seed=exp.seeds.sampler,
                             block_steps=exp.sampler.block_steps, record_every=exp.sampler.record_every, device=dev,
@@ -113,7 +116,9 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
             # computes in its queries' dtype
             x = block.x.to(torch.float64)
             block_score = block.score.to(torch.float64) if isinstance(block.score, torch.Tensor) else block.score
-            if split:
+            if not exp.ridge.observe:  # the states alone (ridge.observe: false)
+                q = unobserved_step(x, bound)
+            elif split:
                 q = observe_split(shared, x, block.t, exp.d_star, settings, sample_block=sample_block,
                                   denoise=denoise, score=block_score, client=client)
             else:
