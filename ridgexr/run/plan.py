@@ -22,7 +22,7 @@ from ..ridge import suggest_d_star
 from ..sampling import recorded_steps
 from ..scms import frame_width, use_lowrank
 from ..store import StoreLayout
-from ..store.variables import cell_chunks
+from ..store.variables import cell_chunks, step_variables
 
 __all__ = ["CellTask", "plan_layout", "block_index", "cell_applies", "plan_tasks", "resolve_d_star",
            "estimate_resources", "estimate_stage_seconds", "scms_upper_seconds", "assumed_scms_iterations",
@@ -65,6 +65,21 @@ def count_run_cells(exp: Experiment) -> int:
     return len(applies) if applies is not None else math.prod(len(v) for _, v in coords)
 
 
+#: a cell's samples are stored in at most this many chunks along ``sample`` (each at least 256 samples)
+MAX_SAMPLE_CHUNKS = 64
+
+
+def sample_chunk(n_samples: int) -> int:
+    """Samples per chunk of a per-step variable: all of them up to 512, else 256, and more where 256 would make
+    over :data:`MAX_SAMPLE_CHUNKS` chunks per cell and block of steps (3 x 10^5 samples: 4 688, 64 files per
+    variable, cell and block instead of 1 172).
+
+    >>> sample_chunk(500), sample_chunk(5000), sample_chunk(16384), sample_chunk(300000)
+    (500, 256, 256, 4688)
+    """
+    return n_samples if n_samples <= 512 else max(256, math.ceil(n_samples / MAX_SAMPLE_CHUNKS))
+
+
 def plan_layout(exp: Experiment, train: np.ndarray) -> StoreLayout:
     """The store layout of an experiment (``exp.d_star`` already resolved)."""
     n_steps = exp.process.n_steps
@@ -82,7 +97,7 @@ def plan_layout(exp: Experiment, train: np.ndarray) -> StoreLayout:
     return StoreLayout(
         coords=coords, n_samples=exp.n_samples,
         t=grid[steps], sampler_step=steps, d=int(train.shape[1]), block_steps=exp.sampler.block_steps,
-        sample_chunk=exp.n_samples if exp.n_samples <= 512 else 256,
+        sample_chunk=sample_chunk(exp.n_samples),
         d_star_alt=tuple(exp.ridge.d_star_alt), applies=applies,
         denoised=any(getattr(b, "stopped", False) for b in exp.blocks),
         final_sample=exp.sampler.kind == "scheduler",
@@ -291,14 +306,19 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
         return 4096 * math.ceil((raw + raw / 256 + 128) / 4096) + 4096 * (levels + 1)
 
     S, bs = exp.n_samples, exp.sampler.block_steps
-    sc = S if S <= 512 else 256  # plan_layout's sample chunk
+    sc = sample_chunk(S)  # plan_layout's
     k = len(exp.cell_coords())  # cell dimensions: the leading levels of every per-cell chunk key
     # every per-cell array of the store's table (ridgexr.store.variables): the per-step ones chunk by chunk, the
     # per-sample and per-cell ones one chunk each (denoised of a stopped block, final_sample of a scheduler)
     stopped = any(getattr(b, "stopped", False) for b in exp.blocks)
-    per_cell = sum(n_chunks * on_disk(raw, k + levels) for _, raw, levels, n_chunks in cell_chunks(
-        n_samples=S, n_steps=n_rec, sample_chunk=sc, block_steps=bs, d=d, n_alt=len(exp.ridge.d_star_alt),
-        denoised=stopped, final_sample=exp.sampler.kind == "scheduler"))
+    # a run that does not observe its states writes every per-step variable but the trajectory at its fill:
+    # chunks of one repeated value, which compress to a few bytes (one file-system block each)
+    fill_only = set() if exp.ridge.observe else {v.name for v in step_variables()} - {"trajectory"}
+    per_cell = sum(n_chunks * on_disk(0.0 if name in fill_only else raw, k + levels)
+                   for name, raw, levels, n_chunks in cell_chunks(
+                       n_samples=S, n_steps=n_rec, sample_chunk=sc, block_steps=bs, d=d,
+                       n_alt=len(exp.ridge.d_star_alt), denoised=stopped,
+                       final_sample=exp.sampler.kind == "scheduler"))
     m = exp.dataset.manifold  # dataset_extras: a population sample and the rotation
     extras = on_disk(8.0 * m.n_population * m.ambient_dim, 2) + on_disk(8.0 * m.ambient_dim**2, 2) if m else 0.0
     mix = getattr(exp.dataset, "mixture", None)  # dataset_extras: a population sample
@@ -360,7 +380,9 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray, *, scms_iteration
       (the first iteration is the frame at the state; one more at t_min), each a
       :func:`moments_seconds` with the frame the run uses (dense, or low-rank for d > 128), and one
       mean's worth of distances for the nearest training point; twice the SCMS work with
-      ``ridge.resolved_projection`` (one more projection at the resolved dimension).
+      ``ridge.resolved_projection`` (one more projection at the resolved dimension).  The ``marginal`` sampler
+      makes one model call per sample (its states are drawn, Tweedie's output is the call); ``ridge.observe:
+      false`` prices no observation.
 
     ``scms_iterations`` replaces the assumed count (:func:`scms_upper_seconds` prices every projection at
     ``ridge.max_iter``: the bound for states whose frames are degenerate, where SCMS runs to its cap).
@@ -412,10 +434,12 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray, *, scms_iteration
         # and the nearest training point (a mean's worth of distances)
         frame = moments_seconds(m, d, d_star=d_frame, top_k=top_k, queries=block)
         call = model_kind(b.kind).cost_model().call_seconds(b, d, m, int(states), lab.get("width"))
-        sampling += (exp.process.n_steps * (states * call
-                                            + STEP_SECONDS)
-                     + states * n_rec * (runs * (iters + 1) * frame + moments_seconds(m, d, queries=block))
-                     + runs * iters * n_blocks * STEP_SECONDS)
+        # the marginal sampler draws its states: one model call per sample (Tweedie's output at the end)
+        sampling += (states * call if exp.sampler.kind == "marginal"
+                     else exp.process.n_steps * (states * call + STEP_SECONDS))
+        if exp.ridge.observe:
+            sampling += (states * n_rec * (runs * (iters + 1) * frame + moments_seconds(m, d, queries=block))
+                         + runs * iters * n_blocks * STEP_SECONDS)
     return {"fit": fit, "diagnostics": diag, "sampling and observation": sampling}
 
 
