@@ -133,7 +133,8 @@ def _summary_columns(ds, last) -> dict:
     near = near_mode_fraction(ds, r=0.5)["near_mode"]
     cols = {
         "ridge_distance": resolved(last, "ridge_distance").mean("sample"),
-        "converged": last["ridge_converged"].mean("sample"),
+        # NaN where no state was projected (ridge.observe: false, or every sample diverged), not 0
+        "converged": last["ridge_converged"].mean("sample").where(last["ridge_distance"].notnull().any("sample")),
         "rms_residual_normal": rms("residual_normal"),
         "rms_residual_tangent": rms("residual_tangent"),
         "near_mode": near,

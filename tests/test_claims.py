@@ -83,6 +83,25 @@ def test_median_interval_matches_numpy_and_counts_finite_values(rng):
     assert n == 294 and med == np.median(v[7:]) and lo < med < hi
 
 
+@pytest.mark.parametrize("n", [401, 400])  # odd: one order statistic; even: the mean of two
+def test_bootstrap_medians_by_order_statistics_have_the_resampling_law(n):
+    """The order-statistic draws of the bootstrap median and the plain resampling draws agree in law (two-sample
+    Kolmogorov-Smirnov over 4 000 medians each, on values with ties), and large inputs take the first path."""
+    from scipy import stats
+
+    from ridgexr.analysis import claims as cl
+
+    v = np.sort(np.random.default_rng(n).exponential(size=n).round(2))  # ties
+    fast = cl._bootstrap_medians(v, 4000, np.random.default_rng(1))
+    slow = np.median(v[np.random.default_rng(2).integers(0, n, size=(4000, n))], axis=1)
+    assert stats.ks_2samp(fast, slow).pvalue > 1e-3
+    assert not stats.ks_2samp(fast, slow + 0.02).pvalue > 1e-3  # the test sees a shift of a fifth of the spread
+    big = np.random.default_rng(3).normal(size=cl.RESAMPLE_LIMIT + 1)
+    med, lo, hi, m = median_interval(big)
+    half = 1.96 * np.sqrt(np.pi / 2 / big.size)  # the median's asymptotic standard error for N(0, 1)
+    assert m == big.size and lo < med < hi and abs((hi - lo) / 2 - half) < 0.15 * half
+
+
 def test_the_align_null_an_isotropic_error_matches_the_f_distribution():
     """(|e_T| / sqrt(d*)) / (|e_N| / sqrt(d - d*)) of an isotropic Gaussian error is sqrt(F(d*, d - d*))."""
     import xarray as xr

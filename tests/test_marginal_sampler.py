@@ -83,14 +83,15 @@ def marg_run(tmp_path_factory):
     f = root / "cat.yaml"
     f.write_text(CATALOG)
     exp = load_catalog_file(f)["marg"]
-    return exp, ridgexr.open_dataset(run_experiment(exp, data_dir=root / "data").store)
+    store = run_experiment(exp, data_dir=root / "data").store
+    return exp, ridgexr.open_dataset(store), store
 
 
 def test_a_marginal_run_stores_states_of_p_t_and_tweedie_output_unobserved(marg_run):
     """The stored final state of every sample is alpha_s x_i + sqrt(h_s) xi for a point x_i of its cell's training
     set (s = t_stop or t_min); denoised is the exact denoiser of that state at s; nothing is observed (the ridge
     and nearest variables hold their fill), and no sample diverges."""
-    exp, ds = marg_run
+    exp, ds, _ = marg_run
     train = ds.train_data.values
     for model in ("memorize", "coarse"):
         for n in (20, 60):
@@ -107,11 +108,20 @@ def test_a_marginal_run_stores_states_of_p_t_and_tweedie_output_unobserved(marg_
             assert bool(cell.ridge_distance.isnull().all()) and bool(cell.nearest_distance.isnull().all())
 
 
+def test_the_run_summary_of_an_unobserved_store_says_nan_not_zero(marg_run):
+    """The summary's SCMS-converged share is NaN where nothing was projected (it read 0 %), its ridge distance NaN."""
+    from ridgexr.reader import summarize
+
+    _, ds, store = marg_run
+    rows = summarize(store, ds)
+    assert len(rows) == 4 and all(np.isnan(r["converged"]) and np.isnan(r["ridge_distance"]) for r in rows)
+
+
 def test_observe_false_and_marginal_leave_other_hashes_alone(marg_run):
     """ridge.observe is hash-neutral at true and hashed at false; the sampler kind is hashed."""
     from ridgexr.catalog import Experiment
 
-    exp, _ = marg_run
+    exp, _, _ = marg_run
     train = np.zeros((3, 2))
     cfg = exp.model_dump()
     observed = Experiment.model_validate(cfg | {"ridge": cfg["ridge"] | {"observe": True}})
@@ -151,7 +161,7 @@ def test_streamed_coverage_equals_one_pass(marg_run, monkeypatch):
     """coverage in chunks of 7 samples gives the same delta and ratios as in one chunk."""
     from ridgexr.analysis import manifold
 
-    _, ds = marg_run
+    _, ds, _ = marg_run
     whole = analysis.coverage(ds, c=0.5)
     monkeypatch.setattr(manifold, "COVERAGE_CHUNK", 7)
     parts = analysis.coverage(ds, c=0.5)
