@@ -89,14 +89,19 @@ def test_bootstrap_medians_by_order_statistics_have_the_resampling_law(n):
     Kolmogorov-Smirnov over 4 000 medians each, on values with ties), and large inputs take the first path."""
     from scipy import stats
 
-    from ridgexr.analysis import claims as cl
+    from ridgexr.analysis import arrays
 
-    v = np.sort(np.random.default_rng(n).exponential(size=n).round(2))  # ties
-    fast = cl._bootstrap_medians(v, 4000, np.random.default_rng(1))
+    v = np.random.default_rng(n).exponential(size=n).round(2)  # ties
+    limit = arrays.RESAMPLE_LIMIT
+    arrays.RESAMPLE_LIMIT = 100  # the order-statistic path at this size
+    try:
+        fast = arrays.bootstrap_medians(v, 4000, np.random.default_rng(1))
+    finally:
+        arrays.RESAMPLE_LIMIT = limit
     slow = np.median(v[np.random.default_rng(2).integers(0, n, size=(4000, n))], axis=1)
     assert stats.ks_2samp(fast, slow).pvalue > 1e-3
     assert not stats.ks_2samp(fast, slow + 0.02).pvalue > 1e-3  # the test sees a shift of a fifth of the spread
-    big = np.random.default_rng(3).normal(size=cl.RESAMPLE_LIMIT + 1)
+    big = np.random.default_rng(3).normal(size=arrays.RESAMPLE_LIMIT + 1)
     med, lo, hi, m = median_interval(big)
     half = 1.96 * np.sqrt(np.pi / 2 / big.size)  # the median's asymptotic standard error for N(0, 1)
     assert m == big.size and lo < med < hi and abs((hi - lo) / 2 - half) < 0.15 * half

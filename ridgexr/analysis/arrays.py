@@ -13,7 +13,7 @@ import numpy as np
 from ..choices import QUALITY_RULES
 from ..process import OU
 
-__all__ = ["pooled_share_ci", "ball_weight", "ball_mass", "coverage_radius", "wasserstein_1d", "sliced_wasserstein", "mmd2", "hausdorff", "novelty", "rate_fit", "proportion_ci", "share_with_ci", "CI_METHODS", "enter_and_stay_time", "reach_time", "align_time", "slide_distance", "nearest_two",
+__all__ = ["pooled_share_ci", "bootstrap_medians", "RESAMPLE_LIMIT", "ball_weight", "ball_mass", "coverage_radius", "wasserstein_1d", "sliced_wasserstein", "mmd2", "hausdorff", "novelty", "rate_fit", "proportion_ci", "share_with_ci", "CI_METHODS", "enter_and_stay_time", "reach_time", "align_time", "slide_distance", "nearest_two",
            "memorized", "near_mode", "bootstrap_mean_ci", "crossing", "integrated_residual",
            "tangential_distance", "memorized_share_ci", "quality_reached", "first_reached", "censored_slope",
            "censored_slope_ci", "slope_verdict", "order_verdict", "loss_gen_time", "loss_min_time", "median_difference_ci", "score_errors", "slope_range", "CENSORED_FITS",
@@ -93,6 +93,38 @@ def slide_distance(projection: np.ndarray, t: np.ndarray, t_start: np.ndarray) -
     path = np.where(mask, steps, 0.0).sum(-1)
     bad = ~np.isfinite(ts)
     return np.where(bad, np.nan, chord), np.where(bad, np.nan, path)
+
+
+#: above this many values :func:`bootstrap_medians` draws through order statistics instead of resampling
+RESAMPLE_LIMIT = 20000
+
+
+def bootstrap_medians(values: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """``n_boot`` bootstrap medians of ``values`` (n,): medians of resamples of size n with replacement.
+
+    Up to :data:`RESAMPLE_LIMIT` values: one (n_boot, n) index matrix and one median over its rows.  Above it
+    the same law through order statistics, in O(n) memory (a (2000, 4 x 10^5) resample is 6 GB): a resample
+    is n draws of F_n^-1(U) (F_n the values' empirical distribution, U uniform), so its k-th smallest is
+    F_n^-1(U_(k)) with U_(k) ~ Beta(k, n - k + 1) and, given it, U_(k+1) = U_(k) + (1 - U_(k)) Beta(1, n - k);
+    the median is the ((n + 1) / 2)-th (odd n) or the mean of the (n/2)-th and (n/2 + 1)-th (even n).
+
+    >>> meds = bootstrap_medians(np.arange(5.0), 4, np.random.default_rng(0)); meds.shape, bool(np.all(meds % 1 == 0))
+    ((4,), True)
+    """
+    v = np.asarray(values, dtype=np.float64).ravel()
+    n = v.size
+    if n <= RESAMPLE_LIMIT:
+        return np.median(v[rng.integers(0, n, size=(n_boot, n))], axis=1)
+    v = np.sort(v)
+    k = (n + 1) // 2  # the median's order statistic (odd n), the lower of the two (even n)
+    u = rng.beta(k, n - k + 1, size=n_boot)
+
+    def quantile(w):  # F_n^-1(w): the smallest value whose empirical cdf reaches w
+        return v[np.clip(np.ceil(w * n).astype(np.int64) - 1, 0, n - 1)]
+
+    if n % 2:
+        return quantile(u)
+    return 0.5 * (quantile(u) + quantile(u + (1 - u) * rng.beta(1, n - k, size=n_boot)))
 
 
 #: up to this dimension :func:`nearest_two` searches a k-d tree (exact; the matrix products above it)

@@ -32,7 +32,8 @@ import numbers
 import numpy as np
 
 from .._validation import check_float, check_int
-from ..analysis.arrays import nearest_two, proportion_ci, sliced_wasserstein, wasserstein_1d
+from ..analysis.arrays import (RESAMPLE_LIMIT, bootstrap_medians, nearest_two, proportion_ci, sliced_wasserstein,
+                               wasserstein_1d)
 
 __all__ = ["GATE", "GATE_VERDICTS", "frechet_distance", "frechet_from_moments", "gaussian_moments", "nearest_ratio", "class_share",
            "gate_verdict", "point_quality", "principal_axis", "axis_wasserstein", "NEAREST_BUDGET"]
@@ -197,9 +198,17 @@ def _nearest_distances(queries: np.ndarray, train: np.ndarray) -> np.ndarray:
 def _bootstrap_ratio(ds: np.ndarray, dr: np.ndarray, n_boot: int, ci: float, seed: int) -> tuple[float, float]:
     """Percentile interval of median(ds*) / median(dr*), ds and dr resampled independently with replacement.
 
-    One index matrix per chunk of replicates (bounded memory), medians along axis 1.
+    One index matrix per chunk of replicates (bounded memory), medians along axis 1; above
+    :data:`~ridgexr.analysis.arrays.RESAMPLE_LIMIT` values (either set) each set's bootstrap medians are drawn
+    from the same law by :func:`~ridgexr.analysis.arrays.bootstrap_medians` (10^3 x 9 x 10^5 medians took
+    minutes per cell of a 4 x 10^5-sample run).
     """
     rng = np.random.default_rng(seed)
+    if max(ds.size, dr.size) > RESAMPLE_LIMIT:  # the medians' bootstrap laws through order statistics
+        with np.errstate(divide="ignore", invalid="ignore"):
+            boot = bootstrap_medians(ds, n_boot, rng) / bootstrap_medians(dr, n_boot, rng)
+        lo, hi = np.quantile(boot, [(1 - ci) / 2, (1 + ci) / 2])
+        return float(lo), float(hi)
     chunk = max(1, (4 * 2**20) // (ds.size + dr.size))
     boot = np.empty(n_boot)
     for b in range(0, n_boot, chunk):  # chunks of replicates, not points
