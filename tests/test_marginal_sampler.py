@@ -168,3 +168,25 @@ def test_streamed_coverage_equals_one_pass(marg_run, monkeypatch):
     for name in ("coverage_delta", "mass_ratio_min", "mass_ratio_max"):
         np.testing.assert_allclose(parts[name].values, whole[name].values, rtol=1e-12)
     assert np.isfinite(whole.coverage_delta.values).all()
+
+
+def test_the_plan_prices_a_marginal_unobserved_run(marg_run):
+    """The store-size bound still bounds the store's disk use, and counts the unobserved variables' fill chunks as
+    such (well below the observed bound); the time estimate drops the steps and the observation; sample chunks."""
+    from pathlib import Path
+
+    from ridgexr.run.plan import estimate_resources, estimate_stage_seconds, sample_chunk
+
+    exp, ds, store = marg_run
+    train = ds.train_data.values
+    used = sum(f.stat().st_size for f in Path(store).rglob("*") if f.is_file())
+    est = estimate_resources(exp, train)["store_size"]
+    observed = exp.model_copy(update={"ridge": exp.ridge.model_copy(update={"observe": True})})
+    assert used <= est < estimate_resources(observed, train)["store_size"]
+    sde = observed.model_copy(update={"sampler": exp.sampler.model_copy(update={"kind": "sde"})})
+    t_marg = estimate_stage_seconds(exp, train)["sampling and observation"]
+    t_obs = estimate_stage_seconds(observed, train)["sampling and observation"]
+    t_sde = estimate_stage_seconds(sde, train)["sampling and observation"]
+    assert 0 < t_marg < t_obs < t_sde
+    assert [sample_chunk(n) for n in (1, 512, 513, 16384, 16385, 300000)] == [1, 512, 256, 256, 257, 4688]
+    assert ds.trajectory.encoding["chunks"][ds.trajectory.dims.index("sample")] == 400  # all of its 400 samples
