@@ -105,10 +105,8 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
     batch-maximum-scaled forms ``projected_gradient_scaled``, ``projected_gradient_tmin_scaled`` (B, n).
     """
     B, n, d = x.shape
-    finite = within_bound(x, bound)
-    out = empty_step_values(B, n, d)  # every per-step variable of the store's table at its fill (NaN, False, -1)
-    out |= {"trajectory": x.detach().cpu().numpy().astype(np.float64), "finite": finite.cpu().numpy(),
-            "dropped_mass": np.full((B, n), np.nan)}
+    out = unobserved_step(x, bound)  # the states, and every other per-step variable at its fill (NaN, False, -1)
+    finite = torch.as_tensor(out["finite"], device=x.device)
     if not bool(finite.any()):
         return _with_scaled(out)
     tt = torch.as_tensor(np.broadcast_to(np.asarray(t, dtype=np.float64)[:, None], (B, n)).copy(),
