@@ -164,10 +164,11 @@ def _gates(ds: xr.Dataset):
 
 
 def _final_samples(cell: xr.Dataset) -> np.ndarray:
-    if "final_sample" in cell:
-        return cell["final_sample"].transpose("sample", "dim").values.astype(np.float64)
-    last = cell.isel(step=-1)
-    return last["trajectory"].transpose("sample", "dim").values.astype(np.float64) / float(last["alpha"])
+    """One cell's final samples (sample, dim), as its quality chose them (:func:`ridgexr.quality.stored_final_samples`:
+    a scheduler's output, else Tweedie's ``denoised``, else the last state over alpha)."""
+    from .quality import stored_final_samples
+
+    return stored_final_samples(cell).transpose("sample", "dim").values.astype(np.float64)
 
 
 def _train(cell: xr.Dataset) -> np.ndarray:

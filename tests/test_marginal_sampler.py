@@ -190,3 +190,17 @@ def test_the_plan_prices_a_marginal_unobserved_run(marg_run):
     assert 0 < t_marg < t_obs < t_sde
     assert [sample_chunk(n) for n in (1, 512, 513, 16384, 16385, 300000)] == [1, 512, 256, 256, 257, 4688]
     assert ds.trajectory.encoding["chunks"][ds.trajectory.dims.index("sample")] == 400  # all of its 400 samples
+
+
+def test_claims_and_quality_read_the_same_final_samples(marg_run):
+    """The memorization claims read a stopped cell's Tweedie output (denoised), as its quality does, not its last
+    state over alpha."""
+    from ridgexr.claims import _final_samples
+    from ridgexr.quality import stored_final_samples
+
+    _, ds, _ = marg_run
+    cell = ds.sel(model="coarse", n_train=60)
+    np.testing.assert_array_equal(_final_samples(cell), cell.denoised.transpose("sample", "dim").values)
+    np.testing.assert_array_equal(stored_final_samples(ds).sel(model="coarse", n_train=60).values, cell.denoised.values)
+    last = cell.trajectory.isel(step=-1).values / float(cell.alpha.isel(step=-1))
+    assert not np.allclose(_final_samples(cell), last)

@@ -16,11 +16,12 @@ from .classifier import (ClassifierError, FashionClassifier, TrainedClassifier, 
                          train_classifier)
 from .images import IMAGE_QUALITY_KEYS, heldout_reals, image_quality
 from .cells import QUALITY_KEYS, cell_quality, final_samples, reference_draws
-from .labelled import AXIS_QUALITY, UNTESTABLE, axis_quality, gated_verdict, quality_variable, sample_quality
+from .labelled import (AXIS_QUALITY, UNTESTABLE, axis_quality, gated_verdict, quality_variable, sample_quality,
+                       stored_final_samples)
 
 __all__ = ["GATE", "GATE_VERDICTS", "frechet_distance", "frechet_from_moments", "gaussian_moments", "nearest_ratio",
            "class_share", "gate_verdict", "point_quality", "FashionClassifier", "TrainedClassifier",
            "train_classifier", "cached_classifier", "ClassifierError", "image_quality", "heldout_reals",
            "IMAGE_QUALITY_KEYS", "QUALITY_KEYS", "cell_quality", "final_samples", "sample_quality", "gated_verdict",
            "UNTESTABLE", "quality_variable", "reference_draws", "principal_axis", "axis_wasserstein", "axis_quality",
-           "AXIS_QUALITY"]
+           "stored_final_samples", "AXIS_QUALITY"]

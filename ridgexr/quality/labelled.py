@@ -24,7 +24,8 @@ from ..analysis.claims import UNTESTABLE
 from .cells import QUALITY_KEYS
 from .measures import axis_wasserstein, gate_verdict, principal_axis
 
-__all__ = ["sample_quality", "gated_verdict", "UNTESTABLE", "quality_variable", "axis_quality", "AXIS_QUALITY"]
+__all__ = ["sample_quality", "gated_verdict", "UNTESTABLE", "quality_variable", "axis_quality", "AXIS_QUALITY",
+           "stored_final_samples"]
 
 #: the variable :func:`axis_quality` returns (``_lower``, ``_upper``, ``_null``... beside it)
 AXIS_QUALITY = "quality_axis_wasserstein"
@@ -80,10 +81,11 @@ def gated_verdict(verdict: str, gate: str) -> str:
     return UNTESTABLE if gate == "does not generate" else verdict
 
 
-def _final_samples(ds: xr.Dataset, dim: str) -> xr.DataArray:
-    """The samples a cell's quality is measured on (cells..., ``dim``, "dim"), lazily: as the run's
-    :func:`ridgexr.quality.final_samples`: ``final_sample`` (a scheduler's output at t = 0), else ``denoised``
-    (Tweedie's denoiser at the final state), else the last recorded state over alpha there."""
+def stored_final_samples(ds: xr.Dataset, dim: str = "sample") -> xr.DataArray:
+    """The final samples of a store's cells (cells..., ``dim``, "dim"), lazily, as the run's
+    :func:`ridgexr.quality.final_samples` chose them: ``final_sample`` (a scheduler's output at t = 0), else
+    ``denoised`` (Tweedie's denoiser at the final state), else the last recorded state over alpha there.  What a
+    cell's quality and its claims are measured on."""
     if "final_sample" in ds:
         return ds["final_sample"]
     if "denoised" in ds:
@@ -153,7 +155,7 @@ def axis_quality(ds: xr.Dataset, *, n_boot: int = defaults.TIMESCALE_N_BOOT, ci:
         raise ValueError("`ds` has no attribute 'config' (the entry's configuration): open a store with "
                          "ridgexr.open_dataset, whose fresh draws of the law the null needs")
     dataset = Experiment.model_validate_json(ds.attrs["config"]).dataset
-    samples = _final_samples(ds, dim)
+    samples = stored_final_samples(ds, dim)
     n_samples = samples.sizes[dim]
     fresh = fresh_law_draws(dataset, n_samples)
     if fresh is None:
