@@ -511,8 +511,9 @@ def coverage_overall(claims: list[Claim]) -> tuple[str, str]:
             why.append(f"{m}: " + "; ".join(parts))
     return INCONCLUSIVE, " | ".join(why)
 
-def coverage_figure(df, k: int, name: str) -> hv.Overlay:
-    """delta_N against N per model (log-log), with the slope -1/k through the memorizer's first point."""
+def coverage_figure(df, k: int, name: str, floor: Null | None = None) -> hv.Overlay:
+    """delta_N against N per model (log-log), with the slope -1/k through the memorizer's first point and, given
+    ``floor`` (:func:`coverage_floor`), the ideal sampler's delta_N: the smallest radius the sample size resolves."""
     curves = {m: hv.Curve((g.N, g.delta_N), "N", "coverage radius delta_N").opts(logx=True, logy=True,
                                                                                  backend="matplotlib")
               for m, g in df.groupby("model", sort=False)}
@@ -520,7 +521,13 @@ def coverage_figure(df, k: int, name: str) -> hv.Overlay:
     n = np.array([first.N.iloc[0], first.N.iloc[-1]], dtype=float)
     ref = hv.Curve((n, first.delta_N.iloc[0] * (n / n[0]) ** (-1.0 / k)), "N", "coverage radius delta_N",
                    label=f"slope -1/k = {-1 / k:g}").opts(linestyle="--", color="gray", backend="matplotlib")
-    return (hv.NdOverlay(curves, kdims=["model"]) * ref).opts(title=f"{name}: delta-coverage against N",
+    overlay = hv.NdOverlay(curves, kdims=["model"]) * ref
+    if floor is not None:
+        n_all = np.array([df.N.min(), df.N.max()], dtype=float)
+        overlay = overlay * hv.Curve((n_all, [floor.value] * 2), "N", "coverage radius delta_N",
+                                     label="floor: as many draws of the law").opts(linestyle=":", color="black",
+                                                                                   backend="matplotlib")
+    return overlay.opts(title=f"{name}: delta-coverage against N",
                                                                legend_position="right", aspect=1.6,
                                                                backend="matplotlib")
 
@@ -529,11 +536,12 @@ def coverage_main(name: str, ds, figures: Path | None = None, claims_tables: Pat
     """Print the coverage tables, slopes and claims of a store with stopped scores; write its figure to
     ``figures`` and its claims table (with the overall verdict) to ``claims_tables``/NAME.md."""
     df, k = coverage_table(ds)
+    floor = coverage_floor(ds)
     if figures is not None:
         from ridgexr import plot
 
         plot.ensure_backends()  # the figure's options need a loaded backend (when no other figure came first)
-        save_png(coverage_figure(draw_means(df), k, name), figures / f"manifold_{name.replace('-', '_')}.png")
+        save_png(coverage_figure(draw_means(df), k, name, floor), figures / f"manifold_{name.replace('-', '_')}.png")
     draws = ds.sizes.get("data_draw", 1)
     shown = df.drop(columns=list(CLAIM_COLUMNS))
     print(f"## {name}: denoised outputs, {ds.sizes['sample']} samples per cell, c = 0.5, {draws} training draw(s)\n")
@@ -547,7 +555,7 @@ def coverage_main(name: str, ds, figures: Path | None = None, claims_tables: Pat
     print(f"\n### {name}: log-log slopes against N ({how})\n")
     print(markdown_table(rates))
     print()
-    claims = coverage_claims(df, rates, k, floor=coverage_floor(ds), novelty_null=novelty_null(ds),
+    claims = coverage_claims(df, rates, k, floor=floor, novelty_null=novelty_null(ds),
                              target_null=target_null(ds))
     verdict, why = coverage_overall(claims)
     text = (f"Claims of {name!r} (store config hash {ds.attrs.get('config_hash', '?')}): the criteria M1-M3 of "
