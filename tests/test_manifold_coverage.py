@@ -5,6 +5,8 @@ import json
 import numpy as np
 import pytest
 import xarray as xr
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ridgexr
 from ridgexr import analysis, time_grid
@@ -361,3 +363,71 @@ def test_store_estimate_counts_denoised_as_written(cov_run):
     root = Path(ds.encoding["source"])
     used = sum(os.lstat(p).st_blocks * 512 for p in [root, *root.rglob("*")])
     assert 0 < used <= est["store_size"]
+
+
+def test_refined_centres_find_a_gap_between_the_first_centres():
+    """A gap narrower than the first centres' spacing, placed between two of them: without refinement no centre
+    sees it (delta stays at the dense sample's own level); refined until the spacing is at most delta, the ball
+    at the gap's centre needs the known radius L C / (2 (C - c (C - L))), as with centres placed on it."""
+    R, L, n0 = 2.0, 0.01, 256
+    m = Manifold("circle", ambient_dim=2, radius=R)
+    theta = np.linspace(-np.pi, np.pi, 400_000, endpoint=False)
+    gap_at = -np.pi + (17 + 0.5) * 2 * np.pi / n0  # half-way between centres 17 and 18
+    keep = np.abs(theta - gap_at) >= L / (2 * R)
+    x = m.embed(R * np.c_[np.cos(theta[keep]), np.sin(theta[keep])])
+    C = 2 * np.pi * R
+    radii = np.geomspace(1e-4, 3.0, 400)
+    want = L * C / (2 * (C - 0.5 * (C - L)))
+    plain = analysis.coverage(_fake_store(x), c=0.5, n_centers=n0, radii=radii, refine=False)
+    assert float(plain.coverage_delta.squeeze()) < want / 4 and int(plain.coverage_centres.squeeze()) == n0
+    got = analysis.coverage(_fake_store(x), c=0.5, n_centers=n0, radii=radii)
+    step = radii[np.searchsorted(radii, want)] - radii[np.searchsorted(radii, want) - 1]
+    assert float(got.coverage_delta.squeeze()) == pytest.approx(want, abs=2 * step)
+    n = int(got.coverage_centres.squeeze())
+    assert n % n0 == 0 and 2 * np.pi * R / n <= float(got.coverage_delta.squeeze())
+
+
+@pytest.mark.slow
+def test_refined_sphere_centres_find_a_small_missing_cap():
+    """On the sphere: a near-uniform sample missing a cap of geodesic radius 0.05 away from the first 256
+    centres (spacing ~0.44): refined, delta reads the cap's formula, cap(delta) = cap(rho) / (1 - c (1 - cap(rho)))."""
+    R, rho, n0 = 2.0, 0.05, 256
+    m = Manifold("sphere", ambient_dim=3, radius=R)
+    first = _fibonacci(n0)
+    u = _fibonacci(1_000_000)
+    candidates = u[::150]
+    centre = candidates[np.argmin((candidates @ first.T).max(1))]  # the point farthest from every first centre
+    assert (np.arccos(np.clip(first @ centre, -1, 1)) * R).min() > 4 * rho
+    keep = np.arccos(np.clip(u @ centre, -1, 1)) * R > rho
+    radii = np.geomspace(1e-2, 3.0, 120)
+    cap = lambda r: (1 - np.cos(r / R)) / 2  # noqa: E731
+    want = R * np.arccos(1 - 2 * cap(rho) / (1 - 0.5 * (1 - cap(rho))))
+    plain = analysis.coverage(_sphere_store(m.embed(R * u[keep])), c=0.5, n_centers=n0, radii=radii, refine=False)
+    assert float(plain.coverage_delta.squeeze()) < want / 2
+    got = analysis.coverage(_sphere_store(m.embed(R * u[keep])), c=0.5, n_centers=n0, radii=radii)
+    j = np.searchsorted(radii, want)
+    assert float(got.coverage_delta.squeeze()) == pytest.approx(want, abs=2 * (radii[j] - radii[j - 1]) + 2e-3)
+    assert int(got.coverage_centres.squeeze()) > n0
+
+
+@settings(max_examples=25, deadline=None)
+@given(kind=st.sampled_from(["circle", "sphere"]), seed=st.integers(0, 2**16), n=st.integers(1, 300))
+def test_refinement_counts_equal_distance_counts(kind, seed, n):
+    """The refinement's counts (sorted angles on the circle, a k-d tree of unit vectors on the sphere) equal the
+    number of points within each geodesic radius by closed-form distances."""
+    import json
+
+    from ridgexr.analysis.manifold import _Centres
+
+    m = Manifold(kind, ambient_dim=2 if kind == "circle" else 3, radius=2.0)
+    x, _ = m.sample(n, density="piecewise", seed=seed)
+    cfg = {"kind": kind, "density": "piecewise", "kappa": 1.0}
+    radii = np.array([0.01, 0.3, 1.0, 2.5, 7.0])
+    ctr = _Centres(m, cfg, radii, xr.Dataset(attrs={"config": json.dumps({})}))
+    grid = ctr._grid(37)
+    pts = m.embed(2.0 * (np.c_[np.cos(grid), np.sin(grid)] if kind == "circle" else grid))
+    points = ctr._local_angles(x) if kind == "circle" else ctr._unit(x)
+    got = ctr._counts(points, grid, radii / 2.0)
+    want = (m.geodesic_distance(pts, x)[:, :, None] <= radii * (1 + 1e-12)).sum(1)
+    near = np.abs(m.geodesic_distance(pts, x)[:, :, None] - radii).min(1) < 1e-9  # rounding at a boundary
+    np.testing.assert_array_equal(np.where(near, want, got), want)

@@ -331,11 +331,118 @@ def _sphere_cap_mass(center: np.ndarray, half_angle: np.ndarray, density: str, n
     share = np.arccos(np.clip(np.nan_to_num(q, nan=0.0), -1.0, 1.0)) / np.pi
     f = np.sin(s) / 2 * (2 / 3 + 2 / 3 * share)
     cum = np.concatenate([np.zeros((f.shape[0], 1)), np.cumsum((f[:, 1:] + f[:, :-1]) / 2 * np.diff(s), -1)], -1)
-    return np.clip(np.stack([np.interp(a, s, row) for row in cum]), 0.0, 1.0)  # one interpolation per centre
+    # linear interpolation in s, every centre at once (np.interp's formula, row by row)
+    j = np.clip(np.searchsorted(s, a, side="right"), 1, s.size - 1)
+    w = np.clip((a - s[j - 1]) / (s[j] - s[j - 1]), 0.0, 1.0)
+    return np.clip(cum[:, j - 1] * (1 - w) + cum[:, j] * w, 0.0, 1.0)
 
 
 #: samples per chunk of :func:`coverage` (its distance matrix is n_centers x this)
 COVERAGE_CHUNK = 16384
+#: the most ball centres :func:`coverage` refines to (circle and sphere)
+MAX_CENTRES = 2**20
+#: centres per call of the sphere's cap masses (its quadrature holds centres x 4 097 values)
+CAP_CHUNK = 2048
+
+
+class _Centres:
+    """The ball centres of :func:`coverage` on one store's manifold, their population masses, and the refinement
+    of delta on denser centres."""
+
+    def __init__(self, m, cfg: dict, radii: np.ndarray, ds: xr.Dataset):
+        self.m, self.cfg, self.radii, self.r0 = m, cfg, radii, float(m.radius)
+        self.pop = None
+        if m.kind == "sphere" and cfg["density"] not in ("uniform", "piecewise"):
+            check_vars(ds, "population_data")
+            self.pop = self._unit(np.asarray(ds["population_data"].values, dtype=np.float64))
+
+    def _unit(self, x):
+        u = self.m._local(x)[..., :self.m.k + 1]
+        return u / np.linalg.norm(u, axis=-1, keepdims=True)
+
+    def _grid(self, n: int) -> np.ndarray:
+        """n centres: angles (circle) or unit vectors of a Fibonacci lattice (sphere)."""
+        if self.m.kind == "circle":
+            return np.linspace(-np.pi, np.pi, n, endpoint=False)
+        i = np.arange(n) + 0.5
+        z, ang = 1 - 2 * i / n, np.pi * (1 + 5**0.5) * i
+        s = np.sqrt(1 - z * z)
+        return np.c_[s * np.cos(ang), s * np.sin(ang), z]
+
+    def spacing(self, n: int) -> float:
+        return 2 * np.pi * self.r0 / n if self.m.kind == "circle" else float(np.sqrt(4 * np.pi / n)) * self.r0
+
+    def pop_mass(self, centres: np.ndarray, radii: np.ndarray) -> np.ndarray:
+        """Population masses (n_centres, n_radii) of the balls."""
+        a = radii / self.r0
+        if self.m.kind == "circle":
+            return _circle_arc_mass(centres, a, self.cfg["density"], float(self.cfg.get("kappa", 1.0)))
+        if self.pop is not None:
+            return self._counts(self.pop, centres, a) / len(self.pop)
+        return np.concatenate([_sphere_cap_mass(centres[i:i + CAP_CHUNK], a, self.cfg["density"])
+                               for i in range(0, len(centres), CAP_CHUNK)])
+
+    def first(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """The first ``n`` centres embedded in R^D, and their population masses at every radius (a population
+        sample's: its share within each geodesic distance)."""
+        g = self._grid(n)
+        pts = self.m.embed(self.r0 * (np.c_[np.cos(g), np.sin(g)] if self.m.kind == "circle" else g))
+        if self.pop is not None:
+            return pts, arrays.ball_mass(self.m.geodesic_distance(pts, self.m.embed(self.r0 * self.pop)), self.radii)
+        return pts, self.pop_mass(g, self.radii)
+
+    def _counts(self, points, centres: np.ndarray, a: np.ndarray) -> np.ndarray:
+        """Points of ``points`` (angles sorted, circle; unit vectors or their ``cKDTree``, sphere) in the closed
+        balls of half-angles ``a`` (n_radii,) around ``centres``, (n_centres, n_radii)."""
+        if self.m.kind == "circle":
+            ext = np.concatenate([points - 2 * np.pi, points, points + 2 * np.pi])
+            lo = np.searchsorted(ext, centres[:, None] - a[None, :], side="left")
+            hi = np.searchsorted(ext, centres[:, None] + a[None, :], side="right")
+            return np.minimum(hi - lo, points.size).astype(np.float64)
+        from scipy.spatial import cKDTree
+
+        tree = points if isinstance(points, cKDTree) else cKDTree(points)
+        chord = 2 * np.sin(np.minimum(a, np.pi) / 2)
+        return np.stack([tree.query_ball_point(centres, r, return_length=True) for r in chord], -1).astype(np.float64)
+
+    def refine(self, xx: np.ndarray, stats: np.ndarray, n: int, c: float) -> np.ndarray:
+        """delta (and its ratios) on centres refined until their spacing is at most delta (``stats``: the first
+        pass's (delta, ratio min, ratio max); returns them with the number of centres)."""
+        delta = stats[0]
+        if self.m.kind == "circle":
+            u = self._local_angles(xx)
+        else:
+            from scipy.spatial import cKDTree
+
+            u = cKDTree(self._unit(xx))  # built once: every radius of the scan queries it
+        size = xx.shape[0]
+        grid = self._grid(n)
+        while np.isfinite(delta) and self.spacing(len(grid)) > delta and len(grid) < MAX_CENTRES:
+            # the next power of 2 of centres whose spacing is at most delta (it can only grow: one refinement
+            # suffices unless MAX_CENTRES stops it)
+            want = int(min(MAX_CENTRES, 2 ** np.ceil(np.log2(len(grid) * (self.spacing(len(grid)) / delta)
+                                                                ** self.m.k))))
+            if self.m.kind == "circle":  # nested: n x 2^j equally spaced from -pi holds the old grid
+                grid = self._grid(len(grid) * int(2 ** np.ceil(np.log2(want / len(grid)))))
+            else:  # the old centres and a denser lattice
+                grid = np.concatenate([grid, self._grid(want)])
+            start = int(np.searchsorted(self.radii, delta))  # below delta the old centres (among these) fail
+            delta, ratios = np.nan, (np.nan, np.nan)
+            for j in range(start, self.radii.size):
+                r = self.radii[j:j + 1]
+                pop = self.pop_mass(grid, r)[:, 0]
+                mass = self._counts(u, grid, r / self.r0)[:, 0] / size
+                if np.all(mass >= c * pop):
+                    with np.errstate(invalid="ignore", divide="ignore"):
+                        ratio = mass / pop
+                    delta, ratios = float(r[0]), (float(np.nanmin(ratio)), float(np.nanmax(ratio)))
+                    break
+            stats = np.array([delta, *ratios])
+        return np.append(stats[:3], len(grid))
+
+    def _local_angles(self, xx):
+        y = self.m._local(xx)
+        return np.sort(np.arctan2(y[:, 1], y[:, 0]))
 
 
 def coverage_radii(radius: float) -> np.ndarray:
@@ -354,7 +461,7 @@ def coverage_radii(radius: float) -> np.ndarray:
 
 def coverage(ds: xr.Dataset, *, c: float = 0.5, variable: str = "denoised", n_centers: int = 256,
              radii: np.ndarray | None = None, step: int = -1, t: float | None = None,
-             dim: str = "sample") -> xr.Dataset:
+             dim: str = "sample", refine: bool = True) -> xr.Dataset:
     """delta-coverage of the manifold by the samples: the smallest geodesic radius r such that every
     geodesic ball of radius r on M holds sample mass >= c x population mass.
 
@@ -369,9 +476,19 @@ def coverage(ds: xr.Dataset, *, c: float = 0.5, variable: str = "denoised", n_ce
     samples are left out.  The samples are streamed in chunks of :data:`COVERAGE_CHUNK` (memory O(n_centers x
     chunk), not O(n_centers x samples)).
 
+    "Every ball" is read on a finite set of centres, which says nothing about the gaps between them once delta
+    falls below their spacing (256 centres on a circle of radius 2 are 0.049 apart; a memorizer's delta at
+    N = 10^5 is 0.003).  With ``refine`` (default) the centres are refined until their spacing is at most
+    delta: nested grids on the circle (n_centers x 2^j), the old centres plus a denser Fibonacci lattice on
+    the sphere, so delta can only grow and the scan resumes at the last one; spacing 2 pi r / n on the circle
+    and sqrt(4 pi r^2 / n) on the sphere, at most :data:`MAX_CENTRES` centres (the cell's
+    ``coverage_centres`` says how many were used).  The refined counts come from the samples' sorted angles
+    (circle) or a k-d tree of their unit vectors (sphere, chord 2 sin(a / 2) for geodesic angle a): the
+    same closed balls as the distances.
+
     Returns a Dataset over the cells: ``coverage_delta`` (data units; NaN when no radius of the
     grid passes), ``mass_ratio_min`` and ``mass_ratio_max`` (sample over population mass over the
-    centres at delta).  Computed eagerly per cell (one sort per cell).
+    centres at delta), ``coverage_centres``.  Computed eagerly per cell.
 
     Raises
     ------
@@ -393,36 +510,21 @@ def coverage(ds: xr.Dataset, *, c: float = 0.5, variable: str = "denoised", n_ce
         last = at_step(ds, step, t)
         x = last[variable] / float(last["alpha"])
     cfg = json.loads(ds.attrs["config"])["dataset"]["manifold"]
-    if m.kind == "circle":
-        phi = np.linspace(-np.pi, np.pi, n_centers, endpoint=False)
-        centers = m.embed(r0 * np.c_[np.cos(phi), np.sin(phi)])
-        pop_mass = _circle_arc_mass(phi, radii / r0, cfg["density"], float(cfg.get("kappa", 1.0)))
-    else:
-        i = np.arange(n_centers) + 0.5
-        z, ang = 1 - 2 * i / n_centers, np.pi * (1 + 5**0.5) * i
-        s = np.sqrt(1 - z * z)
-        unit = np.c_[s * np.cos(ang), s * np.sin(ang), z]
-        centers = m.embed(r0 * unit)
-        if cfg["density"] in ("uniform", "piecewise"):
-            pop_mass = _sphere_cap_mass(unit, radii / r0, cfg["density"])
-        else:
-            check_vars(ds, "population_data")
-            pop_mass = arrays.ball_mass(m.geodesic_distance(centers, np.asarray(ds["population_data"].values)),
-                                        radii)
+    centres = _Centres(m, cfg, radii, ds)
 
     def _cov(xx):  # the samples in chunks: the (n_centers, chunk) distances stay small at 10^6 samples
         xx = np.asarray(xx, dtype=np.float64)
-        within, total = np.zeros((len(centers), radii.size)), np.zeros(len(centers))
+        xx = xx[np.isfinite(xx).all(-1)]
+        points, pop_mass = centres.first(n_centers)
+        within, total = np.zeros((len(points), radii.size)), np.zeros(len(points))
         for start in range(0, xx.shape[0], COVERAGE_CHUNK):
-            part = xx[start:start + COVERAGE_CHUNK]
-            dist = m.geodesic_distance(centers, part)
-            dist[:, ~np.isfinite(part).all(-1)] = np.nan
-            w, n = arrays.ball_weight(dist, radii)
+            w, n = arrays.ball_weight(m.geodesic_distance(points, xx[start:start + COVERAGE_CHUNK]), radii)
             within += w
             total += n
         with np.errstate(invalid="ignore", divide="ignore"):
             mass = np.where(total[:, None] > 0, within / total[:, None], np.nan)
-        return arrays.coverage_radius(mass, pop_mass, radii, c)
+        stats = arrays.coverage_radius(mass, pop_mass, radii, c)
+        return centres.refine(xx, stats, n_centers, c) if refine and xx.shape[0] else np.append(stats, n_centers)
 
     res = xr.apply_ufunc(_cov, x.compute(), input_core_dims=[[dim, "dim"]], output_core_dims=[["stat"]],
                          vectorize=True)
@@ -433,6 +535,8 @@ def coverage(ds: xr.Dataset, *, c: float = 0.5, variable: str = "denoised", n_ce
                                      "1"),
         "mass_ratio_max": with_attrs(res.isel(stat=2, drop=True), "largest sample / population ball mass at delta",
                                      "1"),
+        "coverage_centres": with_attrs(res.isel(stat=3, drop=True), "ball centres delta was read on (n_centers, "
+                                       "more where refined)", "1"),
     })
     out.attrs.update(c=c, n_centers=n_centers, variable=variable, k=m.k)
     return out
