@@ -431,3 +431,22 @@ def test_refinement_counts_equal_distance_counts(kind, seed, n):
     want = (m.geodesic_distance(pts, x)[:, :, None] <= radii * (1 + 1e-12)).sum(1)
     near = np.abs(m.geodesic_distance(pts, x)[:, :, None] - radii).min(1) < 1e-9  # rounding at a boundary
     np.testing.assert_array_equal(np.where(near, want, got), want)
+
+
+def test_refinement_on_a_von_mises_fisher_sphere_reads_population_masses_from_its_sample():
+    """The sphere with a von Mises-Fisher density has no closed-form cap masses: the refinement reads them from the
+    stored population sample (its k-d tree). Samples: every other point of the population; refined, delta is at
+    least the unrefined one, the centres' spacing is at most delta, and every ball at delta holds half its mass."""
+    R = 2.0
+    m = Manifold("sphere", ambient_dim=3, radius=R)
+    pop = m.embed(R * _fibonacci(20_000))
+    cfg = {"dataset": {"manifold": {"kind": "sphere", "ambient_dim": 3, "radius": R, "minor_radius": 0.3,
+                                    "rotation_seed": 0, "density": "von_mises", "kappa": 1.0}}}
+    ds = xr.Dataset({"denoised": (("cell", "sample", "dim"), pop[None, ::2]), "population_data": (("pop", "dim"), pop)},
+                    attrs={"config": json.dumps(cfg)})
+    radii = np.geomspace(0.05, 3.0, 60)  # from the population's own spacing up (an empty ball passes as 0 >= 0)
+    got = analysis.coverage(ds, c=0.5, n_centers=64, radii=radii)
+    plain = analysis.coverage(ds, c=0.5, n_centers=64, radii=radii, refine=False)
+    delta, n = float(got.coverage_delta.squeeze()), int(got.coverage_centres.squeeze())
+    assert 64 < n < 2**20 and np.sqrt(4 * np.pi / n) * R <= delta and delta >= float(plain.coverage_delta.squeeze())
+    assert float(got.mass_ratio_min.squeeze()) >= 0.5

@@ -351,7 +351,7 @@ class _Centres:
 
     def __init__(self, m, cfg: dict, radii: np.ndarray, ds: xr.Dataset):
         self.m, self.cfg, self.radii, self.r0 = m, cfg, radii, float(m.radius)
-        self.pop = None
+        self.pop = self.pop_tree = None
         if m.kind == "sphere" and cfg["density"] not in ("uniform", "piecewise"):
             check_vars(ds, "population_data")
             self.pop = self._unit(np.asarray(ds["population_data"].values, dtype=np.float64))
@@ -377,8 +377,12 @@ class _Centres:
         a = radii / self.r0
         if self.m.kind == "circle":
             return _circle_arc_mass(centres, a, self.cfg["density"], float(self.cfg.get("kappa", 1.0)))
-        if self.pop is not None:
-            return self._counts(self.pop, centres, a) / len(self.pop)
+        if self.pop is not None:  # a population sample's share (its k-d tree built once)
+            from scipy.spatial import cKDTree
+
+            if not isinstance(self.pop_tree, cKDTree):
+                self.pop_tree = cKDTree(self.pop)
+            return self._counts(self.pop_tree, centres, a) / len(self.pop)
         return np.concatenate([_sphere_cap_mass(centres[i:i + CAP_CHUNK], a, self.cfg["density"])
                                for i in range(0, len(centres), CAP_CHUNK)])
 
