@@ -241,7 +241,7 @@ def test_diagnostics_that_cut_nothing_leave_the_hash_as_before_the_field(tmp_pat
 
     def without_field(exp, train):
         cfg = exp.model_dump(exclude=set(NOT_HASHED))
-        for key in ("stop_degenerate", "d_star_alt", "accelerate", "logits"):
+        for key in ("stop_degenerate", "d_star_alt", "accelerate", "logits", "observe"):
             del cfg["ridge"][key]
         del cfg["dataset"]["n_train"], cfg["dataset"]["images"], cfg["model"]["name"], cfg["model"]["diagnostics"]
         del cfg["sampler"]["scheduler_class"], cfg["sampler"]["eta"], cfg["training"]["draws"]
