@@ -515,11 +515,11 @@ def coverage(ds: xr.Dataset, *, c: float = 0.5, variable: str = "denoised", n_ce
         x = last[variable] / float(last["alpha"])
     cfg = json.loads(ds.attrs["config"])["dataset"]["manifold"]
     centres = _Centres(m, cfg, radii, ds)
+    points, pop_mass = centres.first(n_centers)  # once for every cell
 
     def _cov(xx):  # the samples in chunks: the (n_centers, chunk) distances stay small at 10^6 samples
         xx = np.asarray(xx, dtype=np.float64)
         xx = xx[np.isfinite(xx).all(-1)]
-        points, pop_mass = centres.first(n_centers)
         within, total = np.zeros((len(points), radii.size)), np.zeros(len(points))
         for start in range(0, xx.shape[0], COVERAGE_CHUNK):
             w, n = arrays.ball_weight(m.geodesic_distance(points, xx[start:start + COVERAGE_CHUNK]), radii)
