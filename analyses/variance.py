@@ -381,6 +381,155 @@ def score_noise_correlation(ds, *, cells=CORRELATION_CELLS, times=CORRELATION_TI
     return pd.DataFrame(rows)
 
 
+# ---------------------------------------------------------------------------------------------------------
+# The predicted Delta G (issue 40): the ensemble's second-cumulant (Gaussian) approximation, from the draws.
+
+#: written 2026-12-04, BEFORE any prediction was computed (docs/variance.md, "The predicted Delta G")
+PREDICTION_WRITTEN = "docs/variance.md, 2026-12-04, before any prediction was computed"
+#: P1: the Gaussian approximation reproduces the measured Delta G (the margin of C3: two points of gap mass)
+REPRODUCES = Criterion.within(-0.02, 0.02, text="interval inside [-0.02, 0.02] agrees; wholly outside disagrees",
+                              written=PREDICTION_WRITTEN)
+#: P2: the DSM fit's excess V-kernel alone moves mass into the gap
+EXCESS_FILLS = Criterion.above(1e-12, text="interval above 0 agrees; wholly at or below 0 disagrees",
+                               written=PREDICTION_WRITTEN)
+#: the five ensembles of a cell: (readout draws, centred on) -> what they are
+PREDICTION_ENSEMBLES = {"dsm": "the DSM fits (measured)", "ideal": "the ideal fits (measured)",
+                        "gauss dsm": "Gaussian, DSM fits' mean and V-kernel",
+                        "gauss ideal": "Gaussian, ideal fits' mean and V-kernel",
+                        "gauss excess": "Gaussian, ideal fits' mean, DSM fits' V-kernel"}
+
+
+def prediction_cells(exp) -> list[dict]:
+    """The cells of :func:`gaussian_prediction`: under each of the entry's loss weights, every (width, n_noise)
+    with p/P >= 1/4 (C1's cells) or P/p >= 16 (C3's), P = N x n_time x n_noise training rows."""
+    from ridgexr.datasets.training_set import load_training_set
+
+    n_points = load_training_set(exp.dataset, base_dir=exp.base_dir).shape[0]
+    cells = []
+    for schedule in exp.schedules:
+        for w in exp.model.widths:
+            for n in exp.training.n_noise:
+                ratio = int(w) / (n_points * exp.training.n_time * int(n))
+                if ratio >= 0.25 or ratio <= 1 / 16:
+                    cells.append({"schedule": str(schedule), "width": int(w), "n_noise": int(n)})
+    return cells
+
+
+def gaussian_prediction(exp, *, cells=None, draws: int | None = None, n_boot: int = 2000, seed: int = 0,
+                        progress=None):
+    """Delta G predicted by the ensemble's Gaussian (second-cumulant) approximation, against Delta G measured.
+
+    Vastola's path integral averages the sampler over the learned score's training noise; keeping its first two
+    cumulants (the mean score and the V-kernel V(x, t; x', t'), at all pairs of times) replaces the ensemble by a
+    Gaussian field with the same mean and kernel.  A random-feature fit is linear in its readout A on features
+    shared by every draw, so that field is the model with A = mean + sum_m z_m (A_m - Abar) / sqrt(M - 1),
+    z ~ N(0, I) (:func:`ridgexr.analysis.arrays.gaussian_ensemble`): the kernel is carried whole, with its
+    correlation across times (the effective SDE's white-noise form would need it uncorrelated; it is not:
+    :func:`score_noise_correlation`).  Per cell the M draws of each target are refitted (the run's seeds), and
+    the five ensembles of :data:`PREDICTION_ENSEMBLES` are sampled with the run's sampler (same initial states,
+    steps and divergence guard); each has M members of ``n_samples`` samples.  The Gaussian ensembles share
+    one z (common random numbers).
+
+    Returns a DataFrame, one row per cell: the gap mass of each ensemble (diverged samples outside the gap, as
+    :func:`ridgexr.analysis.gap_mass`), and with 95 % bootstrap intervals over the M draw positions (resampled
+    jointly in all five ensembles, :func:`ridgexr.analysis.arrays.pooled_contrast_ci`): ``measured`` = dsm -
+    ideal, ``predicted`` = gauss dsm - gauss ideal, ``error`` = measured - predicted, ``excess`` = gauss excess
+    - gauss ideal (the DSM V-kernel's effect at the ideal mean).
+    """
+    import pandas as pd
+    import torch
+    import xarray as xr
+
+    from ridgexr.analysis import arrays
+    from ridgexr.datasets.training_set import load_training_set
+    from ridgexr.process import time_grid
+    from ridgexr.sampling import divergence_bound, guard_divergence, sample
+
+    train = load_training_set(exp.dataset, base_dir=exp.base_dir)
+    bound = divergence_bound(train)
+    p = exp.process
+    grid = time_grid(p.n_steps, p.T, p.t_min, p.grid)
+    draws = draws or exp.training.draws
+    z = np.random.default_rng(seed).standard_normal((draws, draws))  # common to the three Gaussian ensembles
+    rows = []
+    for i, sel in enumerate(cells if cells is not None else prediction_cells(exp)):
+        fitted = _refitted(exp, train, sel, draws)
+        models = {k: [m for task, m in fitted if task.labels["target"] == k] for k in ("dsm", "ideal")}
+        base = models["ideal"][0]
+        for m in models["dsm"] + models["ideal"]:  # one set of features: a draw differs only in its readout
+            if not all(torch.equal(getattr(m, b), getattr(base, b)) for b in ("w_x", "w_t", "b")):
+                raise ValueError(f"cell {sel}: the draws do not share their features; the Gaussian field of the "
+                                 "readout would not be the ensemble's")
+        A = {k: np.stack([m.A.detach().numpy() for m in v]) for k, v in models.items()}  # (M, d, p)
+        readouts = {"dsm": A["dsm"], "ideal": A["ideal"],
+                    "gauss dsm": arrays.gaussian_ensemble(A["dsm"], draws, z=z),
+                    "gauss ideal": arrays.gaussian_ensemble(A["ideal"], draws, z=z),
+                    "gauss excess": arrays.gaussian_ensemble(A["dsm"], draws, mean=A["ideal"].mean(0), z=z)}
+        finals = []
+        for name in PREDICTION_ENSEMBLES:
+            out = []
+            for a_m in readouts[name]:
+                score = guard_divergence(base.with_A(a_m).score, bound)
+                blocks = sample(exp.sampler.kind, score, exp.n_samples, train.shape[1], grid,
+                                seed=exp.seeds.sampler, block_steps=2, record_every=p.n_steps)
+                out.append([b.x[-1] for b in blocks][-1].numpy())
+            finals.append(np.stack(out))
+        x = np.stack(finals)[:, :, None]  # (ensemble, draw, step = 1, sample, dim)
+        ds = xr.Dataset({"trajectory": (("ensemble", "draw", "step", "sample", "dim"), x),
+                         "alpha": (("step",), [float(np.exp(-grid[-1]))])})
+        g = analysis.gap_mass(ds, n_boot=10)  # the gap rule of the fair test (diverged samples outside)
+        k = (g.gap_mass_draw * exp.n_samples).values  # (ensemble, draw) counts in the gap
+        n = np.full_like(k, float(exp.n_samples))
+        e = {name: j for j, name in enumerate(PREDICTION_ENSEMBLES)}
+        row = {"w": sel["schedule"], "p": sel["width"], "n_noise": sel["n_noise"], "draws": draws,
+               "P": int(train.shape[0] * exp.training.n_time * sel["n_noise"])}
+        row["p/P"] = row["p"] / row["P"]
+        for name in PREDICTION_ENSEMBLES:
+            row[f"G {name}"] = float(k[e[name]].sum() / n[e[name]].sum())
+        for key, weights in (("measured", {"dsm": 1, "ideal": -1}), ("predicted", {"gauss dsm": 1, "gauss ideal": -1}),
+                             ("error", {"dsm": 1, "ideal": -1, "gauss dsm": -1, "gauss ideal": 1}),
+                             ("excess", {"gauss excess": 1, "gauss ideal": -1})):
+            idx = [e[name] for name in weights]
+            v, lo, hi = arrays.pooled_contrast_ci(k[idx], n[idx], list(weights.values()), n_boot=n_boot, seed=seed)
+            row.update({key: float(v), f"{key}_low": float(lo), f"{key}_high": float(hi)})
+        row["diverged dsm / gauss dsm"] = (f"{int((~np.isfinite(x[e['dsm']]).all(-1)).sum())} / "
+                                           f"{int((~np.isfinite(x[e['gauss dsm']]).all(-1)).sum())}")
+        row["n samples"] = draws * exp.n_samples
+        rows.append(row)
+        if progress is not None:
+            progress(i, row)
+    return pd.DataFrame(rows)
+
+
+def prediction_claims(df) -> tuple[list[Claim], list[str], str]:
+    """The criteria of docs/variance.md's "The predicted Delta G" evaluated by the claims engine.
+
+    Claims: P1 per cell (measured - predicted Delta G within +-0.02, :data:`REPRODUCES`) and P2 per cell with
+    p/P >= 1/4 (the DSM V-kernel's excess alone moves mass into the gap, :data:`EXCESS_FILLS`).  P1 agrees when
+    every cell agrees and disagrees when any disagrees; P2 agrees when at least half of its cells agree and
+    disagrees when more than half disagree (C1's rule); overall "agrees" when both agree, "disagrees" when either
+    disagrees, else "inconclusive".  Returns (claims, one line per criterion, overall verdict)."""
+    claims = []
+    for r in df.to_dict("records"):
+        labels = {"w": r["w"], "p": int(r["p"]), "n_noise": int(r["n_noise"]), "p/P": f"{r['p/P']:.3g}",
+                  "diverged dsm / gauss dsm": r["diverged dsm / gauss dsm"]}
+        claims.append(Claim("P1: the Gaussian approximation reproduces Delta G", "measured - predicted Delta G, "
+                            "95 % bootstrap over draw positions", r["error"], r["error_low"], r["error_high"],
+                            int(r["draws"]), REPRODUCES, labels=labels))
+        if r["p/P"] >= 0.25:
+            claims.append(Claim("P2: the DSM V-kernel's excess alone fills the gap", "Gaussian gap mass, DSM "
+                                "kernel - ideal kernel at the ideal mean", r["excess"], r["excess_low"],
+                                r["excess_high"], int(r["draws"]), EXCESS_FILLS, labels=labels))
+    p1 = _aggregate([c.verdict for c in claims if c.statement.startswith("P1")], "all")
+    p2 = _aggregate([c.verdict for c in claims if c.statement.startswith("P2")], "half")
+    lines = [f"P1 (measured - predicted Delta G within +-0.02 in every cell): {p1}",
+             f"P2 (the DSM V-kernel's excess alone moves mass into the gap in at least half of the cells with "
+             f"p/P >= 1/4): {p2}"]
+    overall = "agrees" if (p1, p2) == ("agrees", "agrees") else "disagrees" if "disagrees" in (p1, p2) else \
+        "inconclusive"
+    return claims, lines, overall
+
+
 def ensemble_main(name: str, ds, figures: Path | None = None) -> None:
     df, t_probe = ensemble_table(ds)
     if figures is not None:
