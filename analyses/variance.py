@@ -66,8 +66,17 @@ def main(argv=None):
     ap.add_argument("--step-refinement", action="store_true",
                     help="ensembles: refit the most divergent cells and sample them at 10x the steps (a few minutes), "
                          "and the score noise's correlation across diffusion times")
+    ap.add_argument("--prediction", action="store_true",
+                    help="ensembles: Delta G predicted by the Gaussian (second-cumulant) approximation from refitted "
+                         "draws, against Delta G measured (no store needed; ~40 s per cell on one core)")
     args = ap.parse_args(argv)
     figs = Path(args.figures)
+    if args.prediction:
+        for name in args.entries:
+            exp = _experiment(name, args.catalog)
+            if exp.training.draws > 1:
+                prediction_main(name, exp, figs)
+        return
     for name in args.entries:
         ds = store_for(name, args.data, args.catalog)
         if "draw" in ds.dims:  # ensembles over training-noise draws: the fair test
@@ -528,6 +537,78 @@ def prediction_claims(df) -> tuple[list[Claim], list[str], str]:
     overall = "agrees" if (p1, p2) == ("agrees", "agrees") else "disagrees" if "disagrees" in (p1, p2) else \
         "inconclusive"
     return claims, lines, overall
+
+
+def _experiment(name: str, catalog: str | None):
+    import ridgexr
+    from ridgexr.catalog import load_catalog_file
+
+    return load_catalog_file(catalog)[name] if catalog else ridgexr.open_catalog()[name]
+
+
+def prediction_figure(df, name: str) -> hv.Overlay:
+    """Measured against predicted Delta G per cell with both 95 % intervals, one colour per loss weight, and the
+    line measured = predicted."""
+    colors = {"1": "#1f77b4", "h": "#ff7f0e", "h2": "#2ca02c"}
+    dims = ("predicted Delta G (Gaussian approximation)", "measured Delta G")
+    lo = float(min(df[["predicted_low", "measured_low"]].min()))
+    hi = float(max(df[["predicted_high", "measured_high"]].max()))
+    layers = [hv.Curve(([lo, hi], [lo, hi]), *dims).opts(color="black", linewidth=0.8, linestyle="--",
+                                                         backend="matplotlib")]
+    for s, g in df.groupby("w", sort=False):
+        c = colors.get(str(s), "#7f7f7f")
+        layers += [hv.Scatter((g["predicted"], g["measured"]), *dims, label=f"w = {s}").opts(
+                       color=c, s=30, backend="matplotlib"),
+                   hv.ErrorBars((g["predicted"], g["measured"], g["measured"] - g["measured_low"],
+                                 g["measured_high"] - g["measured"]), dims[0], [dims[1], "neg", "pos"]).opts(
+                       edgecolor=c, backend="matplotlib"),
+                   hv.ErrorBars((g["predicted"], g["measured"], g["predicted"] - g["predicted_low"],
+                                 g["predicted_high"] - g["predicted"]), dims[0], [dims[1], "neg", "pos"],
+                                horizontal=True).opts(edgecolor=c, backend="matplotlib")]
+    return hv.Overlay(layers).opts(title=f"{name}: Delta G measured vs Gaussian prediction [95 %]",
+                                   legend_position="right", aspect=1.3, fig_inches=7, backend="matplotlib")
+
+
+def prediction_main(name: str, exp, figures: Path | None = None) -> None:
+    """Compute :func:`gaussian_prediction` over :func:`prediction_cells`, print its table and claims, and (with
+    ``figures``) write docs/claims_tables/<name>-prediction.md and the figure."""
+    import time
+
+    import torch
+
+    # the run's thread count (catalog runs of this entry: --threads 1): the refitted ensembles are then the
+    # stored ones to rounding (analyses/variance.py step_refinement checks the same refits against the store)
+    torch.set_num_threads(1)
+    cells = prediction_cells(exp)
+    start = time.perf_counter()
+
+    def progress(i, row):
+        print(f"[{i + 1}/{len(cells)}, {time.perf_counter() - start:.0f} s] w = {row['w']}, p = {row['p']}, "
+              f"n_noise = {row['n_noise']}: measured {row['measured']:+.4f}, predicted {row['predicted']:+.4f}, "
+              f"excess {row['excess']:+.4f}", flush=True)
+
+    df = gaussian_prediction(exp, cells=cells, progress=progress)
+    print(f"\n## {name}: Delta G measured against the Gaussian (second-cumulant) prediction "
+          f"({time.perf_counter() - start:.0f} s)\n")
+    cols = ["w", "p", "n_noise", "p/P"] + [f"G {k}" for k in PREDICTION_ENSEMBLES] + [
+        "measured", "predicted", "error", "excess", "diverged dsm / gauss dsm"]
+    print(markdown_table(df[cols]))
+    claims, lines, overall = prediction_claims(df)
+    table = claims_markdown(claims, drop=("measure", "null from", "gate"))
+    print(f"\n### {name}: claims of the prediction\n\n{table}\n")
+    for line in lines:
+        print(f"- {line}")
+    print(f"- verdict by the claims rule: {overall}")
+    if figures is not None:
+        from ridgexr import plot
+
+        plot.ensure_backends()
+        save_png(prediction_figure(df, name), figures / f"variance_{name.split('-', 1)[1].replace('-', '_')}"
+                 "_prediction.png")
+        (figures.parent / "claims_tables" / f"{name}-prediction.md").write_text(
+            f"<!-- generated by analyses/variance.py --prediction from the {name} entry's refitted draws; do not "
+            f"edit -->\n\n{markdown_table(df[cols])}\n\n{table}\n" + "".join(f"\n- {line}" for line in lines)
+            + f"\n- verdict by the claims rule: **{overall}**\n")
 
 
 def ensemble_main(name: str, ds, figures: Path | None = None) -> None:

@@ -74,6 +74,10 @@ def test_a_claim_counts_its_excluded_draws_and_the_gate_overrides_its_evidence()
     cells = Claim("x", "m", 0.2, 0.05, 0.45, 16, c, unit="cells")  # n counts cells (a correlation over cells)
     assert "cells would settle it" in cells.note and "draws" not in cells.note
     assert Claim("x", "m", math.nan, math.nan, math.nan, 0, c).verdict == NO_STATE
+    # an estimate of exactly 0 against "above 0": the scaling asks ~10^20 draws; the note says why instead
+    edge = Claim("x", "m", 0.0, -0.01, 0.01, 32, Criterion.above(1e-12))
+    assert draws_to_resolve(0.0, -0.01, 0.01, 32, Criterion.above(1e-12)) > 10_000 * 32
+    assert edge.verdict == "inconclusive" and "region's edge" in edge.note and "would settle" not in edge.note
 
 
 def test_median_interval_matches_numpy_and_counts_finite_values(rng):

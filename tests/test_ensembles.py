@@ -5,6 +5,8 @@ import math
 import numpy as np
 import pytest
 import xarray as xr
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ridgexr
 from ridgexr import analysis
@@ -144,6 +146,56 @@ def test_pooled_share_interval_resamples_draws():
         np.testing.assert_allclose(got[row], [k[row].sum() / 100, *np.quantile(boot, [0.05, 0.95])], atol=1e-12)
         np.testing.assert_allclose(diff[row], [(k[row].sum() - kr[row].sum()) / 100, *np.quantile(bdiff, [0.05, 0.95])],
                                    atol=1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(weights=st.lists(st.floats(-2, 2, allow_nan=False), min_size=1, max_size=4), m=st.integers(2, 7),
+       seed=st.integers(0, 2**16))
+def test_pooled_contrast_is_the_weighted_sum_of_pooled_shares_resampled_jointly(weights, m, seed):
+    """Against a direct loop over the bootstrap's index rows: every ensemble resampled with the same draws."""
+    rng = np.random.default_rng(seed)
+    e = len(weights)
+    n = rng.integers(1, 30, (3, e, m)).astype(float)
+    k = np.floor(rng.uniform(0, 1, n.shape) * (n + 1))
+    got = arrays.pooled_contrast_ci(k, n, weights, n_boot=200, ci=0.8, seed=seed)
+    idx = np.random.default_rng(seed).integers(0, m, size=(200, m))
+    for row in range(3):
+        def contrast(i):
+            return sum(w * k[row, j, i].sum() / n[row, j, i].sum() for j, w in enumerate(weights))
+        boot = [contrast(i) for i in idx]
+        np.testing.assert_allclose(got[row], [contrast(slice(None)), *np.quantile(boot, [0.1, 0.9])], atol=1e-12)
+
+
+def test_pooled_contrast_validates_its_shapes():
+    with pytest.raises(ValueError, match="weights"):
+        arrays.pooled_contrast_ci(np.ones((2, 3)), np.ones((2, 3)), [1.0])
+    with pytest.raises(ValueError, match="`k` and `n`"):
+        arrays.pooled_contrast_ci(np.ones((2, 3)), np.ones((2, 4)), [1.0, -1.0])
+
+
+def test_gaussian_ensemble_has_the_draws_mean_and_covariance():
+    """With z whose columns are orthogonal with z^T z = n I, the n Gaussian draws' second moment about the mean is
+    the ensemble's sample covariance exactly (closed form); with random z it is so on average (Monte Carlo)."""
+    rng = np.random.default_rng(0)
+    draws = rng.standard_normal((5, 2, 3)) * np.array([1.0, 3.0, 0.2])  # (M, d, p), an A-like ensemble
+    flat = draws.reshape(5, -1)
+    cov = np.cov(flat.T)  # ddof = 1
+    q, _ = np.linalg.qr(rng.standard_normal((40, 5)))
+    z = q * np.sqrt(40)  # z^T z = 40 I
+    mean = rng.standard_normal((2, 3))
+    g = arrays.gaussian_ensemble(draws, 40, mean=mean, z=z)
+    assert g.shape == (40, 2, 3)
+    dev = g.reshape(40, -1) - mean.ravel()
+    np.testing.assert_allclose(dev.T @ dev / 40, cov, atol=1e-12)
+    big = arrays.gaussian_ensemble(draws, 200_000, seed=1)  # centred on the draws' own mean
+    np.testing.assert_allclose(big.mean(0), draws.mean(0), atol=0.02)
+    np.testing.assert_allclose(np.cov(big.reshape(200_000, -1).T), cov, atol=0.05 * np.abs(cov).max())
+    with pytest.raises(ValueError, match="draws"):
+        arrays.gaussian_ensemble(draws[:1], 3)
+    with pytest.raises(ValueError, match="mean"):
+        arrays.gaussian_ensemble(draws, 3, mean=np.zeros(3))
+    with pytest.raises(ValueError, match="`z`"):
+        arrays.gaussian_ensemble(draws, 3, z=np.zeros((3, 4)))
 
 
 def test_v_kernel_estimator_on_a_linear_model_matches_the_closed_form_variance():

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analyses"))
@@ -124,3 +125,68 @@ experiments:
     worst = sel.where(sel == sel.max(), drop=True)  # the most divergent cell (the first of ties)
     assert (int(cell.width), int(cell.n_noise)) in {(int(w), int(n)) for w in worst.width.values
                                                     for n in worst.n_noise.values}
+
+
+def test_gaussian_prediction_measures_the_run_and_predicts_from_the_draws(tmp_path):
+    """The prediction's measured ensembles are the run's (pooled gap masses and Delta G equal analysis.gap_mass on
+    the store); its cells are C1's and C3's; its Gaussian ensembles differ from the measured ones (they are new
+    draws, not the fits) but share the fits' features."""
+    import ridgexr
+    from ridgexr import analysis
+    from ridgexr.catalog import load_catalog_file
+    from ridgexr.run import run_experiment
+
+    f = tmp_path / "cat.yaml"
+    f.write_text("""
+experiments:
+  ens:
+    dataset: {points: two-points}
+    process: {T: 2.0, t_min: 0.01, n_steps: 12}
+    model: {widths: [8, 32], n_frequencies: 3, include_exact: false}
+    training: {quadrature: gauss-legendre-log-t, n_time: 4, n_noise: [1, 4], target: [dsm, ideal], draws: 3}
+    schedules: ["h2"]
+    sampler: {kind: ode, block_steps: 8}
+    n_samples: 64
+    d_star: 1
+    store: ens.zarr
+""")
+    exp = load_catalog_file(f)["ens"]
+    ds = ridgexr.open_dataset(run_experiment(exp, data_dir=tmp_path / "data").store)
+    cells = variance.prediction_cells(exp)  # P = 2 x 4 x n_noise = 8, 32: p/P = 1, 1/4 (p = 8); 4, 1 (p = 32)
+    assert [(c["width"], c["n_noise"]) for c in cells] == [(8, 1), (8, 4), (32, 1), (32, 4)]
+    df = variance.gaussian_prediction(exp, cells=cells[1:3], n_boot=200)
+    g = analysis.gap_mass(ds, n_boot=200).compute()
+    for r in df.to_dict("records"):
+        sel = dict(schedule="h2", width=r["p"], n_noise=r["n_noise"])
+        for target in ("dsm", "ideal"):
+            assert r[f"G {target}"] == pytest.approx(float(g.gap_mass.sel(**sel, target=target)), abs=1e-12)
+        assert r["measured"] == pytest.approx(float(g.gap_mass_diff.sel(**sel)), abs=1e-12)
+        assert r["measured_low"] == pytest.approx(float(g.gap_mass_diff_low.sel(**sel)), abs=1e-12)
+        assert r["predicted"] == pytest.approx(r["G gauss dsm"] - r["G gauss ideal"], abs=1e-12)
+        assert r["error"] == pytest.approx(r["measured"] - r["predicted"], abs=1e-12)
+        assert r["error_low"] <= r["error"] <= r["error_high"]
+        assert r["n samples"] == 3 * 64 and r["P"] == 2 * 4 * r["n_noise"]
+    claims, lines, overall = variance.prediction_claims(df)
+    assert len(claims) == 2 + 2  # P1 per cell, P2 per cell with p/P >= 1/4 (both here)
+
+
+def test_prediction_claims_follow_their_rules():
+    def table(err, err_lo, err_hi, exc, exc_lo, exc_hi, pP):
+        n = len(err)
+        return pd.DataFrame({"w": ["h"] * n, "p": [64] * n, "n_noise": [1] * n, "p/P": pP, "error": err,
+                             "error_low": err_lo, "error_high": err_hi, "excess": exc, "excess_low": exc_lo,
+                             "excess_high": exc_hi, "draws": [32] * n, "diverged dsm / gauss dsm": ["0 / 0"] * n})
+
+    good = table([0.0, 0.001], [-0.01, -0.005], [0.01, 0.006], [0.01, 0.02], [0.001, 0.01], [0.02, 0.03], [2, 0.5])
+    claims, lines, overall = variance.prediction_claims(good)
+    assert [c.verdict for c in claims] == ["agrees"] * 4 and overall == "agrees"
+    # one P1 cell wholly outside the margin: P1 and the whole disagree
+    bad = table([0.0, 0.05], [-0.01, 0.03], [0.01, 0.07], [0.01, 0.02], [0.001, 0.01], [0.02, 0.03], [2, 0.5])
+    assert variance.prediction_claims(bad)[2] == "disagrees"
+    # P1 across the margin in one cell; P2 across 0 in one of two (half agree): inconclusive overall
+    mixed = table([0.0, 0.015], [-0.01, -0.005], [0.01, 0.03], [0.01, 0.0], [0.001, -0.01], [0.02, 0.01], [2, 0.5])
+    claims, lines, overall = variance.prediction_claims(mixed)
+    assert overall == "inconclusive" and "P1" in lines[0] and lines[0].endswith("inconclusive")
+    assert lines[1].endswith("agrees")
+    # a C3 cell (P/p >= 16) carries P1 only
+    assert len(variance.prediction_claims(table([0.0], [-0.01], [0.01], [0.0], [-0.1], [0.1], [1 / 32]))[0]) == 1

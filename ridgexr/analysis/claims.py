@@ -128,6 +128,12 @@ def interval_verdict(low: float, high: float, criterion: Criterion) -> str:
     return "inconclusive"
 
 
+#: above this multiple of a claim's draws, its note says the estimate sits at a region's edge instead of printing
+#: the count (an estimate of exactly 0 against "above 0" would need ~10^20 draws by the 1 / sqrt(n) scaling; the
+#: largest count in the stored tables is 1 602 x its draws)
+SETTLE_LIMIT = 10_000
+
+
 def draws_to_resolve(estimate: float, low: float, high: float, n: int, criterion: Criterion) -> int | None:
     """The number of draws at which the interval, shrinking as 1 / sqrt(n) about ``estimate``, would fit
     inside the region that holds ``estimate``; ``None`` when no region holds it (more draws cannot settle
@@ -243,8 +249,14 @@ class Claim:
         parts = []
         if self.verdict == "inconclusive":
             need = draws_to_resolve(self.estimate, self.low, self.high, self.n, self.criterion)
-            parts.append(f"~{need} {self.unit} would settle it at this spread" if need is not None else
-                         f"the estimate lies between the regions: more {self.unit} cannot settle it at this effect")
+            if need is None:
+                parts.append(f"the estimate lies between the regions: more {self.unit} cannot settle it at this "
+                             "effect")
+            elif need > SETTLE_LIMIT * self.n:  # an estimate at a region's edge: the 1 / sqrt(n) scaling runs away
+                parts.append(f"the estimate lies at a region's edge: more than {SETTLE_LIMIT} x the {self.unit} "
+                             f"({self.n}) would be needed at this spread")
+            else:
+                parts.append(f"~{need} {self.unit} would settle it at this spread")
         if self.excluded and self.excluded_share > EXCLUDED_LIMIT:
             parts.append(f"rests on {self.n} of {self.n + self.excluded} draws ({self.excluded_share:.0%} masked, "
                          "diverged or dropped)")
