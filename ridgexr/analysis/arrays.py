@@ -15,7 +15,7 @@ from .._validation import check_int
 from ..choices import QUALITY_RULES
 from ..process import OU
 
-__all__ = ["pooled_share_ci", "pooled_contrast_ci", "gaussian_ensemble", "bootstrap_medians", "RESAMPLE_LIMIT", "ball_weight", "ball_mass", "coverage_radius", "wasserstein_1d", "sliced_wasserstein", "mmd2", "hausdorff", "novelty", "rate_fit", "proportion_ci", "share_with_ci", "CI_METHODS", "enter_and_stay_time", "reach_time", "align_time", "slide_distance", "nearest_two",
+__all__ = ["pooled_share_ci", "pooled_contrast_ci", "gaussian_ensemble", "bootstrap_medians", "RESAMPLE_LIMIT", "ball_weight", "ball_mass", "weight_share", "coverage_radius", "wasserstein_1d", "sliced_wasserstein", "mmd2", "hausdorff", "novelty", "rate_fit", "proportion_ci", "share_with_ci", "CI_METHODS", "enter_and_stay_time", "reach_time", "align_time", "slide_distance", "nearest_two",
            "memorized", "near_mode", "bootstrap_mean_ci", "crossing", "integrated_residual",
            "tangential_distance", "memorized_share_ci", "quality_reached", "first_reached", "censored_slope",
            "censored_slope_ci", "slope_verdict", "order_verdict", "loss_gen_time", "loss_min_time", "median_difference_ci", "score_errors", "slope_range", "CENSORED_FITS",
@@ -815,7 +815,27 @@ def ball_mass(dist: np.ndarray, radii: np.ndarray, weights: np.ndarray | None = 
     >>> ball_mass(np.array([[0.5, 1.5, 2.5, 3.5]]), np.array([1.0, 3.0])).tolist()
     [[0.25, 0.75]]
     """
-    within, total = ball_weight(dist, radii, weights)
+    return weight_share(*ball_weight(dist, radii, weights))
+
+
+def weight_share(within: np.ndarray, total: np.ndarray) -> np.ndarray:
+    """Ball masses from :func:`ball_weight`'s sums (added over chunks of points where streamed):
+    ``within / total`` per centre, NaN for a centre without finite points.
+
+    Parameters
+    ----------
+    within : (n_centers, n_radii) weight within each radius
+    total : (n_centers,) total finite weight
+
+    Returns
+    -------
+    (n_centers, n_radii) masses in [0, 1].
+
+    Examples
+    --------
+    >>> weight_share(np.array([[1.0, 3.0], [0.0, 0.0]]), np.array([4.0, 0.0])).tolist()
+    [[0.25, 0.75], [nan, nan]]
+    """
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(total[:, None] > 0, within / total[:, None], np.nan)
 

@@ -525,9 +525,7 @@ def coverage(ds: xr.Dataset, *, c: float = 0.5, variable: str = "denoised", n_ce
             w, n = arrays.ball_weight(m.geodesic_distance(points, xx[start:start + COVERAGE_CHUNK]), radii)
             within += w
             total += n
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mass = np.where(total[:, None] > 0, within / total[:, None], np.nan)
-        stats = arrays.coverage_radius(mass, pop_mass, radii, c)
+        stats = arrays.coverage_radius(arrays.weight_share(within, total), pop_mass, radii, c)
         return centres.refine(xx, stats, n_centers, c) if refine and xx.shape[0] else np.append(stats, n_centers)
 
     res = xr.apply_ufunc(_cov, x.compute(), input_core_dims=[[dim, "dim"]], output_core_dims=[["stat"]],
