@@ -444,9 +444,35 @@ def test_refinement_on_a_von_mises_fisher_sphere_reads_population_masses_from_it
                                     "rotation_seed": 0, "density": "von_mises", "kappa": 1.0}}}
     ds = xr.Dataset({"denoised": (("cell", "sample", "dim"), pop[None, ::2]), "population_data": (("pop", "dim"), pop)},
                     attrs={"config": json.dumps(cfg)})
-    radii = np.geomspace(0.05, 3.0, 60)  # from the population's own spacing up (an empty ball passes as 0 >= 0)
+    radii = np.geomspace(0.05, 3.0, 60)  # from the population's own spacing up
     got = analysis.coverage(ds, c=0.5, n_centers=64, radii=radii)
     plain = analysis.coverage(ds, c=0.5, n_centers=64, radii=radii, refine=False)
     delta, n = float(got.coverage_delta.squeeze()), int(got.coverage_centres.squeeze())
     assert 64 < n < 2**20 and np.sqrt(4 * np.pi / n) * R <= delta and delta >= float(plain.coverage_delta.squeeze())
     assert float(got.mass_ratio_min.squeeze()) >= 0.5
+
+
+def test_a_ball_without_population_mass_does_not_pass():
+    """A population sample as the law: below its spacing balls hold no population point, and 0 >= c x 0 would
+    pass them all.  Such a ball fails, so delta is at least the radius at which every ball holds population mass."""
+    radii = np.array([0.5, 1.0, 2.0, 3.0])
+    pop = np.array([[0.0, 0.0, 0.4, 1.0]])  # no population mass below radius 2
+    samp = np.zeros((1, 4))
+    out = arrays.coverage_radius(samp, pop, radii, c=0.5)
+    assert np.isnan(out[0])  # the sample never holds mass: no radius passes (the old rule gave 0.5)
+    out = arrays.coverage_radius(np.array([[0.0, 0.0, 0.3, 1.0]]), pop, radii, c=0.5)
+    assert out[0] == 2.0  # the first radius with population mass, where 0.3 >= 0.5 x 0.4
+    # end to end: the von Mises-Fisher sphere's population sample as the law and as the samples, from radii far
+    # below its spacing (~0.05): delta is where every centre's ball first holds a population point, not 1e-4
+    R = 2.0
+    m = Manifold("sphere", ambient_dim=3, radius=R)
+    pop = m.embed(R * _fibonacci(20_000))
+    cfg = {"dataset": {"manifold": {"kind": "sphere", "ambient_dim": 3, "radius": R, "minor_radius": 0.3,
+                                    "rotation_seed": 0, "density": "von_mises", "kappa": 1.0}}}
+    ds = xr.Dataset({"denoised": (("cell", "sample", "dim"), pop[None]), "population_data": (("pop", "dim"), pop)},
+                    attrs={"config": json.dumps(cfg)})
+    radii = np.geomspace(1e-4, 1.0, 200)
+    got = analysis.coverage(ds, c=0.5, n_centers=64, radii=radii, refine=False)
+    nearest = np.sort(m.geodesic_distance(pop[::40], pop), 1)[:, 1]  # the population's own spacing (500 of its points)
+    assert float(got.coverage_delta.squeeze()) > 0.1 * np.median(nearest) > 1e-3
+    assert float(got.mass_ratio_min.squeeze()) == pytest.approx(1.0)  # the samples are the population

@@ -854,7 +854,8 @@ def coverage_radius(sample_mass: np.ndarray, population_mass: np.ndarray, radii:
 
     Returns
     -------
-    (..., 3): delta (the smallest radius of ``radii`` at which every centre passes; NaN if none),
+    (..., 3): delta (the smallest radius of ``radii`` at which every centre passes, a ball of population mass 0
+    failing; NaN if none),
     the smallest and the largest mass ratio sample / population over the centres at delta.
 
     Examples
@@ -868,7 +869,9 @@ def coverage_radius(sample_mass: np.ndarray, population_mass: np.ndarray, radii:
     radii = np.asarray(radii, dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         ratio = sample_mass / population_mass
-    passes = (sample_mass >= c * population_mass).all(-2)  # (..., n_radii)
+    # a ball without population mass cannot show coverage (with a population sample as the law, 0 >= c x 0 would
+    # pass every ball below the population's own spacing): delta is never below the population's resolution
+    passes = ((sample_mass >= c * population_mass) & (population_mass > 0)).all(-2)  # (..., n_radii)
     first = np.argmax(passes, axis=-1)
     found = passes.any(-1)
     delta = np.where(found, radii[first], np.nan)
