@@ -547,14 +547,19 @@ def _experiment(name: str, catalog: str | None):
 
 
 def prediction_figure(df, name: str) -> hv.Overlay:
-    """Measured against predicted Delta G per cell with both 95 % intervals, one colour per loss weight, and the
-    line measured = predicted."""
+    """Measured against predicted Delta G per cell with both 95 % intervals, one colour per loss weight, the line
+    measured = predicted and P1's margin about it (cells with p > P coincide under the three weights)."""
     colors = {"1": "#1f77b4", "h": "#ff7f0e", "h2": "#2ca02c"}
     dims = ("predicted Delta G (Gaussian approximation)", "measured Delta G")
     lo = float(min(df[["predicted_low", "measured_low"]].min()))
     hi = float(max(df[["predicted_high", "measured_high"]].max()))
-    layers = [hv.Curve(([lo, hi], [lo, hi]), *dims).opts(color="black", linewidth=0.8, linestyle="--",
-                                                         backend="matplotlib")]
+    m = REPRODUCES.agrees[1]  # P1's margin about measured = predicted
+    layers = [hv.Curve(([lo, hi], [lo, hi]), *dims, label="measured = predicted").opts(
+                  color="black", linewidth=0.8, linestyle="--", backend="matplotlib"),
+              hv.Curve(([lo, hi], [lo + m, hi + m]), *dims, label=f"P1 margin +-{m:g}").opts(
+                  color="grey", linewidth=0.8, linestyle=":", backend="matplotlib"),
+              hv.Curve(([lo, hi], [lo - m, hi - m]), *dims).opts(color="grey", linewidth=0.8, linestyle=":",
+                                                                 backend="matplotlib")]
     for s, g in df.groupby("w", sort=False):
         c = colors.get(str(s), "#7f7f7f")
         layers += [hv.Scatter((g["predicted"], g["measured"]), *dims, label=f"w = {s}").opts(
