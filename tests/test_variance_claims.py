@@ -70,28 +70,37 @@ def test_the_overall_rule_agrees_only_when_every_criterion_agrees_and_disagrees_
     assert variance.ensemble_claims(bad)[2] == "disagrees"  # every C1 cell wholly below 0
 
 
-def test_step_refinement_reproduces_the_store_and_refines_the_step(tmp_path):
-    """step_refinement refits a run's cells, reproduces its stored final states at the run's step count (it
-    asserts so) and samples at factor x the steps; the shares it reports are counted from those states."""
+def _ensemble_run(tmp_path, *, widths, n_samples):
+    """A small variance ensemble (two points, 3 draws, n_noise 1 and 4, w = h^2) run into ``tmp_path``:
+    (its catalog file, its store opened)."""
     import ridgexr
     from ridgexr.catalog import load_catalog_file
     from ridgexr.run import run_experiment
 
     f = tmp_path / "cat.yaml"
-    f.write_text("""
+    f.write_text(f"""
 experiments:
   ens:
-    dataset: {points: two-points}
-    process: {T: 2.0, t_min: 0.01, n_steps: 12}
-    model: {widths: [32], n_frequencies: 3, include_exact: false}
-    training: {quadrature: gauss-legendre-log-t, n_time: 4, n_noise: [1, 4], target: [dsm, ideal], draws: 3}
+    dataset: {{points: two-points}}
+    process: {{T: 2.0, t_min: 0.01, n_steps: 12}}
+    model: {{widths: {list(widths)}, n_frequencies: 3, include_exact: false}}
+    training: {{quadrature: gauss-legendre-log-t, n_time: 4, n_noise: [1, 4], target: [dsm, ideal], draws: 3}}
     schedules: ["h2"]
-    sampler: {kind: ode, block_steps: 8}
-    n_samples: 16
+    sampler: {{kind: ode, block_steps: 8}}
+    n_samples: {n_samples}
     d_star: 1
     store: ens.zarr
 """)
-    ds = ridgexr.open_dataset(run_experiment(load_catalog_file(f)["ens"], data_dir=tmp_path / "data").store)
+    return f, ridgexr.open_dataset(run_experiment(load_catalog_file(f)["ens"], data_dir=tmp_path / "data").store)
+
+
+def test_step_refinement_reproduces_the_store_and_refines_the_step(tmp_path):
+    """step_refinement refits a run's cells, reproduces its stored final states at the run's step count (it
+    asserts so) and samples at factor x the steps; the shares it reports are counted from those states."""
+    import ridgexr
+    from ridgexr.catalog import load_catalog_file
+
+    f, ds = _ensemble_run(tmp_path, widths=[32], n_samples=16)
     df = variance.step_refinement(ds, n_cells=1, draws=2, factor=3)
     assert len(df) == 2 and set(df.target) == {"dsm", "ideal"} and (df.draws == 2).all()
     cell = df.iloc[0]
@@ -128,30 +137,14 @@ experiments:
 
 
 def test_gaussian_prediction_measures_the_run_and_predicts_from_the_draws(tmp_path):
-    """The prediction's measured ensembles are the run's (pooled gap masses and Delta G equal analysis.gap_mass on
-    the store); its cells are C1's and C3's; its Gaussian ensembles differ from the measured ones (they are new
-    draws, not the fits) but share the fits' features."""
-    import ridgexr
+    """The prediction's measured ensembles are the run's (pooled gap masses and Delta G, with its interval, equal
+    analysis.gap_mass on the store); its cells are C1's and C3's; its contrasts are the differences of its gap
+    masses."""
     from ridgexr import analysis
     from ridgexr.catalog import load_catalog_file
-    from ridgexr.run import run_experiment
 
-    f = tmp_path / "cat.yaml"
-    f.write_text("""
-experiments:
-  ens:
-    dataset: {points: two-points}
-    process: {T: 2.0, t_min: 0.01, n_steps: 12}
-    model: {widths: [8, 32], n_frequencies: 3, include_exact: false}
-    training: {quadrature: gauss-legendre-log-t, n_time: 4, n_noise: [1, 4], target: [dsm, ideal], draws: 3}
-    schedules: ["h2"]
-    sampler: {kind: ode, block_steps: 8}
-    n_samples: 64
-    d_star: 1
-    store: ens.zarr
-""")
+    f, ds = _ensemble_run(tmp_path, widths=[8, 32], n_samples=64)
     exp = load_catalog_file(f)["ens"]
-    ds = ridgexr.open_dataset(run_experiment(exp, data_dir=tmp_path / "data").store)
     cells = variance.prediction_cells(exp)  # P = 2 x 4 x n_noise = 8, 32: p/P = 1, 1/4 (p = 8); 4, 1 (p = 32)
     assert [(c["width"], c["n_noise"]) for c in cells] == [(8, 1), (8, 4), (32, 1), (32, 4)]
     df = variance.gaussian_prediction(exp, cells=cells[1:3], n_boot=200)
