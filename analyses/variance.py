@@ -548,7 +548,8 @@ def _experiment(name: str, catalog: str | None):
 
 def prediction_figure(df, name: str) -> hv.Overlay:
     """Measured against predicted Delta G per cell with both 95 % intervals, one colour per loss weight, the line
-    measured = predicted and P1's margin about it (cells with p > P coincide under the three weights)."""
+    measured = predicted and P1's margin about it (cells whose fits interpolate coincide under the three
+    weights)."""
     colors = {"1": "#1f77b4", "h": "#ff7f0e", "h2": "#2ca02c"}
     dims = ("predicted Delta G (Gaussian approximation)", "measured Delta G")
     lo = float(min(df[["predicted_low", "measured_low"]].min()))
