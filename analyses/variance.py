@@ -401,7 +401,7 @@ REPRODUCES = Criterion.within(-0.02, 0.02, text="interval inside [-0.02, 0.02] a
 #: P2: the DSM fit's excess V-kernel alone moves mass into the gap
 EXCESS_FILLS = Criterion.above(1e-12, text="interval above 0 agrees; wholly at or below 0 disagrees",
                                written=PREDICTION_WRITTEN)
-#: the five ensembles of a cell: (readout draws, centred on) -> what they are
+#: the five ensembles of a cell: name -> what its readouts are
 PREDICTION_ENSEMBLES = {"dsm": "the DSM fits (measured)", "ideal": "the ideal fits (measured)",
                         "gauss dsm": "Gaussian, DSM fits' mean and V-kernel",
                         "gauss ideal": "Gaussian, ideal fits' mean and V-kernel",
