@@ -23,16 +23,18 @@ def parser(doc: str) -> argparse.ArgumentParser:
     return ap
 
 
-def store_for(name: str, data: str | None, catalog: str | None = None):
-    """Run (or resume) a catalog entry (of the built-in catalogs, or of the file ``catalog``) and open its
-    store lazily."""
+def experiment_for(name: str, catalog: str | None = None):
+    """The catalog entry ``name`` (of the built-in catalogs, or of the file ``catalog``), validated."""
     if catalog:
         from ridgexr.catalog import load_catalog_file
 
-        exp = load_catalog_file(catalog)[name]
-    else:
-        exp = ridgexr.open_catalog()[name]
-    res = run_experiment(exp, data_dir=data)
+        return load_catalog_file(catalog)[name]
+    return ridgexr.open_catalog()[name]
+
+
+def store_for(name: str, data: str | None, catalog: str | None = None):
+    """Run (or resume) a catalog entry (:func:`experiment_for`) and open its store lazily."""
+    res = run_experiment(experiment_for(name, catalog), data_dir=data)
     return ridgexr.open_dataset(res.store)
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import holoviews as hv
 import numpy as np
 
-from _common import markdown_table, parser, save_png, store_for
+from _common import experiment_for, markdown_table, parser, save_png, store_for
 
 from ridgexr import analysis
 from ridgexr.analysis.claims import Claim, Criterion, Null, claims_markdown
@@ -73,7 +73,7 @@ def main(argv=None):
     figs = Path(args.figures)
     if args.prediction:
         for name in args.entries:
-            exp = _experiment(name, args.catalog)
+            exp = experiment_for(name, args.catalog)
             if exp.training.draws > 1:
                 prediction_main(name, exp, figs)
         return
@@ -537,13 +537,6 @@ def prediction_claims(df) -> tuple[list[Claim], list[str], str]:
     overall = "agrees" if (p1, p2) == ("agrees", "agrees") else "disagrees" if "disagrees" in (p1, p2) else \
         "inconclusive"
     return claims, lines, overall
-
-
-def _experiment(name: str, catalog: str | None):
-    import ridgexr
-    from ridgexr.catalog import load_catalog_file
-
-    return load_catalog_file(catalog)[name] if catalog else ridgexr.open_catalog()[name]
 
 
 def prediction_figure(df, name: str) -> hv.Overlay:
