@@ -416,7 +416,7 @@ def _print_plan(exp, data_dir) -> None:
     table = Table(title=f"plan of {exp.name}: {dims or 'one cell'} ({count_run_cells(exp)} run), {exp.n_samples} "
                         f"samples, {exp.process.n_steps} steps, training set {shape[0]} x {shape[1]}"
                         f"{' (not installed here)' if missing else ''} -> {store}",
-                  caption="estimated on 2 idle cores (ridgexr.run.plan's rates; measured error in "
+                  caption="estimated on 2 idle cores (ridgexr.run.plan's rates; within 2x of the runs timed idle: "
                           "docs/performance.md); nothing was loaded, trained or written"
                           + ("; 'at ridge.max_iter': every SCMS projection run to its cap (degenerate frames do)"
                              if upper is not None else ""))

@@ -375,3 +375,34 @@ def test_an_mlp_fit_estimate_tracks_its_measured_training_one_and_many_steps_per
     finally:
         torch.set_num_threads(threads)
     assert max(ratios) / min(ratios) < 3, ratios
+
+
+def _plan_vs_measured():
+    """benchmarks/plan_vs_measured.py as a module (the benchmark scripts are not a package)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "plan_vs_measured.py"
+    spec = importlib.util.spec_from_file_location("plan_vs_measured", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_plan_is_within_2x_of_every_run_timed_on_an_idle_machine():
+    """Against every recorded run of a built-in entry (benchmarks/measured_runs.toml): where the 2 cores were
+    the run's own, the plan (`ridgexr run --plan`, seconds on 2 idle cores) lies within 2x of the measured wall
+    time; where other jobs shared them (or the run had one thread), the idle time is at most the measured wall
+    time and the plan at most twice it; and each entry is the one measured (its digest as written then).  The
+    docs table (docs/tables/plan_vs_measured.md) is the one these rows give.  Before the N <= d Gram pricing of a
+    low-rank frame, timescales-fashion's plan was 2.8x what one thread took on a shared machine."""
+    pvm = _plan_vs_measured()
+    found = pvm.rows()
+    assert sum(r["machine"] == "idle" for r in found) >= 5  # the idle runs, the check's point
+    for r in found:
+        assert r["same_entry"], (f"{r['entry']} changed since it was measured ({r['source']}): time it again on an "
+                                 "idle machine and update benchmarks/measured_runs.toml, or drop the row")
+        assert r["ok"], (f"{r['entry']}: the plan {r['plan_s']:.0f} s ({r['stages']}) against {r['wall_s']:.0f} s "
+                         f"measured on a {r['machine']} machine ({r['note']}): {r['check']}")
+    assert pvm.TABLE.read_text(encoding="utf-8") == pvm.table(found), \
+        "docs/tables/plan_vs_measured.md is not the current table: python benchmarks/plan_vs_measured.py --write"

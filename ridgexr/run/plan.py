@@ -418,8 +418,9 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray, *, scms_iteration
     ``scms_iterations`` replaces the assumed count (:func:`scms_upper_seconds` prices every projection at
     ``ridge.max_iter``: the bound for states whose frames are degenerate, where SCMS runs to its cap).
 
-    Meant to say which stage dominates and roughly how long a run takes (within a factor of about 3 of
-    the runs measured, docs/performance.md), not when it ends.
+    Meant to say which stage dominates and roughly how long a run takes, not when it ends: within 2x of every
+    run of a built-in entry timed on an idle machine (``benchmarks/measured_runs.toml``, checked by
+    ``tests/test_estimate.py``; the table in docs/performance.md).
 
     Parameters
     ----------
@@ -511,4 +512,5 @@ def describe_stages(seconds: dict[str, float], upper: float | None = None, max_i
     parts = [f"{name} ~{format_seconds(t)} ({100 * t / total:.0f}%)" for name, t in seconds.items()]
     tail = ("" if upper is None else f"; sampling and observation up to ~{format_seconds(upper)} if every projection "
             f"runs to ridge.max_iter = {max_iter} (degenerate frames do)")
-    return "estimated time on 2 idle cores (rough, within ~3x): " + ", ".join(parts) + tail
+    return ("estimated time on 2 idle cores (within 2x of the runs timed idle, docs/performance.md): "
+            + ", ".join(parts) + tail)
