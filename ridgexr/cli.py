@@ -547,7 +547,7 @@ def _cut(text: str, width: int) -> str:
         return "…"[:max(width, 0)]
     head = text[:width - 1]
     space = head.rfind(" ")
-    if space >= 0.6 * (width - 1):  # a word boundary not too far back
+    if text[width - 1] != " " and space >= 0.6 * (width - 1):  # mid-word: back to a boundary not too far back
         head = head[:space]
     return head.rstrip(" ,;:") + "…"
 

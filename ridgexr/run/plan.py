@@ -512,5 +512,4 @@ def describe_stages(seconds: dict[str, float], upper: float | None = None, max_i
     parts = [f"{name} ~{format_seconds(t)} ({100 * t / total:.0f}%)" for name, t in seconds.items()]
     tail = ("" if upper is None else f"; sampling and observation up to ~{format_seconds(upper)} if every projection "
             f"runs to ridge.max_iter = {max_iter} (degenerate frames do)")
-    return ("estimated time on 2 idle cores (within 2x of the runs timed idle, docs/performance.md): "
-            + ", ".join(parts) + tail)
+    return "estimated time on 2 idle cores (within ~2x): " + ", ".join(parts) + tail
