@@ -272,3 +272,16 @@ def test_the_plan_says_when_a_named_data_set_is_not_installed(tmp_path, monkeypa
     r = runner.invoke(app, ["run", "fashion-exact-1k", "--plan", "--data-dir", str(tmp_path)], env={"COLUMNS": "300"})
     installed = images._has_idx(images.DEBIAN_DATASETS / "fashion-mnist", "train")
     assert r.exit_code == 0 and ("training data missing" in r.output) != installed, r.output
+
+
+def test_list_without_estimates_imports_neither_torch_nor_xarray(tmp_path):
+    """What keeps `ridgexr list` fast, checked by what it imports rather than by a clock: without --estimate it
+    loads neither torch nor xarray nor zarr (with it, the planner loads torch)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from typer.testing import CliRunner; from ridgexr.cli import app; "
+            f"r = CliRunner().invoke(app, ['list', '--data-dir', {str(tmp_path)!r}]); assert r.exit_code == 0, r.output; "
+            "print([m for m in ('torch', 'xarray', 'zarr') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out
