@@ -579,7 +579,7 @@ def list_experiments(data_dir: str = _data_dir_option(), catalog: list[str] = _c
 the first sentence of the description, cut with an ellipsis (the options print every field whole, or add the \
 planner's time); then the stores of the data folder and the entry that made each (open one by that name, whatever \
 catalog defined it)."""
-    from .catalog import default_data_dir, describe, resolve_store, stores_in
+    from .catalog import default_data_dir, describe, stores_in
 
     with user_errors():
         cat = _catalog(catalog, data_dir)
