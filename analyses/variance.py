@@ -21,7 +21,7 @@ import numpy as np
 from _common import experiment_for, markdown_table, parser, save_png, store_for
 
 from ridgexr import analysis
-from ridgexr.claims import KINDS
+from ridgexr.claims import ENTRIES_SEEN, KINDS
 from ridgexr.claims.gap_mass_correlates import spearman_ci
 from ridgexr.claims.gap_mass_grows import GAP_MARGIN
 from ridgexr.verdicts import Claim, Null, claims_markdown
@@ -179,7 +179,7 @@ def _aggregate(verdicts: list[str], rule: str) -> str:
     return "agrees" if agree == len(verdicts) else "disagrees" if disagree else "inconclusive"
 
 
-def ensemble_claims(df) -> tuple[list[Claim], list[str], str]:
+def ensemble_claims(df, *, post_hoc: bool = False) -> tuple[list[Claim], list[str], str]:
     """The criteria of docs/variance.md evaluated as the claims registry's kinds (:mod:`ridgexr.claims`).
 
     Claims: one per cell with p/P >= 1/4 (C1, ``gap-mass-grows``), one per cell with P/p >= 16 (C3,
@@ -191,6 +191,8 @@ def ensemble_claims(df) -> tuple[list[Claim], list[str], str]:
     (at least half of its cells agree), C2 (both correlations agree) and C3 (every cell agrees) all agree;
     "disagrees" when C1 (more than half of its cells disagree) or the correlation with p/P disagrees; else
     "inconclusive".
+
+    ``post_hoc``: the entry's numbers were seen before the kinds' margins were written (its rows say so).
 
     Returns (claims, one summary line per criterion, the overall verdict).
     """
@@ -204,14 +206,14 @@ def ensemble_claims(df) -> tuple[list[Claim], list[str], str]:
         null = Null(r["null"], r["null_low"], r["null_high"], how=NULL_HOW) if "null" in r else None
         if r["p/P"] >= 0.25:
             claims.append(KINDS["gap-mass-grows"].claim(r["diff"], r["diff_low"], r["diff_high"], n, null=null,
-                                                        labels=labels))
+                                                        labels=labels, post_hoc=post_hoc))
         if r["p/P"] <= 1 / 16:
             claims.append(KINDS["gap-mass-vanishes"].claim(r["diff"], r["diff_low"], r["diff_high"], n, null=null,
-                                                           labels=labels))
+                                                           labels=labels, post_hoc=post_hoc))
     for what, x in (("p/P", df["p/P"]), ("V_gap dsm - ideal", df["V_gap dsm"] - df["V_gap ideal"])):
         rho, lo, hi, n_cells = spearman_ci(x, df["diff"])
         kind = KINDS["gap-mass-correlates"]
-        claims.append(kind.claim(rho, lo, hi, n_cells, statement=kind.statement.format(what=what),
+        claims.append(kind.claim(rho, lo, hi, n_cells, statement=kind.statement.format(what=what), post_hoc=post_hoc,
                                  labels={"w": "all cells", "p": "", "n_noise": "", "p/P": "", "diverged samples": ""}))
     c1 = _aggregate([c.verdict for c in claims if c.statement.startswith("C1")], "half")
     c2s = [c.verdict for c in claims if c.statement.startswith("C2")]
@@ -475,7 +477,7 @@ def gaussian_prediction(exp, *, cells=None, draws: int | None = None, n_boot: in
     return pd.DataFrame(rows)
 
 
-def prediction_claims(df) -> tuple[list[Claim], list[str], str]:
+def prediction_claims(df, *, post_hoc: bool = False) -> tuple[list[Claim], list[str], str]:
     """The criteria of docs/variance.md's "The predicted Delta G" evaluated by the claims engine.
 
     Claims: P1 per cell (measured - predicted Delta G within the margin, ``gaussian-reproduces``) and P2 per cell
@@ -488,10 +490,10 @@ def prediction_claims(df) -> tuple[list[Claim], list[str], str]:
         labels = {"w": r["w"], "p": int(r["p"]), "n_noise": int(r["n_noise"]), "p/P": f"{r['p/P']:.3g}",
                   "diverged dsm / gauss dsm": r["diverged dsm / gauss dsm"]}
         claims.append(KINDS["gaussian-reproduces"].claim(r["error"], r["error_low"], r["error_high"], int(r["draws"]),
-                                                         labels=labels))
+                                                         labels=labels, post_hoc=post_hoc))
         if r["p/P"] >= 0.25:
             claims.append(KINDS["excess-fills-gap"].claim(r["excess"], r["excess_low"], r["excess_high"],
-                                                          int(r["draws"]), labels=labels))
+                                                          int(r["draws"]), labels=labels, post_hoc=post_hoc))
     p1 = _aggregate([c.verdict for c in claims if c.statement.startswith("P1")], "all")
     p2 = _aggregate([c.verdict for c in claims if c.statement.startswith("P2")], "half")
     lines = [f"P1 (measured - predicted Delta G within +-{GAP_MARGIN:g} in every cell): {p1}",
@@ -555,7 +557,7 @@ def prediction_main(name: str, exp, figures: Path | None = None) -> None:
     cols = ["w", "p", "n_noise", "p/P"] + [f"G {k}" for k in PREDICTION_ENSEMBLES] + [
         "measured", "predicted", "error", "excess", "diverged dsm / gauss dsm"]
     print(markdown_table(df[cols]))
-    claims, lines, overall = prediction_claims(df)
+    claims, lines, overall = prediction_claims(df, post_hoc=name in ENTRIES_SEEN)
     table = claims_markdown(claims, drop=("measure", "null from", "gate"))
     print(f"\n### {name}: claims of the prediction\n\n{table}\n")
     for line in lines:
@@ -583,7 +585,7 @@ def ensemble_main(name: str, ds, figures: Path | None = None) -> None:
     print(f"## {name}: pooled ensembles of {ds.sizes['draw']} draws x {ds.sizes['sample']} samples, "
           f"probability-flow ODE, final step; V_gap at t = {t_probe:g}\n")
     print(markdown_table(df))
-    claims, lines, overall = ensemble_claims(df)
+    claims, lines, overall = ensemble_claims(df, post_hoc=name in ENTRIES_SEEN)
     print(f"\n### {name}: claims (the criteria of docs/variance.md: the claims registry's kinds)\n")
     table = claims_markdown(claims, drop=("measure", "null from", "gate"))
     print(table)

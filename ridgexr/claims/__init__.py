@@ -9,11 +9,11 @@
 
 from .claim_kind import ClaimKind, Control
 from .evidence import StoreEvidence, forward_draws, observe_forward
-from .registry import KINDS, register, unregister
+from .registry import ENTRIES_SEEN, KINDS, register, unregister
 from .tables import (check_claim_specs, claim_specs, claims_table, kinds_markdown, store_claims, timescale_rule,
                      with_timescale_quality)
 
-__all__ = ["KINDS", "register", "unregister", "ClaimKind", "Control", "StoreEvidence", "forward_draws",
+__all__ = ["KINDS", "ENTRIES_SEEN", "register", "unregister", "ClaimKind", "Control", "StoreEvidence", "forward_draws",
            "observe_forward", "store_claims", "claims_table", "claim_specs", "check_claim_specs", "kinds_markdown",
            "timescale_rule", "with_timescale_quality", "CRITERIA"]
 

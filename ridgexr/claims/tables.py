@@ -17,7 +17,7 @@ import xarray as xr
 from ..store import is_exact_cell
 from ..verdicts import Claim, claims_markdown, markdown_cell
 from .evidence import StoreEvidence
-from .registry import KINDS
+from .registry import ENTRIES_SEEN, KINDS
 
 if TYPE_CHECKING:
     from ..catalog import TimescaleSpec
@@ -111,7 +111,8 @@ def store_claims(ds: xr.Dataset, specs=None) -> list[Claim]:
 
     Returns
     -------
-    list of :class:`ridgexr.verdicts.Claim`, labelled by their cell (model, schedule, ...).
+    list of :class:`ridgexr.verdicts.Claim`, labelled by their cell (model, schedule, ...); post hoc where the
+    claim says so or the store's entry is one of :data:`ridgexr.claims.registry.ENTRIES_SEEN`.
 
     Raises
     ------
@@ -124,9 +125,12 @@ def store_claims(ds: xr.Dataset, specs=None) -> list[Claim]:
         return []
     check_claim_specs(specs)
     evidence = StoreEvidence(ds)
+    seen = ds.attrs.get("experiment") in ENTRIES_SEEN  # its numbers were seen before the criteria were written
     out = []
     for spec in specs:
         kind = KINDS[spec.kind]
+        if seen and not spec.post_hoc:
+            spec = spec.model_copy(update={"post_hoc": True})
         for label in evidence.cells:
             about = (evidence.model_name(label) in spec.models if spec.models is not None
                      else kind.applies_to(label, is_exact_cell(label)))
@@ -140,7 +144,7 @@ def claims_table(ds: xr.Dataset, *, drop: tuple[str, ...] = ("measure",)) -> str
     specs, source = claim_specs(ds)
     claims = store_claims(ds, specs)
     written = sorted({s.written for s in specs if s.written})
-    post_hoc = any(s.post_hoc for s in specs)
+    post_hoc = any(s.post_hoc for s in specs) or ds.attrs.get("experiment") in ENTRIES_SEEN
     head = (f"Claims of {ds.attrs.get('experiment', 'this store')!r} (store config hash "
             f"{ds.attrs.get('config_hash', '?')}): {source}" + (f"; written {', '.join(written)}" if written else "")
             + ("; post hoc: registered after the numbers were seen" if post_hoc else "")
@@ -157,5 +161,6 @@ def kinds_markdown(columns: tuple[str, ...] = KINDS_TABLE_COLUMNS) -> str:
     """The registry's claim kinds as a Markdown table, one row per kind in registry order (docs/claims.md includes
     it; tests/test_claim_kinds.py checks that the file is this)."""
     rows = [kind.docs_row() for kind in KINDS.values()]
-    head = "| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n"
+    head = ("<!-- generated from the claims registry by ridgexr.claims.kinds_markdown(); do not edit -->\n\n"
+            "| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n")
     return head + "\n".join("| " + " | ".join(markdown_cell(r[c]) for c in columns) + " |" for r in rows) + "\n"
