@@ -234,3 +234,22 @@ def test_a_claims_post_hoc_flag_reaches_its_rows(tmp_path, catalog_text):
     rows = {c.kind: c.row()["criterion"] for c in claims}
     assert rows["reach-falls"].startswith("post hoc: ") and not rows["slide-slower"].startswith("post hoc")
     assert dataclasses.is_dataclass(claims[0])
+
+
+def test_the_align_null_an_isotropic_error_matches_the_f_distribution():
+    """(|e_T| / sqrt(d*)) / (|e_N| / sqrt(d - d*)) of an isotropic Gaussian error is sqrt(F(d*, d - d*)) in law (a
+    Kolmogorov-Smirnov test of its square against scipy's F), and align-tangent's null is that law's median."""
+    from scipy import stats
+
+    from ridgexr.claims.align_tangent import align_ratio, isotropic_median
+
+    d, d_star, n = 12, 3, 40_000
+    e = np.random.default_rng(0).normal(size=(n, d))
+    tangent = np.concatenate([e[:, :d_star], np.zeros((n, d - d_star))], axis=1)
+    normal = np.concatenate([np.zeros((n, d_star)), e[:, d_star:]], axis=1)
+    ratio = align_ratio(tangent, normal, d_star)
+    assert stats.kstest(ratio**2, stats.f(d_star, d - d_star).cdf).pvalue > 1e-3
+    assert isotropic_median(d_star, d) == pytest.approx(np.median(ratio), rel=0.02)
+    assert isotropic_median(1, 8) == pytest.approx(0.711, abs=5e-4)  # the issue's values
+    assert isotropic_median(10, 784) == pytest.approx(0.967, abs=5e-4)
+

@@ -13,6 +13,7 @@ import ridgexr
 from ridgexr.catalog import ClaimSpec, experiment_from_file
 from ridgexr.claims import check_claim_specs, store_claims
 from ridgexr.cli import app
+from ridgexr.analysis.claims import median_interval
 from ridgexr.run import run_experiment
 
 
@@ -216,3 +217,34 @@ def test_the_slide_contrast_is_the_log_fall_of_the_tangential_median_less_the_ri
     again = slide_contrast((3.0 * t0, 3.0 * t1, 0.5 * r0, 0.5 * r1), ref)
     assert again[0] == pytest.approx(est)
     assert np.isnan(slide_contrast((t0[:1], t1[:1], r0[:1], r1[:1]), ref)[0])
+
+
+def test_median_interval_matches_numpy_and_counts_finite_values(rng):
+    v = rng.normal(size=301)
+    v[:7] = np.nan
+    med, lo, hi, n = median_interval(v)
+    assert n == 294 and med == np.median(v[7:]) and lo < med < hi
+
+
+@pytest.mark.parametrize("n", [401, 400])  # odd: one order statistic; even: the mean of two
+def test_bootstrap_medians_by_order_statistics_have_the_resampling_law(n):
+    """The order-statistic draws of the bootstrap median and the plain resampling draws agree in law (two-sample
+    Kolmogorov-Smirnov over 4 000 medians each, on values with ties), and large inputs take the first path."""
+    from scipy import stats
+
+    from ridgexr.analysis import arrays
+
+    v = np.random.default_rng(n).exponential(size=n).round(2)  # ties
+    limit = arrays.RESAMPLE_LIMIT
+    arrays.RESAMPLE_LIMIT = 100  # the order-statistic path at this size
+    try:
+        fast = arrays.bootstrap_medians(v, 4000, np.random.default_rng(1))
+    finally:
+        arrays.RESAMPLE_LIMIT = limit
+    slow = np.median(v[np.random.default_rng(2).integers(0, n, size=(4000, n))], axis=1)
+    assert stats.ks_2samp(fast, slow).pvalue > 1e-3
+    assert not stats.ks_2samp(fast, slow + 0.02).pvalue > 1e-3  # the test sees a shift of a fifth of the spread
+    big = np.random.default_rng(3).normal(size=arrays.RESAMPLE_LIMIT + 1)
+    med, lo, hi, m = median_interval(big)
+    half = 1.96 * np.sqrt(np.pi / 2 / big.size)  # the median's asymptotic standard error for N(0, 1)
+    assert m == big.size and lo < med < hi and abs((hi - lo) / 2 - half) < 0.15 * half
