@@ -704,7 +704,7 @@ def claims(
 docs/claims.md) and the entry's claims: block; the verdicts are computed from the store, never pasted."""
     from .claims import claim_specs, claims_table, store_claims
     from .reader import check_complete_cells
-    from .verdicts import CRITERION_COLUMN
+    from .verdicts import CRITERION_COLUMN, claims_frame
 
     with user_errors():
         path = _store(name, data_dir, catalog)
@@ -718,7 +718,8 @@ docs/claims.md) and the entry's claims: block; the verdicts are computed from th
     if not found:
         console.print(f"no claims: {source}", highlight=False)
         return
-    rows = [c.row() for c in found]
+    frame = claims_frame(found)  # every claim's labels as columns (align's t, a kind's own labels), "" where absent
+    rows = frame.astype(object).where(frame.notna(), "").to_dict("records")
     columns = [c for c in rows[0] if c not in ("measure", CRITERION_COLUMN, "null from")]
     for c in columns:
         rich_table.add_column(c, overflow="fold")
