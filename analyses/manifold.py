@@ -515,7 +515,7 @@ def coverage_main(name: str, ds, figures: Path | None = None, claims_tables: Pat
             "docs/manifold.md as the claims registry's kinds (docs/claims.md), by analyses/manifold.py\n\n"
             f"{claims_markdown(claims, drop=('gate',))}\n\n"
             f"Overall, by the rule of coverage_overall (docs/manifold.md): **{verdict}** -- {why}\n")
-    print(f"### {name}: the criteria of docs/manifold.md as claims (ridgexr.analysis.claims)\n")
+    print(f"### {name}: the criteria of docs/manifold.md as the claims registry's kinds (ridgexr.claims)\n")
     print(text)
     if claims_tables is not None:
         claims_tables.mkdir(parents=True, exist_ok=True)
