@@ -372,6 +372,7 @@ def claims_markdown(claims, drop: tuple[str, ...] = ()) -> str:
     if not len(frame):
         return "(no claims)"
     frame = frame[[c for c in frame.columns if c not in drop]]
+    frame = frame.astype(object).where(frame.notna(), "")  # a label one claim has and another lacks: empty
     cells = [[markdown_cell(v) for v in row] for row in frame.itertuples(index=False)]
     head = "| " + " | ".join(frame.columns) + " |\n|" + "---|" * len(frame.columns) + "\n"
     return head + "\n".join("| " + " | ".join(r) + " |" for r in cells)

@@ -242,3 +242,13 @@ def test_the_timescale_slope_bootstrap_covers_at_its_minimum_of_runs():
     hits = [lo <= 1.0 <= hi for lo, hi in (_pairs_bootstrap_slopes(np.log(n), np.log(t), 1000, r)
                                           for r, t in enumerate(tau))]
     assert np.mean(hits) >= FLOOR
+
+
+def test_a_label_one_claim_lacks_is_an_empty_cell_of_the_markdown_table():
+    from ridgexr.verdicts import claims_markdown
+
+    c = Criterion.below(0.1)
+    table = claims_markdown([Claim("a", "m", 0.0, 0.0, 0.05, 16, c, labels={"cell": 1}),
+                             Claim("b", "m", 0.0, 0.0, 0.05, 16, c, labels={"cell": 1, "t": 0.5})])
+    rows = [line.split(" | ") for line in table.splitlines()[2:]]
+    assert rows[0][1] == "" and rows[1][1] == "0.5" and "nan" not in table
