@@ -837,10 +837,11 @@ def claims(
 ):
     """Print the claims the store's entry makes, each with its criterion, interval, null and verdict.
 
-    The criteria are fixed by each claim's kind and the entry's claims: block, written before the run \
-(docs/claims.md); the verdicts are computed from the store, never pasted."""
+    Each claim's measure, reference, null and criterion are fixed by its kind (the claims registry, \
+docs/claims.md) and the entry's claims: block; the verdicts are computed from the store, never pasted."""
     from .claims import claim_specs, claims_table, store_claims
     from .reader import check_complete_cells
+    from .verdicts import CRITERION_COLUMN, claims_frame
 
     with user_errors():
         path = _store(name, data_dir, catalog)
@@ -854,8 +855,9 @@ def claims(
     if not found:
         console.print(f"no claims: {source}", highlight=False)
         return
-    rows = [c.row() for c in found]
-    columns = [c for c in rows[0] if c not in ("measure", "criterion (before the run)", "null from")]
+    frame = claims_frame(found)  # every claim's labels as columns (align's t, a kind's own labels), "" where absent
+    rows = frame.astype(object).where(frame.notna(), "").to_dict("records")
+    columns = [c for c in rows[0] if c not in ("measure", CRITERION_COLUMN, "null from")]
     for c in columns:
         rich_table.add_column(c, overflow="fold")
     colour = {"agrees": "green", "disagrees": "red", "inconclusive": "yellow"}
@@ -863,8 +865,8 @@ def claims(
         rich_table.add_row(*[f"[{colour.get(row[c], 'default')}]{row[c]}" if c == "verdict" else str(row[c])
                              for c in columns])
     console.print(rich_table)
-    for r in {r["criterion (before the run)"]: r for r in rows}.values():  # each kind's criterion and null, once
-        console.print(f"- {r['measure']}: {r['criterion (before the run)']}"
+    for r in {r[CRITERION_COLUMN]: r for r in rows}.values():  # each kind's criterion and null, once
+        console.print(f"- {r['measure']}: {r[CRITERION_COLUMN]}"
                       + (f"; null: {r['null from']}" if r["null from"] else ""), soft_wrap=True, highlight=False)
 
 
