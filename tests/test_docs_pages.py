@@ -104,4 +104,31 @@ def test_the_catalogs_pages_example_entry_loads(tmp_path):
     assert exp.process.n_steps == 200 and exp.n_samples == 128 and exp.d_star == 1
     assert exp.store == "my-three-points.zarr" and exp.ridge.tol == 1e-8
     check_claim_specs(exp.claims)  # the claims name kinds an entry can claim, with the times they compare
-    assert [c.kind for c in exp.claims] == ["reach-falls", "does-not-memorize"]
+    assert [c.kind for c in exp.claims] == ["reach-falls", "align-tangent"]
+
+
+@pytest.mark.slow
+def test_the_catalogs_pages_example_entry_runs_and_its_claims_read(tmp_path):
+    """The example is a whole entry, not only a valid one: it runs to a complete store (6 cells: 2 schedules x
+    2 widths and the exact denoiser at each width) and ``ridgexr claims`` reads both its claims, testable, in every random-feature cell."""
+    import ridgexr
+    from ridgexr.claims import store_claims
+    from ridgexr.run import run_experiment
+    from ridgexr.verdicts import VERDICT_WORDS
+
+    path = tmp_path / "my.yaml"
+    path.write_text(_example_yaml((DOCS / "catalogs.md").read_text()))
+    exp = load_catalog_file(path)["my-three-points"]
+    res = run_experiment(exp, data_dir=tmp_path / "data")
+    assert res.store == tmp_path / "data" / "my-three-points.zarr"
+    ds = ridgexr.open_dataset(res.store)
+    assert int(ds.cell_complete.sum()) == ds.cell_complete.size == 6
+    assert ds.sizes["sample"] == 128 and ds.sizes["step"] == 101  # 200 steps, every 2nd and the last recorded
+    claims = store_claims(ds)
+    by_kind = {}
+    for claim in claims:
+        by_kind.setdefault(claim.kind, []).append(claim)
+        assert claim.verdict.split(":")[0] in VERDICT_WORDS and not claim.verdict.startswith("untestable")
+    # both claims in every cell of a model that is not the memorizer: 2 schedules x 2 widths
+    assert set(by_kind) == {"reach-falls", "align-tangent"}
+    assert len(by_kind["reach-falls"]) == 4 and len(by_kind["align-tangent"]) == 4

@@ -40,7 +40,7 @@ experiments:
     seeds: {features: 0, training: 0, sampler: 0, init: 0}
     claims:                             # written before the run; `ridgexr claims my-three-points` reads them
       - {kind: reach-falls, t: [1.0, 0.01], written: "my notes, before the first run"}
-      - {kind: does-not-memorize, written: "my notes, before the first run"}
+      - {kind: align-tangent, t: [0.1], written: "my notes, before the first run"}
     store: my-three-points.zarr         # relative to the data folder
 """
 
