@@ -327,7 +327,8 @@ def _load_experiment(name: str, catalog_files=(), data_dir=None):
 
 @app.command()
 def run(
-    name: str = typer.Argument("two-points", help="catalog entry name, or a catalog YAML file with one entry"),
+    name: str = typer.Argument(defaults.DEFAULT_ENTRY, help="catalog entry name, or a catalog YAML file with one "
+                              "entry"),
     data_dir: str = _data_dir_option(),
     catalog: list[str] = _catalog_option(),
     device: str = typer.Option("cpu", "--device", help="torch device: cpu or cuda"),
