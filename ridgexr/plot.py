@@ -79,7 +79,8 @@ def unit_text(unit: str | None) -> str | None:
 
 def identical_groups(cells: Sequence[dict], values: Sequence, *, rtol: float = 1e-9) -> list[list[dict]]:
     """The cells grouped by what a figure draws for them: cells whose ``values`` (arrays, one per cell) are
-    equal to ``rtol`` (NaN equal to NaN) share a group; groups in the order of their first cell.
+    equal to ``rtol`` (NaN equal to NaN) share a group; groups in the order of their first cell.  A cell whose
+    values are all NaN (nothing drawn) is a group of its own.
 
     >>> identical_groups([{"w": 1}, {"w": 2}, {"w": 3}], [[1.0, 2.0], [1.0, 3.0], [1.0, 2.0]])
     [[{'w': 1}, {'w': 3}], [{'w': 2}]]
@@ -88,6 +89,10 @@ def identical_groups(cells: Sequence[dict], values: Sequence, *, rtol: float = 1
     firsts: list[np.ndarray] = []
     for cell, v in zip(cells, values):  # one comparison per pair of cells, not per point
         v = np.asarray(v, dtype=float)
+        if not np.isfinite(v).any():  # nothing drawn is not the same drawing: a cell of its own
+            groups.append([cell])
+            firsts.append(np.full(1, np.inf))
+            continue
         for group, first in zip(groups, firsts):
             if first.shape == v.shape and np.allclose(v, first, rtol=rtol, atol=0.0, equal_nan=True):
                 group.append(cell)
@@ -298,7 +303,7 @@ def matplotlib_figure(obj):
         handles = legends[0].legend_handles
         for lg in legends:
             lg.remove()
-        fig.legend(handles, labels[0], loc="outside right upper")
+        fig.legend(handles, labels[0], loc="outside right center")  # "upper" meets a suptitle
     return fig
 
 
@@ -496,11 +501,14 @@ def samples_over_time(ds: xr.Dataset, *, schedule, width, tau=None, n_frames: in
             d_star = int(ds.attrs.get("d_star", 1))
             layers = _layer(ridge_points(train, float(t[k]), d_star=d_star, bounds=bounds), "ridge") * layers
         out = _outside(x[:, k], bounds)
-        title = f"{cell_title(sel)}, t = {t[k]:.3g}" + (f"\n{out} sample{'s' * (out != 1)} outside the view" if out else "")
-        frames[int(step)] = both(layers, title=title, legend_position="right").opts(
+        title = f"{cell_title(sel)}, t = {t[k]:.3g}"
+        frames[int(step)] = both(layers, legend_position="right").opts(
             # the data area's own size on bokeh: a plot width shared with the legend left ~60 px of data in the
             # built tutorial
-            hv.opts.Overlay(frame_width=380, frame_height=380, backend="bokeh"))  # the legend off the data
+            hv.opts.Overlay(frame_width=380, frame_height=380, title=title + (f" ({out} outside)" if out else ""),
+                            backend="bokeh"),  # the legend off the data
+            hv.opts.Overlay(title=title + (f"\n{out} sample{'s' * (out != 1)} outside the view" if out else ""),
+                            backend="matplotlib"))
     hm = hv.HoloMap(frames, kdims=["step"])
     return hm.redim.range(x0=bounds[0], x1=bounds[1])
 
@@ -558,19 +566,21 @@ def final_samples_grid(ds: xr.Dataset, *, collapse: bool = True, max_samples: in
             ridges[key] = ridge_points(train, t, d_star=d_star, bounds=bounds)
         xs = x.sel(cell).transpose("sample", "dim").values
         out = _outside(xs, bounds)
-        title = group_title(ds, group) + (f"\n{out} outside the view" if out else "")
+        title = group_title(ds, group)
         panel = _layer(ridges[key], "ridge") * _layer(xs, "samples") * _layer(train * alpha, "train")
-        panels.append(both(panel, title=title, legend_position="right"))
+        panels.append(both(panel, legend_position="right").opts(
+            hv.opts.Overlay(title=title + (f" ({out} outside)" if out else ""), backend="bokeh"),
+            hv.opts.Overlay(title=title + (f"\n{out} outside the view" if out else ""), backend="matplotlib")))
     ncols = ds.sizes["width"] if "width" in ds.dims and "model" not in ds.dims else 3
     ncols = max(1, min(ncols, len(panels)))
     # bokeh: one legend, right of the first row's last panel (matplotlib draws one for the figure)
-    panels = [p.opts(hv.opts.Overlay(show_legend=i == ncols - 1, frame_width=220, frame_height=220, backend="bokeh"))
+    panels = [p.opts(hv.opts.Overlay(show_legend=i == ncols - 1, frame_width=260, frame_height=260, backend="bokeh"))
               for i, p in enumerate(panels)]
     nrows = -(-len(panels) // ncols)
     w, h = _panel_inches(bounds, width=1.8)
     inches = (w * ncols + 2.6, h * nrows + 0.4)
     layout = hv.Layout(panels).cols(ncols).redim.range(x0=bounds[0], x1=bounds[1])
-    return fixed_size(both(layout, title=f"final samples (t = {t:.3g}) of every cell on the ridge R_t").opts(
+    return fixed_size(both(layout, title=f"final samples (t = {t:.3g}) on the ridge R_t").opts(
         hv.opts.Layout(fig_inches=inches, sublabel_format="", backend="matplotlib"),
         hv.opts.Overlay(aspect="equal", backend="matplotlib")), inches)
 
@@ -835,8 +845,6 @@ def phase_time_hist(ds: xr.Dataset, *, which: str = "reach_time", r: float = 0.5
         items[group_title(ds, group)] = hv.Histogram((edges, freq), kdims=[_value_dim(
             which, which.replace("_", " "), ph.attrs.get("units", ""))], vdims=["count"]).relabel(
             group=group_title(ds, group))
-    if not items:
-        raise SkipRendering(f"no trajectory has a finite {which.replace('_', ' ')}")
     ncols = max(1, min(3, len(items)))
     nrows = -(-len(items) // ncols)
     layout = hv.NdLayout(items, kdims=["cell"], sort=False).cols(ncols)
