@@ -37,6 +37,26 @@ def test_report_writes_png_and_html(report_paths):
     assert "cdn.bokeh.org" not in paths["html"].read_text()  # BokehJS is inlined: the page works offline
 
 
+def test_report_page_leads_with_what_differs_and_leaves_out_unassessed_quality(report_paths, tiny_store):
+    """The page, in order: the title and description, the figures -- the final samples of every cell first, the
+    snapshots over time, the spread and the memorization shares, then the ridge distance and reach times -- then the
+    summary per cell, the configuration and the provenance; no sample-quality section for a store none of whose
+    cells could be assessed (a point set has no held-out reals), though the summary still lists every cell."""
+    from ridgexr.report import FIGURE_ORDER, quality_rows
+
+    dom = BeautifulSoup(report_paths["html"].read_text(), "html.parser")
+    heads = [h.get_text(strip=True) for h in dom.find_all("h2")]
+    assert heads == ["Figures", "Summary per cell (final step)", "Configuration", "Provenance"], heads
+    ds = ridgexr.open_dataset(tiny_store)
+    assert (quality_rows(ds)["gate"] == "not assessed").all() and dom.find("table", id="quality") is None
+    figures = [f["id"] for f in dom.find_all("figure")]
+    assert figures[:2] == ["final_samples", "samples"]
+    assert figures == sorted(figures, key=lambda n: FIGURE_ORDER.index(n))
+    assert figures.index("spread_curves") < figures.index("mode_counts") < figures.index("distance_curves") \
+        < figures.index("reach_times")
+    assert len(dom.select("table#summary tbody tr")) == len(ds.schedule) * len(ds.width)
+
+
 def _drawn_bokeh_image(model):
     from bokeh.models import FixedTicker, GlyphRenderer, Image
 
