@@ -245,8 +245,8 @@ def test_report_layout_in_chromium_fits_the_page_and_orders_cells_numerically(re
     # (the exact denoiser, the same model at every width, drawn once: "exact denoiser, every width", last)
     models = [s for s in ds.schedule.values if s != "exact"]
     expected = [f"schedule {s}, width {w}" for s in models for w in widths] + ["exact denoiser, every width"]
-    reach = [f["title"][0] for f in figures if f["root"] == "reach_times" and f["title"]]
-    assert reach == expected
+    distance = [f["title"][0].split("\n")[0] for f in figures if f["root"] == "distance_curves" and f["title"]]
+    assert distance == expected
     spread = next(f["legend_labels"] for f in figures if f["root"] == "spread_curves")
     assert spread == expected
     # the configuration lists the fields of the store's model kind, none of another kind's
