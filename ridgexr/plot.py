@@ -518,7 +518,7 @@ def _panel_inches(bounds, width: float = 3.0) -> tuple[float, float]:
     title and axis labels."""
     (x0, x1), (y0, y1) = bounds
     ratio = (y1 - y0) / (x1 - x0)
-    return width + 0.7, min(max(width * ratio, 1.2), 2.2 * width) + 0.9
+    return width + 0.7, min(max(width * ratio, 0.4), 2.2 * width) + 0.9
 
 
 def snapshot_grid(frames: hv.HoloMap, *, cols: int = 2) -> hv.Layout:
@@ -532,7 +532,7 @@ def snapshot_grid(frames: hv.HoloMap, *, cols: int = 2) -> hv.Layout:
     w, h = _panel_inches((frames.get_dimension("x0").range, frames.get_dimension("x1").range), width=2.6)
     inches = (w * ncols + 2.6, h * nrows)
     return fixed_size(grid.opts(hv.opts.Overlay(width=470, height=330, backend="bokeh"),
-                                hv.opts.Layout(fig_inches=inches, backend="matplotlib"),
+                                hv.opts.Layout(fig_inches=inches, sublabel_format="", backend="matplotlib"),
                                 hv.opts.Overlay(aspect="equal", backend="matplotlib")), inches)
 
 
@@ -631,12 +631,14 @@ def distance_curves_plot(ds: xr.Dataset, *, statistic: str = "mean", collapse: b
                     **log)
         panel = band * line
         reference = _exact_of(ds, cell)
-        if reference is not None and not is_exact_cell(cell):  # the memorizer's curve beside each model's
+        if reference is not None and not any(is_exact_cell(c) for c in group):  # the memorizer's beside each model's
             panel = panel * _styled_curve(hv.Curve((t, curves.sel(reference)[f"distance_{statistic}"].values),
                                                    kdims=[_time_dim(ds)], vdims=[ydim], label="exact denoiser"),
                                           {"color": EXACT_COLOUR, "linestyle": "--", "line_dash": "dashed"}, **log)
         # the panel's title says what the label says, short (a legend of one long entry is wider than a panel)
         title = group_title(ds, group) + (f"\nup to {share[k]:.0%} masked" if label else "")
+        if len(groups) == 1:  # one panel: holoviews draws no layout title above it, so the panel says what it is
+            title = f"{statistic} ridge distance, {title}"
         items[tuple(cell.values())] = both(panel, title=title, show_legend=False)
     wide = "width" in ds.dims and "model" not in ds.dims
     ncols = min(ds.sizes["width"] if wide else 3, len(items))
@@ -843,14 +845,15 @@ def phase_time_hist(ds: xr.Dataset, *, which: str = "reach_time", r: float = 0.5
             continue
         freq, edges = np.histogram(v, bins=bins)
         items[group_title(ds, group)] = hv.Histogram((edges, freq), kdims=[_value_dim(
-            which, which.replace("_", " "), ph.attrs.get("units", ""))], vdims=["count"]).relabel(
-            group=group_title(ds, group))
+            which, which.replace("_", " "), ph.attrs.get("units", ""))], vdims=["count"])
     ncols = max(1, min(3, len(items)))
     nrows = -(-len(items) // ncols)
     layout = hv.NdLayout(items, kdims=["cell"], sort=False).cols(ncols)
     layout = both(layout, title=f"{which.replace('_', ' ')} per cell (r = {r})")
     for key in layout.keys():  # the panel's title: its cells in words, not "cell: ..."
-        layout[key] = both(layout[key], title=key)
+        # one panel: holoviews draws no layout title above it, so the panel says what it is
+        layout[key] = both(layout[key], title=key if len(items) > 1 else
+                           f"{which.replace('_', ' ')} (r = {r}), {key}")
     return layout.opts(hv.opts.NdLayout(fig_inches=(max(4.5, 2.8 * ncols), 0.5 + 2.2 * nrows), backend="matplotlib"),
                        hv.opts.Histogram(width=260, height=200, backend="bokeh"))
 
