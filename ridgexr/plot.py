@@ -304,7 +304,41 @@ def matplotlib_figure(obj):
         for lg in legends:
             lg.remove()
         fig.legend(handles, labels[0], loc="outside right center")  # "upper" meets a suptitle
+    _fit_titles(fig)
     return fig
+
+
+def _fit_titles(fig) -> None:
+    """Wrap every axes title wider than its axes (after a layout pass) into lines that fit: a panel titled with
+    several cell labels, or a long title over a narrow panel, would otherwise run over its neighbours or off the
+    canvas.  A log axis's minor tick labels (drawn where it spans less than a decade) are dropped where any two
+    tick labels collide."""
+    import textwrap
+
+    from matplotlib.ticker import NullFormatter
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:  # a log axis spanning less than a decade labels its minor ticks: dropped where they collide
+        for axis in (ax.xaxis, ax.yaxis):
+            if axis.get_scale() != "log":
+                continue
+            boxes = sorted((b.x0, b.x1) if axis is ax.xaxis else (b.y0, b.y1) for b in (
+                t.get_window_extent(renderer) for t in axis.get_ticklabels(minor=False) + axis.get_ticklabels(minor=True)
+                if t.get_visible() and t.get_text()))
+            if any(b[0] < a[1] for a, b in zip(boxes, boxes[1:])):
+                axis.set_minor_formatter(NullFormatter())
+    for ax in fig.axes:
+        title = ax.title
+        text = title.get_text()
+        if not text or not ax.get_visible():
+            continue
+        wide, room = title.get_window_extent(renderer).width, ax.get_window_extent(renderer).width
+        if wide <= room:
+            continue
+        longest = max(len(line) for line in text.split("\n"))
+        chars = max(12, int(longest * room / wide))
+        title.set_text("\n".join(textwrap.fill(line, chars) for line in text.split("\n")))
 
 
 #: the attribute :func:`fixed_size` sets on a holoviews object
@@ -646,9 +680,35 @@ def distance_curves_plot(ds: xr.Dataset, *, statistic: str = "mean", collapse: b
     layout = hv.NdLayout(items, kdims=list(ordered_cells(ds)[0]), sort=False).cols(ncols)
     layout = both(layout, title=f"{statistic} ridge distance and its 10-90 % band over samples")
     # ~3 x 2.3 inches a panel (a 9-inch figure holds three): axis labels and titles fit beside the next panel
-    return layout.opts(hv.opts.NdLayout(fig_inches=(max(4.5, 3.0 * ncols), 0.5 + 2.3 * nrows), backend="matplotlib"),
-                       hv.opts.Curve(width=280, height=240, backend="bokeh"),
-                       hv.opts.Area(width=280, height=240, backend="bokeh"))
+    inches = _grid_inches([group_title(ds, g) for g in groups], ncols, nrows, col=3.0, row=2.3,
+                          extra_lines=any("masked" in str(hv.Store.lookup_options("matplotlib", p, "plot").kwargs.get(
+                              "title", "")) for p in items.values()))
+    return fixed_size(layout.opts(hv.opts.NdLayout(fig_inches=inches, backend="matplotlib"),
+                                  hv.opts.Curve(width=280, height=240, backend="bokeh"),
+                                  hv.opts.Area(width=280, height=240, backend="bokeh")), inches)
+
+
+#: characters of an 8-point legend entry an inch holds (DejaVu Sans)
+LEGEND_CHARS_PER_INCH = 15.0
+#: characters of a 9-point title an inch of panel holds (DejaVu Sans)
+TITLE_CHARS_PER_INCH = 12.5
+
+
+def _grid_inches(titles: Sequence[str], ncols: int, nrows: int, *, col: float, row: float,
+                 extra_lines: bool = False) -> tuple[float, float]:
+    """(width, height) in inches of a grid of ``ncols`` x ``nrows`` panels of about ``col`` x ``row`` inches, wider
+    where the longest title would need more than two lines (several cell labels) and taller by the lines the
+    titles take (:func:`_fit_titles` wraps them to their panel's width); ``extra_lines``: a title has a second line
+    of its own."""
+    import math
+
+    longest = max((len(t) for t in titles), default=0)
+    room = col - 0.8  # the panel's data width: the y label and ticks take the rest
+    if longest > 2 * room * TITLE_CHARS_PER_INCH:
+        col = min(1.6 * col, longest / 2 / TITLE_CHARS_PER_INCH + 0.8)
+        room = col - 0.8
+    lines = math.ceil(longest / (room * TITLE_CHARS_PER_INCH)) + int(extra_lines) if longest else 0
+    return max(4.5, col * ncols), 0.5 + (row + 0.18 * max(0, lines - 1)) * nrows
 
 
 def _exact_of(ds: xr.Dataset, cell: dict) -> dict | None:
@@ -700,7 +760,7 @@ def spread_curves_plot(ds: xr.Dataset, *, collapse: bool = True) -> hv.NdOverlay
             curve = curve.opts(hv.opts.Curve(linewidth=2.2, backend="matplotlib"),
                                hv.opts.Curve(line_width=3, backend="bokeh"))
         overlay[group_title(ds, g)] = curve
-    return _curve_overlay(overlay, "tangential spread: distance along the ridge to the nearest α_t x_i")
+    return _curve_overlay(overlay, "tangential spread along the ridge")
 
 
 def _one_series(tt: xr.Dataset, keep: tuple[str, ...]) -> xr.Dataset:
@@ -821,11 +881,13 @@ def timescale_law(tt: xr.Dataset, *, size_dim: str = "n_train") -> hv.Overlay:
 
 def _curve_overlay(curves: dict, title: str) -> hv.NdOverlay:
     """One curve per cell (``curves``: {cell label: styled curve}) with the legend to the right of the axes:
-    6.5 x 3.8 inches on matplotlib (~1000 px wide at ``DPI``), the legend in one column up to 14 cells,
-    two beyond."""
+    6.5 x 3.8 inches on matplotlib (~1000 px wide at ``DPI``), wider where long labels would make the legend more
+    than a third of the figure, the legend in one column up to 14 cells, two beyond."""
     over = both(hv.NdOverlay(curves, kdims=["cell"], sort=False), title=title, legend_position="right")
     ncols = 1 if len(curves) <= 14 else 2
-    return over.opts(hv.opts.NdOverlay(fig_inches=(6.5 + 1.6 * (ncols - 1), 3.8), aspect=1.6, legend_cols=ncols,
+    legend = ncols * (max(map(len, map(str, curves)), default=0) / LEGEND_CHARS_PER_INCH + 0.7)  # inches
+    width = max(6.5 + 1.6 * (ncols - 1), 3 * legend)
+    return over.opts(hv.opts.NdOverlay(fig_inches=(width, 3.8), aspect=1.6, legend_cols=ncols,
                                        backend="matplotlib"),
                      hv.opts.NdOverlay(width=800, height=380, backend="bokeh"))
 
@@ -850,12 +912,13 @@ def phase_time_hist(ds: xr.Dataset, *, which: str = "reach_time", r: float = 0.5
     nrows = -(-len(items) // ncols)
     layout = hv.NdLayout(items, kdims=["cell"], sort=False).cols(ncols)
     layout = both(layout, title=f"{which.replace('_', ' ')} per cell (r = {r})")
+    inches = _grid_inches(list(items), ncols, nrows, col=2.8, row=2.2)
     for key in layout.keys():  # the panel's title: its cells in words, not "cell: ..."
         # one panel: holoviews draws no layout title above it, so the panel says what it is
         layout[key] = both(layout[key], title=key if len(items) > 1 else
                            f"{which.replace('_', ' ')} (r = {r}), {key}")
-    return layout.opts(hv.opts.NdLayout(fig_inches=(max(4.5, 2.8 * ncols), 0.5 + 2.2 * nrows), backend="matplotlib"),
-                       hv.opts.Histogram(width=260, height=200, backend="bokeh"))
+    return fixed_size(layout.opts(hv.opts.NdLayout(fig_inches=inches, backend="matplotlib"),
+                                  hv.opts.Histogram(width=260, height=200, backend="bokeh")), inches)
 
 
 #: the memorization measures a phase diagram can show: name -> (function, description)
@@ -961,7 +1024,7 @@ def mode_count_bars(ds: xr.Dataset, *, r: float = 0.5, collapse: bool = True) ->
     # each value printed just above its interval: a zero share is visible as its number
     texts = hv.Labels([(n, min(v[2], 1.0) + 0.02, f"{v[0]:.2f}") for n, v in zip(names, shares)],
                       kdims=[cell_dim, share_dim], vdims=["value"])
-    rotation = 45 if len(names) > 6 else 0
+    rotation = 90 if max(map(len, names)) > 12 else 45 if len(names) > 6 else 0
     bars = both(bars, xrotation=rotation)
     errors = errors.opts(hv.opts.ErrorBars(color="black", linewidth=1.2, capsize=3, backend="matplotlib"),
                          hv.opts.ErrorBars(color="black", line_width=1.2, backend="bokeh"))

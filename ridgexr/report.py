@@ -140,6 +140,8 @@ def _why_identical(ds: xr.Dataset, group: list[dict], what: str) -> str:
         if worst < 1e-6 * scale:  # rounding of the ridge frame, not a model's error
             why += (f" and no model errs in the normal direction (largest |residual_normal| {worst:.1e}), so the "
                     "normal coordinate, hence the distance to the ridge, follows the same path in every cell")
+            return why + ("; the cells differ along the ridge (the figures above)" if len(group) == len(cells(ds))
+                          else "")
     return why + ("; the cells differ along the ridge (the figures above)" if len(group) == len(cells(ds)) else
                   "; their models move the samples alike")
 
