@@ -288,6 +288,165 @@ def three_points_draw(title: str):
     return draw
 
 
+
+# --------------------------------------------------------------------------------------------------------------
+# mnist48: latent MNIST (docs/mnist.md)
+
+MODEL_LABELS = {"mlp": "MLP", "random_features": "random features", "exact": "exact denoiser"}
+
+
+def mnist_curves_summary(ds) -> pd.DataFrame:
+    """Per complete cell and observed step: the mean ridge distance over samples (degenerate frames masked) and
+    the share of degenerate frames; a model's cells along dimensions it does not have (the exact denoiser's
+    schedule and width, random features' epoch) are one model: kept once, those labels left empty."""
+    from ridgexr import analysis
+    from ridgexr.store import cells
+
+    dist = analysis.distance_curves(ds).compute()
+    rows, seen = [], set()
+    for c in cells(ds):
+        if not bool(ds["cell_complete"].sel(c)):
+            continue
+        model = c.get("model", "random_features")
+        label = {"model": model, "schedule": "" if model == "exact" else str(c["schedule"]),
+                 "width": "" if model == "exact" else int(c["width"]),
+                 "epoch": int(c["epoch"]) if model == "mlp" and "epoch" in c else ""}
+        key = tuple(label.values())
+        if key in seen:
+            continue
+        seen.add(key)
+        mean, degen = dist["distance_mean"].sel(c).values, dist["degenerate_share"].sel(c).values
+        rows += [{**label, "t": float(t), "distance_mean": float(m), "degenerate_share": float(g)}
+                 for t, m, g in zip(ds["t"].values, mean, degen)]
+    return pd.DataFrame(rows).round({"t": 6, "distance_mean": 5, "degenerate_share": 5})
+
+
+def _mnist_panels(df: pd.DataFrame, value: str, ylabel: str, title: str, logy: bool):
+    """Rows: MLP (one colour per epoch) and random features (one colour per width); columns: the schedules; the
+    exact denoiser in black (dashed) in every panel."""
+    import matplotlib
+
+    df = df.assign(schedule=df.schedule.fillna("").astype(str))  # the exact denoiser's labels are empty
+    models = [m for m in ("mlp", "random_features") if (df.model == m).any()]
+    schedules = [s for s in dict.fromkeys(df.schedule) if s]
+    exact = df[df.model == "exact"].sort_values("t")
+    fig, axes = _figure((7.4, 2.1 * len(models) + 0.5), len(models), len(schedules), sharex=True, sharey=True)
+    cmap = matplotlib.colormaps["viridis"]
+    for i, m in enumerate(models):
+        sub = df[df.model == m]
+        level = "epoch" if m == "mlp" else "width"
+        levels = sorted(v for v in set(sub[level]) if pd.notna(v) and v != "")
+        colours = {v: cmap(0.85 * k / max(1, len(levels) - 1)) for k, v in enumerate(levels)}
+        for j, s in enumerate(schedules):
+            ax = axes[i, j]
+            for v in levels:
+                cell = sub[(sub.schedule == s) & (sub[level] == v)].sort_values("t")
+                ax.plot(cell.t, cell[value], color=colours[v], lw=1.3, label=f"{level} {float(v):g}")
+            if len(exact):
+                ax.plot(exact.t, exact[value], color="black", ls="--", lw=1.1, label="exact denoiser")
+            ax.set_xscale("log")
+            if logy:
+                ax.set_yscale("log")
+            if i == 0:
+                ax.set_title(schedule_label(s), fontsize=FONT_SIZE)
+            if i == len(models) - 1:
+                ax.set_xlabel("diffusion time t")
+        widths = sorted(v for v in set(sub.width) if pd.notna(v) and v != "")
+        name = f"{MODEL_LABELS[m]}, width {float(widths[0]):g}" if level == "epoch" and len(widths) == 1 else \
+            MODEL_LABELS[m]
+        axes[i, 0].set_ylabel(f"{name}\n{ylabel}")
+        axes[i, -1].legend(loc="center left", bbox_to_anchor=(1.03, 0.5), frameon=False)
+    fig.suptitle(title)
+    return fig
+
+
+def mnist_distance_draw(df: pd.DataFrame):
+    return _mnist_panels(df, "distance_mean", "mean ridge distance", "mean ridge distance of the samples "
+                         "(degenerate frames masked), latent units", logy=False)
+
+
+def mnist_degenerate_draw(df: pd.DataFrame):
+    fig = _mnist_panels(df, "degenerate_share", "degenerate share", "share of the samples whose d* = 25 ridge "
+                        "frame is degenerate", logy=False)
+    for ax in fig.axes:
+        ax.set_ylim(-0.02, 1.02)
+    return fig
+
+
+def _uint8(images: np.ndarray) -> np.ndarray:
+    return np.clip(np.round(np.asarray(images, float) * 255), 0, 255).astype(np.uint8)
+
+
+def mnist_samples_summary(ds) -> dict:
+    """Decoded final samples of the MLP (its last epoch, each schedule; the first 10 samples), under a row of
+    training images of the digits (uint8 images, row labels)."""
+    from ridgexr import plot
+    from ridgexr.catalog import Experiment
+    from ridgexr.datasets.training_set import mnist_images
+
+    decode = plot._decoder(ds)
+    n = 10
+    exp = Experiment.model_validate_json(ds.attrs["config"])
+    real, digits, _ = mnist_images(exp.dataset.mnist)
+    pick = np.concatenate([np.flatnonzero(digits == d)[: n // 2] for d in sorted(set(digits.tolist()))])[:n]
+    rows, labels = [real[pick].reshape(-1, 28, 28) / (255.0 if real.max() > 1 else 1.0)], ["training images"]
+    epoch = int(ds["epoch"].values.max())
+    for s in ds["schedule"].values:
+        cell = {"model": "mlp", "schedule": s, "width": int(ds["width"].values[0]), "epoch": epoch}
+        cell = {k: v for k, v in cell.items() if k in ds.dims}
+        last = ds.sel(cell).isel(step=-1, sample=slice(0, n))
+        rows.append(decode(last["trajectory"].values / float(last["alpha"])))
+        labels.append(f"MLP, {schedule_label(s)}")
+    return {"images": _uint8(np.stack(rows)), "labels": np.array(labels), "note": np.array(
+        [f"MLP width {int(ds['width'].values[0])}, epoch {epoch}: decoded final samples"])}
+
+
+def mnist_trajectories_summary(ds) -> dict:
+    """Decoded states of the exact denoiser's first 4 trajectories at 8 steps from T to t_min."""
+    from ridgexr import plot
+
+    decode = plot._decoder(ds)
+    cell = {k: v for k, v in {"model": "exact"}.items() if k in ds.dims}
+    sub = ds.sel(cell)
+    sub = sub.isel({d: 0 for d in ("schedule", "width", "epoch") if d in sub.dims})
+    steps = np.unique(np.linspace(0, ds.sizes["step"] - 1, 8).round().astype(int))
+    z = sub["trajectory"].isel(step=steps, sample=slice(0, 4)).values / sub["alpha"].values[steps][None, :, None]
+    imgs = decode(z.reshape(-1, z.shape[-1])).reshape(z.shape[0], z.shape[1], 28, 28)
+    return {"images": _uint8(imgs), "labels": np.array([f"trajectory {k + 1}" for k in range(z.shape[0])]),
+            "t": ds["t"].values[steps]}
+
+
+def _gallery(images: np.ndarray, row_labels, column_labels=None, title: str = ""):
+    """A grid of grey images (rows, columns, H, W) with each row's name in the left margin."""
+    n_rows, n_cols = images.shape[:2]
+    cell = 0.62
+    fig, axes = _figure((cell * n_cols + 1.6, cell * n_rows + (0.75 if column_labels is not None else 0.35)),
+                        n_rows, n_cols)
+    fig.get_layout_engine().set(w_pad=0.01, h_pad=0.01, wspace=0.0, hspace=0.0)
+    for i in range(n_rows):
+        for j in range(n_cols):
+            ax = axes[i, j]
+            ax.imshow(images[i, j], cmap="gray_r", vmin=0, vmax=255, interpolation="nearest")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            for spine in ax.spines.values():
+                spine.set_visible(False)
+            if column_labels is not None and i == 0:
+                ax.set_title(column_labels[j], fontsize=FONT_SIZE - 1)
+        _row_label(axes[i, 0], str(row_labels[i]))
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def mnist_samples_draw(data: dict):
+    return _gallery(data["images"], data["labels"], title=str(data["note"][0]))
+
+
+def mnist_trajectories_draw(data: dict):
+    return _gallery(data["images"], data["labels"], [f"t = {t:.2g}" for t in data["t"]],
+                    title=f"exact denoiser: decoded states from t = {data['t'][0]:.2g} to {data['t'][-1]:.2g}")
+
 # --------------------------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -300,6 +459,9 @@ class Figure:
     page: str
     summarize: Callable
     draw: Callable
+    #: the summary's file name in docs/figures/data when figures share one (default: the figure's name); a summary
+    #: is a CSV table, or an .npz of images (uint8) and their labels
+    data: str = ""
 
     @property
     def png(self) -> Path:
@@ -307,7 +469,7 @@ class Figure:
 
     @property
     def summary(self) -> Path:
-        return SUMMARIES / f"{self.name}.csv"
+        return SUMMARIES / (self.data or f"{self.name}.csv")
 
 
 REGISTRY: dict[str, Figure] = {f.name: f for f in [
@@ -321,12 +483,22 @@ REGISTRY: dict[str, Figure] = {f.name: f for f in [
            three_points_draw("w = h², width 64: final samples")),
     Figure("three_points_exact", "three-points", "findings.md", three_points_summary("exact", 64),
            three_points_draw("exact denoiser: final samples")),
+    Figure("mnist_distance", "mnist48", "mnist.md", mnist_curves_summary, mnist_distance_draw, "mnist_curves.csv"),
+    Figure("mnist_degenerate", "mnist48", "mnist.md", mnist_curves_summary, mnist_degenerate_draw,
+           "mnist_curves.csv"),
+    Figure("mnist_samples_mlp", "mnist48", "mnist.md", mnist_samples_summary, mnist_samples_draw,
+           "mnist_samples_mlp.npz"),
+    Figure("mnist_trajectories_exact", "mnist48", "mnist.md", mnist_trajectories_summary, mnist_trajectories_draw,
+           "mnist_trajectories_exact.npz"),
 ]}
 
 
-#: committed figures not yet drawn here (their stores take 30-80 min each and were not at hand when the summaries
-#: were made): the command that makes the store, then the script that draws the figure today
+#: committed figures not yet drawn from a committed summary (their stores take 10-80 min each on 2 cores and were
+#: not at hand when the summaries were made): the commands that make them.  Those in REGISTRY are drawn by this
+#: script once their summary is made; the others are still written by the analysis script named.
 NOT_YET_DRAWN: dict[str, str] = {
+    **{name: f"ridgexr run mnist48; python analyses/figures.py --summarize --only {name}" for name in
+       ("mnist_distance", "mnist_degenerate", "mnist_samples_mlp", "mnist_trajectories_exact")},
     "fashion_unet16_gallery": "ridgexr run fashion-unet-16; python analyses/fashion_unet.py",
     "manifold_manifold_circle": "ridgexr run manifold-circle; python analyses/manifold.py --entries manifold-circle",
     "manifold_manifold_sphere": "ridgexr run manifold-sphere; python analyses/manifold.py --entries manifold-sphere",
@@ -336,10 +508,6 @@ NOT_YET_DRAWN: dict[str, str] = {
                                            "--entries manifold-coverage-marginal",
     "manifold_manifold_coverage_circle_marginal": "ridgexr run manifold-coverage-circle-marginal; python "
                                                   "analyses/manifold.py --entries manifold-coverage-circle-marginal",
-    "mnist_degenerate": "ridgexr run mnist48; python analyses/mnist48.py",
-    "mnist_distance": "ridgexr run mnist48; python analyses/mnist48.py",
-    "mnist_samples_mlp": "ridgexr run mnist48; python analyses/mnist48.py",
-    "mnist_trajectories_exact": "ridgexr run mnist48; python analyses/mnist48.py",
     "timescales_fashion_gallery_n16": "ridgexr run timescales-fashion; python analyses/timescales.py",
     "timescales_fashion_gallery_n128": "ridgexr run timescales-fashion; python analyses/timescales.py",
     "timescales_rf": "python analyses/timescales_rf.py --figure docs/figures/timescales_rf.png",
@@ -350,8 +518,12 @@ NOT_YET_DRAWN: dict[str, str] = {
 }
 
 
-def read_summary(fig: Figure) -> pd.DataFrame:
-    return pd.read_csv(fig.summary)
+def read_summary(fig: Figure):
+    """``fig``'s committed summary: a DataFrame (CSV), or {name: array} (.npz)."""
+    if fig.summary.suffix == ".npz":
+        with np.load(fig.summary, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    return pd.read_csv(fig.summary, keep_default_na=True)
 
 
 def draw(fig: Figure):
@@ -372,7 +544,11 @@ def summarize(fig: Figure, data: str | None) -> bool:
               f"--summarize --only {fig.name})", file=sys.stderr)
         return False
     SUMMARIES.mkdir(parents=True, exist_ok=True)
-    fig.summarize(ridgexr.open_dataset(store)).to_csv(fig.summary, index=False)
+    summary = fig.summarize(ridgexr.open_dataset(store))
+    if fig.summary.suffix == ".npz":
+        np.savez_compressed(fig.summary, **summary)
+    else:
+        summary.to_csv(fig.summary, index=False)
     return True
 
 
