@@ -581,7 +581,8 @@ def main(argv=None):
         if args.summarize:
             summarize(f, args.data)
         if not f.summary.exists():
-            print(f"{n}: no summary {f.summary.relative_to(ROOT)}; run with --summarize", file=sys.stderr)
+            print(f"{n}: no summary {f.summary.relative_to(ROOT)}; make it with: "
+                  f"{NOT_YET_DRAWN.get(n, f'python analyses/figures.py --summarize --only {n}')}", file=sys.stderr)
             continue
         print(save(f).relative_to(ROOT))
 
