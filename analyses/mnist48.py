@@ -12,19 +12,19 @@ share (d1/d2 < 1/3), the share within 0.5 of a scaled training latent, the mean 
 the nearest training latent, and the mean pixel distance of the decoded samples to their
 nearest training image (nearest over all training images, in pixels); the held-out excess
 loss and its normal part; the rms normal error at the state's own ridge dimension d*(t)
-(``residual_normal_rank``) late in inference.  Writes docs/figures/mnist_*.png.
+(``residual_normal_rank``) late in inference.  Its figures (docs/figures/mnist_*.png) are drawn by
+analyses/figures.py from summaries of the same store.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 
-from _common import markdown_table, parser, save_png, store_for
+from _common import markdown_table, parser, store_for
 
-from ridgexr import analysis, plot
+from ridgexr import analysis
 from ridgexr.autoencoder import load_vae
 from ridgexr.catalog import Experiment
 from ridgexr.datasets.training_set import mnist_images
@@ -47,7 +47,6 @@ def main(argv=None):
     ap = parser(__doc__)
     ap.add_argument("--entry", default="mnist48")
     args = ap.parse_args(argv)
-    figs = Path(args.figures)
     ds = store_for(args.entry, args.data)
     exp = Experiment.model_validate_json(ds.attrs["config"])
     info = json.loads(ds.attrs["d_star_info"])
@@ -97,14 +96,6 @@ def main(argv=None):
     import pandas as pd
 
     print(markdown_table(pd.DataFrame(rows)))
-    save_png(plot.distance_curves_plot(ds), figs / "mnist_distance.png")
-    save_png(plot.degenerate_share_plot(ds), figs / "mnist_degenerate.png")
-    picked = [c for c in cells(ds) if c.get("model") == "mlp" and c["schedule"] == "h"][-1:] + \
-        [c for c in cells(ds) if c.get("model", c["schedule"]) == "exact"][:1]
-    for c in picked:
-        tag = c.get("model", c["schedule"])
-        save_png(plot.decoded_samples(ds, **c), figs / f"mnist_samples_{tag}.png")
-        save_png(plot.decoded_trajectories(ds, **c), figs / f"mnist_trajectories_{tag}.png")
 
 
 if __name__ == "__main__":

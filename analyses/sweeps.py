@@ -3,21 +3,19 @@
 Run:  python analyses/sweeps.py [--data DIR]
 Prints the near-mode share (the paper's count) and the d1/d2 memorized share per (schedule,
 width) and (schedule, tau) with Wilson
-CIs, and the critical width / tau where it crosses 0.5; writes docs/figures/sweep_*.png.
+CIs, and the critical width / tau where it crosses 0.5; the figure docs/figures/sweep_width_near_mode.png
+is drawn by analyses/figures.py.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from _common import markdown_table, parser, store_for
 
-from _common import markdown_table, parser, save_png, store_for
-
-from ridgexr import analysis, plot
+from ridgexr import analysis
 
 
 def main(argv=None):
     args = parser(__doc__).parse_args(argv)
-    figs = Path(args.figures)
     for name, dim in (("two-points-widths", "width"), ("two-points-tau", "tau")):
         ds = store_for(name, args.data)
         for func, var in ((analysis.near_mode_fraction, "near_mode"), (analysis.memorization_fraction, "memorized")):
@@ -32,7 +30,6 @@ def main(argv=None):
             print(markdown_table(crit.to_dataframe().reset_index()[["schedule", "critical", "critical_low",
                                                                        "critical_high"]]))
             print()
-            save_png(plot.phase_diagram(ds, x=dim, metric=var), figs / f"sweep_{dim}_{var}.png")
 
 
 if __name__ == "__main__":

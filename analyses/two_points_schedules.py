@@ -2,16 +2,16 @@
 tangential spread depends on the weight schedule w(t) in {1, h, h^2}, across widths and tau.
 
 Run:  python analyses/two_points_schedules.py [--data DIR]
-Writes docs/figures/two_points_*.png and prints a markdown table.
+Prints a markdown table (its figures are the report's: `ridgexr report two-points`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from _common import markdown_table, parser, save_png, store_for
+from _common import markdown_table, parser, store_for
 
-from ridgexr import analysis, plot
+from ridgexr import analysis
 
 
 def table(ds, label_dims):
@@ -36,20 +36,9 @@ def table(ds, label_dims):
 
 def main(argv=None):
     args = parser(__doc__).parse_args(argv)
-    from pathlib import Path
-
-    figs = Path(args.figures)
     ds = store_for("two-points", args.data)
     print("## two-points (tau = inf): final step\n")
     print(markdown_table(table(ds, ["schedule", "width"])))
-    save_png(plot.spread_curves_plot(ds), figs / "two_points_spread.png", logx=True)
-    hist = analysis.position_histogram(ds, bins=60).compute()
-    import holoviews as hv
-
-    curves = {f"{s} w={w}": hv.Curve((hist.bin.values, hist.density.sel(schedule=s, width=w).values),
-                                      kdims=["position along the ridge"], vdims=["density"])
-              for s in ds.schedule.values for w in ds.width.values if w == 64 or s == "exact"}
-    save_png(hv.NdOverlay(curves, kdims=["cell"]), figs / "two_points_positions.png")
     dt = store_for("two-points-tau", args.data)
     print("\n## two-points-tau (width 256): final step\n")
     print(markdown_table(table(dt, ["schedule", "tau"])))

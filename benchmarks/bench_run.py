@@ -2,7 +2,7 @@
 
 Run:  python benchmarks/bench_run.py [--quick]
 
-1. Runs one random-feature cell of the default ``two-points`` entry (reverse SDE, ridge
+1. Runs one random-feature cell of the ``two-points`` entry (reverse SDE, ridge
    projection and directional residuals of every step, region writes into Zarr v3) and
    prints sample-steps per second, with the share of time spent in sampling, observation
    (projection + residuals) and writing.

@@ -327,7 +327,8 @@ def _load_experiment(name: str, catalog_files=(), data_dir=None):
 
 @app.command()
 def run(
-    name: str = typer.Argument("two-points", help="catalog entry name, or a catalog YAML file with one entry"),
+    name: str = typer.Argument(defaults.DEFAULT_ENTRY, help="catalog entry name, or a catalog YAML file with one "
+                              "entry"),
     data_dir: str = _data_dir_option(),
     catalog: list[str] = _catalog_option(),
     device: str = typer.Option("cpu", "--device", help="torch device: cpu or cuda"),
@@ -851,20 +852,26 @@ docs/claims.md) and the entry's claims: block; the verdicts are computed from th
             return
         specs, source = claim_specs(ds)
         found = store_claims(ds, specs)
-    rich_table = Table(title=f"{ds.attrs.get('experiment', name)}: claims", caption=source)
     if not found:
         console.print(f"no claims: {source}", highlight=False)
         return
     frame = claims_frame(found)  # every claim's labels as columns (align's t, a kind's own labels), "" where absent
     rows = frame.astype(object).where(frame.notna(), "").to_dict("records")
-    columns = [c for c in rows[0] if c not in ("measure", CRITERION_COLUMN, "null from")]
-    for c in columns:
-        rich_table.add_column(c, overflow="fold")
+    # one table per statement (the claim and its times), one row per cell: the statement is said once, not per row
+    columns = [c for c in rows[0] if c not in ("claim", "measure", CRITERION_COLUMN, "null from")]
     colour = {"agrees": "green", "disagrees": "red", "inconclusive": "yellow"}
-    for row in rows:
-        rich_table.add_row(*[f"[{colour.get(row[c], 'default')}]{row[c]}" if c == "verdict" else str(row[c])
-                             for c in columns])
-    console.print(rich_table)
+    console.print(f"[bold]{ds.attrs.get('experiment', name)}: claims[/] ({source})", highlight=False)
+    for statement in dict.fromkeys(r["claim"] for r in rows):
+        mine = [r for r in rows if r["claim"] == statement]
+        # a label no row of this claim has, and a gate no cell's quality could assess: left out
+        shown = [c for c in columns if any(str(r[c]) not in ("", "not assessed") for r in mine)]
+        table = Table(title=statement, title_justify="left")
+        for c in shown:
+            table.add_column(c, overflow="fold", justify="left" if c in ("verdict", "note", "gate") else "right")
+        for row in mine:
+            table.add_row(*[f"[{colour.get(row[c], 'default')}]{row[c]}" if c == "verdict" else str(row[c])
+                            for c in shown])
+        console.print(table)
     for r in {r[CRITERION_COLUMN]: r for r in rows}.values():  # each kind's criterion and null, once
         console.print(f"- {r['measure']}: {r[CRITERION_COLUMN]}"
                       + (f"; null: {r['null from']}" if r["null from"] else ""), soft_wrap=True, highlight=False)

@@ -99,6 +99,11 @@ UNET_BATCH_SIZE = 128
 UNET_LR = 2e-3
 UNET_EMA = 0.999
 
+# ---------------------------------------------------------------- the command line (not a model's)
+#: the catalog entry `ridgexr run` runs without a name: the quick demo whose cells differ in reach, slide and
+#: memorization, with claims (catalogs/points2d.yaml)
+DEFAULT_ENTRY = "three-points-demo"
+
 # ---------------------------------------------------------------- the report (not a model's)
 #: snapshots (steps) in the report's grid of a 2-D store's samples (make_report, 'ridgexr report --n-frames')
 REPORT_N_FRAMES = 6

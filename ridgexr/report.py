@@ -40,20 +40,23 @@ table#summary { max-width: 100%; }
 table#summary th { white-space: normal; vertical-align: bottom; }
 table#summary td { white-space: nowrap; }
 figcaption { color: #444; margin: 0.3em 0 1.5em 0; }
+table#claims-glance td.agrees { color: #1a7f37; }
+table#claims-glance td.disagrees { color: #cf222e; }
+table#claims-glance td.inconclusive { color: #9a6700; }
+table#claims-glance td.untestable { color: #57606a; }
+details { margin-bottom: 1.5em; }
 </style>
 </head>
 <body>
 <h1>{{ report_title }}</h1>
 <p class="description">{{ description }}</p>
-{% if quality_table %}<h2>Sample quality per cell</h2>
-<p class="quality">{{ quality_note }}</p>
-{{ quality_table }}
-{% endif %}{% if claims_table %}<h2>Claims</h2>
+{% if claims_glance %}<h2>Claims</h2>
 <p class="claims">{{ claims_source }}</p>
+{{ claims_glance }}
+<details><summary>Every claim with its statement, criterion, interval and null</summary>
 {{ claims_table }}
-{% endif %}<h2>Summary per cell (final step)</h2>
-{{ summary_table }}
-<h2>Figures</h2>
+</details>
+{% endif %}<h2>Figures</h2>
 <p class="explore">Interactive: {{ explore_hint }}</p>
 {% for fig in figures %}
 <figure id="{{ fig.name }}">
@@ -61,7 +64,12 @@ figcaption { color: #444; margin: 0.3em 0 1.5em 0; }
 <figcaption>{{ fig.caption }}</figcaption>
 </figure>
 {% endfor %}
-<h2>Configuration</h2>
+<h2>Summary per cell (final step)</h2>
+{{ summary_table }}
+{% if quality_table %}<h2>Sample quality per cell</h2>
+<p class="quality">{{ quality_note }}</p>
+{{ quality_table }}
+{% endif %}<h2>Configuration</h2>
 {{ config_table }}
 <h2>Provenance</h2>
 {{ provenance_table }}
@@ -118,30 +126,48 @@ def snapshot_cell(ds: xr.Dataset) -> tuple[dict, float]:
     return best, share
 
 
-def identical_curves_note(ds: xr.Dataset) -> str:
-    """A sentence for the distance figure's caption when every cell's mean ridge distance is the same
-    curve (to 1e-9 relative), saying why; an empty string otherwise.
-
-    Every cell draws the same sampler noise (``seeds.sampler``); where no model errs in the normal
-    direction (``residual_normal`` zero, as on the two-point set, whose ridge is the x-axis), the
-    normal coordinate, hence the distance to the ridge, follows the same path in every cell
-    (``residual_normal`` below 1e-6 of the training set's scale counts as zero: the frame's rounding).
-    """
-    run = cells(ds)
-    if len(run) < 2:
-        return ""
-    mean = analysis.distance_curves(ds, quantiles=(0.5,))["distance_mean"].compute()
-    curves = np.stack([np.asarray(mean.sel(c).values, dtype=float) for c in run])
-    if not np.allclose(curves, curves[:1], rtol=1e-9, atol=0.0, equal_nan=True):
-        return ""
-    note = f" The {len(run)} panels are identical: every cell draws the same sampler noise (seeds.sampler)"
-    if "residual_normal" in ds:
-        worst = float(abs(ds["residual_normal"]).max())
+def _why_identical(ds: xr.Dataset, group: list[dict], what: str) -> str:
+    """Why the cells of ``group`` draw identical ``what`` (:func:`ridgexr.plot.drawn_per_cell`)."""
+    varying = [d for d in group[0] if len({c[d] for c in group}) > 1]
+    if all(is_exact_cell(c) for c in group) and set(varying) <= set(plot.EXACT_FREE_DIMS):
+        return (f"the exact denoiser has no {' or '.join(varying)}: its cells are one model, sampled with the same "
+                "noise (seeds.sampler)")
+    why = "these cells draw the same sampler noise (seeds.sampler)"
+    if what in ("distance", "reach_time") and "residual_normal" in ds:
+        worst = float(abs(ds["residual_normal"].sel({d: [c[d] for c in group] for d in varying}) if varying else
+                          ds["residual_normal"]).max())
         scale = max(1.0, float(abs(ds["train_data"]).max())) if "train_data" in ds else 1.0
         if worst < 1e-6 * scale:  # rounding of the ridge frame, not a model's error
-            note += (f" and no model errs in the normal direction (largest |residual_normal| {worst:.1e}), so the "
-                     "normal coordinate, hence the distance to the ridge, follows the same path in every cell")
-    return note + "; the cells differ along the ridge (spread, mode counts, memorization below)."
+            why += (f" and no model errs in the normal direction (largest |residual_normal| {worst:.1e}), so the "
+                    "normal coordinate, hence the distance to the ridge, follows the same path in every cell")
+            return why + ("; the cells differ along the ridge (the figures above)" if len(group) == len(cells(ds))
+                          else "")
+    return why + ("; the cells differ along the ridge (the figures above)" if len(group) == len(cells(ds)) else
+                  "; their models move the samples alike")
+
+
+def identical_panels_note(ds: xr.Dataset, what: str, *, noun: str = "panels", r: float = 0.5) -> str:
+    """A sentence for a per-cell figure's caption naming the cells drawn once because what the figure draws for
+    them is identical (:func:`ridgexr.plot.identical_groups` of :func:`ridgexr.plot.drawn_per_cell`), and why;
+    an empty string when every cell is drawn.  ``what``: as :func:`ridgexr.plot.drawn_per_cell`."""
+    run = plot.ordered_cells(ds)
+    if len(run) < 2:
+        return ""
+    drawn = plot.drawn_per_cell(ds, what, r=r)
+    groups = [g for g in plot.identical_groups(run, [drawn[tuple(c.values())] for c in run]) if len(g) > 1]
+    if len(groups) == 1 and len(groups[0]) == len(run):
+        return (f" The {len(run)} {noun} are identical and drawn as one: "
+                + _why_identical(ds, groups[0], what) + ".")
+    parts = [f"{plot.group_title(ds, g)} ({len(g)} cells): {_why_identical(ds, g, what)}" for g in groups]
+    return f" Identical {noun} are drawn once: " + "; ".join(parts) + "." if parts else ""
+
+
+def identical_curves_note(ds: xr.Dataset) -> str:
+    """The distance figure's :func:`identical_panels_note`: its panels drawn once, and why (every cell of a store
+    where no model errs in the normal direction, as on the two-point set, whose ridge is the x-axis: the normal
+    coordinate, hence the distance to the ridge, follows the same path in every cell; the exact denoiser at
+    every width: one model)."""
+    return identical_panels_note(ds, "distance")
 
 
 def _summary_html(df) -> str:
@@ -202,17 +228,69 @@ def quality_rows(ds: xr.Dataset):
 def claim_rows(ds: xr.Dataset):
     """The report's claims table (a DataFrame, one row per claim and cell; None when the store's entry declares
     no claims) and a sentence saying where its criteria come from (:func:`ridgexr.claims.claim_specs`)."""
+    table, _, note = claims_by_spec(ds)
+    return table, note
+
+
+def claims_by_spec(ds: xr.Dataset):
+    """(the claims table as :func:`claim_rows` gives it, or None; [(a short name of each declared claim: its kind
+    and times, its claims)], in the entry's order; the sentence on where the criteria come from)."""
     from .claims import claim_specs, store_claims
     from .verdicts import claims_frame
 
     specs, source = claim_specs(ds)
-    claims = store_claims(ds, specs) if specs else []
+    per_spec = [(_spec_name(spec), store_claims(ds, [spec])) for spec in specs]
+    claims = [c for _, found in per_spec for c in found]
     if not claims:
-        return None, source
+        return None, [], source
     note = (f"Each claim's measure, reference, null and criterion are fixed by its kind (docs/claims.md); {source}; "
             "a criterion chosen after the numbers were seen says 'post hoc'. A claim about a network whose samples "
             "fail the quality gate is untestable.")
-    return claims_frame(claims).drop(columns=["measure"]), note
+    return claims_frame(claims).drop(columns=["measure"]), [(n, f) for n, f in per_spec if f], note
+
+
+def _spec_name(spec) -> str:
+    """A declared claim in a few words: its kind and times (``"slide-slower, t 0.1 -> 0.01"``)."""
+    times = " -> ".join(f"{v:g}" for v in spec.t or [])
+    return spec.kind + (f", t {times}" if times else "")
+
+
+#: the words a verdict starts with (the rest: "untestable: why", a post hoc mark)
+VERDICT_CLASSES = ("agrees", "disagrees", "inconclusive", "untestable")
+
+
+def claims_glance_html(per_spec) -> str:
+    """The claims at a glance (HTML): one row per cell, one column per declared claim (and time), each entry the
+    verdict and the measured contrast with its interval -- what differs between the cells, before the figures.
+    ``per_spec``: :func:`claims_by_spec`'s list."""
+    import html
+
+    columns, rows = [], {}
+    for name, found in per_spec:
+        several = len({x.labels.get("t") for x in found}) > 1  # one claim per time (align): a column per time
+        for c in found:
+            labels = {k: v for k, v in c.labels.items() if k != "t"}
+            col = f"{name.split(',')[0]}, t {c.labels['t']:.3g}" if several else name
+            if col not in columns:
+                columns.append(col)
+            key = tuple(labels.items())
+            word = c.verdict.split(":")[0].split(" ")[0]
+            text = c.verdict.split(":")[0] if word == "untestable" else \
+                f"{c.verdict} {c.row()['measured [95 %]']}"
+            rows.setdefault(key, {})[col] = (word if word in VERDICT_CLASSES else "", text)
+    dims = list(dict.fromkeys(k for key in rows for k, _ in key))
+    head = "".join(f"<th>{html.escape(str(d))}</th>" for d in dims) + "".join(
+        f"<th>{html.escape(c)}</th>" for c in columns)
+    body = []
+    for key, entries in rows.items():
+        labels = dict(key)
+        cells_html = "".join(f"<td>{html.escape(str(labels.get(d, '')))}</td>" for d in dims)
+        for col in columns:
+            cls, text = entries.get(col, ("", ""))
+            cells_html += f'<td class="{cls}">{html.escape(text)}</td>'
+        body.append(f"<tr>{cells_html}</tr>")
+    return (f'<table class="ridgexr" id="claims-glance"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(body)}</tbody></table>")
 
 
 QUALITY_NOTE = ("The gate (docs/quality.md): a cell generates when at least 80 % of its final samples fall in the "
@@ -268,10 +346,27 @@ def training_time_series(ds: xr.Dataset) -> list[tuple[dict, xr.Dataset]]:
     return out
 
 
-def report_figures(ds: xr.Dataset, *, r: float = 0.5, n_frames: int = defaults.REPORT_N_FRAMES) -> dict:
-    """The report's figures: {name: (holoviews object, caption)}, in the page's order (see :func:`make_report`).
+#: the report's figures in the order the page shows them: first what the cells' samples look like (where the
+#: cells differ most visibly), then what differs between cells along the ridge (spread, memorization), then reach
+#: and align (where the theory expects the cells alike; identical panels drawn once)
+FIGURE_ORDER = ("sample_gallery", "final_samples", "image_grid", "decoded_samples", "decoded_trajectories", "samples",
+                "training_time", "timescale_law", "spread_curves", "phase_diagram", "near_mode_diagram",
+                "mode_counts", "distance_curves", "degenerate_share", "reach_times")
 
-    Each plot function sizes its own figure; :func:`ridgexr.plot.save_figure` lays it out and writes it.
+
+def _figure_rank(name: str) -> int:
+    """The position of a figure in :data:`FIGURE_ORDER` (numbered figures by their stem: ``image_grid_0``)."""
+    stem = name.rstrip("0123456789").rstrip("_")
+    return FIGURE_ORDER.index(stem) if stem in FIGURE_ORDER else len(FIGURE_ORDER)
+
+
+def report_figures(ds: xr.Dataset, *, r: float = 0.5, n_frames: int = defaults.REPORT_N_FRAMES) -> dict:
+    """The report's figures: {name: (holoviews object, caption)}, in the page's order (:data:`FIGURE_ORDER`: the
+    samples and what differs between cells first, reach and align after; see :func:`make_report`).
+
+    Per-cell figures draw cells whose values are identical once (:func:`ridgexr.plot.identical_groups`), and
+    their captions say which and why (:func:`identical_panels_note`).  Each plot function sizes its own figure;
+    :func:`ridgexr.plot.save_figure` lays it out and writes it.
     """
     plot.ensure_backends()
     memo_cell, memo_share = snapshot_cell(ds) if ds.sizes.get("train", 0) >= 2 else (cells(ds)[0], np.nan)
@@ -283,11 +378,17 @@ def report_figures(ds: xr.Dataset, *, r: float = 0.5, n_frames: int = defaults.R
                                  "is numerically undetermined, against t; they are masked (not averaged) in the "
                                  "distance curves above and every summary.")}
            if "ridge_degenerate" in ds and bool(ds["ridge_degenerate"].any()) else {}),
-        "spread_curves": (plot.spread_curves_plot(ds), "Distance of the ridge projections to the nearest scaled "
-                          "training point alpha_t x_i: how far samples slide along the ridge."),
+        "spread_curves": (plot.spread_curves_plot(ds), "How far the samples slide along the ridge: the mean "
+                          "distance from each sample's ridge projection to the nearest scaled training point "
+                          "alpha_t x_i, against t; one colour per width, one line style per schedule, the exact "
+                          "denoiser (the memorizer, whose samples end on the training points) in black."
+                          + identical_panels_note(ds, "spread", noun="curves")),
         "reach_times": (plot.phase_time_hist(ds, which="reach_time", r=r), f"Time at which each trajectory enters "
-                        f"and stays in the tube of radius {r} around the ridge."),
-        "mode_counts": (plot.mode_count_bars(ds, r=r), f"Share of final samples within {r} of a training point."),
+                        f"and stays in the tube of radius {r} around the ridge."
+                        + identical_panels_note(ds, "reach_time", r=r)),
+        "mode_counts": (plot.mode_count_bars(ds, r=r), f"Share of final samples within {r} of a training point "
+                        "(the paper's memorization count) per cell, with its 95 % Wilson interval; a share of 0 is "
+                        "the printed 0.00 and a line on the axis." + identical_panels_note(ds, "final", noun="bars")),
     }
     explore_hint = _explore_hint(ds)
     x, y = phase_axes(ds)
@@ -308,9 +409,10 @@ def report_figures(ds: xr.Dataset, *, r: float = 0.5, n_frames: int = defaults.R
         quality = quality_rows(ds)
         gates = None if quality is None else {  # quality_rows lists the cells in reading order too
             plot.cell_title(cell): gate for cell, gate in zip(plot.ordered_cells(ds), quality["gate"])}
-        figures = {"sample_gallery": (plot.sample_gallery(ds, gates=gates), "The final samples of every cell "
-                   "(the scheduler's output at t = 0, else the last state over alpha_t), one row each, above real "
-                   "training images; the quality gate's verdict beside each cell's label.")} | figures
+        figures["sample_gallery"] = (plot.sample_gallery(ds, gates=gates), "The final samples of every cell "
+                                     "(the scheduler's output at t = 0, else the last state over alpha_t), one row "
+                                     "each, above real training images; the quality gate's verdict beside each "
+                                     "cell's label.")
     if plot.is_image_store(ds):  # pixel images, or VAE latents decoded
         picked = [c for c in cells(ds) if not is_exact_cell(c)][:1] + [c for c in cells(ds) if is_exact_cell(c)][-1:]
         for i, cell in enumerate(picked):
@@ -333,23 +435,32 @@ def report_figures(ds: xr.Dataset, *, r: float = 0.5, n_frames: int = defaults.R
                                          "verdict of the criteria fixed before the run (triangles: not reached by "
                                          "the last checkpoint, lower bounds).")
     if ds.sizes["dim"] == 2:
+        figures["final_samples"] = (plot.final_samples_grid(ds), "Where each cell's samples end: the last "
+                                    "recorded states (t = t_min) of every cell (blue) on the ridge R_t (grey), "
+                                    "with the training points alpha_t x_i (rings); a panel's title says how many "
+                                    "samples lie outside the view." + identical_panels_note(ds, "final"))
         hm = plot.samples_over_time(ds, **memo_cell, n_frames=n_frames)
-        figures["samples"] = (plot.snapshot_grid(hm, cols=2), f"{len(hm)} snapshots over time of the cell {memo_cell}, the one that "
-                              f"memorizes least ({memo_share:.0%} of final samples with d1/d2 < 1/3): samples "
-                              "(blue), their ridge projections (red), the ridge R_t (grey), alpha_t x_i (black). "
+        figures["samples"] = (plot.snapshot_grid(hm, cols=2), f"{len(hm)} snapshots over time of the cell "
+                              f"{plot.cell_title(memo_cell)}, the one that memorizes least ({memo_share:.0%} of "
+                              "final samples with d1/d2 < 1/3): samples (blue), their ridge projections (small red "
+                              "marks under them), the ridge R_t (grey), the training points alpha_t x_i (rings). "
                               "Every cell and step: " + explore_hint)
-    return figures
+    return dict(sorted(figures.items(), key=lambda item: _figure_rank(item[0])))
 
 
 def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr report", r: float = 0.5,
                 n_frames: int = defaults.REPORT_N_FRAMES) -> dict:
     """Write PNG figures and ``report.html`` for a store's Dataset; returns {name: path}.
 
-    Figures: ridge distance per cell (faceted), tangential spread, reach times, mode counts,
-    the memorization phase diagram, and for 2-D data a grid of ``n_frames`` snapshots over
-    time of the cell that memorizes least (named in the caption).  Per-cell panels, legend
-    entries and summary rows are in reading order (:func:`ridgexr.plot.ordered_cells`).  The
-    page says how to open the interactive explorer (:mod:`ridgexr.explore`) of the store.
+    The page leads with what differs between the cells: the entry's claims at a glance (one row per cell, one
+    column per claim: verdict and interval; every claim in full below it), then the figures in
+    :data:`FIGURE_ORDER` -- for 2-D data the final samples of every cell and a grid of ``n_frames`` snapshots
+    over time of the cell that memorizes least, the tangential spread, the memorization shares, then the ridge
+    distance and reach times, whose identical panels are drawn once with a note saying why -- then the summary
+    per cell, the sample quality (left out when no cell's could be assessed), the configuration and the
+    provenance.  Per-cell panels, legend entries and summary rows are in reading order
+    (:func:`ridgexr.plot.ordered_cells`).  The page says how to open the interactive explorer
+    (:mod:`ridgexr.explore`) of the store.
     """
     from bokeh.embed import file_html
     from bokeh.embed.bundle import bundle_for_objs_and_resources
@@ -360,7 +471,9 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
     figures = report_figures(ds, r=r, n_frames=n_frames)
     explore_hint = _explore_hint(ds)
     quality = quality_rows(ds)
-    claims, claims_source = claim_rows(ds)
+    if quality is not None and (quality["gate"] == "not assessed").all():
+        quality = None  # no cell's quality could be assessed (a point set has no held-out reals): no section
+    claims, per_spec, claims_source = claims_by_spec(ds)
     paths = {}
     rendered = {}
     with _quiet():
@@ -405,6 +518,7 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
             quality_note=QUALITY_NOTE,
             claims_table="" if claims is None else claims.to_html(index=False, border=0, classes="ridgexr",
                                                                   table_id="claims"),
+            claims_glance=claims_glance_html(per_spec) if per_spec else "",
             claims_source=claims_source,
             explore_hint=explore_hint,
             figures=[{"name": n, "caption": cap} for n, (_, cap) in figures.items()],

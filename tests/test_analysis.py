@@ -226,7 +226,7 @@ def test_plots_are_holoviews_objects():
     ds, k, t = synthetic_store(chunks=False)
     from ridgexr import plot
 
-    lay = plot.distance_curves_plot(ds)
+    lay = plot.distance_curves_plot(ds, collapse=False)
     assert isinstance(lay, hv.NdLayout) and len(lay) == ds.sizes["schedule"] * ds.sizes["width"]
     mean = an.distance_curves(ds).distance_mean.compute()
     for key, panel in lay.items():  # the values drawn are the analysis' values, cell by cell
@@ -234,13 +234,17 @@ def test_plots_are_holoviews_objects():
         curve = panel.Curve.I
         np.testing.assert_allclose(curve.dimension_values(1), mean.sel(cell).values)
         np.testing.assert_allclose(curve.dimension_values(0), ds.t.values)
+    # this store's cells are identical by construction: one panel for all of them, holding their values
+    one = plot.distance_curves_plot(ds)
+    assert len(one) == 1
+    np.testing.assert_allclose(next(iter(one.values())).Curve.I.dimension_values(1), mean.isel(schedule=0, width=0))
     hm = plot.samples_over_time(ds, schedule="1", width=8, n_frames=5)
     assert isinstance(hm, hv.HoloMap)
     # on bokeh the data area keeps its own 380 px beside the legend (the built tutorial squeezed it to ~60 px)
     fig = hv.render(hm.last, backend="bokeh")
     assert (fig.frame_width, fig.frame_height) == (380, 380) and fig.legend[0].location is not None
     assert isinstance(plot.phase_diagram(ds), hv.Overlay)
-    assert isinstance(plot.mode_count_bars(ds), hv.Bars)
+    assert isinstance(plot.mode_count_bars(ds), hv.Overlay) and isinstance(plot.mode_count_bars(ds).Bars.I, hv.Bars)
     assert isinstance(plot.phase_time_hist(ds), hv.NdLayout)
     assert isinstance(plot.theory_scatter(ds), hv.NdLayout)
     # the ridge drawn under the samples: two points on the x-axis -> a segment of the axis

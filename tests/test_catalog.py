@@ -279,3 +279,27 @@ def test_point_law_entries_store_more_fresh_draws_than_samples():
             if law is not None and law.n_population <= exp.n_samples:
                 short.append(f"{path.name}:{name} ({law.n_population} <= {exp.n_samples})")
     assert not short, short
+
+
+def test_the_default_entry_is_a_quick_demo_with_claims_where_reach_is_not_true_by_construction():
+    """`ridgexr run` without a name runs defaults.DEFAULT_ENTRY: a catalog entry on a point set that is not on one
+    line (on a line the ridge is that line and every model predicts the normal coordinate exactly, so reach and align
+    are true by construction and every cell's ridge distance is the same), with the three schedules, several widths
+    and the exact denoiser, claims of the registry's cell kinds written before its run (not post hoc), and a plan
+    of under 30 s on 2 idle cores (the README's first command runs it)."""
+    import inspect
+
+    from ridgexr import defaults
+    from ridgexr.claims import check_claim_specs
+    from ridgexr.cli import run
+    from ridgexr.run.plan import estimate_stage_seconds
+
+    assert inspect.signature(run).parameters["name"].default.default == defaults.DEFAULT_ENTRY
+    exp = open_catalog()[defaults.DEFAULT_ENTRY]
+    train = load_training_set(exp.dataset)
+    assert train.shape[1] == 2 and np.linalg.matrix_rank(train - train.mean(0), tol=1e-9) == 2
+    assert set(exp.cell_schedules) == {"1", "h", "h2", "exact"} and len(exp.model.widths) >= 3
+    check_claim_specs(exp.claims)
+    assert {c.kind for c in exp.claims} >= {"reach-falls", "align-tangent", "slide-slower"}
+    assert not any(c.post_hoc for c in exp.claims) and all(c.written for c in exp.claims)
+    assert sum(estimate_stage_seconds(exp, train).values()) < 30

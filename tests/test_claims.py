@@ -152,6 +152,11 @@ def test_cli_claims_prints_the_table_and_markdown(circle_store):
     out = CliRunner().invoke(app, ["claims", str(circle_store)], env={"COLUMNS": "200"})
     assert out.exit_code == 0, out.output
     assert "memorizes" in out.output and "agrees" in out.output and "excess memorized share" in out.output
+    # one table per claim: its statement said once, above its rows (not once per row, folded into a column)
+    flat = " ".join(out.output.split())
+    claims = store_claims(ridgexr.open_dataset(circle_store))
+    for statement in {c.statement for c in claims}:
+        assert flat.count(statement) == 1, statement
     md = CliRunner().invoke(app, ["claims", str(circle_store), "--markdown"])
     assert md.exit_code == 0 and "| schedule | width |" in md.output and "criteria recorded in the store" in md.output
     assert "| criterion |" in md.output and "criterion (before the run)" not in md.output
@@ -172,6 +177,24 @@ def test_the_report_shows_the_claims_table_with_every_claim_and_its_verdict(clai
     assert len(rows) == len(claims)
     assert [r[header.index("verdict")] for r in rows] == [c.verdict for c in claims]
     assert "criteria recorded in the store" in soup.find("p", class_="claims").get_text()
+    assert table.find_parent("details") is not None  # in full, one click away
+    # at a glance, before the figures: one row per cell, one column per declared claim, each entry its verdict and,
+    # where it was measured, the contrast with its interval
+    glance = soup.find("table", id="claims-glance")
+    assert glance is not None and glance.find_next("figure") is not None and table.find_previous("table") is glance
+    head = [th.get_text() for th in glance.find("thead").find_all("th")]
+    assert head == ["schedule", "width", "memorizes", "does-not-memorize", "reach-falls, t 1 -> 0.05",
+                    "align-tangent, t 0.5", "slide-slower, t 1 -> 0.05"]
+    entries = {tuple(td.get_text() for td in tr.find_all("td")[:2]): [td for td in tr.find_all("td")[2:]]
+               for tr in glance.find("tbody").find_all("tr")}
+    assert len(entries) == len({(c.labels["schedule"], c.labels["width"]) for c in claims})
+    for c in claims:
+        column = next(i for i, h in enumerate(head[2:]) if h.split(",")[0] == c.kind)
+        td = entries[(str(c.labels["schedule"]), str(c.labels["width"]))][column]
+        word = c.verdict.split(":")[0]
+        assert td.get_text().startswith(word) and word.split(" ")[0] in td["class"], (td, c.verdict)
+        if not word.startswith("untestable"):
+            assert c.row()["measured [95 %]"] in td.get_text()
 
 
 def test_the_slide_claim_reads_the_tangential_and_ridge_distances_of_the_store(claims_store):

@@ -164,22 +164,23 @@ def test_the_sample_gallery_draws_each_cells_final_samples_above_training_images
     (read back from the rendered figure) are those images; the gate's verdict is in the title."""
     ds = ridgexr.open_dataset(image_stores["pixel"])
     canvas, labels = plot.sample_gallery_values(ds, n=3)
-    assert labels == ["model=exact", "training images"]
+    assert labels == ["exact denoiser", "training images"]
     show = lambda v: np.clip((v.reshape(-1, 5, 5) + 1) / 2, 0, 1)  # noqa: E731
     last = ds.isel(step=-1, model=0)
     want = np.stack([show(last["trajectory"].values / float(last["alpha"])), show(ds["train_data"].values[:3])])
     np.testing.assert_allclose(_tiles(canvas, 5, 5), want, atol=1e-12)
-    fig = hv_render(plot.sample_gallery(ds, n=3, gates={"model=exact": "generates"}))
+    fig = hv_render(plot.sample_gallery(ds, n=3, gates={"exact denoiser": "generates"}))
     im = fig.axes[0].images[0]
     drawn = np.asarray(im.get_array(), dtype=float)
     drawn = drawn if im.origin == "upper" else drawn[::-1]
     np.testing.assert_allclose(np.ma.filled(np.ma.masked_invalid(drawn), np.nan), canvas, atol=1e-12)
-    assert "model=exact [generates]" in fig.axes[0].get_title()
+    assert "exact denoiser [generates]" in fig.axes[0].get_title()
 
 
 def test_the_report_of_an_image_store_starts_with_its_samples_and_shows_the_quality_table(image_stores, tmp_path):
-    """The rendered page: a quality table per cell (an IDX folder without a test split: nothing to measure, the
-    gate 'not assessed') and the sample gallery as the first figure."""
+    """The rendered page starts with the sample gallery.  An IDX folder without a test split has nothing to measure
+    (every gate 'not assessed'): no quality section.  With a measure (a nearest ratio above the gate's 1.5) the
+    quality table per cell follows the figures and the summary, with the gate's verdict."""
     from bs4 import BeautifulSoup
 
     from ridgexr.report import make_report
@@ -187,12 +188,16 @@ def test_the_report_of_an_image_store_starts_with_its_samples_and_shows_the_qual
     ds = ridgexr.open_dataset(image_stores["pixel"])
     paths = make_report(ds, tmp_path / "rep")
     page = BeautifulSoup(paths["html"].read_text(), "html.parser")
+    assert page.find("table", id="quality") is None and "Sample quality per cell" not in page.get_text()
+    assert page.find_all("figure")[0]["id"] == "sample_gallery" and paths["sample_gallery"].is_file()
+    far = ds.assign(quality_nearest_ratio=xr.full_like(ds["quality_nearest_ratio"], 2.0))
+    page = BeautifulSoup(make_report(far, tmp_path / "far")["html"].read_text(), "html.parser")
     table = page.find("table", id="quality")
     head = [th.get_text() for th in table.find_all("th")]
     cells = [[td.get_text() for td in tr.find_all("td")] for tr in table.find("tbody").find_all("tr")]
     assert head[0] == "model" and head[-2:] == ["gate", "claims about the cell"]
-    assert cells == [["exact", "-", "-", "-", "-", "-", "-", "not assessed", "testable"]]
-    assert page.find_all("figure")[0]["id"] == "sample_gallery" and paths["sample_gallery"].is_file()
+    assert cells[0][0] == "exact" and cells[0][-2] == "does not generate"
+    assert table.find_previous("table", id="summary") is not None and table.find_previous("figure") is not None
 
 
 def test_the_explorer_says_each_cells_quality_gate(image_stores, tmp_path):

@@ -395,3 +395,24 @@ def test_one_training_run_feeds_every_checkpoint_of_the_epoch_dimension(tmp_path
     assert int(a["cell_complete"].sum()) == 4
     np.testing.assert_array_equal(a["trajectory"].sel(epoch=2).values, b["trajectory"].sel(epoch=2).values)
     assert not np.array_equal(a["trajectory"].sel(epoch=4).values, b["trajectory"].sel(epoch=2).values)
+
+
+def test_every_report_figure_of_a_model_store_is_readable(multi_run, figure_layout_problems):
+    """A store of four model blocks (four cell dimensions: long panel titles and legend entries): every report
+    figure, as saved, has nothing overlapping or clipped (conftest.figure_layout_problems); the user's module that
+    wraps the exact denoiser and the exact denoiser draw identical samples and share their panels."""
+    import matplotlib.pyplot as plt
+
+    from ridgexr import plot
+    from ridgexr.report import report_figures
+
+    _, res, _ = multi_run
+    ds = ridgexr.open_dataset(res.store)
+    problems = []
+    for name, (obj, caption) in report_figures(ds, n_frames=2).items():
+        fig = plot.matplotlib_figure(obj)
+        problems += [f"{name}: {p}" for p in figure_layout_problems(fig)]
+        plt.close(fig)
+        if name == "final_samples":
+            assert "model mine, exact (2 cells)" in caption
+    assert not problems, "\n".join(problems)

@@ -1,0 +1,171 @@
+"""The committed figures (docs/figures): every one shown by a page, drawn by analyses/figures.py from its committed
+summary, readable (nothing overlapping or clipped, at least 150 dpi) and drawing the summary's numbers."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import ridgexr
+from ridgexr.catalog import experiment_from_file
+from ridgexr.run import run_experiment
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "analyses"))
+import figures  # noqa: E402  (analyses/figures.py)
+
+PNGS = sorted(p.stem for p in (ROOT / "docs" / "figures").glob("*.png"))
+PAGES = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
+
+
+def _referenced() -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for page in PAGES:
+        for name in re.findall(r"figures/([A-Za-z0-9_.-]+)\.png", page.read_text()):
+            out.setdefault(name, []).append(page.name)
+    return out
+
+
+def test_every_committed_figure_is_shown_by_a_page_and_every_shown_figure_exists():
+    shown = _referenced()
+    assert not [p for p in PNGS if p not in shown], "committed figures no page shows"
+    assert not [n for n in shown if n not in PNGS], "pages show figures that are not committed"
+
+
+#: the registry's figures drawn from a committed summary
+DRAWN = sorted(name for name, fig in figures.REGISTRY.items() if fig.summary.exists())
+
+
+def test_every_committed_figure_is_drawn_by_the_figures_script_or_listed_with_its_command():
+    """A figure is drawn by analyses/figures.py from a committed summary, or listed in its NOT_YET_DRAWN with the
+    commands that make it (and then has no summary yet); the registry's figures are shown on the page it names."""
+    assert sorted(set(figures.REGISTRY) | set(figures.NOT_YET_DRAWN)) == PNGS
+    assert set(DRAWN).isdisjoint(figures.NOT_YET_DRAWN)
+    assert set(figures.REGISTRY) - set(DRAWN) <= set(figures.NOT_YET_DRAWN)
+    assert all(cmd.strip() for cmd in figures.NOT_YET_DRAWN.values())
+    shown = _referenced()
+    for name, fig in figures.REGISTRY.items():
+        assert fig.page in shown[name], (name, fig.page, shown[name])
+
+
+@pytest.mark.parametrize("name", DRAWN)
+def test_a_committed_figure_is_readable_and_is_the_one_its_summary_draws(name, figure_layout_problems):
+    """Drawn from its summary: nothing overlapping or clipped, texts >= 11 px, legends <= 40 % of the width
+    (conftest.figure_layout_problems, the report figures' check), at least 150 dpi; the committed PNG has the drawn
+    figure's size in pixels (it was drawn by the script, not left from an older one)."""
+    from PIL import Image
+
+    fig = figures.draw(figures.REGISTRY[name])
+    problems = figure_layout_problems(fig)
+    assert not problems, "\n".join(problems)
+    assert fig.dpi >= 150
+    width, height = (np.array(fig.get_size_inches()) * figures.DPI).round().astype(int)
+    with Image.open(figures.REGISTRY[name].png) as png:
+        assert abs(png.size[0] - width) <= 1 and abs(png.size[1] - height) <= 1, (png.size, (width, height))
+        assert round(png.info["dpi"][0]) >= 150
+
+
+def test_the_width_sweep_draws_its_summary_shares_and_intervals():
+    fig = figures.draw(figures.REGISTRY["sweep_width_near_mode"])
+    df = figures.read_summary(figures.REGISTRY["sweep_width_near_mode"])
+    ax = fig.axes[0]
+    schedules = list(dict.fromkeys(df.schedule))
+    assert len(ax.containers) == len(schedules)  # one error-bar series per schedule
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels == [figures.schedule_label(s) for s in schedules]
+    for bars, s in zip(ax.containers, schedules):
+        sub = df[df.schedule == s].sort_values("width")
+        np.testing.assert_allclose(np.asarray(bars.lines[0].get_ydata(), float), sub.near_mode.to_numpy())
+        segments = np.array(bars.lines[2][0].get_segments())  # (width, 2 ends, x/y): the 95 % interval
+        np.testing.assert_allclose(segments[:, :, 1], sub[["near_mode_low", "near_mode_high"]].to_numpy())
+    assert ax.get_ylim()[0] <= 0 and ax.get_ylim()[1] >= 1 and ax.get_yscale() == "linear"  # a share: 0 to 1
+
+
+def test_the_samples_gallery_names_its_rows_and_columns_and_counts_every_cell():
+    fig = figures.draw(figures.REGISTRY["paper_two_points_paper_samples"])
+    df = figures.read_summary(figures.REGISTRY["paper_two_points_paper_samples"])
+    cells = df[df.schedule != "train"]
+    rows, cols = list(dict.fromkeys(cells.schedule)), figures._tau_list(cells.tau)
+    axes = np.array(fig.axes).reshape(len(rows), len(cols))
+    assert [ax.get_ylabel() for ax in axes[:, 0]] == [figures.schedule_label(s) for s in rows]
+    assert [ax.get_title() for ax in axes[0]] == [figures.tau_label(t) for t in cols]
+    for i, s in enumerate(rows):
+        for j, tau in enumerate(cols):
+            sub = cells[(cells.schedule == s) & ((cells.tau == tau) | (np.isinf(cells.tau) & np.isinf(tau)))]
+            text = axes[i, j].texts[0].get_text()
+            assert text == f"{sub.near_mode_count.iloc[0]} / {sub.finite_count.iloc[0]} near"
+            drawn = axes[i, j].collections[0].get_offsets()
+            np.testing.assert_allclose(drawn, sub[["x1", "x2"]].to_numpy())
+
+
+@pytest.fixture(scope="module")
+def tiny_store(tmp_path_factory, write_catalog):
+    tmp = tmp_path_factory.mktemp("figs")
+    return run_experiment(experiment_from_file(write_catalog(tmp, steps=12, samples=16)), data_dir=tmp / "d").store
+
+
+def test_summaries_are_the_stores_numbers(tiny_store):
+    """The summaries against brute force on a tiny store: the near-mode share counts the final samples within 0.5
+    of a scaled training point; a cell's final samples are the store's trajectory at its last step."""
+    ds = ridgexr.open_dataset(tiny_store)
+    sweep = figures.sweep_width_summary(ds)
+    last = ds.isel(step=-1)
+    pts = ds.train_data.values * float(last.alpha)
+    for _, row in sweep.iterrows():
+        x = last.trajectory.sel(schedule=row.schedule, width=row.width).values
+        x = x[np.isfinite(x).all(1)]
+        near = (np.linalg.norm(x[:, None] - pts[None], axis=-1) < 0.5).any(1).mean()
+        assert row.near_mode == pytest.approx(near)
+        assert row.near_mode_low <= near <= row.near_mode_high
+    summary = figures.three_points_summary("h2", 16)(ds)
+    x = last.trajectory.sel(schedule="h2", width=16).values
+    np.testing.assert_allclose(summary[summary.kind == "sample"][["x1", "x2"]].to_numpy(), x, atol=5e-5)
+    np.testing.assert_allclose(summary[summary.kind == "train"][["x1", "x2"]].to_numpy(), pts, atol=5e-5)
+    assert isinstance(summary, pd.DataFrame)
+
+
+def test_the_mnist_figures_draw_their_summaries_readably(figure_layout_problems):
+    """The MNIST figures (their store is not committed) on a summary of the same shape: one row per model kind,
+    one panel per schedule, one colour per epoch (MLP) or width (random features), the exact denoiser in black in
+    every panel, drawn once per model (no epoch on random features, none of the three labels on the exact
+    denoiser); galleries name their rows in the margin."""
+    t = np.geomspace(3, 1e-3, 21)
+    rows = [dict(model=m, schedule=s, width=512 if m == "mlp" else v, epoch=v if m == "mlp" else "", t=x,
+                 distance_mean=(1 + k) * x ** 0.2, degenerate_share=float(x < 0.05))
+            for m, levels in (("mlp", [30, 150, 600]), ("random_features", [256, 2048]))
+            for s in ("1", "h", "h2") for k, v in enumerate(levels) for x in t]
+    rows += [dict(model="exact", schedule="", width="", epoch="", t=x, distance_mean=0.5 * x ** 0.3,
+                  degenerate_share=float(x < 0.08)) for x in t]
+    import io
+
+    df = pd.read_csv(io.StringIO(pd.DataFrame(rows).to_csv(index=False)))  # as read back from the CSV
+    for draw, value in ((figures.mnist_distance_draw, "distance_mean"),
+                        (figures.mnist_degenerate_draw, "degenerate_share")):
+        fig = draw(df)
+        assert not figure_layout_problems(fig)
+        axes = np.array(fig.axes).reshape(2, 3)
+        assert [ax.get_title() for ax in axes[0]] == ["w = 1", "w = h", "w = h²"]
+        for i, (model, level, levels) in enumerate((("mlp", "epoch", [30, 150, 600]),
+                                                    ("random_features", "width", [256, 2048]))):
+            for j, s in enumerate(("1", "h", "h2")):
+                lines = axes[i, j].get_lines()
+                assert [ln.get_label() for ln in lines] == [f"{level} {v}" for v in levels] + ["exact denoiser"]
+                for ln, v in zip(lines, levels):
+                    want = df[(df.model == model) & (df.schedule == s) & (df[level] == v)].sort_values("t")[value]
+                    np.testing.assert_allclose(ln.get_ydata(), want)
+                assert lines[-1].get_color() == "black"
+    images = np.random.default_rng(0).integers(0, 256, (3, 10, 28, 28)).astype(np.uint8)
+    labels = np.array(["training images", "MLP, w = 1", "MLP, w = h"])
+    fig = figures.mnist_samples_draw({"images": images, "labels": labels, "note": np.array(["decoded samples"])})
+    assert not figure_layout_problems(fig)
+    axes = np.array(fig.axes).reshape(3, 10)
+    assert [ax.get_ylabel() for ax in axes[:, 0]] == list(labels)
+    np.testing.assert_array_equal(axes[1, 4].images[0].get_array(), images[1, 4])
+    fig = figures.mnist_trajectories_draw({"images": images[:, :8], "labels": labels, "t": t[::2][:8]})
+    assert not figure_layout_problems(fig)
+    assert [ax.get_title() for ax in fig.axes[:8]] == [f"t = {x:.2g}" for x in t[::2][:8]]
