@@ -96,7 +96,7 @@ def test_reach_agrees_for_the_exact_denoiser_and_disagrees_three_tube_radii_off(
     # the same sampler with its states at t_late pushed to 3 x their ridge distance: it still falls from t = 1
     copy = tmp_path / "copy.zarr"
     shutil.copytree(three_store, copy)
-    from ridgexr.analysis._helpers import step_index
+    from ridgexr.analysis.selection import step_index
 
     late, early = step_index(ds, t=0.05), step_index(ds, t=1.0)
     arr = zarr.open_group(str(copy), mode="r+")["ridge_distance"]

@@ -179,7 +179,7 @@ def test_the_slide_claim_reads_the_tangential_and_ridge_distances_of_the_store(c
     distances at the nearest observed steps (trajectories paired), less the forward reference's S (the claim's
     null)."""
     from ridgexr.analysis import resolved, tangential_distance
-    from ridgexr.analysis._helpers import step_index
+    from ridgexr.analysis.selection import step_index
 
     ds = ridgexr.open_dataset(claims_store)
     claims = [c for c in store_claims(ds) if c.kind == "slide-slower"]

@@ -311,7 +311,7 @@ def test_sphere_cap_mass_of_the_piecewise_law_against_a_dense_sample():
     from ridgexr.analysis.manifold import _sphere_cap_mass
 
     m = Manifold("sphere", ambient_dim=3, radius=1.0)
-    y = m._local(m.sample(400_000, density="piecewise", seed=3)[0])
+    y = m.local(m.sample(400_000, density="piecewise", seed=3)[0])
     c = np.r_[[[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, -1.0, 0.0]], _fibonacci(5)]
     a = np.array([0.05, 0.3, 1.0, 2.0, 3.1, np.pi])
     mc = (np.arccos(np.clip(y @ c.T, -1, 1))[:, :, None] <= a).mean(0)
