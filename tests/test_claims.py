@@ -77,7 +77,7 @@ def test_the_store_claims_follow_the_entry(claims_store):
 def _brute_memorized(x, train):
     d = np.sort(np.linalg.norm(x[:, None, :] - train[None], axis=-1), axis=1)
     ok = np.isfinite(d[:, 0])
-    return int((d[ok, 0] / d[ok, 1] < 1 / 3).sum()), int(ok.sum())
+    return int((d[ok, 0] / d[ok, 1] < ridgexr.defaults.MEMORIZED_RATIO).sum()), int(ok.sum())
 
 
 CIRCLE = """

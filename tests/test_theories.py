@@ -176,7 +176,7 @@ def test_analyses_use_each_cells_own_training_subset(circle_run):
             d = np.linalg.norm(x[:, None] - pts[None], axis=-1)
             assert float(near.sel(schedule=s, width=8, n_train=n)) == pytest.approx(np.mean(d.min(1) <= 1.0))
             two = np.sort(d, axis=1)[:, :2]
-            assert float(memo.sel(schedule=s, width=8, n_train=n)) == pytest.approx(np.mean(two[:, 0] / two[:, 1] < 1 / 3))
+            assert float(memo.sel(schedule=s, width=8, n_train=n)) == pytest.approx(np.mean(two[:, 0] / two[:, 1] < ridgexr.defaults.MEMORIZED_RATIO))
     spread = analysis.spread_curves(ds).spread_mean.isel(step=-1).compute()
     x = last.ridge_projection.sel(schedule="h2", width=8, n_train=4).values
     d = np.linalg.norm(x[:, None] - ds.train_data.values[None, :4] * a, axis=-1).min(1)
