@@ -11,6 +11,8 @@ import numpy as np
 import ridgexr
 from ridgexr import plot
 from ridgexr.analysis.arrays import proportion_ci
+from ridgexr.analysis.claims import median_interval
+from ridgexr.choices import CELL_DIMS
 from ridgexr.run import run_experiment
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,20 +57,11 @@ def markdown_table(df, floatfmt: str = ".3g") -> str:
     return "\n".join(lines)
 
 
-def median_ci(v: np.ndarray, n_boot: int = 2000, seed: int = 0) -> tuple[float, float, float]:
-    """Median of the finite values of ``v`` with a percentile-bootstrap 95 % interval over them (NaNs if none)."""
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return (np.nan, np.nan, np.nan)
-    rng = np.random.default_rng(seed)
-    boot = np.median(v[rng.integers(0, v.size, (n_boot, v.size))], axis=1)
-    return float(np.median(v)), float(np.quantile(boot, 0.025)), float(np.quantile(boot, 0.975))
-
-
 def median_ci_text(v: np.ndarray) -> str:
-    """:func:`median_ci` as "median [low, high]" ("-" when ``v`` has no finite value)."""
-    m = median_ci(v)
-    return "-" if np.isnan(m[0]) else f"{m[0]:.3g} [{m[1]:.3g}, {m[2]:.3g}]"
+    """The median of the finite values of ``v`` with its percentile-bootstrap 95 % interval
+    (:func:`ridgexr.analysis.claims.median_interval`) as "median [low, high]" ("-" when none is finite)."""
+    med, low, high, _ = median_interval(v)
+    return "-" if np.isnan(med) else f"{med:.3g} [{low:.3g}, {high:.3g}]"
 
 
 def share(mask: np.ndarray) -> str:
@@ -80,15 +73,12 @@ def share(mask: np.ndarray) -> str:
     return f"{k / n:.2f} [{float(lo):.2f}, {float(hi):.2f}]"
 
 
-#: the cell dimensions a store may have, in label order
-CELL_DIMS = ("model", "schedule", "width", "epoch", "tau")
-
-
 def complete_cells(ds):
     """Yield ``(label, cell)`` for every cell of ``ds`` that applies and is complete: ``label`` maps each
-    cell dimension present to its value, ``cell`` is ``ds`` at that cell."""
+    cell dimension present (:data:`ridgexr.choices.CELL_DIMS`, in store order) to its value (its position where
+    the dimension has no coordinate), ``cell`` is ``ds`` at that cell."""
     dims = [d for d in CELL_DIMS if d in ds.dims]
     for idx in np.ndindex(*(ds.sizes[d] for d in dims)):
         cell = ds.isel(dict(zip(dims, idx)))
         if bool(cell.cell_applies) and bool(cell.cell_complete):
-            yield {d: cell[d].item() for d in dims}, cell
+            yield {d: cell[d].item() if d in ds.coords else i for d, i in zip(dims, idx)}, cell

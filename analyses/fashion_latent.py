@@ -25,6 +25,7 @@ from _common import complete_cells, markdown_table, median_ci_text, parser, shar
 import pandas as pd
 
 import ridgexr
+from ridgexr.defaults import MEMORIZED_RATIO
 
 ENTRY = "fashion-latent"
 
@@ -58,7 +59,7 @@ def step_rows(ds, times) -> pd.DataFrame:
                 "|residual tangent|": f"{norm_median(at.residual_tangent.values, frame):.3g}",
                 "d*(t)": float(np.nanmedian(at.resolved_rank.values)),
                 "nearest (median)": median_ci_text(at.nearest_distance.values),
-                "d1/d2 < 1/3": share(at.nearest_ratio.values < 1 / 3),
+                "d1/d2 < 1/3": share(at.nearest_ratio.values < MEMORIZED_RATIO),
             })
     return pd.DataFrame(rows)
 

@@ -31,6 +31,7 @@ import xarray as xr
 from _common import markdown_table, parser, save_png, store_for
 
 from ridgexr import analysis
+from ridgexr.defaults import MEMORIZED_RATIO
 from ridgexr.claims import ENTRIES_SEEN, KINDS
 from ridgexr.verdicts import NO_STATE, VERDICTS, Claim, Criterion, Null, claims_markdown, median_ci, mean_t_ci
 
@@ -147,7 +148,7 @@ def coverage_table(ds, c: float = 0.5):
         rows.append({"model": str(model), "draw": j, "N": int(n), "t_stop": float(ds.denoise_t.sel(at)),
                      "delta_N": float(cv.coverage_delta), "ratio min": float(cv.mass_ratio_min),
                      "ratio max": float(cv.mass_ratio_max), "dist to M": float(np.mean(m.distance(x))),
-                     "novelty (median)": med, "memorized share": float(np.mean(nov < 1 / 3)),
+                     "novelty (median)": med, "memorized share": float(np.mean(nov < MEMORIZED_RATIO)),
                      "W2 to smoothed target": float(target.sel(at)), "novelty low": low, "novelty high": high,
                      "outputs": int(finite.sum()), "excluded outputs": int((~finite).sum())})
     return pd.DataFrame(rows), m.k
@@ -190,7 +191,7 @@ def novelty_null(ds) -> Null:
     novs = [arrays.novelty(m.sample(size, density=cfg["density"], kappa=cfg.get("kappa", 1.0), seed=200 + j)[0],
                            train[j * per_draw:j * per_draw + n]) for j in range(draws)]
     meds = [float(np.median(v)) for v in novs]
-    shares = [float(np.mean(v < 1 / 3)) for v in novs]
+    shares = [float(np.mean(v < MEMORIZED_RATIO)) for v in novs]
     what = f"{size} fresh draws of the law against the training set at N = {n}"
     if draws > 1:
         return Null(float(np.mean(meds)), min(meds), max(meds),

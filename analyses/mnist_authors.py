@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from _common import markdown_table, median_ci, parser, share, store_for
+from _common import markdown_table, parser, share, store_for
 
 import pandas as pd
 
 from ridgexr import analysis as an
+from ridgexr.analysis.claims import median_interval
 
 ENTRIES = ("mnist-authors", "mnist-authors-score")
 
@@ -52,19 +53,19 @@ def step_rows(ds, name: str, steps) -> list[dict]:
     for j, k in enumerate(steps):
         at = ds.sel(step=ds.step[ds.sampler_step == k]).squeeze("step")
         row = {"entry": name, "step": int(k), "t": f"{float(at.t):.3g}",
-               "authors at t (scaled)": fmt(median_ci(at.projected_gradient_scaled.values)),
-               "authors at t_min (scaled)": fmt(median_ci(at.projected_gradient_tmin_scaled.values)),
-               "authors at t_min (1/latent)": fmt(median_ci(at.projected_gradient_tmin.values)),
-               "SCMS distance d*=25": fmt(median_ci(at.ridge_distance.values)),
+               "authors at t (scaled)": fmt(median_interval(at.projected_gradient_scaled.values)),
+               "authors at t_min (scaled)": fmt(median_interval(at.projected_gradient_tmin_scaled.values)),
+               "authors at t_min (1/latent)": fmt(median_interval(at.projected_gradient_tmin.values)),
+               "SCMS distance d*=25": fmt(median_interval(at.ridge_distance.values)),
                "degenerate (sqrt eps)": share(at.frame_degenerate.values)}
         if "frame_gap_relative" in at:
             row["degenerate (1e-13)"] = share(at.frame_gap_relative.values <= 1e-13)
         if "ridge_distance_resolved" in at and np.isfinite(at.ridge_distance_resolved.values).any():
-            row["SCMS distance d*(t)"] = fmt(median_ci(at.ridge_distance_resolved.values))
+            row["SCMS distance d*(t)"] = fmt(median_interval(at.ridge_distance_resolved.values))
         row["median d*(t)"] = float(np.median(at.resolved_rank.values))
         tk = tang.isel(step=j)
-        row["tangential distance (median)"] = fmt(median_ci(tk.tangential_distance.values))
-        row["normal offset (median)"] = fmt(median_ci(tk.normal_offset.values))
+        row["tangential distance (median)"] = fmt(median_interval(tk.tangential_distance.values))
+        row["normal offset (median)"] = fmt(median_interval(tk.normal_offset.values))
         row["masked"] = f"{float(tk.masked_share):.2f}"
         rows.append(row)
     return rows
@@ -77,7 +78,7 @@ def end_row(ds, name: str) -> dict:
     train = ds.train_data.values
     a = float(ds.alpha.isel(step=-1))
     dist = np.sqrt(((x[:, None, :] - a * train[None]) ** 2).sum(-1)).min(1)
-    return {"entry": name, "nearest training latent": fmt(median_ci(dist)), "within 0.5": share(dist < 0.5),
+    return {"entry": name, "nearest training latent": fmt(median_interval(dist)), "within 0.5": share(dist < 0.5),
             "diverged": int(ds.diverged.values.sum())}
 
 
@@ -99,9 +100,9 @@ def matched_rows(scaled, score, steps) -> list[dict]:
         both = np.isfinite(da) & np.isfinite(db)
         row = {"step": int(k), "t": f"{float(a.t[i]):.3g}", "resolved in both": f"{int(both.sum())} / {both.size}"}
         if both.sum() >= 2:
-            row["SCMS distance, notebook's sampler"] = fmt(median_ci(da[both]))
-            row["SCMS distance, score as trained"] = fmt(median_ci(db[both]))
-            row["paired difference (notebook - score)"] = fmt(median_ci(da[both] - db[both]))
+            row["SCMS distance, notebook's sampler"] = fmt(median_interval(da[both]))
+            row["SCMS distance, score as trained"] = fmt(median_interval(db[both]))
+            row["paired difference (notebook - score)"] = fmt(median_interval(da[both] - db[both]))
         rows.append(row)
     return rows
 

@@ -446,3 +446,24 @@ def image_stores(tmp_path_factory, write_idx_folder):
             f.write_text(IMAGE_CATALOG % dict(block=block))
             stores[name] = run_experiment(experiment_from_file(f), data_dir=tmp / name).store
     return stores
+
+
+@pytest.fixture(scope="session")
+def run_entry():
+    """``run_entry(text, folder, name=None, *, data_dir=None, catalog="cat.yaml", **run_kwargs)`` ->
+    ``(experiment, RunResult)``: the write-a-catalog-then-run steps of a test.
+
+    Writes the catalog ``text`` (YAML) to ``folder / catalog``, validates its entry ``name`` (the only one when
+    None; ``ridgexr.catalog.experiment_from_file``) and runs or resumes it with ``ridgexr.run.run_experiment``
+    into ``data_dir`` (default ``folder / "data"``), passing ``run_kwargs`` on.  Session-scoped, so module and
+    session fixtures use it too."""
+    from ridgexr.catalog import experiment_from_file
+    from ridgexr.run import run_experiment
+
+    def run(text: str, folder, name: str | None = None, *, data_dir=None, catalog: str = "cat.yaml", **run_kwargs):
+        path = Path(folder) / catalog
+        path.write_text(text)
+        exp = experiment_from_file(path, name)
+        return exp, run_experiment(exp, data_dir=Path(folder) / "data" if data_dir is None else data_dir, **run_kwargs)
+
+    return run

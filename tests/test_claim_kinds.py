@@ -15,9 +15,8 @@ import zarr
 
 import ridgexr
 from ridgexr import defaults
-from ridgexr.catalog import ClaimSpec, experiment_from_file
+from ridgexr.catalog import ClaimSpec
 from ridgexr.claims import KINDS, ClaimKind, Control, kinds_markdown, register, store_claims, unregister
-from ridgexr.run import run_experiment
 from ridgexr.verdicts import Criterion, median_ci
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -77,14 +76,11 @@ experiments:
 
 
 @pytest.fixture(scope="module")
-def three_store(tmp_path_factory):
+def three_store(tmp_path_factory, run_entry):
     """Three points (0,0), (5,0), (0,5): the ridge is no straight line through them, and the exact denoiser's
     1 000 trajectories (80 steps) are the reach control that must agree and the slide control (the memorizer) that
     must disagree."""
-    tmp = tmp_path_factory.mktemp("three")
-    f = tmp / "cat.yaml"
-    f.write_text(THREE)
-    return run_experiment(experiment_from_file(f), data_dir=tmp / "data").store
+    return run_entry(THREE, tmp_path_factory.mktemp("three"))[1].store
 
 
 @pytest.mark.slow
@@ -96,7 +92,7 @@ def test_reach_agrees_for_the_exact_denoiser_and_disagrees_three_tube_radii_off(
     # the same sampler with its states at t_late pushed to 3 x their ridge distance: it still falls from t = 1
     copy = tmp_path / "copy.zarr"
     shutil.copytree(three_store, copy)
-    from ridgexr.analysis._helpers import step_index
+    from ridgexr.analysis.selection import step_index
 
     late, early = step_index(ds, t=0.05), step_index(ds, t=1.0)
     arr = zarr.open_group(str(copy), mode="r+")["ridge_distance"]
@@ -119,12 +115,10 @@ def test_slide_disagrees_for_the_memorizer(three_store):
     assert slide[0].low < 0 < slide[0].high  # the memorizer's contrast with itself: 0
 
 
-def test_reach_on_two_points_is_untestable_by_construction(tmp_path, catalog_text):
+def test_reach_on_two_points_is_untestable_by_construction(tmp_path, catalog_text, run_entry):
     """On two points every random-feature model predicts the normal coordinate exactly: its ridge distance is the
     exact denoiser's, so reach (and reach-as-exact) read "untestable", not "agrees"."""
-    f = tmp_path / "cat.yaml"
-    f.write_text(catalog_text(steps=12, samples=16))
-    ds = ridgexr.open_dataset(run_experiment(experiment_from_file(f), data_dir=tmp_path / "data").store)
+    ds = ridgexr.open_dataset(run_entry(catalog_text(steps=12, samples=16), tmp_path)[1].store)
     claims = store_claims(ds, [ClaimSpec(kind="reach-falls", t=[1.0, 0.05]), ClaimSpec(kind="reach-as-exact",
                                                                                         t=[0.5])])
     assert claims and all(c.verdict.startswith("untestable: the model's normal error is zero here") for c in claims)
@@ -201,16 +195,15 @@ class FinalSpreadLess(ClaimKind):
                 Control("a collapsed sampler", "agrees", lambda: [self.claim(0.1, 0.05, 0.2, 100)])]
 
 
-def test_a_kind_registered_in_a_test_is_evaluated_checked_and_listed(tmp_path, catalog_text):
+def test_a_kind_registered_in_a_test_is_evaluated_checked_and_listed(tmp_path, catalog_text, run_entry):
     """One class and one register line: a catalog entry may claim it (checked before the run), ridgexr claims
     evaluates it on the store, and the generated table of kinds lists it."""
     kind = register(FinalSpreadLess())
     try:
         with pytest.raises(ValueError, match="already registered"):
             register(FinalSpreadLess())
-        f = tmp_path / "cat.yaml"
-        f.write_text(catalog_text(steps=8, samples=16) + "    claims:\n      - {kind: test-final-spread}\n")
-        store = run_experiment(experiment_from_file(f), data_dir=tmp_path / "data").store
+        store = run_entry(catalog_text(steps=8, samples=16) + "    claims:\n      - {kind: test-final-spread}\n",
+                          tmp_path)[1].store
         claims = store_claims(ridgexr.open_dataset(store))
         run = ridgexr.open_dataset(store)
         assert len(claims) == int((run["cell_applies"] & run["cell_complete"]).sum())  # every cell
@@ -225,12 +218,10 @@ def test_a_kind_registered_in_a_test_is_evaluated_checked_and_listed(tmp_path, c
         register(object())
 
 
-def test_a_claims_post_hoc_flag_reaches_its_rows(tmp_path, catalog_text):
-    f = tmp_path / "cat.yaml"
-    f.write_text(catalog_text(steps=8, samples=16) + "    claims:\n      - {kind: reach-falls, t: [1.0, 0.05], "
-                 "post_hoc: true}\n      - {kind: slide-slower, t: [1.0, 0.05]}\n")
-    claims = store_claims(ridgexr.open_dataset(run_experiment(experiment_from_file(f),
-                                                              data_dir=tmp_path / "data").store))
+def test_a_claims_post_hoc_flag_reaches_its_rows(tmp_path, catalog_text, run_entry):
+    _, result = run_entry(catalog_text(steps=8, samples=16) + "    claims:\n      - {kind: reach-falls, t: [1.0, 0.05], "
+                          "post_hoc: true}\n      - {kind: slide-slower, t: [1.0, 0.05]}\n", tmp_path)
+    claims = store_claims(ridgexr.open_dataset(result.store))
     rows = {c.kind: c.row()["criterion"] for c in claims}
     assert rows["reach-falls"].startswith("post hoc: ") and not rows["slide-slower"].startswith("post hoc")
     assert dataclasses.is_dataclass(claims[0])

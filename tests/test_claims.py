@@ -10,11 +10,10 @@ import zarr
 from typer.testing import CliRunner
 
 import ridgexr
-from ridgexr.catalog import ClaimSpec, experiment_from_file
+from ridgexr.catalog import ClaimSpec
 from ridgexr.claims import check_claim_specs, store_claims
 from ridgexr.cli import app
 from ridgexr.analysis.claims import median_interval
-from ridgexr.run import run_experiment
 
 
 def test_claim_specs_are_checked_against_the_registry():
@@ -29,11 +28,9 @@ def test_claim_specs_are_checked_against_the_registry():
         ClaimSpec(kind="reach-as-exact", t=[-1.0])
 
 
-def test_a_run_refuses_an_unknown_claim_kind_before_any_cell(tmp_path, catalog_text):
-    f = tmp_path / "cat.yaml"
-    f.write_text(catalog_text(steps=5, samples=4) + "    claims:\n      - {kind: memorises}\n")
+def test_a_run_refuses_an_unknown_claim_kind_before_any_cell(tmp_path, catalog_text, run_entry):
     with pytest.raises(ValueError, match="memorises"):
-        run_experiment(experiment_from_file(f), data_dir=tmp_path / "data")
+        run_entry(catalog_text(steps=5, samples=4) + "    claims:\n      - {kind: memorises}\n", tmp_path)
     assert not (tmp_path / "data").exists()
 
 
@@ -47,11 +44,8 @@ CLAIMS = """    claims:
 
 
 @pytest.fixture(scope="module")
-def claims_store(tmp_path_factory, catalog_text):
-    tmp = tmp_path_factory.mktemp("claims")
-    f = tmp / "cat.yaml"
-    f.write_text(catalog_text(steps=12, samples=16) + CLAIMS)
-    return run_experiment(experiment_from_file(f), data_dir=tmp / "data").store
+def claims_store(tmp_path_factory, catalog_text, run_entry):
+    return run_entry(catalog_text(steps=12, samples=16) + CLAIMS, tmp_path_factory.mktemp("claims"))[1].store
 
 
 def test_the_store_claims_follow_the_entry(claims_store):
@@ -77,7 +71,7 @@ def test_the_store_claims_follow_the_entry(claims_store):
 def _brute_memorized(x, train):
     d = np.sort(np.linalg.norm(x[:, None, :] - train[None], axis=-1), axis=1)
     ok = np.isfinite(d[:, 0])
-    return int((d[ok, 0] / d[ok, 1] < 1 / 3).sum()), int(ok.sum())
+    return int((d[ok, 0] / d[ok, 1] < ridgexr.defaults.MEMORIZED_RATIO).sum()), int(ok.sum())
 
 
 CIRCLE = """
@@ -100,11 +94,8 @@ experiments:
 
 
 @pytest.fixture(scope="module")
-def circle_store(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("circle")
-    f = tmp / "cat.yaml"
-    f.write_text(CIRCLE)
-    return run_experiment(experiment_from_file(f), data_dir=tmp / "data").store
+def circle_store(tmp_path_factory, run_entry):
+    return run_entry(CIRCLE, tmp_path_factory.mktemp("circle"))[1].store
 
 
 def test_memorization_is_the_excess_over_fresh_draws_counted_by_brute_force(circle_store):
@@ -202,7 +193,7 @@ def test_the_slide_claim_reads_the_tangential_and_ridge_distances_of_the_store(c
     distances at the nearest observed steps (trajectories paired), less the forward reference's S (the claim's
     null)."""
     from ridgexr.analysis import resolved, tangential_distance
-    from ridgexr.analysis._helpers import step_index
+    from ridgexr.analysis.selection import step_index
 
     ds = ridgexr.open_dataset(claims_store)
     claims = [c for c in store_claims(ds) if c.kind == "slide-slower"]

@@ -284,7 +284,7 @@ def test_a_scheduler_run_records_the_timesteps_and_the_pipelines_states(saved_mo
     near = ridgexr.analysis.mode_counts(at0, r=r)["share_any"].isel(model=0)
     assert float(near) == np.mean(dist[:, 0] <= r)
     memo = ridgexr.analysis.memorization_fraction(at0)["memorized"].isel(model=0)
-    assert float(memo) == np.mean(dist[:, 0] / dist[:, 1] < 1 / 3)
+    assert float(memo) == np.mean(dist[:, 0] / dist[:, 1] < ridgexr.defaults.MEMORIZED_RATIO)
 
 
 def test_a_scheduler_store_observes_its_last_timestep_and_records_the_clipping(saved_model):

@@ -14,19 +14,15 @@ import pytest
 from typer.testing import CliRunner
 
 import ridgexr
-from ridgexr.catalog import experiment_from_file
 from ridgexr.cli import app
 from ridgexr.explore import PROJECTIONS, SAMPLES, STEP_LABEL, TRAINING, ExplorerData, samples_overlay
-from ridgexr.run import run_experiment
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @pytest.fixture(scope="module")
-def tiny_store(tmp_path_factory, write_catalog):
-    tmp = tmp_path_factory.mktemp("explore")
-    exp = experiment_from_file(write_catalog(tmp, steps=12, samples=16))
-    return run_experiment(exp, data_dir=tmp / "data").store
+def tiny_store(tmp_path_factory, catalog_text, run_entry):
+    return run_entry(catalog_text(steps=12, samples=16), tmp_path_factory.mktemp("explore"))[1].store
 
 
 def test_explorer_slices_are_the_stores_values(tiny_store):

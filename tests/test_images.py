@@ -8,12 +8,10 @@ import pytest
 from pydantic import ValidationError
 
 import ridgexr
-from ridgexr.catalog import experiment_from_file
 from ridgexr.catalog.data import DatasetSpec
 from ridgexr.datasets import (IMAGE_SETS, ImageError, image_shape, load_images, load_training_set, locate_images,
                               read_idx_images)
 from ridgexr.datasets import images as images_mod
-from ridgexr.run import run_experiment
 
 FASHION = images_mod.DEBIAN_DATASETS / "fashion-mnist"
 needs_fashion = pytest.mark.skipif(not (FASHION / "train-images-idx3-ubyte.gz").is_file(),
@@ -116,14 +114,13 @@ def test_catalog_block_validation_and_image_shape():
         DatasetSpec.model_validate({"images": {"images": "fashion-mnist"}, "points": "two-points"})
 
 
-def test_pixel_run_stores_the_images_and_image_shape(tmp_path, write_idx_folder, rng):
+def test_pixel_run_stores_the_images_and_image_shape(tmp_path, write_idx_folder, rng, run_entry):
     """A pixel-space run of 5 x 5 images: train_data is the scaled pixels, attr image_shape = (1, 5, 5), a
     training point reshaped by it is the file's image, and the per-step nearest-training distance and d1/d2
     equal a brute-force search over alpha_t x_i."""
     raw = rng.integers(0, 256, (12, 5, 5)).astype(np.uint8)
     write_idx_folder(tmp_path / "tiny", raw, np.arange(12) % 2)
-    cat = tmp_path / "cat.yaml"
-    cat.write_text("""
+    exp, res = run_entry("""
 experiments:
   tiny-images:
     dataset: {images: {images: tiny, classes: [1], scale: symmetric}}
@@ -134,9 +131,7 @@ experiments:
     n_samples: 4
     d_star: 2
     store: tiny-images.zarr
-""")
-    exp = experiment_from_file(cat)
-    res = run_experiment(exp, data_dir=tmp_path / "data")
+""", tmp_path)
     ds = ridgexr.open_dataset(res.store)
     assert ds.attrs["image_shape"] == [1, 5, 5]
     train = ds["train_data"].values

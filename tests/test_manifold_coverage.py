@@ -15,7 +15,6 @@ from ridgexr.catalog import load_catalog_file
 from ridgexr.datasets import Manifold
 from ridgexr.models.exact import ExactSpec
 from ridgexr.models.exact.denoiser import ExactDenoiser
-from ridgexr.run import run_experiment
 from ridgexr.sampling import probability_flow, reverse_sde
 
 CATALOG = """
@@ -45,12 +44,8 @@ def _posterior_mean(x, train, t):
 
 
 @pytest.fixture(scope="module")
-def cov_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("cov")
-    f = root / "cat.yaml"
-    f.write_text(CATALOG)
-    exp = load_catalog_file(f)["cov"]
-    res = run_experiment(exp, data_dir=root / "data")
+def cov_run(tmp_path_factory, run_entry):
+    exp, res = run_entry(CATALOG, tmp_path_factory.mktemp("cov"), "cov")
     return exp, ridgexr.open_dataset(res.store)
 
 
@@ -230,13 +225,11 @@ def test_manifold_draws_are_independent_training_sets():
         DatasetSpec(manifold=block | {"draws": 2}, n_train=[60])
 
 
-def test_runs_with_data_draws_train_each_cell_on_its_own_set(tmp_path):
+def test_runs_with_data_draws_train_each_cell_on_its_own_set(tmp_path, run_entry):
     """Cell (data_draw j, n_train N) is the exact score of rows j n .. j n + N: its Tweedie output is the
     posterior mean of those rows, computed directly; the hash of an entry without draws is unchanged."""
-    f = tmp_path / "cat.yaml"
-    f.write_text(DRAWS_CATALOG)
-    exp = load_catalog_file(f)["draws"]
-    ds = ridgexr.open_dataset(run_experiment(exp, data_dir=tmp_path / "data").store)
+    exp, res = run_entry(DRAWS_CATALOG, tmp_path, "draws")
+    ds = ridgexr.open_dataset(res.store)
     assert ds.sizes["data_draw"] == 3 and ds.train_data.shape == (120, 3)
     train = ds.train_data.values
     for j in range(3):
@@ -252,7 +245,7 @@ def test_runs_with_data_draws_train_each_cell_on_its_own_set(tmp_path):
         np.testing.assert_allclose(nov.sel(data_draw=j).values, arrays.novelty(x[j], train[40 * j:40 * j + 10]))
     split = ds.assign(train_data=ds.train_data.chunk({"train": 7}))  # a large training set is stored in chunks
     np.testing.assert_array_equal(split.ridge.novelty().sel(model="memorize", n_train=10).values, nov.values)
-    plain = load_catalog_file(f)["draws"].model_copy(deep=True)
+    plain = load_catalog_file(tmp_path / "cat.yaml")["draws"].model_copy(deep=True)
     cfg = json.loads(exp.model_dump_json())
     cfg["dataset"]["manifold"]["draws"] = 1
     from ridgexr.catalog import Experiment
@@ -311,7 +304,7 @@ def test_sphere_cap_mass_of_the_piecewise_law_against_a_dense_sample():
     from ridgexr.analysis.manifold import _sphere_cap_mass
 
     m = Manifold("sphere", ambient_dim=3, radius=1.0)
-    y = m._local(m.sample(400_000, density="piecewise", seed=3)[0])
+    y = m.local(m.sample(400_000, density="piecewise", seed=3)[0])
     c = np.r_[[[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, -1.0, 0.0]], _fibonacci(5)]
     a = np.array([0.05, 0.3, 1.0, 2.0, 3.1, np.pi])
     mc = (np.arccos(np.clip(y @ c.T, -1, 1))[:, :, None] <= a).mean(0)

@@ -12,7 +12,6 @@ from ridgexr import analysis, time_grid
 from ridgexr.analysis import arrays
 from ridgexr.catalog import load_catalog_file
 from ridgexr.models.exact.denoiser import ExactDenoiser
-from ridgexr.run import run_experiment
 from ridgexr.sampling import marginal
 
 CATALOG = """
@@ -78,13 +77,9 @@ def test_marginal_sampler_is_for_exact_blocks_only(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def marg_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("marg")
-    f = root / "cat.yaml"
-    f.write_text(CATALOG)
-    exp = load_catalog_file(f)["marg"]
-    store = run_experiment(exp, data_dir=root / "data").store
-    return exp, ridgexr.open_dataset(store), store
+def marg_run(tmp_path_factory, run_entry):
+    exp, res = run_entry(CATALOG, tmp_path_factory.mktemp("marg"), "marg")
+    return exp, ridgexr.open_dataset(res.store), res.store
 
 
 def test_a_marginal_run_stores_states_of_p_t_and_tweedie_output_unobserved(marg_run):

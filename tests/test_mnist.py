@@ -110,14 +110,11 @@ def test_mnist_catalog_entries_validate_and_reject_bad_digits(tmp_path):
 
 
 @pytest.mark.slow
-def test_tiny_mnist_run_end_to_end(tmp_path, monkeypatch):
+def test_tiny_mnist_run_end_to_end(tmp_path, monkeypatch, run_entry):
     import ridgexr
-    from ridgexr.catalog import experiment_from_file
-    from ridgexr.run import run_experiment
 
     monkeypatch.setenv("RIDGEXR_CACHE", str(tmp_path / "cache"))
-    f = tmp_path / "m.yaml"
-    f.write_text("""
+    _, res = run_entry("""
 experiments:
   tiny-mnist:
     dataset: {mnist: {digits: [4, 8], n_per_digit: 30, latent_dim: 6, epochs: 3}}
@@ -130,8 +127,7 @@ experiments:
     d_star: auto
     ridge: {top_k: 16, d_star_alt: [1, 3]}
     store: tiny-mnist.zarr
-""")
-    res = run_experiment(experiment_from_file(f), data_dir=tmp_path / "data")
+""", tmp_path)
     ds = ridgexr.open_dataset(res.store)
     assert bool(ds.cell_complete.all()) and ds.sizes["dim"] == 6
     info = __import__("json").loads(ds.attrs["d_star_info"])

@@ -139,17 +139,14 @@ experiments:
 """
 
 
-def test_a_new_kind_is_one_package_and_one_registry_line(toy_kind, tmp_path):
-    from ridgexr import open_dataset, run_experiment
+def test_a_new_kind_is_one_package_and_one_registry_line(toy_kind, tmp_path, run_entry):
+    from ridgexr import open_dataset
 
-    f = tmp_path / "c.yaml"
-    f.write_text(TOY_ENTRY)
-    exp = load_catalog_file(f)["toy"]
+    exp, res = run_entry(TOY_ENTRY, tmp_path, "toy")
     assert type(exp.models[0]).__name__ == "ToySpec" and exp.models[0].shrink == 0.25
     assert Experiment.model_validate_json(exp.model_dump_json()) == exp  # the JSON a worker gets
     with pytest.raises(Exception, match=r"models\.0\.shrink"):
         Experiment.model_validate(exp.model_dump() | {"models": [{"kind": "toy", "shrink": 2.0}, {"kind": "exact"}]})
-    res = run_experiment(exp, data_dir=tmp_path / "data")
     ds = open_dataset(res.store)
     assert list(ds["model"].values) == ["toy", "exact"]
     # the toy model's excess loss is positive (it is not the optimum); the exact denoiser's is zero

@@ -68,14 +68,8 @@ def test_score_error_kernel_is_the_loop_over_points(p, d, lead, seed):
 
 
 @pytest.fixture(scope="module")
-def score_store(tmp_path_factory):
-    from ridgexr.catalog import experiment_from_file
-    from ridgexr.run import run_experiment
-
-    tmp = tmp_path_factory.mktemp("scores")
-    cat = tmp / "cat.yaml"
-    cat.write_text(SCORE_CATALOG)
-    return run_experiment(experiment_from_file(cat), data_dir=tmp / "data").store
+def score_store(tmp_path_factory, run_entry):
+    return run_entry(SCORE_CATALOG, tmp_path_factory.mktemp("scores"))[1].store
 
 
 @pytest.mark.slow

@@ -31,13 +31,8 @@ experiments:
 
 
 @pytest.fixture(scope="module")
-def var_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("var")
-    f = root / "cat.yaml"
-    f.write_text(CATALOG)
-    exp = load_catalog_file(f)["var"]
-    res = run_experiment(exp, data_dir=root / "data")
-    return exp, res
+def var_run(tmp_path_factory, run_entry):
+    return run_entry(CATALOG, tmp_path_factory.mktemp("var"), "var")
 
 
 def test_target_and_n_noise_are_cell_dims_with_labelled_coords(var_run):
@@ -133,12 +128,8 @@ experiments:
 
 
 @pytest.fixture(scope="module")
-def circle_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("circ")
-    f = root / "cat.yaml"
-    f.write_text(MANIFOLD_CATALOG)
-    exp = load_catalog_file(f)["circ"]
-    return exp, run_experiment(exp, data_dir=root / "data")
+def circle_run(tmp_path_factory, run_entry):
+    return run_entry(MANIFOLD_CATALOG, tmp_path_factory.mktemp("circ"), "circ")
 
 
 def test_manifold_dataset_and_nested_n_train_cells(circle_run):
@@ -176,7 +167,7 @@ def test_analyses_use_each_cells_own_training_subset(circle_run):
             d = np.linalg.norm(x[:, None] - pts[None], axis=-1)
             assert float(near.sel(schedule=s, width=8, n_train=n)) == pytest.approx(np.mean(d.min(1) <= 1.0))
             two = np.sort(d, axis=1)[:, :2]
-            assert float(memo.sel(schedule=s, width=8, n_train=n)) == pytest.approx(np.mean(two[:, 0] / two[:, 1] < 1 / 3))
+            assert float(memo.sel(schedule=s, width=8, n_train=n)) == pytest.approx(np.mean(two[:, 0] / two[:, 1] < ridgexr.defaults.MEMORIZED_RATIO))
     spread = analysis.spread_curves(ds).spread_mean.isel(step=-1).compute()
     x = last.ridge_projection.sel(schedule="h2", width=8, n_train=4).values
     d = np.linalg.norm(x[:, None] - ds.train_data.values[None, :4] * a, axis=-1).min(1)

@@ -13,9 +13,7 @@ from typer.testing import CliRunner
 
 import ridgexr
 from ridgexr import analysis, units
-from ridgexr.catalog import experiment_from_file
 from ridgexr.cli import app
-from ridgexr.run import run_experiment
 from ridgexr.store import CELL_DIMS, STEP_VARIABLES, clear_completion, consolidate, is_consolidated
 
 T_SEL = 0.1
@@ -23,9 +21,8 @@ STEP_COORDS = ["step", "t", "alpha", "h", "sampler_step"]
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory, write_catalog):
-    tmp = tmp_path_factory.mktemp("xconv")
-    return run_experiment(experiment_from_file(write_catalog(tmp, steps=8, samples=8)), data_dir=tmp / "data").store
+def store(tmp_path_factory, catalog_text, run_entry):
+    return run_entry(catalog_text(steps=8, samples=8), tmp_path_factory.mktemp("xconv"))[1].store
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import xarray as xr
 from .._validation import check_float, check_int, check_option
 from ..choices import DIVERGED_RULES
 from . import arrays
-from ._helpers import at_step, check_vars, step_index, with_attrs
+from .selection import at_step, check_vars, step_index, with_attrs
 
 __all__ = ["pool_draws", "gap_mass"]
 

@@ -7,7 +7,7 @@ until ``.compute()``, so the same call runs on a laptop or a dask.distributed cl
 The Dataset may be selected by time first -- ``ds.sel(t=0.1, method="nearest")``,
 ``ds.isel(step=-1)``, ``ds.sel(t=slice(0.5, 0.01))`` -- or have ``t`` as its dimension
 (``ds.swap_dims(step="t")``): each analysis reads it along ``step``
-(:func:`ridgexr.analysis._helpers.along_step`; a selection at one time is a single step, the
+(:func:`ridgexr.analysis.selection.along_step`; a selection at one time is a single step, the
 "last" one).
 
 Definitions (parameters in brackets):
@@ -37,7 +37,7 @@ import xarray as xr
 from .._validation import check_float, check_int, check_option
 from .. import defaults, units
 from . import arrays
-from ._helpers import (along_step, at_step, by_train, cell_train, check_radius, check_vars, degenerate_share, resolved, step_label,
+from .selection import (along_step, at_step, by_train, cell_train, check_radius, check_vars, degenerate_share, resolved, step_label,
                        with_attrs)
 
 __all__ = ["cell_train", "distance_curves", "ridge_dimension", "ridge_motion", "tangential_distance", "resolved", "degenerate_share", "phase_times", "phase_summary", "spread_curves", "ridge_position",

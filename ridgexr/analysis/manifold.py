@@ -23,7 +23,7 @@ from .. import units
 from .._validation import check_float, check_int
 from ..datasets.manifolds import Manifold
 from . import arrays
-from ._helpers import along_step, at_step, by_train, cell_train, check_vars, step_label, with_attrs
+from .selection import along_step, at_step, by_train, cell_train, check_vars, step_label, with_attrs
 
 __all__ = ["store_manifold", "manifold_distance", "novelty", "manifold_density", "distribution_distance",
            "ridge_vs_manifold", "rate_fit", "coverage",
@@ -357,7 +357,7 @@ class _Centres:
             self.pop = self._unit(np.asarray(ds["population_data"].values, dtype=np.float64))
 
     def _unit(self, x):
-        u = self.m._local(x)[..., :self.m.k + 1]
+        u = self.m.local(x)[..., :self.m.k + 1]
         return u / np.linalg.norm(u, axis=-1, keepdims=True)
 
     def _grid(self, n: int) -> np.ndarray:
@@ -445,7 +445,7 @@ class _Centres:
         return np.append(stats[:3], len(grid))
 
     def _local_angles(self, xx):
-        y = self.m._local(xx)
+        y = self.m.local(xx)
         return np.sort(np.arctan2(y[:, 1], y[:, 0]))
 
 

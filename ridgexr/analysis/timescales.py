@@ -31,7 +31,7 @@ from .. import defaults, units
 from ..choices import QUALITY_NULLS, QUALITY_RULES
 from .._validation import check_bool, check_float, check_int, check_option
 from . import arrays
-from ._helpers import along_step, check_vars, resolved, step_index, step_label, with_attrs
+from .selection import along_step, check_vars, resolved, step_index, step_label, with_attrs
 from .labelled import nearest_ratio_at
 
 __all__ = ["memorized_share", "training_timescales", "loss_timescales", "training_window", "reference_observation",

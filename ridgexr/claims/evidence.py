@@ -14,7 +14,7 @@ import numpy as np
 import xarray as xr
 
 from ..analysis import arrays, resolved, tangential_distance
-from ..analysis._helpers import step_index
+from ..analysis.selection import step_index
 from ..store import complete_cells, is_exact_cell
 
 __all__ = ["StoreEvidence", "REFERENCE_DRAWS", "ROUNDING", "forward_draws", "observe_forward"]
@@ -130,7 +130,7 @@ class StoreEvidence:
 
     def train(self, label: dict) -> np.ndarray:
         """The cell's training set (its nested subset or draw), finite rows, float64 (N, d); cached."""
-        from ..analysis._helpers import cell_train
+        from ..analysis.selection import cell_train
 
         key = tuple((k, label[k]) for k in ("data_draw", "n_train") if k in label)
         if key not in self._train:

@@ -148,7 +148,24 @@ class Manifold:
         return y @ self.rotation.T
 
     # ------------------------------------------------------------------ geometry
-    def _local(self, x: np.ndarray) -> np.ndarray:
+    def local(self, x: np.ndarray) -> np.ndarray:
+        """Points ``x`` (..., D) in the manifold's own frame: y = R^T x (..., D), data units.
+
+        The manifold lies in the first m = k + 1 coordinates of y (k its dimension), so y[..., m:] is a point's
+        offset normal to the manifold's span.
+
+        Raises
+        ------
+        ValueError
+            When the last axis of ``x`` is not D (``ambient_dim``).
+
+        Examples
+        --------
+        >>> m = Manifold("circle", ambient_dim=3, radius=2.0)
+        >>> y = m.local(m.embed(np.array([[2.0, 0.0]])))
+        >>> bool(np.allclose(y, [[2.0, 0.0, 0.0]]))
+        True
+        """
         x = np.asarray(x, dtype=np.float64)
         if x.shape[-1] != self.ambient_dim:
             raise ValueError(f"`x` must have shape (..., {self.ambient_dim}); got {x.shape}")
@@ -156,7 +173,7 @@ class Manifold:
 
     def distance(self, x: np.ndarray) -> np.ndarray:
         """Euclidean distance of each point of ``x`` (..., D) to the manifold, (...), data units."""
-        y = self._local(x)
+        y = self.local(x)
         m = self.k + 1
         rest2 = (y[..., m:] ** 2).sum(-1)
         if self.kind == "circle":
@@ -184,7 +201,7 @@ class Manifold:
         """
         if self.kind == "torus":
             raise ValueError("project: the torus has no closed form here; use a circle or sphere")
-        y = self._local(x)
+        y = self.local(x)
         m = self.k + 1
         out = np.zeros_like(y)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -214,7 +231,7 @@ class Manifold:
         m = self.k + 1
 
         def unit(z):
-            u = self._local(z)[..., :m]
+            u = self.local(z)[..., :m]
             with np.errstate(invalid="ignore", divide="ignore"):
                 return u / np.linalg.norm(u, axis=-1, keepdims=True)
 
@@ -223,7 +240,7 @@ class Manifold:
 
     def coordinates(self, x: np.ndarray) -> np.ndarray:
         """Manifold coordinates (..., k) of the nearest manifold point (angles in radians)."""
-        y = self._local(x)
+        y = self.local(x)
         if self.kind == "circle":
             return np.arctan2(y[..., 1], y[..., 0])[..., None]
         if self.kind == "sphere":

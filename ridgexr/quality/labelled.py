@@ -19,7 +19,7 @@ import xarray as xr
 
 from .. import defaults, units
 from .._validation import check_float, check_int
-from ..analysis._helpers import check_vars, with_attrs
+from ..analysis.selection import check_vars, with_attrs
 from ..analysis.claims import UNTESTABLE
 from .cells import QUALITY_KEYS
 from .measures import axis_wasserstein, gate_verdict, principal_axis

@@ -1,5 +1,10 @@
-"""Helpers shared by the labelled analyses (:mod:`.labelled`, :mod:`.manifold`): input checks,
-attributes, the step selection and the per-cell training sets."""
+"""What a labelled analysis selects from a store, and the checks and attributes it shares: the step selection
+(:func:`along_step`, :func:`at_step`, :func:`step_index`, :func:`step_label`), the per-cell training sets
+(:func:`cell_train`, :func:`by_train`), the resolved values (:func:`resolved`, :func:`degenerate_share`), input
+checks (:func:`check_vars`, :func:`check_radius`) and attributes (:func:`with_attrs`).
+
+Public, so that the other labelled layers (:mod:`ridgexr.quality.labelled`) and the claims
+(:mod:`ridgexr.claims.evidence`) import it instead of reaching into the analysis package."""
 
 from __future__ import annotations
 
