@@ -70,8 +70,9 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
     :class:`ridgexr.catalog.CatalogWarning`) as one line on stderr; others as Python shows them."""
     from .catalog import CatalogWarning
 
-    own = (CatalogWarning, sys.modules["ridgexr.store"].StoreWarning) if "ridgexr.store" in sys.modules else (
-        CatalogWarning,)  # a StoreWarning comes from ridgexr.store: `list` does not import it
+    own = (CatalogWarning, *(getattr(sys.modules[m], w) for m, w in (("ridgexr.store", "StoreWarning"),
+                                                                    ("ridgexr.explore", "ExposedWarning"))
+                             if m in sys.modules))  # from their modules, once loaded: `list` imports neither
     if issubclass(category, own) and not _STATE["debug"]:
         from rich.markup import escape
 
@@ -109,7 +110,8 @@ def user_errors():
 
     # the run's and the store's own errors (RuntimeErrors) can only come from those modules once
     # they ran: look them up then, so that `ridgexr list` imports neither (nor torch, xarray, zarr)
-    own = (("ridgexr.run.experiment", "ConfigMismatchError"), ("ridgexr.store", "StoreLockedError"))
+    own = (("ridgexr.run.experiment", "ConfigMismatchError"), ("ridgexr.store", "StoreLockedError"),
+           ("ridgexr.store", "StoreReplacedError"))
     try:
         yield
     except KeyboardInterrupt as exc:
@@ -759,28 +761,28 @@ def report(
 @app.command()
 def explore(
     name: str = typer.Argument(..., help="store path or catalog entry name"),
-    port: int = typer.Option(0, "--port", min=0, max=65535, help="port on localhost (0: a free one)"),
+    port: int = typer.Option(0, "--port", min=0, max=65535, help="port (0: a free one)"),
+    address: str = typer.Option("127.0.0.1", "--address", help="address to listen on: 127.0.0.1 (this machine only; "
+                                "the default) or another, e.g. 0.0.0.0 (every interface: whoever reaches the machine "
+                                "reads the store)"),
     show: bool = typer.Option(True, "--show/--no-show", metavar=FLAG, help="open the explorer in a browser tab"),
     max_samples: int = typer.Option(256, "--max-samples", min=1, help="samples drawn per frame"),
     data_dir: str = _data_dir_option(),
     catalog: list[str] = _catalog_option(),
 ):
     """Serve an interactive explorer of a store (cell widgets, a t slider, samples, ridge distance curves)."""
-    import socket
-
     with user_errors():
         path = _store(name, data_dir, catalog)
         ds = _open_store(path)
-        from .explore import ExplorerData, serve
+        from .explore import ExplorerData, free_port, serve
 
         ExplorerData(ds, max_samples)  # refuses a dataset that is not a store before serving
-        if port == 0:
-            with socket.socket() as s:
-                s.bind(("localhost", 0))
-                port = s.getsockname()[1]
-    console.print(f"explorer of {path} at http://localhost:{port}/ (Ctrl-C stops)", soft_wrap=True)
+        port = port or free_port(address or "0.0.0.0")
+    host = address if address not in ("", "0.0.0.0", "::") else "127.0.0.1"
+    console.print(f"explorer of {path} at http://{'[' + host + ']' if ':' in host else host}:{port}/ (Ctrl-C stops)",
+                  soft_wrap=True)
     serve(ds, port=port, show=show, title=f"ridgexr explore {ds.attrs.get('experiment', name)}",
-          max_samples=max_samples)
+          max_samples=max_samples, address=address)
 
 
 @app.command()

@@ -526,11 +526,17 @@ def verify_and_repair(path: str | Path, reference: Callable[[Path, Path], Path],
             elif repair and doubt:
                 out.refused = [d for d in out.schema if d.kind == "identity"]
         metadata_ok = ref is not None and not any(d.kind == "metadata" for d in left)
-        if can_repair and metadata_ok:
-            out.restored = restore_marks(path)
-        if ref is None or not any(d.kind == "metadata" for d in left):
+        if ref is None or metadata_ok:
             out.damage, out.n_read = verify_store(path)
-        out.cells = [dict(c) for c in {tuple(d.cell.items()) for d in out.damage if d.cell}]
+        bad = {tuple(d.cell.items()) for d in out.damage if d.cell}
+        if can_repair and metadata_ok:  # lost marks of cells whose digest verifies: complete again, then read
+            out.restored = restore_marks(path)
+            if out.restored:
+                again, n_read = verify_store(path)
+                out.n_read += n_read
+                out.damage += [d for d in again if d not in out.damage]
+                bad = {tuple(d.cell.items()) for d in again if d.cell}
+        out.cells = [dict(c) for c in bad]
         if can_repair and out.cells:
             clear_completion(path, out.cells)
         if lock is not None:

@@ -501,7 +501,11 @@ def _open_store(p: Path, load_marks: bool, check: bool, kwargs: dict) -> xr.Data
         consolidated = check and root.get("consolidated_metadata") is not None
         metadata, where = _read_metadata(p, root if check else {})
         if check:
-            _check_open(p, root, metadata, where)
+            try:
+                _check_open(p, root, metadata, where)
+            except StoreDamagedError:
+                pin.check()  # read across an --overwrite swap: open again rather than report damage
+                raise
         store = PinnedStore(p, generation=generation, checksummed=[n for n, m in metadata.items() if _crc_last(m)],
                             _pin=pin)
         ds = xr.open_zarr(store, zarr_format=3, consolidated=consolidated, **kwargs)
