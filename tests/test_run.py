@@ -168,7 +168,8 @@ def test_a_store_of_schema_1_6_without_clip_shift_opens_verifies_and_is_not_resu
     exp, res = small_run
     store = tmp_path / "old.zarr"
     shutil.copytree(res.store, store)
-    shutil.rmtree(store / "clip_shift")  # what 1.6 wrote: no clip_shift array, the cell digests without it
+    shutil.rmtree(store / "clip_shift")  # what 1.6 wrote: no clip_shift array, the cell digests without it,
+    shutil.rmtree(store / ".creation")  # and no record of the store's creation
     group = zarr.open_group(store, mode="r+", use_consolidated=False)
     group.attrs["schema_version"] = "1.6"
     digests = group["cell_digest"]

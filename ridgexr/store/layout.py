@@ -374,6 +374,9 @@ def _read_metadata(path: Path, root: dict) -> tuple[dict[str, dict], str]:
     if isinstance(consolidated, dict):
         return {k: v for k, v in consolidated.items() if "/" not in k and not k.startswith(".")}, \
             f"the consolidated metadata in {str(path / 'zarr.json')!r}"
+    damaged = _damaged_metadata(path)
+    if damaged is not None:
+        raise StoreDamagedError(f"store {str(path)!r} cannot be opened: {damaged}; run 'ridgexr verify {path}'")
     return {name: json.loads((path / name / "zarr.json").read_bytes()) for name in array_names(path)}, \
         "its array metadata (zarr.json files)"
 
