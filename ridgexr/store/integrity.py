@@ -18,6 +18,7 @@ import numpy as np
 import zarr
 
 from ..catalog.folders import root_metadata
+from .layout import cell_label as _cell_label
 from .layout import (StoreWarning, array_meta, cell_dims_of, cell_label, chunk_keys, clear_completion, consolidate,
                      group_cell_dims, open_arrays, open_store, per_cell_arrays, set_root_attrs)
 from .lifecycle import recover_store, remove_partial_files
@@ -117,8 +118,16 @@ def verify_store(path: str | Path) -> tuple[list[Damage], int]:
     stale).  Returns the damage found and the number of chunks read.
     """
     path = Path(path)
-    ds = open_store(path, load_marks=False, check=False)  # each array's own metadata: verify reports the rest
+    # each array's own metadata, nothing loaded: verify reports the damage (a damaged t included) chunk by chunk
+    ds = open_store(path, load_marks=False, check=False, load_coords=False)
     cell_dims = cell_dims_of(ds)
+
+    def cell_label(ds, dims, idx):  # the labels, or the positions where a label coordinate is damaged itself
+        try:
+            return _cell_label(ds, dims, idx)
+        except Exception:
+            return {d: f"#{i}" for d, i in zip(dims, idx)}
+
     group = zarr.open_group(str(path), mode="r", zarr_format=3, use_consolidated=False)
     per_cell = per_cell_arrays(group, cell_dims)
     damage: list[Damage] = []

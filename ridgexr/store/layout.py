@@ -465,7 +465,8 @@ def _check_open(path: Path, root: dict, metadata: dict[str, dict], where: str) -
 OPEN_ATTEMPTS = 3
 
 
-def open_store(path: str | Path, *, load_marks: bool = True, check: bool = True, **kwargs) -> xr.Dataset:
+def open_store(path: str | Path, *, load_marks: bool = True, check: bool = True, load_coords: bool = True,
+               **kwargs) -> xr.Dataset:
     """Open a store lazily (dask-backed) with xarray, with ``t`` as an indexed coordinate.
 
     The step coordinates ``t``, ``alpha``, ``h`` and ``sampler_step`` are tiny and loaded
@@ -482,19 +483,20 @@ def open_store(path: str | Path, *, load_marks: bool = True, check: bool = True,
     a chunk that fails its checksum raises :class:`StoreDamagedError` naming the array and the chunk file, and a
     read after the store was replaced (``--overwrite``) raises :class:`StoreReplacedError` instead of mixing the
     two stores.  ``check=False`` (``verify`` and ``repair``, which report damage themselves) skips the metadata
-    checks and reads each array's own ``zarr.json``.
+    checks and reads each array's own ``zarr.json``; ``load_coords=False`` leaves the step coordinates lazy too
+    (no ``t`` index: ``verify`` reads them chunk by chunk).
     """
     p = Path(path)
     for attempt in range(OPEN_ATTEMPTS):
         try:
-            return _open_store(p, load_marks, check, kwargs)
+            return _open_store(p, load_marks, check, kwargs, load_coords)
         except StoreReplacedError:
             if attempt == OPEN_ATTEMPTS - 1:
                 raise
     raise AssertionError("unreachable")
 
 
-def _open_store(p: Path, load_marks: bool, check: bool, kwargs: dict) -> xr.Dataset:
+def _open_store(p: Path, load_marks: bool, check: bool, kwargs: dict, load_coords: bool = True) -> xr.Dataset:
     if not (p / "zarr.json").is_file():
         raise FileNotFoundError(f"no ridgexr store at {str(p)!r}")
     root = root_metadata(p)
@@ -517,6 +519,10 @@ def _open_store(p: Path, load_marks: bool, check: bool, kwargs: dict) -> xr.Data
     except Exception as exc:  # damaged metadata: say which file
         raise StoreDamagedError(f"store {str(p)!r} cannot be opened: {_damaged_metadata(p) or exc}; "
                                 f"run 'ridgexr verify {p}'") from exc
+    if not load_coords:
+        pin.check()
+        ds.encoding["source"] = str(p)
+        return ds
     eager = {name: _load(p, ds, name) for name in EAGER_COORDS if name in ds.coords}
     ds = ds.assign_coords(eager)
     if load_marks and "cell_complete" in ds:  # small, and read by every summary: loaded now, so that damage is named here
