@@ -338,7 +338,7 @@ def store_trials(tmp: Path, cat: Path, exp, n: int, rng: random.Random) -> list[
                     overwrite=True) and (outer / "trajectory" / "mine.txt").is_file()
     (outer / "trajectory" / "mine.txt").unlink()
     rows.append(("a store path or data folder inside a store, --overwrite of a store holding another store or a "
-                 "user's file: refused, nothing deleted", 5, int(held == 5 and _files(outer) == before)))
+                 "user's file: refused, nothing deleted", 5, held if _files(outer) == before else 0))
     # 4. reads pinned to the store they opened
     other = exp.model_copy(update={"seeds": exp.seeds.model_copy(update={"sampler": 1})})
     store = _copy(ref, base / "pin", "tiny.zarr")

@@ -34,7 +34,7 @@ from ..store import (ConfigMismatchError, Damage, StoreDamagedError, StoreLock, 
 from ..store.integrity import creation_array
 from ..store.lifecycle import (abandon_staging, commit_run, foreign_entries, refuse_not_a_store, remove_partial_files,
                                staging_stores)
-from ..store.record import IDENTITY_ATTRS, read_record, record_files, rewrite_record, write_record_reference
+from ..store.record import IDENTITY_ATTRS, read_record, record_files, write_record_reference
 from .cell import run_cell
 from .cluster import dask_client, resolve_scheduler
 from .ensemble import v_kernel_variables

@@ -18,9 +18,8 @@ import numpy as np
 import zarr
 
 from ..catalog.folders import root_metadata
-from .layout import cell_label as _cell_label
-from .layout import (StoreWarning, array_meta, cell_dims_of, cell_label, chunk_keys, clear_completion, consolidate,
-                     group_cell_dims, open_arrays, open_store, per_cell_arrays, set_root_attrs)
+from .layout import (StoreWarning, array_meta, chunk_keys, clear_completion, consolidate, group_cell_dims, open_arrays,
+                     per_cell_arrays, set_root_attrs)
 from .lifecycle import recover_store, remove_partial_files
 from .lock import StoreLock
 from .record import (DECODING_ATTRS, RECORD, SCHEMA_FIELDS, decoding_attrs, file_digest, read_record, record_files,
@@ -34,21 +33,26 @@ __all__ = ["NOT_DIGESTED", "cell_digest", "missing_chunks", "Damage", "DAMAGE_KI
 #: per-cell arrays that the digest does not cover: the mark and the digest themselves
 NOT_DIGESTED = ("cell_complete", "cell_digest")
 
-def cell_digest(path: str | Path, cell: tuple[int, ...], *, group: zarr.Group | None = None) -> int:
+def cell_digest(path: str | Path, cell: tuple[int, ...], *, group: zarr.Group | None = None,
+                arrays: dict | None = None) -> int:
     """BLAKE2b-32 digest (a signed 32-bit integer) of one cell: for every per-cell array (except the mark and the digest), in name
     order, each chunk's key and its bytes as stored (after compression and checksum).
 
     A chunk copied from another cell or position, or a stale chunk of an earlier write, has the right
     checksum but another key or other bytes, so the digest changes.  A missing chunk enters as a marker.
-    Reads the cell's chunk files (no decoding).
+    Reads the cell's chunk files (no decoding).  ``arrays`` (:func:`ridgexr.store.per_cell_arrays` of the store's
+    group) spares listing them again when many cells are digested.
     """
     import hashlib
 
     path = Path(path)
-    group = group if group is not None else zarr.open_group(str(path), mode="r", zarr_format=3, use_consolidated=False)
+    if arrays is None:
+        group = group if group is not None else zarr.open_group(str(path), mode="r", zarr_format=3,
+                                                                use_consolidated=False)
+        arrays = per_cell_arrays(group, group_cell_dims(group))
     cell = tuple(int(i) for i in cell)
     h = hashlib.blake2b(digest_size=4)
-    for name, arr in per_cell_arrays(group, group_cell_dims(group)).items():
+    for name, arr in arrays.items():
         if name in NOT_DIGESTED:
             continue
         for _, key in chunk_keys(arr, cell):
@@ -109,6 +113,27 @@ class Damage:
         return f"{self.variable} {where}: {self.reason}"
 
 
+def _labeller(group: zarr.Group, cell_dims: tuple[str, ...]) -> Callable:
+    """``label(ds, dims, idx)`` -> {dim: label} of a cell at integer position ``idx``, from the cell dims'
+    coordinates read once with zarr (a coordinate that does not read gives the positions: ``#i``)."""
+    values = {}
+    for d in cell_dims:
+        try:
+            values[d] = np.asarray(group[d][...])
+        except Exception:  # damaged: the cell is named by its position
+            values[d] = None
+
+    def label(_ds, dims, idx):
+        out = {}
+        for d, i in zip(dims, idx):
+            v = values.get(d)
+            v = f"#{i}" if v is None or i >= len(v) else v[i]
+            out[d] = v.item() if hasattr(v, "item") else v
+        return out
+
+    return label
+
+
 def verify_store(path: str | Path) -> tuple[list[Damage], int]:
     """Read every chunk of every complete cell (and of the store-level arrays) and check it.
 
@@ -118,17 +143,10 @@ def verify_store(path: str | Path) -> tuple[list[Damage], int]:
     stale).  Returns the damage found and the number of chunks read.
     """
     path = Path(path)
-    # each array's own metadata, nothing loaded: verify reports the damage (a damaged t included) chunk by chunk
-    ds = open_store(path, load_marks=False, check=False, load_coords=False)
-    cell_dims = cell_dims_of(ds)
-
-    def cell_label(ds, dims, idx):  # the labels, or the positions where a label coordinate is damaged itself
-        try:
-            return _cell_label(ds, dims, idx)
-        except Exception:
-            return {d: f"#{i}" for d, i in zip(dims, idx)}
-
+    # each array's own metadata (not the consolidated copy): verify reports the damage chunk by chunk
     group = zarr.open_group(str(path), mode="r", zarr_format=3, use_consolidated=False)
+    cell_dims = group_cell_dims(group)
+    cell_label = _labeller(group, cell_dims)
     per_cell = per_cell_arrays(group, cell_dims)
     damage: list[Damage] = []
     n_read = 0
@@ -139,11 +157,11 @@ def verify_store(path: str | Path) -> tuple[list[Damage], int]:
             if bool(np.asarray(marks.get_block_selection(coords)).all()) and (path / "cell_complete" / key).is_file():
                 complete.append(coords)
         except Exception as exc:
-            damage.append(Damage("cell_complete", cell_label(ds, cell_dims, coords),
+            damage.append(Damage("cell_complete", cell_label(None, cell_dims, coords),
                                  f"chunk {coords} does not decode ({path / 'cell_complete' / key}: "
                                  f"{type(exc).__name__}: {exc})"))
     n_read += len(complete)
-    labels = {idx: cell_label(ds, cell_dims, idx) for idx in complete}
+    labels = {idx: cell_label(None, cell_dims, idx) for idx in complete}
     for name in sorted(group.array_keys()):
         if name == "cell_complete":
             continue
@@ -170,7 +188,7 @@ def verify_store(path: str | Path) -> tuple[list[Damage], int]:
         for idx in complete:
             if tuple(labels[idx].items()) in damaged:
                 continue  # already reported (its digest too, when that chunk is damaged), repaired with the cell
-            if cell_digest(path, idx, group=group) != int(np.asarray(digests.get_block_selection(idx)).ravel()[0]):
+            if cell_digest(path, idx, arrays=per_cell) != int(np.asarray(digests.get_block_selection(idx)).ravel()[0]):
                 damage.append(Damage("cell_digest", labels[idx], "the cell's chunks do not match its digest: a "
                                      "chunk was swapped with another position's, or is stale"))
     return damage, n_read
@@ -356,6 +374,7 @@ def restore_marks(path: str | Path) -> list[dict]:
     if "cell_digest" not in group or "cell_complete" not in group:
         return []
     marks, digests = group["cell_complete"], group["cell_digest"]
+    arrays = per_cell_arrays(group, group_cell_dims(group))
     restore = []
     for coords, key in chunk_keys(marks):
         if (path / "cell_complete" / key).is_file():
@@ -370,15 +389,16 @@ def restore_marks(path: str | Path) -> list[dict]:
             digest = int(np.asarray(digests.get_block_selection(coords)).ravel()[0])
         except Exception:
             continue
-        if digest == cell_digest(path, coords, group=group):
+        if digest == cell_digest(path, coords, arrays=arrays):
             restore.append(coords)
     if not restore:
         return []
     arr = open_arrays(path, ["cell_complete"])["cell_complete"]
     for coords in restore:
         arr[coords] = True
-    ds = open_store(path, load_marks=False, check=False)
-    return [cell_label(ds, cell_dims_of(ds), coords) for coords in restore]
+    dims = group_cell_dims(group)
+    label = _labeller(group, dims)
+    return [label(None, dims, coords) for coords in restore]
 
 
 @dataclass

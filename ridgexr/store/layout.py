@@ -341,8 +341,7 @@ class PinnedStore(LocalStore):
         name, _, rest = key.partition("/")
         if buf is not None and name in self._checksummed and rest.startswith("c/"):
             data = buf.as_numpy_array()
-            if data.size < 4 or int(google_crc32c.value(data[:-4].tobytes())) != int.from_bytes(
-                    data[-4:].tobytes(), "little"):
+            if data.size < 4 or google_crc32c.value(data[:-4]) != int.from_bytes(data[-4:].tobytes(), "little"):
                 raise StoreDamagedError(
                     f"store {str(self.root)!r}: array {name!r}, chunk file {str(self.root / key)!r} fails its "
                     f"CRC32C checksum (it is damaged); run 'ridgexr verify {self.root}'")
