@@ -235,10 +235,22 @@ def open_dataset(name_or_path: str | Path, *, data_dir: str | Path | None = None
         complete; its attrs hold the configuration (``config``, JSON) and the provenance;
         ``ds.ridge.config`` and ``ds.ridge.provenance`` return them parsed.
 
+    Raises
+    ------
+    ridgexr.store.StoreDamagedError
+        When the metadata the Dataset would apply differ from the store's record of its creation (a scale,
+        an offset, a fill value, a dtype, time units: other values than were written), when a chunk written at
+        creation (``t``, ``train_data``, ...) is missing, or, on a read, when a chunk fails its checksum; the
+        message names the array (and the chunk file) and ``ridgexr verify``.
+    ridgexr.store.StoreReplacedError
+        On a read of the Dataset after an ``--overwrite`` swapped a new store in under it: open it again.
+
     Notes
     -----
     A cell marked complete whose chunks are not all on disk (damage: it would read fill values)
     is treated as incomplete, with a warning naming it (a listing of the store, no chunk read).
+    The Dataset reads through the store folder it opened (:class:`ridgexr.store.PinnedStore`): it never mixes
+    two stores.
     """
     path = store_path(name_or_path, data_dir=data_dir, catalog=catalog)
     ds = check_complete_cells(open_store(path), path)
