@@ -795,8 +795,8 @@ def verify(
                                 "recomputes exactly them"),
     resolve_config: str = typer.Option(None, "--resolve-config", help="when the configuration disagrees with its "
                                        "hash or the record of the store's creation: 'creation' restores the "
-                                       "recorded one, 'current' keeps the current one and rehashes it (implies "
-                                       "--repair)"),
+                                       "recorded one, 'current' keeps the current one and rehashes it (both then "
+                                       "repair the rest)"),
     data_dir: str = _data_dir_option(),
     catalog: list[str] = _catalog_option(),
 ):
