@@ -832,6 +832,9 @@ every complete cell and check its digest; report damaged (variable, cell) pairs 
         console.print(f"repaired: rewrote {', '.join(report.rewritten)} from the "
                       f"{'record kept at creation' if report.record else 'configuration'} (every chunk that verifies "
                       "kept)", soft_wrap=True, highlight=False)
+    if report.mended:
+        console.print(f"repaired: the record's copy of {len(report.mended)} chunk file(s) rewritten from the store's "
+                      "own, which match the record", soft_wrap=True, highlight=False)
     if report.restored:
         console.print(f"repaired: {len(report.restored)} cell(s) whose completion mark was lost are complete again "
                       "(their digest verifies)", soft_wrap=True, highlight=False)

@@ -461,3 +461,18 @@ def test_verify_works_on_a_read_only_file_system(small_reference, tmp_path):
     assert (out / "rc").read_text().strip() == "0", (out / "stderr").read_text() + stdout
     assert "ok:" in stdout and "read-only" in stdout
     assert not (folder / "tiny.zarr.ridgexr-lock").exists()
+
+
+def test_a_damaged_copy_in_the_record_is_reported_and_rewritten_from_the_stores_own_file(small_reference, tmp_path):
+    """The record's copies are checked too (a repair could not restore from a damaged one): a truncated copy is
+    reported, and --repair rewrites it from the store's file, whose SHA-256 the record holds."""
+    ref_store = small_reference[2]
+    store = old_store(small_reference, tmp_path)
+    copy = store / ".creation" / "t" / "c" / "0"
+    copy.write_bytes(copy.read_bytes()[:5])
+    found = _verify(store)
+    assert found.exit_code == 1 and "the record's copy of t/c/0" in _flat(found.output), found.output
+    fixed = _verify("--repair", store)
+    assert fixed.exit_code == 1 and "record's copy of 1 chunk file(s) rewritten" in _flat(fixed.output), fixed.output
+    assert file_bytes(store / ".creation") == file_bytes(ref_store / ".creation")
+    assert _verify(store).exit_code == 0

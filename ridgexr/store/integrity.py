@@ -320,6 +320,22 @@ def creation_array(path: str | Path, name: str) -> np.ndarray | None:
         return None
 
 
+def _mend_record(path: Path, manifest: dict, lost: list[str]) -> list[str]:
+    """Copy back into the record the chunk files of ``lost`` (below the store) whose file in the store still has the
+    SHA-256 the record holds, with their array's ``zarr.json``; returns those restored."""
+    mended = []
+    for rel in lost:
+        if file_digest(path / rel) != record_files(manifest).get(rel):
+            continue
+        copy = path / RECORD / rel
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        _write_atomic(path / rel, copy)
+        meta = path / RECORD / rel.split("/", 1)[0] / "zarr.json"
+        meta.write_text(json.dumps(manifest["arrays"][rel.split("/", 1)[0]], indent=2, allow_nan=True))
+        mended.append(rel)
+    return mended
+
+
 def _write_atomic(src: Path, dst: Path) -> None:
     tmp = dst.with_suffix(f".{os.urandom(16).hex()}.partial")
     shutil.copyfile(src, tmp)
@@ -415,7 +431,8 @@ class VerifyReport:
     interrupted ``--overwrite`` did and the unfinished writes removed (one line each, each also warned as a
     :class:`ridgexr.store.StoreWarning`); ``resolved``: what the user's resolution of the configuration changed;
     ``read_only``: the store could not be written (nothing was recorded in it); ``record``: whether the store has
-    an intact record of its creation."""
+    an intact record of its creation; ``mended``: the chunk files whose copy in the record was rewritten from the
+    store's own (their SHA-256 the record's)."""
 
     schema: list[Damage] = field(default_factory=list)
     damage: list[Damage] = field(default_factory=list)
@@ -428,6 +445,7 @@ class VerifyReport:
     read_only: bool = False
     record: bool = False
     resolved: list[str] = field(default_factory=list)
+    mended: list[str] = field(default_factory=list)
 
     @property
     def whole(self) -> list[Damage]:
@@ -534,8 +552,16 @@ def verify_and_repair(path: str | Path, reference: Callable[[Path, Path], Path],
         doubt = any(d.kind == "identity" for d in found)
         with tempfile.TemporaryDirectory(prefix="ridgexr-schema-") as tmp:
             if manifest is not None:
-                ref, _ = write_record_reference(path, manifest, tmp)
+                ref, lost = write_record_reference(path, manifest, tmp)
                 expected = record_files(manifest)
+                if lost:  # the record's own copies: restored from the store's files that match the record
+                    found.append(Damage(RECORD, {}, f"the record's copy of {lost[0]} (in {str(path / RECORD)!r}) is "
+                                        "missing or damaged" + (f" (and {len(lost) - 1} more)" if len(lost) > 1
+                                                                else ""), "record"))
+                    if repair and lock is not None and not doubt:
+                        out.mended = _mend_record(path, manifest, lost)
+                        if len(out.mended) < len(lost):
+                            out.refused.append(found[-1])
             elif not doubt:  # the configuration matches its hash (or cannot be checked): its template
                 ref, expected = reference(path, Path(tmp)), None
             else:  # no schema can be trusted: the configuration that would define it is in doubt
@@ -545,15 +571,15 @@ def verify_and_repair(path: str | Path, reference: Callable[[Path, Path], Path],
             out.schema = found + schema + extra
             can_repair = repair and lock is not None and not doubt
             if can_repair and schema:
-                out.rewritten = repair_schema(path, ref, schema, expected=expected)
+                out.rewritten += repair_schema(path, ref, schema, expected=expected)
             for name, (_, fix) in checks.items():
                 if can_repair and any(d.variable == name for d in extra) and fix(path):
                     out.rewritten.append(name)
             left = check_schema(path, ref, expected=expected) if ref is not None and out.rewritten else schema
             if can_repair:
-                out.refused = [d for d in left if d.kind != "consolidated"]
+                out.refused += [d for d in left if d.kind != "consolidated"]
             elif repair and doubt:
-                out.refused = [d for d in out.schema if d.kind == "identity"]
+                out.refused += [d for d in out.schema if d.kind == "identity"]
         metadata_ok = ref is not None and not any(d.kind == "metadata" for d in left)
         if ref is None or metadata_ok:
             out.damage, out.n_read = verify_store(path)
@@ -572,8 +598,8 @@ def verify_and_repair(path: str | Path, reference: Callable[[Path, Path], Path],
             set_root_attrs(path, verified=json.dumps({
                 "time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "chunks_read": out.n_read,
                 "damaged": [str(d) for d in out.schema + out.damage],
-                "repaired": bool(can_repair and (out.cells or out.rewritten or out.restored))}))
-            if metadata_ok and (not out.schema or out.rewritten):  # never from damaged array metadata
+                "repaired": bool(can_repair and (out.cells or out.rewritten or out.restored or out.mended))}))
+            if metadata_ok and (not out.schema or out.rewritten or out.mended):  # never from damaged metadata
                 consolidate(path)
     finally:
         if lock is not None:
