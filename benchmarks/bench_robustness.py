@@ -431,6 +431,48 @@ def store_trials(tmp: Path, cat: Path, exp, n: int, rng: random.Random) -> list[
                  and intact(store))
     rows.append(("one field of an array's zarr.json edited, cell_complete deleted or a mark garbled: --repair "
                  "keeps every cell (none recomputed, bit-identical)", n, held))
+    # any file, damaged at random
+    outcome = {"repaired": 0, "harmless": 0, "refused": 0}
+    for k in range(4 * n):
+        store = _copy(ref, base / f"fuzz{k}", "tiny.zarr")
+        files = sorted(p for p in store.rglob("*") if p.is_file() and (k % 2 == 0 or p.name == "zarr.json"
+                                                                      or ".creation" in p.parts))
+        f = files[rng.randrange(len(files))]
+        kind = rng.choice(["delete", "truncate", "flip", "swap", "scale_factor"])
+        data = f.read_bytes()
+        if kind == "delete":
+            f.unlink()
+        elif kind == "truncate":
+            f.write_bytes(data[:rng.randrange(max(1, len(data)))])
+        elif kind == "flip" and data:
+            b = bytearray(data)
+            b[rng.randrange(len(b))] ^= 1 << rng.randrange(8)
+            f.write_bytes(bytes(b))
+        elif kind == "swap" and f.name != "zarr.json":
+            peers = [p for p in files if p != f and p.parent == f.parent and p.name != "zarr.json"]
+            if peers:
+                g = rng.choice(peers)
+                other = g.read_bytes()
+                g.write_bytes(data)
+                f.write_bytes(other)
+        elif kind == "scale_factor" and f.name == "zarr.json" and f.parent != store:
+            _edit(f, lambda m: m.setdefault("attributes", {}).__setitem__("scale_factor", 3.0))
+        code, out = _cli("verify", store)
+        if code == 2:  # the root metadata, which hold the configuration: named, refused
+            outcome["refused"] += f == store / "zarr.json" and "root metadata file" in out
+            continue
+        if code == 0:
+            outcome["harmless"] += _same(ref, store)
+            continue
+        _cli("verify", "--repair", store)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", StoreWarning)
+            run_experiment(exp, store=store)
+        outcome["repaired"] += _same(ref, store) and _cli("verify", store)[0] == 0
+    rows.append((f"random damage (delete, truncate, flip, swap, scale_factor) of any file, of a zarr.json or of the "
+                 f"record: verify finds it and --repair + run give the uninterrupted store ({outcome['repaired']}), "
+                 f"or it changes no value read ({outcome['harmless']}), or the root metadata are named and refused "
+                 f"({outcome['refused']})", 4 * n, sum(outcome.values())))
     # 7. inputs and leftovers
     held = 0
     for k in range(n):
@@ -461,6 +503,14 @@ def store_trials(tmp: Path, cat: Path, exp, n: int, rng: random.Random) -> list[
     rows.append(("a resume on a disk with room for its unfinished cell only; --threads 100000; --data-dir ''", 3,
                  int(resumed) + int(threads.returncode == 2 and "between 1 and" in threads.stderr) + int(empty)))
     return rows
+
+
+def _same(a: Path, b: Path) -> bool:
+    """Every variable of the two stores equal (NaN equal to NaN)."""
+    try:
+        return same(a, b)
+    except Exception:  # a store that does not open is not the uninterrupted one
+        return False
 
 
 def _raises(kind, fn, *args, **kwargs) -> bool:
