@@ -373,11 +373,18 @@ def _read_metadata(path: Path, root: dict) -> tuple[dict[str, dict], str]:
     if isinstance(consolidated, dict):
         return {k: v for k, v in consolidated.items() if "/" not in k and not k.startswith(".")}, \
             f"the consolidated metadata in {str(path / 'zarr.json')!r}"
-    damaged = _damaged_metadata(path)
-    if damaged is not None:
-        raise StoreDamagedError(f"store {str(path)!r} cannot be opened: {damaged}; run 'ridgexr verify {path}'")
-    return {name: json.loads((path / name / "zarr.json").read_bytes()) for name in array_names(path)}, \
-        "its array metadata (zarr.json files)"
+    out = {}
+    for meta in sorted(path.glob("*/zarr.json")):  # each parsed once; one that does not parse is named
+        try:
+            node = json.loads(meta.read_bytes())
+            if not isinstance(node, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError) as exc:
+            raise StoreDamagedError(f"store {str(path)!r} cannot be opened: metadata file {str(meta)!r} is damaged "
+                                    f"({type(exc).__name__}: {exc}); run 'ridgexr verify {path}'") from None
+        if node.get("node_type") == "array":
+            out[meta.parent.name] = node
+    return out, "its array metadata (zarr.json files)"
 
 
 def _table_problems(metadata: dict[str, dict]) -> list[tuple[str, str]]:
