@@ -11,8 +11,8 @@ import xarray as xr
 
 from ._validation import check_optional_int
 from .catalog import data_dir_source, default_data_dir, open_catalog, resolve_store, stores_named
-from .store import (IN_PROCESS, StoreDamagedError, StoreWarning, cell_label, damaged_root, finish_interrupted, is_store,
-                    missing_chunks, open_store)
+from .store import (IN_PROCESS, StoreDamagedError, StoreReplacedError, StoreWarning, cell_label, damaged_root,
+                    finish_interrupted, is_store, missing_chunks, open_store)
 
 __all__ = ["open_dataset", "store_path", "summarize", "mask_incomplete", "check_complete_cells"]
 
@@ -109,6 +109,9 @@ def _slab_view(path: str | Path, ds: xr.Dataset, budget: int = SUMMARY_SLAB_BYTE
     """
     cells = ds["cell_complete"].dims
     fast = open_store(path, chunks=None, load_marks=False)
+    if fast.attrs.get("generation") != ds.attrs.get("generation"):  # replaced since ds was opened: never mix them
+        raise StoreReplacedError(f"store {str(path)!r} was replaced (an --overwrite) after it was opened: open it "
+                                 "again")
     if dict(fast.sizes) != dict(ds.sizes):  # a selection of the store: read it as given
         return ds
     fast = fast.assign(cell_complete=ds["cell_complete"])

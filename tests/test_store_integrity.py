@@ -191,6 +191,8 @@ def test_a_dataset_open_across_an_overwrite_raises_instead_of_mixing_the_two_sto
     run_experiment(other, store=store, overwrite=True)
     with pytest.raises(StoreReplacedError, match="open it again"):
         ds["trajectory"].values
+    with pytest.raises(StoreReplacedError):  # the summary's second view of the store is the same store, or refused
+        ridgexr.reader.summarize(store, ds)
     new = ridgexr.open_dataset(store)
     assert new.attrs["config_hash"] != ds.attrs["config_hash"]
     assert not np.array_equal(new["trajectory"].values, ridgexr.open_dataset(ref_store)["trajectory"].values)

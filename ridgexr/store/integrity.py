@@ -519,12 +519,21 @@ def verify_and_repair(path: str | Path, reference: Callable[[Path, Path], Path],
     StoreLockedError
         When a writer holds the store.
     OSError
-        When ``repair`` or ``resolve`` is asked of a store that cannot be written.
+        When ``repair`` or ``resolve`` is asked of a store that cannot be written (naming the store when the
+        error names no file).
     """
+    path = Path(path)
+    try:
+        return _verify_and_repair(path, reference, repair, dict(checks or {}), identity, resolve)
+    except OSError as exc:  # a write that names no file (a full or read-only disk): the store
+        if exc.filename is None:
+            exc.filename = str(path)
+        raise
+
+
+def _verify_and_repair(path: Path, reference, repair: bool, checks: dict, identity, resolve) -> VerifyReport:
     import tempfile
 
-    path = Path(path)
-    checks = dict(checks or {})
     out = VerifyReport()
     lock = StoreLock(path)
     try:
