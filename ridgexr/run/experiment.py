@@ -33,6 +33,7 @@ from ..store import (ConfigMismatchError, Damage, StoreDamagedError, StoreLock, 
                      missing_chunks, open_for_run, open_store, schema_older, set_root_attrs, write_template,
                      SCHEMA_VERSION)
 from ..store.integrity import creation_array
+from ..store.variables import ARRAYS_SCHEMA
 from ..store.lifecycle import (abandon_staging, commit_run, foreign_entries, refuse_not_a_store, remove_partial_files,
                                staging_stores)
 from ..store.record import IDENTITY_ATTRS, read_record, record_files, write_record_reference
@@ -306,7 +307,7 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
                                         + f"; run 'ridgexr verify {path}' first")
             done = _done(path, layout)
             version = str(attrs.get("schema_version", SCHEMA_VERSION))
-            if len(done) < len(list(layout.cells())) and schema_older(version):
+            if len(done) < len(list(layout.cells())) and schema_older(version, than=ARRAYS_SCHEMA):
                 raise ConfigMismatchError(
                     f"store {str(path)!r} has unfinished cells and was written with store schema {version}; this "
                     f"ridgexr writes schema {SCHEMA_VERSION} (new variables, docs/schema.md): use --overwrite to "
