@@ -31,9 +31,8 @@ from ..catalog.folders import enclosing_store
 from ..store import (ConfigMismatchError, Damage, StoreDamagedError, StoreLock, StoreWarning, cell_label,
                      check_schema, clear_completion, consolidate, copy_cell, create_staging, create_store, is_store,
                      missing_chunks, open_for_run, open_store, schema_older, set_root_attrs, write_template,
-                     SCHEMA_VERSION)
+                     SCHEMA_VERSION, ARRAYS_SCHEMA)
 from ..store.integrity import creation_array
-from ..store.variables import ARRAYS_SCHEMA
 from ..store.lifecycle import (abandon_staging, commit_run, foreign_entries, refuse_not_a_store, remove_partial_files,
                                staging_stores)
 from ..store.record import IDENTITY_ATTRS, read_record, record_files, write_record_reference

@@ -19,7 +19,7 @@ Every name is re-exported here: ``from ridgexr.store import X`` is the way to us
 from ..catalog.folders import is_store  # re-exported: whether a folder is a ridgexr store
 from .variables import (CELL_DIAGNOSTICS, CELL_DIMS, CELL_QUALITY, CF_ATTRS, COORD_ATTRS, DEGENERATE_FLAGS,
                         QUALITY_VARIABLES, SCHEMA_VERSION, SINCE, STEP_BOOL, STEP_INT, STEP_OPTIONAL, STEP_SCALAR,
-                        STEP_VARIABLES, STEP_VECTOR, VARIABLE_ATTRS, VARIABLES, Variable, schema_older)
+                        STEP_VARIABLES, STEP_VECTOR, VARIABLE_ATTRS, VARIABLES, Variable, schema_older, ARRAYS_SCHEMA)
 from .layout import (CODECS, EAGER_COORDS, IN_PROCESS, ROOT_ATTRS, StoreDamagedError, StoreLayout, StoreWarning,
                      PinnedStore, StoreReplacedError, cell_label, cells, chunk_keys, clear_completion, complete_cells,
                      consolidate, is_consolidated, is_exact_cell, json_attr, open_store, per_cell_arrays,
@@ -36,7 +36,7 @@ from .record import RECORD, read_record
 from .write import CellWriter, copy_cell, write_block, write_cell_end
 
 __all__ = ["CELL_DIMS", "is_exact_cell", "journal_path", "CellWriter", "STEP_VARIABLES", "consolidate",
-           "is_consolidated", "COORD_ATTRS", "CF_ATTRS", "SCHEMA_VERSION", "schema_older", "StoreLayout",
+           "is_consolidated", "COORD_ATTRS", "CF_ATTRS", "SCHEMA_VERSION", "ARRAYS_SCHEMA", "schema_older", "StoreLayout",
            "create_store", "write_block", "write_cell_end", "open_store", "StoreLock", "StoreLockedError", "cells",
            "complete_cells", "cell_label", "json_attr", "VARIABLE_ATTRS", "CELL_DIAGNOSTICS", "CELL_QUALITY",
            "QUALITY_VARIABLES", "is_store", "chunk_leftover", "remove_partial_creations", "replace_store",
