@@ -161,8 +161,7 @@ def load_plain(path: str | Path, map_location: Any = "cpu") -> Any:
 
 #: below this many flops per call, torch's CPU kernels run faster on one thread than on its pool: a small
 #: op's hand-off to the pool's threads (tens of microseconds, milliseconds while the cores are shared) costs
-#: more than the work (docs/performance.md, "Third wave: symmetric second moments and one thread for small
-#: calls")
+#: more than the work (docs/performance.md, "Ridge projection"; the measurements in CHANGELOG.md, 0.4.0)
 SMALL_WORK_FLOPS = 4e6
 
 

@@ -56,6 +56,9 @@ def test_sphinx_build_with_warnings_as_errors(built_docs):
     # one table per registered model kind, with its own fields
     headings = {h.get_text(strip=True).rstrip("#") for h in catalogs.select("h2")}
     assert {"RandomFeaturesSpec (kind: random_features)", "MLPSpec (kind: mlp)"} <= headings
+    # the complete example entry comes first, as YAML (tests/test_docs_pages.py loads it)
+    assert catalogs.select("h2")[0].get_text(strip=True).rstrip("#") == "A complete entry"
+    assert "my-three-points" in catalogs.select_one("div.highlight-yaml").get_text()
     changelog = BeautifulSoup((out / "changelog.html").read_text(), "html.parser").get_text()
     assert "0.4.0" in changelog and "feature_period" in changelog
     _check_navigation(out)

@@ -1,5 +1,5 @@
 """The stage-time estimate printed before a run (ridgexr.run.plan): its terms against counted work and
-against the posterior-moment kernels it models (docs/performance.md, "What the estimate assumes")."""
+against the posterior-moment kernels it models (docs/performance.md, "Whole runs: the plan against measured runs")."""
 
 import time
 

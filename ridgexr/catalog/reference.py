@@ -5,7 +5,44 @@ from __future__ import annotations
 from ..models import REGISTRY
 from .experiment import Experiment
 
-__all__ = ["schema_markdown"]
+__all__ = ["schema_markdown", "EXAMPLE_CATALOG"]
+
+#: A complete catalog file of one entry, shown at the top of docs/catalogs.md: every section an entry can set,
+#: each line commented.  ``tests/test_docs_pages.py`` loads it from the page and checks its cells and claims.
+EXAMPLE_CATALOG = """\
+experiments:
+  my-three-points:                      # the entry's name: ridgexr run my-three-points
+    description: >-
+      Three training points (0,0),(5,0),(0,5); random-feature denoisers at two widths and
+      two loss weights, beside the exact (memorizing) denoiser.
+    dataset: {points: three-points}     # or file: my_points.npy, mnist, images, manifold, mixture
+    process:                            # the sampler's time grid, in OU time
+      T: 3.0                            # start of the reverse process
+      t_min: 0.001                      # its end
+      grid: exponential
+      n_steps: 200
+    model:                              # one model block; `models:` lists several
+      kind: random_features             # see the Model blocks below for every kind
+      widths: [64, 256]                 # one cell per width
+      n_frequencies: 16                 # K Fourier time features
+      tau: .inf                         # training time of the gradient flow: converged
+      include_exact: true               # add the exact denoiser as schedule 'exact'
+    training:                           # the score-matching fit
+      quadrature: gauss-legendre-log-t  # cheap at few time nodes
+      n_time: 32
+      n_noise: 128                      # noise draws per (training point, time node)
+      method: flow                      # closed-form gradient flow
+    schedules: ["1", "h2"]              # loss weights w(t): one cell per schedule
+    sampler: {kind: sde, record_every: 2, block_steps: 128}
+    n_samples: 128                      # trajectories per cell
+    d_star: 1                           # the ridge is a curve
+    ridge: {tol: 1.0e-8, max_iter: 200}
+    seeds: {features: 0, training: 0, sampler: 0, init: 0}
+    claims:                             # written before the run; `ridgexr claims my-three-points` reads them
+      - {kind: reach-falls, t: [1.0, 0.01], written: "my notes, before the first run"}
+      - {kind: align-tangent, t: [0.1], written: "my notes, before the first run"}
+    store: my-three-points.zarr         # relative to the data folder
+"""
 
 
 def schema_markdown() -> str:
@@ -56,8 +93,13 @@ def schema_markdown() -> str:
     lines = ["# Catalog reference", "",
              "Generated from the pydantic models of `ridgexr.catalog` and the model kinds of `ridgexr.models` by `ridgexr.catalog.schema_markdown()`;",
              "a test keeps this file equal to the code. Types are checked strictly (no `true` for a number,",
-             "no `\"16\"` for an integer); unknown fields and duplicate keys are errors. See running.md for",
-             "how catalogs are found and where stores go.", ""]
+             "no `\"16\"` for an integer); unknown fields and duplicate keys are errors. See",
+             "[Running experiments](running.md) for how catalogs are found and where stores go.", "",
+             "## A complete entry", "",
+             "A catalog is a YAML file with one key, `experiments`, mapping entry names to entries. Save this one as",
+             "`my.yaml` and run it with `ridgexr run my-three-points --catalog my.yaml` (`--plan` first prints what",
+             "it will cost); the tables below give every field, its default and its bounds.", "",
+             "```yaml", EXAMPLE_CATALOG.rstrip(), "```", ""]
     lines += table("Experiment (one entry)", schema)
     for name in sorted(defs):
         if name != "ModelSpec":  # the base of the kinds' specs: each kind has its table below
