@@ -25,6 +25,8 @@ __all__ = [
     "check_finite",
     "check_positive_time",
     "save_atomic",
+    "load_plain",
+    "PickledCodeError",
     "threads_for",
 ]
 
@@ -119,6 +121,42 @@ def save_atomic(obj: Any, path: str | Path) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+class PickledCodeError(ValueError):
+    """A torch file holds pickled Python objects (code that loading would run), not plain data."""
+
+
+def _numpy_arrays() -> list:
+    """The globals that unpickle a numpy array of floats (and nothing else): float arrays in caches written before
+    they held tensors (``latents`` of a cached autoencoder)."""
+    core = getattr(np, "_core", None) or np.core
+    return [core.multiarray._reconstruct, np.ndarray, np.dtype, np.dtypes.Float64DType, np.dtypes.Float32DType]
+
+
+def load_plain(path: str | Path, map_location: Any = "cpu") -> Any:
+    """``torch.load(path, weights_only=True)``: tensors, numbers, strings, lists, tuples and dicts of them (and numpy
+    arrays of floats), never pickled code.
+
+    Checkpoints and caches are state dicts and plain values (:func:`save_atomic` writes them), so they load as data;
+    a file that holds anything else -- a pickled callable, an object of some class -- is refused before any of it
+    runs.
+
+    Raises
+    ------
+    PickledCodeError
+        Naming the file, when it holds something that is not plain data.
+    """
+    import pickle
+
+    try:
+        with torch.serialization.safe_globals(_numpy_arrays()):
+            return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as exc:  # torch's refusal (its message: run with --debug)
+        raise PickledCodeError(f"{str(path)!r} holds pickled Python objects, not plain data (tensors, numbers, "
+                               "strings, lists, dicts); ridgexr does not load it, since unpickling it could run "
+                               "code: delete it if you did not write it (ridgexr writes its checkpoints and caches "
+                               "again)") from exc
 
 
 #: below this many flops per call, torch's CPU kernels run faster on one thread than on its pool: a small

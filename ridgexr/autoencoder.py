@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ._backend import save_atomic
+from ._backend import load_plain, save_atomic
 
 __all__ = ["VAE", "AutoencoderResult", "train_vae", "cached_vae", "cache_dir", "load_vae", "AutoencoderError"]
 
@@ -134,7 +134,7 @@ def cached_vae(images: np.ndarray, *, latent_dim: int = 32, epochs: int = 60, se
     d = Path(directory) if directory is not None else cache_dir()
     path = d / f"vae-{key[:20]}.pt"
     if path.is_file():
-        blob = torch.load(path, map_location="cpu", weights_only=False)
+        blob = load_plain(path)
         stored = blob.get("config", {})
         if stored.get("latent_dim") != latent_dim or stored.get("n_pixels") != x.shape[1]:
             raise AutoencoderError(f"cached autoencoder {str(path)!r} has latent_dim={stored.get('latent_dim')} and "
@@ -146,11 +146,14 @@ def cached_vae(images: np.ndarray, *, latent_dim: int = 32, epochs: int = 60, se
         model = VAE(stored["n_pixels"], stored["latent_dim"])
         model.load_state_dict(blob["state_dict"])
         model.eval()
-        return AutoencoderResult(model=model, latents=blob["latents"], recon_bce=blob["recon_bce"],
+        latents = blob["latents"]  # a tensor (a numpy array in caches written before)
+        latents = latents.numpy() if isinstance(latents, torch.Tensor) else np.asarray(latents)
+        return AutoencoderResult(model=model, latents=latents, recon_bce=blob["recon_bce"],
                                  recon_mse=blob["recon_mse"], key=key, path=path, config=stored)
     res = train_vae(x, latent_dim=latent_dim, epochs=epochs, seed=seed, progress=progress, batch_size=batch_size)
     d.mkdir(parents=True, exist_ok=True)
-    save_atomic({"state_dict": res.model.state_dict(), "latents": res.latents, "recon_bce": res.recon_bce,
+    save_atomic({"state_dict": res.model.state_dict(), "latents": torch.from_numpy(np.ascontiguousarray(res.latents)),
+                 "recon_bce": res.recon_bce,
                  "recon_mse": res.recon_mse, "key": res.key, "config": res.config}, path)  # never half-written
     res.path = path
     return res
@@ -161,7 +164,7 @@ def load_vae(path: str | Path) -> VAE:
     p = Path(path)
     if not p.is_file():
         raise AutoencoderError(f"no cached autoencoder at {str(p)!r}")
-    blob = torch.load(p, map_location="cpu", weights_only=False)
+    blob = load_plain(p)
     cfg = blob["config"]
     model = VAE(cfg["n_pixels"], cfg["latent_dim"])
     model.load_state_dict(blob["state_dict"])

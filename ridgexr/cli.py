@@ -70,8 +70,9 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
     :class:`ridgexr.catalog.CatalogWarning`) as one line on stderr; others as Python shows them."""
     from .catalog import CatalogWarning
 
-    own = (CatalogWarning, sys.modules["ridgexr.store"].StoreWarning) if "ridgexr.store" in sys.modules else (
-        CatalogWarning,)  # a StoreWarning comes from ridgexr.store: `list` does not import it
+    own = (CatalogWarning, *(getattr(sys.modules[m], w) for m, w in (("ridgexr.store", "StoreWarning"),
+                                                                    ("ridgexr.explore", "ExposedWarning"))
+                             if m in sys.modules))  # from their modules, once loaded: `list` imports neither
     if issubclass(category, own) and not _STATE["debug"]:
         from rich.markup import escape
 
@@ -109,7 +110,8 @@ def user_errors():
 
     # the run's and the store's own errors (RuntimeErrors) can only come from those modules once
     # they ran: look them up then, so that `ridgexr list` imports neither (nor torch, xarray, zarr)
-    own = (("ridgexr.run.experiment", "ConfigMismatchError"), ("ridgexr.store", "StoreLockedError"))
+    own = (("ridgexr.run.experiment", "ConfigMismatchError"), ("ridgexr.store", "StoreLockedError"),
+           ("ridgexr.store", "StoreReplacedError"))
     try:
         yield
     except KeyboardInterrupt as exc:
@@ -905,65 +907,100 @@ def report(
 @app.command()
 def explore(
     name: str = typer.Argument(..., help="store path or catalog entry name"),
-    port: int = typer.Option(0, "--port", min=0, max=65535, help="port on localhost (0: a free one)"),
+    port: int = typer.Option(0, "--port", min=0, max=65535, help="port (0: a free one)"),
+    address: str = typer.Option("127.0.0.1", "--address", help="address to listen on: 127.0.0.1 (this machine only; "
+                                "the default) or another, e.g. 0.0.0.0 (every interface: whoever reaches the machine "
+                                "reads the store)"),
     show: bool = typer.Option(True, "--show/--no-show", metavar=FLAG, help="open the explorer in a browser tab"),
     max_samples: int = typer.Option(256, "--max-samples", min=1, help="samples drawn per frame"),
     data_dir: str = _data_dir_option(),
     catalog: list[str] = _catalog_option(),
 ):
     """Serve an interactive explorer of a store (cell widgets, a t slider, samples, ridge distance curves)."""
-    import socket
-
     with user_errors():
         path = _store(name, data_dir, catalog)
         ds = _open_store(path)
-        from .explore import ExplorerData, serve
+        from .explore import ExplorerData, free_port, serve
 
         ExplorerData(ds, max_samples)  # refuses a dataset that is not a store before serving
-        if port == 0:
-            with socket.socket() as s:
-                s.bind(("localhost", 0))
-                port = s.getsockname()[1]
-    console.print(f"explorer of {path} at http://localhost:{port}/ (Ctrl-C stops)", soft_wrap=True)
+        port = port or free_port(address or "0.0.0.0")
+    host = address if address not in ("", "0.0.0.0", "::") else "127.0.0.1"
+    console.print(f"explorer of {path} at http://{'[' + host + ']' if ':' in host else host}:{port}/ (Ctrl-C stops)",
+                  soft_wrap=True)
     serve(ds, port=port, show=show, title=f"ridgexr explore {ds.attrs.get('experiment', name)}",
-          max_samples=max_samples)
+          max_samples=max_samples, address=address)
 
 
 @app.command()
 def verify(
     store: str = typer.Argument(..., help="store path or catalog entry name"),
-    repair: bool = typer.Option(False, "--repair/--no-repair", metavar=FLAG, help="rewrite missing or damaged metadata and small arrays from "
-                                "the configuration, and clear the completion marks of damaged cells so that "
-                                "'ridgexr run' recomputes exactly them"),
+    repair: bool = typer.Option(False, "--repair/--no-repair", metavar=FLAG, help="rewrite damaged metadata from "
+                                "the record kept at the store's creation (or its configuration's schema), keeping "
+                                "every chunk that verifies; restore what was written at creation from its intact "
+                                "copy; clear the completion marks of damaged cells so that 'ridgexr run' "
+                                "recomputes exactly them"),
+    resolve_config: str = typer.Option(None, "--resolve-config", help="when the configuration disagrees with its "
+                                       "hash or the record of the store's creation: 'creation' restores the "
+                                       "recorded one, 'current' keeps the current one and rehashes it (both then "
+                                       "repair the rest)"),
     data_dir: str = _data_dir_option(),
     catalog: list[str] = _catalog_option(),
 ):
-    """Check the store against the schema of its configuration, read every chunk of every complete cell and \
-check its digest; report damaged (variable, cell) pairs (exit 1 when any)."""
-    from .run import check_config_hash, repair_config_hash, schema_reference
+    """Check the store against the record of its creation (or its configuration's schema), read every chunk of \
+every complete cell and check its digest; report damaged (variable, cell) pairs (exit 1 when any)."""
+    from functools import partial
+
+    from rich.markup import escape
+
+    from .run import RESOLUTIONS, check_identity, resolve_config as resolve, schema_reference
     from .store import verify_and_repair
 
-    with user_errors():  # one call: recovery (its notes warned), schema check, repair, every chunk read
-        report = verify_and_repair(_store(store, data_dir, catalog), schema_reference, repair=repair,
-                                   checks={"config_hash": (check_config_hash, repair_config_hash)})
-    schema, n_read, rewritten, cells, whole = (report.schema, report.n_read, report.rewritten, report.cells,
-                                               report.whole)
-    damage = schema + report.damage
+    with user_errors():  # one call: recovery (its notes warned), checks, repair, every chunk read
+        if resolve_config is not None and resolve_config not in RESOLUTIONS:
+            raise ValueError(f"--resolve-config must be one of {', '.join(RESOLUTIONS)}; got {resolve_config!r}")
+        report = verify_and_repair(_store(store, data_dir, catalog), schema_reference,
+                                   repair=repair or resolve_config is not None, identity=check_identity,
+                                   resolve=partial(resolve, choice=resolve_config) if resolve_config else None)
+    for note in report.resolved:
+        console.print(f"resolved: {escape(note)}", soft_wrap=True, highlight=False)
+    damage = report.schema + report.damage
     for d in damage:
-        console.print(f"[red]damaged:[/] {d}", soft_wrap=True, highlight=False)
+        console.print(f"[red]damaged:[/] {escape(str(d))}", soft_wrap=True, highlight=False)
+    if report.read_only:
+        console.print("read-only: the store cannot be written (no lock file was needed to read it); the result is "
+                      "not recorded in it", soft_wrap=True, highlight=False)
     if not damage:
-        console.print(f"ok: the metadata match the configuration's schema; {n_read} chunks read, every checksum "
-                      "and cell digest matches, no complete cell misses a chunk")
+        console.print(f"ok: the metadata match the {'record kept at creation' if report.record else 'configuration' + chr(39) + 's schema'}; "
+                      f"{report.n_read} chunks read, every checksum and cell digest matches, no complete cell misses "
+                      "a chunk", soft_wrap=True, highlight=False)
         return
-    if rewritten:
-        console.print(f"repaired: rewrote {', '.join(rewritten)} from the configuration", soft_wrap=True)
-    if repair and cells:
-        console.print(f"repaired: {len(cells)} cell(s) marked incomplete; run 'ridgexr run' on this entry to "
-                      "recompute them")
-    if schema and not repair:
-        console.print("the metadata differ from the configuration's schema: 'ridgexr verify --repair' rewrites them")
-    if whole:
-        console.print("store-level arrays are damaged; they cannot be recomputed cell by cell: rerun with --overwrite")
+    if report.rewritten:
+        console.print(f"repaired: rewrote {', '.join(report.rewritten)} from the "
+                      f"{'record kept at creation' if report.record else 'configuration'} (every chunk that verifies "
+                      "kept)", soft_wrap=True, highlight=False)
+    if report.mended:
+        console.print(f"repaired: the record's copy of {len(report.mended)} chunk file(s) rewritten from the store's "
+                      "own, which match the record", soft_wrap=True, highlight=False)
+    if report.restored:
+        console.print(f"repaired: {len(report.restored)} cell(s) whose completion mark was lost are complete again "
+                      "(their digest verifies)", soft_wrap=True, highlight=False)
+    if report.cells and (repair or resolve_config):
+        console.print(f"repaired: {len(report.cells)} cell(s) marked incomplete; run 'ridgexr run' on this entry to "
+                      "recompute them", soft_wrap=True, highlight=False)
+    if report.identity and report.refused:
+        console.print("[red]not repaired:[/] nothing is rewritten while the configuration is in doubt: choose with "
+                      "--resolve-config (above)", soft_wrap=True, highlight=False)
+    for d in [d for d in report.refused if d.kind != "identity"]:
+        console.print(f"[red]not repaired:[/] {escape(str(d))}: no intact copy to restore it from (it is never "
+                      "rebuilt from fill values); rerun the entry with --overwrite", soft_wrap=True, highlight=False)
+    if report.schema and not (repair or resolve_config) and not report.identity:
+        console.print("the metadata or what was written at creation differ from the store's schema: 'ridgexr verify "
+                      "--repair' rewrites the metadata and restores the rest from intact copies", soft_wrap=True,
+                      highlight=False)
+    restorable = {d.variable for d in report.schema if d.kind == "file"} - {d.variable for d in report.refused}
+    if [d for d in report.whole if d.variable not in restorable]:
+        console.print("store-level arrays are damaged; they cannot be recomputed cell by cell: rerun with --overwrite",
+                      soft_wrap=True, highlight=False)
     raise typer.Exit(1)
 
 

@@ -39,7 +39,8 @@ from . import analysis
 from ._validation import check_bool, check_int
 from .store import CELL_DIMS
 
-__all__ = ["STEP_LABEL", "explorer", "ExplorerData", "samples_overlay", "distance_overlay", "images_view", "serve"]
+__all__ = ["STEP_LABEL", "explorer", "ExplorerData", "samples_overlay", "distance_overlay", "images_view", "serve",
+           "LOCAL_ADDRESS", "ExposedWarning", "allowed_hosts", "free_port"]
 
 #: legend labels of the samples plot; the browser test finds the plotted data through them
 SAMPLES, PROJECTIONS, TRAINING, RIDGE = "samples", "ridge projections", "alpha_t x_i (training)", "ridge R_t"
@@ -311,11 +312,89 @@ def explorer(ds: xr.Dataset, *, max_samples: int = 256, show_ridge: bool = True)
     return pn.Row(controls, plots)
 
 
-def serve(ds: xr.Dataset, *, port: int = 0, show: bool = True, title: str = "ridgexr explore", **kwargs):
-    """Serve :func:`explorer` of ``ds`` on ``http://localhost:<port>/`` until interrupted (blocks).
+#: the address the explorer listens on unless told otherwise: this machine only
+LOCAL_ADDRESS = "127.0.0.1"
+#: the host names a browser on this machine sends for :data:`LOCAL_ADDRESS`
+LOCAL_HOSTS = ("127.0.0.1", "localhost")
+#: addresses that listen on every interface
+ANY_ADDRESS = ("", "0.0.0.0", "::")
 
-    Each browser session gets its own explorer.  ``port=0`` picks a free port.  ``kwargs`` go
-    to :func:`explorer`.
+
+class ExposedWarning(UserWarning):
+    """The explorer listens on an address other machines can reach: anyone who reaches it reads the store."""
+
+
+def allowed_hosts(address: str) -> tuple[str, ...] | None:
+    """The host names (the ``Host`` header without the port) the explorer answers when it listens on ``address``:
+    :data:`LOCAL_HOSTS` for the loopback address, the address itself for another one; None (any host) for an
+    address that listens on every interface.
+
+    >>> allowed_hosts("127.0.0.1"), allowed_hosts("192.168.1.5"), allowed_hosts("0.0.0.0")
+    (('127.0.0.1', 'localhost'), ('192.168.1.5',), None)
     """
+    if address in ANY_ADDRESS:
+        return None
+    if address in LOCAL_HOSTS:
+        return LOCAL_HOSTS
+    return (address.strip("[]").lower(),)
+
+
+def free_port(address: str = LOCAL_ADDRESS) -> int:
+    """A port that is free on ``address`` now (the operating system's pick)."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family) as s:
+        s.bind((address, 0))
+        return s.getsockname()[1]
+
+
+def _refuse_foreign_hosts(app, hosts: tuple[str, ...]) -> None:
+    """Answer 403 to a request whose ``Host`` names none of ``hosts`` (tornado routes by host first): a page of
+    another site that a browser on this machine loads cannot reach the explorer through a DNS name that points
+    here (DNS rebinding), and a request that names another host is not served."""
+    import re
+
+    from tornado.web import RequestHandler
+
+    class Refused(RequestHandler):
+        def prepare(self):
+            self.set_status(403)
+            self.finish(f"403: this explorer answers requests for {', '.join(hosts)} only")
+
+    pattern = "^(?!(" + "|".join(re.escape(h) for h in hosts) + ")$).*$"
+    app.add_handlers(pattern, [(r".*", Refused)])
+
+
+def serve(ds: xr.Dataset, *, port: int = 0, show: bool = True, title: str = "ridgexr explore",
+          address: str = LOCAL_ADDRESS, **kwargs):
+    """Serve :func:`explorer` of ``ds`` on ``http://127.0.0.1:<port>/`` until interrupted (blocks).
+
+    Each browser session gets its own explorer.  ``port=0`` picks a free port.  The server listens on ``address``,
+    by default the loopback address (this machine only); it answers only requests whose ``Host`` names that address
+    (:func:`allowed_hosts`: ``127.0.0.1`` or ``localhost``), and its websocket only pages loaded from there.  Another
+    ``address`` (e.g. ``0.0.0.0``: every interface) makes the store readable by whoever reaches the machine: a
+    :class:`ExposedWarning` says so.  ``kwargs`` go to :func:`explorer`.
+    """
+    import warnings
+
     port = check_int(port, "port", min_val=0, max_val=65535)
-    return pn.serve(lambda: explorer(ds, **kwargs), port=port, show=show, title=title, threaded=False)
+    if not isinstance(address, str):
+        raise TypeError(f"`address` must be a str; got {type(address).__name__}")
+    port = port or free_port(address or "0.0.0.0")
+    hosts = allowed_hosts(address)
+    if hosts != LOCAL_HOSTS:
+        warnings.warn(f"the explorer listens on {address or 'every interface'!r} port {port}: whoever can reach this "
+                      "machine there can read the store (the default, 127.0.0.1, is this machine only)",
+                      ExposedWarning, stacklevel=2)
+    origins = [f"{h}:{port}" for h in hosts] if hosts is not None else ["*"]
+    server = pn.serve(lambda: explorer(ds, **kwargs), port=port, address=address, websocket_origin=origins,
+                      show=show, title=title, threaded=False, start=False, verbose=False)
+    if hosts is not None:
+        _refuse_foreign_hosts(server._tornado, hosts)
+    server.start()
+    try:
+        server.io_loop.start()
+    except RuntimeError:  # the loop was stopped (Ctrl-C)
+        pass
+    return server

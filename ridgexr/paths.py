@@ -16,8 +16,12 @@ __all__ = ["data_folder"]
 
 def data_folder(data_dir: str | Path | None = None) -> Path:
     """The data folder (absolute): ``data_dir`` when given, else ``$RIDGEXR_DATA``, else the
-    platform's user data folder."""
+    platform's user data folder.  An empty ``data_dir`` is refused (``ValueError``): it would be the working
+    folder, silently."""
     if data_dir is not None:
+        if not str(data_dir).strip():
+            raise ValueError("`data_dir` (--data-dir) is empty; give a folder (or leave it out: $RIDGEXR_DATA, else "
+                             "the platform's user data folder)")
         return Path(data_dir).expanduser().resolve()
     env = os.environ.get("RIDGEXR_DATA")
     if env:

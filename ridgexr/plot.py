@@ -578,7 +578,7 @@ def final_samples_grid(ds: xr.Dataset, *, collapse: bool = True, max_samples: in
     title says how many of its samples lie outside.  With ``collapse`` (default) cells whose final samples are
     identical (:func:`identical_groups`: the exact denoiser at every width) share one panel.
     """
-    from .analysis._helpers import cell_train
+    from .analysis.selection import cell_train
 
     if ds.sizes["dim"] != 2:
         raise ValueError(f"final_samples_grid needs 2-D data, the store has dim={ds.sizes['dim']}")

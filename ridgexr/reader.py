@@ -11,8 +11,8 @@ import xarray as xr
 
 from ._validation import check_optional_int
 from .catalog import data_dir_source, default_data_dir, open_catalog, resolve_store, stores_named
-from .store import (IN_PROCESS, StoreDamagedError, StoreWarning, cell_label, damaged_root, finish_interrupted, is_store,
-                    missing_chunks, open_store)
+from .store import (IN_PROCESS, StoreDamagedError, StoreReplacedError, StoreWarning, cell_label, damaged_root,
+                    finish_interrupted, is_store, missing_chunks, open_store)
 
 __all__ = ["open_dataset", "store_path", "summarize", "mask_incomplete", "check_complete_cells"]
 
@@ -109,6 +109,9 @@ def _slab_view(path: str | Path, ds: xr.Dataset, budget: int = SUMMARY_SLAB_BYTE
     """
     cells = ds["cell_complete"].dims
     fast = open_store(path, chunks=None, load_marks=False)
+    if fast.attrs.get("generation") != ds.attrs.get("generation"):  # replaced since ds was opened: never mix them
+        raise StoreReplacedError(f"store {str(path)!r} was replaced (an --overwrite) after it was opened: open it "
+                                 "again")
     if dict(fast.sizes) != dict(ds.sizes):  # a selection of the store: read it as given
         return ds
     fast = fast.assign(cell_complete=ds["cell_complete"])
@@ -235,10 +238,22 @@ def open_dataset(name_or_path: str | Path, *, data_dir: str | Path | None = None
         complete; its attrs hold the configuration (``config``, JSON) and the provenance;
         ``ds.ridge.config`` and ``ds.ridge.provenance`` return them parsed.
 
+    Raises
+    ------
+    ridgexr.store.StoreDamagedError
+        When the metadata the Dataset would apply differ from the store's record of its creation (a scale,
+        an offset, a fill value, a dtype, time units: other values than were written), when a chunk written at
+        creation (``t``, ``train_data``, ...) is missing, or, on a read, when a chunk fails its checksum; the
+        message names the array (and the chunk file) and ``ridgexr verify``.
+    ridgexr.store.StoreReplacedError
+        On a read of the Dataset after an ``--overwrite`` swapped a new store in under it: open it again.
+
     Notes
     -----
     A cell marked complete whose chunks are not all on disk (damage: it would read fill values)
     is treated as incomplete, with a warning naming it (a listing of the store, no chunk read).
+    The Dataset reads through the store folder it opened (:class:`ridgexr.store.PinnedStore`): it never mixes
+    two stores.
     """
     path = store_path(name_or_path, data_dir=data_dir, catalog=catalog)
     ds = check_complete_cells(open_store(path), path)

@@ -19,12 +19,17 @@ from holoviews.core.options import SkipRendering
 import numpy as np
 import xarray as xr
 from jinja2 import Template
+from markupsafe import Markup
 
 from . import analysis, defaults, plot
 from .store import CELL_DIMS, cells, is_exact_cell, json_attr
 
 __all__ = ["make_report", "report_figures", "snapshot_cell"]
 
+#: the page: every value is escaped (autoescape) but the library's own markup, marked safe where it is made
+#: (:class:`markupsafe.Markup`: BokehJS, its CSS, the tables built with escaped cells) or here (bokeh's script and
+#: root divs, which bokeh builds from ids and escaped JSON): a title, a description, a label or a caption from a
+#: store or a catalog is text, never markup
 PAGE = Template("""{% from macros import embed %}<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -60,7 +65,7 @@ details { margin-bottom: 1.5em; }
 <p class="explore">Interactive: {{ explore_hint }}</p>
 {% for fig in figures %}
 <figure id="{{ fig.name }}">
-{{ embed(roots[fig.name]) }}
+{{ embed(roots[fig.name]) | safe }}
 <figcaption>{{ fig.caption }}</figcaption>
 </figure>
 {% endfor %}
@@ -73,10 +78,10 @@ details { margin-bottom: 1.5em; }
 {{ config_table }}
 <h2>Provenance</h2>
 {{ provenance_table }}
-{{ plot_script | indent(4) }}
+{{ plot_script | safe | indent(4) }}
 </body>
 </html>
-""")
+""", autoescape=True)
 
 
 def phase_axes(ds) -> tuple[str, str]:
@@ -99,11 +104,12 @@ def _kv_table(d: dict, prefix: str = "") -> list[tuple[str, str]]:
     return rows
 
 
-def _html_table(rows: list[tuple[str, str]], css_id: str) -> str:
+def _html_table(rows: list[tuple[str, str]], css_id: str) -> Markup:
+    """A two-column table of ``rows`` (key, value), each cell escaped."""
     import html
 
     body = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
-    return f'<table class="ridgexr" id="{css_id}"><tbody>{body}</tbody></table>'
+    return Markup(f'<table class="ridgexr" id="{html.escape(css_id)}"><tbody>{body}</tbody></table>')
 
 
 def snapshot_cell(ds: xr.Dataset) -> tuple[dict, float]:
@@ -186,7 +192,7 @@ def _summary_html(df) -> str:
                                                     zip(df[c], df[f"{c}_low"], df[f"{c}_high"])]
         else:
             out[c.replace("_", " ")] = [fmt(v) for v in df[c]]
-    return out.to_html(index=False, border=0, classes="ridgexr", table_id="summary")
+    return Markup(out.to_html(index=False, border=0, classes="ridgexr", table_id="summary", escape=True))
 
 
 def quality_rows(ds: xr.Dataset):
@@ -510,15 +516,15 @@ def make_report(ds: xr.Dataset, out_dir: str | Path, *, title: str = "ridgexr re
     page = file_html(
         list(rendered.values()), resources=INLINE, title=title, template=PAGE,
         template_variables=dict(
-            inline_js="\n".join(f"<script>{js}</script>" for js in bundle.js_raw),
-            inline_css="\n".join(f"<style>{css}</style>" for css in bundle.css_raw),
+            inline_js=Markup("\n".join(f"<script>{js}</script>" for js in bundle.js_raw)),  # BokehJS: ours to inline
+            inline_css=Markup("\n".join(f"<style>{css}</style>" for css in bundle.css_raw)),
             report_title=title, description=ds.attrs.get("description", ""), summary_table=summary_html,
-            quality_table="" if quality is None else quality.to_html(index=False, border=0, classes="ridgexr",
-                                                                     table_id="quality"),
+            quality_table="" if quality is None else Markup(quality.to_html(  # pandas escapes every cell
+                index=False, border=0, classes="ridgexr", table_id="quality", escape=True)),
             quality_note=QUALITY_NOTE,
-            claims_table="" if claims is None else claims.to_html(index=False, border=0, classes="ridgexr",
-                                                                  table_id="claims"),
-            claims_glance=claims_glance_html(per_spec) if per_spec else "",
+            claims_table="" if claims is None else Markup(claims.to_html(
+                index=False, border=0, classes="ridgexr", table_id="claims", escape=True)),
+            claims_glance=Markup(claims_glance_html(per_spec)) if per_spec else "",  # escapes every cell itself
             claims_source=claims_source,
             explore_hint=explore_hint,
             figures=[{"name": n, "caption": cap} for n, (_, cap) in figures.items()],

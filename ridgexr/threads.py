@@ -21,12 +21,35 @@ from __future__ import annotations
 import math
 import os
 
-__all__ = ["THREADS_ENV", "THREAD_VARIABLES", "default_threads", "resolve_threads", "limit_library_threads"]
+__all__ = ["THREADS_ENV", "THREAD_VARIABLES", "THREADS_PER_CORE", "max_threads", "default_threads", "resolve_threads",
+           "limit_library_threads"]
 
 #: the environment variable that fixes the thread count of ``ridgexr run``
 THREADS_ENV = "RIDGEXR_THREADS"
 #: the variables the numerical libraries read when they load (torch's OpenMP, MKL, numpy's OpenBLAS)
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+#: the most threads a run may ask for, per core of the machine: more only oversubscribes the cores (and a count in
+#: the tens of thousands made OpenBLAS crash when it loaded, exit status 139)
+THREADS_PER_CORE = 4
+
+
+def max_threads(cores: int | None = None) -> int:
+    """The largest thread count accepted: :data:`THREADS_PER_CORE` x the cores this process may use.
+
+    >>> max_threads(cores=2)
+    8
+    """
+    return THREADS_PER_CORE * (_cores() if cores is None else cores)
+
+
+def _bounded(n: int, source: str) -> int:
+    top = max_threads()
+    if not 1 <= n <= top:
+        raise ValueError(f"{source} must be between 1 and {top} ({THREADS_PER_CORE} x the {_cores()} cores this "
+                         f"process may use); got {n}")
+    return n
 
 
 def _cores() -> int:
@@ -62,21 +85,20 @@ def default_threads(cores: int | None = None, load: float | None = None) -> int:
 
 def resolve_threads(threads: int | None = None) -> tuple[int, str]:
     """The thread count of a run and where it came from: ``threads`` when given, else ``$RIDGEXR_THREADS``, else
-    ``$OMP_NUM_THREADS``, else :func:`default_threads`.  Raises ``ValueError`` for a count below 1 or an environment value that is not one."""
+    ``$OMP_NUM_THREADS``, else :func:`default_threads`.  Raises ``ValueError`` for a count outside 1 ..
+    :func:`max_threads` or an environment value that is not one."""
     if threads is not None:
         if isinstance(threads, bool) or not isinstance(threads, int):
             raise TypeError(f"`threads` must be an int; got {type(threads).__name__}")
-        if threads < 1:
-            raise ValueError(f"`threads` must be >= 1; got {threads}")
-        return threads, "--threads"
+        return _bounded(threads, "`threads` (--threads)"), "--threads"
     env = os.environ.get(THREADS_ENV, "").strip()
     if env:
         if not env.isdigit() or int(env) < 1:
             raise ValueError(f"${THREADS_ENV} must be an integer >= 1; got {env!r}")
-        return int(env), f"${THREADS_ENV}"
+        return _bounded(int(env), f"${THREADS_ENV}"), f"${THREADS_ENV}"
     omp = os.environ.get("OMP_NUM_THREADS", "").strip()
     if omp.isdigit() and int(omp) >= 1:  # the user's own OpenMP setting wins over the default
-        return int(omp), "$OMP_NUM_THREADS"
+        return _bounded(int(omp), "$OMP_NUM_THREADS"), "$OMP_NUM_THREADS"
     cores = _cores()
     try:
         load = os.getloadavg()[0]

@@ -307,8 +307,16 @@ def test_threads_from_the_environment_and_bad_values(monkeypatch):
     monkeypatch.setenv("RIDGEXR_THREADS", "zero")
     with pytest.raises(ValueError, match="RIDGEXR_THREADS"):
         resolve_threads()
-    with pytest.raises(ValueError, match="`threads` must be >= 1; got 0"):
+    with pytest.raises(ValueError, match=r"`threads` \(--threads\) must be between 1 and"):
         resolve_threads(0)
+    from ridgexr.threads import max_threads
+
+    assert resolve_threads(max_threads()) == (max_threads(), "--threads")
+    with pytest.raises(ValueError, match=rf"must be between 1 and {max_threads()} .*got {max_threads() + 1}"):
+        resolve_threads(max_threads() + 1)  # issue 59: --threads 100000 crashed the libraries (exit 139)
+    monkeypatch.setenv("RIDGEXR_THREADS", str(max_threads() + 1))
+    with pytest.raises(ValueError, match=r"\$RIDGEXR_THREADS must be between 1 and"):
+        resolve_threads()
 
 
 def test_the_summary_says_why_near_is_zero_at_image_scale_and_only_there():

@@ -265,3 +265,67 @@ def test_explorer_step_label_agrees_with_the_plots_after_fast_key_presses_and_a_
         if f"(step {label})" in title:
             assert re.search(r"t = ([-+.\deE]+) \(step", title)
             assert float(re.search(r"t = ([-+.\deE]+) \(step", title).group(1)) == pytest.approx(t[label], rel=1e-3)
+
+
+def _get(port, host):
+    """(status, body) of GET / on 127.0.0.1:port with the ``Host`` header ``host``."""
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        conn.request("GET", "/", headers={"Host": host})
+        res = conn.getresponse()
+        return res.status, res.read()
+    finally:
+        conn.close()
+
+
+def _stop(proc):
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def test_cli_explore_listens_on_this_machine_only_and_refuses_a_foreign_host(tiny_store):
+    """Issue 59, item 8: the explorer printed http://localhost:PORT/ but listened on 0.0.0.0 and [::] and answered
+    any Host header (HTTP 200 for ``Host: 10.1.2.3:PORT``).  Its listening sockets are read from the process
+    (psutil), and a request naming another host is refused."""
+    import psutil
+
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "ridgexr.cli", "explore", str(tiny_store), "--port", str(port),
+                             "--no-show"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        _wait_for_port(port, proc)
+        listening = {(c.laddr.ip, c.laddr.port) for c in psutil.Process(proc.pid).net_connections(kind="inet")
+                     if c.status == psutil.CONN_LISTEN}
+        assert listening == {("127.0.0.1", port)}, listening
+        status, body = _get(port, f"10.1.2.3:{port}")
+        assert status == 403 and b"answers requests for 127.0.0.1, localhost only" in body
+        assert _get(port, f"127.0.0.1:{port}")[0] == 200 and _get(port, f"localhost:{port}")[0] == 200
+    finally:
+        _stop(proc)
+    assert f"http://127.0.0.1:{port}/" in proc.stdout.read()
+
+
+def test_cli_explore_on_another_address_says_in_one_line_that_the_store_is_reachable(tiny_store):
+    """Opting in: ``--address 0.0.0.0`` listens on every interface, with a one-line warning."""
+    import psutil
+
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "ridgexr.cli", "explore", str(tiny_store), "--port", str(port),
+                             "--no-show", "--address", "0.0.0.0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    try:
+        _wait_for_port(port, proc)
+        listening = {c.laddr.ip for c in psutil.Process(proc.pid).net_connections(kind="inet")
+                     if c.status == psutil.CONN_LISTEN and c.laddr.port == port}
+        assert listening == {"0.0.0.0"}, listening
+    finally:
+        _stop(proc)
+    out = proc.stdout.read()
+    warned = [ln for ln in out.splitlines() if ln.startswith("warning:")]
+    assert len(warned) == 1 and "whoever can reach this machine there can read the store" in warned[0], out

@@ -184,3 +184,37 @@ def test_keep_best_picks_the_epoch_an_independent_scan_of_a_last_run_picks(tmp_p
     again = fit_neural(MLPDenoiser(2, hidden=(16,), embed_dim=8, seed=1), train, save_epochs=[3, 9, 14],
                        keep="best", checkpoint_dir=tmp_path / "ck", checkpoint_every=7, **kw)
     assert again.kept == best.kept and again.resumed_from == 14
+
+
+class _Touch:
+    """Pickles as a call of ``Path.touch`` on ``marker``: what a checkpoint carrying a pickled callable runs when
+    it is unpickled."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        from pathlib import Path
+
+        return Path.touch, (Path(self.marker),)
+
+
+def test_a_checkpoint_carrying_a_pickled_callable_is_refused_and_never_run(tmp_path):
+    """Issue 59, item 9: checkpoints were read with ``torch.load(..., weights_only=False)``: resuming from a data
+    folder someone else wrote ran whatever it held.  A checkpoint whose state is plain (a real one, resumed
+    bit for bit) loads; one that carries a callable is refused naming the file, and the callable never runs."""
+    from ridgexr.training.minibatch import CHECKPOINT_NAME
+
+    fit = _small_fit(checkpoint_dir=tmp_path / "ck")
+    again = _small_fit(checkpoint_dir=tmp_path / "ck")  # plain state: resumed, nothing to train
+    assert again.resumed_from == 4 and np.array_equal(again.losses, fit.losses)
+    ckpt = tmp_path / "ck" / CHECKPOINT_NAME
+    state = torch.load(ckpt, weights_only=True)
+    marker = tmp_path / "ran"
+    state["losses"] = [_Touch(marker)]
+    torch.save(state, ckpt)
+    with pytest.raises(ValueError, match=rf"{CHECKPOINT_NAME}' holds pickled Python objects"):
+        _small_fit(checkpoint_dir=tmp_path / "ck")
+    assert not marker.exists()
+    torch.load(ckpt, weights_only=False)  # what loading it as before did: the callable runs
+    assert marker.exists()

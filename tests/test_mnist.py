@@ -162,3 +162,30 @@ def test_d_star_alt_auto_records_the_automatic_choice_beside_the_catalogs_d_star
     auto, _ = suggest_d_star(plane, exp.ridge.auto_t, seed=exp.seeds.training)
     assert out.d_star == 1 and info["source"] == "catalog" and info["auto_d_star"] == auto == 2
     assert out.ridge.d_star_alt == [2, 1]  # auto resolved, duplicates dropped, order kept
+
+
+def test_a_cached_autoencoder_carrying_a_pickled_callable_is_refused_and_never_run(tmp_path):
+    """Issue 59, item 9: cached autoencoders were read with ``torch.load(..., weights_only=False)``.  A cache of plain
+    state loads (and one written before caches held tensors, with a numpy array of latents); one that carries a
+    callable is refused naming the file by ``cached_vae`` and ``load_vae``, and the callable never runs."""
+    from pathlib import Path
+
+    from ridgexr.autoencoder import load_vae
+
+    class Touch:
+        def __reduce__(self):
+            return Path.touch, (tmp_path / "ran",)
+
+    x, _, _ = load_mnist([4, 8], n_per_digit=40)
+    a = cached_vae(x, latent_dim=4, epochs=2, seed=1, directory=tmp_path)
+    blob = torch.load(a.path, weights_only=True)
+    assert isinstance(blob["latents"], torch.Tensor)  # plain state: tensors, numbers, strings
+    blob["latents"] = blob["latents"].numpy()  # a cache written before: latents as a numpy array of floats
+    torch.save(blob, a.path)
+    np.testing.assert_array_equal(cached_vae(x, latent_dim=4, epochs=2, seed=1, directory=tmp_path).latents, a.latents)
+    blob["recon_bce"] = Touch()
+    torch.save(blob, a.path)
+    for load in (lambda: cached_vae(x, latent_dim=4, epochs=2, seed=1, directory=tmp_path), lambda: load_vae(a.path)):
+        with pytest.raises(ValueError, match="holds pickled Python objects"):
+            load()
+    assert not (tmp_path / "ran").exists()

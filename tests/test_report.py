@@ -576,3 +576,64 @@ def test_report_page_offline_makes_no_request_that_fails(report_paths):
         browser.close()
     assert not failed, failed
     assert not external, external
+
+
+SCRIPT_CATALOG = """
+experiments:
+  tiny:
+    description: "<script>window.__injected = 'description'</script> <img src=x onerror=\\"window.__injected = 'img'\\">"
+    dataset: {points: two-points}
+    process: {T: 2.0, t_min: 0.01, n_steps: 8}
+    models:
+      - {kind: random_features, name: "<img src=y onerror=\\"window.__injected = 'label'\\">", widths: [8],
+         n_frequencies: 3}
+      - {kind: exact}
+    training: {quadrature: gauss-legendre-log-t, n_time: 4, n_noise: 4}
+    schedules: ["1"]
+    sampler: {kind: sde, block_steps: 8}
+    n_samples: 8
+    d_star: 1
+    store: tiny.zarr
+"""
+
+
+@pytest.mark.slow  # a store, a report's figures and Chromium
+@pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (.ci/run installs the Debian package)")
+def test_a_report_shows_script_bearing_text_as_text(tmp_path):
+    """Issue 59, item 9: a catalog description ``<script>...</script> <img src=x onerror=...>`` was inserted raw
+    into report.html (jinja2 without autoescape): a report built from someone else's store ran their script.  The
+    description, the title and a model label all carry markup here; the page rendered in Chromium has no element
+    they injected, nothing they ran, and shows each as text."""
+    playwright = pytest.importorskip("playwright.sync_api")
+    cat = tmp_path / "c.yaml"
+    cat.write_text(SCRIPT_CATALOG)
+    exp = experiment_from_file(cat)
+    ds = ridgexr.open_dataset(run_experiment(exp, data_dir=tmp_path / "data").store)
+    label = exp.blocks[0].label
+    title = "<script>window.__injected = 'title'</script>"
+    page_path = make_report(ds, tmp_path / "report", title=title, n_frames=2)["html"]
+    with playwright.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page()
+        dialogs = []
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.goto(page_path.as_uri())
+        page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0", timeout=60000)
+        page.wait_for_timeout(1000)
+        got = page.evaluate("""() => ({
+            injected: window.__injected === undefined ? null : window.__injected,
+            images: Array.from(document.querySelectorAll('img'), (i) => i.getAttribute('src')),
+            // code the page runs (bokeh's figure data are a script of type application/json: data, escaped)
+            scripts: Array.from(document.querySelectorAll('script'))
+                .filter((s) => s.type !== 'application/json' && s.textContent.includes('__injected')).length,
+            title: document.title,
+            h1: document.querySelector('h1').textContent,
+            description: document.querySelector('p.description').textContent,
+            summary: document.querySelector('table#summary').textContent,
+        })""")
+        browser.close()
+    assert got["injected"] is None and not dialogs, got
+    assert got["images"] == [] and got["scripts"] == 0, got
+    assert got["title"] == title and got["h1"] == title
+    assert got["description"] == exp.description
+    assert label in got["summary"]  # the label is in the table, as text

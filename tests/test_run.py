@@ -40,7 +40,7 @@ def test_store_schema_and_invariants(small_run):
     np.testing.assert_allclose(ds.t.values, time_grid(20, 2.0, 0.01))
     np.testing.assert_allclose(ds.h.values, -np.expm1(-2 * ds.t.values))
     assert ds.attrs["tau_units"].startswith("paper") and ds.attrs["init"] == "normal"
-    assert ds.attrs["schema_version"] == "1.7" and len(ds.attrs["config_hash"]) == 64
+    assert ds.attrs["schema_version"] == "1.8" and len(ds.attrs["config_hash"]) == 64
     for key in ("provenance", "config", "seeds", "device", "created"):
         assert key in ds.attrs
     for name in ("trajectory", "ridge_projection", "ridge_distance", "residual_normal", "loss", "excess_tangent"):
@@ -136,14 +136,18 @@ def test_resume_and_config_mismatch(small_run, tmp_path, write_catalog):
 
 def test_a_store_of_an_older_schema_with_unfinished_cells_is_not_resumed(small_run, tmp_path):
     """A store written with schema 1.5 (before final_sample and data_draw) that has an unfinished cell
-    is refused with a message naming --overwrite; the same store at this schema resumes that cell."""
+    is refused with a message naming --overwrite; the same store at this schema resumes that cell, and so does one
+    of schema 1.7 (every array of this schema, no record of its creation: 1.8 added the record, no array)."""
     import shutil
 
     exp, res = small_run
-    for version, refused in (("1.5", True), (ridgexr.store.SCHEMA_VERSION, False)):
+    for version, refused in (("1.5", True), ("1.7", False), (ridgexr.store.SCHEMA_VERSION, False)):
         store = tmp_path / f"copy-{version}.zarr"
         shutil.copytree(res.store, store)
         group = zarr.open_group(store, mode="r+")
+        if version != ridgexr.store.SCHEMA_VERSION:  # written before stores kept a record of their creation
+            shutil.rmtree(store / ".creation")
+            del group.attrs["generation"]
         group.attrs["schema_version"] = version
         marks = group["cell_complete"]
         first = np.argwhere(marks[...])[0]
@@ -168,7 +172,8 @@ def test_a_store_of_schema_1_6_without_clip_shift_opens_verifies_and_is_not_resu
     exp, res = small_run
     store = tmp_path / "old.zarr"
     shutil.copytree(res.store, store)
-    shutil.rmtree(store / "clip_shift")  # what 1.6 wrote: no clip_shift array, the cell digests without it
+    shutil.rmtree(store / "clip_shift")  # what 1.6 wrote: no clip_shift array, the cell digests without it,
+    shutil.rmtree(store / ".creation")  # and no record of the store's creation
     group = zarr.open_group(store, mode="r+", use_consolidated=False)
     group.attrs["schema_version"] = "1.6"
     digests = group["cell_digest"]

@@ -222,7 +222,7 @@ def test_damaged_small_arrays_and_metadata_are_named(tmp_path, rng):
         data = bytearray((path / rel).read_bytes())
         data[len(data) // 2] ^= 0x10
         (path / rel).write_bytes(bytes(data))
-        with pytest.raises(StoreDamagedError, match=rf"array '{name}' cannot be read, chunk file '{path / rel}'"):
+        with pytest.raises(StoreDamagedError, match=rf"array '{name}'.* chunk file '{path / rel}'"):
             open_store(path)
     path = tmp_path / "meta.zarr"
     shutil.copytree(clean, path)

@@ -20,7 +20,7 @@ from ..paths import data_folder
 from .errors import CatalogError
 
 __all__ = ["default_data_dir", "data_dir_source", "resolve_store", "root_metadata", "is_store", "stores_in",
-           "stores_named", "STORE_SEARCH_DEPTH"]
+           "stores_named", "STORE_SEARCH_DEPTH", "enclosing_store"]
 
 
 def default_data_dir(data_dir: str | Path | None = None) -> Path:
@@ -37,12 +37,33 @@ def data_dir_source(data_dir: str | Path | None = None) -> str:
 
 
 def resolve_store(exp, data_dir: str | Path | None = None) -> Path:
-    """Absolute store path of ``exp`` under the data folder; refuses a path that escapes it."""
+    """Absolute store path of ``exp`` under the data folder; refuses a path that escapes it, and a data folder or a
+    store path inside a store (:func:`enclosing_store`: a run there would write into that store, and an
+    ``--overwrite`` of it would delete what was written)."""
     base = default_data_dir(data_dir)
     path = (base / exp.store).resolve()
     if base != path and base not in path.parents:
         raise CatalogError(f"store path {exp.store!r} of entry {exp.name!r} escapes the data directory {base}")
+    outer = enclosing_store(base, itself=True)
+    if outer is not None:
+        raise CatalogError(f"the data folder {str(base)!r} ({data_dir_source(data_dir)}) lies inside the ridgexr store "
+                           f"{str(outer)!r}: choose a data folder outside every store")
+    outer = enclosing_store(path)
+    if outer is not None:
+        raise CatalogError(f"store path {exp.store!r} of entry {exp.name!r} lies inside the ridgexr store "
+                           f"{str(outer)!r}: choose a store path outside every store")
     return path
+
+
+def enclosing_store(path: str | Path, *, itself: bool = False) -> Path | None:
+    """The ridgexr store that holds ``path`` (``itself``: or that ``path`` is), nearest first; None when no folder
+    above it is a store.  A store whose root metadata are damaged counts (its arrays' folders say what it is)."""
+    path = Path(path).absolute()
+    for folder in ([path] if itself else []) + list(path.parents):
+        if is_store(folder) or (folder / "cell_complete" / "zarr.json").is_file() and (
+                folder / "trajectory" / "zarr.json").is_file():
+            return folder
+    return None
 
 
 def root_metadata(path: str | Path) -> dict:

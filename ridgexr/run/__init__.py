@@ -26,9 +26,9 @@ networks, read back from its checkpoints).  Reading stores back is :mod:`ridgexr
 from ..reader import open_dataset, store_path, summarize
 from .cell import run_cell
 from .cluster import dask_client, resolve_scheduler
-from .experiment import (ConfigMismatchError, ResourceError, RunResult, check_resources, check_scheduler,
-                         check_config_hash, check_store_schema, repair_config_hash, run_experiment, schema_reference,
-                         stored_config_hash, validate_experiment)
+from .experiment import (RESOLUTIONS, ConfigMismatchError, ResourceError, RunResult, check_config_hash,
+                         check_identity, check_resources, check_scheduler, check_store_schema, repair_config_hash,
+                         resolve_config, run_experiment, schema_reference, stored_config_hash, validate_experiment)
 from .plan import CellTask, estimate_resources, plan_layout, plan_tasks, resolve_d_star
 from .provenance import provenance, store_attrs
 from .scores import SCORE_ERROR_VARIABLES, score_errors
@@ -37,4 +37,5 @@ __all__ = ["run_experiment", "RunResult", "ConfigMismatchError", "plan_layout", 
            "CellTask", "open_dataset", "store_path", "summarize", "dask_client", "resolve_scheduler",
            "resolve_d_star", "provenance", "store_attrs", "ResourceError", "check_resources",
            "check_scheduler", "validate_experiment", "estimate_resources", "schema_reference", "check_store_schema",
-           "check_config_hash", "repair_config_hash", "stored_config_hash", "score_errors", "SCORE_ERROR_VARIABLES"]
+           "check_config_hash", "repair_config_hash", "stored_config_hash", "score_errors", "SCORE_ERROR_VARIABLES",
+           "check_identity", "resolve_config", "RESOLUTIONS"]

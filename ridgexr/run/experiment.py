@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from .._validation import check_optional_int
+from ..threads import max_threads
 from ..catalog import NOT_HASHED, Experiment, resolve_store
 from ..claims import check_claim_specs
 from ..catalog.folders import root_metadata as _root_metadata
@@ -26,10 +27,15 @@ from ..process import MAX_DATA_SCALE, data_scale_limit
 from ..models import model_kind
 from ..sampling import divergence_bound
 from ..reader import summarize
-from ..store import (ConfigMismatchError, StoreDamagedError, StoreLock, StoreWarning, cell_label, check_schema,
-                     clear_completion, consolidate, copy_cell, create_staging, create_store, is_store, missing_chunks,
-                     open_for_run, open_store, schema_older, write_template, SCHEMA_VERSION)
-from ..store.lifecycle import abandon_staging, commit_run, refuse_not_a_store, staging_stores
+from ..catalog.folders import enclosing_store
+from ..store import (ConfigMismatchError, Damage, StoreDamagedError, StoreLock, StoreWarning, cell_label,
+                     check_schema, clear_completion, consolidate, copy_cell, create_staging, create_store, is_store,
+                     missing_chunks, open_for_run, open_store, schema_older, set_root_attrs, write_template,
+                     SCHEMA_VERSION, ARRAYS_SCHEMA)
+from ..store.integrity import creation_array
+from ..store.lifecycle import (abandon_staging, commit_run, foreign_entries, refuse_not_a_store, remove_partial_files,
+                               staging_stores)
+from ..store.record import IDENTITY_ATTRS, read_record, record_files, write_record_reference
 from .cell import run_cell
 from .cluster import dask_client, resolve_scheduler
 from .ensemble import v_kernel_variables
@@ -39,7 +45,8 @@ from .provenance import store_attrs
 
 __all__ = ["run_experiment", "RunResult", "ConfigMismatchError", "ResourceError", "check_scheduler",
            "check_resources", "validate_experiment", "MAX_DATA_SCALE", "data_scale_limit", "schema_reference",
-           "check_store_schema", "check_config_hash", "repair_config_hash", "stored_config_hash", "checkpoint_root"]
+           "check_store_schema", "check_config_hash", "repair_config_hash", "stored_config_hash", "checkpoint_root",
+           "check_identity", "resolve_config", "RESOLUTIONS"]
 
 
 class ResourceError(ValueError):
@@ -110,40 +117,47 @@ def _free_disk(path: Path) -> int:
     return shutil.disk_usage(probe).free
 
 
-def _nothing_to_write(path: Path, exp: Experiment, train, overwrite: bool) -> bool:
-    """Whether a store of this configuration is already complete where the run would write: at ``path`` (no
-    ``overwrite``), or as the new store of an interrupted ``--overwrite`` beside it (only its swap is left)."""
+def _share_to_write(path: Path, exp: Experiment, train, overwrite: bool) -> tuple[float, str]:
+    """(share of the store's size a run still writes, what it is) where the run would write: 0 when a store of this
+    configuration is already complete there (at ``path`` without ``overwrite``, or as the new store of an
+    interrupted ``--overwrite`` beside it: only its swap is left), the share of its run cells not complete when it
+    resumes one, else 1 (a new store)."""
     candidates = [p for p in ([path] if not overwrite else staging_stores(path)) if is_store(p)]
-    config_hash = exp.config_hash(train) if candidates else None  # hashing a large training set takes a while
+    if not candidates or not isinstance(train, np.ndarray):  # a plan prices from the data's shape: a new store
+        return 1.0, "store"
+    config_hash = exp.config_hash(train)  # hashing a large training set takes a while: only when there is a store
     for p in candidates:
         try:
-            ds = open_store(p)
-            if ds.attrs.get("config_hash") != config_hash:
+            if _root_metadata(p).get("attributes", {}).get("config_hash") != config_hash:
                 continue
-            applies = ds["cell_applies"].values if "cell_applies" in ds else True
-            if bool((ds["cell_complete"].values | ~np.asarray(applies, dtype=bool)).all()):
-                return True
+            ds = open_store(p)
+            applies = np.asarray(ds["cell_applies"].values if "cell_applies" in ds else True, dtype=bool)
+            runs = np.broadcast_to(applies, ds["cell_complete"].shape)
+            left = int((runs & ~ds["cell_complete"].values.astype(bool)).sum())
+            return left / max(1, int(runs.sum())), f"the {left} unfinished of {int(runs.sum())} cells"
         except Exception:  # damaged: the run says so under its lock
             continue
-    return False
+    return 1.0, "store"
 
 
 def check_resources(exp: Experiment, train, path: Path, *, force: bool = False, overwrite: bool = False) -> dict:
     """Refuse, with the numbers, a run whose estimated peak memory or store size exceeds the machine.
 
-    The disk is not checked when a complete store of this configuration is already there (nothing is written
-    but, after an interrupted ``--overwrite``, a swap)."""
+    The disk is checked for what the run still writes: a resumed store's unfinished cells (their share of the
+    store's size bound), nothing when a complete store of this configuration is already there (but, after an
+    interrupted ``--overwrite``, a swap)."""
     est = estimate_resources(exp, train)
     mem = _machine_memory()
-    disk = math.inf if _nothing_to_write(path, exp, train, overwrite) else _free_disk(path)
+    share, what = _share_to_write(path, exp, train, overwrite)
+    need = share * est["store_size"]
+    disk = _free_disk(path) if need > 0 else math.inf
     gb = 2**30
     problems, hints = [], []
     if est["peak_memory"] > 0.8 * mem:
         problems.append(f"peak memory ~{est['peak_memory'] / gb:.3g} GiB > 80% of this machine's {mem / gb:.3g} GiB")
         hints.append("the memory is driven by " + ", ".join(est.get("memory_drivers") or ["the training sample"]))
-    if est["store_size"] > disk:
-        problems.append(f"store up to {est['store_size'] / gb:.3g} GiB > {disk / gb:.3g} GiB free "
-                        f"under {path.parent}")
+    if need > disk:
+        problems.append(f"{what} up to {need / gb:.3g} GiB > {disk / gb:.3g} GiB free under {path.parent}")
         hints.append("the store grows with n_samples, n_steps / sampler.record_every and the swept values")
     if problems and not force:
         raise ResourceError(f"experiment {exp.name!r} (store {str(path)!r}) is too large for this machine: "
@@ -231,7 +245,7 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
     torch.device(device)  # validates the name
     check_claim_specs(exp.claims)  # a claim's kind and times are the registry's (ridgexr.claims), before any cell
     sample_block = check_optional_int(sample_block, "sample_block", min_val=1)
-    n_threads = check_optional_int(n_threads, "n_threads", min_val=1)
+    n_threads = check_optional_int(n_threads, "n_threads", min_val=1, max_val=max_threads())
     threads_source = None
     if n_threads is not None:
         torch.set_num_threads(n_threads)
@@ -241,6 +255,10 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
     if model is not None:
         exp, objects = _with_python_model(exp, model, train.shape[1])
     path = Path(store).resolve() if store is not None else resolve_store(exp, data_dir)
+    outer = enclosing_store(path)
+    if outer is not None:  # resolve_store refuses it for an entry's path; an explicit store path too
+        raise ConfigMismatchError(f"store path {str(path)!r} lies inside the ridgexr store {str(outer)!r}: choose a "
+                                  "store path outside every store")
     check_resources(exp, train, path, force=force, overwrite=overwrite)  # first: the checks below may allocate (quadrature nodes)
     validate_experiment(exp, train)
     if progress is not None:  # the plan: what each stage will cost (an estimate)
@@ -252,31 +270,43 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
     scheduler = resolve_scheduler(scheduler)
     check_scheduler(scheduler)
     refuse_not_a_store(path, pending=False, overwrite=overwrite)  # before the lock file is written beside it
-    with StoreLock(path):
+    with StoreLock(path), _naming(path):
         opening = open_for_run(path, overwrite=overwrite, resume_hash=config_hash)  # warns what it recovered
         exists = opening.action != "create"
         overwrite = opening.action in ("replace", "resume_replace")
         staging = opening.staging
+        if overwrite:  # it deletes the old store: only what a store holds, never a nested store or a user's file
+            foreign = foreign_entries(path)
+            if foreign:
+                raise ConfigMismatchError(
+                    f"--overwrite refuses to replace {str(path)!r}: it holds what a ridgexr store does not write ("
+                    + ", ".join(repr(f) for f in foreign) + "); move that out of the store first")
+        for p in [q for q in (path, staging) if q is not None and exists]:
+            left = remove_partial_files(p)
+            if left:
+                warnings.warn(f"removed {len(left)} unfinished chunk write(s) (*.partial) that a killed command left "
+                              f"in {str(p)!r}", StoreWarning, stacklevel=2)
         done: set[tuple] = set()
         if exists and not overwrite:
-            ds = open_store(path)
-            if ds.attrs.get("config_hash") != config_hash:
-                diff = _config_diff(ds.attrs.get("config"), exp)
-                if not diff and check_config_hash(path):  # the same configuration, a damaged hash
-                    raise StoreDamagedError(f"store {str(path)!r} is damaged: {check_config_hash(path)[0]}")
+            attrs = _root_metadata(path).get("attributes", {})
+            if attrs.get("config_hash") != config_hash:
+                diff = _config_diff(attrs.get("config"), exp)
+                identity = check_identity(path)
+                if not diff and identity:  # the same configuration, a damaged hash
+                    raise StoreDamagedError(f"store {str(path)!r} is damaged: {identity[0]}")
                 raise ConfigMismatchError(
                     f"store {str(path)!r} was written by a different configuration "
-                    f"(hash {str(ds.attrs.get('config_hash'))[:12]} != {config_hash[:12]}; differing fields: "
+                    f"(hash {str(attrs.get('config_hash'))[:12]} != {config_hash[:12]}; differing fields: "
                     f"{'; '.join(diff) or 'the training data'}); refusing to mix results: use --overwrite to "
                     "replace it or choose another --data-dir")
             damaged = check_store_schema(path)  # never resume (and consolidate) a store whose metadata is damaged
             if damaged:
                 raise StoreDamagedError(f"store {str(path)!r} is damaged: " + "; ".join(map(str, damaged[:3]))
                                         + (f" (and {len(damaged) - 3} more)" if len(damaged) > 3 else "")
-                                        + f"; run 'ridgexr verify --repair {path}' first")
+                                        + f"; run 'ridgexr verify {path}' first")
             done = _done(path, layout)
-            version = str(ds.attrs.get("schema_version", SCHEMA_VERSION))
-            if len(done) < len(list(layout.cells())) and schema_older(version):
+            version = str(attrs.get("schema_version", SCHEMA_VERSION))
+            if len(done) < len(list(layout.cells())) and schema_older(version, than=ARRAYS_SCHEMA):
                 raise ConfigMismatchError(
                     f"store {str(path)!r} has unfinished cells and was written with store schema {version}; this "
                     f"ridgexr writes schema {SCHEMA_VERSION} (new variables, docs/schema.md): use --overwrite to "
@@ -326,12 +356,39 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
     return RunResult(store=path, cells_run=len(tasks), cells_skipped=len(done), summary=summarize(path))
 
 
+@contextlib.contextmanager
+def _naming(path: Path):
+    """Within: an ``OSError`` that names no file (a write on a full or read-only disk) names the store ``path``."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = str(path)
+        raise
+
+
+def _stored_experiment(path: Path) -> tuple[dict, Experiment]:
+    """(root attributes, the configuration they record) of a store; :class:`StoreDamagedError` when the root
+    metadata hold no readable configuration."""
+    try:
+        attrs = json.loads((path / "zarr.json").read_bytes())["attributes"]
+        return attrs, Experiment.model_validate_json(attrs["config"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise StoreDamagedError(f"store {str(path)!r}: the root metadata {str(path / 'zarr.json')!r} do not hold "
+                                f"a readable configuration ({type(exc).__name__}: {exc}); the schema cannot be "
+                                "derived: rerun the entry with --overwrite") from None
+
+
 def schema_reference(path: str | Path, folder: str | Path) -> Path:
     """Write, under ``folder``, the template that the store's own configuration (root attribute ``config``)
     defines: every array's metadata and the arrays written at creation (coordinates, ``train_data``,
-    ``cell_applies``), no data chunks.  Returns its path (``folder/reference.zarr``).
+    ``cell_applies``), no data chunks.  Returns its path (``folder/reference.zarr``).  The schema of a store
+    without a record of its creation (:mod:`ridgexr.store.record`): the record is the schema of the others.
 
-    The training set is the store's ``train_data`` when it reads, else the entry's dataset.
+    The training set is the store's own (the record's copy, else ``train_data`` when every chunk of it is there
+    and decodes: :func:`ridgexr.store.integrity.creation_array`), else the entry's dataset when its hash with the
+    configuration is the store's ``config_hash`` (the data the store was made from, to the hash).  Otherwise the
+    reference has ``train_data``'s metadata but none of its chunk files: nothing is ever restored from a guess.
 
     Raises
     ------
@@ -339,17 +396,11 @@ def schema_reference(path: str | Path, folder: str | Path) -> Path:
         When the root metadata (which holds the configuration) is damaged.
     """
     path = Path(path)
-    try:
-        attrs = json.loads((path / "zarr.json").read_bytes())["attributes"]
-        exp = Experiment.model_validate_json(attrs["config"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise StoreDamagedError(f"store {str(path)!r}: the root metadata {str(path / 'zarr.json')!r} does not hold "
-                                f"a readable configuration ({type(exc).__name__}: {exc}); the schema cannot be "
-                                "derived: rerun the entry with --overwrite") from None
-    try:
-        train = np.asarray(open_store(path, load_marks=False)["train_data"].values)
-    except Exception:  # damaged: the entry's dataset defines it
+    attrs, exp = _stored_experiment(path)
+    train, trusted = creation_array(path, "train_data"), True
+    if train is None:
         train = load_training_set(exp.dataset, base_dir=exp.base_dir)
+        trusted = _hash_of(exp, attrs, train) == attrs.get("config_hash")
     ref = Path(folder) / "reference.zarr"
     attrs = {k: v for k, v in attrs.items() if k != "schema_version"}
     key = _template_key(attrs["config"], train)
@@ -363,6 +414,10 @@ def schema_reference(path: str | Path, folder: str | Path) -> Path:
             shutil.rmtree(_TEMPLATES.pop(next(iter(_TEMPLATES))), ignore_errors=True)
     _TEMPLATES.move_to_end(key)
     shutil.copytree(cached, ref)
+    if not trusted:  # training data that are not the store's: its metadata only, never its values
+        shutil.rmtree(ref / "train_data" / "c", ignore_errors=True)
+        for q in (ref / "train_data").glob("c*"):
+            q.unlink()
     return ref
 
 
@@ -398,37 +453,120 @@ _TEMPLATE_DIR = None
 
 
 def check_store_schema(path: str | Path) -> list:
-    """:func:`ridgexr.store.check_schema` of a store against the template of its configuration, and
-    :func:`check_config_hash`."""
+    """The damage that stops a run from resuming a store: its configuration against its hash and the record of
+    its creation (:func:`check_identity`), then its metadata and the chunk files written at creation against
+    that record (:func:`ridgexr.store.check_schema`) or, for a store without one, against the template of its
+    configuration (:func:`schema_reference`)."""
     import tempfile
 
-    with tempfile.TemporaryDirectory(prefix="ridgexr-schema-") as tmp:
-        return check_schema(path, schema_reference(path, tmp)) + check_config_hash(path)
-
-
-def stored_config_hash(path: str | Path) -> str | None:
-    """The ``config_hash`` of the configuration a store records (root attribute ``config``) and its ``train_data``;
-    None when it cannot be recomputed: ``d_star: auto`` or an ``auto`` entry of ``ridge.d_star_alt`` (the store
-    records the resolved values, the hash is of the entry as written), or a configuration or training set that
-    does not read."""
     path = Path(path)
+    damage = check_identity(path)
+    manifest, why = read_record(path)
+    if why is not None:
+        damage.append(Damage("record", {}, why, "record"))
+    with tempfile.TemporaryDirectory(prefix="ridgexr-schema-") as tmp:
+        if manifest is not None:
+            ref, _ = write_record_reference(path, manifest, tmp)
+            return damage + check_schema(path, ref, expected=record_files(manifest))
+        if damage:  # the configuration is in doubt: no schema derived from it
+            return damage
+        return check_schema(path, schema_reference(path, tmp))
+
+
+def _hash_of(exp: Experiment, attrs: dict, train: np.ndarray | None) -> str | None:
+    """The ``config_hash`` of configuration ``exp`` (recorded with root attributes ``attrs``) and training set
+    ``train``; None when it cannot be recomputed: no training set, or ``d_star: auto`` or an ``auto`` entry of
+    ``ridge.d_star_alt`` (the store records the resolved values, the hash is of the entry as written)."""
     try:
-        attrs = json.loads((path / "zarr.json").read_bytes())["attributes"]
-        exp = Experiment.model_validate_json(attrs["config"])
-        if json.loads(attrs.get("d_star_info") or "{}").get("auto_rule") is not None:
+        if train is None or json.loads(attrs.get("d_star_info") or "{}").get("auto_rule") is not None:
             return None
-        train = np.asarray(open_store(path, load_marks=False)["train_data"].values)
-    except Exception:  # damaged: check_schema names it
+    except (TypeError, ValueError):
         return None
     return exp.config_hash(train)
 
 
-def check_config_hash(path: str | Path) -> list:
-    """[:class:`ridgexr.store.Damage`] of the root attribute ``config_hash`` when it differs from the hash of the
-    configuration the store records (:func:`stored_config_hash`): ``run`` would refuse the store as another
-    configuration's.  [] when it matches or cannot be recomputed."""
-    from ..store import Damage
+def stored_config_hash(path: str | Path) -> str | None:
+    """The ``config_hash`` of the configuration a store records (root attribute ``config``) and its training set
+    (the record's copy of ``train_data``, else the store's own when every chunk is there and decodes); None when
+    it cannot be recomputed: ``d_star: auto`` or an ``auto`` entry of ``ridge.d_star_alt`` (the store records the
+    resolved values, the hash is of the entry as written), or a configuration or training set that does not
+    read."""
+    path = Path(path)
+    try:
+        attrs, exp = _stored_experiment(path)
+    except StoreDamagedError:  # check_schema names it
+        return None
+    return _hash_of(exp, attrs, creation_array(path, "train_data"))
 
+
+def _json_config(text) -> dict | None:
+    try:
+        out = json.loads(text) if text else {}
+    except (TypeError, ValueError):
+        return None
+    return out if isinstance(out, dict) else None
+
+
+def _fields_diff(old: dict, new: dict, prefix: str = "") -> list[str]:
+    """``field: old -> new`` of the fields that enter the config hash (not :data:`ridgexr.catalog.NOT_HASHED`)."""
+    out = []
+    for key in sorted(set(old) | set(new)):
+        if not prefix and key in NOT_HASHED:
+            continue
+        a, b = old.get(key, "<absent>"), new.get(key, "<absent>")
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += _fields_diff(a, b, f"{prefix}{key}.")
+        elif a != b:
+            out.append(f"{prefix}{key}: {a!r} -> {b!r}")
+    return out
+
+
+def check_identity(path: str | Path) -> list:
+    """[:class:`ridgexr.store.Damage`] (kind ``identity``) when what identifies the store's contents disagrees: the
+    configuration (root attribute ``config``) with its hash (``config_hash``, recomputed with the store's training
+    set where it can be: :func:`stored_config_hash`), or either with the record kept at creation (the
+    configuration on the fields that enter the hash, the hash, the seeds and d*).  The message gives both values
+    and the user's two choices (``ridgexr verify --resolve-config creation|current``); nothing is rewritten from
+    either until the user chooses.  [] when they agree (or cannot be compared)."""
+    path = Path(path)
+    attrs = _root_metadata(path).get("attributes", {})
+    manifest, _ = read_record(path)
+    have = attrs.get("config_hash")
+    want = stored_config_hash(path)
+    problems = []
+    if want is not None and have != want:
+        problems.append(f"the configuration (root attribute config) hashes to {want[:12]}, the root attribute "
+                        f"config_hash is {str(have)[:12]}")
+    if manifest is not None:
+        rec = manifest.get("root", {})
+        old, new = _json_config(rec.get("config")), _json_config(attrs.get("config"))
+        diff = ["config (unreadable)"] if old is None or new is None else _fields_diff(old, new)
+        if diff:
+            problems.append("the configuration differs from the one recorded at creation in "
+                            + "; ".join(d.replace(" -> ", " at creation, now ") for d in diff))
+        if rec.get("config_hash") != have:
+            problems.append(f"config_hash is {str(have)[:12]}, at creation {str(rec.get('config_hash'))[:12]}")
+        for key in IDENTITY_ATTRS[2:]:
+            if rec.get(key) != attrs.get(key):
+                problems.append(f"the root attribute {key} is {attrs.get(key)!r}, at creation {rec.get(key)!r}")
+    if not problems:
+        return []
+    store = str(path)
+    choices = (f"'ridgexr verify --resolve-config creation {store}' restores the configuration recorded at "
+               f"creation (with its hash: what the data were computed with), 'ridgexr verify --resolve-config "
+               f"current {store}' keeps the current one and rehashes it (its schema then decides which cells are "
+               "recomputed)") if manifest is not None else (
+        f"'ridgexr verify --resolve-config current {store}' keeps the current configuration and rehashes it (its "
+        "schema then decides which cells are recomputed); or rerun the entry with --overwrite")
+    return [Damage("configuration", {}, "; ".join(problems) + f" in {str(path / 'zarr.json')!r}: nothing was "
+                   f"rewritten from either; choose: {choices}", "identity")]
+
+
+def check_config_hash(path: str | Path) -> list:
+    """[:class:`ridgexr.store.Damage`] (kind ``identity``) of the root attribute ``config_hash`` when it differs
+    from the hash of the configuration the store records (:func:`stored_config_hash`): ``run`` would refuse the
+    store as another configuration's.  [] when it matches or cannot be recomputed.  :func:`check_identity` checks
+    this and the record kept at creation."""
     path = Path(path)
     want = stored_config_hash(path)
     have = _root_metadata(path).get("attributes", {}).get("config_hash")
@@ -436,19 +574,76 @@ def check_config_hash(path: str | Path) -> list:
         return []
     return [Damage("config_hash", {}, f"the root attribute config_hash {str(have)[:12]!r} in "
                    f"{str(path / 'zarr.json')!r} differs from the hash of the configuration the store records "
-                   f"({want[:12]}); 'ridgexr verify --repair' rewrites it from that configuration")]
+                   f"({want[:12]})", "identity")]
 
 
 def repair_config_hash(path: str | Path) -> bool:
     """Rewrite the root attribute ``config_hash`` from the configuration the store records; whether it changed.
-    Call with the store's :class:`ridgexr.store.StoreLock` held."""
-    from ..store import set_root_attrs
-
+    Only on a user's explicit choice (``--resolve-config current``: :func:`resolve_config`).  Call with the store's
+    :class:`ridgexr.store.StoreLock` held."""
     want = stored_config_hash(path)
     if want is None or _root_metadata(path).get("attributes", {}).get("config_hash") == want:
         return False
     set_root_attrs(path, config_hash=want)
     return True
+
+
+#: the choices of :func:`resolve_config` (``ridgexr verify --resolve-config``)
+RESOLUTIONS = ("creation", "current")
+
+
+def resolve_config(path: str | Path, choice: str) -> list[str]:
+    """A user's explicit resolution of a configuration that disagrees with its hash or the record of the store's
+    creation (:func:`check_identity`); returns one note per change.  Call with the store's lock held.
+
+    - ``creation``: write back the root attributes recorded at creation (:data:`ridgexr.store.record.IDENTITY_ATTRS`:
+      the configuration, its hash, the seeds, d*);
+    - ``current``: keep the current configuration, rewrite ``config_hash`` from it (where it can be recomputed)
+      and, for a store with a record, rewrite the record from the template of that configuration (its arrays'
+      metadata and the arrays written at creation, the training set the record's copy): the store is then
+      checked against that schema, and the cells that do not match it are recomputed.
+
+    Raises
+    ------
+    ValueError
+        For another ``choice``, or ``creation`` on a store without an intact record.
+    """
+    import tempfile
+
+    from ..store.record import write_record
+
+    path = Path(path)
+    if choice not in RESOLUTIONS:
+        raise ValueError(f"`resolve_config` must be one of {RESOLUTIONS}; got {choice!r}")
+    manifest, why = read_record(path)
+    if choice == "creation":
+        if manifest is None:
+            raise ValueError(f"--resolve-config creation: store {str(path)!r} has no intact record of its creation "
+                             f"({why or 'it was written before ridgexr kept one'}); only 'current' (or --overwrite)")
+        rec = manifest.get("root", {})
+        now = _root_metadata(path).get("attributes", {})
+        changed = {k: rec[k] for k in IDENTITY_ATTRS if k in rec and now.get(k) != rec[k]}
+        if not changed:
+            return []
+        set_root_attrs(path, **changed)
+        return [f"restored {', '.join(changed)} of {str(path)!r} from the record kept at creation"]
+    notes = []
+    if repair_config_hash(path):
+        notes.append(f"rewrote config_hash of {str(path)!r} from its current configuration")
+    if manifest is not None:
+        with tempfile.TemporaryDirectory(prefix="ridgexr-resolve-") as tmp:
+            ref = schema_reference(path, tmp)
+            if not any((ref / "train_data").rglob("c*")):
+                raise ValueError(f"--resolve-config current: the training set of {str(path)!r} cannot be read "
+                                 "from the store or its record; rerun the entry with --overwrite")
+            root = json.loads((ref / "zarr.json").read_bytes())
+            root["attributes"] = {**_root_metadata(path).get("attributes", {})}
+            (ref / "zarr.json").write_text(json.dumps(root, allow_nan=True))
+            shutil.rmtree(path / ".creation")
+            write_record(path, manifest.get("generation", ""), source=ref)
+        notes.append(f"rewrote the record kept at creation of {str(path)!r} from the schema of its current "
+                     "configuration")
+    return notes
 
 
 def _done(store: Path, layout) -> set[tuple]:

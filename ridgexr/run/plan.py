@@ -370,6 +370,7 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
         extras += sum(on_disk(8.0 * r, levels) for r, levels in zip(raw, (len(coords) + 3, 2, 1)))
     store_level = (64 * 4096 + 512 * 1024  # array metadata, consolidated root metadata
                    + 4 * on_disk(n_rec * 8.0, 1) + on_disk(n * d * 8.0 * 2, 2) + extras)  # steps, training data
+    store_level += 64 * 4096 + on_disk(n * d * 8.0, 2) + extras  # the record of its creation: a copy of the above
     # the peak is the largest stage's (the stages run one after another) plus the training set, held
     # throughout in :data:`DATA_COPIES` float64 copies (the loaded array, its torch copy, the store's write,
     # a scaled or float32 copy); the drivers are the largest terms

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import uuid
 import warnings
@@ -27,11 +28,13 @@ import numpy as np
 from ..catalog.folders import is_store, root_metadata
 from .layout import StoreDamagedError, StoreLayout, StoreWarning, array_meta, write_template
 from .lock import StoreLock, StoreLockedError
+from .record import RECORD, new_generation, write_record
 
 __all__ = ["chunk_leftover", "SWAP_NAME", "journal_path", "recover_store", "IDENTIFYING_ARRAYS", "damaged_root",
            "interrupted", "finish_interrupted", "remove_partial_creations", "create_store", "create_staging",
            "commit_staging", "replace_store", "staging_stores", "ConfigMismatchError", "refuse_not_a_store",
-           "OPENING_ACTIONS", "Opening", "open_for_run", "abandon_staging", "commit_run"]
+           "OPENING_ACTIONS", "Opening", "open_for_run", "abandon_staging", "commit_run", "PARTIAL",
+           "remove_partial_files", "foreign_entries"]
 
 
 class ConfigMismatchError(RuntimeError):
@@ -64,6 +67,71 @@ def chunk_leftover(path: str | Path) -> list[str] | None:
             return None
         names.add(rel[0])
     return sorted(names)
+
+
+#: the name zarr gives a chunk (or metadata) file while writing it: ``NAME.<32 hex digits>.partial``, renamed over
+#: ``NAME`` when whole; a command killed mid-write leaves it
+PARTIAL = re.compile(r"\.[0-9a-f]{32}\.partial$")
+
+
+def remove_partial_files(path: str | Path) -> list[Path]:
+    """Remove the unfinished writes (:data:`PARTIAL`) that a killed command left inside the store ``path``;
+    returns them.  Call with the store's :class:`StoreLock` held (no writer is running)."""
+    out = []
+    for root, _, files in os.walk(path):
+        for name in files:
+            if PARTIAL.search(name):
+                p = Path(root) / name
+                p.unlink(missing_ok=True)
+                out.append(p)
+    return out
+
+
+def foreign_entries(path: str | Path, limit: int = 5) -> list[str]:
+    """What the folder of the store ``path`` holds that a ridgexr store does not write (at most ``limit`` paths):
+    anything but its root ``zarr.json``, array folders (a ``zarr.json`` and chunk files under ``c/`` named by
+    integers), the record kept at creation (the same, in its group) and unfinished writes (:data:`PARTIAL`).  A
+    nested store, a data folder or a user's file inside a store is foreign: ``--overwrite`` refuses to delete it.
+    """
+    path = Path(path)
+    out: list[str] = []
+
+    def foreign(p: Path) -> bool:
+        out.append(str(p))
+        return len(out) >= limit
+
+    def array(folder: Path) -> bool:  # an array's folder: zarr.json, c (a file: 0-d) or c/<ints>/.../<int>
+        for p in sorted(folder.iterdir()):
+            if p.is_symlink() or (p.name not in ("zarr.json", "c") and not PARTIAL.search(p.name)):
+                if foreign(p):
+                    return True
+            elif p.name == "c" and p.is_dir():
+                for root, dirs, files in os.walk(p):
+                    for name in dirs + files:
+                        q = Path(root) / name
+                        if q.is_symlink() or not (name.isdigit() or (name in files and PARTIAL.search(name))):
+                            if foreign(q):
+                                return True
+                    dirs[:] = [d for d in dirs if d.isdigit() and not (Path(root) / d).is_symlink()]
+        return False
+
+    def group(folder: Path, record: bool) -> bool:
+        for p in sorted(folder.iterdir()):
+            if not p.is_symlink() and p.is_file() and (p.name == "zarr.json" or PARTIAL.search(p.name)):
+                continue
+            if p.is_symlink() or not p.is_dir():
+                if foreign(p):
+                    return True
+            elif p.name == RECORD and not record:
+                if group(p, True):
+                    return True
+            elif array(p):  # an array's folder, its metadata damaged or not
+                return True
+        return False
+
+    if path.is_dir() and not path.is_symlink():
+        group(path, False)
+    return out
 
 
 def _creation_prefix(path: Path) -> str:
@@ -285,12 +353,22 @@ def remove_partial_creations(path: str | Path) -> list[Path]:
     return left
 
 
+def _write_new(target: Path, layout: StoreLayout, train: np.ndarray, attrs: dict, extra: dict | None) -> None:
+    """A new store's template at ``target`` with a fresh ``generation`` id (a root attribute) and the record of
+    its creation (:func:`ridgexr.store.record.write_record`)."""
+    generation = new_generation()
+    write_template(target, layout, train, {**attrs, "generation": generation}, extra)
+    write_record(target, generation)
+
+
 def create_store(path: str | Path, layout: StoreLayout, train: np.ndarray, attrs: dict,
                  extra: dict | None = None) -> None:
     """Create the store's metadata and coordinates (no data chunks) from a lazy template, atomically.
 
     ``extra`` maps further variable names to ``(dims, array)`` written eagerly beside
-    ``train_data`` (:func:`ridgexr.datasets.dataset_extras`).
+    ``train_data`` (:func:`ridgexr.datasets.dataset_extras`).  The store gets a fresh ``generation`` id (a root
+    attribute that readers pin) and the record of its creation (:mod:`ridgexr.store.record`): a checksummed copy
+    of what it holds at creation, from which ``ridgexr verify --repair`` restores.
 
     The template is written into a hidden sibling folder and renamed to ``path`` when whole,
     so ``path`` never holds half a store.  ``path`` must not exist (see :func:`replace_store`).
@@ -298,7 +376,7 @@ def create_store(path: str | Path, layout: StoreLayout, train: np.ndarray, attrs
     path = Path(path)
     tmp = _sibling(path)
     try:
-        write_template(tmp, layout, train, attrs, extra)
+        _write_new(tmp, layout, train, attrs, extra)
         os.rename(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -316,7 +394,7 @@ def create_staging(path: str | Path, layout: StoreLayout, train: np.ndarray, att
     path = Path(path)
     tmp, staging = _sibling(path), _sibling(path, _STAGING_TAG)
     try:
-        write_template(tmp, layout, train, attrs, extra)
+        _write_new(tmp, layout, train, attrs, extra)
         os.rename(tmp, staging)  # whole: from now on a rerun of the same command resumes it
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -26,10 +26,10 @@ from ..training.diagnostics import DIAGNOSTIC_VARIABLES, LOSS_UNITS
 __all__ = ["SCHEMA_VERSION", "FIRST_SCHEMA", "Variable", "DIMS", "VARIABLES", "COORDINATES", "VARIABLE_ATTRS",
            "COORD_ATTRS", "CF_ATTRS", "CELL_DIMS", "STEP_VECTOR", "STEP_SCALAR", "STEP_BOOL", "STEP_INT",
            "STEP_OPTIONAL", "STEP_VARIABLES", "DEGENERATE_FLAGS", "SINCE", "CELL_DIAGNOSTICS", "CELL_QUALITY",
-           "QUALITY_VARIABLES", "schema_older", "layout_variables", "step_variables", "attributes", "cell_value_shape", "empty_step_values",
+           "QUALITY_VARIABLES", "ARRAYS_SCHEMA", "schema_older", "layout_variables", "step_variables", "attributes", "cell_value_shape", "empty_step_values",
            "cell_chunks"]
 
-SCHEMA_VERSION = "1.7"
+SCHEMA_VERSION = "1.8"
 #: the schema version of the arrays the first store already had (docs/schema.md, "Schema history")
 FIRST_SCHEMA = "1.0"
 
@@ -297,6 +297,11 @@ def _version(text: str) -> tuple[int, ...]:
         return tuple(int(x) for x in text.split("."))
     except ValueError:
         return (0,)
+
+
+#: the newest schema that added arrays (1.8 added the record of a store's creation and no array): a store of this
+#: schema or later has every array this ridgexr writes, so one with unfinished cells is resumed
+ARRAYS_SCHEMA = max(SINCE.values(), key=_version, default=FIRST_SCHEMA)
 
 
 def schema_older(version: str, than: str = SCHEMA_VERSION) -> bool:

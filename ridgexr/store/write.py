@@ -168,7 +168,7 @@ def write_cell_values(path: str | Path, layout: StoreLayout, cell: tuple[int, ..
         When a value has another shape, or ``values`` names a variable the layout does not have.
     """
     cell = tuple(int(i) for i in cell)
-    group = zarr.open_group(str(path), mode="r+", zarr_format=3)
+    group = zarr.open_group(str(path), mode="r+", zarr_format=3, use_consolidated=False)
     wanted = [v for v in layout_variables(d_star_alt=layout.d_star_alt, denoised=layout.denoised,
                                           final_sample=layout.final_sample) if not v.per_step and not v.mark]
     unknown = sorted(set(values) - {v.name for v in wanted})
@@ -210,7 +210,7 @@ def copy_cell(path: str | Path, layout: StoreLayout, source: tuple[int, ...], ce
         When ``source`` is not complete (its values could be partial).
     """
     source, cell = tuple(int(i) for i in source), tuple(int(i) for i in cell)
-    group = zarr.open_group(str(path), mode="r", zarr_format=3)
+    group = zarr.open_group(str(path), mode="r", zarr_format=3, use_consolidated=False)
     steps_names = [v.name for v in step_variables()]
     per_cell = [v.name for v in layout_variables(d_star_alt=layout.d_star_alt, denoised=layout.denoised,
                                                  final_sample=layout.final_sample)

@@ -62,7 +62,7 @@ import torch
 
 from .. import defaults
 from ..choices import KEEP_EPOCHS, MIXED_PRECISIONS, OPTIMIZERS, TIME_PROPOSALS, TRAINED_WEIGHTS
-from .._backend import save_atomic
+from .._backend import load_plain, save_atomic
 from .._validation import check_float, check_int, check_option
 from ..models.module.denoiser import model_digest
 from ..models.parametrization import PARAMETRIZATIONS, dsm_row_loss
@@ -352,7 +352,7 @@ def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable =
         ckpt_dir.mkdir(parents=True, exist_ok=True)
         ckpt = ckpt_dir / CHECKPOINT_NAME
         if ckpt.exists():
-            state = torch.load(ckpt, map_location=dev, weights_only=False)
+            state = load_plain(ckpt, map_location=dev)  # plain state: a pickled callable is refused, never run
             if state["config"] != config:
                 diff = sorted(k for k in set(config) | set(state["config"]) if config.get(k) != state["config"].get(k))
                 raise ValueError(f"`checkpoint_dir` {str(ckpt_dir)!r} holds a checkpoint of another configuration "

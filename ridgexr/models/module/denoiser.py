@@ -44,7 +44,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..._backend import as_tensor, broadcast_time, check_positive_time, to_like
+from ..._backend import as_tensor, broadcast_time, check_positive_time, load_plain, to_like
 from ..._validation import check_float, check_option
 from ...choices import SCHEDULE_NAMES
 from ...process import OU
@@ -310,7 +310,7 @@ def module_from_spec(path: str, *, d: int, parametrization: str, time: TimeConve
             file = base_dir / file
         if not file.is_file():
             raise ModelError(f"`checkpoint` {str(file)!r} does not exist")
-        state = torch.load(file, map_location="cpu", weights_only=True)
+        state = load_plain(file)  # a state dict: pickled code is refused, naming the file
         try:
             model.load_state_dict(state)
         except RuntimeError as err:
