@@ -1006,7 +1006,7 @@ every complete cell and check its digest; report damaged (variable, cell) pairs 
 
 def _print_version(value: bool):
     if value:
-        from . import __version__
+        from ._version import __version__
 
         typer.echo(f"ridgexr {__version__}")
         raise typer.Exit()

@@ -195,7 +195,7 @@ def test_experiment_load_train_is_gone(tmp_path, write_catalog):
 
 
 @pytest.mark.parametrize("module", ["ridgexr.neural", "ridgexr.external", "ridgexr.training.neural",
-                                    "ridgexr._deprecation"])
+                                    "ridgexr._deprecation", "ridgexr.store.variables"])
 def test_old_module_paths_are_gone(module):
     import importlib
 

@@ -296,7 +296,7 @@ def test_attributes_that_change_decoded_values_are_damage_and_repaired(tmp_path,
 
 def test_a_variable_added_to_the_table_reaches_template_writer_reader_verify_and_size_bound(tmp_path, rng,
                                                                                             monkeypatch, write_catalog):
-    """Issue 43: adding a stored variable is one entry of :data:`ridgexr.store.variables.VARIABLES` (and the code
+    """Issue 43: adding a stored variable is one entry of :data:`ridgexr.schema.VARIABLES` (and the code
     that computes it).  A per-step variable added here only is in the template (dims, chunks, attributes), is
     required of every block and written by it, reads back, is checked by verify and the cell digest, is in
     observe's empty block, and enters the store-size bound by one chunk file per block of each cell."""
@@ -306,7 +306,7 @@ def test_a_variable_added_to_the_table_reaches_template_writer_reader_verify_and
     from ridgexr.run.plan import count_run_cells, estimate_resources
     from ridgexr import units
     from ridgexr.store import cell_digest, verify_store
-    from ridgexr.store import variables as table
+    from ridgexr import schema as table
 
     cat = write_catalog(tmp_path, steps=10, samples=8)
     exp = experiment_from_file(cat)

@@ -20,7 +20,7 @@ from ridgexr.store import (ConfigMismatchError, Opening, StoreDamagedError, Stor
                            write_block, write_cell_end, write_template)
 from ridgexr.store.lifecycle import _sibling
 from ridgexr.store.layout import StoreLayout
-from ridgexr.store.variables import empty_step_values
+from ridgexr.schema import empty_step_values
 
 
 def _layout():

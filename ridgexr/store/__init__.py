@@ -2,7 +2,7 @@
 
 One concept per module, lowest first (each imports only those above it):
 
-- :mod:`~ridgexr.store.variables`: the one table of stored variables (dims, dtype, fill, attributes, schema
+- :mod:`~ridgexr.schema` (below the package): the one table of stored variables (dims, dtype, fill, attributes, schema
   version, degenerate flag) and everything read off it;
 - :mod:`~ridgexr.store.record`: the record a store keeps of its creation (a checksummed copy of what it held and
   of its metadata and configuration), read as JSON;
@@ -17,7 +17,7 @@ Every name is re-exported here: ``from ridgexr.store import X`` is the way to us
 """
 
 from ..catalog.folders import is_store  # re-exported: whether a folder is a ridgexr store
-from .variables import (CELL_DIAGNOSTICS, CELL_DIMS, CELL_QUALITY, CF_ATTRS, COORD_ATTRS, DEGENERATE_FLAGS,
+from ..schema import (CELL_DIAGNOSTICS, CELL_DIMS, CELL_QUALITY, CF_ATTRS, COORD_ATTRS, DEGENERATE_FLAGS,
                         QUALITY_VARIABLES, SCHEMA_VERSION, SINCE, STEP_BOOL, STEP_INT, STEP_OPTIONAL, STEP_SCALAR,
                         STEP_VARIABLES, STEP_VECTOR, VARIABLE_ATTRS, VARIABLES, Variable, schema_older, ARRAYS_SCHEMA)
 from .layout import (CODECS, EAGER_COORDS, IN_PROCESS, ROOT_ATTRS, StoreDamagedError, StoreLayout, StoreWarning,

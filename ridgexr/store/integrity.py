@@ -24,7 +24,7 @@ from .lifecycle import recover_store, remove_partial_files
 from .lock import StoreLock
 from .record import (DECODING_ATTRS, RECORD, SCHEMA_FIELDS, decoding_attrs, file_digest, read_record, record_files,
                      write_record_reference)
-from .variables import FIRST_SCHEMA, SCHEMA_VERSION, SINCE, schema_older
+from ..schema import FIRST_SCHEMA, SCHEMA_VERSION, SINCE, schema_older
 
 __all__ = ["NOT_DIGESTED", "cell_digest", "missing_chunks", "Damage", "DAMAGE_KINDS", "verify_store", "CONSOLIDATED",
            "SCHEMA_FIELDS", "DECODING_ATTRS", "check_schema", "repair_schema", "restore_marks", "VerifyReport",
