@@ -42,7 +42,7 @@ _LAZY = {
 }
 _SUBMODULES = ("accessor", "projection", "analysis", "plot", "report", "store", "catalog", "datasets", "training", "run", "ridge",
                "scms", "empirical", "models", "process", "defaults", "choices", "spec", "sampling", "observe", "reader", "units", "cli", "quality",
-               "claims", "verdicts")
+               "claims", "verdicts", "schema")
 
 #: modules renamed (old -> new): the old name says where its functions went
 _RENAMED = {"labelled": "projection"}  # one labelled module per concept: analysis.labelled, quality.labelled

@@ -695,7 +695,7 @@ def info(store: str = typer.Argument(..., help="store path or catalog entry name
                                        f"{SUMMARY_MAX_ROWS}, with the tallies of all)")):
     """Describe a store: dims, variables, completed cells and provenance."""
     from .reader import check_complete_cells, summarize
-    from .store import json_attr
+    from .store.layout import json_attr
 
     with user_errors():
         path = _store(store, data_dir, catalog)
@@ -721,7 +721,8 @@ def info(store: str = typer.Argument(..., help="store path or catalog entry name
 def _store(name: str, data_dir, catalog_files):
     """The store path of an entry name or path (``FileNotFoundError`` says where it looked)."""
     from .reader import store_path
-    from .store import damaged_root, interrupted, is_store
+    from .store.lifecycle import damaged_root, interrupted
+    from .catalog.folders import is_store
 
     # a store path needs no catalog (a broken catalog file does not stop `info ./x.zarr`); nor does one whose
     # --overwrite was interrupted between its renames (finished here) or whose root metadata is damaged (named)
@@ -763,7 +764,7 @@ def _refuse_unknown_name(name: str, cat, data_dir) -> None:
 
 
 def _open_store(path):
-    from .store import open_store
+    from .store.layout import open_store
 
     return open_store(path)
 
@@ -786,7 +787,7 @@ and the count of them is printed; rows follow the store's label order."""
     from . import analysis
     from .reader import check_complete_cells
     from .run import check_scheduler, dask_client
-    from .store import CELL_DIMS
+    from .schema import CELL_DIMS
 
     with user_errors():
         path = _store(name, data_dir, catalog)
@@ -953,7 +954,7 @@ every complete cell and check its digest; report damaged (variable, cell) pairs 
     from rich.markup import escape
 
     from .run import RESOLUTIONS, check_identity, resolve_config as resolve, schema_reference
-    from .store import verify_and_repair
+    from .store.integrity import verify_and_repair
 
     with user_errors():  # one call: recovery (its notes warned), checks, repair, every chunk read
         if resolve_config is not None and resolve_config not in RESOLUTIONS:

@@ -84,7 +84,7 @@ class Variable:
     optional : bool
         A per-step variable a block may leave out (it is written as ``fill``).
     when : str, optional
-        The :class:`ridgexr.store.StoreLayout` field that must be set for the store to have it
+        The :class:`ridgexr.store.layout.StoreLayout` field that must be set for the store to have it
         (``d_star_alt``, ``denoised``, ``final_sample``).
     mark : bool
         Book-keeping the store writes itself (completion mark, digest, which cells apply), not a cell's result.
@@ -323,7 +323,8 @@ def schema_older(version: str, than: str = SCHEMA_VERSION) -> bool:
 
 
 def layout_variables(*, d_star_alt=(), denoised: bool = False, final_sample: bool = False) -> Iterator[Variable]:
-    """The per-cell variables a store of this layout has (the ``when`` fields of :class:`ridgexr.store.StoreLayout`),
+    """The per-cell variables a store of this layout has (the ``when`` fields of
+    :class:`ridgexr.store.layout.StoreLayout`),
     in template order."""
     on = {"d_star_alt": bool(d_star_alt), "denoised": bool(denoised), "final_sample": bool(final_sample)}
     for v in VARIABLES.values():

@@ -17,7 +17,8 @@ from ridgexr.catalog import experiment_from_file, resolve_store
 from ridgexr.datasets import load_training_set
 from ridgexr.run import ConfigMismatchError, CellTask, plan_layout, run_cell, run_experiment
 from ridgexr.sampling import reverse_sde
-from ridgexr.store import StoreLock, StoreLockedError, create_store
+from ridgexr.store import StoreLock, StoreLockedError
+from ridgexr.store.lifecycle import create_store
 
 from reference_runs import RUN_SCRIPT, assert_same_store
 
@@ -141,11 +142,11 @@ def test_a_store_of_an_older_schema_with_unfinished_cells_is_not_resumed(small_r
     import shutil
 
     exp, res = small_run
-    for version, refused in (("1.5", True), ("1.7", False), (ridgexr.store.SCHEMA_VERSION, False)):
+    for version, refused in (("1.5", True), ("1.7", False), (ridgexr.schema.SCHEMA_VERSION, False)):
         store = tmp_path / f"copy-{version}.zarr"
         shutil.copytree(res.store, store)
         group = zarr.open_group(store, mode="r+")
-        if version != ridgexr.store.SCHEMA_VERSION:  # written before stores kept a record of their creation
+        if version != ridgexr.schema.SCHEMA_VERSION:  # written before stores kept a record of their creation
             shutil.rmtree(store / ".creation")
             del group.attrs["generation"]
         group.attrs["schema_version"] = version
@@ -167,7 +168,8 @@ def test_a_store_of_schema_1_6_without_clip_shift_opens_verifies_and_is_not_resu
     import shutil
 
     from ridgexr.run import check_store_schema
-    from ridgexr.store import cell_digest, verify_store
+    from ridgexr.store import verify_store
+    from ridgexr.store.integrity import cell_digest
 
     exp, res = small_run
     store = tmp_path / "old.zarr"
@@ -201,7 +203,8 @@ def test_legacy_exact_cells_are_sampled_once_and_copied(small_run, tmp_path):
     from dataclasses import replace
 
     from ridgexr.run.plan import plan_tasks
-    from ridgexr.store import STEP_VARIABLES, clear_completion
+    from ridgexr.schema import STEP_VARIABLES
+    from ridgexr.store.layout import clear_completion
 
     exp, res = small_run
     train = load_training_set(exp.dataset, base_dir=exp.base_dir)

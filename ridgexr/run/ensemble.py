@@ -5,7 +5,7 @@ function of the training noise; its covariance over that noise (the V-kernel) is
 gaps between training points.  With ``training.draws: M`` every cell is fitted M times on
 independent noise (features, A(0) and time nodes fixed); this module estimates the V-kernel
 as the ensemble variance over the M fitted scores on a grid, per remaining cell, and hands it
-to :func:`ridgexr.store.create_store` as store variables (docs/schema.md):
+to :func:`ridgexr.store.lifecycle.create_store` as store variables (docs/schema.md):
 
 - ``v_kernel`` (cell dims without ``draw``, v_time, v_point, dim): the unbiased variance over
   draws (ddof = 1) of each score coordinate, 1 / data^2;

@@ -28,10 +28,14 @@ from ..models import model_kind
 from ..sampling import divergence_bound
 from ..reader import summarize
 from ..catalog.folders import enclosing_store
-from ..store import (ConfigMismatchError, Damage, StoreDamagedError, StoreLock, StoreWarning, cell_label,
-                     check_schema, clear_completion, consolidate, copy_cell, create_staging, create_store, is_store,
-                     missing_chunks, open_for_run, open_store, schema_older, set_root_attrs, write_template,
-                     SCHEMA_VERSION, ARRAYS_SCHEMA)
+from ..store.lifecycle import ConfigMismatchError, create_staging, create_store, open_for_run
+from ..store.integrity import Damage, check_schema, missing_chunks
+from ..store.layout import (StoreDamagedError, StoreWarning, cell_label, clear_completion, consolidate, open_store,
+                            set_root_attrs, write_template)
+from ..store.lock import StoreLock
+from ..store.write import copy_cell
+from ..catalog.folders import is_store
+from ..schema import ARRAYS_SCHEMA, SCHEMA_VERSION, schema_older
 from ..store.integrity import creation_array
 from ..store.lifecycle import (abandon_staging, commit_run, foreign_entries, refuse_not_a_store, remove_partial_files,
                                staging_stores)
@@ -423,8 +427,9 @@ def schema_reference(path: str | Path, folder: str | Path) -> Path:
 
 #: templates written by :func:`schema_reference` in this process, newest last: {key: folder}.  Its arrays are a
 #: pure function of the configuration and ``train_data`` (the root attributes, which a run updates, are those of
-#: the first store seen; :func:`ridgexr.store.check_schema` and ``repair_schema`` read arrays only), so ``verify``,
-#: ``run``'s resume check and ``--repair`` in one process write it once (~1.5 s for 60 arrays) and copy it after.
+#: the first store seen; :func:`ridgexr.store.integrity.check_schema` and ``repair_schema`` read arrays only), so
+#: ``verify``, ``run``'s resume check and ``--repair`` in one process write it once (~1.5 s for 60 arrays) and copy it
+#: after.
 _TEMPLATES: collections.OrderedDict[str, Path] = collections.OrderedDict()
 _TEMPLATES_KEPT = 8
 
@@ -455,7 +460,7 @@ _TEMPLATE_DIR = None
 def check_store_schema(path: str | Path) -> list:
     """The damage that stops a run from resuming a store: its configuration against its hash and the record of
     its creation (:func:`check_identity`), then its metadata and the chunk files written at creation against
-    that record (:func:`ridgexr.store.check_schema`) or, for a store without one, against the template of its
+    that record (:func:`ridgexr.store.integrity.check_schema`) or, for a store without one, against the template of its
     configuration (:func:`schema_reference`)."""
     import tempfile
 
@@ -522,9 +527,9 @@ def _fields_diff(old: dict, new: dict, prefix: str = "") -> list[str]:
 
 
 def check_identity(path: str | Path) -> list:
-    """[:class:`ridgexr.store.Damage`] (kind ``identity``) when what identifies the store's contents disagrees: the
-    configuration (root attribute ``config``) with its hash (``config_hash``, recomputed with the store's training
-    set where it can be: :func:`stored_config_hash`), or either with the record kept at creation (the
+    """[:class:`ridgexr.store.integrity.Damage`] (kind ``identity``) when what identifies the store's contents
+    disagrees: the configuration (root attribute ``config``) with its hash (``config_hash``, recomputed with the
+    store's training set where it can be: :func:`stored_config_hash`), or either with the record kept at creation (the
     configuration on the fields that enter the hash, the hash, the seeds and d*).  The message gives both values
     and the user's two choices (``ridgexr verify --resolve-config creation|current``); nothing is rewritten from
     either until the user chooses.  [] when they agree (or cannot be compared)."""
@@ -563,9 +568,9 @@ def check_identity(path: str | Path) -> list:
 
 
 def check_config_hash(path: str | Path) -> list:
-    """[:class:`ridgexr.store.Damage`] (kind ``identity``) of the root attribute ``config_hash`` when it differs
-    from the hash of the configuration the store records (:func:`stored_config_hash`): ``run`` would refuse the
-    store as another configuration's.  [] when it matches or cannot be recomputed.  :func:`check_identity` checks
+    """[:class:`ridgexr.store.integrity.Damage`] (kind ``identity``) of the root attribute ``config_hash`` when
+    it differs from the hash of the configuration the store records (:func:`stored_config_hash`): ``run`` would refuse
+    the store as another configuration's.  [] when it matches or cannot be recomputed.  :func:`check_identity` checks
     this and the record kept at creation."""
     path = Path(path)
     want = stored_config_hash(path)

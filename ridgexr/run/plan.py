@@ -21,7 +21,7 @@ from ..process import time_grid
 from ..ridge import suggest_d_star
 from ..sampling import recorded_steps
 from ..scms import frame_width, use_lowrank
-from ..store import StoreLayout
+from ..store.layout import StoreLayout
 from ..schema import cell_chunks, step_variables
 
 __all__ = ["CellTask", "plan_layout", "block_index", "cell_applies", "plan_tasks", "resolve_d_star",
@@ -43,7 +43,7 @@ class CellTask:
     # object handed to run_experiment(model=...) or None
     state: Any = None
     # an earlier cell that samples the same thing (the same model, training set and seeds): this
-    # cell's per-step variables are copied from it (store.copy_cell) instead of sampled again
+    # cell's per-step variables are copied from it (store.write.copy_cell) instead of sampled again
     twin_of: tuple[int, ...] | None = None
 
 
