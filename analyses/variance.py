@@ -69,8 +69,22 @@ def main(argv=None):
     ap.add_argument("--prediction", action="store_true",
                     help="ensembles: Delta G predicted by the Gaussian (second-cumulant) approximation from refitted "
                          "draws, against Delta G measured (no store needed; ~40 s per cell on one core)")
+    ap.add_argument("--analytic", action="store_true",
+                    help="the analytic V-kernel's prediction of Delta G against the 256-draw ensembles with the rows "
+                         "fixed (the variance-targets-* entries, run or resumed; the prediction resumable per cell)")
+    ap.add_argument("--choose-penalty", action="store_true",
+                    help="the pilot that fixes the readout's penalty of the variance-targets-* entries before they "
+                         "run (analytic kernel only; prints the rule's table and the chosen value)")
     args = ap.parse_args(argv)
     figs = Path(args.figures)
+    if args.choose_penalty:
+        penalty, pilot = choose_penalty(experiment_for(ANALYTIC_BASE, args.catalog))
+        print(f"\n{markdown_table(pilot)}\n\nchosen penalty: {penalty}")
+        return
+    if args.analytic:
+        analytic_main(args.data, figs, args.catalog,
+                      entries=[e for e in args.entries if e in ANALYTIC_ENTRIES] or None)
+        return
     if args.prediction:
         for name in args.entries:
             exp = experiment_for(name, args.catalog)
@@ -634,6 +648,373 @@ def ensemble_main(name: str, ds, figures: Path | None = None) -> None:
         print(f"- {line}")
     print(f"- verdict by the claims rule: {overall}")
     print()
+
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The analytic prediction: the V-kernel from the theory's own terms, rows fixed and targets redrawn.
+
+#: the ensembles of the analytic prediction: entry -> its noise draws per (point, node); each entry holds the
+#: widths near p / P = 1 for that n_noise (P = 2 points x 16 nodes x n_noise rows: p / P = 1/2 and 2)
+ANALYTIC_ENTRIES = {"variance-targets-n1": 1, "variance-targets-n4": 4, "variance-targets-n16": 16,
+                    "variance-targets-n64": 64}
+#: the base entry whose rows, features, sampler and time grid every analytic entry shares
+ANALYTIC_BASE = "variance-ensemble"
+#: (width, n_noise) of the cells near p / P = 1 of the base entry's sweep (p / P = 1/2 or 2)
+NEAR_CELLS = ((16, 1), (64, 1), (64, 4), (256, 4), (256, 16), (1024, 16), (1024, 64))
+#: Gaussian readouts per cell of the prediction, and their seed (disjoint from any training or sampler seed)
+ANALYTIC_MEMBERS = 256
+ANALYTIC_SEED = 0x70726564  # "pred"
+#: the penalty's pilot: Gaussian readouts per cell and their seed (another stream than the prediction's)
+PILOT_MEMBERS = 4
+PILOT_SEED = 0x70696C74  # "pilt"
+#: candidate relative penalties of the pilot, in the order they are tried (none first: tau = inf as the claim's
+#: conditions say), and the rule's largest diverged share
+PENALTY_CANDIDATES = (0.0, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
+PILOT_MAX_DIVERGED = 0.01
+
+#: written before the pilot, the run of the analytic entries and the prediction (docs/variance.md, "The V-kernel
+#: from the theory's own terms"); the registry of claims takes them from here
+ANALYTIC_WRITTEN = ("docs/variance.md, 'The V-kernel from the theory's own terms': written and committed before "
+                    "the penalty's pilot, the 256-draw ensembles and the analytic prediction were computed")
+ANALYTIC_CRITERIA = {
+    # P1 on the analytic prediction: the same region and rule as P1 of the remixed prediction
+    "P1": Criterion.within(-0.02, 0.02, text="interval inside [-0.02, 0.02] agrees; wholly outside disagrees",
+                           written=ANALYTIC_WRITTEN),
+    # P2 unchanged: the DSM V-kernel's excess alone (here the analytic kernel at the exact mean) fills the gap
+    "P2": Criterion.above(1e-12, text="interval above 0 agrees; wholly at or below 0 disagrees",
+                          written=ANALYTIC_WRITTEN),
+    # C1 on the measured ensembles of this design: Delta G > 0 (the region of C1)
+    "C1": Criterion.above(1e-12, text="interval above 0 agrees; wholly at or below 0 disagrees",
+                          written=ANALYTIC_WRITTEN),
+}
+#: the statements and aggregation rules of :data:`ANALYTIC_CRITERIA` ("all": agrees when every cell agrees,
+#: disagrees when any disagrees; "half": agrees when at least half agree, disagrees when more than half disagree)
+ANALYTIC_STATEMENTS = {
+    "P1": ("P1: the analytic V-kernel predicts Delta G", "all"),
+    "P2": ("P2: the DSM V-kernel's excess alone fills the gap (analytic)", "half"),
+    "C1": ("C1: the DSM target moves mass into the gap (Delta G > 0, rows fixed)", "half"),
+}
+
+
+def analytic_entry(base, n_noise: int, widths, penalty: float, draws: int = 256):
+    """The entry of :data:`ANALYTIC_ENTRIES` as a copy of ``base``: ``redraw: targets`` (the rows of
+    seeds.training fixed, each row's x0 redrawn from its posterior), the DSM target only, ``draws`` draws,
+    ``penalty`` on the readout, and the given widths at one ``n_noise``."""
+    return base.model_copy(update={
+        "model": base.model.model_copy(update={"widths": sorted(int(w) for w in widths), "penalty": float(penalty)}),
+        "training": base.training.model_copy(update={"n_noise": int(n_noise), "target": "dsm", "draws": int(draws),
+                                                     "redraw": "targets"})})
+
+
+def _ideal_fits(exp, train, widths=None):
+    """The ideal-target fits on the entry's fixed rows (seeds.training), every schedule and ``widths`` (default:
+    the entry's) in one sweep, nested as the run nests them: {(schedule, width): RandomFeatureFit}."""
+    from ridgexr.models.random_features.denoiser import model_kwargs
+    from ridgexr.training import fit_sweep
+
+    block = exp.blocks[0]
+    return fit_sweep(train, widths=list(widths or block.widths), schedules=exp.schedules, taus=block.taus,
+                     model_kwargs=model_kwargs(exp, block), method=exp.training.method, t_min=exp.loss_t_min,
+                     T=exp.process.T, quadrature=exp.training.quadrature, n_time=exp.training.n_time,
+                     n_noise=exp.training.n_noises[0], seed=exp.seeds.training, lr=exp.training.lr,
+                     init=block.init, init_seed=exp.seeds.init, target="ideal",
+                     null_cutoff=exp.training.null_cutoff, penalty=block.penalty)
+
+
+def _final_states(exp, train, model, readouts) -> np.ndarray:
+    """Final states (len(readouts), n_samples, d) of the run's sampler (its initial states, steps and divergence
+    guard) for ``model`` carrying each readout."""
+    from ridgexr.process import time_grid
+    from ridgexr.sampling import divergence_bound, guard_divergence, sample
+
+    p = exp.process
+    grid = time_grid(p.n_steps, p.T, p.t_min, p.grid)
+    bound = divergence_bound(train)
+    out = []
+    for a in readouts:
+        score = guard_divergence(model.with_A(a).score, bound)
+        blocks = sample(exp.sampler.kind, score, exp.n_samples, train.shape[1], grid, seed=exp.seeds.sampler,
+                        block_steps=2, record_every=p.n_steps)
+        out.append([b.x[-1] for b in blocks][-1].numpy())
+    return np.stack(out)
+
+
+def _gap_counts(x: np.ndarray, alpha: float) -> np.ndarray:
+    """Samples in the gap |x_1| < 2 alpha per member of final states x (..., sample, d); a diverged (non-finite)
+    sample counts outside (the rule of :func:`ridgexr.analysis.gap_mass`)."""
+    x1 = x[..., 0]
+    return (np.isfinite(x1) & (np.abs(np.nan_to_num(x1, nan=np.inf)) < 2 * alpha)).sum(-1).astype(float)
+
+
+def analytic_cell(exp, train, fit, *, members: int, seed: int) -> dict:
+    """One cell of the analytic prediction: the closed-form readout kernel of ``fit`` (the ideal fit on the fixed
+    rows, :func:`ridgexr.training.vkernel.readout_kernel`), ``members`` Gaussian readouts with the ideal fit's
+    readout as mean and that kernel as covariance, and the ideal fit itself, each sampled with the run's sampler.
+
+    Returns a dict: ``k_gauss`` (members,) and ``k_ideal`` (1,) samples in the gap, ``div_gauss`` and
+    ``div_ideal`` diverged samples, ``v_gap`` the analytic V-kernel's trace averaged over the gap |x_1| < 2 on the
+    run's V-kernel grid at its smallest probe time, ``v_grid`` (v_time, v_point, dim) the analytic variance of
+    the score on that grid (the stored ``v_kernel``'s layout).  Nothing of a measured draw enters it."""
+    from ridgexr.run.ensemble import V_KERNEL_TIMES, v_kernel_grid
+    from ridgexr.training.vkernel import readout_kernel
+
+    kern = readout_kernel(fit)
+    readouts = kern.sample_readouts(members, seed=seed)
+    alpha = float(np.exp(-exp.process.t_min))
+    x_gauss = _final_states(exp, train, kern.model, readouts)
+    x_ideal = _final_states(exp, train, kern.model, kern.mean[None])
+    grid = v_kernel_grid(train)
+    times = np.unique(np.clip(np.asarray(V_KERNEL_TIMES, dtype=np.float64), exp.process.t_min, exp.process.T))
+    v_grid = np.stack([np.einsum("nnaa->na", kern.score_covariance(grid, float(t))) for t in times])
+    gap = np.abs(grid[:, 0]) < 2
+    return {"k_gauss": _gap_counts(x_gauss, alpha), "k_ideal": _gap_counts(x_ideal, alpha),
+            "div_gauss": float((~np.isfinite(x_gauss).all(-1)).sum()),
+            "div_ideal": float((~np.isfinite(x_ideal).all(-1)).sum()),
+            "v_gap": float(v_grid[0, gap].sum(-1).mean()), "v_grid": v_grid, "n_samples": exp.n_samples}
+
+
+def choose_penalty(base, *, cells=NEAR_CELLS, candidates=PENALTY_CANDIDATES, members: int = PILOT_MEMBERS,
+                   seed: int = PILOT_SEED, progress=print):
+    """The readout's penalty, chosen before the run by a stated rule on the analytic model alone: the smallest
+    candidate at which, in every cell near p / P = 1 under every loss weight, the ideal fit and ``members``
+    Gaussian readouts of the analytic kernel (seed ``seed``, another stream than the prediction's) diverge in at
+    most :data:`PILOT_MAX_DIVERGED` of their samples.  No measured draw is fitted or sampled.
+
+    Returns (the chosen penalty or None, a DataFrame of the pilot: one row per candidate and cell)."""
+    import pandas as pd
+    from ridgexr.datasets.training_set import load_training_set
+
+    train = load_training_set(base.dataset, base_dir=base.base_dir)
+    rows = []
+    for penalty in candidates:
+        failed = False
+        # a candidate is dropped at its first failing cell; the cells at p / P = 1/2 and the largest widths,
+        # where the fits diverged most at tau = inf, come first
+        for n_noise in sorted({n for _, n in cells}, reverse=True):
+            widths = [w for w, n in cells if n == n_noise]
+            exp = analytic_entry(base, n_noise, widths, penalty, draws=2)
+            fits = _ideal_fits(exp, train)
+            for (s, w), fit in sorted(fits.items(), key=lambda kv: (kv[0][1] / (len(train) * exp.training.n_time * n_noise), kv[0][0])):
+                out = analytic_cell(exp, train, fit, members=members, seed=seed)
+                share = (out["div_gauss"] + out["div_ideal"]) / ((members + 1) * exp.n_samples)
+                rows.append({"penalty": penalty, "w": s, "p": w, "n_noise": n_noise, "diverged share": share,
+                             "V_gap analytic": out["v_gap"]})
+                if progress is not None:
+                    progress(f"penalty {penalty:g}, w = {s}, p = {w}, n_noise = {n_noise}: diverged {share:.4f}, "
+                             f"V_gap {out['v_gap']:.3g}")
+                if share > PILOT_MAX_DIVERGED:
+                    failed = True
+                    break
+            if failed:
+                break
+        if not failed:
+            return penalty, pd.DataFrame(rows)
+    return None, pd.DataFrame(rows)
+
+
+def analytic_prediction(exp, *, members: int = ANALYTIC_MEMBERS, seed: int = ANALYTIC_SEED, cache: Path | None = None,
+                        progress=None) -> dict:
+    """The analytic prediction of every cell (schedule, width) of an entry of :data:`ANALYTIC_ENTRIES`:
+    {(schedule, width): :func:`analytic_cell`'s dict}.  With ``cache`` each cell is kept in
+    ``cache / <entry>-<config hash>-<schedule>-<width>-<members>-<seed>.npz`` and read back when there (resumable).
+    """
+    from ridgexr.datasets.training_set import load_training_set
+
+    train = load_training_set(exp.dataset, base_dir=exp.base_dir)
+    key = exp.config_hash(train)[:12]
+    out, fits = {}, None
+    for s in exp.schedules:
+        for w in exp.blocks[0].widths:
+            path = None if cache is None else Path(cache) / f"{exp.name}-{key}-{s}-{w}-{members}-{seed}.npz"
+            if path is not None and path.exists():
+                with np.load(path) as z:
+                    out[(s, w)] = {k: (z[k] if z[k].ndim else float(z[k])) for k in z.files}
+                continue
+            fits = fits or _ideal_fits(exp, train)
+            out[(s, w)] = analytic_cell(exp, train, fits[(s, w)], members=members, seed=seed)
+            if path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                np.savez(path, **out[(s, w)])
+            if progress is not None:
+                progress(s, w, out[(s, w)])
+    return out
+
+
+def analytic_table(exp, ds, pred: dict, *, n_boot: int = 2000, seed: int = 0):
+    """Measured against analytically predicted Delta G per cell of an entry of :data:`ANALYTIC_ENTRIES`.
+
+    ``ds`` is the entry's store (the measured DSM ensembles, ``draw`` dimension), ``pred`` its
+    :func:`analytic_prediction`.  Per (schedule, width): the pooled gap mass of the measured draws, of the
+    Gaussian readouts and of the ideal fit (the mean readout, the same sampler states); ``measured`` =
+    G(dsm) - G(ideal) with a 95 % bootstrap over draws, ``predicted`` = G(gauss) - G(ideal) with a bootstrap over
+    members, ``error`` = measured - predicted = G(dsm) - G(gauss) (draw and member positions resampled; the two
+    ensembles are independent), the null of ``measured`` (the DSM draws' even minus odd halves), the diverged
+    samples, and the V-kernel in the gap: analytic and measured (the store's ``v_kernel``, an estimate over the
+    draws), with their ratio."""
+    import pandas as pd
+
+    from ridgexr.analysis import arrays
+
+    g = analysis.gap_mass(ds, n_boot=10).compute()
+    n_points = ds.sizes["train"]
+    xg = ds.v_kernel_x.values[:, 0]
+    gap = np.abs(xg) < 2
+    vk = ds.v_kernel.isel(v_time=0).sum("dim").isel(v_point=np.flatnonzero(gap)).mean("v_point").compute()
+    rows = []
+    n_noise = exp.training.n_noises[0]
+    for s in exp.schedules:
+        for w in exp.blocks[0].widths:
+            sel = dict(schedule=s, width=w)
+            k_dsm = (g.gap_mass_draw.sel(**sel) * ds.sizes["sample"]).values
+            n_dsm = np.full_like(k_dsm, float(ds.sizes["sample"]))
+            c = pred[(s, w)]
+            k_g = np.asarray(c["k_gauss"], dtype=float)
+            n_g = np.full_like(k_g, float(c["n_samples"]))
+            g_ideal = float(np.asarray(c["k_ideal"]).sum() / c["n_samples"])
+            M = min(k_dsm.size, k_g.size)
+            P = 2 * exp.training.n_time * n_noise
+            row = {"w": str(s), "p": int(w), "n_noise": n_noise, "P": P, "p/P": int(w) / P, "draws": int(k_dsm.size),
+                   "members": int(k_g.size), "G dsm": float(k_dsm.sum() / n_dsm.sum()),
+                   "G gauss": float(k_g.sum() / n_g.sum()), "G ideal": g_ideal}
+            for key, (kk, nn) in (("measured", (k_dsm, n_dsm)), ("predicted", (k_g, n_g))):
+                v, lo, hi = arrays.pooled_contrast_ci(kk[None], nn[None], [1.0], n_boot=n_boot, seed=seed)
+                row.update({key: float(v) - g_ideal, f"{key}_low": float(lo) - g_ideal,
+                            f"{key}_high": float(hi) - g_ideal})
+            v, lo, hi = arrays.pooled_contrast_ci(np.stack([k_dsm[:M], k_g[:M]]), np.stack([n_dsm[:M], n_g[:M]]),
+                                                  [1.0, -1.0], n_boot=n_boot, seed=seed)
+            row.update({"error": float(v), "error_low": float(lo), "error_high": float(hi)})
+            half = 2 * (k_dsm.size // 2)
+            v, lo, hi = arrays.pooled_contrast_ci(np.stack([k_dsm[0:half:2], k_dsm[1:half:2]]),
+                                                  np.stack([n_dsm[0:half:2], n_dsm[1:half:2]]), [1.0, -1.0],
+                                                  n_boot=n_boot, seed=seed)
+            row.update({"null": float(v), "null_low": float(lo), "null_high": float(hi)})
+            row["diverged dsm / gauss / ideal"] = (f"{int(g.diverged_count.sel(**sel).sum())} / "
+                                                   f"{int(c['div_gauss'])} / {int(c['div_ideal'])}")
+            row["n samples"] = int(k_dsm.size * ds.sizes["sample"])
+            row["V_gap analytic"] = float(c["v_gap"])
+            row["V_gap measured"] = float(vk.sel(**sel))
+            row["V_gap measured / analytic"] = row["V_gap measured"] / row["V_gap analytic"]
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def analytic_claims(df) -> tuple[list[Claim], list[str], str]:
+    """:data:`ANALYTIC_CRITERIA` evaluated by the claims engine, per cell and aggregated
+    (:data:`ANALYTIC_STATEMENTS`): P1 (measured - predicted Delta G, every cell), P2 (predicted Delta G, cells
+    with p / P >= 1/4) and C1 (measured Delta G with its null, cells with p / P >= 1/4).  Overall: "agrees" when
+    P1 and P2 agree, "disagrees" when either disagrees, else "inconclusive" (the rule of the remixed prediction).
+    Returns (claims, one line per criterion, overall verdict)."""
+    claims = []
+    for r in df.to_dict("records"):
+        labels = {"w": r["w"], "p": int(r["p"]), "n_noise": int(r["n_noise"]), "p/P": f"{r['p/P']:.3g}",
+                  "diverged dsm / gauss / ideal": r["diverged dsm / gauss / ideal"]}
+        null = Null(r["null"], r["null_low"], r["null_high"], how="the DSM draws' even minus odd halves (one target, "
+                    "independent target noise)")
+        claims.append(Claim(ANALYTIC_STATEMENTS["P1"][0], "measured - predicted Delta G, 95 % bootstrap over draw "
+                            "and member positions", r["error"], r["error_low"], r["error_high"], int(r["draws"]),
+                            ANALYTIC_CRITERIA["P1"], labels=labels))
+        if r["p/P"] >= 0.25:
+            claims.append(Claim(ANALYTIC_STATEMENTS["P2"][0], "Gaussian readouts of the analytic kernel at the exact "
+                                "mean: gap mass minus the mean readout's", r["predicted"], r["predicted_low"],
+                                r["predicted_high"], int(r["members"]), ANALYTIC_CRITERIA["P2"], labels=labels))
+            claims.append(Claim(ANALYTIC_STATEMENTS["C1"][0], "pooled gap mass of the DSM draws minus the ideal fit's, "
+                                "95 % bootstrap over draws", r["measured"], r["measured_low"], r["measured_high"],
+                                int(r["draws"]), ANALYTIC_CRITERIA["C1"], null=null, labels=labels))
+    verdicts = {k: _aggregate([c.verdict for c in claims if c.statement == st], rule)
+                for k, (st, rule) in ANALYTIC_STATEMENTS.items()}
+    lines = [f"P1 (measured - analytic predicted Delta G within +-0.02 in every cell): {verdicts['P1']}",
+             f"P2 (the analytic DSM V-kernel alone moves mass into the gap in at least half of the cells with "
+             f"p/P >= 1/4): {verdicts['P2']}",
+             f"C1 (measured Delta G > 0 in at least half of the cells with p/P >= 1/4, rows fixed): {verdicts['C1']}"]
+    p1, p2 = verdicts["P1"], verdicts["P2"]
+    overall = "agrees" if (p1, p2) == ("agrees", "agrees") else "disagrees" if "disagrees" in (p1, p2) else \
+        "inconclusive"
+    return claims, lines, overall
+
+
+def analytic_figure(df, name: str) -> hv.Overlay:
+    """Measured against analytically predicted Delta G per cell, both 95 % intervals, one colour per loss weight,
+    one marker per p / P; the line measured = predicted and P1's margin."""
+    colors = {"1": "#1f77b4", "h": "#ff7f0e", "h2": "#2ca02c"}
+    markers = {0.5: "o", 2.0: "s"}
+    dims = ("predicted Delta G (analytic V-kernel)", "measured Delta G")
+    lo = float(min(df[["predicted_low", "measured_low"]].min()))
+    hi = float(max(df[["predicted_high", "measured_high"]].max()))
+    pad = 0.05 * (hi - lo or 1.0)
+    lo, hi = lo - pad, hi + pad
+    m = ANALYTIC_CRITERIA["P1"].agrees[1]
+    layers = [hv.Curve(([lo, hi], [lo, hi]), *dims, label="measured = predicted").opts(
+                  color="black", linewidth=0.8, linestyle="--", backend="matplotlib"),
+              hv.Curve(([lo, hi], [lo + m, hi + m]), *dims, label=f"P1 margin +-{m:g}").opts(
+                  color="grey", linewidth=0.8, linestyle=":", backend="matplotlib"),
+              hv.Curve(([lo, hi], [lo - m, hi - m]), *dims).opts(color="grey", linewidth=0.8, linestyle=":",
+                                                                 backend="matplotlib")]
+    for (s, ratio), g in df.groupby(["w", "p/P"], sort=False):
+        c = colors.get(str(s), "#7f7f7f")
+        layers += [hv.Scatter((g["predicted"], g["measured"]), *dims, label=f"w = {s}, p/P = {ratio:g}").opts(
+                       color=c, marker=markers.get(float(ratio), "^"), s=40, backend="matplotlib"),
+                   hv.ErrorBars((g["predicted"], g["measured"], g["measured"] - g["measured_low"],
+                                 g["measured_high"] - g["measured"]), dims[0], [dims[1], "neg", "pos"]).opts(
+                       edgecolor=c, backend="matplotlib"),
+                   hv.ErrorBars((g["predicted"], g["measured"], g["predicted"] - g["predicted_low"],
+                                 g["predicted_high"] - g["predicted"]), dims[0], [dims[1], "neg", "pos"],
+                                horizontal=True).opts(edgecolor=c, backend="matplotlib")]
+    return hv.Overlay(layers).opts(title=f"{name}: Delta G measured vs analytic prediction [95 %]",
+                                   legend_position="right", aspect=1.3, fig_inches=8, xlim=(lo, hi), ylim=(lo, hi),
+                                   backend="matplotlib")
+
+
+ANALYTIC_COLUMNS = ["w", "p", "n_noise", "p/P", "draws", "members", "G dsm", "G gauss", "G ideal", "measured",
+                    "measured_low", "measured_high", "predicted", "predicted_low", "predicted_high", "error",
+                    "error_low", "error_high", "diverged dsm / gauss / ideal", "V_gap analytic", "V_gap measured",
+                    "V_gap measured / analytic"]
+
+
+def analytic_main(data, figures: Path | None = None, catalog: str | None = None, entries=None) -> None:
+    """Run (or resume) the entries of :data:`ANALYTIC_ENTRIES`, compute (or read back) their analytic prediction,
+    print the table and claims, and (with ``figures``) write docs/claims_tables/variance-targets.md and the
+    figure."""
+    import time
+
+    import pandas as pd
+    import torch
+
+    torch.set_num_threads(1)  # the run's thread count: the refitted ideal fits are the run's to rounding
+    frames = []
+    from ridgexr.paths import data_folder
+
+    cache = data_folder(data) / "variance-prediction"
+    for name in entries or ANALYTIC_ENTRIES:
+        exp = experiment_for(name, catalog)
+        ds = store_for(name, data, catalog)
+        start = time.perf_counter()
+
+        def progress(s, w, c, name=name, start=start):
+            print(f"[{name}, {time.perf_counter() - start:.0f} s] w = {s}, p = {w}: predicted gap mass "
+                  f"{c['k_gauss'].sum() / (c['k_gauss'].size * c['n_samples']):.4f}, ideal "
+                  f"{c['k_ideal'].sum() / c['n_samples']:.4f}, V_gap {c['v_gap']:.3g}", flush=True)
+
+        pred = analytic_prediction(exp, cache=cache, progress=progress)
+        frames.append(analytic_table(exp, ds, pred))
+    df = pd.concat(frames, ignore_index=True).sort_values(["w", "p/P", "p"], kind="stable").reset_index(drop=True)
+    table = markdown_table(df[ANALYTIC_COLUMNS])
+    print(f"## Delta G measured against the analytic V-kernel's prediction\n\n{table}\n")
+    claims, lines, overall = analytic_claims(df)
+    ctable = claims_markdown(claims, drop=("measure", "null from", "gate"))
+    print(f"### claims\n\n{ctable}\n")
+    for line in lines:
+        print(f"- {line}")
+    print(f"- verdict by the claims rule: {overall}")
+    if figures is not None:
+        from ridgexr import plot
+
+        plot.ensure_backends()
+        save_png(analytic_figure(df, "variance-targets"), figures / "variance_targets_prediction.png")
+        (figures.parent / "claims_tables" / "variance-targets.md").write_text(
+            "<!-- generated by analyses/variance.py --analytic from the variance-targets-* stores and the analytic "
+            f"V-kernel; do not edit -->\n\n{table}\n\n{ctable}\n" + "".join(f"\n- {line}" for line in lines)
+            + f"\n- verdict by the claims rule: **{overall}**\n")
 
 
 if __name__ == "__main__":
