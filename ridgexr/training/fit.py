@@ -302,7 +302,7 @@ class FitError(ValueError):
 
 
 def penalized_form(U: torch.Tensor, penalty: float) -> torch.Tensor:
-    """U + penalty (tr U / p) I: the quadratic part of L(A) + penalty (tr U / p) |A|_F^2, (p, p).
+    """U + penalty (tr U / p) I: the quadratic part of L(A) + penalty (tr U / p) tr(A A^T), (p, p).
 
     The readout's L2 penalty is relative to U's mean eigenvalue, so one value means the same conditioning under
     every loss weight and width; ``penalty = 0`` returns ``U`` itself.
@@ -408,7 +408,7 @@ def fit_random_features(model: RandomFeatureDenoiser, train: Any, *, schedule: s
         The null space of U in the closed-form flow (:class:`ridgexr.training.GradientFlow`): eigenvalues
         <= p eps mu_max (ours) or <= 1 / (p 1e4) (the authors').
     penalty : float >= 0
-        Relative L2 penalty on the readout: the flow runs on L(A) + penalty (tr U / p) |A|_F^2
+        Relative L2 penalty on the readout: the flow runs on L(A) + penalty (tr U / p) tr(A A^T)
         (:func:`penalized_form`); the fit's losses are those of L.  Default 0 (the paper's).
     target_seed : int >= 0, optional
         Keep the rows (x_t, t) of ``seed`` and redraw each row's x0 from its posterior given x_t with this seed

@@ -55,7 +55,7 @@ class RandomFeaturesSpec(ModelSpec):
     init: Literal["normal", "zeros"] = Field(defaults.INIT,
         description="A(0): iid N(0, 1) entries from seeds.init (the paper's), or zeros")
     penalty: float = Field(0.0, ge=0,
-        description="relative L2 penalty on the readout: the fit minimises L(A) + penalty (tr U / p) |A|^2 (U the "
+        description="relative L2 penalty on the readout: the fit minimises L(A) + penalty (tr U / p) tr(A A^T) (U the "
                     "loss form's quadratic part, tr U / p its mean eigenvalue); 0 = none (the paper's)")
     include_exact: bool | None = Field(None,
         description="single block only: also run the exact denoiser as schedule 'exact' (default true); with "
