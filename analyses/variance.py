@@ -876,7 +876,7 @@ def analytic_table(exp, ds, pred: dict, *, n_boot: int = 2000, seed: int = 0):
             n_g = np.full_like(k_g, float(c["n_samples"]))
             g_ideal = float(np.asarray(c["k_ideal"]).sum() / c["n_samples"])
             M = min(k_dsm.size, k_g.size)
-            P = 2 * exp.training.n_time * n_noise
+            P = n_points * exp.training.n_time * n_noise
             row = {"w": str(s), "p": int(w), "n_noise": n_noise, "P": P, "p/P": int(w) / P, "draws": int(k_dsm.size),
                    "members": int(k_g.size), "G dsm": float(k_dsm.sum() / n_dsm.sum()),
                    "G gauss": float(k_g.sum() / n_g.sum()), "G ideal": g_ideal}
