@@ -108,3 +108,25 @@ def test_analytic_claims_follow_the_regions():
     assert p2 == ["agrees", "inconclusive", "inconclusive"]  # [0, 0.02]: not above 0
     assert lines[0].endswith("disagrees") and overall == "disagrees"
     assert all(c.criterion.written == variance.ANALYTIC_WRITTEN for c in claims)
+    assert [c.kind for c in claims[:3]] == ["vkernel-predicts", "vkernel-fills-gap", "targets-gap-grows"]
+
+
+def test_the_analytic_criteria_are_registered_with_the_regions_committed_before_the_runs():
+    """P1, P2 and C1 of the rows-fixed design are claim kinds of the registry, with the regions written before the
+    pilot and the runs: P1 inside [-0.02, 0.02] (wholly outside disagrees), P2 and C1 above 0 without a margin
+    (wholly at or below 0 disagrees), resting on at least the coverage-checked 32 draws."""
+    from ridgexr.claims import KINDS
+    from ridgexr.claims.gap_mass_grows import VARIANCE_DRAWS
+
+    p1, p2, c1 = (KINDS[name] for name in ("vkernel-predicts", "vkernel-fills-gap", "targets-gap-grows"))
+    assert p1.criterion().agrees == (-0.02, 0.02)
+    assert p1.criterion().disagrees == ((-np.inf, -0.02), (0.02, np.inf))
+    for kind in (p2, c1):
+        lo, hi = kind.criterion().agrees
+        assert 0 < lo <= 1e-12 and hi == np.inf
+        assert kind.criterion().disagrees == ((-np.inf, lo),)
+        assert kind.claim(0.01, 0.0, 0.02, 256).verdict == "inconclusive"  # an interval from exactly 0: not above it
+        assert kind.claim(-0.01, -0.02, 0.0, 256).verdict == "disagrees"
+    assert all(k.min_draws == VARIANCE_DRAWS and k.written == variance.ANALYTIC_WRITTEN for k in (p1, p2, c1))
+    assert all(not k.criterion().post_hoc for k in (p1, p2, c1))
+    assert p1.claim(0.0, -0.01, 0.01, 16).verdict.startswith("untestable")
