@@ -29,12 +29,13 @@ import xarray as xr
 from .. import defaults, units
 from ..choices import QUALITY_NULLS, QUALITY_RULES
 from .._validation import check_bool, check_float, check_int, check_option
-from . import arrays
+from . import arrays, scaling
 from ._helpers import along_step, check_vars, resolved, step_index, step_label, with_attrs
 from .labelled import nearest_ratio_at
 
 __all__ = ["memorized_share", "training_timescales", "loss_timescales", "training_window", "reference_observation",
-           "WINDOWS", "WINDOW_MEASURES", "WINDOW_DISTANCES"]
+           "WINDOWS", "WINDOW_MEASURES", "WINDOW_DISTANCES", "separation_timescales", "interval_law",
+           "memorization_collapse", "LOSS_SEPARATION"]
 
 
 def _check_boot(ratio, n_boot, ci, seed) -> tuple[float, int, float, int]:
@@ -408,6 +409,237 @@ def loss_timescales(ds: xr.Dataset, *, tol: float = defaults.TIMESCALE_QUALITY_T
     result = xr.Dataset({**taus, **out})
     return result.assign_attrs(tol=tol, error=error, loss=loss, ci=ci, n_boot=n_boot, seed=seed,
                                censored_fit=censored_fit, time_dim=time_dim, size_dim=size_dim)
+
+
+# --------------------------------------------------------------------------- loss curves: separation and spectrum
+#: tau_mem on loss curves: the first training time at which the test loss exceeds the train loss by this much
+#: (loss per coordinate, their normalisation: the untrained model's loss is 1); written in docs/timescales.md
+#: before timescales-rf ran
+LOSS_SEPARATION = 0.1
+
+
+def _law(n: np.ndarray, low: np.ndarray, high: np.ndarray, name: str, expected: float, ci: float,
+         what: str) -> dict[str, xr.DataArray]:
+    """The interval-censored law of one time (:func:`ridgexr.analysis.scaling.interval_slope`) as variables."""
+    a, b, lo, hi, sigma, used = scaling.interval_slope(n, low, high, ci=ci)
+    verdict = arrays.slope_verdict(lo, hi, expected, agree=defaults.TIMESCALE_SLOPE_AGREE,
+                                   disagree=defaults.TIMESCALE_SLOPE_DISAGREE)
+    criterion = (f"interval within {expected:g} +- {defaults.TIMESCALE_SLOPE_AGREE:g}: agrees; wholly outside "
+                 f"{expected:g} +- {defaults.TIMESCALE_SLOPE_DISAGREE:g}: disagrees; else inconclusive")
+    fit = f"interval-censored likelihood over {int(used)} points, seeds as replicates ({what})"
+    return {
+        f"{name}_intercept": xr.DataArray(a, attrs={"long_name": f"a of log {name} = a + b log n ({fit})",
+                                                    "units": "1"}),
+        f"{name}_slope": xr.DataArray(b, attrs={"long_name": f"b of log {name} = a + b log n ({fit})", "units": "1"}),
+        f"{name}_slope_low": xr.DataArray(lo, attrs={"long_name": f"lower end of b's {ci:.0%} profile-likelihood "
+                                                     "interval", "units": "1"}),
+        f"{name}_slope_high": xr.DataArray(hi, attrs={"long_name": f"upper end of b's {ci:.0%} profile-likelihood "
+                                                      "interval", "units": "1"}),
+        f"{name}_sigma": xr.DataArray(sigma, attrs={"long_name": f"scatter of log {name} about the law (maximum "
+                                                    "likelihood)", "units": "1"}),
+        f"{name}_points": xr.DataArray(used, attrs={"long_name": "points in the fit", "units": "1"}),
+        f"{name}_verdict": xr.DataArray(verdict, attrs={"long_name": f"verdict on b against {expected:g}: {criterion}",
+                                                        "units": "1"}),
+    }
+
+
+def interval_law(times: xr.Dataset, name: str, *, expected: float | None = None, size_dim: str = "n_train",
+                 ci: float = defaults.TIMESCALE_CI) -> xr.Dataset:
+    """The law log tau = a + b log n of one time read off checkpoints, fitted to its intervals, seeds as replicates.
+
+    ``times`` holds ``name`` with ``<name>_low`` and ``<name>_high`` (the output of :func:`training_timescales`,
+    :func:`loss_timescales` or :func:`separation_timescales`) over ``size_dim`` and any replicate dimensions
+    (``seed``); every (n, replicate) point enters the likelihood through its interval (a censored time through
+    (low, inf)), :func:`ridgexr.analysis.scaling.interval_slope`, and b's profile-likelihood interval is judged
+    against ``expected`` (tau_mem: 1, tau_gen: 0 by default) by the criteria of :mod:`ridgexr.defaults`
+    (``TIMESCALE_SLOPE_AGREE``, ``TIMESCALE_SLOPE_DISAGREE``), as the other timescale verdicts are.
+
+    Parameters
+    ----------
+    times : xarray.Dataset
+    name : str, e.g. "tau_mem"
+    expected : float, optional
+    size_dim : str
+    ci : float in (0, 1)
+
+    Returns
+    -------
+    xarray.Dataset of scalars: ``<name>_intercept``, ``_slope``, ``_slope_low``, ``_slope_high``, ``_sigma``,
+    ``_points``, ``_verdict``.
+
+    Examples
+    --------
+    >>> n = xr.DataArray([16.0, 64.0, 256.0], dims="n_train", coords={"n_train": [16.0, 64.0, 256.0]})
+    >>> times = xr.Dataset({"tau_mem": 10 * n, "tau_mem_low": 10 * n / 1.1, "tau_mem_high": 10 * n * 1.1})
+    >>> out = interval_law(times.expand_dims(seed=3), "tau_mem")
+    >>> str(out["tau_mem_verdict"].item())
+    'agrees'
+    """
+    if not isinstance(times, xr.Dataset):
+        raise TypeError(f"`times` must be an xarray.Dataset; got {type(times).__name__}")
+    check_vars(times, name, f"{name}_low", f"{name}_high")
+    if size_dim not in times[name].dims:
+        raise ValueError(f"`size_dim` must be a dimension of {name!r} {times[name].dims}; got {size_dim!r}")
+    ci = check_float(ci, "ci", min_val=0, max_val=1, include_boundaries="neither")
+    if expected is None:
+        expected = defaults.TIMESCALE_MEM_SLOPE if "mem" in name else defaults.TIMESCALE_GEN_SLOPE
+    lo, hi = xr.broadcast(times[f"{name}_low"], times[f"{name}_high"])
+    n = xr.broadcast(times[size_dim].astype(float), lo)[0].transpose(*lo.dims)
+    return xr.Dataset(_law(n.values.ravel(), lo.values.ravel(), hi.transpose(*lo.dims).values.ravel(), name,
+                           float(expected), ci, "checkpoint intervals"))
+
+
+def separation_timescales(ds: xr.Dataset, *, amount: float = LOSS_SEPARATION,
+                          tol: float = defaults.TIMESCALE_QUALITY_TOL, error: str = "score_error",
+                          train: str = "train_loss", test: str = "test_loss", time_dim: str = "tau",
+                          size_dim: str = "n_train", ci: float = defaults.TIMESCALE_CI) -> xr.Dataset:
+    """tau_gen and tau_mem read off loss curves along training time, the spectral times beside them, and their laws.
+
+    - **tau_mem**: the first checkpoint at which ``test`` exceeds ``train`` by ``amount``
+      (:func:`ridgexr.analysis.scaling.separation_time`): the train and test losses have separated, the
+      training points' own modes being fitted.  Interval: between that checkpoint and the one before; censored
+      when never reached.
+    - **tau_gen**: the first checkpoint at which ``error`` (the error to the true score) has closed all but
+      ``tol`` of its fall from the untrained model (:func:`ridgexr.analysis.arrays.loss_gen_time`).
+    - the spectral times of the curves' own feature form (``tau_mem_spectral``, ``tau_gen_spectral``, and their
+      Gaussian-equivalent counterparts when ``ds`` has them, :func:`ridgexr.training.single_time.spectral_times`),
+      copied, with ``tau_mem_ratio`` = tau_mem / tau_mem_spectral.
+    - the laws log tau = a + b log n of each, every other dimension (``seed``) as replicates, fitted to the
+      checkpoint intervals by maximum likelihood (:func:`interval_law`; the spectral times are exact values),
+      with b's profile-likelihood interval and the verdict against b = 1 (tau_mem) and b = 0 (tau_gen).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Curves over ``time_dim`` (positive increasing labels) and ``size_dim``, e.g. the output of
+        :func:`ridgexr.training.single_time_losses` concatenated over ``seed``.
+    amount : float > 0
+        The separation that marks tau_mem (default :data:`LOSS_SEPARATION`).
+    tol : float in [0, 1)
+    error, train, test : str, the variables
+    time_dim, size_dim : str
+    ci : float in (0, 1), the slopes' interval level
+
+    Returns
+    -------
+    xarray.Dataset: ``tau_gen``, ``tau_mem`` with ``_low``, ``_high``, ``_censored``, the spectral times and
+    ``tau_mem_ratio`` over every dimension but ``time_dim``; per time the scalars of :func:`interval_law`
+    (``tau_mem_slope``, ..., ``tau_mem_verdict``; likewise ``tau_gen_*``, ``tau_mem_spectral_*``, ...).
+
+    Raises
+    ------
+    ValueError
+        A missing variable or dimension, fewer than two checkpoints, an out-of-range argument.
+
+    Examples
+    --------
+    >>> tau = np.logspace(0, 5, 51)
+    >>> n = np.array([16.0, 64.0])
+    >>> gap = tau[None, :] / (100.0 * n[:, None])  # reaches 0.1 at tau = 10 n
+    >>> ds = xr.Dataset({"train_loss": (("n_train", "tau"), 1 - gap), "test_loss": (("n_train", "tau"), 1 + 0 * gap),
+    ...                  "score_error": (("n_train", "tau"), 1 / (1 + tau[None, :] + 0 * n[:, None]))},
+    ...                 coords={"n_train": n, "tau": tau})
+    >>> separation_timescales(ds)["tau_mem"].values.round(0).tolist()
+    [200.0, 794.0]
+    """
+    if not isinstance(ds, xr.Dataset):
+        raise TypeError(f"`ds` must be an xarray.Dataset; got {type(ds).__name__}")
+    check_vars(ds, error, train, test)
+    for name, value in (("time_dim", time_dim), ("size_dim", size_dim)):
+        if not isinstance(value, str) or any(value not in ds[v].dims for v in (error, train, test)):
+            raise ValueError(f"`{name}` must be a dimension of {error!r}, {train!r} and {test!r}; got {value!r}")
+    if ds.sizes[time_dim] < 2:
+        raise ValueError(f"`ds` needs at least 2 checkpoints along {time_dim!r}; got {ds.sizes[time_dim]}")
+    amount = check_float(amount, "amount", min_val=0, include_boundaries="neither")
+    tol = check_float(tol, "tol", min_val=0, max_val=1, include_boundaries="left")
+    ci = check_float(ci, "ci", min_val=0, max_val=1, include_boundaries="neither")
+    checkpoints = np.asarray(ds[time_dim].values, dtype=float)
+    if not (np.all(np.diff(checkpoints) > 0) and checkpoints[0] > 0):
+        raise ValueError(f"the labels of {time_dim!r} must be positive and increasing; got {checkpoints.tolist()}")
+    if not np.all(np.asarray(ds[size_dim].values, dtype=float) > 0):
+        raise ValueError(f"the labels of {size_dim!r} must be positive; got {ds[size_dim].values.tolist()}")
+    kwargs = dict(output_core_dims=[["stat"]], dask="parallelized", output_dtypes=[float],
+                  dask_gufunc_kwargs={"output_sizes": {"stat": 4}})
+    g = xr.apply_ufunc(partial(arrays.loss_gen_time, checkpoints, tol=tol), _whole(ds[error], time_dim),
+                       input_core_dims=[[time_dim]], **kwargs)
+    m = xr.apply_ufunc(partial(scaling.separation_time, checkpoints, amount=amount), _whole(ds[train], time_dim),
+                       _whole(ds[test], time_dim), input_core_dims=[[time_dim], [time_dim]], **kwargs)
+    taus = (_times(g, "tau_gen", f"first {time_dim} at which {error} has closed all but {tol:g} of its fall from "
+                   f"the first {time_dim}", time_dim)
+            | _times(m, "tau_mem", f"first {time_dim} at which {test} exceeds {train} by {amount:g}", time_dim))
+    out = xr.Dataset({k: v.compute() for k, v in taus.items()})
+    for name in ("tau_gen", "tau_mem"):
+        out = out.merge(interval_law(out, name, size_dim=size_dim, ci=ci))
+    for name in ("tau_mem_spectral", "tau_gen_spectral", "tau_mem_spectral_equivalent",
+                 "tau_gen_spectral_equivalent"):
+        if name in ds:
+            spec = ds[name].broadcast_like(out["tau_mem"]).compute()
+            out[name] = spec
+            exact = out[[name]].assign({f"{name}_low": spec, f"{name}_high": spec})
+            expected = defaults.TIMESCALE_MEM_SLOPE if "mem" in name else defaults.TIMESCALE_GEN_SLOPE
+            out = out.merge(interval_law(exact, name, expected=expected, size_dim=size_dim, ci=ci))
+    if "tau_mem_spectral" in out:
+        out["tau_mem_ratio"] = with_attrs(out["tau_mem"] / out["tau_mem_spectral"],
+                                          "tau_mem (separation) / tau_mem_spectral", "1")
+    return out.assign_attrs(amount=amount, tol=tol, error=error, train=train, test=test, ci=ci, time_dim=time_dim,
+                            size_dim=size_dim)
+
+
+def memorization_collapse(timescales: xr.Dataset, *, time_dim: str = "epoch", size_dim: str = "n_train",
+                          bounds: tuple = (-1.0, 3.0), n_boot: int = 200, ci: float = defaults.TIMESCALE_CI,
+                          seed: int = 0) -> xr.Dataset:
+    """The exponent b at which f_mem(tau) measured at several n collapses onto one curve of tau / n^b.
+
+    Reads ``f_mem`` and ``f_mem_n_valid`` (the output of :func:`training_timescales`, or of
+    :func:`memorized_share` over checkpoints) along ``time_dim`` per ``size_dim`` and per any other dimension
+    (``seed``: replicate curves), and estimates b by :func:`ridgexr.analysis.scaling.collapse_exponent` (the
+    shares' own binomial variances; a parametric-bootstrap interval).  Bonnaire et al.'s tau_mem proportional to n
+    predicts b = 1; the verdict judges b's interval as the slope verdicts do (:mod:`ridgexr.defaults`).
+
+    Parameters
+    ----------
+    timescales : xarray.Dataset with ``f_mem`` and ``f_mem_n_valid``
+    time_dim, size_dim : str
+    bounds : (float, float), the b searched
+    n_boot, ci, seed : the bootstrap
+
+    Returns
+    -------
+    xarray.Dataset of scalars: ``f_mem_collapse``, ``_low``, ``_high``, ``_dropped``, ``_verdict``.
+    """
+    if not isinstance(timescales, xr.Dataset):
+        raise TypeError(f"`timescales` must be an xarray.Dataset; got {type(timescales).__name__}")
+    check_vars(timescales, "f_mem", "f_mem_n_valid")
+    for name, value in (("time_dim", time_dim), ("size_dim", size_dim)):
+        if value not in timescales["f_mem"].dims:
+            raise ValueError(f"`{name}` must be a dimension of f_mem {timescales['f_mem'].dims}; got {value!r}")
+    f = timescales["f_mem"].compute()
+    s = timescales["f_mem_n_valid"].broadcast_like(f).compute()
+    others = [dim for dim in f.dims if dim not in (time_dim, size_dim)]
+    f = f.transpose(size_dim, *others, time_dim)
+    s = s.transpose(size_dim, *others, time_dim)
+    tau = np.asarray(f[time_dim].values, dtype=float)
+    curves, sizes, counts = [], [], []
+    for i, n in enumerate(f[size_dim].values):
+        for idx in np.ndindex(*f.shape[1:-1]):
+            curves.append(f.values[(i, *idx)])
+            counts.append(np.maximum(s.values[(i, *idx)], 1.0))
+            sizes.append(float(n))
+    out = scaling.collapse_exponent([tau] * len(curves), np.asarray(sizes), curves, counts, bounds=bounds,
+                                    n_boot=n_boot, ci=ci, seed=seed)
+    verdict = arrays.slope_verdict(out[1], out[2], defaults.TIMESCALE_MEM_SLOPE,
+                                   agree=defaults.TIMESCALE_SLOPE_AGREE, disagree=defaults.TIMESCALE_SLOPE_DISAGREE)
+    level = f"{ci:.0%} parametric-bootstrap interval ({n_boot} replicates, seed {seed})"
+    return xr.Dataset({
+        "f_mem_collapse": xr.DataArray(out[0], attrs={"long_name": f"b at which f_mem({time_dim} / n^b) collapses "
+                                                      "across n", "units": "1"}),
+        "f_mem_collapse_low": xr.DataArray(out[1], attrs={"long_name": f"lower end of the {level}", "units": "1"}),
+        "f_mem_collapse_high": xr.DataArray(out[2], attrs={"long_name": f"upper end of the {level}", "units": "1"}),
+        "f_mem_collapse_dropped": xr.DataArray(out[3], attrs={"long_name": "replicates without an informative "
+                                                              "overlap (left out)", "units": "1"}),
+        "f_mem_collapse_verdict": xr.DataArray(verdict, attrs={"long_name": "verdict on b against 1 (the slope "
+                                                               "criteria)", "units": "1"}),
+    })
 
 
 # --------------------------------------------------------------------------- the ridge account of the window
