@@ -3,7 +3,7 @@
 Their section-4 model as their ``Theory/src`` code has it (commit ``THEIR_COMMIT`` of
 tbonnair/Why-Diffusion-Models-Don-t-Memorize): s_A(z) = A tanh(W z / sqrt(d)), Gaussian data, A(0) = 0, no ridge,
 gradient descent with fresh noise at every step, training time tau = steps x learning rate.  Its noise-averaged
-dynamics (:func:`ridgexr.training.single_time_losses`: the mean of their fresh-noise descent; U by Monte Carlo over
+dynamics (:func:`ridgexr.training.single_time.single_time_losses`: the mean of their fresh-noise descent; U by Monte Carlo over
 the noise, one eigendecomposition per n and seed) gives the train loss, the test loss and the error to the true score
 along tau, and the spectrum of U with its two bulks.  :func:`ridgexr.analysis.separation_timescales` reads tau_mem
 where the train and test losses separate by 0.1, tau_gen where the score error has closed 90 % of its fall, and puts

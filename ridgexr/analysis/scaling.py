@@ -9,7 +9,7 @@ kernels carry those intervals into the law's slope instead of fitting the checkp
 - :func:`interval_slope`: the maximum-likelihood line log tau = a + b log n through interval-censored times, seeds as
   replicates (normal scatter sigma in log tau), with b's profile-likelihood interval;
 - :func:`collapse_exponent`: the b at which curves f(tau) measured at several n fall onto one curve of
-  tau / n^b (the share of memorized samples, say), with a parametric-bootstrap interval.
+  tau / n^b (the share of memorized samples, say), with a bootstrap interval over seeds and samples.
 """
 
 from __future__ import annotations
@@ -302,9 +302,11 @@ def collapse_exponent(tau: list, n: np.ndarray, shares: list, samples: list, *, 
     """The exponent b at which shares f(tau) at several n collapse onto one curve of tau / n^b, with its interval.
 
     ``shares`` are binomial proportions (f_mem: the share of ``samples`` final samples memorized) at the
-    checkpoints ``tau`` of each curve (one curve per (n, seed); seeds at one n are replicates).  b minimises
-    :func:`collapse_cost` (variance of a share f(1 - f) / S, floored at 1 / S^2) over ``bounds``.  The interval
-    is a parametric bootstrap: every share redrawn as Binomial(S, f) / S, b re-estimated, the ``ci`` percentile
+    checkpoints ``tau`` of each curve, one curve per (n, seed); the curves of one n (its seeds, on one checkpoint
+    grid) are pooled into one share per checkpoint (counts summed).  b minimises :func:`collapse_cost` over the
+    pooled curves (variance of a share f(1 - f) / S, floored at 1 / S^2) within ``bounds``.  The interval is a
+    bootstrap of both sources of noise: per n its seeds resampled with replacement (the training's randomness) and
+    every share redrawn as Binomial(S, f) / S (the samples'), pooled and b re-estimated; the ``ci`` percentile
     interval of the replicates.  For Bonnaire et al.'s tau_mem proportional to n the shares collapse at b = 1.
 
     Parameters
@@ -321,6 +323,11 @@ def collapse_exponent(tau: list, n: np.ndarray, shares: list, samples: list, *, 
     -------
     (4,) array: b, b_low, b_high, bootstrap replicates without a collapse (no informative overlap: left out)
 
+    Raises
+    ------
+    ValueError
+        Inputs of different lengths, or curves of one n on different checkpoints.
+
     Examples
     --------
     >>> c = np.logspace(0, 4, 33)
@@ -336,21 +343,41 @@ def collapse_exponent(tau: list, n: np.ndarray, shares: list, samples: list, *, 
     if not (len(tau) == len(shares) == len(samples) == n.size):
         raise ValueError(f"`tau`, `shares`, `samples` and `n` must have one entry per curve; got {len(tau)}, "
                          f"{len(shares)}, {len(samples)}, {n.size}")
-    log_tau = [np.log(np.asarray(t, dtype=float)) for t in tau]
+    sizes = np.unique(n)
+    groups = [np.flatnonzero(n == m) for m in sizes]
+    grids = []
+    for g in groups:
+        grid = np.asarray(tau[g[0]], dtype=float)
+        if any(np.asarray(tau[k], dtype=float).shape != grid.shape or not np.allclose(tau[k], grid) for k in g):
+            raise ValueError("the curves of one n must share their checkpoints (`tau`)")
+        grids.append(np.log(grid))
     f = [np.clip(np.asarray(s, dtype=float), 0.0, 1.0) for s in shares]
     S = [np.broadcast_to(np.asarray(s, dtype=float), fi.shape) for s, fi in zip(samples, f)]
 
-    def var(fi, si):
-        return np.maximum(fi * (1 - fi) / si, 1.0 / si ** 2)
+    def pooled(members, draw=None):
+        vals, vars_ = [], []
+        for g in members:
+            k = sum(draw(f[i], S[i]) if draw else f[i] * S[i] for i in g)
+            tot = sum(S[i] for i in g)
+            share = k / tot
+            vals.append(share)
+            vars_.append(np.maximum(share * (1 - share) / tot, 1.0 / tot ** 2))
+        return vals, vars_
 
-    b = _best_b(log_tau, n, f, [var(fi, si) for fi, si in zip(f, S)], bounds, informative)
+    vals, vars_ = pooled(groups)
+    b = _best_b(grids, sizes, vals, vars_, bounds, informative)
     if not np.isfinite(b):
         return np.array([np.nan, np.nan, np.nan, float(n_boot)])
     rng = np.random.default_rng(seed)
+
+    def binomial(fi, si):
+        return rng.binomial(si.astype(np.int64), fi).astype(float)
+
     boot = []
     for _ in range(n_boot):
-        fb = [rng.binomial(si.astype(np.int64), fi) / si for fi, si in zip(f, S)]
-        boot.append(_best_b(log_tau, n, fb, [var(fi, si) for fi, si in zip(fb, S)], bounds, informative))
+        members = [rng.choice(g, size=g.size, replace=True) for g in groups]
+        bv, bvar = pooled(members, binomial)
+        boot.append(_best_b(grids, sizes, bv, bvar, bounds, informative))
     boot = np.asarray(boot)
     kept = boot[np.isfinite(boot)]
     lo, hi = np.quantile(kept, [(1 - ci) / 2, (1 + ci) / 2]) if kept.size else (np.nan, np.nan)

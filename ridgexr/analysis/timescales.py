@@ -11,7 +11,7 @@ dimension (the ``epoch`` of a model trained by minibatch DSM, ``model.epochs`` a
   and the slopes b of log tau = a + b log n with bootstrap intervals and the verdicts of the criteria
   fixed before a run (:mod:`ridgexr.defaults`, docs/timescales.md);
 - :func:`loss_timescales`: the same two times read off loss curves along training time, for a model that
-  does not sample (random features at one diffusion time, :func:`ridgexr.training.single_time_losses`).
+  does not sample (random features at one diffusion time, :func:`ridgexr.training.single_time.single_time_losses`).
 
 Array kernels in :mod:`.arrays` (``memorized_share_ci``, ``quality_reached``, ``first_reached``,
 ``censored_slope_ci``, ``slope_verdict``); lazy where the inputs are.
@@ -35,7 +35,7 @@ from .labelled import nearest_ratio_at
 
 __all__ = ["memorized_share", "training_timescales", "loss_timescales", "training_window", "reference_observation",
            "WINDOWS", "WINDOW_MEASURES", "WINDOW_DISTANCES", "separation_timescales", "interval_law",
-           "memorization_collapse", "LOSS_SEPARATION"]
+           "memorization_collapse", "memorizer_observation", "LOSS_SEPARATION"]
 
 
 def _check_boot(ratio, n_boot, ci, seed) -> tuple[float, int, float, int]:
@@ -512,7 +512,7 @@ def separation_timescales(ds: xr.Dataset, *, amount: float = LOSS_SEPARATION,
     ----------
     ds : xarray.Dataset
         Curves over ``time_dim`` (positive increasing labels) and ``size_dim``, e.g. the output of
-        :func:`ridgexr.training.single_time_losses` concatenated over ``seed``.
+        :func:`ridgexr.training.single_time.single_time_losses` concatenated over ``seed``.
     amount : float > 0
         The separation that marks tau_mem (default :data:`LOSS_SEPARATION`).
     tol : float in [0, 1)
@@ -629,7 +629,7 @@ def memorization_collapse(timescales: xr.Dataset, *, time_dim: str = "epoch", si
                                     n_boot=n_boot, ci=ci, seed=seed)
     verdict = arrays.slope_verdict(out[1], out[2], defaults.TIMESCALE_MEM_SLOPE,
                                    agree=defaults.TIMESCALE_SLOPE_AGREE, disagree=defaults.TIMESCALE_SLOPE_DISAGREE)
-    level = f"{ci:.0%} parametric-bootstrap interval ({n_boot} replicates, seed {seed})"
+    level = f"{ci:.0%} bootstrap interval over seeds and samples ({n_boot} replicates, seed {seed})"
     return xr.Dataset({
         "f_mem_collapse": xr.DataArray(out[0], attrs={"long_name": f"b at which f_mem({time_dim} / n^b) collapses "
                                                       "across n", "units": "1"}),
@@ -697,12 +697,6 @@ def reference_observation(ds: xr.Dataset, reference: xr.DataArray | None = None,
         No reference draws (a store without ``population_data`` and no ``reference``), draws of another
         dimension, or an out-of-range argument.
     """
-    import torch
-
-    from ..empirical import SmoothedEmpirical
-    from ..nearest import step_nearest
-    from ..observe import step_quantities
-
     ds = along_step(ds)
     check_vars(ds, "train_data", "t")
     n = check_int(n, "n", min_val=2)
@@ -716,21 +710,39 @@ def reference_observation(ds: xr.Dataset, reference: xr.DataArray | None = None,
     d = ds.sizes["dim"]
     if ref.ndim != 2 or ref.shape[1] != d or ref.shape[0] < 2:
         raise ValueError(f"`reference` must be (population >= 2, {d}) draws of the law; got shape {ref.shape}")
+    at = ds.isel(step=[step_index(ds, step)])
+    t = float(at["t"].values[0])
+    x0 = ref[:n]
+    out = _observe_states(ds, at, lambda size: x0, seed)
+    out.attrs["null"] = (f"{x0.shape[0]} of {source} at t = {t:.4g} (x_t = alpha_t x0 + sqrt(h_t) z, "
+                         f"z seeded {seed}), observed by the store's code")
+    return out
+
+
+def _observe_states(ds: xr.Dataset, at: xr.Dataset, starts, seed: int) -> xr.Dataset:
+    """States x_t = alpha_t x0 + sqrt(h_t) z at the one step of ``at``, x0 = ``starts(size)`` per training set,
+    observed by the store's own code with its ridge settings (the body of :func:`reference_observation`)."""
+    import torch
+
+    from ..empirical import SmoothedEmpirical
+    from ..nearest import step_nearest
+    from ..observe import step_quantities
+
     cfg = json.loads(ds.attrs.get("config", "{}"))
     ridge_cfg = cfg.get("ridge") or {}
     d_star = cfg.get("d_star")
     if not isinstance(d_star, int):
         raise ValueError(f"the store's d_star must be an integer for its null; got {d_star!r}")
-    at = ds.isel(step=[step_index(ds, step)])
     t = float(at["t"].values[0])
-    x0 = ref[:n]
-    z = np.random.default_rng(seed).standard_normal(x0.shape)
-    xt = math.exp(-t) * x0 + math.sqrt(-math.expm1(-2 * t)) * z
     train_all = np.asarray(ds["train_data"].values, dtype=np.float64)
     sizes = [int(v) for v in ds["n_train"].values] if "n_train" in ds.dims else [train_all.shape[0]]
-    blocks = []
+    blocks, count = [], None
     for size in sizes:  # one observation per distinct training set (a handful)
         train = train_all[:size]
+        x0 = np.asarray(starts(size), dtype=np.float64)
+        count = x0.shape[0]
+        z = np.random.default_rng(seed).standard_normal(x0.shape)
+        xt = math.exp(-t) * x0 + math.sqrt(-math.expm1(-2 * t)) * z
         density = SmoothedEmpirical(train, 1.0, drop_tol=ridge_cfg.get("drop_tol", 1e-6),
                                     logits=ridge_cfg.get("logits", "float64"))
         x = torch.as_tensor(xt[None], dtype=torch.float64)
@@ -750,7 +762,7 @@ def reference_observation(ds: xr.Dataset, reference: xr.DataArray | None = None,
         arr = np.moveaxis(arr, 1, 2)  # (size, sample, step[, dim])
         dims = ("n_train", "sample", "step") + (("dim",) if arr.ndim == 4 else ())
         data[name] = (dims, arr) if "n_train" in ds.dims else (dims[1:], arr[0])
-    out = xr.Dataset(data, coords={"sample": np.arange(x0.shape[0]), "step": at["step"].values,
+    out = xr.Dataset(data, coords={"sample": np.arange(count), "step": at["step"].values,
                                    "t": ("step", at["t"].values)})
     for c in ("alpha", "h"):
         if c in at.coords:
@@ -759,8 +771,53 @@ def reference_observation(ds: xr.Dataset, reference: xr.DataArray | None = None,
         out = out.assign_coords(n_train=ds["n_train"].values)
     out["train_data"] = ds["train_data"]
     out.attrs.update(ds.attrs)
-    out.attrs["null"] = (f"{x0.shape[0]} of {source} at t = {t:.4g} (x_t = alpha_t x0 + sqrt(h_t) z, "
-                         f"z seeded {seed}), observed by the store's code")
+    return out
+
+
+def memorizer_observation(ds: xr.Dataset, *, step: int = -1, n: int = 1000, seed: int = 0) -> xr.Dataset:
+    """The memorizer's scale of the window: forward-noised training points observed as the store observed its samples.
+
+    A sampler that has memorized its training set (the exact denoiser: the empirical score) ends at the recorded
+    step's time t on the training points themselves, noised by the forward process: x_t = alpha_t x_i +
+    sqrt(h_t) z with x_i drawn uniformly from the cell's training set (its first n_train points, per ``n_train``
+    label; ``seed`` draws i and z).  These states are observed by the store's own code exactly as
+    :func:`reference_observation` observes fresh draws of the law: the two references of the window, "fresh draws"
+    and "memorizer".
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A store (``train_data``, ``t``, the ``config`` attribute), or a selection of its cells.
+    step : int
+        The recorded step whose time the reference is taken at (default the last).
+    n : int >= 2
+        States per training set.
+    seed : int >= 0
+
+    Returns
+    -------
+    xarray.Dataset shaped like :func:`reference_observation`'s.
+
+    Raises
+    ------
+    ValueError
+        A store without ``train_data`` or with a non-integer d_star, an out-of-range argument.
+    """
+    ds = along_step(ds)
+    check_vars(ds, "train_data", "t")
+    n = check_int(n, "n", min_val=2)
+    seed = check_int(seed, "seed", min_val=0)
+    at = ds.isel(step=[step_index(ds, step)])
+    t = float(at["t"].values[0])
+    train_all = np.asarray(ds["train_data"].values, dtype=np.float64)
+
+    def starts(size):
+        return train_all[:size][np.random.default_rng(seed + 1).integers(0, size, n)]
+
+    out = _observe_states(ds, at, starts, seed)
+    out.attrs["memorizer"] = (f"{n} training points per training set (drawn uniformly, seed {seed + 1}) noised to "
+                              f"t = {t:.4g} (x_t = alpha_t x_i + sqrt(h_t) z, z seeded {seed}), observed by the "
+                              "store's code")
     return out
 
 
@@ -823,9 +880,31 @@ def _with_intervals(out: xr.Dataset, samples: xr.Dataset, nulls: xr.Dataset | No
     return out
 
 
+def _between_ci(a: np.ndarray, null: np.ndarray, mem: np.ndarray, n_boot: int, ci: float, seed: int) -> np.ndarray:
+    """Where median(a) lies between median(mem) (0) and median(null) (1): (median(a) - median(mem)) /
+    (median(null) - median(mem)), with a percentile-bootstrap interval (the three sets resampled independently);
+    NaNs ignored.  Returns (..., 3): the position, its lower and upper ends (NaN where a set is empty)."""
+    a, null, mem = (np.asarray(v, dtype=float) for v in (a, null, mem))
+    lead = np.broadcast_shapes(a.shape[:-1], null.shape[:-1], mem.shape[:-1])
+    flat = [np.broadcast_to(v, lead + v.shape[-1:]).reshape(-1, v.shape[-1]) for v in (a, null, mem)]
+    out = np.full((flat[0].shape[0], 3), np.nan)
+    q = [(1 - ci) / 2, 1 - (1 - ci) / 2]
+    for i in range(out.shape[0]):  # loop over cells only (few), not samples
+        sets = [v[i][np.isfinite(v[i])] for v in flat]
+        if any(x.size == 0 for x in sets):
+            continue
+        rng = np.random.default_rng(seed)
+        ma, mn, mm = (arrays.bootstrap_medians(x, n_boot, rng) for x in sets)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            boot = (ma - mm) / (mn - mm)
+            point = (np.median(sets[0]) - np.median(sets[2])) / (np.median(sets[1]) - np.median(sets[2]))
+        out[i] = point, *np.nanquantile(boot, q)
+    return out.reshape(lead + (3,))
+
+
 def training_window(ds: xr.Dataset, timescales: xr.Dataset | None = None, *, reference: xr.DataArray | None = None,
-                    null: bool = True, n_null: int = 1000, seed: int = 0, time_dim: str = "epoch",
-                    n_boot: int = 1000, ci: float = 0.95, **timescale_args) -> xr.Dataset:
+                    null: bool = True, memorizer: bool = True, n_null: int = 1000, seed: int = 0,
+                    time_dim: str = "epoch", n_boot: int = 1000, ci: float = 0.95, **timescale_args) -> xr.Dataset:
     """Where the samples sit on the ridge before tau_gen, between tau_gen and tau_mem, and after tau_mem.
 
     Each checkpoint of ``time_dim`` is put in one of :data:`WINDOWS` by its cell's tau_gen and tau_mem
@@ -836,10 +915,13 @@ def training_window(ds: xr.Dataset, timescales: xr.Dataset | None = None, *, ref
     ridge distance, :func:`~ridgexr.analysis.tangential_distance`, the stored ``nearest_distance`` d1,
     :func:`~ridgexr.analysis.near_mode_fraction`, :func:`~ridgexr.analysis.memorization_fraction`, the stored
     ``resolved_rank``), and so does the null: fresh draws of the law (or held-out real images, given as
-    ``reference``) observed the same way (:func:`reference_observation`), per training set.  The
-    account "samples slide along the ridge in the window, collapse onto its nodes after tau_mem" predicts a
-    ridge distance below the null's and a tangential distance near the null's in the generalizing window,
-    and both near 0 after tau_mem.
+    ``reference``) observed the same way (:func:`reference_observation`), per training set; and the memorizer:
+    the training points noised to the same time (:func:`memorizer_observation`), what the exact denoiser's
+    samples are.  Each distance then reads on a scale from "memorizer" (0) to "fresh draws" (1):
+    ``<distance>_between`` = (samples - memorizer) / (fresh draws - memorizer), medians, with a bootstrap
+    interval.  The account "samples slide along the ridge in the window, collapse onto its nodes after tau_mem"
+    predicts a ridge distance below the null's and a tangential distance near the null's in the generalizing
+    window, and both near the memorizer's after tau_mem.
 
     Parameters
     ----------
@@ -851,8 +933,10 @@ def training_window(ds: xr.Dataset, timescales: xr.Dataset | None = None, *, ref
         Draws of the law for the null (default the store's ``population_data``).
     null : bool
         Compute the null (``null_*`` variables); False leaves them out.
+    memorizer : bool
+        Compute the memorizer's reference (``memorizer_*`` and, with ``null``, ``<distance>_between``).
     n_null, seed : int
-        Reference states and the seed of their noise (``seed`` also of the bootstrap).
+        Reference states (each reference) and the seed of their noise (``seed`` also of the bootstrap).
     time_dim : str
     n_boot, ci
         The intervals: percentile bootstrap of the distances' medians (:data:`WINDOW_DISTANCES`) and of their
@@ -864,9 +948,10 @@ def training_window(ds: xr.Dataset, timescales: xr.Dataset | None = None, *, ref
     -------
     xarray.Dataset: the measures of :data:`WINDOW_MEASURES` over the cell dimensions (``time_dim`` among
     them), ``window`` (the window of each checkpoint, a string), and with ``null`` the same measures of the
-    null as ``null_<measure>`` (over ``n_train`` where the store sweeps it); ``<measure>_low`` / ``_high`` for the
-    distances and shares, and with ``null`` ``<distance>_minus_null`` with its ``_low`` / ``_high``.  The
-    measures are computed (eager).
+    null as ``null_<measure>`` (over ``n_train`` where the store sweeps it) and with ``memorizer`` those of the
+    memorizer as ``memorizer_<measure>``; ``<measure>_low`` / ``_high`` for the distances and shares, with
+    ``null`` ``<distance>_minus_null`` with its ``_low`` / ``_high``, and with both ``<distance>_between`` with its
+    ``_low`` / ``_high``.  The measures are computed (eager).
 
     Raises
     ------
@@ -874,6 +959,7 @@ def training_window(ds: xr.Dataset, timescales: xr.Dataset | None = None, *, ref
         A missing dimension or variable, or no reference draws for the null.
     """
     null = check_bool(null, "null")
+    memorizer = check_bool(memorizer, "memorizer")
     n_boot = check_int(n_boot, "n_boot", min_val=1)
     ci = check_float(ci, "ci", min_val=0, max_val=1, include_boundaries="neither")
     if not isinstance(time_dim, str) or time_dim not in ds.dims:
@@ -899,5 +985,30 @@ def training_window(ds: xr.Dataset, timescales: xr.Dataset | None = None, *, ref
             out[f"null_{name}"] = with_attrs(nulls[name], f"null (fresh draws of the law): {long_name}", unit)
         out.attrs["null"] = ref_obs.attrs["null"]
     out = _with_intervals(out, measures, nulls, n_boot, ci, seed)
+    if memorizer:
+        mem_obs = memorizer_observation(ds, n=n_null, seed=seed)
+        mems = _window_measures(mem_obs).compute()
+        for name in WINDOW_MEASURES:
+            long_name, unit = WINDOW_MEASURES[name]
+            out[f"memorizer_{name}"] = with_attrs(mems[name], f"memorizer (training points noised to t): {long_name}",
+                                                  unit)
+        out.attrs["memorizer"] = mem_obs.attrs["memorizer"]
+        if nulls is not None:
+            for name in WINDOW_DISTANCES:
+                a = measures[f"{name}_states"]
+                b = nulls[f"{name}_states"].rename(sample="null_sample")
+                c = mems[f"{name}_states"].rename(sample="memorizer_sample")
+                stats = xr.apply_ufunc(partial(_between_ci, n_boot=n_boot, ci=ci, seed=seed), a, b, c,
+                                       input_core_dims=[["sample"], ["null_sample"], ["memorizer_sample"]],
+                                       output_core_dims=[["stat"]])
+                stats = stats.drop_vars([v for v in stats.coords if v not in stats.dims])
+                long_name, _ = WINDOW_MEASURES[name]
+                out[f"{name}_between"] = with_attrs(stats.isel(stat=0), f"{long_name}: (samples - memorizer) / (fresh "
+                                                    "draws - memorizer), medians (0: the memorizer, 1: fresh draws)",
+                                                    "1")
+                out[f"{name}_between_low"] = with_attrs(stats.isel(stat=1), f"lower end of its {ci:.0%} bootstrap "
+                                                        "interval (three sets resampled independently)", "1")
+                out[f"{name}_between_high"] = with_attrs(stats.isel(stat=2), f"upper end of its {ci:.0%} bootstrap "
+                                                         "interval", "1")
     out.attrs.update(time_dim=time_dim, windows=list(WINDOWS), n_boot=n_boot, ci=ci)
     return out
