@@ -199,21 +199,21 @@ def figure(ds: xr.Dataset, ts: xr.Dataset, path: Path) -> Path:
         ax.plot(c.tau, c.train_loss, color=color, linestyle="--")
         ax.axvline(float(ts.tau_mem.isel(seed=0).sel(n_train=n)), color=color, linestyle=":", linewidth=1)
     ax.set(xscale="log", ylim=(0.0, 2.5), xlim=(1, float(ds.tau[-1])), xlabel="training time tau (steps x learning rate)",
-           ylabel="loss per coordinate", title="test (solid) and train (dashed) loss, seed 0; dotted: tau_mem "
-                                               "(test - train = 0.1)")
+           ylabel="loss per coordinate")
+    ax.set_title("seed 0: test (solid), train (dashed); dotted: tau_mem", fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax = axes[1]
     edges = np.logspace(-5, 3, 81)
     for color, n in zip(colors, ds.n_train.values):
         lam = ds.eigenvalue.isel(seed=0).sel(n_train=n).values
         lam_e = ds.eigenvalue_equivalent.isel(seed=0).sel(n_train=n).values
-        h, _ = np.histogram(lam, edges)
-        he, _ = np.histogram(lam_e, edges)
+        h = np.histogram(lam, edges)[0].astype(float)
+        he = np.histogram(lam_e, edges)[0].astype(float)
         mid = np.sqrt(edges[1:] * edges[:-1])
-        ax.plot(mid, h, color=color, drawstyle="steps-mid", label=f"n = {int(n)}")
-        ax.plot(mid, he, color=color, drawstyle="steps-mid", linestyle=":", linewidth=1)
-    ax.set(xscale="log", yscale="symlog", xlabel="eigenvalue of U", ylabel="eigenvalues per bin",
-           title="spectrum of U, seed 0 (solid: noise-averaged features; dotted: their Gaussian equivalent)")
+        ax.plot(mid, np.where(h > 0, h, np.nan), color=color, drawstyle="steps-mid", label=f"n = {int(n)}")
+        ax.plot(mid, np.where(he > 0, he, np.nan), color=color, drawstyle="steps-mid", linestyle=":", linewidth=1)
+    ax.set(xscale="log", yscale="log", xlabel="eigenvalue of U", ylabel="eigenvalues per bin (1/10 decade)")
+    ax.set_title("spectrum of U, seed 0: features (solid), their Gaussian equivalent (dotted)", fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax = axes[2]
     n = ds.n_train.values.astype(float)
@@ -227,8 +227,8 @@ def figure(ds: xr.Dataset, ts: xr.Dataset, path: Path) -> Path:
                 color=plt.get_cmap("tab10")(k), linestyle="none")
         a, b = float(ts[f"{name}_intercept"]), float(ts[f"{name}_slope"])
         ax.plot(n, np.exp(a) * n ** b, color=plt.get_cmap("tab10")(k), linewidth=1)
-    ax.set(xscale="log", yscale="log", xlabel="training-set size n", ylabel="tau",
-           title="times against n, every seed; lines: the fitted laws")
+    ax.set(xscale="log", yscale="log", xlabel="training-set size n", ylabel="tau")
+    ax.set_title("times against n, every seed; lines: the fitted laws", fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
