@@ -35,6 +35,7 @@ from _common import experiment_for, markdown_table
 import ridgexr
 from ridgexr.analysis import interval_law, memorization_collapse, training_timescales
 from ridgexr.claims import timescale_rule
+from ridgexr.claims.timescale_slope import law_claims
 from ridgexr.paths import data_folder
 
 ENTRIES = ("timescales-unet", "timescales-unet-seed1", "timescales-unet-seed2")
@@ -129,16 +130,17 @@ def tables(tt: xr.Dataset) -> dict[str, str]:
     laws = []
     for name in ("tau_mem", "tau_gen"):
         law = interval_law(tt, name)
+        (claim,) = law_claims(law, {name: "checkpoint intervals, interval-censored likelihood"})
         laws.append({"law": f"log {name} = a + b log n", "expected b": 1 if name == "tau_mem" else 0,
                      "b [95 %]": f"{float(law[f'{name}_slope']):.3f} [{float(law[f'{name}_slope_low']):.3f}, "
                                  f"{float(law[f'{name}_slope_high']):.3f}]",
-                     "points": int(law[f"{name}_points"]), "verdict": str(law[f"{name}_verdict"].item())})
+                     "points": int(law[f"{name}_points"]), "verdict": claim.verdict})
     col = memorization_collapse(tt, n_boot=200)
+    (claim,) = law_claims(col, {"f_mem_collapse": "f_mem(tau / n^b) one curve"})
     laws.append({"law": "f_mem(tau / n^b) one curve", "expected b": 1,
                  "b [95 %]": f"{float(col.f_mem_collapse):.3f} [{float(col.f_mem_collapse_low):.3f}, "
                              f"{float(col.f_mem_collapse_high):.3f}]",
-                 "points": int(tt.sizes["seed"] * tt.sizes["n_train"]),
-                 "verdict": str(col.f_mem_collapse_verdict.item())})
+                 "points": int(col.f_mem_collapse_runs), "verdict": claim.verdict})
     return {"times": markdown_table(pd.DataFrame(rows)), "laws": markdown_table(pd.DataFrame(laws))}
 
 

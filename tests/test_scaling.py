@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -15,6 +16,7 @@ from ridgexr.analysis.arrays import slope_range
 from ridgexr.analysis.scaling import (collapse_exponent, interval_loglik, interval_slope, separation_time,
                                      simulate_interval_times)
 from ridgexr.analysis.timescales import interval_law, memorization_collapse
+from ridgexr.claims.timescale_slope import TIMESCALE_RUNS, law_claims
 
 #: the U-Net entry's size (catalogs/timescales.yaml, timescales-unet): five n over 16x, three seeds, checkpoints
 #: 8 per decade
@@ -133,7 +135,8 @@ def test_the_collapse_estimator_recovers_a_known_exponent(b_true):
 
 
 def test_memorization_collapse_reads_f_mem_over_epoch_n_and_seed():
-    """The labelled wrapper: f_mem over (seed, n_train, epoch) with its sample counts, b near 1 and 'agrees'."""
+    """The labelled wrapper: f_mem over (seed, n_train, epoch) with its sample counts, b near 1; the registry's
+    claim on it agrees when its 15 runs are counted as the kind's minimum, and is untestable on 15."""
     taus, n, shares, counts = _logistic_shares(1.0, 512, seed=2)
     c = taus[0]
     f = np.array(shares).reshape(5, 3, c.size).transpose(1, 0, 2)
@@ -142,14 +145,17 @@ def test_memorization_collapse_reads_f_mem_over_epoch_n_and_seed():
                     coords={"seed": [0, 1, 2], "n_train": [16, 32, 64, 128, 256], "epoch": c})
     out = memorization_collapse(ds, n_boot=40)
     assert abs(float(out["f_mem_collapse"]) - 1.0) < 0.1
-    assert str(out["f_mem_collapse_verdict"].item()) == "agrees"
+    assert int(out["f_mem_collapse_runs"]) == 15
+    (claim,) = law_claims(out, {"f_mem_collapse": "collapse"})
+    assert claim.verdict.startswith("untestable") and TIMESCALE_RUNS > 15
+    assert dataclasses.replace(claim, n=TIMESCALE_RUNS).verdict == "agrees"
     with pytest.raises(ValueError, match="time_dim"):
         memorization_collapse(ds, time_dim="step")
 
 
 def test_interval_law_pools_seeds_and_judges_the_slope():
-    """interval_law over (seed, n_train): 15 points, b near the truth, the verdict by the slope criteria; a missing
-    interval variable is named."""
+    """interval_law over (seed, n_train): 15 points, b near the truth, the registry's slope criterion on it; a
+    missing interval variable is named."""
     low, high = simulate_interval_times(ENTRY_N, ENTRY_CHECKPOINTS, a=math.log(10.0), b=1.0, sigma=0.1, seed=8)
     shape = (5, 3)
     times = xr.Dataset({"tau_mem": (("n_train", "seed"), np.sqrt(low * high).reshape(shape)),
@@ -159,6 +165,8 @@ def test_interval_law_pools_seeds_and_judges_the_slope():
     out = interval_law(times, "tau_mem")
     direct = interval_slope(ENTRY_N, low, high)
     assert float(out["tau_mem_slope"]) == pytest.approx(direct[1], abs=1e-6)
-    assert int(out["tau_mem_points"]) == 15 and str(out["tau_mem_verdict"].item()) == "agrees"
+    assert int(out["tau_mem_points"]) == 15
+    (claim,) = law_claims(out, {"tau_mem": "checkpoint intervals"})
+    assert dataclasses.replace(claim, n=TIMESCALE_RUNS).verdict == "agrees"
     with pytest.raises(ValueError, match="tau_gen"):
         interval_law(times, "tau_gen")

@@ -14,7 +14,8 @@ dimension (the ``epoch`` of a model trained by minibatch DSM, ``model.epochs`` a
   does not sample (random features at one diffusion time, :func:`ridgexr.training.single_time.single_time_losses`).
 
 Array kernels in :mod:`.arrays` (``memorized_share_ci``, ``quality_reached``, ``first_reached``,
-``censored_slope_ci``, ``slope_verdict``); lazy where the inputs are.
+``censored_slope_ci``); lazy where the inputs are.  The verdicts on the slopes are the claims registry's
+(:mod:`ridgexr.claims`, kind ``timescale-slope``).
 """
 
 from __future__ import annotations
@@ -131,22 +132,19 @@ def _times(stats: xr.DataArray, name: str, what: str, units: str) -> dict[str, x
 
 
 def _slope(stats: xr.DataArray, name: str, expected: float, ci: float, fit: str) -> dict[str, xr.DataArray]:
-    verdict = xr.apply_ufunc(
-        np.vectorize(partial(arrays.slope_verdict, expected=expected, agree=defaults.TIMESCALE_SLOPE_AGREE,
-                             disagree=defaults.TIMESCALE_SLOPE_DISAGREE), otypes=[object]),
-        stats.isel(stat=2), stats.isel(stat=3), dask="parallelized", output_dtypes=[object])
-    criterion = (f"interval within {expected:g} +- {defaults.TIMESCALE_SLOPE_AGREE:g}: agrees; wholly outside "
-                 f"{expected:g} +- {defaults.TIMESCALE_SLOPE_DISAGREE:g}: disagrees; else inconclusive")
+    # the verdict on b against ``expected`` is the claims registry's (ridgexr.claims: kind timescale-slope)
     return {
         f"{name}_intercept": with_attrs(stats.isel(stat=0), f"a of log {name} = a + b log n ({fit} fit)", "1"),
-        f"{name}_slope": with_attrs(stats.isel(stat=1), f"b of log {name} = a + b log n ({fit} fit)", "1"),
+        f"{name}_slope": with_attrs(stats.isel(stat=1), f"b of log {name} = a + b log n ({fit} fit; expected "
+                                    f"{expected:g})", "1"),
         f"{name}_slope_low": with_attrs(stats.isel(stat=2), f"lower end of b's {ci:.0%} pairs-bootstrap interval",
                                         "1"),
         f"{name}_slope_high": with_attrs(stats.isel(stat=3), f"upper end of b's {ci:.0%} pairs-bootstrap interval",
                                          "1"),
+        f"{name}_slope_points": with_attrs(stats.isel(stat=4), "training runs (n, seed) with a finite time: the "
+                                           "independent draws of the fit", "1"),
         f"{name}_slope_dropped": with_attrs(stats.isel(stat=5), "bootstrap replicates with fewer than two "
                                             "distinct uncensored n (no slope; left out of the interval)", "1"),
-        f"{name}_verdict": with_attrs(verdict, f"verdict on b against {expected:g}: {criterion}", "1"),
     }
 
 
@@ -154,7 +152,7 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
                         higher_is_better: bool = False, rule: str = defaults.TIMESCALE_GEN_RULE,
                         quality_null: str | None = None,
                         factor: float = defaults.TIMESCALE_GEN_FACTOR, tol: float = defaults.TIMESCALE_QUALITY_TOL,
-                        level: float = defaults.TIMESCALE_MEM_LEVEL, ratio: float = defaults.MEMORIZED_RATIO,
+                        level: float = defaults.MEMORIZED_SHARE, ratio: float = defaults.MEMORIZED_RATIO,
                         time_dim: str = "epoch", size_dim: str = "n_train", censored_fit: str = "tobit",
                         n_boot: int = defaults.TIMESCALE_N_BOOT, ci: float = defaults.TIMESCALE_CI, seed: int = 0,
                         dim: str = "sample") -> xr.Dataset:
@@ -177,9 +175,9 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
     (:func:`ridgexr.analysis.arrays.first_reached`).  Along ``size_dim`` (n) the law
     log tau = a + b log n is fitted with censored points as censored (``censored_fit="tobit"``: a
     right-censored normal likelihood, :func:`ridgexr.analysis.arrays.censored_slope`; ``"drop"``: least
-    squares on the uncensored points) and a pairs-bootstrap percentile interval on b; the verdicts
-    compare b's interval with the expected slopes (tau_mem: 1, tau_gen: 0) by the criteria of
-    :mod:`ridgexr.defaults` (``TIMESCALE_SLOPE_AGREE``, ``TIMESCALE_SLOPE_DISAGREE``).
+    squares on the uncensored points) and a pairs-bootstrap percentile interval on b; the verdicts on b
+    against the expected slopes (tau_mem: 1, tau_gen: 0) are the claims registry's
+    (:func:`ridgexr.claims.timescale_slope.slope_claims`).
 
     The times are in units of ``time_dim``'s labels: for a block trained with ``batch_size`` >= every
     n_train, an epoch is one optimizer step.
@@ -201,7 +199,8 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
         Ignored by the other rules.
     factor : float >= 1, the ratio rules' factor
     tol : float in [0, 1), the gap rule's share
-    level : float in [0, 1): the f_mem level of tau_mem
+    level : float in [0, 1): the f_mem level of tau_mem (default the one memorization threshold,
+        :data:`ridgexr.defaults.MEMORIZED_SHARE`)
     ratio, n_boot, ci, seed, dim : as for :func:`memorized_share` (``n_boot`` and ``seed`` also of the slope)
     time_dim, size_dim : str
     censored_fit : "tobit" or "drop"
@@ -211,7 +210,7 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
     xarray.Dataset: ``f_mem``, ``f_mem_low``, ``f_mem_high``, ``f_mem_n_valid`` and ``quality`` (the curves,
     over every cell dimension); ``tau_gen``, ``tau_mem`` with ``_low``, ``_high``, ``_censored`` (over the
     cell dimensions but ``time_dim``); ``tau_gen_slope``, ``tau_mem_slope`` with ``_low``, ``_high``,
-    ``_intercept``, ``_dropped``, ``_verdict``, ``_range_low`` / ``_range_high`` (the slopes the checkpoint
+    ``_intercept``, ``_points``, ``_dropped``, ``_range_low`` / ``_range_high`` (the slopes the checkpoint
     intervals alone allow, :func:`ridgexr.analysis.arrays.slope_range`) and ``tau_order_verdict`` (tau_gen < tau_mem,
     :func:`ridgexr.analysis.arrays.order_verdict`) over the cell dimensions but ``time_dim`` and ``size_dim``.
 
@@ -335,9 +334,8 @@ def loss_timescales(ds: xr.Dataset, *, tol: float = defaults.TIMESCALE_QUALITY_T
       checkpoint (:func:`ridgexr.analysis.arrays.loss_min_time`).
 
     The law log tau = a + b log n is fitted over every (other cells, ``size_dim``) point together, censored
-    points as censored (``censored_fit``), with a pairs-bootstrap interval on b, and judged against b = 0
-    (tau_gen) and b = 1 (tau_mem) by the criteria of :mod:`ridgexr.defaults` (``TIMESCALE_SLOPE_AGREE``,
-    ``TIMESCALE_SLOPE_DISAGREE``), as :func:`training_timescales` does.
+    points as censored (``censored_fit``), with a pairs-bootstrap interval on b (judged against b = 0 for
+    tau_gen and b = 1 for tau_mem by the claims registry, :func:`ridgexr.claims.timescale_slope.slope_claims`).
 
     Parameters
     ----------
@@ -355,7 +353,7 @@ def loss_timescales(ds: xr.Dataset, *, tol: float = defaults.TIMESCALE_QUALITY_T
     -------
     xarray.Dataset: ``tau_gen``, ``tau_mem`` with ``_low``, ``_high``, ``_censored`` (over every dimension but
     ``time_dim``, in its units); ``tau_gen_slope``, ``tau_mem_slope`` with ``_low``, ``_high``, ``_intercept``,
-    ``_dropped``, ``_verdict`` (scalars).
+    ``_points``, ``_dropped`` (scalars).
 
     Raises
     ------
@@ -418,14 +416,10 @@ def loss_timescales(ds: xr.Dataset, *, tol: float = defaults.TIMESCALE_QUALITY_T
 LOSS_SEPARATION = 0.1
 
 
-def _law(n: np.ndarray, low: np.ndarray, high: np.ndarray, name: str, expected: float, ci: float,
+def _law(n: np.ndarray, low: np.ndarray, high: np.ndarray, name: str, ci: float,
          what: str) -> dict[str, xr.DataArray]:
     """The interval-censored law of one time (:func:`ridgexr.analysis.scaling.interval_slope`) as variables."""
     a, b, lo, hi, sigma, used = scaling.interval_slope(n, low, high, ci=ci)
-    verdict = arrays.slope_verdict(lo, hi, expected, agree=defaults.TIMESCALE_SLOPE_AGREE,
-                                   disagree=defaults.TIMESCALE_SLOPE_DISAGREE)
-    criterion = (f"interval within {expected:g} +- {defaults.TIMESCALE_SLOPE_AGREE:g}: agrees; wholly outside "
-                 f"{expected:g} +- {defaults.TIMESCALE_SLOPE_DISAGREE:g}: disagrees; else inconclusive")
     fit = f"interval-censored likelihood over {int(used)} points, seeds as replicates ({what})"
     return {
         f"{name}_intercept": xr.DataArray(a, attrs={"long_name": f"a of log {name} = a + b log n ({fit})",
@@ -438,42 +432,39 @@ def _law(n: np.ndarray, low: np.ndarray, high: np.ndarray, name: str, expected: 
         f"{name}_sigma": xr.DataArray(sigma, attrs={"long_name": f"scatter of log {name} about the law (maximum "
                                                     "likelihood)", "units": "1"}),
         f"{name}_points": xr.DataArray(used, attrs={"long_name": "points in the fit", "units": "1"}),
-        f"{name}_verdict": xr.DataArray(verdict, attrs={"long_name": f"verdict on b against {expected:g}: {criterion}",
-                                                        "units": "1"}),
     }
 
 
-def interval_law(times: xr.Dataset, name: str, *, expected: float | None = None, size_dim: str = "n_train",
+def interval_law(times: xr.Dataset, name: str, *, size_dim: str = "n_train",
                  ci: float = defaults.TIMESCALE_CI) -> xr.Dataset:
     """The law log tau = a + b log n of one time read off checkpoints, fitted to its intervals, seeds as replicates.
 
     ``times`` holds ``name`` with ``<name>_low`` and ``<name>_high`` (the output of :func:`training_timescales`,
     :func:`loss_timescales` or :func:`separation_timescales`) over ``size_dim`` and any replicate dimensions
     (``seed``); every (n, replicate) point enters the likelihood through its interval (a censored time through
-    (low, inf)), :func:`ridgexr.analysis.scaling.interval_slope`, and b's profile-likelihood interval is judged
-    against ``expected`` (tau_mem: 1, tau_gen: 0 by default) by the criteria of :mod:`ridgexr.defaults`
-    (``TIMESCALE_SLOPE_AGREE``, ``TIMESCALE_SLOPE_DISAGREE``), as the other timescale verdicts are.
+    (low, inf)), :func:`ridgexr.analysis.scaling.interval_slope`, with b's profile-likelihood interval.  The
+    verdict on b (tau_mem against 1, tau_gen against 0) is the claims registry's
+    (:func:`ridgexr.claims.timescale_slope.law_claims`).
 
     Parameters
     ----------
     times : xarray.Dataset
     name : str, e.g. "tau_mem"
-    expected : float, optional
     size_dim : str
     ci : float in (0, 1)
 
     Returns
     -------
     xarray.Dataset of scalars: ``<name>_intercept``, ``_slope``, ``_slope_low``, ``_slope_high``, ``_sigma``,
-    ``_points``, ``_verdict``.
+    ``_points``.
 
     Examples
     --------
     >>> n = xr.DataArray([16.0, 64.0, 256.0], dims="n_train", coords={"n_train": [16.0, 64.0, 256.0]})
     >>> times = xr.Dataset({"tau_mem": 10 * n, "tau_mem_low": 10 * n / 1.1, "tau_mem_high": 10 * n * 1.1})
     >>> out = interval_law(times.expand_dims(seed=3), "tau_mem")
-    >>> str(out["tau_mem_verdict"].item())
-    'agrees'
+    >>> round(float(out["tau_mem_slope"]), 6), int(out["tau_mem_points"])
+    (1.0, 9)
     """
     if not isinstance(times, xr.Dataset):
         raise TypeError(f"`times` must be an xarray.Dataset; got {type(times).__name__}")
@@ -481,12 +472,10 @@ def interval_law(times: xr.Dataset, name: str, *, expected: float | None = None,
     if size_dim not in times[name].dims:
         raise ValueError(f"`size_dim` must be a dimension of {name!r} {times[name].dims}; got {size_dim!r}")
     ci = check_float(ci, "ci", min_val=0, max_val=1, include_boundaries="neither")
-    if expected is None:
-        expected = defaults.TIMESCALE_MEM_SLOPE if "mem" in name else defaults.TIMESCALE_GEN_SLOPE
     lo, hi = xr.broadcast(times[f"{name}_low"], times[f"{name}_high"])
     n = xr.broadcast(times[size_dim].astype(float), lo)[0].transpose(*lo.dims)
     return xr.Dataset(_law(n.values.ravel(), lo.values.ravel(), hi.transpose(*lo.dims).values.ravel(), name,
-                           float(expected), ci, "checkpoint intervals"))
+                           ci, "checkpoint intervals"))
 
 
 def separation_timescales(ds: xr.Dataset, *, amount: float = LOSS_SEPARATION,
@@ -506,7 +495,8 @@ def separation_timescales(ds: xr.Dataset, *, amount: float = LOSS_SEPARATION,
       copied, with ``tau_mem_ratio`` = tau_mem / tau_mem_spectral.
     - the laws log tau = a + b log n of each, every other dimension (``seed``) as replicates, fitted to the
       checkpoint intervals by maximum likelihood (:func:`interval_law`; the spectral times are exact values),
-      with b's profile-likelihood interval and the verdict against b = 1 (tau_mem) and b = 0 (tau_gen).
+      with b's profile-likelihood interval (judged against b = 1 for tau_mem, b = 0 for tau_gen by the claims
+      registry, :func:`ridgexr.claims.timescale_slope.law_claims`).
 
     Parameters
     ----------
@@ -524,7 +514,7 @@ def separation_timescales(ds: xr.Dataset, *, amount: float = LOSS_SEPARATION,
     -------
     xarray.Dataset: ``tau_gen``, ``tau_mem`` with ``_low``, ``_high``, ``_censored``, the spectral times and
     ``tau_mem_ratio`` over every dimension but ``time_dim``; per time the scalars of :func:`interval_law`
-    (``tau_mem_slope``, ..., ``tau_mem_verdict``; likewise ``tau_gen_*``, ``tau_mem_spectral_*``, ...).
+    (``tau_mem_slope``, ..., ``tau_mem_points``; likewise ``tau_gen_*``, ``tau_mem_spectral_*``, ...).
 
     Raises
     ------
@@ -576,8 +566,7 @@ def separation_timescales(ds: xr.Dataset, *, amount: float = LOSS_SEPARATION,
             spec = ds[name].broadcast_like(out["tau_mem"]).compute()
             out[name] = spec
             exact = out[[name]].assign({f"{name}_low": spec, f"{name}_high": spec})
-            expected = defaults.TIMESCALE_MEM_SLOPE if "mem" in name else defaults.TIMESCALE_GEN_SLOPE
-            out = out.merge(interval_law(exact, name, expected=expected, size_dim=size_dim, ci=ci))
+            out = out.merge(interval_law(exact, name, size_dim=size_dim, ci=ci))
     if "tau_mem_spectral" in out:
         out["tau_mem_ratio"] = with_attrs(out["tau_mem"] / out["tau_mem_spectral"],
                                           "tau_mem (separation) / tau_mem_spectral", "1")
@@ -594,7 +583,8 @@ def memorization_collapse(timescales: xr.Dataset, *, time_dim: str = "epoch", si
     :func:`memorized_share` over checkpoints) along ``time_dim`` per ``size_dim`` and per any other dimension
     (``seed``: replicate curves), and estimates b by :func:`ridgexr.analysis.scaling.collapse_exponent` (the
     shares' own binomial variances; a parametric-bootstrap interval).  Bonnaire et al.'s tau_mem proportional to n
-    predicts b = 1; the verdict judges b's interval as the slope verdicts do (:mod:`ridgexr.defaults`).
+    predicts b = 1; the verdict on b's interval is the claims registry's
+    (:func:`ridgexr.claims.timescale_slope.law_claims`).
 
     Parameters
     ----------
@@ -605,7 +595,8 @@ def memorization_collapse(timescales: xr.Dataset, *, time_dim: str = "epoch", si
 
     Returns
     -------
-    xarray.Dataset of scalars: ``f_mem_collapse``, ``_low``, ``_high``, ``_dropped``, ``_verdict``.
+    xarray.Dataset of scalars: ``f_mem_collapse``, ``_low``, ``_high``, ``_dropped``, and ``f_mem_collapse_runs``
+    (the (n, seed) curves pooled).
     """
     if not isinstance(timescales, xr.Dataset):
         raise TypeError(f"`timescales` must be an xarray.Dataset; got {type(timescales).__name__}")
@@ -627,8 +618,6 @@ def memorization_collapse(timescales: xr.Dataset, *, time_dim: str = "epoch", si
             sizes.append(float(n))
     out = scaling.collapse_exponent([tau] * len(curves), np.asarray(sizes), curves, counts, bounds=bounds,
                                     n_boot=n_boot, ci=ci, seed=seed)
-    verdict = arrays.slope_verdict(out[1], out[2], defaults.TIMESCALE_MEM_SLOPE,
-                                   agree=defaults.TIMESCALE_SLOPE_AGREE, disagree=defaults.TIMESCALE_SLOPE_DISAGREE)
     level = f"{ci:.0%} bootstrap interval over seeds and samples ({n_boot} replicates, seed {seed})"
     return xr.Dataset({
         "f_mem_collapse": xr.DataArray(out[0], attrs={"long_name": f"b at which f_mem({time_dim} / n^b) collapses "
@@ -637,8 +626,8 @@ def memorization_collapse(timescales: xr.Dataset, *, time_dim: str = "epoch", si
         "f_mem_collapse_high": xr.DataArray(out[2], attrs={"long_name": f"upper end of the {level}", "units": "1"}),
         "f_mem_collapse_dropped": xr.DataArray(out[3], attrs={"long_name": "replicates without an informative "
                                                               "overlap (left out)", "units": "1"}),
-        "f_mem_collapse_verdict": xr.DataArray(verdict, attrs={"long_name": "verdict on b against 1 (the slope "
-                                                               "criteria)", "units": "1"}),
+        "f_mem_collapse_runs": xr.DataArray(len(curves), attrs={"long_name": "the (n, seed) curves pooled",
+                                                                "units": "1"}),
     })
 
 
