@@ -36,7 +36,8 @@ from ridgexr.claims.timescale_slope import law_claims
 from ridgexr.paths import data_folder
 from ridgexr.training.single_time import THEIR_COMMIT, single_time_losses
 
-DEFAULTS = dict(n=[128, 256, 512, 1024, 2048], d=32, p=4096, t=0.01, seeds=[0, 1, 2], rows=65536, n_test=65536)
+DEFAULTS = dict(n=[128, 256, 512, 1024, 2048], d=32, p=4096, t=0.01, seeds=list(range(12)), rows=65536,
+                n_test=65536)
 #: the training-time grid: 20 points per decade from 1e-1 to 1e7
 TAUS = np.logspace(-1, 7, 161)
 #: the settings a resumed store must share
@@ -73,13 +74,15 @@ def run(n, d, p, t, seeds, rows, n_test, out: Path, progress=print) -> xr.Datase
 
 
 def rows_check(ds: xr.Dataset, out: Path, progress=print) -> xr.Dataset:
-    """Seed 0 at the smallest and largest n again with a quarter of the noise rows (the Monte Carlo's convergence)."""
+    """The store's first seed at the smallest and largest n again with a quarter of the noise rows (the Monte
+    Carlo's convergence)."""
     if out.exists():
         return xr.open_zarr(out, consolidated=False).load()
     a = ds.attrs
     ns = [int(ds.n_train.values[0]), int(ds.n_train.values[-1])]
+    seed = int(ds.seed.values[0])
     part = single_time_losses(ns, d=int(a["d"]), p=int(a["p"]), t=float(a["t"]), taus=ds.tau.values,
-                              rows=int(a["rows"]) // 4, n_test=int(a["n_test"]), seed=0, equivalent=False,
+                              rows=int(a["rows"]) // 4, n_test=int(a["n_test"]), seed=seed, equivalent=False,
                               progress=lambda m: progress(f"rows / 4: {m}"))
     part.to_zarr(out, mode="w", zarr_format=3, consolidated=False)
     return part
@@ -116,7 +119,7 @@ def tables(ds: xr.Dataset, ts: xr.Dataset) -> dict[str, str]:
             "gaps (pop., sample), least over seeds": f"{float(c.population_gap.min()):.3g}, "
                                                      f"{float(c.sample_gap.min()):.3g}",
             "sample gap, Gaussian equiv.": f"{float(c.sample_gap_equivalent.min()):.3g}",
-            "min test loss / at tau (seed 0)": f"{float(c.test_loss.isel(seed=0).min()):.4f} / "
+            "min test loss / at tau (first seed)": f"{float(c.test_loss.isel(seed=0).min()):.4f} / "
                                                f"{float(c.tau[int(np.argmin(c.test_loss.isel(seed=0).values))]):.3g}",
         })
     law = []
@@ -137,7 +140,7 @@ def tables(ds: xr.Dataset, ts: xr.Dataset) -> dict[str, str]:
 
 
 def rows_table(ds: xr.Dataset, check: xr.Dataset) -> str:
-    """The convergence in the noise rows: seed 0 at rows and rows / 4."""
+    """The convergence in the noise rows: the store's first seed at rows and rows / 4."""
     full = ds.isel(seed=0).sel(n_train=check.n_train.values)
     ts_full = separation_timescales(ds.isel(seed=0).sel(n_train=check.n_train.values))
     ts_q = separation_timescales(check)
@@ -185,7 +188,7 @@ def gd_check(seed: int = 0) -> str:
 
 
 def figure(ds: xr.Dataset, ts: xr.Dataset, path: Path) -> Path:
-    """Three panels: the losses of seed 0 per n with tau_mem marked; U's spectrum per n; the times against n."""
+    """Three panels: the losses of the first seed per n with tau_mem marked; U's spectrum per n; the times against n."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -202,7 +205,7 @@ def figure(ds: xr.Dataset, ts: xr.Dataset, path: Path) -> Path:
         ax.axvline(float(ts.tau_mem.isel(seed=0).sel(n_train=n)), color=color, linestyle=":", linewidth=1)
     ax.set(xscale="log", ylim=(0.0, 2.5), xlim=(1, float(ds.tau[-1])), xlabel="training time tau (steps x learning rate)",
            ylabel="loss per coordinate")
-    ax.set_title("seed 0: test (solid), train (dashed); dotted: tau_mem", fontsize=10)
+    ax.set_title(f"seed {int(ds.seed[0])}: test (solid), train (dashed); dotted: tau_mem", fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax = axes[1]
     edges = np.logspace(-5, 3, 81)
@@ -215,7 +218,8 @@ def figure(ds: xr.Dataset, ts: xr.Dataset, path: Path) -> Path:
         ax.plot(mid, np.where(h > 0, h, np.nan), color=color, drawstyle="steps-mid", label=f"n = {int(n)}")
         ax.plot(mid, np.where(he > 0, he, np.nan), color=color, drawstyle="steps-mid", linestyle=":", linewidth=1)
     ax.set(xscale="log", yscale="log", xlabel="eigenvalue of U", ylabel="eigenvalues per bin (1/10 decade)")
-    ax.set_title("spectrum of U, seed 0: features (solid), their Gaussian equivalent (dotted)", fontsize=10)
+    ax.set_title(f"spectrum of U, seed {int(ds.seed[0])}: features (solid), their Gaussian equivalent (dotted)",
+                 fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax = axes[2]
     n = ds.n_train.values.astype(float)
@@ -246,7 +250,7 @@ def main(argv=None):
     ap.add_argument("--t", type=float, default=DEFAULTS["t"])
     ap.add_argument("--seeds", type=int, nargs="+", default=DEFAULTS["seeds"])
     ap.add_argument("--out", default=None, help="the Zarr store of the curves (default: <data folder>/timescales-rf.zarr)")
-    ap.add_argument("--rows-check", action="store_true", help="also seed 0 at the extreme n with a quarter of the rows")
+    ap.add_argument("--rows-check", action="store_true", help="also the first seed at the extreme n with a quarter of the rows")
     ap.add_argument("--gd-check", action="store_true", help="print their fresh-noise descent against the averaged steps")
     ap.add_argument("--figure", default=None, help="write the figure to this PNG")
     args = ap.parse_args(argv)
