@@ -255,7 +255,7 @@ def fresh_noise_descent(x: torch.Tensor, W: torch.Tensor, t: float, taus, *, lr:
     """Their estimator: gradient descent on A from A(0) = 0 with a fresh noise draw per point at every step.
 
     Each step draws eta (n, d), forms z = a x + sqrt(Delta) eta and takes one step of learning rate ``lr`` on
-    (1/(n d)) |sqrt(Delta) A phi(z) + eta|^2 (+ Delta lam |A|^2 / d), as their ``Training_random_features.py``
+    (1/(n d)) ``|sqrt(Delta) A phi(z) + eta|^2`` (+ ``Delta lam |A|^2 / d``), as their ``Training_random_features.py``
     does with torch.optim.SGD; ``n_runs`` independent runs advance together (batched).  At each tau (k = round(tau
     / lr) steps) every run's A is scored on the ``evaluate`` forms exactly as :func:`flow_losses` scores the
     noise-averaged dynamics.
