@@ -511,6 +511,14 @@ NOT_YET_DRAWN: dict[str, str] = {
     "timescales_fashion_gallery_n16": "ridgexr run timescales-fashion; python analyses/timescales.py",
     "timescales_fashion_gallery_n128": "ridgexr run timescales-fashion; python analyses/timescales.py",
     "timescales_rf": "python analyses/timescales_rf.py --figure docs/figures/timescales_rf.png",
+    "timescales_rf_small": ("python analyses/timescales_rf.py --n 32 64 128 256 512 --d 8 --p 1024 --rows 16384 "
+                            "--n-test 16384 --seeds 1 2 3 4 5 6 7 8 9 10 11 12 --out <data>/timescales-rf-small.zarr "
+                            "--figure docs/figures/timescales_rf_small.png --docs timescales-rf-small"),
+    "timescales_rf_mid": (("python analyses/timescales_rf.py --n 64 128 256 512 1024 --d 16 --p 2048 --rows 32768 "
+                          "--n-test 32768 --seeds 1 2 3 4 5 6 7 8 9 10 11 12 --out <data>/timescales-rf-mid.zarr "
+                          "--figure docs/figures/timescales_rf_mid.png --docs timescales-rf-mid")),
+    "variance_targets_prediction": ("ridgexr run variance-targets-n1 (and -n4, -n16, -n64); "
+                                    "python analyses/variance.py --analytic"),
     "variance_ensemble": "ridgexr run variance-ensemble; python analyses/variance.py",
     "variance_ensemble_prediction": "ridgexr run variance-ensemble; python analyses/variance.py --prediction",
     "variance_two_points": "ridgexr run variance-two-points; python analyses/variance.py",

@@ -219,13 +219,13 @@ def target_null(ds) -> dict[str, Null]:
     t = t.transpose("model", "n_train").compute()
     proc = OU()
     sigma = np.sqrt(proc.h(t.values)) / proc.alpha(t.values)
-    ideal = m.project(fresh[None, None] + sigma[..., None, None] * z[None, None])
-    fake = xr.Dataset({"ideal": (("model", "n_train", "sample", "dim"), ideal), "denoise_t": t,
-                       "population_data": ds.population_data}, attrs=ds.attrs)
-    w2 = analysis.smoothed_target_distance(fake, variable="ideal")
     out = {}
-    for model in ds.model.values:
-        fit = analysis.rate_fit(w2.sel(model=model)).compute()
+    for i, model in enumerate(ds.model.values):  # one model's cells at a time: (n_train, samples, dim) in memory
+        ideal = m.project(fresh[None] + sigma[i, :, None, None] * z[None])
+        fake = xr.Dataset({"ideal": (("n_train", "sample", "dim"), ideal), "denoise_t": t.isel(model=i, drop=True),
+                           "population_data": ds.population_data}, attrs=ds.attrs)
+        w2 = analysis.smoothed_target_distance(fake, variable="ideal")
+        fit = analysis.rate_fit(w2).compute()
         out[str(model)] = Null(float(fit.slope), float(fit.slope_low), float(fit.slope_high),
                                how=f"{ds.sizes['sample']} fresh draws of the law smoothed at the cell's sigma and "
                                    "projected (a perfect sampler of the target): slope [95 % pairs bootstrap]")

@@ -1,24 +1,28 @@
-"""timescales-rf: random features trained at one diffusion time, train and test loss along training time per n.
+"""timescales-rf: Bonnaire et al.'s random features at one diffusion time, in their regime, per n and seed.
 
-Bonnaire et al.'s random-features model (their section 4 and ``Theory/src/Training_random_features``: s_A(z) =
-A tanh(W z / sqrt(d)), Gaussian data, A(0) = 0, ridge 1e-3, gradient descent with fresh noise at learning rate
-1e-4 d / Delta, training time tau = steps x learning rate), its noise-averaged gradient flow in closed form
-(:func:`ridgexr.training.single_time_losses`, one eigendecomposition per n and seed), and the two times read off
-the curves (:func:`ridgexr.analysis.loss_timescales`): tau_gen where the error to the true score has closed 90 %
-of its fall, tau_mem where the test loss turns up; the slopes of log tau on log n, pooled over seeds, with the
+Their section-4 model as their ``Theory/src`` code has it (commit ``THEIR_COMMIT`` of
+tbonnair/Why-Diffusion-Models-Don-t-Memorize): s_A(z) = A tanh(W z / sqrt(d)), Gaussian data, A(0) = 0, no ridge,
+gradient descent with fresh noise at every step, training time tau = steps x learning rate.  Its noise-averaged
+dynamics (:func:`ridgexr.training.single_time.single_time_losses`: the mean of their fresh-noise descent; U by Monte Carlo over
+the noise, one eigendecomposition per n and seed) gives the train loss, the test loss and the error to the true score
+along tau, and the spectrum of U with its two bulks.  :func:`ridgexr.analysis.separation_timescales` reads tau_mem
+where the train and test losses separate by 0.1, tau_gen where the score error has closed 90 % of its fall, and puts
+the spectral times beside them; the laws in n are interval-censored fits with seeds as replicates, judged by the
 criteria of docs/timescales.md (written before the run).
 
-This is a script, not a ``ridgexr run`` entry: a score trained at one diffusion time cannot drive a sampler, so
-there are no trajectories, ridge projections or stores of the run schema.  The curves are written as a Zarr v3
-store of their own (``timescales-rf.zarr`` in the data folder, or ``--out``) and a figure
-(``docs/figures/timescales_rf.png`` with ``--figure``).
+Not a ``ridgexr run`` entry: a score trained at one diffusion time drives no sampler, so there are no trajectories,
+ridge quantities or stores of the run schema.  The curves go to a Zarr v3 store of their own (``timescales-rf.zarr``
+in the data folder, or ``--out``), one seed appended at a time so an interrupted run resumes at the next seed;
+``--rows-check`` writes the convergence check in the number of noise rows beside it; ``--figure`` draws the figure.
 
-Run:  python analyses/timescales_rf.py [--n 32 64 ... 1024] [--d 16] [--p 4096] [--t 0.1] [--seeds 0 1 2]
+Run:  python analyses/timescales_rf.py [--n 128 ... 2048] [--seeds 0 1 2] [--rows-check] [--figure PNG]
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import sys
 import time
 from pathlib import Path
 
@@ -28,139 +32,298 @@ import xarray as xr
 
 from _common import markdown_table
 
-from ridgexr.analysis import loss_timescales
-from ridgexr.claims.timescale_slope import slope_claims
+from ridgexr.analysis.timescales import LOSS_SEPARATION, separation_timescales
+from ridgexr.claims.timescale_slope import law_claims
 from ridgexr.paths import data_folder
-from ridgexr.training.single_time import single_time_losses
+from ridgexr.training.single_time import THEIR_COMMIT, single_time_losses
 
-DEFAULTS = dict(n=[32, 64, 128, 256, 512, 1024], d=16, p=4096, t=0.1, seeds=[0, 1, 2], n_noise=16, n_test=16384)
+DEFAULTS = dict(n=[128, 256, 512, 1024, 2048], d=32, p=4096, t=0.01, seeds=list(range(12)), rows=65536,
+                n_test=65536)
+#: the training-time grid: 20 points per decade from 1e-1 to 1e7
+TAUS = np.logspace(-1, 7, 161)
+#: the settings a resumed store must share
+SETTINGS = ("d", "p", "t", "rows", "n_test", "antithetic", "lam")
 
 
-def run(n, d, p, t, seeds, n_noise, n_test, progress=print) -> xr.Dataset:
-    """The curves of every seed, concatenated along ``seed``."""
-    parts = []
+def run(n, d, p, t, seeds, rows, n_test, out: Path, progress=print) -> xr.Dataset:
+    """The curves of every seed, appended to ``out`` one seed at a time (seeds already there are kept)."""
+    done = []
+    if out.exists():
+        old = xr.open_zarr(out, consolidated=False)
+        want = dict(d=d, p=p, t=t, rows=rows, n_test=n_test)
+        clash = {k: (old.attrs.get(k), v) for k, v in want.items() if old.attrs.get(k) != v}
+        if clash or old["n_train"].values.tolist() != sorted(n):
+            raise SystemExit(f"{out} holds another run ({clash or 'other n'}); remove it or pass --out")
+        done = old["seed"].values.tolist()
     for s in seeds:
+        if s in done:
+            progress(f"seed {s}: in the store")
+            continue
         t0 = time.perf_counter()
-        parts.append(single_time_losses(n, d=d, p=p, t=t, n_noise=n_noise, n_test=n_test, seed=s,
-                                        progress=lambda m, s=s: progress(f"seed {s}: {m}")))
+        part = single_time_losses(n, d=d, p=p, t=t, taus=TAUS, rows=rows, n_test=n_test, seed=s,
+                                  progress=lambda m, s=s: progress(f"seed {s}: {m}"))
+        part.attrs.pop("seed")
+        part = part.expand_dims(seed=[s])
+        part["seconds"] = ("seed", [round(time.perf_counter() - t0, 1)], {"long_name": "wall time of the seed",
+                                                                          "units": "s"})
+        if out.exists():
+            part.to_zarr(out, append_dim="seed", consolidated=False)
+        else:
+            part.to_zarr(out, mode="w", zarr_format=3, consolidated=False)
         progress(f"seed {s}: {time.perf_counter() - t0:.0f} s")
-    out = xr.concat(parts, dim=pd.Index(list(seeds), name="seed"), combine_attrs="drop_conflicts")
-    return out.assign_attrs(seeds=list(seeds))
+    return xr.open_zarr(out, consolidated=False).load()
 
 
-def tables(ds: xr.Dataset, n_boot: int = 2000) -> tuple[str, str]:
-    ts = loss_timescales(ds, n_boot=n_boot)
+def rows_check(ds: xr.Dataset, out: Path, progress=print) -> xr.Dataset:
+    """The store's first seed at the smallest and largest n again with a quarter of the noise rows (the Monte
+    Carlo's convergence)."""
+    if out.exists():
+        return xr.open_zarr(out, consolidated=False).load()
+    a = ds.attrs
+    ns = [int(ds.n_train.values[0]), int(ds.n_train.values[-1])]
+    seed = int(ds.seed.values[0])
+    part = single_time_losses(ns, d=int(a["d"]), p=int(a["p"]), t=float(a["t"]), taus=ds.tau.values,
+                              rows=int(a["rows"]) // 4, n_test=int(a["n_test"]), seed=seed, equivalent=False,
+                              progress=lambda m: progress(f"rows / 4: {m}"))
+    part.to_zarr(out, mode="w", zarr_format=3, consolidated=False)
+    return part
 
-    def fmt(name, s, n):
-        v = ts[name].sel(seed=s, n_train=n)
-        lo, hi, cen = (float(ts[f"{name}_{k}"].sel(seed=s, n_train=n)) for k in ("low", "high", "censored"))
-        close = ")" if name == "tau_mem" else "]"  # tau_mem: the minimum lies between its neighbours
-        return f">= {float(v):.3g} (censored)" if cen else f"{float(v):.3g} ({lo:.3g}, {hi:.3g}{close}"
 
+def _interval(v, lo, hi, cen) -> str:
+    return f">= {v:.3g} (censored)" if cen else f"{v:.3g} ({lo:.3g}, {hi:.3g}]"
+
+
+def tables(ds: xr.Dataset, ts: xr.Dataset) -> dict[str, str]:
+    """The generated tables: per (n, seed) times, per n spectrum, the laws."""
     rows = []
     for n in ds.n_train.values:
-        row = {"n": int(n)}
         for s in ds.seed.values:
-            row[f"tau_gen (seed {s})"] = fmt("tau_gen", s, n)
-        for s in ds.seed.values:
-            row[f"tau_mem (seed {s})"] = fmt("tau_mem", s, n)
-        mins = ds["test_loss"].sel(n_train=n).min("tau")
-        row["min test loss (seeds)"] = ", ".join(f"{float(v):.3f}" for v in mins.values)
-        end = ds.isel(tau=-1).sel(n_train=n)
-        row["train / test at the last tau (seed 0)"] = (f"{float(end.train_loss.isel(seed=0)):.3f} / "
-                                                        f"{float(end.test_loss.isel(seed=0)):.3f}")
-        rows.append(row)
+            c = ts.sel(n_train=n, seed=s)
+            rows.append({
+                "n": int(n), "seed": int(s),
+                "tau_gen": _interval(*(float(c[f"tau_gen{k}"]) for k in ("", "_low", "_high", "_censored"))),
+                "tau_gen spectral": f"{float(c['tau_gen_spectral']):.3g}",
+                "tau_mem (test - train >= 0.1)": _interval(*(float(c[f"tau_mem{k}"])
+                                                             for k in ("", "_low", "_high", "_censored"))),
+                "tau_mem spectral": f"{float(c['tau_mem_spectral']):.3g}",
+                "tau_mem spectral (Gaussian equiv.)": f"{float(c['tau_mem_spectral_equivalent']):.3g}",
+                "tau_mem / spectral": f"{float(c['tau_mem_ratio']):.2f}",
+            })
+    spec = []
+    for n in ds.n_train.values:
+        c = ds.sel(n_train=n)
+        spec.append({
+            "n": int(n), "psi_n = n/d": f"{n / ds.attrs['d']:.0f}", "p/n": f"{ds.attrs['p'] / n:.0f}",
+            "population bulk": f"[{float(c.population_low.min()):.3g}, {float(c.population_high.max()):.3g}]",
+            "sample bulk": f"[{float(c.sample_low.min()):.3g}, {float(c.sample_high.max()):.3g}]",
+            "largest below": f"{float(c.rest_high.max()):.3g}",
+            "gaps (pop., sample), least over seeds": f"{float(c.population_gap.min()):.3g}, "
+                                                     f"{float(c.sample_gap.min()):.3g}",
+            "sample gap, Gaussian equiv.": f"{float(c.sample_gap_equivalent.min()):.3g}",
+            "min test loss / at tau (first seed)": f"{float(c.test_loss.isel(seed=0).min()):.4f} / "
+                                               f"{float(c.tau[int(np.argmin(c.test_loss.isel(seed=0).values))]):.3g}",
+        })
     law = []
-    verdicts = {c.labels["time scale"]: c.verdict for c in slope_claims(ts)}  # the registry's timescale-slope
-    for name, expected in (("tau_mem", 1), ("tau_gen", 0)):
-        law.append({"law": f"log {name} = a + b log n", "expected b": expected,
+    what = {"tau_mem": f"tau_mem: test - train >= {LOSS_SEPARATION:g}",
+            "tau_mem_spectral": "tau_mem: 1 / (c median sample eigenvalue) of U",
+            "tau_mem_spectral_equivalent": "the same of their Gaussian-equivalent U",
+            "tau_gen": "tau_gen: 90 % of the score error's fall",
+            "tau_gen_spectral": "tau_gen: 1 / (c median population eigenvalue)"}
+    claims = law_claims(ts, what)  # the registry's timescale-slope kind: criterion and minimum of runs
+    for name, claim in zip(what, claims):
+        law.append({"law": f"log {name} = a + b log n", "measure": what[name], "expected b": 1 if "mem" in name else 0,
                     "b [95 %]": f"{float(ts[f'{name}_slope']):.3f} [{float(ts[f'{name}_slope_low']):.3f}, "
                                 f"{float(ts[f'{name}_slope_high']):.3f}]",
-                    "points (n x seeds)": int(ts[name].size), "verdict": verdicts[name]})
-    return markdown_table(pd.DataFrame(rows)), markdown_table(pd.DataFrame(law))
+                    "scatter sigma": f"{float(ts[f'{name}_sigma']):.3f}",
+                    "runs (n x seeds)": int(ts[f"{name}_points"]), "verdict": claim.verdict})
+    return {"times": markdown_table(pd.DataFrame(rows)), "spectrum": markdown_table(pd.DataFrame(spec)),
+            "laws": markdown_table(pd.DataFrame(law))}
 
 
-def post_hoc_rise(ds: xr.Dataset, n_boot: int = 2000) -> str:
-    """**Post hoc** (chosen after the 2026-12-03 run's figure): the tau at which the test loss has climbed half of
-    its rise from its minimum to its last value (log-tau interpolation, :func:`ridgexr.analysis.arrays.crossing`),
-    and the slope of its law in n.  Not the registered tau_mem: reported beside it, never as its verdict."""
-    from ridgexr.analysis import arrays
-
-    tau = ds.tau.values
-    rows, ns, taus = [], [], []
-    for n in ds.n_train.values:
-        row = {"n": int(n)}
-        for s in ds.seed.values:
-            y = ds["test_loss"].sel(n_train=n, seed=s).values
-            k = int(np.argmin(y))
-            half = y[k] + 0.5 * (y[-1] - y[k])
-            t_half = arrays.crossing(tau[k:], y[k:], half) if y[-1] > y[k] else np.nan
-            row[f"half-rise tau (seed {s})"] = f"{t_half:.3g}"
-            ns.append(float(n))
-            taus.append(t_half)
-        rows.append(row)
-    a, b, lo, hi, used, dropped = arrays.censored_slope_ci(np.array(ns), np.array(taus), np.zeros(len(ns), bool),
-                                                           method="drop", n_boot=n_boot)
-    law = f"post hoc: log tau_half = a + b log n, b = {b:.3f} [{lo:.3f}, {hi:.3f}] ({int(used)} points; not a verdict)"
-    return markdown_table(pd.DataFrame(rows)) + "\n\n" + law
+def by_n(ts: xr.Dataset) -> str:
+    """Per n, each time's median over the seeds with its range [least, largest] (censored ones counted)."""
+    names = {"tau_gen": "tau_gen", "tau_gen_spectral": "tau_gen spectral",
+             "tau_mem": f"tau_mem (test - train >= {LOSS_SEPARATION:g})", "tau_mem_spectral": "tau_mem spectral",
+             "tau_mem_spectral_equivalent": "tau_mem spectral (Gaussian equiv.)", "tau_mem_ratio": "tau_mem / spectral"}
+    out = []
+    for n in ts.n_train.values:
+        c = ts.sel(n_train=n)
+        row = {"n": int(n), "seeds": int(c.sizes["seed"])}
+        for name, label in names.items():
+            v = c[name].values
+            row[label] = f"{np.median(v):.3g} [{v.min():.3g}, {v.max():.3g}]"
+        row["censored tau_mem"] = int(c["tau_mem_censored"].sum())
+        out.append(row)
+    return markdown_table(pd.DataFrame(out))
 
 
-def figure(ds: xr.Dataset, path: Path) -> Path:
-    import holoviews as hv
+def write_docs(name: str, command: str, ts: xr.Dataset, parts: dict[str, str]) -> list[Path]:
+    """The generated docs tables: ``docs/tables/<name>.md`` (``parts``: per-n times, spectrum, checks) and
+    ``docs/claims_tables/<name>.md`` (the laws' claims, the registry's timescale-slope kind)."""
+    from ridgexr.verdicts import claims_markdown
 
-    from _common import save_png
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    what = {"tau_mem": f"separation: first tau with test - train >= {LOSS_SEPARATION:g} (interval-censored "
+                       "likelihood, profile 95 % interval)",
+            "tau_mem_spectral": "1 / (c median sample-bulk eigenvalue) of the Monte-Carlo U",
+            "tau_mem_spectral_equivalent": "1 / (c median sample-bulk eigenvalue) of their Gaussian-equivalent U",
+            "tau_gen": "score error: 90 % of its fall (interval-censored likelihood, profile 95 % interval)",
+            "tau_gen_spectral": "1 / (c median population-bulk eigenvalue) of the Monte-Carlo U"}
+    head = f"<!-- generated by analyses/timescales_rf.py ({command}); do not edit -->\n\n"
+    tables_path, claims_path = docs / "tables" / f"{name}.md", docs / "claims_tables" / f"{name}.md"
+    tables_path.write_text(head + "\n\n".join(f"**{k}**\n\n{v}" for k, v in parts.items()) + "\n")
+    claims_path.write_text(head + claims_markdown(law_claims(ts, what)) + "\n")
+    return [tables_path, claims_path]
 
-    from ridgexr import plot
 
-    plot.ensure_backends()
-    hv.Store.set_current_backend("matplotlib")
-    ts = loss_timescales(ds, n_boot=200)
+def rows_table(ds: xr.Dataset, check: xr.Dataset) -> str:
+    """The convergence in the noise rows: the store's first seed at rows and rows / 4."""
+    full = ds.isel(seed=0).sel(n_train=check.n_train.values)
+    ts_full = separation_timescales(ds.isel(seed=0).sel(n_train=check.n_train.values))
+    ts_q = separation_timescales(check)
+    out = []
+    for n in check.n_train.values:
+        a, b = full.sel(n_train=n), check.sel(n_train=n)
+        until = a.tau <= 10 * float(ts_full.tau_mem.sel(n_train=n))
+        out.append({"n": int(n), "rows": f"{int(ds.attrs['rows'])} / {int(check.attrs['rows'])}",
+                    "tau_mem": f"{float(ts_full.tau_mem.sel(n_train=n)):.3g} / {float(ts_q.tau_mem.sel(n_train=n)):.3g}",
+                    "tau_mem spectral": f"{float(a.tau_mem_spectral):.4g} / {float(b.tau_mem_spectral):.4g}",
+                    "largest test-loss difference up to 10 tau_mem":
+                        f"{float(np.abs(a.test_loss - b.test_loss).where(until).max()):.2g}",
+                    "largest train-loss difference up to 10 tau_mem":
+                        f"{float(np.abs(a.train_loss - b.train_loss).where(until).max()):.2g}"})
+    return markdown_table(pd.DataFrame(out))
+
+
+def gd_check(seeds=(0, 1, 2, 3)) -> str:
+    """Their fresh-noise descent against the noise-averaged steps on d = 4, p = 64, n = 8, t = 0.1 (seed 0 is the
+    test's instance; each seed a new W, data and noise), with each form's distance from the runs in standard errors
+    of the runs (the error of the averaged forms' own Monte Carlo is not in it)."""
+    import torch
+
+    from ridgexr.training.single_time import (THEIR_LR_FACTOR, feature_forms, fresh_noise_descent, readout_flow)
+
+    d, p, n, t = 4, 64, 8, 0.1
+    lr = THEIR_LR_FACTOR * d / (1 - math.exp(-2 * t))
+    taus = np.array([10.0, 100.0, 1000.0])
+    out = []
+    for seed in seeds:
+        g = torch.Generator().manual_seed(int(seed))
+        W = torch.randn(p, d, generator=g, dtype=torch.float64)
+        x = torch.randn(n, d, generator=g, dtype=torch.float64)
+        x_test = torch.randn(65536, d, generator=g, dtype=torch.float64)
+        test = (*feature_forms(x_test, W, t, 1, torch.Generator().manual_seed(5))[:2], float(d), "noise")
+        gd = fresh_noise_descent(x, W, t, taus, lr=lr, evaluate={"test": test}, n_runs=64,
+                                 generator=torch.Generator().manual_seed(7))
+        forms = {m: feature_forms(x, W, t, m, torch.Generator().manual_seed(8), antithetic=m > 16)
+                 for m in (16, 16384)}
+        steps = {m: readout_flow(U, V, t).losses(taus, {"test": test}, lr=lr)["test"]
+                 for m, (U, V, _) in forms.items()}
+        for j, tau in enumerate(taus):
+            mean, se = gd["mean"]["test"][j], gd["mean_se"]["test"][j]
+            out.append({"seed": int(seed), "tau": f"{tau:g}",
+                        "their descent: loss of E[A] (64 runs)": f"{mean:.4f} +- {se:.4f}",
+                        "their descent: mean loss of a run": f"{gd['runs']['test'][:, j].mean():.4f}",
+                        "noise-averaged, 16 384 draws per point": f"{steps[16384][j]:.4f}",
+                        "(averaged - E[A]) / SE": f"{(steps[16384][j] - mean) / se:+.1f}",
+                        "16 fixed draws per point": f"{steps[16][j]:.4f}",
+                        "(16 draws - E[A]) / SE": f"{(steps[16][j] - mean) / se:+.1f}"})
+    return markdown_table(pd.DataFrame(out))
+
+
+def figure(ds: xr.Dataset, ts: xr.Dataset, path: Path) -> Path:
+    """Three panels: the losses of the first seed per n with tau_mem marked; U's spectrum per n; the times against n."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colors = plt.get_cmap("viridis")(np.linspace(0.0, 0.85, ds.sizes["n_train"]))
+    fig, axes = plt.subplots(3, 1, figsize=(8.5, 12.5), constrained_layout=True)
+    ax = axes[0]
     s0 = ds.isel(seed=0)
-    colors = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
-    curves = []
-    for i, n in enumerate(ds.n_train.values):
-        c, color = s0.sel(n_train=n), colors[i % len(colors)]
-        curves.append(hv.Curve((c.tau.values, c.test_loss.values), "tau", "loss", label=f"n = {int(n)}")
-                      .opts(color=color))
-        curves.append(hv.Curve((c.tau.values, c.train_loss.values), "tau", "loss").opts(color=color, linestyle="--"))
-    marks = hv.VLines(ts["tau_mem"].isel(seed=0).values, kdims=["tau"]).opts(color="grey", linestyle=":")
-    left = hv.Overlay(curves + [marks]).opts(
-        logx=True, xlabel="training time tau (steps x learning rate)", ylabel="loss per coordinate",
-        title="test (solid) and train (dashed) loss, seed 0; dotted: tau_mem", legend_position="right",
-        aspect=2.2)
-    pts = ts["tau_mem"].to_dataframe().reset_index()
-    right = hv.Scatter(pts, "n_train", "tau_mem").opts(
-        logx=True, logy=True, s=40, xlabel="training-set size n", ylabel="tau_mem", title="tau_mem against n (every seed)",
-        aspect=2.2)
-    layout = (left + right).cols(1).opts(sublabel_format="", vspace=0.35, fig_size=220)
-    return save_png(layout, path)
+    for color, n in zip(colors, ds.n_train.values):
+        c = s0.sel(n_train=n)
+        ax.plot(c.tau, c.test_loss, color=color, label=f"n = {int(n)}")
+        ax.plot(c.tau, c.train_loss, color=color, linestyle="--")
+        ax.axvline(float(ts.tau_mem.isel(seed=0).sel(n_train=n)), color=color, linestyle=":", linewidth=1)
+    ax.set(xscale="log", ylim=(0.0, 2.5), xlim=(1, float(ds.tau[-1])), xlabel="training time tau (steps x learning rate)",
+           ylabel="loss per coordinate")
+    ax.set_title(f"seed {int(ds.seed[0])}: test (solid), train (dashed); dotted: tau_mem", fontsize=10)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax = axes[1]
+    edges = np.logspace(-5, 3, 81)
+    for color, n in zip(colors, ds.n_train.values):
+        lam = ds.eigenvalue.isel(seed=0).sel(n_train=n).values
+        lam_e = ds.eigenvalue_equivalent.isel(seed=0).sel(n_train=n).values
+        h = np.histogram(lam, edges)[0].astype(float)
+        he = np.histogram(lam_e, edges)[0].astype(float)
+        mid = np.sqrt(edges[1:] * edges[:-1])
+        ax.plot(mid, np.where(h > 0, h, np.nan), color=color, drawstyle="steps-mid", label=f"n = {int(n)}")
+        ax.plot(mid, np.where(he > 0, he, np.nan), color=color, drawstyle="steps-mid", linestyle=":", linewidth=1)
+    ax.set(xscale="log", yscale="log", xlabel="eigenvalue of U", ylabel="eigenvalues per bin (1/10 decade)")
+    ax.set_title(f"spectrum of U, seed {int(ds.seed[0])}: features (solid), their Gaussian equivalent (dotted)",
+                 fontsize=10)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax = axes[2]
+    n = ds.n_train.values.astype(float)
+    marks = {"tau_mem": ("o", "tau_mem: test - train = 0.1"), "tau_mem_spectral": ("s", "tau_mem spectral"),
+             "tau_mem_spectral_equivalent": ("^", "tau_mem spectral, Gaussian equiv."),
+             "tau_gen": ("v", "tau_gen: score error"), "tau_gen_spectral": ("D", "tau_gen spectral")}
+    for k, (name, (marker, label)) in enumerate(marks.items()):
+        vals = ts[name].transpose("n_train", "seed").values
+        offset = 1.0 + 0.03 * (k - 2)
+        ax.plot(np.repeat(n * offset, vals.shape[1]), vals.ravel(), marker, markersize=5, label=label,
+                color=plt.get_cmap("tab10")(k), linestyle="none")
+        a, b = float(ts[f"{name}_intercept"]), float(ts[f"{name}_slope"])
+        ax.plot(n, np.exp(a) * n ** b, color=plt.get_cmap("tab10")(k), linewidth=1)
+    ax.set(xscale="log", yscale="log", xlabel="training-set size n", ylabel="tau")
+    ax.set_xticks(n, [str(int(v)) for v in n], minor=False)
+    ax.set_xticks([], minor=True)
+    ax.set_title("times against n, every seed; lines: the fitted laws", fontsize=10)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, nargs="+", default=DEFAULTS["n"])
-    for k in ("d", "p", "n_noise", "n_test"):
+    for k in ("d", "p", "rows", "n_test"):
         ap.add_argument(f"--{k.replace('_', '-')}", type=int, default=DEFAULTS[k])
     ap.add_argument("--t", type=float, default=DEFAULTS["t"])
     ap.add_argument("--seeds", type=int, nargs="+", default=DEFAULTS["seeds"])
     ap.add_argument("--out", default=None, help="the Zarr store of the curves (default: <data folder>/timescales-rf.zarr)")
+    ap.add_argument("--rows-check", action="store_true", help="also the first seed at the extreme n with a quarter of the rows")
+    ap.add_argument("--gd-check", action="store_true", help="print their fresh-noise descent against the averaged steps (four instances)")
     ap.add_argument("--figure", default=None, help="write the figure to this PNG")
-    ap.add_argument("--from-store", action="store_true", help="read the curves from --out instead of computing them")
+    ap.add_argument("--docs", default=None, help="write the generated docs tables under this name "
+                    "(docs/tables/NAME.md, docs/claims_tables/NAME.md)")
     args = ap.parse_args(argv)
     out = Path(args.out) if args.out else data_folder() / "timescales-rf.zarr"
-    if args.from_store:
-        ds = xr.open_zarr(out, consolidated=False).load()
-    else:
-        t0 = time.perf_counter()
-        ds = run(args.n, args.d, args.p, args.t, args.seeds, args.n_noise, args.n_test)
-        ds.attrs["wall_seconds"] = round(time.perf_counter() - t0, 1)
-        ds.to_zarr(out, mode="w", zarr_format=3, consolidated=False)
-        print(f"wrote {out} ({ds.attrs['wall_seconds']} s)")
-    per_n, law = tables(ds)
-    print(per_n, "\n", law, sep="\n")
-    print("\n" + post_hoc_rise(ds))
+    t0 = time.perf_counter()
+    ds = run(args.n, args.d, args.p, args.t, args.seeds, args.rows, args.n_test, out)
+    print(f"{out}: {ds.sizes['seed']} seeds ({time.perf_counter() - t0:.0f} s this call); their code at "
+          f"{THEIR_COMMIT[:7]}; tau_mem at test - train >= {LOSS_SEPARATION}")
+    ts = separation_timescales(ds)
+    parts = tables(ds, ts)
+    for name, text in parts.items():
+        print(f"\n{name}\n\n{text}")
+    docs = {"times per n (median [range] over the seeds)": by_n(ts), "spectrum": parts["spectrum"]}
+    if args.rows_check:
+        check = rows_check(ds, out.with_name(out.stem + "-rows.zarr"))
+        docs["rows"] = rows_table(ds, check)
+        print("\nrows\n\n" + docs["rows"])
+    if args.gd_check:
+        docs["fresh-noise descent"] = gd_check()
+        print("\nfresh-noise descent\n\n" + docs["fresh-noise descent"])
     if args.figure:
-        print("figure:", figure(ds, Path(args.figure)))
+        print("figure:", figure(ds, ts, Path(args.figure)))
+    if args.docs:
+        command = " ".join(["python analyses/timescales_rf.py", *(argv if argv is not None else sys.argv[1:])])
+        print("docs:", *write_docs(args.docs, command.replace(str(out.parent), "<data>"), ts, docs))
 
 
 if __name__ == "__main__":

@@ -137,10 +137,11 @@ def test_config_hash_leaves_out_fields_at_their_neutral_value(tmp_path, catalog_
         del cfg["ridge"][key]
     del cfg["dataset"]["n_train"], cfg["dataset"]["images"], cfg["model"]["name"], cfg["model"]["diagnostics"]
     del cfg["sampler"]["scheduler_class"], cfg["sampler"]["eta"], cfg["training"]["draws"]
+    del cfg["training"]["redraw"], cfg["model"]["penalty"]
     assert {"ridge.stop_degenerate", "ridge.d_star_alt", "ridge.accelerate", "dataset.n_train",
             "sampler.scheduler_class", "sampler.eta", "dataset.images",
-            "dataset.mnist.space", "training.draws", "ridge.observe"} <= set(HASH_NEUTRAL)
-    assert {"name", "diagnostics"} <= set(type(exp.model).neutral_fields())  # declared by the kind's spec
+            "dataset.mnist.space", "training.draws", "ridge.observe", "training.redraw"} <= set(HASH_NEUTRAL)
+    assert {"name", "diagnostics", "penalty"} <= set(type(exp.model).neutral_fields())  # declared by the kind's spec
     assert exp.config_hash(train) == direct(cfg)
     # a non-neutral value enters the hash
     ridge = exp.ridge.model_copy(update={"stop_degenerate": 3})

@@ -76,3 +76,12 @@ def test_rate_fit_recovers_a_known_slope():
         warnings.simplefilter("error")
         slope, lo, hi = arrays.rate_fit([1, 2, 4], [1.0, 0.5, 0.25], seed=0)
     assert slope == pytest.approx(-1.0) and lo == pytest.approx(-1.0) and hi == pytest.approx(-1.0)
+
+
+def test_sliced_wasserstein_in_blocks_of_directions_equals_all_at_once(monkeypatch):
+    """The directions are taken in blocks of at most SLICED_BLOCK quantile values: the same number as one block."""
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal((300, 2)), rng.standard_normal((410, 2)) + 0.3
+    whole = arrays.sliced_wasserstein(x, y, n_projections=37, seed=4)
+    monkeypatch.setattr(arrays, "SLICED_BLOCK", 3 * 712)  # 3 directions per block, the last one short
+    assert arrays.sliced_wasserstein(x, y, n_projections=37, seed=4) == pytest.approx(whole, rel=1e-13)

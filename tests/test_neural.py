@@ -62,3 +62,47 @@ def test_bad_arguments_name_the_argument(kwargs, name):
         MLPDenoiser(**kwargs)
     with pytest.raises(ValueError, match="x"):
         MLPDenoiser(2, hidden=(4,), embed_dim=4).denoise(np.zeros((3, 5)), 0.5)
+
+
+def test_the_residual_architecture_is_their_gmm_network_computed_by_hand():
+    """architecture 'residual' (Bonnaire et al.'s GMM network): x -> W_in x, then per block h <- LayerNorm(h + W2
+    GELU(W1 (h + E(s)))) with E their sinusoidal encoding of s = embed_scale t (cos at even, sin at odd i, frequencies
+    1e-4^(2 (i // 2) / width)), then W_out h; computed here from the weights in float64; the spec gives it gelu,
+    refuses another activation, and leaves the config hash of a plain mlp block unchanged."""
+    import math
+
+    from ridgexr.catalog import Experiment
+    from ridgexr.catalog.experiment import hashed_config
+    from ridgexr.models.mlp import MLPSpec
+
+    width, d, scale = 8, 3, 200.0
+    m = MLPDenoiser(d, hidden=(width,) * 3, activation="gelu", architecture="residual", embed_scale=scale, seed=1,
+                    dtype=torch.float64)
+    x = torch.randn(5, d, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    t = torch.tensor([0.01, 0.1, 0.5, 1.0, 2.0], dtype=torch.float64)
+    i = np.arange(width)
+    freqs = 1e-4 ** (2 * (i // 2) / width)
+    arg = scale * t.numpy()[:, None] * freqs[None]
+    e = torch.as_tensor(np.where(i % 2 == 0, np.cos(arg), np.sin(arg)))
+    h = x @ m.net[0].weight.T + m.net[0].bias
+    for block in m.net[1:-1]:
+        z = (h + e) @ block.linear1.weight.T + block.linear1.bias
+        z = 0.5 * z * (1 + torch.erf(z / math.sqrt(2)))
+        z = h + z @ block.linear2.weight.T + block.linear2.bias
+        mu, var = z.mean(-1, keepdim=True), z.var(-1, unbiased=False, keepdim=True)
+        h = (z - mu) / torch.sqrt(var + block.norm.eps) * block.norm.weight + block.norm.bias
+    expected = h @ m.net[-1].weight.T + m.net[-1].bias
+    torch.testing.assert_close(m(x, t), expected, rtol=1e-10, atol=1e-12)
+    assert len(m.net) == 5 and m.denoise(x, 0.3).shape == (5, d)
+    spec = MLPSpec(widths=[16], depth=3, architecture="residual")
+    assert spec.nonlinearity == "gelu"
+    with pytest.raises(ValueError, match="gelu"):
+        MLPSpec(widths=[16], architecture="residual", activation="relu")
+    plain = dict(name="x", dataset={"points": "two-points"}, model={"kind": "mlp", "widths": [16]}, store="x.zarr",
+                 schedules=["h"])
+    explicit = plain | {"model": {"kind": "mlp", "widths": [16], "architecture": "mlp"}}
+    residual = plain | {"model": {"kind": "mlp", "widths": [16], "architecture": "residual"}}
+    def hashed(entry):
+        return hashed_config(Experiment(**entry).model_dump())
+
+    assert hashed(plain) == hashed(explicit) and hashed(plain) != hashed(residual)

@@ -529,6 +529,77 @@ def test_the_null_of_two_points_lies_at_its_closed_form_ridge_distance():
         reference_observation(ds, xr.DataArray(np.zeros((5, 3)), dims=("population", "dim")))
 
 
+def test_f_mem_of_a_store_that_did_not_observe_is_computed_from_its_final_states():
+    """ridge.observe false stores nearest_ratio at its fill value (NaN): nearest_ratio_at and memorized_share then
+    compute d1/d2 from the stored final states against the scaled training points (brute force), as for a store
+    without the variable."""
+    import json
+
+    from ridgexr.analysis import nearest_ratio_at
+
+    rng = np.random.default_rng(0)
+    train = rng.normal(size=(6, 3))
+    alpha = 0.9
+    x = alpha * train[rng.integers(0, 6, 40)] + rng.normal(scale=[[0.01]] * 20 + [[1.0]] * 20, size=(40, 3))
+    ds = xr.Dataset({"trajectory": (("sample", "step", "dim"), x[:, None, :]),
+                     "nearest_ratio": (("sample", "step"), np.full((40, 1), np.nan)),
+                     "train_data": (("train", "dim"), train)},
+                    coords={"step": [19], "t": ("step", [0.1]), "alpha": ("step", [alpha])},
+                    attrs={"config": json.dumps({"ridge": {"observe": False}})})
+    dist = np.sort(np.linalg.norm(x[:, None, :] - alpha * train[None], axis=-1), axis=1)
+    np.testing.assert_allclose(nearest_ratio_at(ds).values, dist[:, 0] / dist[:, 1], rtol=1e-10)
+    fm = memorized_share(ds, n_boot=50)
+    assert float(fm["f_mem"]) == pytest.approx(np.mean(dist[:, 0] / dist[:, 1] < 1 / 3))
+    assert int(fm["f_mem_n_valid"]) == 40
+    observed = ds.assign_attrs(config=json.dumps({"ridge": {"observe": True}}))
+    assert np.isnan(nearest_ratio_at(observed).values).all()  # an observed store's value is read as stored
+
+
+def test_the_memorizer_reference_is_the_training_points_noised_and_observed_like_the_samples():
+    """memorizer_observation: per n_train label, training points of that nested training set drawn uniformly and noised
+    to the store's last time (x_t = alpha x_i + sqrt(h) z), observed by the store's code: d1 is the brute-force
+    distance to the nearest scaled training point, and every state descends from one of the first n points."""
+    import json
+
+    from ridgexr.analysis.timescales import memorizer_observation
+
+    train = np.array([[-3.0, 0.0], [3.0, 0.0], [0.0, 4.0], [0.0, -4.0]])
+    ds = xr.Dataset({"train_data": (("train", "dim"), train)},
+                    coords={"step": [3], "t": ("step", [0.2]), "n_train": [2, 4]},
+                    attrs={"config": json.dumps({"d_star": 1, "ridge": {"max_iter": 300}})})
+    obs = memorizer_observation(ds, n=80, seed=4)
+    t = 0.2
+    a, s = np.exp(-t), np.sqrt(1 - np.exp(-2 * t))
+    z = np.random.default_rng(4).standard_normal((80, 2))
+    for k, size in enumerate([2, 4]):
+        xt = obs["trajectory"].isel(n_train=k, step=0).values
+        x0 = (xt - s * z) / a
+        d0 = np.linalg.norm(x0[:, None, :] - train[None, :size], axis=-1)
+        assert np.allclose(d0.min(axis=1), 0.0, atol=1e-9)  # each state is a noised training point of this set
+        d1 = np.linalg.norm(xt[:, None, :] - a * train[None, :size], axis=-1).min(axis=1)
+        np.testing.assert_allclose(obs["nearest_distance"].isel(n_train=k, step=0).values, d1, rtol=1e-10)
+    assert "training points" in obs.attrs["memorizer"]
+    with pytest.raises(ValueError, match="`n`"):
+        memorizer_observation(ds, n=1)
+
+
+def test_the_position_between_memorizer_and_fresh_draws_against_brute_force():
+    """(median(a) - median(mem)) / (median(null) - median(mem)) and its bootstrap interval: the point by hand, the
+    interval by an explicit resampling loop with the same stream."""
+    from ridgexr.analysis import arrays
+    from ridgexr.analysis.timescales import _between_ci
+
+    rng = np.random.default_rng(0)
+    a, null, mem = rng.normal(2.0, 1, 51), rng.normal(5.0, 1, 40), rng.normal(1.0, 1, 33)
+    out = _between_ci(a, null, mem, n_boot=300, ci=0.9, seed=2)
+    point = (np.median(a) - np.median(mem)) / (np.median(null) - np.median(mem))
+    r = np.random.default_rng(2)
+    ma, mn, mm = (arrays.bootstrap_medians(v, 300, r) for v in (a, null, mem))
+    lo, hi = np.quantile((ma - mm) / (mn - mm), [0.05, 0.95])
+    np.testing.assert_allclose(out, [point, lo, hi])
+    assert 0 < point < 1
+
+
 @pytest.mark.slow
 def test_training_window_labels_each_checkpoint_and_measures_samples_and_null_alike(sweep_store):
     """Each checkpoint in its window by its cell's tau_gen / tau_mem (a censored tau_mem: no memorizing window;
@@ -541,6 +612,12 @@ def test_training_window_labels_each_checkpoint_and_measures_samples_and_null_al
     tt = training_timescales(ds, n_boot=50).compute()
     w = training_window(ds, tt, n_null=60)
     epochs = ds.epoch.values
+    # the memorizer's scale: its d1 below the null's, each distance placed between the two
+    assert (w.memorizer_nearest_distance < w.null_nearest_distance).all()
+    for name in WINDOW_DISTANCES:
+        between = ((w[name] - w[f"memorizer_{name}"]) / (w[f"null_{name}"] - w[f"memorizer_{name}"]))
+        np.testing.assert_allclose(w[f"{name}_between"].values, between.transpose(*w[f"{name}_between"].dims).values,
+                                   rtol=1e-10)
     for n in ds.n_train.values:
         gen = float(tt.tau_gen.sel(n_train=n).squeeze())
         labels = w.window.sel(n_train=n).squeeze().values
@@ -568,7 +645,8 @@ def test_training_window_labels_each_checkpoint_and_measures_samples_and_null_al
     forced["tau_gen"] = xr.full_like(tt.tau_gen, epochs[0])
     forced["tau_mem"] = xr.full_like(tt.tau_mem, epochs[1])
     forced["tau_mem_censored"] = xr.zeros_like(tt.tau_mem_censored)
-    w2 = training_window(ds, forced, null=False)
+    w2 = training_window(ds, forced, null=False, memorizer=False)
+    assert "memorizer_ridge_distance" not in w2 and "ridge_distance_between" not in w2
     assert "null_ridge_distance" not in w2 and "ridge_distance_minus_null" not in w2 and "ridge_distance_low" in w2
     assert list(w2.window.isel(n_train=0).squeeze().values) == [WINDOWS[1]] + [WINDOWS[2]] * (len(epochs) - 1)
 
@@ -754,3 +832,31 @@ def test_axis_quality_of_a_store_is_the_kernel_per_cell_and_feeds_rule_null(swee
         ds.drop_vars("population_data").ridge.axis_quality()
     with pytest.raises(ValueError, match="n_boot"):
         ds.ridge.axis_quality(n_boot=0)
+
+
+def test_the_unet_entries_are_one_design_on_three_seeds_sized_for_two_cores():
+    """timescales-unet and its seed1 / seed2 replicates: identical but for their seeds (distinct) and stores; five n
+    over a 16x range; 512 final samples per checkpoint; at least 8 checkpoints in every decade from 100 steps to the
+    end; the final state alone stored, without ridge observation; tau_gen's rule registered; the planner's estimate
+    of the three together within 8 hours on 2 cores.  The -large variant reaches n = 2 048."""
+    import ridgexr
+    from ridgexr.datasets import training_shape
+    from ridgexr.run.plan import estimate_stage_seconds
+
+    cat = ridgexr.open_catalog()
+    names = ("timescales-unet", "timescales-unet-seed1", "timescales-unet-seed2")
+    exps = [cat[name] for name in names]
+    strip = {"name", "source", "seeds", "store", "description"}
+    assert all(e.model_dump(exclude=strip) == exps[0].model_dump(exclude=strip) for e in exps[1:])
+    assert len({(e.seeds.init, e.seeds.training, e.seeds.sampler) for e in exps}) == 3
+    n = exps[0].dataset.n_train
+    assert len(n) >= 4 and max(n) / min(n) >= 16
+    assert exps[0].n_samples >= 512
+    epochs = np.array(exps[0].model.epoch_list, dtype=float)
+    starts = epochs[(epochs >= 100) & (epochs * 10 <= epochs[-1] * 1.0001)]
+    assert all(((epochs >= e) & (epochs < 10 * e)).sum() >= 8 for e in starts)
+    assert exps[0].ridge.observe is False and exps[0].sampler.record_every == exps[0].process.n_steps
+    assert exps[0].timescales.quality == "quality_frechet" and exps[0].timescales.rule == "null"
+    total = sum(sum(estimate_stage_seconds(e, training_shape(e.dataset, base_dir=e.base_dir)).values()) for e in exps)
+    assert total <= 8 * 3600
+    assert max(cat["timescales-unet-large"].dataset.n_train) >= 2048

@@ -2,9 +2,10 @@
 manifold datasets in :mod:`.manifold`, ensembles over training-noise draws in :mod:`.ensemble`,
 training time scales in :mod:`.timescales`)."""
 
-from . import arrays, claims, ensemble, manifold, timescales
+from . import arrays, claims, ensemble, manifold, scaling, timescales
 from .ensemble import gap_mass, pool_draws
-from .timescales import (loss_timescales, memorized_share, reference_observation, training_timescales,
+from .timescales import (interval_law, loss_timescales, memorization_collapse, memorized_share,
+                         memorizer_observation, reference_observation, separation_timescales, training_timescales,
                          training_window)
 from .manifold import (coverage, distribution_distance, manifold_density, manifold_distance, novelty, rate_fit,
                        ridge_vs_manifold, smoothed_target_distance)
@@ -19,4 +20,5 @@ __all__ = ["arrays", "distance_curves", "ridge_dimension", "ridge_motion", "tang
            "manifold_distance", "novelty", "manifold_density", "distribution_distance", "ridge_vs_manifold", "rate_fit",
            "ensemble", "pool_draws", "gap_mass", "coverage", "smoothed_target_distance",
            "final_state", "claims", "timescales", "memorized_share", "training_timescales", "loss_timescales",
-           "training_window", "reference_observation"]
+           "training_window", "reference_observation", "memorizer_observation", "separation_timescales",
+           "interval_law", "memorization_collapse", "scaling"]

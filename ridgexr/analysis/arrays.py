@@ -504,19 +504,34 @@ def wasserstein_1d(x: np.ndarray, y: np.ndarray, *, p: int = 1) -> np.ndarray:
     return (np.abs(qx - qy) ** p * width).sum(-1) ** (1 / p)
 
 
+#: values per block of :func:`sliced_wasserstein` (directions x (n + m) of the 1-D quantile arrays): 2^24 float64
+#: values, 128 MB, whatever the sample sizes (all 128 directions at once held 4 x 2.6 GB at 10^6 + 1.5 x 10^6)
+SLICED_BLOCK = 1 << 24
+
+
 def sliced_wasserstein(x: np.ndarray, y: np.ndarray, *, n_projections: int = 128, p: int = 2,
                        seed: int = 0) -> float:
     """Sliced p-Wasserstein distance between the empirical laws of x (n, d) and y (m, d).
 
     SW_p = (mean over random unit directions theta of W_p^p(<x, theta>, <y, theta>))^(1/p),
-    each 1-D W_p computed exactly by :func:`wasserstein_1d`, all directions at once.  Data units.
+    each 1-D W_p computed exactly by :func:`wasserstein_1d`, in blocks of directions whose quantile arrays
+    hold at most :data:`SLICED_BLOCK` values (memory O(SLICED_BLOCK), the numbers of all directions at once).
+    Data units.
+
+    Examples
+    --------
+    >>> x = np.zeros((3, 1)); y = np.full((4, 1), 2.0)  # one dimension: every direction is +-1, W_2 = 2
+    >>> round(sliced_wasserstein(x, y, n_projections=4), 12)
+    2.0
     """
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
     if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1]:
         raise ValueError(f"`x` and `y` must be (n, d) and (m, d); got {x.shape} and {y.shape}")
     theta = _unit_directions(x.shape[1], n_projections, seed)
-    wp = wasserstein_1d((x @ theta).T, (y @ theta).T, p=p)
+    step = max(1, SLICED_BLOCK // (x.shape[0] + y.shape[0] + 2))
+    wp = np.concatenate([wasserstein_1d((x @ theta[:, i:i + step]).T, (y @ theta[:, i:i + step]).T, p=p)
+                         for i in range(0, n_projections, step)])
     return float((wp ** p).mean() ** (1 / p))
 
 

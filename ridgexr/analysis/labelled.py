@@ -540,6 +540,12 @@ def mode_counts(ds: xr.Dataset, *, r: float = 0.5, step: int = -1, t: float | No
     return out
 
 
+def _unobserved(ds: xr.Dataset) -> bool:
+    """Whether the store's configuration has ``ridge.observe: false`` (its per-step observations are fill values)."""
+    cfg = json.loads(ds.attrs.get("config") or "{}")
+    return (cfg.get("ridge") or {}).get("observe") is False
+
+
 def nearest_ratio_at(ds: xr.Dataset, *, step: int = -1, t: float | None = None, dim: str = "sample") -> xr.DataArray:
     """d1/d2 of every sample at ``step`` (or the step nearest ``t``): nearest over second-nearest distance
     to the cell's training points, the one input of both memorization measures.
@@ -549,11 +555,12 @@ def nearest_ratio_at(ds: xr.Dataset, *, step: int = -1, t: float | None = None, 
     that there is no cancellation); it is read, not recomputed.  A Dataset without it (an older store,
     one built in memory) gets it from ``trajectory``, ``train_data`` and ``alpha`` by
     :func:`ridgexr.analysis.arrays.nearest_two`, which also recomputes the two winners' distances
-    directly (the ratio is scale-free, so x / alpha_t against x_i is the same ratio).  NaN where the
-    state is not finite.  Dims: the cell dims and ``dim`` (lazy with dask inputs).
+    directly (the ratio is scale-free, so x / alpha_t against x_i is the same ratio); so does a store
+    that did not observe its states (``ridge.observe: false``: its ``nearest_ratio`` is the fill value).
+    NaN where the state is not finite.  Dims: the cell dims and ``dim`` (lazy with dask inputs).
     """
     ds = along_step(ds)
-    if "nearest_ratio" in ds:
+    if "nearest_ratio" in ds and not _unobserved(ds):
         check_vars(ds, "nearest_ratio", dim=dim)
         return at_step(ds, step, t)["nearest_ratio"]
     check_vars(ds, "trajectory", "train_data", "alpha", dim=dim)

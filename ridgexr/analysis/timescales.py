@@ -11,7 +11,7 @@ dimension (the ``epoch`` of a model trained by minibatch DSM, ``model.epochs`` a
   and the slopes b of log tau = a + b log n with bootstrap intervals and the verdicts of the criteria
   fixed before a run (:mod:`ridgexr.defaults`, docs/timescales.md);
 - :func:`loss_timescales`: the same two times read off loss curves along training time, for a model that
-  does not sample (random features at one diffusion time, :func:`ridgexr.training.single_time_losses`).
+  does not sample (random features at one diffusion time, :func:`ridgexr.training.single_time.single_time_losses`).
 
 Array kernels in :mod:`.arrays` (``memorized_share_ci``, ``quality_reached``, ``first_reached``,
 ``censored_slope_ci``); lazy where the inputs are.  The verdicts on the slopes are the claims registry's
@@ -30,12 +30,13 @@ import xarray as xr
 from .. import defaults, units
 from ..choices import QUALITY_NULLS, QUALITY_RULES
 from .._validation import check_bool, check_float, check_int, check_option
-from . import arrays
+from . import arrays, scaling
 from .selection import along_step, check_vars, resolved, step_index, step_label, with_attrs
 from .labelled import nearest_ratio_at
 
 __all__ = ["memorized_share", "training_timescales", "loss_timescales", "training_window", "reference_observation",
-           "WINDOWS", "WINDOW_MEASURES", "WINDOW_DISTANCES"]
+           "WINDOWS", "WINDOW_MEASURES", "WINDOW_DISTANCES", "separation_timescales", "interval_law",
+           "memorization_collapse", "memorizer_observation", "LOSS_SEPARATION"]
 
 
 def _check_boot(ratio, n_boot, ci, seed) -> tuple[float, int, float, int]:
@@ -408,6 +409,228 @@ def loss_timescales(ds: xr.Dataset, *, tol: float = defaults.TIMESCALE_QUALITY_T
                                censored_fit=censored_fit, time_dim=time_dim, size_dim=size_dim)
 
 
+# --------------------------------------------------------------------------- loss curves: separation and spectrum
+#: tau_mem on loss curves: the first training time at which the test loss exceeds the train loss by this much
+#: (loss per coordinate, their normalisation: the untrained model's loss is 1); written in docs/timescales.md
+#: before timescales-rf ran
+LOSS_SEPARATION = 0.1
+
+
+def _law(n: np.ndarray, low: np.ndarray, high: np.ndarray, name: str, ci: float,
+         what: str) -> dict[str, xr.DataArray]:
+    """The interval-censored law of one time (:func:`ridgexr.analysis.scaling.interval_slope`) as variables."""
+    a, b, lo, hi, sigma, used = scaling.interval_slope(n, low, high, ci=ci)
+    fit = f"interval-censored likelihood over {int(used)} points, seeds as replicates ({what})"
+    return {
+        f"{name}_intercept": xr.DataArray(a, attrs={"long_name": f"a of log {name} = a + b log n ({fit})",
+                                                    "units": "1"}),
+        f"{name}_slope": xr.DataArray(b, attrs={"long_name": f"b of log {name} = a + b log n ({fit})", "units": "1"}),
+        f"{name}_slope_low": xr.DataArray(lo, attrs={"long_name": f"lower end of b's {ci:.0%} profile-likelihood "
+                                                     "interval", "units": "1"}),
+        f"{name}_slope_high": xr.DataArray(hi, attrs={"long_name": f"upper end of b's {ci:.0%} profile-likelihood "
+                                                      "interval", "units": "1"}),
+        f"{name}_sigma": xr.DataArray(sigma, attrs={"long_name": f"scatter of log {name} about the law (maximum "
+                                                    "likelihood)", "units": "1"}),
+        f"{name}_points": xr.DataArray(used, attrs={"long_name": "points in the fit", "units": "1"}),
+    }
+
+
+def interval_law(times: xr.Dataset, name: str, *, size_dim: str = "n_train",
+                 ci: float = defaults.TIMESCALE_CI) -> xr.Dataset:
+    """The law log tau = a + b log n of one time read off checkpoints, fitted to its intervals, seeds as replicates.
+
+    ``times`` holds ``name`` with ``<name>_low`` and ``<name>_high`` (the output of :func:`training_timescales`,
+    :func:`loss_timescales` or :func:`separation_timescales`) over ``size_dim`` and any replicate dimensions
+    (``seed``); every (n, replicate) point enters the likelihood through its interval (a censored time through
+    (low, inf)), :func:`ridgexr.analysis.scaling.interval_slope`, with b's profile-likelihood interval.  The
+    verdict on b (tau_mem against 1, tau_gen against 0) is the claims registry's
+    (:func:`ridgexr.claims.timescale_slope.law_claims`).
+
+    Parameters
+    ----------
+    times : xarray.Dataset
+    name : str, e.g. "tau_mem"
+    size_dim : str
+    ci : float in (0, 1)
+
+    Returns
+    -------
+    xarray.Dataset of scalars: ``<name>_intercept``, ``_slope``, ``_slope_low``, ``_slope_high``, ``_sigma``,
+    ``_points``.
+
+    Examples
+    --------
+    >>> n = xr.DataArray([16.0, 64.0, 256.0], dims="n_train", coords={"n_train": [16.0, 64.0, 256.0]})
+    >>> times = xr.Dataset({"tau_mem": 10 * n, "tau_mem_low": 10 * n / 1.1, "tau_mem_high": 10 * n * 1.1})
+    >>> out = interval_law(times.expand_dims(seed=3), "tau_mem")
+    >>> round(float(out["tau_mem_slope"]), 1), int(out["tau_mem_points"])
+    (1.0, 9)
+    """
+    if not isinstance(times, xr.Dataset):
+        raise TypeError(f"`times` must be an xarray.Dataset; got {type(times).__name__}")
+    check_vars(times, name, f"{name}_low", f"{name}_high")
+    if size_dim not in times[name].dims:
+        raise ValueError(f"`size_dim` must be a dimension of {name!r} {times[name].dims}; got {size_dim!r}")
+    ci = check_float(ci, "ci", min_val=0, max_val=1, include_boundaries="neither")
+    lo, hi = xr.broadcast(times[f"{name}_low"], times[f"{name}_high"])
+    n = xr.broadcast(times[size_dim].astype(float), lo)[0].transpose(*lo.dims)
+    return xr.Dataset(_law(n.values.ravel(), lo.values.ravel(), hi.transpose(*lo.dims).values.ravel(), name,
+                           ci, "checkpoint intervals"))
+
+
+def separation_timescales(ds: xr.Dataset, *, amount: float = LOSS_SEPARATION,
+                          tol: float = defaults.TIMESCALE_QUALITY_TOL, error: str = "score_error",
+                          train: str = "train_loss", test: str = "test_loss", time_dim: str = "tau",
+                          size_dim: str = "n_train", ci: float = defaults.TIMESCALE_CI) -> xr.Dataset:
+    """tau_gen and tau_mem read off loss curves along training time, the spectral times beside them, and their laws.
+
+    - **tau_mem**: the first checkpoint at which ``test`` exceeds ``train`` by ``amount``
+      (:func:`ridgexr.analysis.scaling.separation_time`): the train and test losses have separated, the
+      training points' own modes being fitted.  Interval: between that checkpoint and the one before; censored
+      when never reached.
+    - **tau_gen**: the first checkpoint at which ``error`` (the error to the true score) has closed all but
+      ``tol`` of its fall from the untrained model (:func:`ridgexr.analysis.arrays.loss_gen_time`).
+    - the spectral times of the curves' own feature form (``tau_mem_spectral``, ``tau_gen_spectral``, and their
+      Gaussian-equivalent counterparts when ``ds`` has them, :func:`ridgexr.training.single_time.spectral_times`),
+      copied, with ``tau_mem_ratio`` = tau_mem / tau_mem_spectral.
+    - the laws log tau = a + b log n of each, every other dimension (``seed``) as replicates, fitted to the
+      checkpoint intervals by maximum likelihood (:func:`interval_law`; the spectral times are exact values),
+      with b's profile-likelihood interval (judged against b = 1 for tau_mem, b = 0 for tau_gen by the claims
+      registry, :func:`ridgexr.claims.timescale_slope.law_claims`).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Curves over ``time_dim`` (positive increasing labels) and ``size_dim``, e.g. the output of
+        :func:`ridgexr.training.single_time.single_time_losses` concatenated over ``seed``.
+    amount : float > 0
+        The separation that marks tau_mem (default :data:`LOSS_SEPARATION`).
+    tol : float in [0, 1)
+    error, train, test : str, the variables
+    time_dim, size_dim : str
+    ci : float in (0, 1), the slopes' interval level
+
+    Returns
+    -------
+    xarray.Dataset: ``tau_gen``, ``tau_mem`` with ``_low``, ``_high``, ``_censored``, the spectral times and
+    ``tau_mem_ratio`` over every dimension but ``time_dim``; per time the scalars of :func:`interval_law`
+    (``tau_mem_slope``, ..., ``tau_mem_points``; likewise ``tau_gen_*``, ``tau_mem_spectral_*``, ...).
+
+    Raises
+    ------
+    ValueError
+        A missing variable or dimension, fewer than two checkpoints, an out-of-range argument.
+
+    Examples
+    --------
+    >>> tau = np.logspace(0, 5, 51)
+    >>> n = np.array([16.0, 64.0])
+    >>> gap = tau[None, :] / (100.0 * n[:, None])  # reaches 0.1 at tau = 10 n
+    >>> ds = xr.Dataset({"train_loss": (("n_train", "tau"), 1 - gap), "test_loss": (("n_train", "tau"), 1 + 0 * gap),
+    ...                  "score_error": (("n_train", "tau"), 1 / (1 + tau[None, :] + 0 * n[:, None]))},
+    ...                 coords={"n_train": n, "tau": tau})
+    >>> separation_timescales(ds)["tau_mem"].values.round(0).tolist()
+    [200.0, 794.0]
+    """
+    if not isinstance(ds, xr.Dataset):
+        raise TypeError(f"`ds` must be an xarray.Dataset; got {type(ds).__name__}")
+    check_vars(ds, error, train, test)
+    for name, value in (("time_dim", time_dim), ("size_dim", size_dim)):
+        if not isinstance(value, str) or any(value not in ds[v].dims for v in (error, train, test)):
+            raise ValueError(f"`{name}` must be a dimension of {error!r}, {train!r} and {test!r}; got {value!r}")
+    if ds.sizes[time_dim] < 2:
+        raise ValueError(f"`ds` needs at least 2 checkpoints along {time_dim!r}; got {ds.sizes[time_dim]}")
+    amount = check_float(amount, "amount", min_val=0, include_boundaries="neither")
+    tol = check_float(tol, "tol", min_val=0, max_val=1, include_boundaries="left")
+    ci = check_float(ci, "ci", min_val=0, max_val=1, include_boundaries="neither")
+    checkpoints = np.asarray(ds[time_dim].values, dtype=float)
+    if not (np.all(np.diff(checkpoints) > 0) and checkpoints[0] > 0):
+        raise ValueError(f"the labels of {time_dim!r} must be positive and increasing; got {checkpoints.tolist()}")
+    if not np.all(np.asarray(ds[size_dim].values, dtype=float) > 0):
+        raise ValueError(f"the labels of {size_dim!r} must be positive; got {ds[size_dim].values.tolist()}")
+    kwargs = dict(output_core_dims=[["stat"]], dask="parallelized", output_dtypes=[float],
+                  dask_gufunc_kwargs={"output_sizes": {"stat": 4}})
+    g = xr.apply_ufunc(partial(arrays.loss_gen_time, checkpoints, tol=tol), _whole(ds[error], time_dim),
+                       input_core_dims=[[time_dim]], **kwargs)
+    m = xr.apply_ufunc(partial(scaling.separation_time, checkpoints, amount=amount), _whole(ds[train], time_dim),
+                       _whole(ds[test], time_dim), input_core_dims=[[time_dim], [time_dim]], **kwargs)
+    taus = (_times(g, "tau_gen", f"first {time_dim} at which {error} has closed all but {tol:g} of its fall from "
+                   f"the first {time_dim}", time_dim)
+            | _times(m, "tau_mem", f"first {time_dim} at which {test} exceeds {train} by {amount:g}", time_dim))
+    out = xr.Dataset({k: v.compute() for k, v in taus.items()})
+    for name in ("tau_gen", "tau_mem"):
+        out = out.merge(interval_law(out, name, size_dim=size_dim, ci=ci))
+    for name in ("tau_mem_spectral", "tau_gen_spectral", "tau_mem_spectral_equivalent",
+                 "tau_gen_spectral_equivalent"):
+        if name in ds:
+            spec = ds[name].broadcast_like(out["tau_mem"]).compute()
+            out[name] = spec
+            exact = out[[name]].assign({f"{name}_low": spec, f"{name}_high": spec})
+            out = out.merge(interval_law(exact, name, size_dim=size_dim, ci=ci))
+    if "tau_mem_spectral" in out:
+        out["tau_mem_ratio"] = with_attrs(out["tau_mem"] / out["tau_mem_spectral"],
+                                          "tau_mem (separation) / tau_mem_spectral", "1")
+    return out.assign_attrs(amount=amount, tol=tol, error=error, train=train, test=test, ci=ci, time_dim=time_dim,
+                            size_dim=size_dim)
+
+
+def memorization_collapse(timescales: xr.Dataset, *, time_dim: str = "epoch", size_dim: str = "n_train",
+                          bounds: tuple = (-1.0, 3.0), n_boot: int = 200, ci: float = defaults.TIMESCALE_CI,
+                          seed: int = 0) -> xr.Dataset:
+    """The exponent b at which f_mem(tau) measured at several n collapses onto one curve of tau / n^b.
+
+    Reads ``f_mem`` and ``f_mem_n_valid`` (the output of :func:`training_timescales`, or of
+    :func:`memorized_share` over checkpoints) along ``time_dim`` per ``size_dim`` and per any other dimension
+    (``seed``: replicate curves), and estimates b by :func:`ridgexr.analysis.scaling.collapse_exponent` (the
+    shares' own binomial variances; a parametric-bootstrap interval).  Bonnaire et al.'s tau_mem proportional to n
+    predicts b = 1; the verdict on b's interval is the claims registry's
+    (:func:`ridgexr.claims.timescale_slope.law_claims`).
+
+    Parameters
+    ----------
+    timescales : xarray.Dataset with ``f_mem`` and ``f_mem_n_valid``
+    time_dim, size_dim : str
+    bounds : (float, float), the b searched
+    n_boot, ci, seed : the bootstrap
+
+    Returns
+    -------
+    xarray.Dataset of scalars: ``f_mem_collapse``, ``_low``, ``_high``, ``_dropped``, and ``f_mem_collapse_runs``
+    (the (n, seed) curves pooled).
+    """
+    if not isinstance(timescales, xr.Dataset):
+        raise TypeError(f"`timescales` must be an xarray.Dataset; got {type(timescales).__name__}")
+    check_vars(timescales, "f_mem", "f_mem_n_valid")
+    for name, value in (("time_dim", time_dim), ("size_dim", size_dim)):
+        if value not in timescales["f_mem"].dims:
+            raise ValueError(f"`{name}` must be a dimension of f_mem {timescales['f_mem'].dims}; got {value!r}")
+    f = timescales["f_mem"].compute()
+    s = timescales["f_mem_n_valid"].broadcast_like(f).compute()
+    others = [dim for dim in f.dims if dim not in (time_dim, size_dim)]
+    f = f.transpose(size_dim, *others, time_dim)
+    s = s.transpose(size_dim, *others, time_dim)
+    tau = np.asarray(f[time_dim].values, dtype=float)
+    curves, sizes, counts = [], [], []
+    for i, n in enumerate(f[size_dim].values):
+        for idx in np.ndindex(*f.shape[1:-1]):
+            curves.append(f.values[(i, *idx)])
+            counts.append(np.maximum(s.values[(i, *idx)], 1.0))
+            sizes.append(float(n))
+    out = scaling.collapse_exponent([tau] * len(curves), np.asarray(sizes), curves, counts, bounds=bounds,
+                                    n_boot=n_boot, ci=ci, seed=seed)
+    level = f"{ci:.0%} bootstrap interval over seeds and samples ({n_boot} replicates, seed {seed})"
+    return xr.Dataset({
+        "f_mem_collapse": xr.DataArray(out[0], attrs={"long_name": f"b at which f_mem({time_dim} / n^b) collapses "
+                                                      "across n", "units": "1"}),
+        "f_mem_collapse_low": xr.DataArray(out[1], attrs={"long_name": f"lower end of the {level}", "units": "1"}),
+        "f_mem_collapse_high": xr.DataArray(out[2], attrs={"long_name": f"upper end of the {level}", "units": "1"}),
+        "f_mem_collapse_dropped": xr.DataArray(out[3], attrs={"long_name": "replicates without an informative "
+                                                              "overlap (left out)", "units": "1"}),
+        "f_mem_collapse_runs": xr.DataArray(len(curves), attrs={"long_name": "the (n, seed) curves pooled",
+                                                                "units": "1"}),
+    })
+
+
 # --------------------------------------------------------------------------- the ridge account of the window
 #: the three windows of training time, in order (:func:`training_window`)
 WINDOWS = ("before tau_gen", "generalizing", "memorizing")
@@ -463,12 +686,6 @@ def reference_observation(ds: xr.Dataset, reference: xr.DataArray | None = None,
         No reference draws (a store without ``population_data`` and no ``reference``), draws of another
         dimension, or an out-of-range argument.
     """
-    import torch
-
-    from ..empirical import SmoothedEmpirical
-    from ..nearest import step_nearest
-    from ..observe import step_quantities
-
     ds = along_step(ds)
     check_vars(ds, "train_data", "t")
     n = check_int(n, "n", min_val=2)
@@ -482,21 +699,39 @@ def reference_observation(ds: xr.Dataset, reference: xr.DataArray | None = None,
     d = ds.sizes["dim"]
     if ref.ndim != 2 or ref.shape[1] != d or ref.shape[0] < 2:
         raise ValueError(f"`reference` must be (population >= 2, {d}) draws of the law; got shape {ref.shape}")
+    at = ds.isel(step=[step_index(ds, step)])
+    t = float(at["t"].values[0])
+    x0 = ref[:n]
+    out = _observe_states(ds, at, lambda size: x0, seed)
+    out.attrs["null"] = (f"{x0.shape[0]} of {source} at t = {t:.4g} (x_t = alpha_t x0 + sqrt(h_t) z, "
+                         f"z seeded {seed}), observed by the store's code")
+    return out
+
+
+def _observe_states(ds: xr.Dataset, at: xr.Dataset, starts, seed: int) -> xr.Dataset:
+    """States x_t = alpha_t x0 + sqrt(h_t) z at the one step of ``at``, x0 = ``starts(size)`` per training set,
+    observed by the store's own code with its ridge settings (the body of :func:`reference_observation`)."""
+    import torch
+
+    from ..empirical import SmoothedEmpirical
+    from ..nearest import step_nearest
+    from ..observe import step_quantities
+
     cfg = json.loads(ds.attrs.get("config", "{}"))
     ridge_cfg = cfg.get("ridge") or {}
     d_star = cfg.get("d_star")
     if not isinstance(d_star, int):
         raise ValueError(f"the store's d_star must be an integer for its null; got {d_star!r}")
-    at = ds.isel(step=[step_index(ds, step)])
     t = float(at["t"].values[0])
-    x0 = ref[:n]
-    z = np.random.default_rng(seed).standard_normal(x0.shape)
-    xt = math.exp(-t) * x0 + math.sqrt(-math.expm1(-2 * t)) * z
     train_all = np.asarray(ds["train_data"].values, dtype=np.float64)
     sizes = [int(v) for v in ds["n_train"].values] if "n_train" in ds.dims else [train_all.shape[0]]
-    blocks = []
+    blocks, count = [], None
     for size in sizes:  # one observation per distinct training set (a handful)
         train = train_all[:size]
+        x0 = np.asarray(starts(size), dtype=np.float64)
+        count = x0.shape[0]
+        z = np.random.default_rng(seed).standard_normal(x0.shape)
+        xt = math.exp(-t) * x0 + math.sqrt(-math.expm1(-2 * t)) * z
         density = SmoothedEmpirical(train, 1.0, drop_tol=ridge_cfg.get("drop_tol", 1e-6),
                                     logits=ridge_cfg.get("logits", "float64"))
         x = torch.as_tensor(xt[None], dtype=torch.float64)
@@ -516,7 +751,7 @@ def reference_observation(ds: xr.Dataset, reference: xr.DataArray | None = None,
         arr = np.moveaxis(arr, 1, 2)  # (size, sample, step[, dim])
         dims = ("n_train", "sample", "step") + (("dim",) if arr.ndim == 4 else ())
         data[name] = (dims, arr) if "n_train" in ds.dims else (dims[1:], arr[0])
-    out = xr.Dataset(data, coords={"sample": np.arange(x0.shape[0]), "step": at["step"].values,
+    out = xr.Dataset(data, coords={"sample": np.arange(count), "step": at["step"].values,
                                    "t": ("step", at["t"].values)})
     for c in ("alpha", "h"):
         if c in at.coords:
@@ -525,8 +760,53 @@ def reference_observation(ds: xr.Dataset, reference: xr.DataArray | None = None,
         out = out.assign_coords(n_train=ds["n_train"].values)
     out["train_data"] = ds["train_data"]
     out.attrs.update(ds.attrs)
-    out.attrs["null"] = (f"{x0.shape[0]} of {source} at t = {t:.4g} (x_t = alpha_t x0 + sqrt(h_t) z, "
-                         f"z seeded {seed}), observed by the store's code")
+    return out
+
+
+def memorizer_observation(ds: xr.Dataset, *, step: int = -1, n: int = 1000, seed: int = 0) -> xr.Dataset:
+    """The memorizer's scale of the window: forward-noised training points observed as the store observed its samples.
+
+    A sampler that has memorized its training set (the exact denoiser: the empirical score) ends at the recorded
+    step's time t on the training points themselves, noised by the forward process: x_t = alpha_t x_i +
+    sqrt(h_t) z with x_i drawn uniformly from the cell's training set (its first n_train points, per ``n_train``
+    label; ``seed`` draws i and z).  These states are observed by the store's own code exactly as
+    :func:`reference_observation` observes fresh draws of the law: the two references of the window, "fresh draws"
+    and "memorizer".
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A store (``train_data``, ``t``, the ``config`` attribute), or a selection of its cells.
+    step : int
+        The recorded step whose time the reference is taken at (default the last).
+    n : int >= 2
+        States per training set.
+    seed : int >= 0
+
+    Returns
+    -------
+    xarray.Dataset shaped like :func:`reference_observation`'s.
+
+    Raises
+    ------
+    ValueError
+        A store without ``train_data`` or with a non-integer d_star, an out-of-range argument.
+    """
+    ds = along_step(ds)
+    check_vars(ds, "train_data", "t")
+    n = check_int(n, "n", min_val=2)
+    seed = check_int(seed, "seed", min_val=0)
+    at = ds.isel(step=[step_index(ds, step)])
+    t = float(at["t"].values[0])
+    train_all = np.asarray(ds["train_data"].values, dtype=np.float64)
+
+    def starts(size):
+        return train_all[:size][np.random.default_rng(seed + 1).integers(0, size, n)]
+
+    out = _observe_states(ds, at, starts, seed)
+    out.attrs["memorizer"] = (f"{n} training points per training set (drawn uniformly, seed {seed + 1}) noised to "
+                              f"t = {t:.4g} (x_t = alpha_t x_i + sqrt(h_t) z, z seeded {seed}), observed by the "
+                              "store's code")
     return out
 
 
@@ -589,9 +869,31 @@ def _with_intervals(out: xr.Dataset, samples: xr.Dataset, nulls: xr.Dataset | No
     return out
 
 
+def _between_ci(a: np.ndarray, null: np.ndarray, mem: np.ndarray, n_boot: int, ci: float, seed: int) -> np.ndarray:
+    """Where median(a) lies between median(mem) (0) and median(null) (1): (median(a) - median(mem)) /
+    (median(null) - median(mem)), with a percentile-bootstrap interval (the three sets resampled independently);
+    NaNs ignored.  Returns (..., 3): the position, its lower and upper ends (NaN where a set is empty)."""
+    a, null, mem = (np.asarray(v, dtype=float) for v in (a, null, mem))
+    lead = np.broadcast_shapes(a.shape[:-1], null.shape[:-1], mem.shape[:-1])
+    flat = [np.broadcast_to(v, lead + v.shape[-1:]).reshape(-1, v.shape[-1]) for v in (a, null, mem)]
+    out = np.full((flat[0].shape[0], 3), np.nan)
+    q = [(1 - ci) / 2, 1 - (1 - ci) / 2]
+    for i in range(out.shape[0]):  # loop over cells only (few), not samples
+        sets = [v[i][np.isfinite(v[i])] for v in flat]
+        if any(x.size == 0 for x in sets):
+            continue
+        rng = np.random.default_rng(seed)
+        ma, mn, mm = (arrays.bootstrap_medians(x, n_boot, rng) for x in sets)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            boot = (ma - mm) / (mn - mm)
+            point = (np.median(sets[0]) - np.median(sets[2])) / (np.median(sets[1]) - np.median(sets[2]))
+        out[i] = point, *np.nanquantile(boot, q)
+    return out.reshape(lead + (3,))
+
+
 def training_window(ds: xr.Dataset, timescales: xr.Dataset | None = None, *, reference: xr.DataArray | None = None,
-                    null: bool = True, n_null: int = 1000, seed: int = 0, time_dim: str = "epoch",
-                    n_boot: int = 1000, ci: float = 0.95, **timescale_args) -> xr.Dataset:
+                    null: bool = True, memorizer: bool = True, n_null: int = 1000, seed: int = 0,
+                    time_dim: str = "epoch", n_boot: int = 1000, ci: float = 0.95, **timescale_args) -> xr.Dataset:
     """Where the samples sit on the ridge before tau_gen, between tau_gen and tau_mem, and after tau_mem.
 
     Each checkpoint of ``time_dim`` is put in one of :data:`WINDOWS` by its cell's tau_gen and tau_mem
@@ -602,10 +904,13 @@ def training_window(ds: xr.Dataset, timescales: xr.Dataset | None = None, *, ref
     ridge distance, :func:`~ridgexr.analysis.tangential_distance`, the stored ``nearest_distance`` d1,
     :func:`~ridgexr.analysis.near_mode_fraction`, :func:`~ridgexr.analysis.memorization_fraction`, the stored
     ``resolved_rank``), and so does the null: fresh draws of the law (or held-out real images, given as
-    ``reference``) observed the same way (:func:`reference_observation`), per training set.  The
-    account "samples slide along the ridge in the window, collapse onto its nodes after tau_mem" predicts a
-    ridge distance below the null's and a tangential distance near the null's in the generalizing window,
-    and both near 0 after tau_mem.
+    ``reference``) observed the same way (:func:`reference_observation`), per training set; and the memorizer:
+    the training points noised to the same time (:func:`memorizer_observation`), what the exact denoiser's
+    samples are.  Each distance then reads on a scale from "memorizer" (0) to "fresh draws" (1):
+    ``<distance>_between`` = (samples - memorizer) / (fresh draws - memorizer), medians, with a bootstrap
+    interval.  The account "samples slide along the ridge in the window, collapse onto its nodes after tau_mem"
+    predicts a ridge distance below the null's and a tangential distance near the null's in the generalizing
+    window, and both near the memorizer's after tau_mem.
 
     Parameters
     ----------
@@ -617,8 +922,10 @@ def training_window(ds: xr.Dataset, timescales: xr.Dataset | None = None, *, ref
         Draws of the law for the null (default the store's ``population_data``).
     null : bool
         Compute the null (``null_*`` variables); False leaves them out.
+    memorizer : bool
+        Compute the memorizer's reference (``memorizer_*`` and, with ``null``, ``<distance>_between``).
     n_null, seed : int
-        Reference states and the seed of their noise (``seed`` also of the bootstrap).
+        Reference states (each reference) and the seed of their noise (``seed`` also of the bootstrap).
     time_dim : str
     n_boot, ci
         The intervals: percentile bootstrap of the distances' medians (:data:`WINDOW_DISTANCES`) and of their
@@ -630,9 +937,10 @@ def training_window(ds: xr.Dataset, timescales: xr.Dataset | None = None, *, ref
     -------
     xarray.Dataset: the measures of :data:`WINDOW_MEASURES` over the cell dimensions (``time_dim`` among
     them), ``window`` (the window of each checkpoint, a string), and with ``null`` the same measures of the
-    null as ``null_<measure>`` (over ``n_train`` where the store sweeps it); ``<measure>_low`` / ``_high`` for the
-    distances and shares, and with ``null`` ``<distance>_minus_null`` with its ``_low`` / ``_high``.  The
-    measures are computed (eager).
+    null as ``null_<measure>`` (over ``n_train`` where the store sweeps it) and with ``memorizer`` those of the
+    memorizer as ``memorizer_<measure>``; ``<measure>_low`` / ``_high`` for the distances and shares, with
+    ``null`` ``<distance>_minus_null`` with its ``_low`` / ``_high``, and with both ``<distance>_between`` with its
+    ``_low`` / ``_high``.  The measures are computed (eager).
 
     Raises
     ------
@@ -640,6 +948,7 @@ def training_window(ds: xr.Dataset, timescales: xr.Dataset | None = None, *, ref
         A missing dimension or variable, or no reference draws for the null.
     """
     null = check_bool(null, "null")
+    memorizer = check_bool(memorizer, "memorizer")
     n_boot = check_int(n_boot, "n_boot", min_val=1)
     ci = check_float(ci, "ci", min_val=0, max_val=1, include_boundaries="neither")
     if not isinstance(time_dim, str) or time_dim not in ds.dims:
@@ -665,5 +974,30 @@ def training_window(ds: xr.Dataset, timescales: xr.Dataset | None = None, *, ref
             out[f"null_{name}"] = with_attrs(nulls[name], f"null (fresh draws of the law): {long_name}", unit)
         out.attrs["null"] = ref_obs.attrs["null"]
     out = _with_intervals(out, measures, nulls, n_boot, ci, seed)
+    if memorizer:
+        mem_obs = memorizer_observation(ds, n=n_null, seed=seed)
+        mems = _window_measures(mem_obs).compute()
+        for name in WINDOW_MEASURES:
+            long_name, unit = WINDOW_MEASURES[name]
+            out[f"memorizer_{name}"] = with_attrs(mems[name], f"memorizer (training points noised to t): {long_name}",
+                                                  unit)
+        out.attrs["memorizer"] = mem_obs.attrs["memorizer"]
+        if nulls is not None:
+            for name in WINDOW_DISTANCES:
+                a = measures[f"{name}_states"]
+                b = nulls[f"{name}_states"].rename(sample="null_sample")
+                c = mems[f"{name}_states"].rename(sample="memorizer_sample")
+                stats = xr.apply_ufunc(partial(_between_ci, n_boot=n_boot, ci=ci, seed=seed), a, b, c,
+                                       input_core_dims=[["sample"], ["null_sample"], ["memorizer_sample"]],
+                                       output_core_dims=[["stat"]])
+                stats = stats.drop_vars([v for v in stats.coords if v not in stats.dims])
+                long_name, _ = WINDOW_MEASURES[name]
+                out[f"{name}_between"] = with_attrs(stats.isel(stat=0), f"{long_name}: (samples - memorizer) / (fresh "
+                                                    "draws - memorizer), medians (0: the memorizer, 1: fresh draws)",
+                                                    "1")
+                out[f"{name}_between_low"] = with_attrs(stats.isel(stat=1), f"lower end of its {ci:.0%} bootstrap "
+                                                        "interval (three sets resampled independently)", "1")
+                out[f"{name}_between_high"] = with_attrs(stats.isel(stat=2), f"upper end of its {ci:.0%} bootstrap "
+                                                         "interval", "1")
     out.attrs.update(time_dim=time_dim, windows=list(WINDOWS), n_boot=n_boot, ci=ci)
     return out

@@ -56,6 +56,7 @@ HASH_NEUTRAL: dict[str, object] = {
     "sampler.scheduler_class": None,  # 0.4 (sampler kind scheduler)
     "sampler.eta": None,  # 0.4
     "training.draws": 1,  # 0.4
+    "training.redraw": "noise",  # 0.5
     "dataset.manifold.draws": 1,  # 0.4
 }
 

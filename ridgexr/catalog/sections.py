@@ -54,6 +54,11 @@ class TrainingSpec(Spec):
         description="independent draws of the training noise (the (x_t, t) sample's noise; features, A(0) and "
                     "time nodes fixed); > 1 makes a `draw` cell dimension 0 .. draws-1 (one fit per draw; draw 0 "
                     "is the single fit's sample); random features only")
+    redraw: Literal["noise", "targets"] = Field("noise",
+        description="what a training draw redraws: 'noise', the (x_t, t) sample's noise (rows and targets); or "
+                    "'targets', the rows fixed at seeds.training's and each row's x0 redrawn from its posterior "
+                    "given x_t (the DSM target's noise alone: the design of the closed-form V-kernel, "
+                    "docs/variance.md); random features only")
     method: Literal[TRAINING_METHODS] = Field(defaults.METHOD, description="closed-form gradient 'flow' or gradient descent 'gd'")
     lr: float | None = Field(None, gt=0, description="learning rate of method 'gd'")
     t_min: float | None = Field(None, gt=0, description="smallest time of the loss (null: the sampler's t_min)")

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from . import (align_tangent, coverage_faster, coverage_resolved, distance_falls, does_not_memorize, excess_fills_gap,
                gap_mass_correlates, gap_mass_grows, gap_mass_vanishes, gaussian_reproduces, memorizer_rate, memorizes,
-               outputs_novel, reach_as_exact, reach_falls, slide_slower, target_rate, timescale_slope)
+               outputs_novel, reach_as_exact, reach_falls, slide_slower, target_rate, targets_gap_grows,
+               timescale_slope, vkernel_fills_gap, vkernel_predicts)
 from .claim_kind import SCOPES, ClaimKind
 
 __all__ = ["KINDS", "register", "unregister", "ENTRIES_SEEN"]
@@ -60,6 +61,9 @@ register(gap_mass_correlates.KIND)
 register(gap_mass_vanishes.KIND)
 register(gaussian_reproduces.KIND)
 register(excess_fills_gap.KIND)
+register(vkernel_predicts.KIND)
+register(vkernel_fills_gap.KIND)
+register(targets_gap_grows.KIND)
 register(coverage_faster.KIND)
 register(coverage_resolved.KIND)
 register(outputs_novel.KIND)

@@ -18,7 +18,7 @@ from .. import defaults
 from ..verdicts import Criterion
 from .claim_kind import ClaimKind, Control
 
-__all__ = ["TimescaleSlope", "KIND", "TIMESCALE_RUNS", "slope_claims"]
+__all__ = ["TimescaleSlope", "KIND", "TIMESCALE_RUNS", "slope_claims", "law_claims"]
 
 #: the fewest (n, seed) training runs the slope's pairs-bootstrap interval may rest on (coverage >= 93 % there)
 TIMESCALE_RUNS = 60
@@ -79,6 +79,30 @@ def slope_claims(tt, labels: dict | None = None) -> list:
                               float(tt[f"{name}_slope_high"].squeeze()), runs,
                               statement=KIND.statement.format(name=name, expected=expected), expected=expected,
                               labels={**(labels or {}), "time scale": name}))
+    return out
+
+
+def law_claims(laws, names: dict[str, str], labels: dict | None = None) -> list:
+    """The claims of interval-censored laws (:func:`ridgexr.analysis.interval_law`, ``separation_timescales``)
+    or of the f_mem collapse (:func:`ridgexr.analysis.memorization_collapse`): ``names`` maps each variable
+    (``tau_mem``, ``tau_mem_spectral``, ``f_mem_collapse``, ...) to the measure's words; the expected slope is 1
+    for a name holding "mem", else 0.  The runs counted are ``<name>_points`` (``f_mem_collapse_runs``); the
+    kind's minimum applies to them as to :func:`slope_claims`'s.
+
+    >>> import xarray as xr
+    >>> laws = xr.Dataset({"tau_mem_slope": 1.02, "tau_mem_slope_low": 0.9, "tau_mem_slope_high": 1.1,
+    ...                    "tau_mem_points": 60})
+    >>> [c.verdict for c in law_claims(laws, {"tau_mem": "separation of the losses"})]
+    ['agrees']
+    """
+    out = []
+    for name, what in names.items():
+        key = "f_mem_collapse" if name == "f_mem_collapse" else f"{name}_slope"
+        runs = f"{name}_runs" if name == "f_mem_collapse" else f"{name}_points"
+        expected = EXPECTED["tau_mem"] if "mem" in name else EXPECTED["tau_gen"]
+        out.append(KIND.claim(float(laws[key]), float(laws[f"{key}_low"]), float(laws[f"{key}_high"]),
+                              int(laws[runs]), statement=KIND.statement.format(name=name, expected=expected),
+                              measure=what, expected=expected, labels={**(labels or {}), "time scale": name}))
     return out
 
 

@@ -2,10 +2,19 @@
 
 Vastola's "generalization through variance": the DSM target makes the learned score a random
 function of the training noise; its covariance over that noise (the V-kernel) is what fills the
-gaps between training points.  With ``training.draws: M`` every cell is fitted M times on
-independent noise (features, A(0) and time nodes fixed); this module estimates the V-kernel
-as the ensemble variance over the M fitted scores on a grid, per remaining cell, and hands it
-to :func:`ridgexr.store.lifecycle.create_store` as store variables (docs/schema.md):
+gaps between training points.  With ``training.draws: M`` every cell is fitted M times (features,
+A(0) and time nodes fixed) in one of two designs, ``training.redraw``:
+
+- ``noise`` (default): the (x_t, t) sample's noise is redrawn, so the rows and their targets change
+  together; the ensemble's covariance is the mean over designs of the target's kernel plus the
+  covariance over designs of the mean fit;
+- ``targets``: the rows of ``seeds.training`` stay and each row's x0 is redrawn from its posterior
+  given x_t, so only the DSM target's noise changes: the readouts' mean is the ideal fit on those
+  rows and their covariance the closed form of :mod:`ridgexr.training.vkernel`.
+
+This module estimates the V-kernel as the ensemble variance over the M fitted scores on a grid,
+per remaining cell, and hands it to :func:`ridgexr.store.lifecycle.create_store` as store variables
+(docs/schema.md):
 
 - ``v_kernel`` (cell dims without ``draw``, v_time, v_point, dim): the unbiased variance over
   draws (ddof = 1) of each score coordinate, 1 / data^2;

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from .._backend import as_tensor, check_finite
-from .._validation import check_int, check_option
+from .._validation import check_float, check_int, check_option
 from .. import defaults
 from ..choices import INITS, TRAINING_METHODS as METHODS
 from ..models.random_features.denoiser import RandomFeatureDenoiser
@@ -43,6 +43,7 @@ class RandomFeatureFit:
     seed : int, seed of the training sample
     init : how A(0) was set ("normal", "zeros" or "array")
     schedule_spec : the schedule as given (name or callable)
+    penalty : relative L2 penalty of the readout (:func:`penalized_form`; 0: none)
     """
 
     model: RandomFeatureDenoiser
@@ -55,6 +56,7 @@ class RandomFeatureFit:
     seed: int = 0
     schedule_spec: Any = None
     init: str = "normal"
+    penalty: float = 0.0
     _stats: dict = field(default_factory=dict, repr=False)
 
     # the quadratic form's parts, under the names of release 0.1
@@ -299,22 +301,36 @@ class FitError(ValueError):
     converge); the message names the schedule, the width and the arguments that set the form."""
 
 
+def penalized_form(U: torch.Tensor, penalty: float) -> torch.Tensor:
+    """U + penalty (tr U / p) I: the quadratic part of L(A) + penalty (tr U / p) tr(A A^T), (p, p).
+
+    The readout's L2 penalty is relative to U's mean eigenvalue, so one value means the same conditioning under
+    every loss weight and width; ``penalty = 0`` returns ``U`` itself.
+    """
+    if penalty == 0:
+        return U
+    p = U.shape[0]
+    return U + (float(penalty) * float(torch.trace(U)) / p) * torch.eye(p, dtype=U.dtype, device=U.device)
+
+
 def _solve(model: RandomFeatureDenoiser, train: np.ndarray, schedule, taus: np.ndarray, method: str,
            quad: QuadraticLoss, lr, A0: torch.Tensor, seed: int, init: str,
-           null_cutoff: str = "relative") -> RandomFeatureFit:
+           null_cutoff: str = "relative", penalty: float = 0.0) -> RandomFeatureFit:
     where = (f"the random-feature fit of schedule {schedule_name(schedule)!r}, width {model.width} failed "
              f"numerically")
     if not (bool(torch.isfinite(quad.U).all()) and bool(torch.isfinite(quad.V).all())):
         raise FitError(f"{where}: its loss form U, V is not finite (t_min {quad.sample.t_min:g})")
+    U = penalized_form(quad.U, penalty)
     try:
         if method == "flow":
-            path = GradientFlow(quad.U, quad.V, A0, null_cutoff=null_cutoff).path(taus.tolist())
+            path = GradientFlow(U, quad.V, A0, null_cutoff=null_cutoff).path(taus.tolist())
         else:
-            path = gradient_descent(quad.U, quad.V, A0, taus.tolist(), lr)
+            path = gradient_descent(U, quad.V, A0, taus.tolist(), lr)
     except torch.linalg.LinAlgError as exc:
         raise FitError(f"{where}: {str(exc).splitlines()[0]} (t_min {quad.sample.t_min:g})") from None
     return RandomFeatureFit(model=model, train=train, schedule=schedule_name(schedule), taus=path.taus, A=path.A,
-                            quadratic=quad, method=method, seed=int(seed), schedule_spec=schedule, init=init)
+                            quadratic=quad, method=method, seed=int(seed), schedule_spec=schedule, init=init,
+                            penalty=float(penalty))
 
 
 
@@ -350,7 +366,8 @@ def fit_random_features(model: RandomFeatureDenoiser, train: Any, *, schedule: s
                         T: float | None = None, quadrature: str = DEFAULT_QUADRATURE, n_time: int = PAPER_N_TIME,
                         n_noise: int = PAPER_N_NOISE, seed: int = 0, lr: float | None = None,
                         init: Any = defaults.INIT, init_seed: int = 0, batch_size: int = 8192,
-                        target: str = defaults.TARGET, null_cutoff: str = "relative") -> RandomFeatureFit:
+                        target: str = defaults.TARGET, null_cutoff: str = "relative", penalty: float = 0.0,
+                        target_seed: int | None = None) -> RandomFeatureFit:
     """Fit the readout A of a random-feature denoiser by weighted denoising score matching.
 
     The loss is the paper's, ``L(A) = int_{t_min}^T lambda(t) E|A psi(x_t, t) - y|^2 dt`` summed over
@@ -390,6 +407,12 @@ def fit_random_features(model: RandomFeatureDenoiser, train: Any, *, schedule: s
     null_cutoff : {"relative", "absolute"}
         The null space of U in the closed-form flow (:class:`ridgexr.training.GradientFlow`): eigenvalues
         <= p eps mu_max (ours) or <= 1 / (p 1e4) (the authors').
+    penalty : float >= 0
+        Relative L2 penalty on the readout: the flow runs on L(A) + penalty (tr U / p) tr(A A^T)
+        (:func:`penalized_form`); the fit's losses are those of L.  Default 0 (the paper's).
+    target_seed : int >= 0, optional
+        Keep the rows (x_t, t) of ``seed`` and redraw each row's x0 from its posterior given x_t with this seed
+        (:class:`ridgexr.training.TrainingSample`): the DSM target's noise alone redrawn.
 
     Returns
     -------
@@ -413,11 +436,13 @@ def fit_random_features(model: RandomFeatureDenoiser, train: Any, *, schedule: s
     batch_size = check_int(batch_size, "batch_size", min_val=1)
     train_np = _check_train(train, model.d)
     T = model.feature_period if T is None else T
+    penalty = check_float(penalty, "penalty", min_val=0)
     A0 = initial_readout(model.d, model.width, init, init_seed, dtype=model.A.dtype, device=model.A.device)
     sample = draw_training_sample(train_np, t_min=t_min, T=T, n_time=n_time, n_noise=n_noise, seed=seed,
-                                  process=model.process, quadrature=quadrature)
+                                  process=model.process, quadrature=quadrature, target_seed=target_seed)
     quad = accumulate(model, sample, [schedule], target=target, batch_size=batch_size)[schedule_name(schedule)]
-    return _solve(model, train_np, schedule, taus, method, quad, lr, A0, seed, _init_label(init), null_cutoff)
+    return _solve(model, train_np, schedule, taus, method, quad, lr, A0, seed, _init_label(init), null_cutoff,
+                  penalty)
 
 
 def fit_sweep(train: Any, *, widths: Sequence[int], schedules: Sequence[str | Callable],
@@ -426,7 +451,7 @@ def fit_sweep(train: Any, *, widths: Sequence[int], schedules: Sequence[str | Ca
               n_time: int = PAPER_N_TIME, n_noise: int = PAPER_N_NOISE, seed: int = 0, lr: float | None = None,
               init: str = defaults.INIT, init_seed: int = 0, batch_size: int = 8192, device: Any = None,
               progress: Callable[[str], None] | None = None, target: str = defaults.TARGET,
-              null_cutoff: str = "relative") -> dict:
+              null_cutoff: str = "relative", penalty: float = 0.0, target_seed: int | None = None) -> dict:
     """Fit every (schedule, width) cell on nested features, one shared sample and one streamed pass.
 
     The raw feature moments of every schedule are accumulated together at the largest width
@@ -450,13 +475,14 @@ def fit_sweep(train: Any, *, widths: Sequence[int], schedules: Sequence[str | Ca
     if isinstance(init, str):
         check_option(init, "init", INITS)
     train_np = _check_train(train)
+    penalty = check_float(penalty, "penalty", min_val=0)
     d = train_np.shape[1]
     pmax = max(widths)
     big = RandomFeatureDenoiser(d, pmax, device=device, **model_kwargs)
     T = big.feature_period if T is None else T
     taus = _check_taus(taus)
     sample = draw_training_sample(train_np, t_min=t_min, T=T, n_time=n_time, n_noise=n_noise, seed=seed,
-                                  process=big.process, quadrature=quadrature)
+                                  process=big.process, quadrature=quadrature, target_seed=target_seed)
     A0_big = initial_readout(d, pmax, init, init_seed, dtype=big.A.dtype, device=big.A.device)
     tick = None if progress is None else (lambda j, n: progress(f"time node {j}/{n}") if j % 100 == 0 or j == n
                                           else None)
@@ -467,7 +493,7 @@ def fit_sweep(train: Any, *, widths: Sequence[int], schedules: Sequence[str | Ca
         for p in widths:
             model = RandomFeatureDenoiser(d, p, device=device, **model_kwargs)
             fits[(name, p)] = _solve(model, train_np, schedule, taus, method, raw[name].width_block(p), lr,
-                                     A0_big[:, :p].clone(), seed, init, null_cutoff)
+                                     A0_big[:, :p].clone(), seed, init, null_cutoff, penalty)
             if progress is not None:
                 progress(f"{name}/{p}")
     return fits

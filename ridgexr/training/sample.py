@@ -5,6 +5,11 @@ n_noise points with x_t = alpha_t x0 + sqrt(h_t) z.  Nothing of size S is held: 
 node j is drawn from its own stream (``numpy.random.default_rng([seed, j])``) whenever the
 node is visited, so the paper's 8 M-point sample (2 points x 2001 nodes x 2000 draws) is
 accumulated in bounded memory, and any block can be regenerated bit for bit.
+
+With a ``target_seed`` the rows (x_t, t) stay those of ``seed`` and each row's x0 is redrawn from
+its posterior given x_t, P(x0 = x_i | x_t) proportional to exp(-|x_t - alpha_t x_i|^2 / (2 h_t)),
+from the stream ``default_rng([target_seed, j, TARGET_STREAM])`` (one uniform per row of node j):
+the DSM target's noise redrawn with the design fixed (:data:`TARGET_STREAM`).
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ from ..ridge import ridge_frame
 from ..scms import frame_flat, frame_from_moments, use_lowrank
 from .quadrature import DEFAULT_QUADRATURE, time_nodes
 
-__all__ = ["SampleBlock", "TrainingSample", "draw_training_sample", "draw_seed", "batches", "block_mean_and_tangent"]
+__all__ = ["SampleBlock", "TrainingSample", "draw_training_sample", "draw_seed", "batches", "block_mean_and_tangent",
+           "posterior_index", "TARGET_STREAM"]
 
 
 @dataclass
@@ -65,6 +71,9 @@ class TrainingSample:
     process : the OU process
     key : unique per drawn sample (a cache key that outlives ``id()``)
     cache : per-sample results that do not depend on the model, shared by every fit
+    target_seed : None, or the seed of the rows' redrawn x0 (module docstring): the rows x_t stay
+        those of ``seed``; x0 (and z = (x_t - alpha_t x0) / sqrt(h_t)) are a draw of the posterior
+        given x_t over all N training points
 
     Each row's measure weight is c_s = w_j / (n n_noise) (n = N without ``points``), so sum_s c_s g(s) estimates
     int_{t_min}^T E_{x0, z} g dt.  :meth:`blocks` streams the rows; the whole-sample arrays
@@ -84,6 +93,7 @@ class TrainingSample:
     key: str = field(default_factory=lambda: uuid.uuid4().hex, compare=False)
     cache: dict = field(default_factory=dict, repr=False, compare=False)
     points: np.ndarray | None = None
+    target_seed: int | None = None
 
     @property
     def n_train(self) -> int:
@@ -112,12 +122,18 @@ class TrainingSample:
         tj = np.array(float(self.t_nodes[j]))
         a, sh = float(self.process.alpha(tj)), float(np.sqrt(self.process.h(tj)))
         step = n if points_per_block is None else max(1, int(points_per_block))
+        u_all = (None if self.target_seed is None else
+                 np.random.default_rng([self.target_seed, j, TARGET_STREAM]).random((n, self.n_noise)))
         for s in range(0, n, step):  # a few point chunks of one node, each one vectorised block
             pts = slice(s, min(n, s + step))
             z = z_all[pts].reshape(-1, d)
             x0 = np.repeat(src[pts], self.n_noise, axis=0)
             rows = x0.shape[0]
-            yield SampleBlock(x0=x0, t=np.full(rows, float(tj)), z=z, xt=a * x0 + sh * z,
+            xt = a * x0 + sh * z
+            if u_all is not None:  # the design stays; x0 (and with it z) is a draw of its posterior given x_t
+                x0 = self.train[posterior_index(self.train, xt, a, sh * sh, u_all[pts].reshape(-1))]
+                z = (xt - a * x0) / sh
+            yield SampleBlock(x0=x0, t=np.full(rows, float(tj)), z=z, xt=xt,
                               weight=np.full(rows, self.t_weights[j] / (n * self.n_noise)),
                               group=np.repeat(np.arange(pts.start, pts.stop) * self.n_time + j, self.n_noise),
                               node=j)
@@ -176,6 +192,56 @@ class TrainingSample:
         return TrainingSample(train=self.train, t_nodes=self.t_nodes, t_weights=self.t_weights,
                               n_noise=self.n_noise, seed=int(seed), t_min=self.t_min, T=self.T,
                               quadrature=self.quadrature, process=self.process, points=self.points)
+
+    def with_target_seed(self, target_seed: int | None) -> "TrainingSample":
+        """The same rows (nodes, weights, sizes and ``seed``) with each row's x0 redrawn from its posterior
+        given x_t by ``target_seed`` (None: the rows' own x0)."""
+        return TrainingSample(train=self.train, t_nodes=self.t_nodes, t_weights=self.t_weights,
+                              n_noise=self.n_noise, seed=self.seed, t_min=self.t_min, T=self.T,
+                              quadrature=self.quadrature, process=self.process, points=self.points,
+                              target_seed=None if target_seed is None else check_int(target_seed, "target_seed",
+                                                                                     min_val=0))
+
+
+#: the third key of a redrawn target's stream, ``default_rng([target_seed, node, TARGET_STREAM])`` ("tgts"): never
+#: the two-key stream of a sample's noise, ``default_rng([seed, node])``
+TARGET_STREAM = 0x74677473
+
+
+def posterior_index(train: np.ndarray, xt: np.ndarray, alpha: float, h: float, u: np.ndarray) -> np.ndarray:
+    """Index of x0 drawn from its posterior given x_t at each row, by inversion of the posterior's CDF.
+
+    P(x0 = x_i | x_t) = exp(l_i) / sum_k exp(l_k) with l_i = -|x_t - alpha x_i|^2 / (2 h) (uniform prior over the
+    N training points); row r takes the first i whose cumulative probability exceeds ``u[r]``.  Rows are taken
+    in chunks of :data:`MOMENT_PAIRS` (row, point) pairs.
+
+    Parameters
+    ----------
+    train : (N, d) training points
+    xt : (B, d) noisy points
+    alpha, h : float, alpha_t and h_t of the rows' time
+    u : (B,) uniforms in [0, 1)
+
+    Returns
+    -------
+    (B,) int array of indices into ``train``
+
+    Examples
+    --------
+    >>> train = np.array([[-3.0], [3.0]])
+    >>> posterior_index(train, np.array([[-2.9], [2.9]]), 1.0, 0.01, np.array([0.5, 0.5])).tolist()
+    [0, 1]
+    """
+    out = np.empty(xt.shape[0], dtype=np.int64)
+    sq = (train * train).sum(1)
+    for rows in _row_chunks(xt.shape[0], train.shape[0]):
+        x = xt[rows]
+        logit = (alpha * (x @ train.T) - 0.5 * alpha * alpha * sq[None, :]) / h  # |x|^2 cancels in the softmax
+        prob = np.exp(logit - logit.max(1, keepdims=True))
+        cdf = np.cumsum(prob, axis=1)
+        cdf /= cdf[:, -1:]
+        out[rows] = np.minimum((cdf <= u[rows, None]).sum(1), train.shape[0] - 1)
+    return out
 
 
 #: (query, training point) pairs per call of the posterior moments in :func:`block_posterior_mean` and
@@ -261,7 +327,7 @@ def _concat(blocks: list[SampleBlock]) -> SampleBlock:
 
 def draw_training_sample(train: Any, *, t_min: float, T: float, n_time: int, n_noise: int, seed: int,
                          process: OU | None = None, quadrature: str = DEFAULT_QUADRATURE,
-                         points: Any = None) -> TrainingSample:
+                         points: Any = None, target_seed: int | None = None) -> TrainingSample:
     """Define the sample over which U, V, C and the losses are computed (nothing is drawn yet).
 
     Time: ``n_time`` nodes of ``quadrature`` on [t_min, T] (:func:`ridgexr.training.time_nodes`;
@@ -280,6 +346,9 @@ def draw_training_sample(train: Any, *, t_min: float, T: float, n_time: int, n_n
         Distinct indices of the training points the x0 are drawn from (a held-out subset,
         :meth:`ridgexr.models.spec.DiagnosticsSpec.point_subset`); the posterior means and frames
         still use all N points.  Default: every point.
+    target_seed : int >= 0, optional
+        Redraw each row's x0 from its posterior given x_t with this seed, the rows x_t fixed by ``seed``
+        (:class:`TrainingSample`); default: the rows' own x0.
 
     Returns
     -------
@@ -298,9 +367,11 @@ def draw_training_sample(train: Any, *, t_min: float, T: float, n_time: int, n_n
         if (points.ndim != 1 or points.size == 0 or not np.issubdtype(points.dtype, np.integer)
                 or points.min() < 0 or points.max() >= x.shape[0] or np.unique(points).size != points.size):
             raise ValueError(f"`points` must be distinct integer indices into the {x.shape[0]} training points")
+    if target_seed is not None:
+        target_seed = check_int(target_seed, "target_seed", min_val=0)
     tn, tw = time_nodes(quadrature, n_time, t_min, T)
     return TrainingSample(train=x, t_nodes=tn, t_weights=tw, n_noise=n_noise, seed=seed, t_min=float(t_min),
-                          T=float(T), quadrature=quadrature, process=process, points=points)
+                          T=float(T), quadrature=quadrature, process=process, points=points, target_seed=target_seed)
 
 
 def draw_seed(seed: int, draw: int) -> int:

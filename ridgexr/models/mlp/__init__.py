@@ -16,9 +16,11 @@ from ...choices import OPTIMIZERS, TIME_PROPOSALS
 from ...spec import as_list
 from ..spec import EpochTrainedSpec, sorted_widths
 
-__all__ = ["MLPSpec", "ACTIVATION_NAMES"]
+__all__ = ["MLPSpec", "ACTIVATION_NAMES", "ARCHITECTURES"]
 
 ACTIVATION_NAMES = ("relu", "silu", "tanh", "gelu")
+#: the body of an mlp block: the paper's plain MLP, or Bonnaire et al.'s GMM network (residual blocks)
+ARCHITECTURES = ("mlp", "residual")
 
 
 class MLPSpec(EpochTrainedSpec):
@@ -29,7 +31,8 @@ class MLPSpec(EpochTrainedSpec):
 
     trained_per_schedule: ClassVar[bool] = True
     always_labelled: ClassVar[bool] = False
-    hash_neutral: ClassVar[dict[str, object]] = {"time_proposal": "uniform"}  # 0.4
+    hash_neutral: ClassVar[dict[str, object]] = {"time_proposal": "uniform",  # 0.4
+                                                 "architecture": "mlp"}
 
     kind: Literal["mlp"] = "mlp"
     widths: list[int] | None = Field(None, description="hidden-layer widths swept (default [512])")
@@ -51,6 +54,12 @@ class MLPSpec(EpochTrainedSpec):
     ema: float | None = Field(None, ge=0, lt=1,
         description="largest decay of an exponential moving average of the weights, with diffusers' warm-up "
                     "(null: none; the paper: none stated)")
+    architecture: Literal[ARCHITECTURES] = Field("mlp",
+        description="'mlp': [x, GFP(t)] -> depth hidden layers -> d (the paper's); 'residual': Bonnaire et al.'s GMM "
+                    "network (their TinyModels.SimpleTimeModel): x -> width, then depth residual blocks h <- "
+                    "LayerNorm(h + W2 GELU(W1 (h + E(s)))) with E their sinusoidal encoding of s = embed_scale x t "
+                    "(frequencies 1e-4^(2 (i // 2) / width); embed_scale stands for their timesteps per unit OU "
+                    "time), -> d; activation must be gelu (their default) or unset")
     time_proposal: Literal[TIME_PROPOSALS] = Field("uniform",
         description="how a row's time is drawn: 'uniform' on [t_min, T] (ours and the authors'), or 'weight', "
                     "with density proportional to w(t) / h_t and importance weights (ridgexr.fit_neural)")
@@ -64,11 +73,16 @@ class MLPSpec(EpochTrainedSpec):
     def _check(self):
         if self.embed_dim % 2:
             raise ValueError(f"embed_dim must be even; got {self.embed_dim}")
+        if self.architecture == "residual" and self.activation not in (None, "gelu"):
+            raise ValueError(f"architecture 'residual' uses gelu (their blocks'); got activation {self.activation!r}")
+        if self.architecture == "residual" and any(w % 2 for w in self.hidden_widths):
+            raise ValueError(f"architecture 'residual' needs even widths (the sinusoidal encoding's size); got "
+                             f"{self.hidden_widths}")
         return self
 
     @property
     def nonlinearity(self) -> str:
-        return self.activation or defaults.ACTIVATION
+        return self.activation or ("gelu" if self.architecture == "residual" else defaults.ACTIVATION)
 
     @property
     def hidden_widths(self) -> list[int]:

@@ -31,6 +31,10 @@ class RandomFeaturesSpec(ModelSpec):
     summary: ClassVar[str] = ("random-feature network, only A trained, closed-form gradient flow A(tau); "
                               "the paper's model")
 
+    hash_neutral: ClassVar[dict[str, object]] = {
+        "penalty": 0.0,  # 0.5: no penalty, the numbers of before
+    }
+
     trained_per_schedule: ClassVar[bool] = True
     always_labelled: ClassVar[bool] = False
 
@@ -50,6 +54,9 @@ class RandomFeaturesSpec(ModelSpec):
                     "phi(T) = phi(0)); ridgexr 0.1 used 2 T")
     init: Literal["normal", "zeros"] = Field(defaults.INIT,
         description="A(0): iid N(0, 1) entries from seeds.init (the paper's), or zeros")
+    penalty: float = Field(0.0, ge=0,
+        description="relative L2 penalty on the readout: the fit minimises L(A) + penalty (tr U / p) tr(A A^T) (U the "
+                    "loss form's quadratic part, tr U / p its mean eigenvalue); 0 = none (the paper's)")
     include_exact: bool | None = Field(None,
         description="single block only: also run the exact denoiser as schedule 'exact' (default true); with "
                     "several blocks add a block of kind 'exact' instead")

@@ -12,7 +12,7 @@ from ...training.heldout import heldout_sample
 from ..kind import FittedCell
 from .denoiser import model_kwargs
 
-__all__ = ["fit", "check"]
+__all__ = ["fit", "check", "draw_seeds"]
 
 #: the catalog fields that set the loss's quadratic form (named when a fit fails numerically)
 LOSS_FIELDS = ("process.t_min", "training.t_min", "process.T", "training.quadrature", "training.n_time",
@@ -61,14 +61,32 @@ def check(exp, block, train) -> None:
                              f"training.n_time {exp.training.n_time}); raise {t_min}")
 
 
+def draw_seeds(seed: int, draw: int, redraw: str = "noise") -> tuple[int, int | None]:
+    """(sample seed, target seed) of training draw ``draw``: ``redraw='noise'`` redraws the sample's noise
+    (:func:`ridgexr.training.draw_seed` (seed, draw), no target seed); ``'targets'`` keeps the rows of ``seed``
+    and redraws each row's x0 from its posterior given x_t with target seed ``draw_seed(seed, draw)`` (every
+    draw, draw 0 included: the rows' own x0 are not a posterior draw).
+
+    Examples
+    --------
+    >>> draw_seeds(7, 0)
+    (7, None)
+    >>> draw_seeds(7, 3, "targets")[0]
+    7
+    """
+    if redraw == "targets":
+        return int(seed), draw_seed(seed, draw)
+    return draw_seed(seed, draw), None
+
+
 def fit(ctx, bi: int, block, cells: list[tuple[tuple, dict]]) -> dict:
     """Fit a random-feature block for its cells; ``{cell index: FittedCell}``.
 
     One :func:`ridgexr.fit_sweep` (every schedule and width in one streamed pass) per
     combination of the swept settings (``target``, ``n_noise``, ``draw``, ``data_draw``, ``n_train``; the
     cell with ``n_train = n`` is trained on ``train[:n]`` (of its ``data_draw``'s rows: ``DatasetSpec.rows``),
-    the cell with ``draw = m`` on the training noise of
-    seed :func:`ridgexr.training.draw_seed` (seeds.training, m), features and A(0) unchanged).  A cell of schedule 'exact' (the single-block
+    the cell with ``draw = m`` on the training noise of :func:`draw_seeds` (seeds.training, m, training.redraw),
+    features and A(0) unchanged).  A cell of schedule 'exact' (the single-block
     form) gets no readout: its diagnostics are those of the optimum (zero excess).
     """
     exp, train = ctx.exp, ctx.train
@@ -86,14 +104,16 @@ def fit(ctx, bi: int, block, cells: list[tuple[tuple, dict]]) -> dict:
         note = (lambda msg, c=combo: ctx.say(f"{prefix}target {c[0]}, n_noise {c[1]}, n_train {c[2]}, draw {c[3]}: "
                                              f"{msg}"
                                              if exp.sweeps() else f"{prefix}{msg}"))
+        seed, target_seed = draw_seeds(exp.seeds.training, draw, exp.training.redraw)
         try:
             fits = fit_sweep(
                 train[rows], widths=block.widths, schedules=exp.schedules, taus=block.taus,
                 model_kwargs=model_kwargs(exp, block), method=exp.training.method,
                 t_min=exp.loss_t_min, T=exp.process.T,
                 quadrature=exp.training.quadrature, n_time=exp.training.n_time, n_noise=n_noise,
-                seed=draw_seed(exp.seeds.training, draw), lr=exp.training.lr, init=block.init, init_seed=exp.seeds.init,
-                target=target, progress=note, null_cutoff=exp.training.null_cutoff)
+                seed=seed, lr=exp.training.lr, init=block.init, init_seed=exp.seeds.init,
+                target=target, progress=note, null_cutoff=exp.training.null_cutoff, penalty=block.penalty,
+                target_seed=target_seed)
         except FitError as exc:
             raise FitError(f"{_where(exp)}: {exc}; the form is set by {', '.join(LOSS_FIELDS)} (here t_min "
                            f"{exp.loss_t_min:g}, T {exp.process.T:g}, n_time {exp.training.n_time}, "

@@ -1,0 +1,197 @@
+"""timescales-unet: U-Nets on 8 to 128 Fashion-MNIST T-shirts over three seeds, tau_mem's law by its intervals.
+
+The entries ``timescales-unet``, ``-seed1`` and ``-seed2`` (catalogs/timescales.yaml) are one design on three seeds:
+a small U-Net trained full batch to 12 000 Adam steps, 8 checkpoints per decade, 512 final samples per checkpoint
+stored without ridge observation.  This script
+
+- ``--plan``: prints the planner's estimate of each entry (``ridgexr.run.plan``; nothing is run);
+- ``--piece SECONDS``: runs the entries in order for at most SECONDS of wall time, then stops the run with
+  SIGINT (a run stopped so resumes: training from its last checkpoint, sampling at the next incomplete cell), so
+  the design runs in pieces across sessions (each under the shared CPU lock);
+- otherwise reads the stores that are complete and prints, per (n, seed), tau_gen (the entry's registered rule)
+  and tau_mem (f_mem's interval above 0.1) with their checkpoint intervals; the laws of both over the seeds by the
+  interval-censored likelihood (``ridgexr.analysis.interval_law``); the collapse of f_mem(tau / n^b)
+  (``ridgexr.analysis.memorization_collapse``); ``--figure`` draws f_mem against tau and against tau / n^b, and
+  ``--gallery`` the samples per n at three checkpoints.
+
+Run:  python analyses/timescales_unet.py [--plan] [--piece 7200] [--data DIR] [--figure PNG] [--gallery PNG]
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from _common import experiment_for, markdown_table
+
+import ridgexr
+from ridgexr.analysis import interval_law, memorization_collapse, training_timescales
+from ridgexr.claims import timescale_rule
+from ridgexr.claims.timescale_slope import law_claims
+from ridgexr.paths import data_folder
+
+ENTRIES = ("timescales-unet", "timescales-unet-seed1", "timescales-unet-seed2")
+
+
+def plan(entries) -> str:
+    """The planner's estimate of each entry and their total (2 idle cores; docs/performance.md has its error)."""
+    from ridgexr.datasets import training_shape
+    from ridgexr.run.plan import estimate_stage_seconds, format_seconds
+
+    rows, total = [], 0.0
+    for name in entries:
+        exp = experiment_for(name)
+        seconds = estimate_stage_seconds(exp, training_shape(exp.dataset, base_dir=exp.base_dir))
+        total += sum(seconds.values())
+        rows.append({"entry": name, **{k: format_seconds(v) for k, v in seconds.items()},
+                     "total": format_seconds(sum(seconds.values()))})
+    return markdown_table(pd.DataFrame(rows)) + f"\n\nall entries: {format_seconds(total)}"
+
+
+def piece(entries, seconds: float, data: Path) -> int:
+    """Run the entries in order for at most ``seconds``; the running one is stopped by SIGINT at the deadline."""
+    deadline = time.monotonic() + seconds
+    for name in entries:
+        left = deadline - time.monotonic()
+        if left <= 60:
+            print("piece over: the next call resumes")
+            return 0
+        cmd = [sys.executable, "-m", "ridgexr.cli", "run", name, "--data-dir", str(data)]
+        print("running", " ".join(cmd), f"for at most {left:.0f} s", flush=True)
+        proc = subprocess.Popen(cmd)
+        try:
+            rc = proc.wait(timeout=left)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGINT)
+            rc = proc.wait()
+            print(f"{name}: stopped at the piece's end (exit {rc}); the next call resumes it")
+            return 0
+        if rc != 0:
+            print(f"{name}: exit {rc}")
+            return rc
+        print(f"{name}: complete")
+    return 0
+
+
+def _entry(name: str, catalogs: list[str]):
+    """The entry ``name`` of the built-in catalogs or of one of the files ``catalogs``."""
+    for cat in catalogs:
+        try:
+            return experiment_for(name, cat)
+        except KeyError:
+            continue
+    return experiment_for(name)
+
+
+def load(entries, data: Path, catalogs: list[str] = ()) -> tuple[xr.Dataset, list[str]]:
+    """tau_gen and tau_mem of every complete store by its entry's registered rule, concatenated over ``seed``."""
+    parts, names = [], []
+    for k, name in enumerate(entries):
+        path = data / _entry(name, list(catalogs)).store
+        if not path.exists():
+            continue
+        ds = ridgexr.open_dataset(path)
+        if not bool(ds["cell_complete"].all()):
+            print(f"{name}: not complete, left out")
+            continue
+        spec, _ = timescale_rule(ds)
+        tt = training_timescales(ds, quality=spec.quality, rule=spec.rule, factor=spec.factor,
+                                 quality_null=spec.quality_null).compute()
+        parts.append(tt.squeeze(drop=True).expand_dims(seed=[k]))
+        names.append(name)
+    if not parts:
+        raise SystemExit(f"no complete store of {', '.join(entries)} in {data}")
+    return xr.concat(parts, dim="seed", data_vars="minimal", coords="minimal", compat="override"), names
+
+
+def _interval(c, name) -> str:
+    v, lo, hi, cen = (float(c[f"{name}{k}"]) for k in ("", "_low", "_high", "_censored"))
+    return f">= {v:.0f} (censored)" if cen else f"{v:.0f} ({lo:.0f}, {hi:.0f}]"
+
+
+def tables(tt: xr.Dataset) -> dict[str, str]:
+    rows = []
+    for n in tt.n_train.values:
+        for s in tt.seed.values:
+            c = tt.sel(n_train=n, seed=s)
+            rows.append({"n": int(n), "seed": int(s), "tau_gen": _interval(c, "tau_gen"),
+                         "tau_mem": _interval(c, "tau_mem"),
+                         "f_mem at the last checkpoint": f"{float(c.f_mem.isel(epoch=-1)):.3f} "
+                                                         f"[{float(c.f_mem_low.isel(epoch=-1)):.3f}, "
+                                                         f"{float(c.f_mem_high.isel(epoch=-1)):.3f}]"})
+    laws = []
+    for name in ("tau_mem", "tau_gen"):
+        law = interval_law(tt, name)
+        (claim,) = law_claims(law, {name: "checkpoint intervals, interval-censored likelihood"})
+        laws.append({"law": f"log {name} = a + b log n", "expected b": 1 if name == "tau_mem" else 0,
+                     "b [95 %]": f"{float(law[f'{name}_slope']):.3f} [{float(law[f'{name}_slope_low']):.3f}, "
+                                 f"{float(law[f'{name}_slope_high']):.3f}]",
+                     "points": int(law[f"{name}_points"]), "verdict": claim.verdict})
+    col = memorization_collapse(tt, n_boot=200)
+    (claim,) = law_claims(col, {"f_mem_collapse": "f_mem(tau / n^b) one curve"})
+    laws.append({"law": "f_mem(tau / n^b) one curve", "expected b": 1,
+                 "b [95 %]": f"{float(col.f_mem_collapse):.3f} [{float(col.f_mem_collapse_low):.3f}, "
+                             f"{float(col.f_mem_collapse_high):.3f}]",
+                 "points": int(col.f_mem_collapse_runs), "verdict": claim.verdict})
+    return {"times": markdown_table(pd.DataFrame(rows)), "laws": markdown_table(pd.DataFrame(laws))}
+
+
+def figure(tt: xr.Dataset, path: Path) -> Path:
+    """f_mem (mean over seeds) against the training steps, and against steps / n^b at the collapse's b."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    b = float(memorization_collapse(tt, n_boot=20).f_mem_collapse)
+    colors = plt.get_cmap("viridis")(np.linspace(0, 0.85, tt.sizes["n_train"]))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), constrained_layout=True)
+    steps = tt.epoch.values.astype(float)
+    for color, n in zip(colors, tt.n_train.values):
+        for s in tt.seed.values:
+            f = tt.f_mem.sel(n_train=n, seed=s).values
+            label = f"n = {int(n)}" if s == tt.seed.values[0] else None
+            axes[0].plot(steps, f, color=color, label=label, alpha=0.8)
+            axes[1].plot(steps / float(n) ** b, f, color=color, label=label, alpha=0.8)
+    axes[0].set(xscale="log", xlabel="Adam steps", ylabel="f_mem", title="f_mem, every seed")
+    axes[1].set(xscale="log", xlabel=f"steps / n^{b:.2f}", ylabel="f_mem", title="collapsed at the fitted b")
+    axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--entries", nargs="+", default=list(ENTRIES))
+    ap.add_argument("--data", default=None, help="the data folder (default: RIDGEXR_DATA or the user's)")
+    ap.add_argument("--catalog", action="append", default=[], help="an extra catalog file holding entries (repeatable)")
+    ap.add_argument("--plan", action="store_true", help="print the planner's estimate of each entry and exit")
+    ap.add_argument("--piece", type=float, default=None, help="run the entries for at most this many seconds")
+    ap.add_argument("--figure", default=None, help="write the f_mem figure to this PNG")
+    args = ap.parse_args(argv)
+    data = Path(args.data) if args.data else data_folder()
+    if args.plan:
+        print(plan(args.entries))
+        return 0
+    if args.piece is not None:
+        return piece(args.entries, args.piece, data)
+    tt, names = load(args.entries, data, args.catalog)
+    print("stores:", ", ".join(names))
+    for name, text in tables(tt).items():
+        print(f"\n{name}\n\n{text}")
+    if args.figure:
+        print("figure:", figure(tt, Path(args.figure)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
