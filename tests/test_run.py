@@ -346,7 +346,13 @@ def test_the_plan_run_plan_prints_is_the_plan_the_run_executes(tmp_path, write_c
     assert f"store up to {s['store_size'] / 2**30:.3g} GiB" in flat and str(s["store"]) in flat.replace(" ", "")
     with pytest.raises(ValueError, match="read_data"):
         execute(shown)
+    assert plan_run(exp, data_dir=data).fate == "create"
     res = run_experiment(exp, data_dir=data)
+    assert plan_run(exp, data_dir=data).fate == "resume" and plan_run(exp, data_dir=data, overwrite=True).fate == "replace"
+    other = exp.model_copy(update={"n_samples": 3})
+    assert plan_run(other, data_dir=data).fate == "refuse"
+    with pytest.raises(ConfigMismatchError, match="different configuration"):
+        run_experiment(other, data_dir=data)
     assert res.plan.summary() == s
     assert res.plan.config_hash == exp.config_hash(load_training_set(exp.dataset))
     assert res.plan.resolved.d_star == exp.d_star and res.store == s["store"] and res.cells_run == s["n_cells"]

@@ -47,7 +47,7 @@ from .plan import (count_run_cells, describe_stages, estimate_resources, estimat
                    plan_layout, plan_tasks, resolve_d_star, scms_upper_seconds)
 from .provenance import store_attrs
 
-__all__ = ["run_experiment", "Plan", "plan_run", "execute", "RunResult", "ConfigMismatchError", "ResourceError", "check_scheduler",
+__all__ = ["run_experiment", "Plan", "plan_run", "execute", "store_fate", "RunResult", "ConfigMismatchError", "ResourceError", "check_scheduler",
            "check_resources", "validate_experiment", "MAX_DATA_SCALE", "data_scale_limit", "schema_reference",
            "check_store_schema", "check_config_hash", "repair_config_hash", "stored_config_hash", "checkpoint_root",
            "check_identity", "resolve_config", "RESOLUTIONS"]
@@ -234,6 +234,10 @@ class Plan:
         How ``d_star`` was chosen (a store attribute).
     layout : StoreLayout or None
         The store's shape and chunking.
+    fate : str or None
+        What the store path holds for this run, read without the lock (:func:`store_fate`): ``"create"``,
+        ``"resume"``, ``"resume_replace"``, ``"replace"`` or ``"refuse"``; :func:`execute` decides again under the
+        store's lock, after recovering what a killed command left.
     objects : dict
         A Python model's label -> :class:`ridgexr.models.ModuleDenoiser`.
     overwrite, force : bool
@@ -254,6 +258,7 @@ class Plan:
     resolved: Experiment | None = None
     d_star_info: dict | None = None
     layout: Any = None
+    fate: str | None = None
     objects: dict = field(default_factory=dict)
     overwrite: bool = False
     force: bool = False
@@ -316,7 +321,29 @@ def plan_run(exp: Experiment, *, data_dir: str | Path | None = None, store: str 
     config_hash = exp.config_hash(train)  # of the entry as written (d_star may be "auto")
     resolved, d_star_info = resolve_d_star(exp, train)
     return Plan(**common, train=train, config_hash=config_hash, resolved=resolved, d_star_info=d_star_info,
-                layout=plan_layout(resolved, train))
+                layout=plan_layout(resolved, train), fate=store_fate(path, config_hash, overwrite=overwrite))
+
+
+def store_fate(path: str | Path, config_hash: str, *, overwrite: bool = False) -> str:
+    """What a run of configuration ``config_hash`` does with the store path ``path``, as it stands (read only).
+
+    ``"create"``: no store there; ``"resume"``: a store of this configuration (its complete cells are kept);
+    ``"refuse"``: a store of another configuration, without ``overwrite`` (:class:`ConfigMismatchError`);
+    ``"replace"``: with ``overwrite``, a store there is replaced; ``"resume_replace"``: with ``overwrite``, the new
+    store of an interrupted ``--overwrite`` of this configuration lies beside it and is finished.  A store
+    whose root metadata cannot be read counts as another configuration's.
+    """
+    path = Path(path)
+    if overwrite:
+        for staging in staging_stores(path):
+            if is_store(staging) and _root_metadata(staging).get("attributes", {}).get("config_hash") == config_hash:
+                return "resume_replace"
+    if not is_store(path):
+        return "create"
+    if overwrite:
+        return "replace"
+    same = _root_metadata(path).get("attributes", {}).get("config_hash") == config_hash
+    return "resume" if same else "refuse"
 
 
 def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store: str | Path | None = None,
