@@ -32,9 +32,9 @@ from .measures import nearest_ratio, point_quality
 
 __all__ = ["cell_quality", "QUALITY_KEYS", "final_samples", "reference_draws", "gate_draws", "gate_batch"]
 
-#: the least number of the gate's draws sampled at once (at most as many as the cell's observed trajectories
-#: otherwise, so that they hold no more memory than the observed sampling)
-GATE_BATCH_MIN = 32
+#: the gate's draws sampled at once: a fixed size, so that two entries with the same model and seeds draw the same
+#: gate samples whatever their numbers of observed trajectories
+GATE_BATCH = 32
 
 #: every number cell_quality can return, in store order: the store's table (ridgexr.store.QUALITY_VARIABLES)
 #: names each as ``quality_<key>``
@@ -56,14 +56,14 @@ def gate_draws(dataset: Any) -> int:
     return GATE_DRAWS if images is not None and images.space == "pixel" and images.images in IMAGE_SETS else 0
 
 
-def gate_batch(n_samples: int, n_gate: int) -> int:
-    """How many of a cell's ``n_gate`` gate draws are sampled at once: max(``n_samples``, :data:`GATE_BATCH_MIN`)
-    capped at ``n_gate`` (0 when there are none).
+def gate_batch(n_gate: int) -> int:
+    """How many of a cell's ``n_gate`` gate draws are sampled at once: :data:`GATE_BATCH`, capped at ``n_gate``
+    (0 when there are none).
 
-    >>> gate_batch(16, 320), gate_batch(1000, 320), gate_batch(16, 0)
-    (32, 320, 0)
+    >>> gate_batch(320), gate_batch(8), gate_batch(0)
+    (32, 8, 0)
     """
-    return min(int(n_gate), max(int(n_samples), GATE_BATCH_MIN))
+    return min(int(n_gate), GATE_BATCH)
 
 
 def final_samples(final: np.ndarray | None, denoised: np.ndarray | None, state: np.ndarray, alpha: float) -> np.ndarray:

@@ -51,7 +51,7 @@ def _gate_samples(exp: Experiment, layout: StoreLayout, model, score, train: np.
     n = layout.n_gate
     if not n:
         return None
-    batch, d, n_steps = gate_batch(exp.n_samples, n), train.shape[1], exp.process.n_steps
+    batch, d, n_steps = gate_batch(n), train.shape[1], exp.process.n_steps
     out = []
     for j, start in enumerate(range(0, n, batch)):  # a few batches, each vectorised over its draws
         m, seed, final = min(batch, n - start), gate_seed(exp.seeds.sampler, j), {}

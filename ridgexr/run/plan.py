@@ -276,8 +276,8 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
                                                                           q * n * 8 * 4 + q * d * d * 8 * 4),
     }
     for label in labels:
-        sampling_terms[f"n_samples x {label}"] = max(per * max(exp.n_samples, gate_batch(exp.n_samples, gate_draws(
-            exp.dataset))) for lab, _, per in calls if lab == label)  # a batch of the gate's draws: as many or 32
+        sampling_terms[f"n_samples x {label}"] = max(per * max(exp.n_samples, gate_batch(gate_draws(exp.dataset)))
+                                                     for lab, _, per in calls if lab == label)  # or a gate batch
     sampling = sum(sampling_terms.values())
     # the held-out diagnostics: a block of rows (noisy training points) with their exact posterior moments and
     # ridge frames, and a U-Net's call on a time node's rows
@@ -442,7 +442,7 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray, *, scms_iteration
         # the quality gate's own draws (ridgexr.quality.gate_draws): sampled alike, never observed
         gate = gate_draws(exp.dataset)
         sampling += ((states + gate) * call if exp.sampler.kind == "marginal" else exp.process.n_steps * (
-            (states + gate) * call + (1 + math.ceil(gate / max(1, gate_batch(exp.n_samples, gate)))) * STEP_SECONDS))
+            (states + gate) * call + (1 + math.ceil(gate / max(1, gate_batch(gate)))) * STEP_SECONDS))
         if exp.ridge.observe:
             sampling += (states * n_rec * (runs * (iters + 1) * frame + moments_seconds(m, d, queries=block))
                          + runs * iters * n_blocks * STEP_SECONDS)
