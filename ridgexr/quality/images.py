@@ -31,7 +31,7 @@ from .._validation import check_int
 from ..analysis.arrays import proportion_ci
 from ..datasets.images import load_images
 from .classifier import TrainedClassifier
-from .gate import GATE, coverage, expected_coverage, gate_verdict, knn_radii
+from .gate import GATE, GATE_KEYS, coverage, expected_coverage, gate_verdict, knn_radii
 from .measures import _bootstrap_ratio, _ci, _nearest_distances, check_points, frechet_from_moments, gaussian_moments
 
 __all__ = ["image_quality", "heldout_reals", "gate_reference", "reference_for", "GateReference", "draw_measures",
@@ -244,7 +244,7 @@ def reference_for(classifier: TrainedClassifier, images: str, classes=None) -> G
 
 
 def draw_measures(reference: GateReference, features, in_class: int, n_draws: int, sample_nearest,
-                  real_nearest) -> dict:
+                  real_nearest, *, frechet: bool = True) -> dict:
     """The gate's measures of a cell's draws from what each draw contributes (no intervals): what
     :func:`image_quality` computes from the images, and what a simulation of the gate's power resamples.
 
@@ -262,6 +262,8 @@ def draw_measures(reference: GateReference, features, in_class: int, n_draws: in
         Distance of each finite draw to its nearest training image.
     real_nearest : (R,) array
         The same for the reference's held-out reals.
+    frechet : bool
+        Whether to compute the Fréchet distance (NaN otherwise: the verdict does not read it).
 
     Returns
     -------
@@ -276,7 +278,7 @@ def draw_measures(reference: GateReference, features, in_class: int, n_draws: in
     with np.errstate(invalid="ignore", divide="ignore"):
         ratio = float(np.median(sample_nearest) / np.median(real_nearest)) if n_fin else nan
     fd = floor = ceiling = nan
-    if n_fin >= 2:
+    if n_fin >= 2 and frechet:
         fd = frechet_from_moments(*gaussian_moments(f), *reference.moments)
         floor, ceiling = reference.floor_ceiling(n_fin)
     out = {"class_share": in_class / n_draws if n_draws else nan, "class_share_heldout": reference.recall,
@@ -285,10 +287,7 @@ def draw_measures(reference: GateReference, features, in_class: int, n_draws: in
            "coverage_null": expected_coverage(int(n_draws), len(reference.radii), GATE["coverage_k"]),
            "frechet": fd, "frechet_floor": floor, "frechet_ceiling": ceiling,
            "classifier_accuracy": reference.accuracy, "n_draws": float(n_draws), "n_finite": float(n_fin)}
-    out["gate"] = gate_verdict(**{k: out[k] for k in ("class_share", "nearest_ratio", "class_share_heldout",
-                                                      "class_share_offclass", "n_heldout", "n_draws", "coverage",
-                                                      "coverage_null", "frechet", "frechet_floor",
-                                                      "frechet_ceiling")})
+    out["gate"] = gate_verdict(**{k: out[k] for k in GATE_KEYS})
     return out
 
 
@@ -430,7 +429,7 @@ def gate_power(reference: GateReference, train, images, labels, *, n: int | None
         f = np.concatenate([sets[s][0][i] for s, i in parts])
         k = int(sum(sets[s][1][i].sum() for s, i in parts))
         near = np.concatenate([sets[s][2][i] for s, i in parts])
-        return draw_measures(reference, f, k, len(f), near, real_near)["gate"] == "generates"
+        return draw_measures(reference, f, k, len(f), near, real_near, frechet=False)["gate"] == "generates"
 
     def pick(name, m):
         return rng.integers(0, len(sets[name][0]), size=m)

@@ -22,7 +22,7 @@ from .._validation import check_float, check_int
 from ..analysis._helpers import check_vars, with_attrs
 from ..analysis.claims import UNTESTABLE
 from .cells import QUALITY_KEYS
-from .gate import decision_size, gate_design, gate_verdict
+from .gate import GATE_KEYS, decision_size, gate_design, gate_verdict
 from .measures import axis_wasserstein, principal_axis
 
 __all__ = ["sample_quality", "gated_verdict", "UNTESTABLE", "quality_variable", "axis_quality", "AXIS_QUALITY",
@@ -36,11 +36,6 @@ AXIS_QUALITY = "quality_axis_wasserstein"
 def quality_variable(key: str) -> str:
     """The store variable of a quality measure (``quality_<key>``)."""
     return f"quality_{key}"
-
-
-#: the measures :func:`ridgexr.quality.gate_verdict` reads, by keyword (each stored as ``quality_<key>``)
-GATE_KEYS = ("class_share", "nearest_ratio", "class_share_heldout", "class_share_offclass", "n_heldout", "n_draws",
-             "coverage", "coverage_null", "frechet", "frechet_floor", "frechet_ceiling")
 
 
 def sample_quality(ds: xr.Dataset) -> xr.Dataset:
