@@ -281,6 +281,9 @@ def test_small_classifier_is_well_above_chance_has_64_features_and_is_cached(fas
     feats = small.features(x[:300])
     assert feats.shape == (300, 64) and feats.dtype == np.float32 and (feats >= 0).all()  # ReLU activations
     assert (small.predict(x) == y).mean() > 0.6
+    f, p = small.features_and_predictions(x[:300])
+    np.testing.assert_array_equal(f, feats)
+    np.testing.assert_array_equal(p, small.predict(x[:300]))
     mtime = small.path.stat().st_mtime_ns
 
     def no_training(*args, **kwargs):

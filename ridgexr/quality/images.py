@@ -207,7 +207,8 @@ def gate_reference(classifier: TrainedClassifier, images, labels, classes=None, 
     n_reference = check_int(n_reference, "n_reference", min_val=2)
     seed = check_int(seed, "seed", min_val=0)
     n_reference_draws = check_int(n_reference_draws, "n_reference_draws", min_val=1)
-    predicted_in = np.isin(classifier.predict(x), cls)
+    all_features, predicted = classifier.features_and_predictions(x)  # one pass over the test split
+    predicted_in = np.isin(predicted, cls)
     others = [c for c in np.unique(y) if c not in cls]
     offclass = max((float(predicted_in[y == c].mean()) for c in others), default=math.nan)
     reals, real_labels = x[inside], y[inside]
@@ -216,7 +217,7 @@ def gate_reference(classifier: TrainedClassifier, images, labels, classes=None, 
     m = min(n_reference, len(reals) // 2)
     ref, pool = np.sort(order[:m]), np.sort(order[m:])
     recall = float(predicted_in[inside][pool].mean())
-    feats = classifier.features(reals).astype(np.float64)
+    feats = all_features[inside].astype(np.float64)
     present = np.unique(real_labels[ref])
     by_class = [real_labels[ref] == c for c in present]
     return GateReference(
@@ -356,8 +357,8 @@ def image_quality(samples, *, train, classes, classifier: TrainedClassifier, ref
     seed = check_int(seed, "seed", min_val=0)
     finite = s[np.isfinite(s).all(1)]
     n_fin = len(finite)
-    feats = classifier.features(finite).astype(np.float64) if n_fin else np.zeros((0, 64))
-    in_class = int(np.isin(classifier.predict(finite), cls).sum()) if n_fin else 0
+    feats, predicted = classifier.features_and_predictions(finite)
+    feats, in_class = feats.astype(np.float64).reshape(n_fin, -1), int(np.isin(predicted, cls).sum())
     dist = _nearest_distances(np.concatenate([finite, reference.reals]), tr)
     ds, dr = dist[:n_fin], dist[n_fin:]
     out = draw_measures(reference, feats, in_class, len(s), ds, dr)
