@@ -40,7 +40,7 @@ def test_store_schema_and_invariants(small_run):
     np.testing.assert_allclose(ds.t.values, time_grid(20, 2.0, 0.01))
     np.testing.assert_allclose(ds.h.values, -np.expm1(-2 * ds.t.values))
     assert ds.attrs["tau_units"].startswith("paper") and ds.attrs["init"] == "normal"
-    assert ds.attrs["schema_version"] == "1.7" and len(ds.attrs["config_hash"]) == 64
+    assert ds.attrs["schema_version"] == "1.8" and len(ds.attrs["config_hash"]) == 64
     for key in ("provenance", "config", "seeds", "device", "created"):
         assert key in ds.attrs
     for name in ("trajectory", "ridge_projection", "ridge_distance", "residual_normal", "loss", "excess_tangent"):

@@ -401,7 +401,9 @@ def gate_power(reference: GateReference, train, images, labels, *, n: int | None
     Returns
     -------
     dict: ``n``; for each control the number of replicates that read "generates" (``<control>``) and of
-    replicates (``<control>_reps``); the off-class controls are left out when the cell has every class.
+    replicates (``<control>_reps``); the off-class controls are left out when the cell has every class; for the
+    two deterministic controls their class share, nearest ratio and coverage with its null
+    (``<control>_measures``).
     """
     from .gate import decision_size
 
@@ -452,4 +454,5 @@ def gate_power(reference: GateReference, train, images, labels, *, n: int | None
     for name, imgs in (("mean_copies", np.repeat(mean, n, 0)), ("crude", crude)):
         q = image_quality(imgs, train=tr, classes=cls, classifier=clf, reference=reference, n_boot=1)
         out[name], out[f"{name}_reps"] = int(q["gate"] == "generates"), 1
+        out[f"{name}_measures"] = {k: q[k] for k in ("class_share", "nearest_ratio", "coverage", "coverage_null")}
     return out
