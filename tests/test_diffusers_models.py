@@ -752,3 +752,28 @@ def test_the_gate_draws_are_the_pipelines_images_with_their_own_seeds_and_its_me
                 "frechet_floor", "frechet_ceiling", "n_draws", "n_finite"):
         assert float(stored[f"quality_{key}"]) == pytest.approx(q[key], rel=1e-9), key
     assert str(stored.gate.values) == q["gate"]
+
+
+def test_image_scale_blocks_take_held_out_diagnostics_only_when_asked(saved_model):
+    """A user's diffusers block (and a unet block) estimates no held-out diagnostics unless its ``diagnostics``
+    gives a size: the plan prices none, the store holds NaN, the trajectories are the same, and the config hash
+    tells the two apart."""
+    from ridgexr.models.unet import UNetSpec
+    from ridgexr.run.plan import estimate_stage_seconds
+
+    folder, _ = saved_model
+    off = CATALOG % dict(sampler="sde")
+    on = off.replace("data_range: [-1, 1]}", "data_range: [-1, 1], diagnostics: {n_time: 3, n_noise: 1}}")
+    (folder / "off.yaml").write_text(off)
+    (folder / "on.yaml").write_text(on)
+    exp_off, exp_on = load_catalog_file(folder / "off.yaml")["mine"], load_catalog_file(folder / "on.yaml")["mine"]
+    assert exp_off.blocks[0].diagnostics is None and UNetSpec(sample_size=[4, 4]).diagnostics is None
+    assert exp_on.blocks[0].diagnostics.sizes(5, 2) == (3, 1)
+    train = np.load(folder / "train.npy")
+    assert exp_off.config_hash(train) != exp_on.config_hash(train)
+    seconds = [estimate_stage_seconds(e, train)["diagnostics"] for e in (exp_off, exp_on)]
+    assert seconds[0] == 0 < seconds[1]
+    a = ridgexr.open_dataset(run_experiment(exp_off, store=folder / "off.zarr").store)
+    b = ridgexr.open_dataset(run_experiment(exp_on, store=folder / "on.zarr").store)
+    assert np.isnan(a.excess_loss.values).all() and np.isfinite(b.excess_loss.values).all()
+    np.testing.assert_array_equal(a.trajectory.values, b.trajectory.values)
