@@ -150,8 +150,8 @@ class ExplorerData:
             lines.append(f"class share {v['class_share']:.2f} [{v['class_share_lower']:.2f}, "
                          f"{v['class_share_upper']:.2f}] ({bound}real images {v['class_share_heldout']:.2f})")
         if np.isfinite(v.get("coverage", np.nan)):
-            lines.append(f"coverage of held-out reals {v['coverage']:.2f} (a perfect sampler's {v['coverage_null']:.2f};"
-                         " gate >= 0.7 of it)")
+            lines.append(f"coverage of held-out reals {v['coverage']:.2f} (a perfect sampler's "
+                         f"{v['coverage_null']:.2f}; gate >= 0.7 of it)")
         if np.isfinite(v.get("frechet", np.nan)):
             lines.append(f"Frechet {v['frechet']:.3g} (floor {v['frechet_floor']:.3g}, ceiling {v['frechet_ceiling']:.3g})")
         if len(lines) == 1:

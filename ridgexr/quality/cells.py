@@ -154,8 +154,8 @@ def _ratio_only(samples, held, train, *, seed, n_boot) -> dict[str, float]:
     if not len(finite):
         return {"n_finite": 0.0, "n_draws": float(len(s))}
     ratio, lo, hi = nearest_ratio(finite, held, train, n_boot=n_boot, seed=seed)
-    return {"nearest_ratio": ratio, "nearest_ratio_lower": lo, "nearest_ratio_upper": hi, "n_finite": float(len(finite)),
-            "n_draws": float(len(s))}
+    return {"nearest_ratio": ratio, "nearest_ratio_lower": lo, "nearest_ratio_upper": hi,
+            "n_finite": float(len(finite)), "n_draws": float(len(s))}
 
 
 def _latent_cell(dataset, train, samples, *, base_dir, seed, n_boot) -> dict[str, float]:

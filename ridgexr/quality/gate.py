@@ -36,8 +36,8 @@ import numpy as np
 
 from .._validation import check_float, check_int
 
-__all__ = ["GATE", "GATE_VERDICTS", "GATE_KEYS", "GATE_DRAWS", "GateDesign", "gate_design", "decision_size", "expected_coverage",
-           "knn_radii", "coverage", "gate_verdict", "gate_seed"]
+__all__ = ["GATE", "GATE_VERDICTS", "GATE_KEYS", "GATE_DRAWS", "GateDesign", "gate_design", "decision_size",
+           "expected_coverage", "knn_radii", "coverage", "gate_verdict", "gate_seed"]
 
 #: The quality gate, fixed before any run (docs/quality.md, "The gate"):
 #:

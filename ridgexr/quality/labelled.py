@@ -5,8 +5,8 @@ Wasserstein distance along the law's first principal axis computed from the stor
 axis in which a two-mode law differs most from one blob (docs/timescales.md, ``timescales-gmm-long``).
 :func:`sample_quality` reads the ``quality_*`` cell variables (written by the run,
 :func:`ridgexr.quality.cells.cell_quality`) and adds ``gate``, the verdict of
-:func:`ridgexr.quality.gate_verdict` per cell with its decision size.  :func:`gated_verdict` is the one rule that turns a
-claim about a cell that does not generate into "untestable": the analyses, the report and the docs'
+:func:`ridgexr.quality.gate_verdict` per cell with its decision size.  :func:`gated_verdict` is the one rule that
+turns a claim about a cell that does not generate into "untestable": the analyses, the report and the docs'
 tables all call it.
 """
 
