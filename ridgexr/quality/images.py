@@ -32,7 +32,8 @@ from ..analysis.arrays import proportion_ci
 from ..datasets.images import load_images
 from .classifier import TrainedClassifier
 from .gate import GATE, GATE_KEYS, coverage, expected_coverage, gate_verdict, knn_radii
-from .measures import _bootstrap_ratio, _ci, _nearest_distances, check_points, frechet_from_moments, gaussian_moments
+from .measures import (check_ci, check_points, frechet_from_moments, gaussian_moments, nearest_distances,
+                       ratio_interval)
 
 __all__ = ["image_quality", "heldout_reals", "gate_reference", "reference_for", "GateReference", "draw_measures",
            "gate_power",
@@ -353,16 +354,16 @@ def image_quality(samples, *, train, classes, classifier: TrainedClassifier, ref
         raise ValueError(f"`reference` was built for classes {reference.classes.tolist()}; got classes "
                          f"{np.unique(cls).tolist()}")
     n_boot = check_int(n_boot, "n_boot", min_val=1)
-    ci = _ci(ci)
+    ci = check_ci(ci)
     seed = check_int(seed, "seed", min_val=0)
     finite = s[np.isfinite(s).all(1)]
     n_fin = len(finite)
     feats, predicted = classifier.features_and_predictions(finite)
     feats, in_class = feats.astype(np.float64).reshape(n_fin, -1), int(np.isin(predicted, cls).sum())
-    dist = _nearest_distances(np.concatenate([finite, reference.reals]), tr)
+    dist = nearest_distances(np.concatenate([finite, reference.reals]), tr)
     ds, dr = dist[:n_fin], dist[n_fin:]
     out = draw_measures(reference, feats, in_class, len(s), ds, dr)
-    r_lo, r_hi = _bootstrap_ratio(ds, dr, n_boot, ci, seed) if n_fin else (math.nan, math.nan)
+    r_lo, r_hi = ratio_interval(ds, dr, n_boot, ci, seed) if n_fin else (math.nan, math.nan)
     c_lo, c_hi = proportion_ci(in_class, len(s), ci, "wilson") if len(s) else (math.nan, math.nan)
     out |= {"nearest_ratio_lower": r_lo, "nearest_ratio_upper": r_hi, "class_share_lower": float(c_lo),
             "class_share_upper": float(c_hi)}
@@ -415,7 +416,7 @@ def gate_power(reference: GateReference, train, images, labels, *, n: int | None
     size = decision_size(reference.recall, reference.offclass, reference.n_heldout)
     n = check_int(size if n is None else n, "n", min_val=2)
     clf, cls = reference.classifier, reference.classes
-    real_near = _nearest_distances(reference.reals, tr)
+    real_near = nearest_distances(reference.reals, tr)
     pool = reference.pool_index
     pool_in = np.isin(clf.predict(reference.reals[pool]), cls)
     sets = {"pool": (reference.pool_features, pool_in, real_near[pool])}
@@ -425,7 +426,7 @@ def gate_power(reference: GateReference, train, images, labels, *, n: int | None
         worst = others[int(np.argmax(shares))]
         for name, rows in (("worst", y == worst), ("mixed", ~np.isin(y, cls))):
             sets[name] = (clf.features(x[rows]).astype(np.float64), np.isin(clf.predict(x[rows]), cls),
-                          _nearest_distances(x[rows], tr))
+                          nearest_distances(x[rows], tr))
     rng = np.random.default_rng(seed)
 
     def verdict(parts):  # parts: [(set name, row indices)]

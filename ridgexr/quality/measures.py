@@ -37,7 +37,8 @@ from ..analysis.arrays import (RESAMPLE_LIMIT, bootstrap_medians, nearest_two, p
 from .gate import gate_verdict
 
 __all__ = ["frechet_distance", "frechet_from_moments", "gaussian_moments", "nearest_ratio", "class_share",
-           "point_quality", "principal_axis", "axis_wasserstein", "NEAREST_BUDGET"]
+           "point_quality", "principal_axis", "axis_wasserstein", "NEAREST_BUDGET", "check_points", "check_ci",
+           "nearest_distances", "ratio_interval"]
 
 #: bytes of (queries x training points) squared distances held at once by the nearest search
 NEAREST_BUDGET = 64 * 2**20
@@ -58,7 +59,8 @@ def check_points(x, name: str, *, k: int | None = None, min_rows: int = 1, finit
     return a
 
 
-def _ci(ci) -> float:
+def check_ci(ci) -> float:
+    """``ci`` as a float in (0, 1) (an interval's coverage); ValueError naming it otherwise."""
     return check_float(ci, "ci", min_val=0, max_val=1, include_boundaries="neither")
 
 
@@ -172,15 +174,16 @@ def frechet_distance(x, y) -> float:
 
 
 # ----------------------------------------------------------------------------------- nearest ratio
-def _nearest_distances(queries: np.ndarray, train: np.ndarray) -> np.ndarray:
+def nearest_distances(queries: np.ndarray, train: np.ndarray) -> np.ndarray:
     """Distance of each query (M, d) to its nearest training point (N, d): one chunked exact search."""
     chunk = max(1, NEAREST_BUDGET // (8 * train.shape[0]))
     pts = train if train.shape[0] >= 2 else np.concatenate([train, train])  # nearest_two wants two points
     return nearest_two(queries, pts, chunk=chunk)[0]
 
 
-def _bootstrap_ratio(ds: np.ndarray, dr: np.ndarray, n_boot: int, ci: float, seed: int) -> tuple[float, float]:
-    """Percentile interval of median(ds*) / median(dr*), ds and dr resampled independently with replacement.
+def ratio_interval(ds: np.ndarray, dr: np.ndarray, n_boot: int, ci: float, seed: int) -> tuple[float, float]:
+    """The nearest ratio's interval from the two sets of nearest distances (validated by the caller): the
+    percentile interval of median(ds*) / median(dr*), ds and dr resampled independently with replacement.
 
     One index matrix per chunk of replicates (bounded memory), medians along axis 1; above
     :data:`~ridgexr.analysis.arrays.RESAMPLE_LIMIT` values (either set) each set's bootstrap medians are drawn
@@ -257,16 +260,16 @@ def nearest_ratio(samples, reals, train, *, n_boot: int = 1000, ci: float = 0.95
     r = check_points(reals, "reals", k=d)
     tr = check_points(train, "train", k=d)
     n_boot = check_int(n_boot, "n_boot", min_val=1)
-    ci = _ci(ci)
+    ci = check_ci(ci)
     seed = check_int(seed, "seed", min_val=0)
     s = s[np.isfinite(s).all(1)]
     if s.shape[0] == 0:
         return math.nan, math.nan, math.nan
-    dist = _nearest_distances(np.concatenate([s, r]), tr)
+    dist = nearest_distances(np.concatenate([s, r]), tr)
     ds, dr = dist[:s.shape[0]], dist[s.shape[0]:]
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = float(np.median(ds) / np.median(dr))
-    lo, hi = _bootstrap_ratio(ds, dr, n_boot, ci, seed)
+    lo, hi = ratio_interval(ds, dr, n_boot, ci, seed)
     return ratio, lo, hi
 
 
@@ -302,7 +305,7 @@ def class_share(predicted, classes, ci: float = 0.95) -> tuple[float, float, flo
     c = np.asarray(classes)
     if c.ndim != 1 or c.size == 0 or c.dtype.kind not in "iu":
         raise ValueError(f"`classes` must be a non-empty sequence of integers; got {classes!r}")
-    ci = _ci(ci)
+    ci = check_ci(ci)
     n = p.size
     k = int(np.isin(p, c).sum())
     if n == 0:
@@ -431,7 +434,7 @@ def axis_wasserstein(samples, reference, axis, *, n_boot: int = 2000, ci: float 
     if u.shape != (d,) or not np.isfinite(u).all() or not np.linalg.norm(u) > 0:
         raise ValueError(f"`axis` must be a finite nonzero vector of length {d}; got shape {u.shape}")
     n_boot = check_int(n_boot, "n_boot", min_val=1)
-    ci = _ci(ci)
+    ci = check_ci(ci)
     seed = check_int(seed, "seed", min_val=0)
     u = u / np.linalg.norm(u)
     ps = s[np.isfinite(s).all(1)] @ u
