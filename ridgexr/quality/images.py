@@ -233,6 +233,8 @@ def gate_reference(classifier: TrainedClassifier, images, labels, classes=None, 
 
 #: references built by :func:`reference_for` in this process: {(images, classifier key, classes): reference}
 _REFERENCES: dict = {}
+#: at most this many are kept
+REFERENCES_KEPT = 4
 
 
 def reference_for(classifier: TrainedClassifier, images: str, classes=None) -> GateReference:
@@ -242,6 +244,8 @@ def reference_for(classifier: TrainedClassifier, images: str, classes=None) -> G
     if key not in _REFERENCES:
         x, y = heldout_reals(images)
         _REFERENCES[key] = gate_reference(classifier, x, y, classes)
+        while len(_REFERENCES) > REFERENCES_KEPT:  # the oldest first (~70 MB each for every class at once)
+            _REFERENCES.pop(next(iter(_REFERENCES)))
     return _REFERENCES[key]
 
 
