@@ -44,11 +44,12 @@ __all__ = ["GATE", "GATE_VERDICTS", "GATE_KEYS", "GATE_DRAWS", "GateDesign", "ga
 #: - ``off_class_share`` 0.2, ``alpha`` 0.04, ``beta`` 0.05: the class-share bound and the decision size are those
 #:   at which a perfect sampler fails the class-share term with probability at most ``alpha`` and a sampler with
 #:   ``off_class_share`` of its draws from other classes passes it with probability at most ``beta``
-#:   (:func:`gate_design`).  ``alpha`` is 0.04, not 0.05, so that the three other terms may fail a perfect sampler
+#:   (:func:`gate_design`).  ``alpha`` is 0.04, not 0.05, so that the two other terms may fail a perfect sampler
 #:   one time in a hundred and the whole gate still passes it 95 % of the time (it does, by simulation:
 #:   docs/quality.md);
 #: - ``nearest_ratio_max`` 1.5: a sampler of the law scores ~1; class-mean-plus-noise images 1.7; copies of
-#:   training images << 1 (memorization passes the gate by design: the memorization analyses measure it);
+#:   training images << 1 (copies of a large training set pass the gate: the memorization analyses measure
+#:   memorization; copies of a few images fail the coverage);
 #: - ``coverage_min`` 0.7 with ``coverage_k`` 5 neighbours: coverage over a perfect sampler's expectation; a
 #:   perfect sampler scores 1 with a spread of 0.02-0.07 (64-320 draws), copies of the class mean 0.01-0.03;
 #: - ``min_draws`` 64: the decision size where the class share sets none (every class in the cell, no off-class
