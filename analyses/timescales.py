@@ -38,6 +38,7 @@ import ridgexr
 from ridgexr.analysis import training_timescales, training_window
 from ridgexr.choices import QUALITY_LABELS
 from ridgexr.claims import timescale_rule
+from ridgexr.claims.timescale_slope import slope_claims
 from ridgexr.quality import AXIS_QUALITY, axis_quality, sample_quality
 from ridgexr.run import score_errors, store_path
 
@@ -257,11 +258,12 @@ def main(argv=None):
     print(f"{how}: {rule!r} on {quality}{'' if null is None else f' against {null}'}, factor {spec.factor:g} "
           f"({tt.tau_gen.attrs['long_name']}; written: {spec.written or 'not said'})")
     print(markdown_table(tau_rows(tt)))
+    verdicts = {c.labels["time scale"]: c.verdict for c in slope_claims(tt)}
     for name in ("tau_gen", "tau_mem"):
-        s = {k: tt[f"{name}_{k}"].squeeze() for k in ("slope", "slope_low", "slope_high", "verdict",
-                                                       "slope_range_low", "slope_range_high")}
+        s = {k: tt[f"{name}_{k}"].squeeze() for k in ("slope", "slope_low", "slope_high", "slope_range_low",
+                                                       "slope_range_high")}
         print(f"\n{name}: b = {float(s['slope']):.3g} [{float(s['slope_low']):.3g}, {float(s['slope_high']):.3g}], "
-              f"verdict by the stated criteria: {s['verdict'].item()}; the lines through every {name}'s checkpoint "
+              f"verdict by the registry's timescale-slope: {verdicts[name]}; the lines through every {name}'s checkpoint "
               f"interval have b in [{float(s['slope_range_low']):.3g}, {float(s['slope_range_high']):.3g}]")
     print(f"tau_gen < tau_mem: {tt.tau_order_verdict.squeeze().item()}")
     print(f"\n{tt.attrs['quality']} along training (columns: checkpoints):\n" + markdown_table(curve_rows(tt)))

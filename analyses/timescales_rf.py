@@ -29,6 +29,7 @@ import xarray as xr
 from _common import markdown_table
 
 from ridgexr.analysis import loss_timescales
+from ridgexr.claims.timescale_slope import slope_claims
 from ridgexr.paths import data_folder
 from ridgexr.training.single_time import single_time_losses
 
@@ -70,11 +71,12 @@ def tables(ds: xr.Dataset, n_boot: int = 2000) -> tuple[str, str]:
                                                         f"{float(end.test_loss.isel(seed=0)):.3f}")
         rows.append(row)
     law = []
+    verdicts = {c.labels["time scale"]: c.verdict for c in slope_claims(ts)}  # the registry's timescale-slope
     for name, expected in (("tau_mem", 1), ("tau_gen", 0)):
         law.append({"law": f"log {name} = a + b log n", "expected b": expected,
                     "b [95 %]": f"{float(ts[f'{name}_slope']):.3f} [{float(ts[f'{name}_slope_low']):.3f}, "
                                 f"{float(ts[f'{name}_slope_high']):.3f}]",
-                    "points (n x seeds)": int(ts[name].size), "verdict": str(ts[f"{name}_verdict"].item())})
+                    "points (n x seeds)": int(ts[name].size), "verdict": verdicts[name]})
     return markdown_table(pd.DataFrame(rows)), markdown_table(pd.DataFrame(law))
 
 

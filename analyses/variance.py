@@ -21,7 +21,10 @@ import numpy as np
 from _common import experiment_for, markdown_table, parser, save_png, store_for
 
 from ridgexr import analysis
-from ridgexr.analysis.claims import Claim, Criterion, Null, claims_markdown
+from ridgexr.claims import ENTRIES_SEEN, KINDS
+from ridgexr.claims.gap_mass_correlates import spearman_ci
+from ridgexr.claims.gap_mass_grows import GAP_MARGIN
+from ridgexr.verdicts import Claim, Null, claims_markdown
 
 
 def effect_table(ds):
@@ -150,44 +153,18 @@ def ensemble_table(ds):
     return pd.DataFrame(rows), float(ds.v_kernel_t.values[0])
 
 
-#: written 2026-12-03, AFTER the 4- and 8-draw runs were seen and BEFORE the 32-draw run of the three
-#: schedules: the criteria C1-C3 of docs/variance.md (written before any run) re-expressed as the regions of
-#: the claims rule (docs/claims.md).  "Above 0" is strict: an interval whose lower end is exactly 0 is not
-#: above 0 (level 1e-12).  C3's "vanishes" needs a margin the page did not state: |Delta G| <= 0.02 (two
-#: percentage points of gap mass) is chosen here.
-REGIONS_WRITTEN = ("docs/variance.md C1-C3 (before any run); regions 2026-12-03, after the 8-draw run, before "
-                   "the 32-draw run")
-ABOVE_ZERO = Criterion.above(1e-12, text="interval above 0 agrees; wholly at or below 0 disagrees",
-                             written=REGIONS_WRITTEN)
-VANISHES = Criterion.within(-0.02, 0.02, text="interval inside [-0.02, 0.02] agrees; wholly outside disagrees",
-                            written=REGIONS_WRITTEN)
+# The criteria of docs/variance.md are the claims registry's kinds (ridgexr.claims): C1 gap-mass-grows, C2
+# gap-mass-correlates, C3 gap-mass-vanishes, P1 gaussian-reproduces, P2 excess-fills-gap, each with its margin,
+# null, minimum of draws and controls.  This script computes their numbers and the rules over cells.
 #: what the null of a cell's Delta G is (:func:`ridgexr.analysis.gap_mass`'s ``gap_mass_null``)
 NULL_HOW = ("the same pooled difference between two ensembles of one target (the ideal fit's even draws minus "
             "its odd draws, independent training noise)")
 
 
 def _spearman_ci(x, y, n_boot: int = 2000, seed: int = 0) -> tuple[float, float, float]:
-    """Spearman's rho of (x, y) with a percentile-bootstrap interval over the cells (rows resampled)."""
-    from scipy import stats
-
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    ok = np.isfinite(x) & np.isfinite(y)
-    x, y = x[ok], y[ok]
-    if x.size < 3:
-        return np.nan, np.nan, np.nan
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, x.size, size=(n_boot, x.size))
-    rx = stats.rankdata(x[idx], axis=1)
-    ry = stats.rankdata(y[idx], axis=1)
-    rx -= rx.mean(1, keepdims=True)
-    ry -= ry.mean(1, keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        boot = (rx * ry).sum(1) / np.sqrt((rx**2).sum(1) * (ry**2).sum(1))  # NaN where a resample has ties only
-    boot = boot[np.isfinite(boot)]
-    rho = stats.spearmanr(x, y).statistic
-    if boot.size == 0:  # constant x or y: no rank correlation, no interval
-        return float(rho), np.nan, np.nan
-    return float(rho), float(np.quantile(boot, 0.025)), float(np.quantile(boot, 0.975))
+    """Spearman's rho of (x, y) with a percentile-bootstrap interval over the cells
+    (:func:`ridgexr.claims.gap_mass_correlates.spearman_ci`)."""
+    return spearman_ci(x, y, n_boot=n_boot, seed=seed)[:3]
 
 
 def _aggregate(verdicts: list[str], rule: str) -> str:
@@ -202,18 +179,20 @@ def _aggregate(verdicts: list[str], rule: str) -> str:
     return "agrees" if agree == len(verdicts) else "disagrees" if disagree else "inconclusive"
 
 
-def ensemble_claims(df) -> tuple[list[Claim], list[str], str]:
-    """The criteria of docs/variance.md evaluated by the claims engine (:mod:`ridgexr.analysis.claims`).
+def ensemble_claims(df, *, post_hoc: bool = False) -> tuple[list[Claim], list[str], str]:
+    """The criteria of docs/variance.md evaluated as the claims registry's kinds (:mod:`ridgexr.claims`).
 
-    Claims: one per cell with p/P >= 1/4 ("Delta G > 0", :data:`ABOVE_ZERO`), one per cell with P/p >= 16
-    ("Delta G vanishes", :data:`VANISHES`), and two rank correlations over the cells with a bootstrap
-    interval over cells (Delta G with p/P, and with V_gap(dsm) - V_gap(ideal); :data:`ABOVE_ZERO`).  A cell's
+    Claims: one per cell with p/P >= 1/4 (C1, ``gap-mass-grows``), one per cell with P/p >= 16 (C3,
+    ``gap-mass-vanishes``), and two rank correlations over the cells with a bootstrap interval over cells
+    (C2, ``gap-mass-correlates``: Delta G with p/P, and with V_gap(dsm) - V_gap(ideal)).  A cell's
     claim rests on its training-noise draws (``n``, the bootstrap's unit) and carries its null (the table's
     ``null`` columns, :data:`NULL_HOW`); its diverged samples (both targets, counted outside the gap) are
     named in the row.  The overall verdict: "agrees" when C1
     (at least half of its cells agree), C2 (both correlations agree) and C3 (every cell agrees) all agree;
     "disagrees" when C1 (more than half of its cells disagree) or the correlation with p/P disagrees; else
     "inconclusive".
+
+    ``post_hoc``: the entry's numbers were seen before the kinds' margins were written (its rows say so).
 
     Returns (claims, one summary line per criterion, the overall verdict).
     """
@@ -223,30 +202,26 @@ def ensemble_claims(df) -> tuple[list[Claim], list[str], str]:
         # the diverged samples are named beside it (counted outside the gap, none excluded)
         labels = {"w": r["w"], "p": int(r["p"]), "n_noise": int(r["n_noise"]), "p/P": f"{r['p/P']:.3g}",
                   "diverged samples": f"{int(r['n diverged'])} of {int(r['n samples'])}"}
-        n, excl = int(r["draws"]), 0
+        n = int(r["draws"])
         null = Null(r["null"], r["null_low"], r["null_high"], how=NULL_HOW) if "null" in r else None
-        measure = "pooled gap-mass difference DSM - ideal, 95 % bootstrap over training-noise draws"
         if r["p/P"] >= 0.25:
-            claims.append(Claim("C1: the DSM target moves mass into the gap (Delta G > 0)", measure, r["diff"],
-                                r["diff_low"], r["diff_high"], n, ABOVE_ZERO, excluded=excl, null=null,
-                                labels=labels))
+            claims.append(KINDS["gap-mass-grows"].claim(r["diff"], r["diff_low"], r["diff_high"], n, null=null,
+                                                        labels=labels, post_hoc=post_hoc))
         if r["p/P"] <= 1 / 16:
-            claims.append(Claim("C3: Delta G vanishes where P >> p", measure, r["diff"], r["diff_low"],
-                                r["diff_high"], n, VANISHES, excluded=excl, null=null, labels=labels))
-    n_cells = int(np.isfinite(df["diff"]).sum())
+            claims.append(KINDS["gap-mass-vanishes"].claim(r["diff"], r["diff_low"], r["diff_high"], n, null=null,
+                                                           labels=labels, post_hoc=post_hoc))
     for what, x in (("p/P", df["p/P"]), ("V_gap dsm - ideal", df["V_gap dsm"] - df["V_gap ideal"])):
-        rho, lo, hi = _spearman_ci(x, df["diff"])
-        claims.append(Claim(f"C2: Delta G grows with {what}", "Spearman rho over the cells, 95 % bootstrap "
-                            "over cells (n counts cells)", rho, lo, hi, n_cells, ABOVE_ZERO,
-                            labels={"w": "all cells", "p": "", "n_noise": "", "p/P": "", "diverged samples": ""},
-                            unit="cells"))
+        rho, lo, hi, n_cells = spearman_ci(x, df["diff"])
+        kind = KINDS["gap-mass-correlates"]
+        claims.append(kind.claim(rho, lo, hi, n_cells, statement=kind.statement.format(what=what), post_hoc=post_hoc,
+                                 labels={"w": "all cells", "p": "", "n_noise": "", "p/P": "", "diverged samples": ""}))
     c1 = _aggregate([c.verdict for c in claims if c.statement.startswith("C1")], "half")
     c2s = [c.verdict for c in claims if c.statement.startswith("C2")]
     c2 = "agrees" if all(v == "agrees" for v in c2s) else "disagrees" if c2s[0] == "disagrees" else "inconclusive"
     c3 = _aggregate([c.verdict for c in claims if c.statement.startswith("C3")], "all")
-    lines = [f"C1 (Delta G > 0 in at least half of the cells with p/P >= 1/4): {c1}",
+    lines = [f"C1 (Delta G > {GAP_MARGIN:g} in at least half of the cells with p/P >= 1/4): {c1}",
              f"C2 (Delta G grows with p/P and with V_gap dsm - ideal): {c2}",
-             f"C3 (Delta G within +-0.02 in every cell with P/p >= 16): {c3}"]
+             f"C3 (Delta G within +-{GAP_MARGIN:g} in every cell with P/p >= 16): {c3}"]
     overall = ("agrees" if (c1, c2, c3) == ("agrees",) * 3 else
                "disagrees" if c1 == "disagrees" or c2s[0] == "disagrees" else "inconclusive")
     return claims, lines, overall
@@ -393,14 +368,6 @@ def score_noise_correlation(ds, *, cells=CORRELATION_CELLS, times=CORRELATION_TI
 # ---------------------------------------------------------------------------------------------------------
 # The predicted Delta G (issue 40): the ensemble's second-cumulant (Gaussian) approximation, from the draws.
 
-#: written 2026-12-04, BEFORE any prediction was computed (docs/variance.md, "The predicted Delta G")
-PREDICTION_WRITTEN = "docs/variance.md, 2026-12-04, before any prediction was computed"
-#: P1: the Gaussian approximation reproduces the measured Delta G (the margin of C3: two points of gap mass)
-REPRODUCES = Criterion.within(-0.02, 0.02, text="interval inside [-0.02, 0.02] agrees; wholly outside disagrees",
-                              written=PREDICTION_WRITTEN)
-#: P2: the DSM fit's excess V-kernel alone moves mass into the gap
-EXCESS_FILLS = Criterion.above(1e-12, text="interval above 0 agrees; wholly at or below 0 disagrees",
-                               written=PREDICTION_WRITTEN)
 #: the five ensembles of a cell: name -> what its readouts are
 PREDICTION_ENSEMBLES = {"dsm": "the DSM fits (measured)", "ideal": "the ideal fits (measured)",
                         "gauss dsm": "Gaussian, DSM fits' mean and V-kernel",
@@ -510,11 +477,11 @@ def gaussian_prediction(exp, *, cells=None, draws: int | None = None, n_boot: in
     return pd.DataFrame(rows)
 
 
-def prediction_claims(df) -> tuple[list[Claim], list[str], str]:
+def prediction_claims(df, *, post_hoc: bool = False) -> tuple[list[Claim], list[str], str]:
     """The criteria of docs/variance.md's "The predicted Delta G" evaluated by the claims engine.
 
-    Claims: P1 per cell (measured - predicted Delta G within +-0.02, :data:`REPRODUCES`) and P2 per cell with
-    p/P >= 1/4 (the DSM V-kernel's excess alone moves mass into the gap, :data:`EXCESS_FILLS`).  P1 agrees when
+    Claims: P1 per cell (measured - predicted Delta G within the margin, ``gaussian-reproduces``) and P2 per cell
+    with p/P >= 1/4 (the DSM V-kernel's excess alone moves mass into the gap, ``excess-fills-gap``).  P1 agrees when
     every cell agrees and disagrees when any disagrees; P2 agrees when at least half of its cells agree and
     disagrees when more than half disagree (C1's rule); overall "agrees" when both agree, "disagrees" when either
     disagrees, else "inconclusive".  Returns (claims, one line per criterion, overall verdict)."""
@@ -522,16 +489,14 @@ def prediction_claims(df) -> tuple[list[Claim], list[str], str]:
     for r in df.to_dict("records"):
         labels = {"w": r["w"], "p": int(r["p"]), "n_noise": int(r["n_noise"]), "p/P": f"{r['p/P']:.3g}",
                   "diverged dsm / gauss dsm": r["diverged dsm / gauss dsm"]}
-        claims.append(Claim("P1: the Gaussian approximation reproduces Delta G", "measured - predicted Delta G, "
-                            "95 % bootstrap over draw positions", r["error"], r["error_low"], r["error_high"],
-                            int(r["draws"]), REPRODUCES, labels=labels))
+        claims.append(KINDS["gaussian-reproduces"].claim(r["error"], r["error_low"], r["error_high"], int(r["draws"]),
+                                                         labels=labels, post_hoc=post_hoc))
         if r["p/P"] >= 0.25:
-            claims.append(Claim("P2: the DSM V-kernel's excess alone fills the gap", "Gaussian gap mass, DSM "
-                                "kernel - ideal kernel at the ideal mean", r["excess"], r["excess_low"],
-                                r["excess_high"], int(r["draws"]), EXCESS_FILLS, labels=labels))
+            claims.append(KINDS["excess-fills-gap"].claim(r["excess"], r["excess_low"], r["excess_high"],
+                                                          int(r["draws"]), labels=labels, post_hoc=post_hoc))
     p1 = _aggregate([c.verdict for c in claims if c.statement.startswith("P1")], "all")
     p2 = _aggregate([c.verdict for c in claims if c.statement.startswith("P2")], "half")
-    lines = [f"P1 (measured - predicted Delta G within +-0.02 in every cell): {p1}",
+    lines = [f"P1 (measured - predicted Delta G within +-{GAP_MARGIN:g} in every cell): {p1}",
              f"P2 (the DSM V-kernel's excess alone moves mass into the gap in at least half of the cells with "
              f"p/P >= 1/4): {p2}"]
     overall = "agrees" if (p1, p2) == ("agrees", "agrees") else "disagrees" if "disagrees" in (p1, p2) else \
@@ -547,7 +512,7 @@ def prediction_figure(df, name: str) -> hv.Overlay:
     dims = ("predicted Delta G (Gaussian approximation)", "measured Delta G")
     lo = float(min(df[["predicted_low", "measured_low"]].min()))
     hi = float(max(df[["predicted_high", "measured_high"]].max()))
-    m = REPRODUCES.agrees[1]  # P1's margin about measured = predicted
+    m = KINDS["gaussian-reproduces"].criterion().agrees[1]  # P1's margin about measured = predicted
     layers = [hv.Curve(([lo, hi], [lo, hi]), *dims, label="measured = predicted").opts(
                   color="black", linewidth=0.8, linestyle="--", backend="matplotlib"),
               hv.Curve(([lo, hi], [lo + m, hi + m]), *dims, label=f"P1 margin +-{m:g}").opts(
@@ -592,7 +557,7 @@ def prediction_main(name: str, exp, figures: Path | None = None) -> None:
     cols = ["w", "p", "n_noise", "p/P"] + [f"G {k}" for k in PREDICTION_ENSEMBLES] + [
         "measured", "predicted", "error", "excess", "diverged dsm / gauss dsm"]
     print(markdown_table(df[cols]))
-    claims, lines, overall = prediction_claims(df)
+    claims, lines, overall = prediction_claims(df, post_hoc=name in ENTRIES_SEEN)
     table = claims_markdown(claims, drop=("measure", "null from", "gate"))
     print(f"\n### {name}: claims of the prediction\n\n{table}\n")
     for line in lines:
@@ -620,8 +585,8 @@ def ensemble_main(name: str, ds, figures: Path | None = None) -> None:
     print(f"## {name}: pooled ensembles of {ds.sizes['draw']} draws x {ds.sizes['sample']} samples, "
           f"probability-flow ODE, final step; V_gap at t = {t_probe:g}\n")
     print(markdown_table(df))
-    claims, lines, overall = ensemble_claims(df)
-    print(f"\n### {name}: claims (criteria of docs/variance.md as regions of the claims rule)\n")
+    claims, lines, overall = ensemble_claims(df, post_hoc=name in ENTRIES_SEEN)
+    print(f"\n### {name}: claims (the criteria of docs/variance.md: the claims registry's kinds)\n")
     table = claims_markdown(claims, drop=("measure", "null from", "gate"))
     print(table)
     if figures is not None:  # the docs include the generated table (docs/variance.md)

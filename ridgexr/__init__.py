@@ -45,7 +45,8 @@ _LAZY = {
     "open_dataset": "reader", "run_experiment": "run",
 }
 _SUBMODULES = ("accessor", "projection", "analysis", "plot", "report", "store", "catalog", "datasets", "training", "run", "ridge",
-               "scms", "empirical", "models", "process", "defaults", "choices", "spec", "sampling", "observe", "reader", "units", "cli", "quality")
+               "scms", "empirical", "models", "process", "defaults", "choices", "spec", "sampling", "observe", "reader", "units", "cli", "quality",
+               "claims", "verdicts")
 
 #: modules renamed (old -> new): the old name says where its functions went
 _RENAMED = {"labelled": "projection"}  # one labelled module per concept: analysis.labelled, quality.labelled

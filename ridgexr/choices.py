@@ -65,8 +65,6 @@ TRAINED_WEIGHTS = ("ema", "raw")
 #: how minibatch training draws a row's time: uniformly, or from a density proportional to w(t) / h_t (the
 #: weight's factor on the epsilon error; importance sampling, ridgexr.training.proposal)
 TIME_PROPOSALS = ("uniform", "weight")
-#: kinds of claim an entry may declare (``claims:``; :mod:`ridgexr.claims`, docs/claims.md)
-CLAIM_KINDS = ("memorizes", "does-not-memorize", "reach-falls", "reach-as-exact", "align-tangent", "slide-slower")
 
 #: the store's cell dimensions, in store order, each with the part of a catalog entry whose labels it carries:
 #: the entry's blocks and schedules, a model block's own sweep (its kind's ``values(dim)``), the training

@@ -319,9 +319,9 @@ def _load_experiment(name: str, catalog_files=(), data_dir=None):
     if name not in cat.experiments and cat.skipped:  # it may be in the skipped file: its error is the answer
         raise cat.not_found(name)
     if name not in cat.experiments:
-        raise typer.BadParameter(f"no experiment {name!r}{cat.did_you_mean(name)} in the catalogs; "
-                                 f"known: {', '.join(sorted(cat))} "
-                                 "(add one with --catalog FILE or $RIDGEXR_CATALOGS)", param_hint="NAME")
+        raise typer.BadParameter(f"no experiment {name!r} in the catalogs{cat.did_you_mean(name)} ('ridgexr list' "
+                                 f"lists their {len(cat)} entries; add one with --catalog FILE or $RIDGEXR_CATALOGS)",
+                                 param_hint="NAME")
     return cat[name]
 
 
@@ -392,12 +392,16 @@ def _print_plan(exp, data_dir) -> None:
     """``ridgexr run --plan``: the entry's stages and their estimated seconds, its peak memory and store size, and
     whether this machine would refuse it, from the configuration and the training set's shape alone
     (:func:`ridgexr.datasets.training_shape`): no data loaded, no VAE trained, nothing written."""
+    from rich.markup import escape
+
     from .catalog import resolve_store
     from .datasets import training_shape
     from .run import ResourceError, check_resources
-    from .run.plan import count_run_cells, estimate_stage_seconds, format_seconds, scms_upper_seconds
+    from .run.plan import (count_run_cells, estimate_stage_seconds, format_seconds, missing_training_data,
+                           scms_upper_seconds)
 
     shape = training_shape(exp.dataset, base_dir=exp.base_dir)
+    missing = missing_training_data(exp)  # a named image set not installed, say: the shape is the published one
     store = resolve_store(exp, data_dir)
     seconds = estimate_stage_seconds(exp, shape)
     upper = scms_upper_seconds(exp, shape)  # the projections' iterations depend on the data: the bound at the cap
@@ -405,11 +409,14 @@ def _print_plan(exp, data_dir) -> None:
         est, verdict = check_resources(exp, shape, store), "it fits this machine"
     except ResourceError as exc:
         est, verdict = check_resources(exp, shape, store, force=True), f"refused without --force: {exc}"
+    if missing:
+        verdict += "; but it cannot run here before its training data are installed (above)"
     dims = " x ".join(f"{len(v)} {n}" for n, v in exp.cell_coords())
     total = sum(seconds.values()) or 1.0
     table = Table(title=f"plan of {exp.name}: {dims or 'one cell'} ({count_run_cells(exp)} run), {exp.n_samples} "
-                        f"samples, {exp.process.n_steps} steps, training set {shape[0]} x {shape[1]} -> {store}",
-                  caption="estimated on 2 idle cores (ridgexr.run.plan's rates; measured error in "
+                        f"samples, {exp.process.n_steps} steps, training set {shape[0]} x {shape[1]}"
+                        f"{' (not installed here)' if missing else ''} -> {store}",
+                  caption="estimated on 2 idle cores (ridgexr.run.plan's rates; within 2x of the runs timed idle: "
                           "docs/performance.md); nothing was loaded, trained or written"
                           + ("; 'at ridge.max_iter': every SCMS projection run to its cap (degenerate frames do)"
                              if upper is not None else ""))
@@ -421,6 +428,8 @@ def _print_plan(exp, data_dir) -> None:
     if upper is not None:
         table.add_row(f"sampling and observation at ridge.max_iter = {exp.ridge.max_iter}", format_seconds(upper), "")
     console.print(table)
+    if missing:
+        console.print(f"[yellow]training data missing:[/] {escape(missing)}", soft_wrap=True, highlight=False)
     gb = 2**30
     console.print(f"peak memory ~{est['peak_memory'] / gb:.3g} GiB ({est['memory_stage']}; driven by "
                   f"{', '.join(est['memory_drivers'])}); store up to {est['store_size'] / gb:.3g} GiB; {verdict}",
@@ -509,55 +518,151 @@ def _why_empty(rows, keys, d: int | None = None) -> str:
     return "; ".join(notes)
 
 
+#: width of the output when it is not a terminal and $COLUMNS is not set
+PIPED_WIDTH = 140
+
+
+def _output_width() -> int:
+    """Columns to fit: ``$COLUMNS`` when set (also when the output is piped or captured), else the terminal's,
+    else :data:`PIPED_WIDTH`."""
+    import os
+
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    return console.width if sys.stdout.isatty() else PIPED_WIDTH
+
+
+def _cut(text: str, width: int) -> str:
+    """``text`` on one line of at most ``width`` characters: whole when it fits, else cut at a word boundary
+    (or mid-word when the last word is long) and ended with an ellipsis.
+
+    >>> _cut("Two training points (-3,0),(3,0).", 20), _cut("short", 20)
+    ('Two training points…', 'short')
+    """
+    text = " ".join(text.split())
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:max(width, 0)]
+    head = text[:width - 1]
+    space = head.rfind(" ")
+    if text[width - 1] != " " and space >= 0.6 * (width - 1):  # mid-word: back to a boundary not too far back
+        head = head[:space]
+    return head.rstrip(" ,;:") + "…"
+
+
+def _fitted_lines(rows: list[list[str]], width: int, header: list[str]) -> list[str]:
+    """One line per row, columns separated by two spaces, none longer than ``width``: every column but the last
+    at the width of its longest value (header included), the last cut to what is left (:func:`_cut`)."""
+    rows = [header] + rows
+    sizes = [max(len(r[k]) for r in rows) for k in range(len(header) - 1)]
+    lead = sum(sizes) + 2 * len(sizes)
+    out = []
+    for r in rows:
+        line = "".join(v.ljust(n + 2) for v, n in zip(r, sizes)) + _cut(r[-1], max(width - lead, 1))
+        out.append(line if len(line) <= width else _cut(line, width))
+    return out
+
+
 @app.command("list")
 def list_experiments(data_dir: str = _data_dir_option(), catalog: list[str] = _catalog_option(),
-                     wide: bool = typer.Option(False, "--wide/--no-wide", metavar=FLAG, help="one line per entry, "
-                                               "however wide (no wrapping to the terminal)"),
-                     estimate: bool = typer.Option(True, "--estimate/--no-estimate", metavar=FLAG, help="an estimated "
-                                                   "time column (the planner's, as 'ridgexr run --plan'; loads torch, "
-                                                   "a few seconds)")):
-    """List the catalogs' experiments (every value whole: long ones wrap within their column) with the first \
-sentence of their description and the planner's estimated time, then the stores of the data folder and the entry \
-that made each (open one by that name, whatever catalog defined it)."""
-    from rich.markup import escape
-
-    from .catalog import default_data_dir, describe, resolve_store, stores_in
+                     wide: bool = typer.Option(False, "--wide/--no-wide", metavar=FLAG, help="every field of every "
+                                               "entry, whole (the description's first sentence, dataset, models, "
+                                               "schedules, widths, samples, steps, d*, store): lines as wide as "
+                                               "they need"),
+                     estimate: bool = typer.Option(False, "--estimate/--no-estimate", metavar=FLAG, help="a time "
+                                                   "column: the planner's total on 2 idle cores, as 'ridgexr run "
+                                                   "--plan' (loads torch, and diffusers for the U-Net entries: "
+                                                   "seconds)")):
+    """List the catalogs' entries, one line each, fitted to the terminal ($COLUMNS, also when piped): the name and \
+the first sentence of the description, cut with an ellipsis (the options print every field whole, or add the \
+planner's time); then the stores of the data folder and the entry that made each (open one by that name, whatever \
+catalog defined it)."""
+    from .catalog import default_data_dir, describe, stores_in
 
     with user_errors():
         cat = _catalog(catalog, data_dir)
         stores = stores_in(data_dir)
         base = default_data_dir(data_dir)
-    # a line between entries, so that a value folded onto several lines reads as one
-    table = Table(title=f"experiments in {len(cat.files)} catalog file(s)", show_lines=not wide,
+    times = {n: _estimated_time(cat[n]) for n in cat} if estimate else {}
+    if wide:
+        _list_wide(cat, times, stores, base, data_dir)
+        return
+    width = _output_width()
+    out = Console(width=width, soft_wrap=False, highlight=False, markup=False)
+    say = lambda text: out.print(_wrapped(text, width))  # noqa: E731
+    say(f"{len(cat)} experiments in {len(cat.files)} catalog file(s)")
+    header = ["NAME"] + (["TIME"] if estimate else []) + ["DESCRIPTION"]
+    rows = [[n] + ([times[n]] if estimate else []) + [describe(cat[n])["description"]] for n in cat]
+    for line in _fitted_lines(rows, width, header):
+        out.print(line)
+    say(("TIME: the planner's total on 2 idle cores ('ridgexr run --plan NAME' gives its stages; measured error: "
+         "docs/performance.md); ? where the training set's shape needs files that are not here. " if estimate
+         else "--estimate adds the planner's time of each entry. ")
+        + "--wide prints every field whole; 'ridgexr run --plan NAME' prints an entry's stages, memory and store size.")
+    if not stores:
+        say(f"no stores in the data folder {base}" + ("" if base.is_dir() else " (the folder does not exist)"))
+        return
+    say(f"{len(stores)} store(s) in the data folder {base}:")
+    rows = [[str(p.relative_to(base)), entry or "(none recorded)", _store_source(cat, entry, p, data_dir)]
+            for p, entry in stores.items()]
+    for line in _fitted_lines(rows, width, ["STORE", "ENTRY", "CATALOG"]):
+        out.print(line)
+    say("ENTRY: the entry that made the store ('ridgexr info ENTRY' opens it, unless the entry now has another "
+        "store); CATALOG: the file that defines the entry now ('not read': no catalog read here defines it)")
+
+
+def _wrapped(text: str, width: int) -> str:
+    """``text`` wrapped to ``width`` columns at spaces (a long word stays whole on its own line)."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width=max(width, 20), break_long_words=False, break_on_hyphens=False))
+
+
+def _store_source(cat, entry: str, path, data_dir) -> str:
+    """The catalog file that defines a store's entry now, "not read", or where that entry's own store is."""
+    from .catalog import resolve_store
+
+    exp = cat.experiments.get(entry)
+    if exp is None:
+        return "not read"
+    if resolve_store(exp, data_dir) == path:
+        return str(exp.source)
+    return f"{exp.source}, whose store for it is {exp.store}: open this one by its path"
+
+
+def _list_wide(cat, times: dict, stores: dict, base, data_dir) -> None:
+    """``ridgexr list --wide``: one line per entry and store, every value whole, however wide."""
+    from rich.markup import escape
+
+    from .catalog import describe
+
+    out = Console(width=100_000)
+    table = Table(title=f"experiments in {len(cat.files)} catalog file(s)", title_justify="left",
                   caption=("time: 'ridgexr run --plan NAME' on 2 idle cores (measured error: docs/performance.md); "
-                           "? where the training set's shape is not known without its files; " if estimate else "")
-                  + ("" if wide else "--wide adds each entry's store path"))
-    # the store path (NAME.zarr unless the entry says otherwise) only with --wide: ten folding columns do not
-    # fit 140 characters whole
-    rows = [{k: v for k, v in describe(cat[n]).items() if wide or k != "store"} for n in cat]
-    if estimate:  # beside the name
-        rows = [{"name": r["name"], "time": _estimated_time(cat[r["name"]]), **r} for r in rows]
-    for k in rows[0] if rows else []:  # fold, never truncate ("mlp,random_featur...")
-        table.add_column(k, overflow="fold", no_wrap=wide, min_width=16 if k == "description" and not wide else None,
-                         max_width=20 if k == "description" and not wide else None)
+                           "? where the training set's shape is not known without its files" if times else ""),
+                  caption_justify="left")
+    rows = [describe(cat[n]) for n in cat]
+    if times:  # beside the name
+        rows = [{"name": r["name"], "time": times[r["name"]], **r} for r in rows]
+    for k in rows[0] if rows else []:
+        table.add_column(k, no_wrap=True)
     for r in rows:
         table.add_row(*[escape(str(v)) for v in r.values()])  # "[dsm, ideal]" is text, not markup
-    out = Console(width=100_000) if wide else console
     out.print(table)
     if not stores:
-        out.print(f"no stores in the data folder {base}", soft_wrap=True, highlight=False)
+        out.print(f"no stores in the data folder {base}" + ("" if base.is_dir() else " (the folder does not exist)"),
+                  soft_wrap=True, highlight=False)
         return
-    listed = Table(title=f"stores in the data folder {base}",
+    listed = Table(title=f"stores in the data folder {base}", title_justify="left", caption_justify="left",
                    caption="entry: the entry that made the store: 'ridgexr info ENTRY' opens it, unless the entry "
                            "now has another store; catalog: the file that defines the entry now ('not read': no "
                            "catalog read here, e.g. a file given once to 'ridgexr run')")
     for k in ("store", "entry", "catalog"):
-        listed.add_column(k, overflow="fold", no_wrap=wide)
+        listed.add_column(k, no_wrap=True)
     for path, entry in stores.items():
-        exp = cat.experiments.get(entry)
-        where = ("not read" if exp is None else exp.source if resolve_store(exp, data_dir) == path
-                 else f"{exp.source}, whose store for it is {exp.store}: open this one by its path")
-        listed.add_row(str(path.relative_to(base)), entry or "(none recorded)", where)
+        listed.add_row(str(path.relative_to(base)), entry or "(none recorded)", _store_source(cat, entry, path, data_dir))
     out.print(listed)
 
 
@@ -619,7 +724,39 @@ def _store(name: str, data_dir, catalog_files):
     # --overwrite was interrupted between its renames (finished here) or whose root metadata is damaged (named)
     if is_store(name) or interrupted(name) or damaged_root(name):
         return store_path(name)
-    return store_path(name, data_dir=data_dir, catalog=_catalog(catalog_files, data_dir))
+    cat = _catalog(catalog_files, data_dir)
+    if not cat.skipped:  # (with a skipped catalog file, the name may be one of its entries: store_path says so)
+        _refuse_unknown_name(name, cat, data_dir)
+    return store_path(name, data_dir=data_dir, catalog=cat)
+
+
+def _refuse_unknown_name(name: str, cat, data_dir) -> None:
+    """Raise one line (``FileNotFoundError``) for a name that can open no store: the data folder when it does
+    not exist, and the closest entry or store name ("did you mean"), instead of a list of every entry.  Returns
+    when the name may open one (a path that exists, an entry, the entry a store of the data folder records):
+    :func:`ridgexr.reader.store_path` then opens it or says why not."""
+    import difflib
+    from pathlib import Path
+
+    from .catalog import data_dir_source, default_data_dir, resolve_store, stores_in, stores_named
+
+    base = default_data_dir(data_dir)
+    folder = f"the data folder {str(base)!r} (from {data_dir_source(data_dir)})"
+    if not base.is_dir() and name in cat.experiments:
+        raise FileNotFoundError(f"no ridgexr store for {name!r} at {str(resolve_store(cat[name], data_dir))!r}: "
+                                f"{folder} does not exist; run 'ridgexr run {name}' first, or point to the folder "
+                                "that holds the stores with --data-dir DIR or $RIDGEXR_DATA")
+    if name in cat.experiments or Path(name).exists() or (base.is_dir() and stores_named(name, data_dir)):
+        return
+    stores = stores_in(data_dir)  # {} when the folder does not exist
+    names = list(cat.experiments) + [e for e in stores.values() if e] + [
+        str(p.relative_to(base)).removesuffix(".zarr") for p in stores]
+    close = difflib.get_close_matches(name, list(dict.fromkeys(names)), n=1)
+    raise FileNotFoundError(
+        f"{name!r} is neither a ridgexr store nor a catalog entry nor the entry of a store in {folder}"
+        + ("" if base.is_dir() else ", which does not exist")
+        + (f"; did you mean {close[0]!r}?" if close else "")
+        + " ('ridgexr list' lists the entries and the stores)")
 
 
 def _open_store(path):
@@ -700,10 +837,11 @@ def claims(
 ):
     """Print the claims the store's entry makes, each with its criterion, interval, null and verdict.
 
-    The criteria are fixed by each claim's kind and the entry's claims: block, written before the run \
-(docs/claims.md); the verdicts are computed from the store, never pasted."""
+    Each claim's measure, reference, null and criterion are fixed by its kind (the claims registry, \
+docs/claims.md) and the entry's claims: block; the verdicts are computed from the store, never pasted."""
     from .claims import claim_specs, claims_table, store_claims
     from .reader import check_complete_cells
+    from .verdicts import CRITERION_COLUMN, claims_frame
 
     with user_errors():
         path = _store(name, data_dir, catalog)
@@ -717,8 +855,9 @@ def claims(
     if not found:
         console.print(f"no claims: {source}", highlight=False)
         return
-    rows = [c.row() for c in found]
-    columns = [c for c in rows[0] if c not in ("measure", "criterion (before the run)", "null from")]
+    frame = claims_frame(found)  # every claim's labels as columns (align's t, a kind's own labels), "" where absent
+    rows = frame.astype(object).where(frame.notna(), "").to_dict("records")
+    columns = [c for c in rows[0] if c not in ("measure", CRITERION_COLUMN, "null from")]
     for c in columns:
         rich_table.add_column(c, overflow="fold")
     colour = {"agrees": "green", "disagrees": "red", "inconclusive": "yellow"}
@@ -726,8 +865,8 @@ def claims(
         rich_table.add_row(*[f"[{colour.get(row[c], 'default')}]{row[c]}" if c == "verdict" else str(row[c])
                              for c in columns])
     console.print(rich_table)
-    for r in {r["criterion (before the run)"]: r for r in rows}.values():  # each kind's criterion and null, once
-        console.print(f"- {r['measure']}: {r['criterion (before the run)']}"
+    for r in {r[CRITERION_COLUMN]: r for r in rows}.values():  # each kind's criterion and null, once
+        console.print(f"- {r['measure']}: {r[CRITERION_COLUMN]}"
                       + (f"; null: {r['null from']}" if r["null from"] else ""), soft_wrap=True, highlight=False)
 
 

@@ -19,7 +19,7 @@ __all__ = ["T", "T_MIN", "N_STEPS", "GRID", "N_SAMPLES", "N_FREQUENCIES", "FEATU
            "MLP_PARAMETRIZATION", "RF_PARAMETRIZATION", "HELDOUT_N_TIME", "HELDOUT_N_NOISE",
            "UNET_BLOCK_OUT_CHANNELS", "UNET_LAYERS_PER_BLOCK", "UNET_NORM_GROUPS", "UNET_IN_CHANNELS",
            "UNET_TIMESTEPS", "UNET_EPOCHS", "UNET_BATCH_SIZE", "UNET_LR", "UNET_EMA", "REPORT_N_FRAMES",
-           "MEMORIZED_RATIO", "TIMESCALE_GEN_RULE", "TIMESCALE_GEN_FACTOR", "TIMESCALE_QUALITY_TOL", "TIMESCALE_MEM_LEVEL", "TIMESCALE_N_BOOT", "TIMESCALE_CI",
+           "MEMORIZED_RATIO", "TIMESCALE_GEN_RULE", "TIMESCALE_GEN_FACTOR", "TIMESCALE_QUALITY_TOL", "MEMORIZED_SHARE", "TIMESCALE_N_BOOT", "TIMESCALE_CI",
            "TIMESCALE_SLOPE_AGREE", "TIMESCALE_SLOPE_DISAGREE", "TIMESCALE_MEM_SLOPE", "TIMESCALE_GEN_SLOPE",
            "SCORE_ERROR_TIMES", "SCORE_ERROR_POINTS"]
 
@@ -106,6 +106,10 @@ REPORT_N_FRAMES = 6
 # ---------------------------------------------------------------- training time scales (issue 41; not the paper's)
 #: d1/d2 below this is a memorized sample (Bonnaire et al. 2025; ridgexr.analysis.memorized)
 MEMORIZED_RATIO = 1 / 3
+#: the one memorization threshold of a cell: it has memorized when the share of its final samples with d1/d2 <
+#: MEMORIZED_RATIO exceeds this (tau_mem: the first checkpoint whose f_mem interval lies wholly above it; the
+#: claims memorizes / does-not-memorize: the share's excess over fresh draws of the law, above / below it)
+MEMORIZED_SHARE = 0.1
 #: tau_gen's rule (ridgexr.choices.QUALITY_RULES; ridgexr.analysis.training_timescales): since 2026-12-03 'best',
 #: the first checkpoint whose quality is within TIMESCALE_GEN_FACTOR of the best the curve reaches, written
 #: before timescales-gmm-seed1 ran (docs/timescales.md); 'gap' was the rule written before timescales-gmm ran
@@ -115,8 +119,6 @@ TIMESCALE_GEN_FACTOR = 2.0
 #: the 'gap' rule: the first checkpoint whose quality has closed all but this share of the gap between the
 #: checkpoints' worst and best quality, (q - best) / (worst - best) <= tol
 TIMESCALE_QUALITY_TOL = 0.1
-#: tau_mem: the first checkpoint whose f_mem interval lies wholly above this share
-TIMESCALE_MEM_LEVEL = 0.1
 #: bootstrap resamples and interval level of f_mem and of the slope b
 TIMESCALE_N_BOOT = 2000
 TIMESCALE_CI = 0.95

@@ -456,7 +456,8 @@ LAW_OFFSET = 1.04
 def timescale_law(tt: xr.Dataset, *, size_dim: str = "n_train") -> hv.Overlay:
     """tau_gen and tau_mem against the training-set size n (log-log), each with its interval (censored taus
     drawn as triangles: lower bounds) and the fitted law tau = exp(a) n^b, its b with interval and verdict
-    in the legend (:func:`ridgexr.analysis.training_timescales`).  The markers of tau_gen sit at n x
+    in the legend (:func:`ridgexr.analysis.training_timescales`; the verdict: the claims registry's
+    ``timescale-slope``).  The markers of tau_gen sit at n x
     :data:`LAW_OFFSET`**-1 and those of tau_mem at n x LAW_OFFSET, so that equal taus at one n (two
     lower bounds at the last checkpoint) do not hide each other; the fitted lines are drawn at n itself."""
     keep = (size_dim,)
@@ -464,12 +465,16 @@ def timescale_law(tt: xr.Dataset, *, size_dim: str = "n_train") -> hv.Overlay:
     n = tt[size_dim].values.astype(float)
     ndim = hv.Dimension(size_dim, label=f"training-set size ({size_dim})")
     tdim = hv.Dimension("tau", label="tau (training time)")
+    from .claims.timescale_slope import slope_claims
+
+    # the legend says "untestable" without its reason (too few runs: the claims table says it in full)
+    verdicts = {c.labels["time scale"]: c.verdict.split(":")[0] for c in slope_claims(tt)}
     parts = {}
     for name, colour, shift in (("tau_gen", _PALETTE[0], 1 / LAW_OFFSET), ("tau_mem", _PALETTE[3], LAW_OFFSET)):
         tau, lo, cen = tt[name].values, tt[f"{name}_low"].values, tt[f"{name}_censored"].values.astype(bool)
         at = n * shift  # where this tau's markers are drawn
         b, bl, bh = (float(tt[f"{name}_slope{s}"]) for s in ("", "_low", "_high"))
-        verdict = str(tt[f"{name}_verdict"].item())
+        verdict = verdicts[name]
         shown = [round(v, 2) + 0.0 for v in (b, bl, bh)]  # + 0.0: a -1e-30 from the optimizer reads 0.00, not -0.00
         law = (f"{name}: b = {shown[0]:.2f} [{shown[1]:.2f}, {shown[2]:.2f}] ({verdict})" if np.isfinite(b)
                else f"{name}: no fit ({verdict})")

@@ -207,15 +207,16 @@ def quality_rows(ds: xr.Dataset):
 def claim_rows(ds: xr.Dataset):
     """The report's claims table (a DataFrame, one row per claim and cell; None when the store's entry declares
     no claims) and a sentence saying where its criteria come from (:func:`ridgexr.claims.claim_specs`)."""
-    from .analysis.claims import claims_frame
     from .claims import claim_specs, store_claims
+    from .verdicts import claims_frame
 
     specs, source = claim_specs(ds)
     claims = store_claims(ds, specs) if specs else []
     if not claims:
         return None, source
-    note = (f"Each claim's criterion was fixed before the run by its kind (docs/claims.md); {source}. A claim about "
-            "a network whose samples fail the quality gate is untestable.")
+    note = (f"Each claim's measure, reference, null and criterion are fixed by its kind (docs/claims.md); {source}; "
+            "a criterion chosen after the numbers were seen says 'post hoc'. A claim about a network whose samples "
+            "fail the quality gate is untestable.")
     return claims_frame(claims).drop(columns=["measure"]), note
 
 

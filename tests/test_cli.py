@@ -58,8 +58,8 @@ def test_entry_names_resolve_in_the_data_folder_and_missing_stores_say_where(tmp
     by_name = runner.invoke(app, ["info", "tiny", "--data-dir", str(data)])
     assert by_name.exit_code == 0 and "complete cells: 6 of 6" in by_name.output
     listed = runner.invoke(app, ["list", "--data-dir", str(data)]).output
-    assert [[c.strip() for c in line.split("│")[1:-1]] for line in listed.splitlines() if "tiny.zarr" in line] == [
-        ["tiny.zarr", "tiny", "not read"]]
+    assert [line.split() for line in listed.splitlines() if "tiny.zarr" in line] == [["tiny.zarr", "tiny", "not",
+                                                                                      "read"]]
     missing = runner.invoke(app, ["info", "tiny", "--catalog", str(cat), "--data-dir", str(tmp_path / "empty")])
     assert missing.exit_code == 2 and str(tmp_path / "empty" / "tiny.zarr") in missing.output
     assert "--data-dir" in missing.output and "RIDGEXR_DATA" in missing.output
@@ -239,7 +239,7 @@ def test_list_shows_the_planners_time_and_the_descriptions_first_sentence(tmp_pa
     from ridgexr.datasets import training_shape
     from ridgexr.run.plan import estimate_stage_seconds, format_seconds
 
-    r = runner.invoke(app, ["list", "--wide", "--data-dir", str(tmp_path)])
+    r = runner.invoke(app, ["list", "--wide", "--estimate", "--data-dir", str(tmp_path)])
     assert r.exit_code == 0, r.output
     exp = open_catalog(data_dir=tmp_path)["two-points"]
     total = sum(estimate_stage_seconds(exp, training_shape(exp.dataset)).values())
@@ -256,7 +256,7 @@ def test_list_works_without_the_images_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "diffusers", None)  # `import diffusers` now raises ImportError, as uninstalled
     denoiser._forward_flops.cache_clear()  # an architecture counted before would skip the import
     try:
-        r = runner.invoke(app, ["list", "--wide", "--data-dir", str(tmp_path)])
+        r = runner.invoke(app, ["list", "--wide", "--estimate", "--data-dir", str(tmp_path)])
     finally:
         denoiser._forward_flops.cache_clear()
     assert r.exit_code == 0, r.output

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -474,7 +473,7 @@ CHILD = textwrap.dedent("""
     from ridgexr.models.unet.training import save_folder
     from ridgexr.training import fit_neural
 
-    def train(ck, epochs):
+    def train(ck, epochs, report=None):
         x = np.random.default_rng(0).uniform(-1, 1, size=(16, 16))
         torch.manual_seed(0)
         unet = UNet2DModel(sample_size=4, in_channels=1, out_channels=1, block_out_channels=(8,),
@@ -482,11 +481,16 @@ CHILD = textwrap.dedent("""
         sched = DDPMScheduler()
         fit = fit_neural(UNetDenoiser(unet, sched), x, epochs=epochs, batch_size=8, T=2.0, t_min=0.01,
                          ema=0.9, seed=1, device="cpu", checkpoint_dir=ck, save_epochs=[3, epochs],
-                         export=lambda m, e: save_folder(m["ema"].unet, sched, __import__("pathlib").Path(ck) / f"e{e}"))
+                         export=lambda m, e: save_folder(m["ema"].unet, sched, __import__("pathlib").Path(ck) / f"e{e}"),
+                         progress=report)
         torch.save(fit.model.state_dict(), ck + "/final.pt")
 
+    def report(epoch, epochs, loss):  # the epoch (its checkpoint and export written) on stdout, then wait for a line
+        print(epoch, flush=True)
+        sys.stdin.readline()
+
     if __name__ == "__main__":
-        train(sys.argv[1], int(sys.argv[2]))
+        train(sys.argv[1], int(sys.argv[2]), report if sys.argv[3:] == ["wait"] else None)
 """)
 
 
@@ -504,11 +508,17 @@ def test_unet_training_killed_and_resumed_equals_an_uninterrupted_run(tmp_path):
     finally:
         torch.set_num_threads(threads)
     cut = tmp_path / "cut"
-    proc = subprocess.Popen([sys.executable, str(script), str(cut), "12"], env=env)
-    deadline = time.time() + 300
-    while not (cut / "e3" / "unet" / "config.json").exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.05)
-    assert proc.poll() is None, "the run finished before it could be killed: make it longer"
+    # killed at a point of its own progress, not of a clock: the child reports each epoch once its checkpoint and
+    # export are written and waits for a line; after epoch 3 it is let go and killed at once (in epoch 4, which
+    # waits for a line again at its end)
+    proc = subprocess.Popen([sys.executable, str(script), str(cut), "12", "wait"], env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    for line in proc.stdout:
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        if int(line) == 3:
+            break
+    assert (cut / "e3" / "unet" / "config.json").exists()
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert not (cut / "final.pt").exists()

@@ -1,6 +1,7 @@
 """The documentation builds with warnings as errors, the built pages show what a reader needs, and the tutorial
 notebook, executed once by that build, runs against its store and writes what it says it writes."""
 
+import contextlib
 import os
 import re
 import shutil
@@ -133,10 +134,12 @@ def _check_tutorial_plots_render(page_path):
         page.route("http*://**", lambda route: route.abort())  # offline: nothing may come from a CDN
         page.goto(page_path.as_uri())
         page.wait_for_function("() => window.Bokeh && Bokeh.documents.length >= 2", timeout=60000)
-        page.wait_for_timeout(1000)
-        canvases = page.evaluate("() => document.querySelectorAll('.bk-Canvas, canvas').length + "
-                                 "Array.from(document.querySelectorAll('[data-root-id]')).filter("
-                                 "(e) => e.shadowRoot || e.children.length).length")
+        rendered = ("() => document.querySelectorAll('.bk-Canvas, canvas').length + "
+                    "Array.from(document.querySelectorAll('[data-root-id]')).filter("
+                    "(e) => e.shadowRoot || e.children.length).length")
+        with contextlib.suppress(playwright.TimeoutError):  # until two plots are drawn (the assert below says if not)
+            page.wait_for_function(f"() => ({rendered})() >= 2", timeout=60000)
+        canvases = page.evaluate(rendered)
         documents = page.evaluate("() => Bokeh.documents.length")
         browser.close()
     assert documents >= 2 and canvases >= 2, (documents, canvases)

@@ -5,7 +5,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import numpy as np
 import pytest
@@ -114,14 +113,20 @@ def test_bad_arguments_name_the_argument(kwargs, name):
 
 
 SCRIPT = textwrap.dedent("""
-    import sys, time, numpy as np, torch
+    import sys, numpy as np, torch
     torch.set_num_threads(1)
     from ridgexr import MLPDenoiser, fit_neural
-    ck, out, slow = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    ck, out, wait = sys.argv[1], sys.argv[2], sys.argv[3] == "wait"
+
+    def report(epoch, epochs, loss):  # with "wait": the epoch (its checkpoint written) on stdout, then a line from stdin
+        if wait:
+            print(epoch, flush=True)
+            sys.stdin.readline()
+
     train = np.random.default_rng(0).normal(size=(64, 2))
     net = MLPDenoiser(2, hidden=(32, 32), embed_dim=16, seed=1)
     fit = fit_neural(net, train, epochs=12, batch_size=8, device="cpu", ema=0.95, seed=3, save_epochs=[6, 12],
-                     checkpoint_dir=None if ck == "-" else ck, progress=lambda e, n, l: time.sleep(slow))
+                     checkpoint_dir=None if ck == "-" else ck, progress=report)
     torch.save({"state": fit.model.state_dict(), "losses": fit.losses, "snap": fit.snapshots,
                 "resumed": fit.resumed_from}, out)
 """)
@@ -132,19 +137,23 @@ def test_kill_9_then_resume_gives_the_weights_of_an_uninterrupted_run(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    subprocess.run([sys.executable, str(script), "-", str(tmp_path / "ref.pt"), "0"], check=True, env=env)
+    subprocess.run([sys.executable, str(script), "-", str(tmp_path / "ref.pt"), "go"], check=True, env=env)
     ck = tmp_path / "ck"
-    proc = subprocess.Popen([sys.executable, str(script), str(ck), str(tmp_path / "x.pt"), "0.15"], env=env)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # kill once a checkpoint past epoch 3 is on disk, mid-way
-        if (ck / "checkpoint.pt").exists() and torch.load(ck / "checkpoint.pt", weights_only=False)["epoch"] >= 4:
+    # the kill point is the training's own progress, not a clock: the child reports each epoch once its checkpoint
+    # is written and waits for a line; after epoch 4 it is let go and killed at once, somewhere in epoch 5 (its
+    # steps or its checkpoint's write), and it cannot pass epoch 5, which waits for a line again
+    proc = subprocess.Popen([sys.executable, str(script), str(ck), str(tmp_path / "x.pt"), "wait"], env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    for line in proc.stdout:
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        if int(line) == 4:
             break
-        time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     done = torch.load(ck / "checkpoint.pt", weights_only=False)["epoch"]
-    assert 4 <= done < 12 and not (tmp_path / "x.pt").exists()  # killed mid-run
-    subprocess.run([sys.executable, str(script), str(ck), str(tmp_path / "res.pt"), "0"], check=True, env=env)
+    assert done in (4, 5) and not (tmp_path / "x.pt").exists()  # killed mid-run
+    subprocess.run([sys.executable, str(script), str(ck), str(tmp_path / "res.pt"), "go"], check=True, env=env)
     ref, res = torch.load(tmp_path / "ref.pt", weights_only=False), torch.load(tmp_path / "res.pt", weights_only=False)
     assert res["resumed"] == done
     assert all(torch.equal(ref["state"][k], res["state"][k]) for k in ref["state"])

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from ridgexr.analysis.claims import NO_STATE, VERDICTS, Null
+from ridgexr.verdicts import NO_STATE, VERDICTS, Null
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analyses"))
 import manifold  # noqa: E402  (analyses/manifold.py)
@@ -54,27 +54,28 @@ def by_label(claims):
 
 
 def test_an_interval_across_both_regions_is_inconclusive_and_one_inside_disagree_disagrees():
-    """k = 2 (-1/k = -0.5): gamma-0's delta_N slope interval [-0.53, -0.31] crosses -0.5, gamma-0.25's
-    [-0.43, -0.35] lies at or above it (the refutation region)."""
-    df = table({"memorize": [0.0] * 4, "gamma-0": [1.8] * 4, "gamma-0.25": [0.9] * 4})
-    r = rates({"memorize": slopes((-0.41, -0.47, -0.35)), "gamma-0": slopes((-0.42, -0.53, -0.31)),
+    """k = 2 (-1/k = -0.5, M1's margin 0.1: -0.6): gamma-0's delta_N slope interval [-0.63, -0.41] crosses -0.6,
+    gamma-0.25's [-0.43, -0.35] lies above it (the refutation region)."""
+    df = table({"memorize": [0.0] * 4, "gamma-0": [1.8] * 4, "gamma-0.25": [0.6] * 4})
+    r = rates({"memorize": slopes((-0.41, -0.47, -0.35)), "gamma-0": slopes((-0.52, -0.63, -0.41)),
                "gamma-0.25": slopes((-0.39, -0.43, -0.35))})
     c = by_label(manifold.coverage_claims(df, r, 2, floor=FLOOR))
     assert c[("gamma-0", "M1")].verdict == "inconclusive"
     assert c[("gamma-0.25", "M1")].verdict == "disagrees"
     # what would settle gamma-0's: the half-width below the estimate, 0.11, must shrink to the 0.08 between the
-    # estimate and -0.5 (the estimate lies in the disagree region): 4 draws x (0.11 / 0.08)^2 -> 8
+    # estimate and -0.6 (the estimate lies in the disagree region): 4 draws x (0.11 / 0.08)^2 -> 8
     assert c[("gamma-0", "M1")].note == f"~{math.ceil(4 * (0.11 / 0.08) ** 2)} draws would settle it at this spread"
     # the memorizer's interval lies above -1/k: the reference agrees; a model's row reads the rate it was given
     assert c[("memorize", "reference")].verdict == "agrees"
     assert [k for k in c if k[0] == "memorize"] == [("memorize", "reference")]
-    assert c[("gamma-0", "M1")].row()["measured [95 %]"] == "-0.42 [-0.53, -0.31]"
-    # M2 novelty: 1.8 at every draw (zero spread) agrees; 0.9 disagrees; M2 distance and M3 agree
+    assert c[("gamma-0", "M1")].row()["measured [95 %]"] == "-0.52 [-0.63, -0.41]"
+    # M2 novelty (as novel as fresh draws, 1, within 0.25): 1.8 at every draw (zero spread) agrees; 0.6
+    # disagrees; M2 distance and M3 agree
     assert c[("gamma-0", "M2 novelty")].verdict == "agrees"
     assert c[("gamma-0.25", "M2 novelty")].verdict == "disagrees"
     assert c[("gamma-0", "M2 distance")].verdict == c[("gamma-0", "M3")].verdict == "agrees"
     # an interval of the W2 slope across -0.25 is inconclusive
-    r2 = rates({"gamma-0": slopes((-0.6, -0.7, -0.55), w2=(-0.3, -0.5, -0.1))})
+    r2 = rates({"gamma-0": slopes((-0.75, -0.85, -0.65), w2=(-0.3, -0.5, -0.1))})
     c2 = by_label(manifold.coverage_claims(table({"gamma-0": [1.8] * 4}), r2, 2, floor=FLOOR))
     assert c2[("gamma-0", "M3")].verdict == "inconclusive"
     assert c2[("gamma-0", "M1")].verdict == "agrees"
@@ -82,7 +83,7 @@ def test_an_interval_across_both_regions_is_inconclusive_and_one_inside_disagree
 
 def test_the_nulls_appear_in_the_rows_and_r_reads_delta_n_at_the_largest_n_against_the_floor():
     last = [0.28, 0.31, 0.33, 0.36]
-    df = table({"gamma-0": [1.0, 1.1, 0.95, 1.05]}, delta_last={"gamma-0": last})
+    df = table({"gamma-0": [0.7, 0.8, 0.75, 0.8]}, delta_last={"gamma-0": last})
     r = rates({"gamma-0": slopes((-0.6, -0.7, -0.55))})
     nov_null = Null(1.01, 0.96, 1.07, how="fresh draws of the law")
     w2_null = {"gamma-0": Null(0.01, -0.05, 0.07, how="a perfect sampler of the target")}
@@ -94,11 +95,12 @@ def test_the_nulls_appear_in_the_rows_and_r_reads_delta_n_at_the_largest_n_again
     assert rr["measured [95 %]"] == f"{np.mean(last):.3g} [{lo:.3g}, {hi:.3g}]"
     # its regions: >= 3 x 0.1 resolved (agrees), <= 1.5 x 0.12 at the floor; [0.26, 0.38] crosses 0.3
     assert c[("gamma-0", "R")].verdict == "inconclusive"
+    assert c[("gamma-0", "R")].row()["criterion"].startswith("post hoc: ")  # chosen after the data were seen
     assert c[("gamma-0", "M2 novelty")].row()["null"] == "1.01 [0.96, 1.07]"
-    assert c[("gamma-0", "M2 novelty")].verdict == "inconclusive"  # 1.025 +- t: across 1
+    assert c[("gamma-0", "M2 novelty")].verdict == "inconclusive"  # 0.7625 +- t: across 0.75
     assert c[("gamma-0", "M3")].row()["null"] == "0.01 [-0.05, 0.07]"
-    assert c[("gamma-0", "M1")].row()["null"] == "0"
-    assert c[("gamma-0", "M2 distance")].row()["null"] == "not computed"
+    assert c[("gamma-0", "M1")].row()["null"] == "-0.5"  # the memorizer's spacing, -1/k
+    assert c[("gamma-0", "M2 distance")].row()["null"] == "0"
     # without a floor there is no R row
     assert ("gamma-0", "R") not in by_label(manifold.coverage_claims(df, r, 2))
 
@@ -111,8 +113,8 @@ def overall(novelty, slope_by_model, *, delta_last=None, floor=FLOOR, ref=(-0.41
 
 
 def test_the_overall_rule_on_constructed_cases():
-    steep, across, shallow = (-0.7, -0.8, -0.6), (-0.45, -0.6, -0.3), (-0.4, -0.45, -0.35)
-    novel, not_novel, resolved = [1.8] * 4, [0.8] * 4, [0.5] * 4  # 0.5 >= 3 x the floor's 0.1
+    steep, across, shallow = (-0.75, -0.85, -0.65), (-0.55, -0.7, -0.4), (-0.4, -0.45, -0.35)
+    novel, not_novel, resolved = [1.8] * 4, [0.5] * 4, [0.5] * 4  # 0.5 >= 3 x the floor's 0.1
     mem = [0.0] * 4
     # every criterion agrees for one model, the reference agrees: agrees
     v, why = overall({"memorize": mem, "a": novel, "b": novel}, {"a": slopes(steep), "b": slopes(across)},
@@ -146,14 +148,16 @@ def test_the_overall_rule_on_constructed_cases():
 
 
 def test_excluded_outputs_and_draws_are_counted_in_the_rows():
-    # one training draw: M2 novelty rests on the finite outputs and counts the others
+    # one training draw: M2 novelty rests on the finite outputs and counts the others; a slope over the N of one
+    # training draw rests on one independent draw: too few
     df = table({"gamma-0": [1.5]}, draws=1, excluded=300)
     r = rates({"gamma-0": slopes((-0.6, -0.7, -0.55))}, draws=1).drop(columns=["draws"])
     c = by_label(manifold.coverage_claims(df, r, 2, floor=FLOOR))
     row = c[("gamma-0", "M2 novelty")].row()
     assert (row["n"], row["excluded"]) == (700, 300)
-    assert row["measured [95 %]"] == "1.5 [1.45, 1.55]"  # the table's bootstrap interval, one draw
-    assert c[("gamma-0", "M1")].row()["n"] == len(NS)  # the pairs bootstrap rests on the N
+    assert row["measured [95 %]"] == "1.5 [1.45, 1.55]"  # the table's interval over the outputs, one draw
+    assert c[("gamma-0", "M1")].row()["n"] == 1
+    assert c[("gamma-0", "M1")].verdict == "untestable: too few resolved draws (1 of 1)"
     # several draws: a draw without a slope is excluded; a model without any is untestable
     df4 = table({"gamma-0": [1.5] * 4, "gamma-1": [1.5] * 4})
     r4 = rates({"gamma-0": slopes((-0.6, -0.7, -0.55)), "gamma-1": slopes((-0.6, -0.7, -0.55))}, draws=3)
@@ -201,12 +205,15 @@ def test_the_docstring_example_runs():
 @pytest.mark.parametrize("k", [1, 2])
 def test_the_criteria_regions_are_the_written_thresholds(k):
     crit = manifold.coverage_criteria(k, FLOOR)
-    assert crit["M1"].agrees == (-math.inf, -1 / k) and crit["M1"].disagrees == ((-1 / k, math.inf),)
-    assert crit["M2 novelty"].agrees == (1.0, math.inf)
-    assert crit["M2 distance"].agrees == (-math.inf, 0.0)
+    m1 = -1 / k - 0.1  # the memorizer's -1/k less the margin
+    assert crit["M1"].agrees == (-math.inf, pytest.approx(m1))
+    assert crit["M1"].disagrees == ((pytest.approx(m1), math.inf),)
+    assert crit["M2 novelty"].agrees == (0.75, math.inf) and crit["M2 novelty"].disagrees == ((-math.inf, 0.75),)
+    assert crit["M2 distance"].agrees == (-math.inf, -0.1)
     assert crit["M3"].agrees == (-math.inf, -0.25)
     assert crit["R"].agrees == (pytest.approx(0.3), math.inf)
-    assert crit["R"].disagrees == ((-math.inf, pytest.approx(0.18)),)
+    assert crit["R"].disagrees == ((-math.inf, pytest.approx(0.18)),) and crit["R"].post_hoc
+    assert not any(crit[c].post_hoc for c in ("M1", "M2 novelty", "M2 distance", "M3", "reference"))
 
 
 def test_the_coverage_figure_draws_each_model_the_reference_slope_and_the_floor():

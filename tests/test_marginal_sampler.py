@@ -195,12 +195,14 @@ def test_the_plan_prices_a_marginal_unobserved_run(marg_run):
 def test_claims_and_quality_read_the_same_final_samples(marg_run):
     """The memorization claims read a stopped cell's Tweedie output (denoised), as its quality does, not its last
     state over alpha."""
-    from ridgexr.claims import _final_samples
+    from ridgexr.claims import StoreEvidence
     from ridgexr.quality import stored_final_samples
 
     _, ds, _ = marg_run
-    cell = ds.sel(model="coarse", n_train=60)
-    np.testing.assert_array_equal(_final_samples(cell), cell.denoised.transpose("sample", "dim").values)
+    label = {"model": "coarse", "n_train": 60}
+    cell = ds.sel(label)
+    final = StoreEvidence(ds).final_samples(label)
+    np.testing.assert_array_equal(final, cell.denoised.transpose("sample", "dim").values)
     np.testing.assert_array_equal(stored_final_samples(ds).sel(model="coarse", n_train=60).values, cell.denoised.values)
     last = cell.trajectory.isel(step=-1).values / float(cell.alpha.isel(step=-1))
-    assert not np.allclose(_final_samples(cell), last)
+    assert not np.allclose(final, last)

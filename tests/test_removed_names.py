@@ -218,3 +218,40 @@ def test_the_renamed_labelled_module_says_where_its_functions_went():
     with pytest.raises(AttributeError, match="ridgexr.labelled was renamed ridgexr.projection"):
         ridgexr.labelled
     assert ridgexr.projection.project_to_ridge is projection.project_to_ridge
+
+
+# ---------------------------------------------------------------- removed with the claims registry
+
+
+@pytest.mark.parametrize("module, name", [("ridgexr.analysis.arrays", "slope_verdict"),
+                                          ("ridgexr.analysis.arrays", "SLOPE_VERDICTS"),
+                                          ("ridgexr.choices", "CLAIM_KINDS"),
+                                          ("ridgexr.catalog.sections", "CLAIM_TIMES"),
+                                          ("ridgexr.defaults", "TIMESCALE_MEM_LEVEL")])
+def test_the_names_the_claims_registry_replaced_are_gone(module, name):
+    """A second verdict function, the kinds' names and times outside the registry, and a second memorization
+    threshold: their replacements are the registry (ridgexr.claims.KINDS: timescale-slope's criterion, each kind's
+    times) and ridgexr.defaults.MEMORIZED_SHARE."""
+    import importlib
+
+    from ridgexr import claims, defaults
+
+    with pytest.raises(AttributeError):
+        getattr(importlib.import_module(module), name)
+    assert "timescale-slope" in claims.KINDS and claims.KINDS["reach-falls"].times == 2
+    assert defaults.MEMORIZED_SHARE == 0.1
+
+
+def test_training_timescales_writes_no_verdict_of_its_own():
+    """The slopes' verdicts are the registry's (ridgexr.claims.timescale_slope.slope_claims), not variables of the
+    analysis."""
+    from ridgexr.analysis import training_timescales
+
+    epochs, sizes = [1, 10, 100], [64, 128, 256]
+    r = np.where(np.asarray(epochs)[:, None, None] >= np.asarray(sizes)[None, :, None], 0.1, 0.8) * np.ones((1, 1, 50))
+    ds = xr.Dataset({"nearest_ratio": (("epoch", "n_train", "sample", "step"), r[..., None]),
+                     "quality_sliced_wasserstein": (("epoch", "n_train"), np.ones((3, 3)))},
+                    coords={"epoch": epochs, "n_train": sizes, "step": [0], "t": ("step", [0.001])})
+    out = training_timescales(ds, n_boot=20)
+    assert "tau_mem_slope" in out and "tau_mem_slope_points" in out
+    assert "tau_mem_verdict" not in out and "tau_gen_verdict" not in out

@@ -192,7 +192,14 @@ def test_report_layout_in_chromium_fits_the_page_and_orders_cells_numerically(re
         page.goto(paths_uri := report_paths["html"].as_uri())
         page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0 && "
                                "Bokeh.documents[0].roots().length > 0", timeout=60000)
-        page.wait_for_timeout(1500)  # layout: the frames' inner sizes are set after the first paint
+        # layout: the frames' inner sizes are set after the first paint; wait until they are set and the same at
+        # two polls in a row (the page's own state, not a clock)
+        page.wait_for_function(f"""() => {{
+          const sizes = JSON.stringify(({_FIGURES})().map((f) => f.inner));
+          const same = window.__ridgexr_sizes === sizes;
+          window.__ridgexr_sizes = sizes;
+          return same && ({_FIGURES})().every((f) => f.inner[0] > 0 && f.inner[1] > 0);
+        }}""", polling=100, timeout=60000)
         table = page.evaluate("() => document.querySelector('table#summary').getBoundingClientRect().right")
         viewport = page.evaluate("() => document.documentElement.clientWidth")
         figures = page.evaluate(_FIGURES)
@@ -386,7 +393,7 @@ def test_report_page_offline_makes_no_request_that_fails(report_paths):
                 else None)
         page.goto(report_paths["html"].as_uri(), wait_until="load")
         page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0", timeout=60000)
-        page.wait_for_timeout(1000)
+        page.wait_for_load_state("networkidle")  # the requests the documents' rendering makes are answered or failed
         browser.close()
     assert not failed, failed
     assert not external, external

@@ -249,10 +249,16 @@ def test_slope_needs_two_uncensored_sizes():
 
 @pytest.mark.parametrize("low, high, verdict", [
     (0.7, 1.3, "agrees"), (0.69, 1.0, "inconclusive"), (1.51, 2.0, "disagrees"), (-1.0, 0.49, "disagrees"),
-    (1.2, 1.6, "inconclusive"), (np.nan, 1.0, "inconclusive")])
-def test_slope_verdict_table(low, high, verdict):
-    assert arrays.slope_verdict(low, high, 1.0, agree=defaults.TIMESCALE_SLOPE_AGREE,
-                                disagree=defaults.TIMESCALE_SLOPE_DISAGREE) == verdict
+    (1.2, 1.6, "inconclusive"), (np.nan, 1.0, "untestable: no resolved state")])
+def test_the_registry_slope_criterion_table(low, high, verdict):
+    """The timescale slopes' verdict is the claims registry's kind (one verdict kernel, ridgexr.verdicts), with the
+    margins of ridgexr.defaults."""
+    from ridgexr.claims import KINDS
+    from ridgexr.verdicts import interval_verdict
+
+    assert interval_verdict(low, high, KINDS["timescale-slope"].criterion(expected=1.0)) == verdict
+    assert (defaults.TIMESCALE_SLOPE_AGREE, defaults.TIMESCALE_SLOPE_DISAGREE) == (0.3, 0.5)
+    assert not hasattr(arrays, "slope_verdict")  # no second verdict function
 
 
 # ------------------------------------------------------------------------------------------ labelled
@@ -283,8 +289,17 @@ def test_training_timescales_on_a_synthetic_store_with_a_linear_law():
     assert not out["tau_mem_censored"].any()
     assert out["tau_gen"].values.tolist() == [epochs[np.argmax(epochs >= 30)]] * 5
     assert out["tau_mem_slope_low"] <= 1.0 + 0.1 and out["tau_mem_slope_high"] >= 1.0 - 0.1
-    assert str(out["tau_mem_verdict"].values) == "agrees"
-    assert str(out["tau_gen_verdict"].values) == "agrees" and float(out["tau_gen_slope"]) == 0.0
+    assert float(out["tau_gen_slope"]) == 0.0
+    # the registry's verdicts: five (n) runs are fewer than the slope's interval needs for its coverage; the
+    # interval itself lies within the margins of both expected slopes
+    import dataclasses
+
+    from ridgexr.claims.timescale_slope import TIMESCALE_RUNS, slope_claims
+
+    claims = {c.labels["time scale"]: c for c in slope_claims(out)}
+    assert claims["tau_mem"].verdict == "untestable: too few resolved draws (5 of 5)" and TIMESCALE_RUNS > 5
+    assert claims["tau_mem"].criterion.agrees == (0.7, 1.3) and claims["tau_gen"].criterion.agrees == (-0.3, 0.3)
+    assert all(dataclasses.replace(c, n=TIMESCALE_RUNS).verdict == "agrees" for c in claims.values())
     same = ds.ridge.training_timescales(n_boot=300).compute()
     xr.testing.assert_identical(same, out)
 

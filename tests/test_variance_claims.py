@@ -1,5 +1,7 @@
-"""analyses/variance.py's verdicts come from the claims engine (issue 40): per-cell claims on Delta G, the rank
-correlations with a bootstrap interval over cells, and the overall rule, on constructed tables."""
+"""analyses/variance.py's verdicts come from the claims registry's kinds (C1 gap-mass-grows, C2 gap-mass-correlates,
+C3 gap-mass-vanishes, P1 gaussian-reproduces, P2 excess-fills-gap): per-cell claims on Delta G with their margin
+and minimum of draws, the rank correlations with a bootstrap interval over cells, and the overall rule, on
+constructed tables."""
 
 import sys
 from pathlib import Path
@@ -13,31 +15,36 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analyses"))
 import variance  # noqa: E402  (analyses/variance.py)
 
 
-def table(diffs, lows, highs, pP, dv=None, diverged=None):
+def table(diffs, lows, highs, pP, dv=None, diverged=None, draws=32):
     n = len(diffs)
     dv = np.linspace(1, 2, n) if dv is None else dv
     return pd.DataFrame({"w": ["h2"] * n, "p": [16] * n, "n_noise": [1] * n, "p/P": pP, "diff": diffs,
                          "diff_low": lows, "diff_high": highs, "V_gap dsm": np.asarray(dv) + 1.0,
                          "V_gap ideal": np.ones(n), "n diverged": diverged or [0] * n, "n samples": [512] * n,
-                         "draws": [8] * n})
+                         "draws": [draws] * n})
 
 
-def test_per_cell_verdicts_follow_the_regions_and_a_zero_lower_end_is_not_above_zero():
-    df = table([0.05, 0.01, -0.01, 0.004, 0.001], [0.01, 0.0, -0.02, -0.01, -0.005], [0.09, 0.02, -0.001, 0.03, 0.004],
+def test_per_cell_verdicts_follow_the_margin_and_too_few_draws_are_untestable():
+    df = table([0.05, 0.02, 0.001, 0.004, 0.001], [0.03, 0.0, -0.01, -0.01, -0.005], [0.09, 0.04, 0.015, 0.03, 0.004],
                [0.5, 0.5, 0.5, 0.01, 0.01])
     claims, lines, overall = variance.ensemble_claims(df)
     c1 = [c.verdict for c in claims if c.statement.startswith("C1")]
     c3 = [c.verdict for c in claims if c.statement.startswith("C3")]
-    assert c1 == ["agrees", "inconclusive", "disagrees"]  # [0.0, 0.02]: not above 0, not wholly below it
+    # C1 (margin 0.02): [0.03, 0.09] agrees; [0.0, 0.04] crosses the margin; [-0.01, 0.015], a DSM fit within the
+    # margin of the ideal one, disagrees (it was "inconclusive" against 0)
+    assert c1 == ["agrees", "inconclusive", "disagrees"]
     assert c3 == ["inconclusive", "agrees"]  # [-0.01, 0.03] crosses the 0.02 margin
     assert lines[0].endswith("inconclusive")  # one of three cells agrees: less than half
     assert overall == "inconclusive"
-    assert all(c.n == 8 for c in claims if not c.statement.startswith("C2"))
+    assert all(c.n == 32 for c in claims if not c.statement.startswith("C2"))
     assert all(c.null is None for c in claims)  # a table without null columns: no null is invented
     with_null = df.assign(null=[0.001] * 5, null_low=[-0.01] * 5, null_high=[0.012] * 5)
     nulls = [c.null for c in variance.ensemble_claims(with_null)[0] if not c.statement.startswith("C2")]
     assert [(z.value, z.low, z.high) for z in nulls] == [(0.001, -0.01, 0.012)] * 5
     assert all(z.how == variance.NULL_HOW for z in nulls)
+    # eight draws: below the kinds' minimum, where the bootstrap's coverage is not kept
+    few = variance.ensemble_claims(table([0.05], [0.03], [0.09], [0.5], draws=8))[0]
+    assert few[0].verdict == "untestable: too few resolved draws (8 of 8)"
 
 
 def test_the_rank_correlation_interval_is_a_bootstrap_over_cells():
@@ -57,17 +64,18 @@ def test_the_overall_rule_agrees_only_when_every_criterion_agrees_and_disagrees_
                  list(np.linspace(0.03, 0.14, 6)) + [0.006] * 2, [0.5, 0.6, 0.8, 1.0, 2.0, 4.0, 0.01, 0.01],
                  dv=np.arange(8.0))
     good["p/P"] = [0.3, 0.5, 0.8, 1.0, 2.0, 4.0, 0.01, 0.02]
-    good["diff"] = [0.02, 0.04, 0.06, 0.08, 0.1, 0.12, 0.001, 0.002]
+    good["diff"] = [0.04, 0.05, 0.06, 0.08, 0.1, 0.12, 0.001, 0.002]
+    good["diff_low"] = [0.03, 0.03, 0.04, 0.05, 0.07, 0.09, -0.005, -0.005]
     claims, lines, overall = variance.ensemble_claims(good)
     assert [ln.rsplit(": ", 1)[1] for ln in lines][0] == "agrees"
     rho = [c for c in claims if c.statement.startswith("C2")]
     assert rho[0].estimate > 0.9
     assert all(c.unit == "cells" for c in rho)  # an inconclusive correlation asks for more cells, not draws
     assert all("cells would settle" in c.note or "more cells" in c.note for c in rho if c.verdict == "inconclusive")
-    assert overall in ("agrees", "inconclusive")  # agrees only if both correlation intervals lie above 0
+    assert overall in ("agrees", "inconclusive")  # agrees only if both correlation intervals lie above 0.3
     assert overall == ("agrees" if all(c.verdict == "agrees" for c in rho) else "inconclusive")
     bad = table([-0.02] * 6, [-0.04] * 6, [-0.01] * 6, pP[:6])
-    assert variance.ensemble_claims(bad)[2] == "disagrees"  # every C1 cell wholly below 0
+    assert variance.ensemble_claims(bad)[2] == "disagrees"  # every C1 cell wholly below the margin
 
 
 def _ensemble_run(tmp_path, *, widths, n_samples):
@@ -170,14 +178,14 @@ def test_prediction_claims_follow_their_rules():
                              "error_low": err_lo, "error_high": err_hi, "excess": exc, "excess_low": exc_lo,
                              "excess_high": exc_hi, "draws": [32] * n, "diverged dsm / gauss dsm": ["0 / 0"] * n})
 
-    good = table([0.0, 0.001], [-0.01, -0.005], [0.01, 0.006], [0.01, 0.02], [0.001, 0.01], [0.02, 0.03], [2, 0.5])
+    good = table([0.0, 0.001], [-0.01, -0.005], [0.01, 0.006], [0.04, 0.05], [0.03, 0.04], [0.05, 0.06], [2, 0.5])
     claims, lines, overall = variance.prediction_claims(good)
     assert [c.verdict for c in claims] == ["agrees"] * 4 and overall == "agrees"
     # one P1 cell wholly outside the margin: P1 and the whole disagree
-    bad = table([0.0, 0.05], [-0.01, 0.03], [0.01, 0.07], [0.01, 0.02], [0.001, 0.01], [0.02, 0.03], [2, 0.5])
+    bad = table([0.0, 0.05], [-0.01, 0.03], [0.01, 0.07], [0.04, 0.05], [0.03, 0.04], [0.05, 0.06], [2, 0.5])
     assert variance.prediction_claims(bad)[2] == "disagrees"
-    # P1 across the margin in one cell; P2 across 0 in one of two (half agree): inconclusive overall
-    mixed = table([0.0, 0.015], [-0.01, -0.005], [0.01, 0.03], [0.01, 0.0], [0.001, -0.01], [0.02, 0.01], [2, 0.5])
+    # P1 across the margin in one cell; P2 across the margin in one of two (half agree): inconclusive overall
+    mixed = table([0.0, 0.015], [-0.01, -0.005], [0.01, 0.03], [0.04, 0.02], [0.03, 0.01], [0.05, 0.03], [2, 0.5])
     claims, lines, overall = variance.prediction_claims(mixed)
     assert overall == "inconclusive" and "P1" in lines[0] and lines[0].endswith("inconclusive")
     assert lines[1].endswith("agrees")

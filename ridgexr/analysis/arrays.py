@@ -13,13 +13,13 @@ import numpy as np
 
 from .._validation import check_int
 from ..choices import QUALITY_RULES
+from ..defaults import MEMORIZED_RATIO
 from ..process import OU
 
 __all__ = ["pooled_share_ci", "pooled_contrast_ci", "gaussian_ensemble", "bootstrap_medians", "RESAMPLE_LIMIT", "ball_weight", "ball_mass", "weight_share", "coverage_radius", "wasserstein_1d", "sliced_wasserstein", "mmd2", "hausdorff", "novelty", "rate_fit", "proportion_ci", "share_with_ci", "CI_METHODS", "enter_and_stay_time", "reach_time", "align_time", "slide_distance", "nearest_two",
            "memorized", "near_mode", "bootstrap_mean_ci", "crossing", "integrated_residual",
            "tangential_distance", "memorized_share_ci", "quality_reached", "first_reached", "censored_slope",
-           "censored_slope_ci", "slope_verdict", "order_verdict", "loss_gen_time", "loss_min_time", "median_difference_ci", "score_errors", "slope_range", "CENSORED_FITS",
-           "SLOPE_VERDICTS"]
+           "censored_slope_ci", "order_verdict", "loss_gen_time", "loss_min_time", "median_difference_ci", "score_errors", "slope_range", "CENSORED_FITS"]
 
 
 def enter_and_stay_time(inside: np.ndarray, t: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
@@ -261,7 +261,7 @@ low-rank path above, :func:`ridgexr.scms.use_lowrank`).  Then
     return out.reshape(p.shape[:-1] + (3,))
 
 
-def memorized(x: np.ndarray, points: np.ndarray, ratio: float = 1 / 3) -> np.ndarray:
+def memorized(x: np.ndarray, points: np.ndarray, ratio: float = MEMORIZED_RATIO) -> np.ndarray:
     """d1 / d2 < ratio (nearest over second-nearest training distance); NaN for non-finite x.
 
     Returns a float array (1.0 / 0.0 / NaN) of x's batch shape.
@@ -884,11 +884,9 @@ def coverage_radius(sample_mass: np.ndarray, population_mass: np.ndarray, radii:
 # ------------------------------------------------------------------------ training time scales (issue 41)
 #: how :func:`censored_slope` treats a censored time: a Tobit likelihood, or dropped (and counted)
 CENSORED_FITS = ("tobit", "drop")
-#: the verdicts :func:`slope_verdict` gives
-SLOPE_VERDICTS = ("agrees", "disagrees", "inconclusive")
 
 
-def memorized_share_ci(ratios: np.ndarray, ratio: float = 1 / 3, *, n_boot: int = 2000, ci: float = 0.95,
+def memorized_share_ci(ratios: np.ndarray, ratio: float = MEMORIZED_RATIO, *, n_boot: int = 2000, ci: float = 0.95,
                        seed: int = 0) -> np.ndarray:
     """f_mem: the share of samples with d1/d2 < ``ratio``, with a percentile-bootstrap interval.
 
@@ -1256,26 +1254,6 @@ def censored_slope_ci(n: np.ndarray, tau: np.ndarray, censored: np.ndarray, *, m
     kept = boot[np.isfinite(boot)]
     lo, hi = np.quantile(kept, [(1 - ci) / 2, (1 + ci) / 2]) if kept.size else (np.nan, np.nan)
     return np.array([a, b, lo, hi, float(n.size), float(n_boot - kept.size)])
-
-
-def slope_verdict(low: float, high: float, expected: float, *, agree: float = 0.3, disagree: float = 0.5) -> str:
-    """The verdict of a slope's interval [low, high] against ``expected``, by criteria fixed before a run.
-
-    "agrees" when the interval lies within [expected - agree, expected + agree]; "disagrees" when it lies
-    wholly outside [expected - disagree, expected + disagree]; else (and for a NaN interval) "inconclusive".
-
-    Examples
-    --------
-    >>> slope_verdict(0.8, 1.2, 1.0), slope_verdict(1.6, 2.0, 1.0), slope_verdict(1.2, 2.0, 1.0)
-    ('agrees', 'disagrees', 'inconclusive')
-    """
-    if not (np.isfinite(low) and np.isfinite(high)):
-        return "inconclusive"
-    if expected - agree <= low and high <= expected + agree:
-        return "agrees"
-    if high < expected - disagree or low > expected + disagree:
-        return "disagrees"
-    return "inconclusive"
 
 
 def order_verdict(gen_low: np.ndarray, gen_high: np.ndarray, mem_low: np.ndarray, mem_high: np.ndarray,

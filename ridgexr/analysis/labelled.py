@@ -35,7 +35,7 @@ import numpy as np
 import xarray as xr
 
 from .._validation import check_float, check_int, check_option
-from .. import units
+from .. import defaults, units
 from . import arrays
 from ._helpers import (along_step, at_step, by_train, cell_train, check_radius, check_vars, degenerate_share, resolved, step_label,
                        with_attrs)
@@ -575,7 +575,7 @@ def nearest_ratio_at(ds: xr.Dataset, *, step: int = -1, t: float | None = None, 
     return with_attrs(r, "d1 / d2: nearest over second-nearest training distance", "1")
 
 
-def memorization_fraction(ds: xr.Dataset, *, ratio: float = 1 / 3, step: int = -1, t: float | None = None,
+def memorization_fraction(ds: xr.Dataset, *, ratio: float = defaults.MEMORIZED_RATIO, step: int = -1, t: float | None = None,
                           ci: float = 0.95, ci_method: str = "wilson", dim: str = "sample") -> xr.Dataset:
     """Share of samples with d1/d2 < ``ratio`` at ``step`` (or nearest ``t``), with a binomial CI.
 

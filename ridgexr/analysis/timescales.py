@@ -14,7 +14,8 @@ dimension (the ``epoch`` of a model trained by minibatch DSM, ``model.epochs`` a
   does not sample (random features at one diffusion time, :func:`ridgexr.training.single_time_losses`).
 
 Array kernels in :mod:`.arrays` (``memorized_share_ci``, ``quality_reached``, ``first_reached``,
-``censored_slope_ci``, ``slope_verdict``); lazy where the inputs are.
+``censored_slope_ci``); lazy where the inputs are.  The verdicts on the slopes are the claims registry's
+(:mod:`ridgexr.claims`, kind ``timescale-slope``).
 """
 
 from __future__ import annotations
@@ -130,22 +131,19 @@ def _times(stats: xr.DataArray, name: str, what: str, units: str) -> dict[str, x
 
 
 def _slope(stats: xr.DataArray, name: str, expected: float, ci: float, fit: str) -> dict[str, xr.DataArray]:
-    verdict = xr.apply_ufunc(
-        np.vectorize(partial(arrays.slope_verdict, expected=expected, agree=defaults.TIMESCALE_SLOPE_AGREE,
-                             disagree=defaults.TIMESCALE_SLOPE_DISAGREE), otypes=[object]),
-        stats.isel(stat=2), stats.isel(stat=3), dask="parallelized", output_dtypes=[object])
-    criterion = (f"interval within {expected:g} +- {defaults.TIMESCALE_SLOPE_AGREE:g}: agrees; wholly outside "
-                 f"{expected:g} +- {defaults.TIMESCALE_SLOPE_DISAGREE:g}: disagrees; else inconclusive")
+    # the verdict on b against ``expected`` is the claims registry's (ridgexr.claims: kind timescale-slope)
     return {
         f"{name}_intercept": with_attrs(stats.isel(stat=0), f"a of log {name} = a + b log n ({fit} fit)", "1"),
-        f"{name}_slope": with_attrs(stats.isel(stat=1), f"b of log {name} = a + b log n ({fit} fit)", "1"),
+        f"{name}_slope": with_attrs(stats.isel(stat=1), f"b of log {name} = a + b log n ({fit} fit; expected "
+                                    f"{expected:g})", "1"),
         f"{name}_slope_low": with_attrs(stats.isel(stat=2), f"lower end of b's {ci:.0%} pairs-bootstrap interval",
                                         "1"),
         f"{name}_slope_high": with_attrs(stats.isel(stat=3), f"upper end of b's {ci:.0%} pairs-bootstrap interval",
                                          "1"),
+        f"{name}_slope_points": with_attrs(stats.isel(stat=4), "training runs (n, seed) with a finite time: the "
+                                           "independent draws of the fit", "1"),
         f"{name}_slope_dropped": with_attrs(stats.isel(stat=5), "bootstrap replicates with fewer than two "
                                             "distinct uncensored n (no slope; left out of the interval)", "1"),
-        f"{name}_verdict": with_attrs(verdict, f"verdict on b against {expected:g}: {criterion}", "1"),
     }
 
 
@@ -153,7 +151,7 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
                         higher_is_better: bool = False, rule: str = defaults.TIMESCALE_GEN_RULE,
                         quality_null: str | None = None,
                         factor: float = defaults.TIMESCALE_GEN_FACTOR, tol: float = defaults.TIMESCALE_QUALITY_TOL,
-                        level: float = defaults.TIMESCALE_MEM_LEVEL, ratio: float = defaults.MEMORIZED_RATIO,
+                        level: float = defaults.MEMORIZED_SHARE, ratio: float = defaults.MEMORIZED_RATIO,
                         time_dim: str = "epoch", size_dim: str = "n_train", censored_fit: str = "tobit",
                         n_boot: int = defaults.TIMESCALE_N_BOOT, ci: float = defaults.TIMESCALE_CI, seed: int = 0,
                         dim: str = "sample") -> xr.Dataset:
@@ -176,9 +174,9 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
     (:func:`ridgexr.analysis.arrays.first_reached`).  Along ``size_dim`` (n) the law
     log tau = a + b log n is fitted with censored points as censored (``censored_fit="tobit"``: a
     right-censored normal likelihood, :func:`ridgexr.analysis.arrays.censored_slope`; ``"drop"``: least
-    squares on the uncensored points) and a pairs-bootstrap percentile interval on b; the verdicts
-    compare b's interval with the expected slopes (tau_mem: 1, tau_gen: 0) by the criteria of
-    :mod:`ridgexr.defaults` (``TIMESCALE_SLOPE_AGREE``, ``TIMESCALE_SLOPE_DISAGREE``).
+    squares on the uncensored points) and a pairs-bootstrap percentile interval on b; the verdicts on b
+    against the expected slopes (tau_mem: 1, tau_gen: 0) are the claims registry's
+    (:func:`ridgexr.claims.timescale_slope.slope_claims`).
 
     The times are in units of ``time_dim``'s labels: for a block trained with ``batch_size`` >= every
     n_train, an epoch is one optimizer step.
@@ -200,7 +198,8 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
         Ignored by the other rules.
     factor : float >= 1, the ratio rules' factor
     tol : float in [0, 1), the gap rule's share
-    level : float in [0, 1): the f_mem level of tau_mem
+    level : float in [0, 1): the f_mem level of tau_mem (default the one memorization threshold,
+        :data:`ridgexr.defaults.MEMORIZED_SHARE`)
     ratio, n_boot, ci, seed, dim : as for :func:`memorized_share` (``n_boot`` and ``seed`` also of the slope)
     time_dim, size_dim : str
     censored_fit : "tobit" or "drop"
@@ -210,7 +209,7 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
     xarray.Dataset: ``f_mem``, ``f_mem_low``, ``f_mem_high``, ``f_mem_n_valid`` and ``quality`` (the curves,
     over every cell dimension); ``tau_gen``, ``tau_mem`` with ``_low``, ``_high``, ``_censored`` (over the
     cell dimensions but ``time_dim``); ``tau_gen_slope``, ``tau_mem_slope`` with ``_low``, ``_high``,
-    ``_intercept``, ``_dropped``, ``_verdict``, ``_range_low`` / ``_range_high`` (the slopes the checkpoint
+    ``_intercept``, ``_points``, ``_dropped``, ``_range_low`` / ``_range_high`` (the slopes the checkpoint
     intervals alone allow, :func:`ridgexr.analysis.arrays.slope_range`) and ``tau_order_verdict`` (tau_gen < tau_mem,
     :func:`ridgexr.analysis.arrays.order_verdict`) over the cell dimensions but ``time_dim`` and ``size_dim``.
 
@@ -334,9 +333,8 @@ def loss_timescales(ds: xr.Dataset, *, tol: float = defaults.TIMESCALE_QUALITY_T
       checkpoint (:func:`ridgexr.analysis.arrays.loss_min_time`).
 
     The law log tau = a + b log n is fitted over every (other cells, ``size_dim``) point together, censored
-    points as censored (``censored_fit``), with a pairs-bootstrap interval on b, and judged against b = 0
-    (tau_gen) and b = 1 (tau_mem) by the criteria of :mod:`ridgexr.defaults` (``TIMESCALE_SLOPE_AGREE``,
-    ``TIMESCALE_SLOPE_DISAGREE``), as :func:`training_timescales` does.
+    points as censored (``censored_fit``), with a pairs-bootstrap interval on b (judged against b = 0 for
+    tau_gen and b = 1 for tau_mem by the claims registry, :func:`ridgexr.claims.timescale_slope.slope_claims`).
 
     Parameters
     ----------
@@ -354,7 +352,7 @@ def loss_timescales(ds: xr.Dataset, *, tol: float = defaults.TIMESCALE_QUALITY_T
     -------
     xarray.Dataset: ``tau_gen``, ``tau_mem`` with ``_low``, ``_high``, ``_censored`` (over every dimension but
     ``time_dim``, in its units); ``tau_gen_slope``, ``tau_mem_slope`` with ``_low``, ``_high``, ``_intercept``,
-    ``_dropped``, ``_verdict`` (scalars).
+    ``_points``, ``_dropped`` (scalars).
 
     Raises
     ------

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from .errors import CatalogError, CatalogWarning
+from .errors import CatalogError, CatalogWarning, wrong_type
 from .experiment import Experiment
 from .folders import default_data_dir
 
@@ -42,7 +42,8 @@ def _problems(entry: str, err: ValidationError) -> list[str]:
     lines = []
     for e in err.errors():
         cause = e.get("ctx", {}).get("error") if e["type"] == "value_error" else None
-        lines.append(f"{_location(entry, e['loc'])}: {cause if isinstance(cause, Exception) else e['msg']}")
+        what = cause if isinstance(cause, Exception) else wrong_type(e) or e["msg"]  # a wrong type: value, example
+        lines.append(f"{_location(entry, e['loc'])}: {what}")
     return lines
 
 

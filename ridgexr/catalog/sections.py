@@ -11,7 +11,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from .. import defaults
-from ..choices import (CLAIM_KINDS, GRID_KINDS, KEEP_EPOCHS, LOGIT_DTYPES, NULL_CUTOFFS, QUADRATURES, QUALITY_RULES,
+from ..choices import (GRID_KINDS, KEEP_EPOCHS, LOGIT_DTYPES, NULL_CUTOFFS, QUADRATURES, QUALITY_RULES,
                        SAMPLER_KINDS, SCORE_SCALES, TARGETS, TIMESCALE_QUALITIES, TRAINING_METHODS)
 from ..spec import Spec, as_list, distinct_sweep
 
@@ -184,37 +184,29 @@ class SeedSpec(Spec):
     init: int = Field(0, ge=0, le=SEED_MAX, description="seed of A(0) when model.init is 'normal'")
 
 
-#: how many observed times each claim kind compares (None: any number, at least one)
-CLAIM_TIMES = {"memorizes": 0, "does-not-memorize": 0, "reach-falls": 2, "reach-as-exact": 1, "align-tangent": None,
-               "slide-slower": 2}
-
-
 class ClaimSpec(Spec):
-    """One claim the entry makes about its cells; its measure and criterion are fixed by its kind
-    (:data:`ridgexr.claims.CRITERIA`, docs/claims.md), so committing the entry fixes the verdict's rule
-    before the run.  Not in the config hash: claims read a store, they do not change it."""
+    """One claim the entry makes about its cells; its measure, reference, null and criterion are fixed by its kind
+    (the registry :data:`ridgexr.claims.KINDS`, docs/claims.md), so committing the entry fixes the verdict's rule
+    before the run.  The kind's name and the number of times it compares are checked against that registry when
+    the entry runs (:func:`ridgexr.claims.check_claim_specs`) and when its claims are read.  Not in the config
+    hash: claims read a store, they do not change it."""
 
-    kind: Literal[CLAIM_KINDS] = Field(description="what is claimed: " + ", ".join(CLAIM_KINDS))
+    kind: str = Field(min_length=1, description="what is claimed: a kind of the claims registry (docs/claims.md)")
     models: list[str] | None = Field(None, min_length=1, description="the model names it is about (default: "
                                      "'exact' for memorizes, every other model otherwise)")
     t: list[float] | None = Field(None, description="the diffusion times it compares (reach-falls, slide-slower: [early, late]; "
                                   "reach-as-exact: [t]; align-tangent: one or more), each read at the nearest "
                                   "observed step")
     written: str = Field("", description="where and when the claim was written (a docs page and a date)")
+    post_hoc: bool = Field(False, description="true when the claim was registered after the numbers it is read on "
+                           "were seen: its rows say 'post hoc' in the criterion column")
 
-    @model_validator(mode="after")
-    def _times(self):
-        need = CLAIM_TIMES[self.kind]
-        got = len(self.t or [])
-        if need == 0 and got:
-            raise ValueError(f"a {self.kind!r} claim compares no times; remove t")
-        if need is None and got == 0:
-            raise ValueError(f"a {self.kind!r} claim needs t: one or more diffusion times")
-        if need and got != need:
-            raise ValueError(f"a {self.kind!r} claim needs t: {need} diffusion time(s); got {got}")
-        if any(not (v > 0) or v != v or v == float("inf") for v in self.t or []):
-            raise ValueError(f"t must hold finite diffusion times > 0; got {self.t}")
-        return self
+    @field_validator("t")
+    @classmethod
+    def _finite_times(cls, t):
+        if any(not (v > 0) or v != v or v == float("inf") for v in t or []):
+            raise ValueError(f"t must hold finite diffusion times > 0; got {t}")
+        return t
 
 
 class TimescaleSpec(Spec):

@@ -94,7 +94,7 @@ def locate_images(images: str, *, base_dir: str | Path | None = None, split: str
         return path.parent
     if path.is_dir() and _has_idx(path, split):
         return path
-    raise ImageError(f"dataset.images {images!r}: {str(path)!r} is neither {sorted(IMAGE_SETS)} nor a folder holding "
+    raise ImageError(f"dataset.images {images!r}: {str(path.absolute())!r} is neither {sorted(IMAGE_SETS)} nor a folder holding "
                      f"{_PREFIX[split]}-images-idx3-ubyte[.gz] and {_PREFIX[split]}-labels-idx1-ubyte[.gz]")
 
 

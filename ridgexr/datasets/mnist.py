@@ -65,7 +65,8 @@ def load_idx_dir(directory: str | Path, split: str = "train") -> tuple[np.ndarra
     """Images (n, 784) in [0, 1] and labels (n,) from ``{split}-images-idx3-ubyte[.gz]`` etc."""
     d = Path(directory)
     if not d.is_dir():
-        raise MnistError(f"MNIST directory {str(d)!r} does not exist")
+        raise MnistError(f"MNIST directory {str(d)!r} does not exist"
+                         + ("" if d.is_absolute() else f" (looked for {str(d.absolute())!r})"))
     prefix = "train" if split == "train" else "t10k"
     images = load_idx(_find(d, f"{prefix}-images-idx3-ubyte"))
     labels = load_idx(_find(d, f"{prefix}-labels-idx1-ubyte"))

@@ -44,7 +44,9 @@ def load_array_file(path: str | Path) -> np.ndarray:
     """
     p = Path(path)
     if not p.is_file():
-        raise ValueError(f"training data file {str(p)!r} does not exist")
+        tried = "" if p.is_absolute() else f" (looked for {str(p.absolute())!r})"
+        what = "is a folder, not a file" if p.is_dir() else "does not exist"
+        raise ValueError(f"training data file {str(p)!r} {what}{tried}")
     readers = {".npy": lambda: np.load(p, allow_pickle=False),
                ".csv": lambda: np.loadtxt(p, delimiter=",", ndmin=2),
                ".txt": lambda: np.loadtxt(p, ndmin=2), ".dat": lambda: np.loadtxt(p, ndmin=2)}

@@ -19,6 +19,7 @@ import torch
 
 from .._validation import check_optional_int
 from ..catalog import NOT_HASHED, Experiment, resolve_store
+from ..claims import check_claim_specs
 from ..catalog.folders import root_metadata as _root_metadata
 from ..datasets import dataset_extras, load_training_set
 from ..process import MAX_DATA_SCALE, data_scale_limit
@@ -182,8 +183,8 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
                    sample_block: int | None = None, n_threads: int | None = None) -> RunResult:
     """Run (or resume) an experiment into its Zarr store.
 
-    Everything that can fail without touching the store is checked first (device, data,
-    d*, resources, the scheduler address) and the models are fitted; only then is the store
+    Everything that can fail without touching the store is checked first (device, the entry's claims
+    against the claims registry, data, d*, resources, the scheduler address) and the models are fitted; only then is the store
     created (atomically), or, with ``overwrite``, a new one written beside the old and
     swapped in.
 
@@ -228,6 +229,7 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"`device` {device!r} was requested but CUDA is not available")
     torch.device(device)  # validates the name
+    check_claim_specs(exp.claims)  # a claim's kind and times are the registry's (ridgexr.claims), before any cell
     sample_block = check_optional_int(sample_block, "sample_block", min_val=1)
     n_threads = check_optional_int(n_threads, "n_threads", min_val=1)
     threads_source = None

