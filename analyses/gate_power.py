@@ -38,6 +38,7 @@ from ridgexr.analysis.arrays import proportion_ci
 from ridgexr.datasets import IMAGE_SETS, load_images
 from ridgexr.quality import (GATE_DRAWS, cached_classifier, decision_size, gate_design, gate_power, gate_reference,
                              heldout_reals)
+from ridgexr.quality.gate import GATE_KEYS, gate_slack
 
 NAMES = IMAGE_SETS["fashion-mnist"]["classes"]
 
@@ -89,8 +90,18 @@ def power_table(classifier, x, y, which: list[str], n_rep: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _value(cell, key: str) -> float | None:
+    """A stored gate measure of one cell, None where it is missing or NaN."""
+    name = f"quality_{key}"
+    if name not in cell:
+        return None
+    v = float(cell[name])
+    return None if np.isnan(v) else v
+
+
 def store_table(ds) -> pd.DataFrame:
-    """Table 3: the gate of every complete cell of a store, from its stored measures."""
+    """Table 3: the gate of every complete cell of a store, from its stored measures, with its slack (each term over
+    its bound, the least: the number the verdict reads, ``ridgexr.quality.gate_slack``)."""
     q = ds.ridge.sample_quality()
     dims = [d for d in q.gate.dims]
     rows = []
@@ -111,7 +122,8 @@ def store_table(ds) -> pd.DataFrame:
                 "coverage / perfect sampler's": f"{v['coverage'] / v['coverage_null']:.3f}",
                 "Frechet (floor / ceiling)": (f"{v['frechet']:.3g} ({v['frechet_floor']:.3g} / "
                                               f"{v['frechet_ceiling']:.3g})"),
-                "decision size": f"{float(c.gate_size):.0f}", "gate": str(c.gate.values)}
+                "decision size": f"{float(c.gate_size):.0f}",
+                "slack": f"{gate_slack(**{k: _value(c, k) for k in GATE_KEYS}):.3f}", "gate": str(c.gate.values)}
         rows.append(row)
     return pd.DataFrame(rows)
 

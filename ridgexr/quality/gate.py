@@ -35,9 +35,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validation import check_float, check_int
+from ..verdicts import AGREES, DISAGREES, Criterion, interval_verdict
 
-__all__ = ["GATE", "GATE_VERDICTS", "GATE_KEYS", "GATE_DRAWS", "GateDesign", "gate_design", "decision_size",
-           "expected_coverage", "knn_radii", "coverage", "gate_verdict", "gate_seed"]
+__all__ = ["GATE", "GATE_VERDICTS", "GATE_KEYS", "GATE_DRAWS", "GATE_CRITERION", "GateDesign", "gate_design",
+           "decision_size", "expected_coverage", "knn_radii", "coverage", "gate_slack", "gate_verdict", "gate_seed"]
 
 #: The quality gate, fixed before any run (docs/quality.md, "The gate"):
 #:
@@ -64,6 +65,14 @@ GATE_DRAWS = 320
 
 #: the verdicts of :func:`gate_verdict`
 GATE_VERDICTS = ("generates", "does not generate", "not assessed")
+
+#: the gate's criterion on its slack (:func:`gate_slack`: each read term over its bound, the least of them), read
+#: by the verdict kernel's one rule (:func:`ridgexr.verdicts.interval_verdict`) on the slack itself: the gate is a
+#: test whose bounds already hold the sampling error (the class share's margin is set from its binomial law, at size
+#: ``alpha`` and power ``1 - beta`` at the decision size), so no interval is put around it
+GATE_CRITERION = Criterion.above(
+    1.0, text="the gate's slack (each term over its bound, the least of them) at least 1 agrees; below 1 disagrees",
+    written="docs/quality.md, before the gate's own draws were run")
 
 #: the measures :func:`gate_verdict` reads, by keyword (each stored as ``quality_<key>``)
 GATE_KEYS = ("class_share", "nearest_ratio", "class_share_heldout", "class_share_offclass", "n_heldout", "n_draws",
@@ -357,7 +366,9 @@ def gate_verdict(class_share: float | None = None, nearest_ratio: float | None =
     "does not generate" when a read term fails; else "not assessed" when the image measures rest on fewer draws
     than the decision size (:func:`decision_size`; ``n_draws`` missing: a store written before the gate drew its
     own samples) or when nothing is available; else "generates".  Bounds are inclusive.  Point sets and latents
-    have the nearest ratio alone, at any number of samples.
+    have the nearest ratio alone, at any number of samples.  Whether a term fails is the verdict kernel's rule
+    (:func:`ridgexr.verdicts.interval_verdict`) under :data:`GATE_CRITERION` on the gate's slack
+    (:func:`gate_slack`): "disagrees" is "does not generate", "agrees" at the decision size "generates".
 
     Parameters
     ----------
@@ -383,6 +394,22 @@ def gate_verdict(class_share: float | None = None, nearest_ratio: float | None =
     >>> gate_verdict(0.80, 1.1, **m), gate_verdict(0.79, 1.1, **m), gate_verdict(0.80, 1.1, **m | {"n_draws": 16})
     ('generates', 'does not generate', 'not assessed')
     """
+    terms, unsure = _gate_terms(class_share, nearest_ratio, class_share_heldout=class_share_heldout,
+                                class_share_offclass=class_share_offclass, n_heldout=n_heldout, n_draws=n_draws,
+                                coverage=coverage, coverage_null=coverage_null)
+    slack = min(terms.values()) if terms else math.nan
+    verdict = interval_verdict(slack, slack, GATE_CRITERION) if terms else None
+    if verdict == DISAGREES:
+        return "does not generate"
+    if unsure or verdict != AGREES:
+        return "not assessed"
+    return "generates"
+
+
+def _gate_terms(class_share=None, nearest_ratio=None, *, class_share_heldout=None, class_share_offclass=None,
+                n_heldout=None, n_draws=None, coverage=None, coverage_null=None) -> tuple[dict, bool]:
+    """The read terms of the gate, each as its measure over its bound (>= 1 passes), and whether the cell is
+    below its decision size (or has a class share without a design): (terms, unsure)."""
     share = _measure(class_share, "class_share", max_val=1)
     ratio = _measure(nearest_ratio, "nearest_ratio")
     recall = _measure(class_share_heldout, "class_share_heldout", max_val=1)
@@ -390,23 +417,47 @@ def gate_verdict(class_share: float | None = None, nearest_ratio: float | None =
     n = _measure(n_draws, "n_draws")
     m = _measure(n_heldout, "n_heldout")
     cov, cov0 = _measure(coverage, "coverage", max_val=1), _measure(coverage_null, "coverage_null", max_val=1)
-    fails, unsure = [], False
-    if ratio is not None:
-        fails.append(ratio > GATE["nearest_ratio_max"])
-    if cov is not None and cov0:
-        fails.append(cov / cov0 < GATE["coverage_min"])
+    terms, unsure = {}, False
+    if ratio is not None:  # ratio <= max  <=>  max / ratio >= 1 (0 passes, inf fails)
+        terms["nearest_ratio"] = math.inf if ratio == 0 else GATE["nearest_ratio_max"] / ratio
+    if cov is not None and cov0:  # cov / cov0 >= min  <=>  (cov / cov0) / min >= 1 (division is monotone)
+        terms["coverage"] = (cov / cov0) / GATE["coverage_min"]
     images = share is not None or cov is not None  # a cell read through the classifier
     if share is not None and offclass is not None:
         design = gate_design(recall, offclass, int(m)) if recall is not None and m else None
         if design is None:
             unsure = True
-        else:
-            fails.append(share < design.share_min)
+        else:  # share >= share_min  <=>  share / share_min >= 1
+            terms["class_share"] = share / design.share_min if design.share_min > 0 else math.inf
     if images:
         size = decision_size(recall, offclass, m)
         unsure |= n is None or size is None or n < size
-    if any(fails):
-        return "does not generate"
-    if unsure or not fails:
-        return "not assessed"
-    return "generates"
+    return terms, unsure
+
+
+def gate_slack(class_share: float | None = None, nearest_ratio: float | None = None, *,
+               class_share_heldout: float | None = None, class_share_offclass: float | None = None,
+               n_heldout: float | None = None, n_draws: float | None = None, coverage: float | None = None,
+               coverage_null: float | None = None) -> float:
+    """The gate's slack: over the terms :func:`gate_verdict` reads, the least of each measure over its bound,
+    written so that 1 is the bound and more is better (k/n over the class-share bound, 1.5 over the nearest ratio,
+    coverage over its null over 0.7).  A term at its bound gives exactly 1; the gate's verdict is
+    :data:`GATE_CRITERION` read on it (below its decision size the cell is "not assessed" whatever the slack).
+
+    Parameters
+    ----------
+    The measures of :func:`gate_verdict`, by the same names.
+
+    Returns
+    -------
+    float >= 0 (inf when every read term is unbounded); NaN when no term can be read.
+
+    Examples
+    --------
+    >>> gate_slack(nearest_ratio=1.5), gate_slack(nearest_ratio=3.0, coverage=0.7, coverage_null=1.0), gate_slack()
+    (1.0, 0.5, nan)
+    """
+    terms, _ = _gate_terms(class_share, nearest_ratio, class_share_heldout=class_share_heldout,
+                           class_share_offclass=class_share_offclass, n_heldout=n_heldout, n_draws=n_draws,
+                           coverage=coverage, coverage_null=coverage_null)
+    return min(terms.values()) if terms else math.nan
