@@ -32,7 +32,7 @@ extensions = [
     "sphinx.ext.mathjax",
 ]
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
-exclude_patterns = ["_build", "generated/*.md", "claims_tables/*.md", "tables/*.md", "**.ipynb_checkpoints", "figures"]
+exclude_patterns = ["_build", "generated/*.md", "claims_tables/*.md", "quality_tables/*.md", "tables/*.md", "**.ipynb_checkpoints", "figures"]
 root_doc = "index"
 html_theme = "pydata_sphinx_theme"
 html_title = f"ridgexr {release}"

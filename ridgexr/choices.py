@@ -92,5 +92,5 @@ QUALITY_NULLS = {"quality_frechet": "quality_frechet_floor"}
 #: each of those qualities as an axis label (short, with what it is measured against)
 QUALITY_LABELS = {"quality_sliced_wasserstein": "sliced W2 to the law's draws",
                   "quality_axis_wasserstein": "W1 along the law's axis",
-                  "quality_frechet": "Frechet distance to the training images",
+                  "quality_frechet": "Frechet distance to held-out test images",
                   "quality_nearest_ratio": "nearest ratio (1: as new real data)"}

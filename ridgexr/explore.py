@@ -147,8 +147,12 @@ class ExplorerData:
             lines.append(f"nearest ratio {v['nearest_ratio']:.3g} [{v['nearest_ratio_lower']:.3g}, "
                          f"{v['nearest_ratio_upper']:.3g}] (gate <= 1.5)")
         if np.isfinite(v.get("class_share", np.nan)):
+            bound = f"gate >= {v['class_share_min']:.2f}; " if np.isfinite(v.get("class_share_min", np.nan)) else ""
             lines.append(f"class share {v['class_share']:.2f} [{v['class_share_lower']:.2f}, "
-                         f"{v['class_share_upper']:.2f}] (gate >= 0.8; real images {v['class_share_heldout']:.2f})")
+                         f"{v['class_share_upper']:.2f}] ({bound}real images {v['class_share_heldout']:.2f})")
+        if np.isfinite(v.get("coverage", np.nan)):
+            lines.append(f"coverage of held-out reals {v['coverage']:.2f} (a perfect sampler's "
+                         f"{v['coverage_null']:.2f}; gate >= 0.7 of it)")
         if np.isfinite(v.get("frechet", np.nan)):
             lines.append(f"Frechet {v['frechet']:.3g} (floor {v['frechet_floor']:.3g}, ceiling {v['frechet_ceiling']:.3g})")
         if len(lines) == 1:

@@ -41,7 +41,7 @@ DIAGNOSTIC_VARIABLES: dict[str, str] = {
     "excess_normal": "normal part of the excess loss (ridge frame at x_t), held-out sample",
 }
 
-SCHEMA_VERSION = "1.8"
+SCHEMA_VERSION = "1.9"
 #: the schema version of the arrays the first store already had (docs/schema.md, "Schema history")
 FIRST_SCHEMA = "1.0"
 
@@ -56,6 +56,7 @@ DIMS: dict[str, tuple[str, ...] | None] = {
     "sample": ("sample",),  # per sample, over the whole trajectory
     "sample_vector": ("sample", "dim"),  # per sample, a point
     "sample_alt": ("sample", "d_star_alt"),  # per sample and alternative ridge dimension
+    "gate_vector": ("gate_draw", "dim"),  # per draw of the quality gate's own, a point
     "cell": (),  # one value per cell
     "store": None,
 }
@@ -85,7 +86,7 @@ class Variable:
         A per-step variable a block may leave out (it is written as ``fill``).
     when : str, optional
         The :class:`ridgexr.store.layout.StoreLayout` field that must be set for the store to have it
-        (``d_star_alt``, ``denoised``, ``final_sample``).
+        (``d_star_alt``, ``denoised``, ``final_sample``, ``n_gate``).
     mark : bool
         Book-keeping the store writes itself (completion mark, digest, which cells apply), not a cell's result.
     """
@@ -120,32 +121,49 @@ def _flag(name, long_name, since=FIRST_SCHEMA):
     return Variable(name, "step", long_name, "1", dtype="bool", fill=False, since=since)
 
 
-#: per-cell sample quality of the final samples (float, one value per cell; NaN where the cell's dataset allows
-#: no such measure): ``quality_<key>`` for each key of ridgexr.quality.cells.cell_quality (docs/quality.md)
-QUALITY_VARIABLES: dict[str, tuple[str, str]] = {
-    "quality_nearest_ratio": ("median distance of the final samples to the nearest training point over that of "
-                              "held-out real points (1: as new real data)", units.DIMENSIONLESS),
+#: per-cell sample quality (float, one value per cell; NaN where the cell's dataset allows no such measure):
+#: ``quality_<key>`` for each key of ridgexr.quality.cells.cell_quality -> (long_name, units, schema version that
+#: added it) (docs/quality.md).  Pixel Fashion-MNIST cells measure their own gate draws (``gate_sample``) against a
+#: fixed test-split reference; the other datasets the observed trajectories' final samples
+QUALITY_VARIABLES: dict[str, tuple[str, str, str]] = {
+    "quality_nearest_ratio": ("median distance of the measured samples to the nearest training point over that of "
+                              "held-out real points (1: as new real data)", units.DIMENSIONLESS, "1.7"),
     "quality_nearest_ratio_lower": ("lower end of the 95 % bootstrap interval of quality_nearest_ratio",
-                                    units.DIMENSIONLESS),
+                                    units.DIMENSIONLESS, "1.7"),
     "quality_nearest_ratio_upper": ("upper end of the 95 % bootstrap interval of quality_nearest_ratio",
-                                    units.DIMENSIONLESS),
-    "quality_frechet": ("Frechet distance of the final samples to the training images in the features of the "
-                        "cached Fashion-MNIST classifier (not FID)", units.FEATURE2),
-    "quality_frechet_floor": ("the same for held-out real images, as many as the samples (what the law scores)",
-                              units.FEATURE2),
-    "quality_frechet_ceiling": ("the same for class-mean-plus-noise images, as many as the samples", units.FEATURE2),
-    "quality_class_share": ("share of the final samples the classifier puts in the training classes",
-                            units.DIMENSIONLESS),
-    "quality_class_share_lower": ("lower end of the 95 % Wilson interval of quality_class_share", units.DIMENSIONLESS),
-    "quality_class_share_upper": ("upper end of the 95 % Wilson interval of quality_class_share", units.DIMENSIONLESS),
+                                    units.DIMENSIONLESS, "1.7"),
+    "quality_frechet": ("Frechet distance of the gate draws to a fixed reference of test-split images of the cell's "
+                        "classes, in the features of the cached Fashion-MNIST classifier (not FID; schema 1.7: to "
+                        "the training images)", units.FEATURE2, "1.7"),
+    "quality_frechet_floor": ("the same for as many held-out real images outside the reference (what the law "
+                              "scores)", units.FEATURE2, "1.7"),
+    "quality_frechet_ceiling": ("the same for as many class-mean-plus-noise images", units.FEATURE2, "1.7"),
+    "quality_class_share": ("share of the measured samples the classifier puts in the training classes (diverged "
+                            "ones count as outside)", units.DIMENSIONLESS, "1.7"),
+    "quality_class_share_lower": ("lower end of the 95 % Wilson interval of quality_class_share", units.DIMENSIONLESS,
+                                  "1.7"),
+    "quality_class_share_upper": ("upper end of the 95 % Wilson interval of quality_class_share", units.DIMENSIONLESS,
+                                  "1.7"),
     "quality_class_share_heldout": ("the same share for held-out real images of the classes (the classifier's "
-                                    "recall there)", units.DIMENSIONLESS),
-    "quality_classifier_accuracy": ("the classifier's accuracy on the whole test split", units.DIMENSIONLESS),
+                                    "recall there; since 1.9 those outside the coverage's reference)",
+                                    units.DIMENSIONLESS, "1.7"),
+    "quality_n_heldout": ("held-out real images quality_class_share_heldout is measured on", units.DIMENSIONLESS,
+                          "1.9"),
+    "quality_class_share_offclass": ("largest share, over the other classes, of their held-out real images that the "
+                                     "classifier puts in the cell's classes (NaN: the cell has every class)",
+                                     units.DIMENSIONLESS, "1.9"),
+    "quality_coverage": ("share of a fixed reference of held-out real images with a gate draw inside their "
+                         "5-nearest-neighbour ball, in the classifier's features", units.DIMENSIONLESS, "1.9"),
+    "quality_coverage_null": ("what as many fresh draws of the law cover in expectation (exact)",
+                              units.DIMENSIONLESS, "1.9"),
+    "quality_classifier_accuracy": ("the classifier's accuracy on the whole test split", units.DIMENSIONLESS, "1.7"),
     "quality_sliced_wasserstein": ("sliced 2-Wasserstein distance of the final samples to fresh draws of the law "
-                                   "(manifolds)", units.DATA),
+                                   "(manifolds)", units.DATA, "1.7"),
     "quality_sliced_wasserstein_null": ("the same for as many fresh draws (what a perfect sampler scores)",
-                                        units.DATA),
-    "quality_n_finite": ("final samples the quality measures used (finite ones)", units.DIMENSIONLESS),
+                                        units.DATA, "1.7"),
+    "quality_n_draws": ("samples the quality measures were taken on (the gate draws of pixel Fashion-MNIST cells, "
+                        "else the observed final samples), diverged ones included", units.DIMENSIONLESS, "1.9"),
+    "quality_n_finite": ("measured samples the measures used (the finite ones)", units.DIMENSIONLESS, "1.7"),
 }
 
 #: every stored variable, in the order of the store's template (coordinates: :data:`COORDINATES`)
@@ -203,9 +221,10 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
     # per sample
     Variable("diverged", "sample", "the trajectory left the finite numbers at some step", "1", dtype="bool",
              fill=False),
-    # per cell: the training diagnostics (named once in ridgexr.training) and the sample quality
+    # per cell: the training diagnostics (named once: DIAGNOSTIC_VARIABLES) and the sample quality
     *(Variable(name, "cell", long_name, units.LOSS) for name, long_name in DIAGNOSTIC_VARIABLES.items()),
-    *(Variable(name, "cell", long_name, unit, since="1.7") for name, (long_name, unit) in QUALITY_VARIABLES.items()),
+    *(Variable(name, "cell", long_name, unit, since=since) for name, (long_name, unit, since)
+      in QUALITY_VARIABLES.items()),
     Variable("cell_complete", "cell", "every variable of this cell is written", "1", dtype="bool", fill=False,
              mark=True),
     # int32: netCDF-3 can hold a slice
@@ -224,6 +243,9 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
              "sampler's last recorded time t[-1]", units.TIME, since="1.5", when="denoised"),
     Variable("final_sample", "sample_vector", "the diffusers scheduler's output after its last step (alpha_bar = 1, "
              "t = 0; no ridge there)", units.DATA, since="1.6", when="final_sample"),
+    Variable("gate_sample", "gate_vector", "the quality gate's own final samples, drawn by the cell's sampler "
+             "without ridge observation (what the quality_* measures of pixel Fashion-MNIST cells read)", units.DATA,
+             since="1.9", when="n_gate"),
     # store level (written whole at creation)
     Variable("train_data", "store", "training points x_i", units.DATA),
     Variable("population_data", "store", "fresh sample of the training law (manifold datasets)", units.DATA),
@@ -266,6 +288,7 @@ COORDINATES: dict[str, tuple[str, str | None, str]] = {
     "dim": ("data coordinate index", units.LABEL, FIRST_SCHEMA),
     "train": ("training point index", units.LABEL, FIRST_SCHEMA),
     "d_star_alt": ("alternative ridge dimension", units.LABEL, FIRST_SCHEMA),
+    "gate_draw": ("index of the quality gate's own draws (gate_sample)", units.LABEL, "1.9"),
 }
 
 #: long_name and units of every variable, and of the step coordinates (``t``, ``alpha``, ``h``, ``sampler_step``)
@@ -296,7 +319,7 @@ STEP_VARIABLES = STEP_VECTOR + STEP_SCALAR + STEP_BOOL + STEP_INT + STEP_OPTIONA
 #: per-step variable -> the flag under which it is numerically undetermined (masked, not averaged,
 #: by every summary: :func:`ridgexr.analysis.resolved`)
 DEGENERATE_FLAGS = {v.name: v.degenerate for v in VARIABLES.values() if v.degenerate}
-#: per-cell training diagnostics (float, one value per cell), named once in ridgexr.training
+#: per-cell training diagnostics (float, one value per cell), named once in :data:`DIAGNOSTIC_VARIABLES`
 CELL_DIAGNOSTICS = tuple(DIAGNOSTIC_VARIABLES)
 CELL_QUALITY = tuple(QUALITY_VARIABLES)
 #: arrays (variables and coordinates) added after the first schema, with the schema version that added them
@@ -322,21 +345,22 @@ def schema_older(version: str, than: str = SCHEMA_VERSION) -> bool:
     return _version(str(version)) < _version(str(than))
 
 
-def layout_variables(*, d_star_alt=(), denoised: bool = False, final_sample: bool = False) -> Iterator[Variable]:
+def layout_variables(*, d_star_alt=(), denoised: bool = False, final_sample: bool = False,
+                     n_gate: int = 0) -> Iterator[Variable]:
     """The per-cell variables a store of this layout has (the ``when`` fields of
-    :class:`ridgexr.store.layout.StoreLayout`),
-    in template order."""
-    on = {"d_star_alt": bool(d_star_alt), "denoised": bool(denoised), "final_sample": bool(final_sample)}
+    :class:`ridgexr.store.layout.StoreLayout`), in template order."""
+    on = {"d_star_alt": bool(d_star_alt), "denoised": bool(denoised), "final_sample": bool(final_sample),
+          "n_gate": n_gate > 0}
     for v in VARIABLES.values():
         if v.per_cell and (v.when is None or on[v.when]):
             yield v
 
 
-def cell_value_shape(var: Variable, *, n_samples: int, d: int, n_alt: int = 0, n_steps: int | None = None
-                     ) -> tuple[int, ...]:
+def cell_value_shape(var: Variable, *, n_samples: int, d: int, n_alt: int = 0, n_steps: int | None = None,
+                     n_gate: int = 0) -> tuple[int, ...]:
     """Shape of one cell's value of ``var``: (n_samples, n_steps[, d]) per step, (n_samples[, d | n_alt]) per
-    sample, () per cell."""
-    size = {"sample": n_samples, "step": n_steps, "dim": d, "d_star_alt": n_alt}
+    sample, (n_gate, d) per gate draw, () per cell."""
+    size = {"sample": n_samples, "step": n_steps, "dim": d, "d_star_alt": n_alt, "gate_draw": n_gate}
     return tuple(size[k] for k in DIMS[var.dims])
 
 
@@ -367,16 +391,16 @@ def empty_step_values(B: int, n: int, d: int, *, optional: bool = False) -> dict
 
 
 def cell_chunks(*, n_samples: int, n_steps: int, sample_chunk: int, block_steps: int, d: int, n_alt: int = 0,
-                denoised: bool = False, final_sample: bool = False) -> list[tuple[str, float, int, int]]:
+                denoised: bool = False, final_sample: bool = False, n_gate: int = 0) -> list[tuple[str, float, int, int]]:
     """Every chunk file of one cell: ``(name, raw bytes of one chunk, chunk-key levels below the cell dims,
     chunks of the cell)`` for each per-cell array of such a layout (edge chunks padded to the full chunk, as
     zarr stores them).  The store-size bound (:func:`ridgexr.run.plan.estimate_resources`) sums them.
     """
     out = []
-    for v in layout_variables(d_star_alt=(0,) * n_alt, denoised=denoised, final_sample=final_sample):
+    for v in layout_variables(d_star_alt=(0,) * n_alt, denoised=denoised, final_sample=final_sample, n_gate=n_gate):
         tail = DIMS[v.dims]
         chunk = {"sample": sample_chunk if v.per_step else n_samples, "step": block_steps, "dim": d,
-                 "d_star_alt": n_alt}
+                 "d_star_alt": n_alt, "gate_draw": n_gate}
         n_chunks = math.ceil(n_samples / sample_chunk) * math.ceil(n_steps / block_steps) if v.per_step else 1
         raw = float(np.dtype(v.dtype).itemsize * math.prod(chunk[k] for k in tail))
         out.append((v.name, raw, len(tail), n_chunks))

@@ -244,3 +244,76 @@ def test_the_align_null_an_isotropic_error_matches_the_f_distribution():
     assert isotropic_median(1, 8) == pytest.approx(0.711, abs=5e-4)  # the issue's values
     assert isotropic_median(10, 784) == pytest.approx(0.967, abs=5e-4)
 
+
+
+# ----------------------------------------------------------------------------------------- the gate as a claim kind
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_maybe = lambda s: st.one_of(st.none(), s)  # noqa: E731
+
+
+@settings(max_examples=150, deadline=None)
+@given(share=_maybe(st.floats(0, 1)), ratio=_maybe(st.floats(0, 3)), recall=_maybe(st.floats(0.5, 1)),
+       offclass=_maybe(st.floats(0, 0.3)), n=_maybe(st.integers(1, 400)), cov=_maybe(st.floats(0, 1)),
+       cov0=st.floats(0.3, 1))
+def test_the_generates_claim_reads_what_the_gate_reads(share, ratio, recall, offclass, n, cov, cov0):
+    """The kind's verdict is the gate's by the verdict kernel's rule on the slack: "generates" -> "agrees",
+    "does not generate" -> "disagrees", "not assessed" -> "untestable: ..."; the slack is 1 at a bound."""
+    from ridgexr.quality import gate_verdict
+    from ridgexr.quality.gate import gate_slack
+
+    m = dict(class_share=share, nearest_ratio=ratio, class_share_heldout=recall, class_share_offclass=offclass,
+             n_heldout=750, n_draws=n, coverage=cov, coverage_null=cov0)
+    gate = gate_verdict(**m)
+    claim = KINDS["generates"].make(m)
+    assert claim.verdict.startswith({"generates": "agrees", "does not generate": "disagrees",
+                                     "not assessed": "untestable"}[gate]), (gate, claim.verdict)
+    slack = gate_slack(**m)
+    if gate == "does not generate":
+        assert slack < 1
+    elif gate == "generates":
+        assert slack >= 1
+    assert claim.gate is None and claim.kind == "generates"
+
+
+def test_the_gate_slack_is_one_at_each_bound():
+    from ridgexr.quality import GATE, gate_design
+    from ridgexr.quality.gate import gate_slack
+
+    assert gate_slack(nearest_ratio=GATE["nearest_ratio_max"]) == 1.0
+    assert gate_slack(coverage=0.7 * 0.9, coverage_null=0.9, n_draws=64) == pytest.approx(1.0, rel=1e-12)
+    d = gate_design(0.865, 0.142, 750)
+    assert gate_slack(d.share_min, 1.0, class_share_heldout=0.865, class_share_offclass=0.142, n_heldout=750,
+                      n_draws=d.n) == 1.0
+    assert math.isnan(gate_slack())
+
+
+def test_the_generates_controls_hold_their_rates_at_the_decision_size():
+    """Over 400 seeds of each control: fresh draws pass at least 95 % of the time, 20 % off-class draws pass at
+    most 5 %, copies of the class mean never (the coverage fails them; their nearest ratio and class share pass)."""
+    from ridgexr.claims.generates import CONTROL_CONFUSION, control_measures
+    from ridgexr.quality import decision_size, gate_verdict
+
+    n = decision_size(**CONTROL_CONFUSION)
+    assert n == 96
+    passes = {how: sum(gate_verdict(**control_measures(n, seed=s, **dict(how))) == "generates" for s in range(400))
+              for how in ((), (("off_class_share", 0.2),), (("mean_copies", True),))}
+    assert passes[()] >= 0.95 * 400
+    assert passes[(("off_class_share", 0.2),)] <= 0.05 * 400
+    assert passes[(("mean_copies", True),)] == 0
+    copies = control_measures(256, mean_copies=True)
+    assert copies["nearest_ratio"] <= 1.5 and copies["class_share"] >= 0.8 and copies["coverage"] < 0.05
+
+
+def test_the_generates_claim_on_a_store_is_its_stored_gate(tmp_path, catalog_text, run_entry):
+    _, res = run_entry(catalog_text(steps=12, samples=16), tmp_path)
+    ds = ridgexr.open_dataset(res.store)
+    from ridgexr.quality import sample_quality
+
+    gate = sample_quality(ds)["gate"]
+    claims = store_claims(ds, [ClaimSpec(kind="generates")])
+    assert claims and all(c.labels["schedule"] != "exact" for c in claims)
+    for c in claims:
+        g = str(gate.sel(c.labels).item())
+        assert c.verdict.startswith({"generates": "agrees", "does not generate": "disagrees",
+                                     "not assessed": "untestable"}[g]), (g, c.row())

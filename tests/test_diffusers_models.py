@@ -675,3 +675,115 @@ def test_a_minimal_diffusers_catalog_runs_without_force_and_its_memory_estimate_
     assert rc == 0, out + err
     assert peak <= est["peak_memory"] <= 2 * peak, (peak / 2**30, est["peak_memory"] / 2**30, est["memory_drivers"])
     assert np.isfinite(ridgexr.open_dataset(tmp_path / "data" / "fm-minimal.zarr")["residual_normal"].values).all()
+
+
+ALL_CLASSES = """
+experiments:
+  fm-all:
+    dataset:
+      images: {images: fashion-mnist, scale: symmetric, space: pixel, n: 64}
+    process: {T: 3.0, t_min: 0.01, n_steps: 5}
+    model: {kind: diffusers, name: tiny, path: model, subfolder: unet, data_range: [-1, 1]}
+    sampler: {kind: scheduler}
+    n_samples: 2
+    d_star: 2
+    store: fm-all.zarr
+"""
+
+
+@pytest.fixture(scope="module")
+def all_class_run(tmp_path_factory, fashion_classifier):
+    """A user's own model in minutes: a tiny UNet2DModel + DDPMScheduler saved by save_pretrained, run as
+    ``kind: diffusers`` on the first 64 Fashion-MNIST training images (all ten classes), 2 observed trajectories
+    of 5 DDPM steps; the quality classifier is the small test one (conftest)."""
+    from ridgexr.quality import classifier as classifier_mod
+
+    tmp = tmp_path_factory.mktemp("all-classes")
+    torch.manual_seed(0)
+    unet = UNet2DModel(sample_size=28, in_channels=1, out_channels=1, block_out_channels=(8, 16), layers_per_block=1,
+                       down_block_types=("DownBlock2D", "DownBlock2D"), up_block_types=("UpBlock2D", "UpBlock2D"),
+                       norm_num_groups=4)
+    unet.save_pretrained(tmp / "model" / "unet")
+    DDPMScheduler().save_pretrained(tmp / "model" / "scheduler")
+    (tmp / "cat.yaml").write_text(ALL_CLASSES)
+    exp = load_catalog_file(tmp / "cat.yaml")["fm-all"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(classifier_mod, "cached_classifier", lambda images="fashion-mnist", **kw: fashion_classifier)
+        store = run_experiment(exp, data_dir=tmp / "data").store
+    return exp, ridgexr.open_dataset(store), unet.eval()
+
+
+def test_a_tiny_saved_diffusers_model_runs_end_to_end_on_all_ten_fashion_classes(all_class_run):
+    """Issue 56, item 7: every all-class image entry crashed in quality scoring after its work ("train_labels must
+    be given"), and the held-out diagnostics of a user's model took 10 minutes by default.  The run ends with the
+    gate's verdict, its 320 draws and measures; the diagnostics are off unless asked for."""
+    from ridgexr.datasets import load_images
+    from ridgexr.quality import GATE_DRAWS, GATE_VERDICTS
+    from ridgexr.run.plan import estimate_stage_seconds
+
+    exp, ds, _ = all_class_run
+    assert set(load_images("fashion-mnist", n=64)[1].tolist()) == set(range(10))
+    assert exp.blocks[0].diagnostics is None and estimate_stage_seconds(exp, (64, 784))["diagnostics"] == 0
+    assert bool(ds.cell_complete.all())
+    assert ds.gate_sample.dims[-2:] == ("gate_draw", "dim") and ds.sizes["gate_draw"] == GATE_DRAWS
+    assert np.isfinite(ds.gate_sample.values).all()
+    q = ds.ridge.sample_quality().squeeze()
+    assert str(q.gate.values) in GATE_VERDICTS and float(q.quality_n_draws) == GATE_DRAWS
+    assert np.isnan(float(q.quality_class_share_offclass)) and float(q.quality_class_share) == 1.0  # every class
+    assert float(q.gate_size) == 64 and np.isnan(float(q.class_share_min))
+    for name in ("quality_coverage", "quality_coverage_null", "quality_frechet", "quality_frechet_floor",
+                 "quality_nearest_ratio"):
+        assert np.isfinite(float(q[name])), name
+    assert np.isnan(ds.excess_loss.values).all() and np.isnan(ds.loss.values).all()  # diagnostics: off
+
+
+def test_the_gate_draws_are_the_pipelines_images_with_their_own_seeds_and_its_measures_are_of_them(all_class_run,
+                                                                                                  fashion_classifier):
+    """The stored gate draws are DDPMPipeline's images (before its clamp), batch j of 32 drawn with the generator
+    seeded ``gate_seed(seeds.sampler, j)``: not the observed trajectories' draws; the stored measures are
+    image_quality's of them against the test split."""
+    from ridgexr.quality import gate_reference, gate_seed, heldout_reals, image_quality
+
+    exp, ds, unet = all_class_run
+    gate = ds.gate_sample.squeeze().values
+    pipe = DDPMPipeline(unet=unet, scheduler=DDPMScheduler())
+    for j in (0, 9):
+        want = pipe(batch_size=32, generator=torch.Generator().manual_seed(gate_seed(exp.seeds.sampler, j)),
+                    num_inference_steps=exp.process.n_steps, output_type="np").images  # (32, 28, 28, 1)
+        got = np.clip(gate[32 * j:32 * (j + 1)].reshape(32, 28, 28, 1) / 2 + 0.5, 0, 1)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+    observed = ds.final_sample.squeeze().values
+    assert np.abs(observed[:, None] - gate[None, :32]).max(-1).min() > 1e-3  # other draws than the trajectories'
+    x, y = heldout_reals()
+    q = image_quality(gate, train=ds.train_data.values, classes=list(range(10)), classifier=fashion_classifier,
+                      reference=gate_reference(fashion_classifier, x, y), seed=exp.seeds.sampler)
+    stored = ds.ridge.sample_quality().squeeze()
+    for key in ("class_share", "nearest_ratio", "nearest_ratio_lower", "coverage", "coverage_null", "frechet",
+                "frechet_floor", "frechet_ceiling", "n_draws", "n_finite"):
+        assert float(stored[f"quality_{key}"]) == pytest.approx(q[key], rel=1e-9), key
+    assert str(stored.gate.values) == q["gate"]
+
+
+def test_image_scale_blocks_take_held_out_diagnostics_only_when_asked(saved_model):
+    """A user's diffusers block (and a unet block) estimates no held-out diagnostics unless its ``diagnostics``
+    gives a size: the plan prices none, the store holds NaN, the trajectories are the same, and the config hash
+    tells the two apart."""
+    from ridgexr.models.unet import UNetSpec
+    from ridgexr.run.plan import estimate_stage_seconds
+
+    folder, _ = saved_model
+    off = CATALOG % dict(sampler="sde")
+    on = off.replace("data_range: [-1, 1]}", "data_range: [-1, 1], diagnostics: {n_time: 3, n_noise: 1}}")
+    (folder / "off.yaml").write_text(off)
+    (folder / "on.yaml").write_text(on)
+    exp_off, exp_on = load_catalog_file(folder / "off.yaml")["mine"], load_catalog_file(folder / "on.yaml")["mine"]
+    assert exp_off.blocks[0].diagnostics is None and UNetSpec(sample_size=[4, 4]).diagnostics is None
+    assert exp_on.blocks[0].diagnostics.sizes(5, 2) == (3, 1)
+    train = np.load(folder / "train.npy")
+    assert exp_off.config_hash(train) != exp_on.config_hash(train)
+    seconds = [estimate_stage_seconds(e, train)["diagnostics"] for e in (exp_off, exp_on)]
+    assert seconds[0] == 0 < seconds[1]
+    a = ridgexr.open_dataset(run_experiment(exp_off, store=folder / "off.zarr").store)
+    b = ridgexr.open_dataset(run_experiment(exp_on, store=folder / "on.zarr").store)
+    assert np.isnan(a.excess_loss.values).all() and np.isfinite(b.excess_loss.values).all()
+    np.testing.assert_array_equal(a.trajectory.values, b.trajectory.values)

@@ -41,7 +41,7 @@ def test_store_schema_and_invariants(small_run):
     np.testing.assert_allclose(ds.t.values, time_grid(20, 2.0, 0.01))
     np.testing.assert_allclose(ds.h.values, -np.expm1(-2 * ds.t.values))
     assert ds.attrs["tau_units"].startswith("paper") and ds.attrs["init"] == "normal"
-    assert ds.attrs["schema_version"] == "1.8" and len(ds.attrs["config_hash"]) == 64
+    assert ds.attrs["schema_version"] == "1.9" and len(ds.attrs["config_hash"]) == 64
     for key in ("provenance", "config", "seeds", "device", "created"):
         assert key in ds.attrs
     for name in ("trajectory", "ridge_projection", "ridge_distance", "residual_normal", "loss", "excess_tangent"):
@@ -137,12 +137,12 @@ def test_resume_and_config_mismatch(small_run, tmp_path, write_catalog):
 
 def test_a_store_of_an_older_schema_with_unfinished_cells_is_not_resumed(small_run, tmp_path):
     """A store written with schema 1.5 (before final_sample and data_draw) that has an unfinished cell
-    is refused with a message naming --overwrite; the same store at this schema resumes that cell, and so does one
-    of schema 1.7 (every array of this schema, no record of its creation: 1.8 added the record, no array)."""
+    is refused with a message naming --overwrite, and so is one of schema 1.8 (before the quality gate's own
+    draws and measures of 1.9); the same store at this schema resumes that cell."""
     import shutil
 
     exp, res = small_run
-    for version, refused in (("1.5", True), ("1.7", False), (ridgexr.schema.SCHEMA_VERSION, False)):
+    for version, refused in (("1.5", True), ("1.8", True), (ridgexr.schema.SCHEMA_VERSION, False)):
         store = tmp_path / f"copy-{version}.zarr"
         shutil.copytree(res.store, store)
         group = zarr.open_group(store, mode="r+")
@@ -155,7 +155,7 @@ def test_a_store_of_an_older_schema_with_unfinished_cells_is_not_resumed(small_r
         marks[tuple(first)] = False  # one unfinished cell
         zarr.consolidate_metadata(store)
         if refused:
-            with pytest.raises(ConfigMismatchError, match="unfinished cells.*schema 1.5.*--overwrite"):
+            with pytest.raises(ConfigMismatchError, match=f"unfinished cells.*schema {version}.*--overwrite"):
                 run_experiment(exp, store=store)
         else:
             again = run_experiment(exp, store=store)

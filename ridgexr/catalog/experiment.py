@@ -136,7 +136,8 @@ class Experiment(Spec):
             # the kind's own default (unet: the epsilon loss, w = h), set once while validating (the model is frozen)
             object.__setattr__(self, "schedules", list(defaults_.pop()))
         for b in blocks:
-            b.diagnostics.check_training(self.training)
+            if b.diagnostics is not None:  # null: none (the image-scale kinds' default)
+                b.diagnostics.check_training(self.training)
             b.check_entry(self)
         if self.sampler.kind == "marginal" and (any(b.kind != "exact" for b in blocks) or self.legacy_exact):
             raise ValueError("`sampler.kind: marginal` draws the exact score's own marginals: every model block must be "
@@ -214,7 +215,8 @@ def hashed_config(cfg: dict) -> dict:
     cfg = copy.deepcopy(cfg)
     n_time, n_noise = cfg["training"]["n_time"], cfg["training"]["n_noise"]
     for block in (cfg.get("models") or []) + ([cfg["model"]] if cfg.get("model") else []):
-        if "diagnostics" in block:  # a held-out sample that cuts nothing is the one before the field existed
+        # a held-out sample that cuts nothing is the one before the field existed; null (none) is hashed as null
+        if block.get("diagnostics") is not None:
             block["diagnostics"] = hashed_diagnostics(block["diagnostics"], n_time,
                                                       n_noise if isinstance(n_noise, list) else [n_noise])
         for leaf, neutral in model_kind(block["kind"]).spec_class().neutral_fields().items():

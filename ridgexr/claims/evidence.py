@@ -89,18 +89,28 @@ class StoreEvidence:
         self.d_star = int(ds.attrs.get("d_star", 1))
         self.d = int(ds.sizes["dim"])
         self.n_samples = int(ds.sizes["sample"])
-        self._gates = self._read_gates()
+        self._quality = self._read_quality()
+        self._gates = None if self._quality is None else self._quality["gate"]
         self._train: dict = {}
         self._forward: dict = {}
         self._fresh: tuple | None = None
 
     # ------------------------------------------------------------------ cells
-    def _read_gates(self):
+    def _read_quality(self):
         if not any(str(v).startswith("quality_") for v in self.ds.data_vars):
             return None
         from ..quality import sample_quality
 
-        return sample_quality(self.ds)["gate"]
+        return sample_quality(self.ds)
+
+    def quality(self, label: dict) -> dict:
+        """The cell's stored gate measures (:data:`ridgexr.quality.gate.GATE_KEYS`; NaN where the store has
+        none)."""
+        from ..quality.gate import GATE_KEYS
+
+        q = None if self._quality is None else self._quality.sel(label)
+        return {k: float(q[f"quality_{k}"]) if q is not None and f"quality_{k}" in q else math.nan
+                for k in GATE_KEYS}
 
     def gate(self, label: dict) -> str | None:
         """The cell's quality gate ("generates", "does not generate", "not assessed"); None for the exact

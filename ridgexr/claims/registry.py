@@ -9,8 +9,8 @@ analyses and the generated table of kinds read :data:`KINDS`; nothing else names
 from __future__ import annotations
 
 from . import (align_tangent, coverage_faster, coverage_resolved, distance_falls, does_not_memorize, excess_fills_gap,
-               gap_mass_correlates, gap_mass_grows, gap_mass_vanishes, gaussian_reproduces, memorizer_rate, memorizes,
-               outputs_novel, reach_as_exact, reach_falls, slide_slower, target_rate, targets_gap_grows,
+               gap_mass_correlates, gap_mass_grows, gap_mass_vanishes, gaussian_reproduces, generates, memorizer_rate,
+               memorizes, outputs_novel, reach_as_exact, reach_falls, slide_slower, target_rate, targets_gap_grows,
                timescale_slope, vkernel_fills_gap, vkernel_predicts)
 from .claim_kind import SCOPES, ClaimKind
 
@@ -50,6 +50,7 @@ def unregister(name: str) -> None:
     KINDS.pop(name)
 
 
+register(generates.KIND)
 register(memorizes.KIND)
 register(does_not_memorize.KIND)
 register(reach_falls.KIND)

@@ -173,8 +173,11 @@ class KindCost:
         """Seconds of each held-out evaluation of the block (one per run cell by default): per row of the
         held-out sample (``diagnostics: {n_time, n_noise, n_points}``) one model call and one exact posterior
         mean and ridge frame (:func:`moments_seconds`), in merged blocks of :data:`HELDOUT_BLOCK` rows
-        (:data:`BLOCK_SECONDS` each), one call of the denoiser per time node (:data:`CALL_SECONDS`)."""
+        (:data:`BLOCK_SECONDS` each), one call of the denoiser per time node (:data:`CALL_SECONDS`); none for a
+        block without diagnostics (``diagnostics: null``)."""
         tr, out = exp.training, []
+        if block.diagnostics is None:  # none asked for (the image-scale kinds' default)
+            return []
         for lab in cells:
             m = lab.get("n_train", n_trains[0])
             h_time, h_noise = block.diagnostics.sizes(tr.n_time, tr.n_noises[0])

@@ -18,7 +18,7 @@ from ..choices import MODEL_CELL_DIMS, TRAINED_WEIGHTS
 from ..spec import Spec, as_list
 
 __all__ = ["ModelSpec", "EpochTrainedSpec", "DiagnosticsSpec", "MODEL_CELL_DIMS", "sorted_widths", "sized_diagnostics",
-           "hashed_diagnostics"]
+           "hashed_diagnostics", "IMAGE_DIAGNOSTICS_HELP"]
 
 
 def sorted_widths(v: list[int] | None) -> list[int] | None:
@@ -98,6 +98,12 @@ def sized_diagnostics():
 #: the field description shared by every kind (its default differs per kind)
 DIAGNOSTICS_HELP = ("size of the held-out sample of the per-cell diagnostics: {n_time, n_noise, n_points}, each at "
                     "most the training sample's (null: the training sample's)")
+
+#: the same field of the image-scale kinds (unet, diffusers), whose diagnostics are off unless asked for
+IMAGE_DIAGNOSTICS_HELP = ("held-out diagnostics of each cell (excess loss over the exact denoiser, its ridge split): "
+                          "off by default (null), as at d ~ 10^3 each held-out row costs a ridge frame of d x d and "
+                          "65 x 64 rows per training image took hours; ask for them with a size, e.g. {n_time: 8, "
+                          "n_noise: 1, n_points: 64} (each at most the training sample's; {} the training sample's)")
 
 
 class ModelSpec(Spec):

@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 import torch
 
 from ..training import fit_neural
-from ..training.heldout import heldout_diagnostics, heldout_sample
+from ..training.heldout import heldout_diagnostics, heldout_sample, no_diagnostics
 from .kind import FittedCell
 
 __all__ = ["fit_epoch_block", "progress_line", "checkpoint_every", "CHECKPOINTS_PER_RUN"]
@@ -108,9 +108,13 @@ def fit_epoch_block(ctx, block, cells: list[tuple[tuple, dict]], *, run_dims: Se
                 continue
             epoch = lab.get("epoch", max(block.epoch_list))
             model = fitted.at_epoch(epoch, block.weights)
+            loss = float(fitted.losses[fitted.kept[epoch] - 1])
+            if getattr(block, "diagnostics", None) is None:  # not asked for (the image-scale kinds' default)
+                out[idx] = FittedCell(state(fitted.weights_at(epoch, block.weights)), no_diagnostics(loss))
+                continue
             ctx.say(f"{prefix}{name} epoch {epoch}: held-out diagnostics")
             values = heldout_diagnostics(model.denoise, heldout_sample(ctx, rows, block.diagnostics), labels["schedule"],
-                                         exp.d_star, loss=float(fitted.losses[fitted.kept[epoch] - 1]),
+                                         exp.d_star, loss=loss,
                                          progress=ctx.node_bar(f"{prefix}{name} epoch {epoch}: held-out diagnostics"
                                                                " (time nodes)"))
             out[idx] = FittedCell(state(fitted.weights_at(epoch, block.weights)), values)

@@ -2,9 +2,10 @@
 
 :func:`cell_quality` picks the measures a cell's dataset allows:
 
-- **pixel images** of a named set with a classifier (Fashion-MNIST): :func:`ridgexr.quality.image_quality`
-  against the test-split images of the cell's classes (the Frechet distance in the classifier's
-  features with its floor and ceiling, the class share, the nearest ratio);
+- **pixel images** of a named set with a classifier (Fashion-MNIST): :func:`ridgexr.quality.image_quality` of the
+  cell's own gate draws (:func:`gate_draws` of them, drawn without ridge observation) against a fixed reference
+  from the test split (the class share against the classifier's recall and off-class rate, the nearest ratio,
+  the coverage of held-out reals, the Fréchet distance in the classifier's features with its floor and ceiling);
 - **pixel images** of an IDX folder with a test split: the nearest ratio alone;
 - **VAE latents** of images (``space: latent``): the nearest ratio against the encoder means of the test
   split's images of the cell's classes, through the same cached VAE;
@@ -26,13 +27,43 @@ import numpy as np
 from ..datasets.images import IMAGE_SETS, ImageError, load_images
 from ..datasets.training_set import dataset_extras
 from ..schema import QUALITY_VARIABLES
+from .gate import GATE_DRAWS
 from .measures import nearest_ratio, point_quality
 
-__all__ = ["cell_quality", "QUALITY_KEYS", "final_samples", "reference_draws"]
+__all__ = ["cell_quality", "QUALITY_KEYS", "final_samples", "reference_draws", "gate_draws", "gate_batch"]
+
+#: the gate's draws sampled at once: a fixed size, so that two entries with the same model and seeds draw the same
+#: gate samples whatever their numbers of observed trajectories
+GATE_BATCH = 32
 
 #: every number cell_quality can return, in store order: the store's table (ridgexr.schema.QUALITY_VARIABLES)
 #: names each as ``quality_<key>``
 QUALITY_KEYS = tuple(name.removeprefix("quality_") for name in QUALITY_VARIABLES)
+
+
+def gate_draws(dataset: Any) -> int:
+    """How many final samples of its own a cell of ``dataset`` draws for the quality gate (without ridge
+    observation; the store's ``gate_sample``): :data:`ridgexr.quality.GATE_DRAWS` for pixel images of a named set
+    with a classifier (Fashion-MNIST), whose gate reads a class share at a decision size; 0 for every other
+    dataset, whose measures read the observed trajectories' final samples.  From the configuration alone.
+
+    >>> from ridgexr.catalog.data import DatasetSpec
+    >>> fashion = DatasetSpec(images={"images": "fashion-mnist", "classes": [0], "scale": "symmetric"})
+    >>> gate_draws(fashion), gate_draws(DatasetSpec(points="two-points"))
+    (320, 0)
+    """
+    images = getattr(dataset, "images", None)
+    return GATE_DRAWS if images is not None and images.space == "pixel" and images.images in IMAGE_SETS else 0
+
+
+def gate_batch(n_gate: int) -> int:
+    """How many of a cell's ``n_gate`` gate draws are sampled at once: :data:`GATE_BATCH`, capped at ``n_gate``
+    (0 when there are none).
+
+    >>> gate_batch(320), gate_batch(8), gate_batch(0)
+    (32, 8, 0)
+    """
+    return min(int(n_gate), GATE_BATCH)
 
 
 def final_samples(final: np.ndarray | None, denoised: np.ndarray | None, state: np.ndarray, alpha: float) -> np.ndarray:
@@ -55,7 +86,8 @@ def cell_quality(dataset: Any, train: np.ndarray, samples: np.ndarray, *, base_d
     train : (N, d) array
         The cell's training set (data units).
     samples : (S, d) array
-        The cell's final samples (:func:`final_samples`); non-finite rows are left out and counted.
+        The cell's final samples (:func:`final_samples`): its gate draws where :func:`gate_draws` is positive, else
+        the observed trajectories'; non-finite rows are left out and counted.
     base_dir : path, optional
         The catalog file's folder (relative IDX folders).
     seed, n_boot : int
@@ -120,9 +152,10 @@ def _ratio_only(samples, held, train, *, seed, n_boot) -> dict[str, float]:
     s = np.asarray(samples, dtype=np.float64)
     finite = s[np.isfinite(s).all(1)]
     if not len(finite):
-        return {"n_finite": 0.0}
+        return {"n_finite": 0.0, "n_draws": float(len(s))}
     ratio, lo, hi = nearest_ratio(finite, held, train, n_boot=n_boot, seed=seed)
-    return {"nearest_ratio": ratio, "nearest_ratio_lower": lo, "nearest_ratio_upper": hi, "n_finite": float(len(finite))}
+    return {"nearest_ratio": ratio, "nearest_ratio_lower": lo, "nearest_ratio_upper": hi,
+            "n_finite": float(len(finite)), "n_draws": float(len(s))}
 
 
 def _latent_cell(dataset, train, samples, *, base_dir, seed, n_boot) -> dict[str, float]:
@@ -135,17 +168,17 @@ def _latent_cell(dataset, train, samples, *, base_dir, seed, n_boot) -> dict[str
 def _image_cell(dataset, train, samples, *, base_dir, seed, n_boot) -> dict[str, float]:
     images = dataset.images
     symmetric = (lambda a: a) if images.scale == "symmetric" else (lambda a: 2.0 * a - 1.0)  # noqa: E731
-    held, _ = reference_draws(dataset, base_dir=base_dir)
-    if held is None:
-        return {}
     s = np.asarray(samples, dtype=np.float64)
     if images.images in IMAGE_SETS and train.shape[1] == 784:
         from .classifier import cached_classifier
-        from .images import image_quality
+        from .images import image_quality, reference_for
 
-        q = image_quality(symmetric(s), train=symmetric(train), heldout=symmetric(held),
-                          classes=images.classes if images.classes is not None else list(range(10)),
-                          classifier=cached_classifier(images.images), seed=seed, n_boot=n_boot)
+        classifier = cached_classifier(images.images)
+        reference = reference_for(classifier, images.images, images.classes)
+        q = image_quality(symmetric(s), train=symmetric(train), classes=reference.classes, classifier=classifier,
+                          reference=reference, seed=seed, n_boot=n_boot)
         return {k: float(v) for k, v in q.items() if k in QUALITY_KEYS}
+    held, _ = reference_draws(dataset, base_dir=base_dir)
+    if held is None:
+        return {}
     return _ratio_only(s, held, train, seed=seed, n_boot=n_boot)
-

@@ -137,6 +137,13 @@ class TrainedClassifier:
         """Predicted labels: (n, 784) in [-1, 1] -> (n,) int64."""
         return self.logits(images).argmax(1).astype(np.int64)
 
+    def features_and_predictions(self, images) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`features` (n, 64) float32 and :meth:`predict` (n,) int64 of the same images in one pass."""
+        f = self.features(images)
+        with torch.no_grad():
+            logits = self.model.head(torch.as_tensor(f)).numpy() if len(f) else np.zeros((0, self.model.n_classes))
+        return f, logits.argmax(1).astype(np.int64)
+
 
 def _config(n_train: int, n_test: int, epochs: int, batch_size: int, lr: float, seed: int) -> dict:
     """Everything that determines the trained classifier besides the data (part of the cache key)."""

@@ -5,8 +5,8 @@ Wasserstein distance along the law's first principal axis computed from the stor
 axis in which a two-mode law differs most from one blob (docs/timescales.md, ``timescales-gmm-long``).
 :func:`sample_quality` reads the ``quality_*`` cell variables (written by the run,
 :func:`ridgexr.quality.cells.cell_quality`) and adds ``gate``, the verdict of
-:func:`ridgexr.quality.gate_verdict` per cell.  :func:`gated_verdict` is the one rule that turns a
-claim about a cell that does not generate into "untestable": the analyses, the report and the docs'
+:func:`ridgexr.quality.gate_verdict` per cell with its decision size.  :func:`gated_verdict` is the one rule that
+turns a claim about a cell that does not generate into "untestable": the analyses, the report and the docs'
 tables all call it.
 """
 
@@ -22,7 +22,8 @@ from .._validation import check_float, check_int
 from ..analysis.selection import check_vars, with_attrs
 from ..analysis.claims import UNTESTABLE
 from .cells import QUALITY_KEYS
-from .measures import axis_wasserstein, gate_verdict, principal_axis
+from .gate import GATE_KEYS, decision_size, gate_design, gate_verdict
+from .measures import axis_wasserstein, principal_axis
 
 __all__ = ["sample_quality", "gated_verdict", "UNTESTABLE", "quality_variable", "axis_quality", "AXIS_QUALITY",
            "stored_final_samples"]
@@ -38,7 +39,7 @@ def quality_variable(key: str) -> str:
 
 
 def sample_quality(ds: xr.Dataset) -> xr.Dataset:
-    """The stored sample-quality measures of every cell and the gate's verdict on each.
+    """The stored sample-quality measures of every cell, the gate's verdict on each and its decision size.
 
     Parameters
     ----------
@@ -48,8 +49,13 @@ def sample_quality(ds: xr.Dataset) -> xr.Dataset:
     Returns
     -------
     xarray.Dataset over the cell dimensions: the ``quality_*`` variables that the store has (NaN where
-    a cell's dataset allows no such measure, docs/quality.md) and ``gate`` (str): "generates",
-    "does not generate", "not assessed", or "not run" for a masked or unfinished cell.
+    a cell's dataset allows no such measure, docs/quality.md); ``gate`` (str): "generates",
+    "does not generate", "not assessed", or "not run" for a masked or unfinished cell
+    (:func:`ridgexr.quality.gate_verdict` of the stored measures); ``gate_size``: the decision size
+    (:func:`ridgexr.quality.decision_size`; NaN without a class share); ``class_share_min``: the class share's
+    bound (:func:`ridgexr.quality.gate_design`; NaN where the cell has no off-class law).  A store written
+    before the gate drew its own samples (schema 1.7) has no ``quality_n_draws``: its image cells read
+    "not assessed".
 
     Raises
     ------
@@ -61,15 +67,32 @@ def sample_quality(ds: xr.Dataset) -> xr.Dataset:
         raise ValueError("`ds` has no quality_* variables: a store of schema 1.7 or later is needed (rerun the "
                          "entry with --overwrite, docs/schema.md)")
     q = ds[names + [n for n in ("cell_applies", "cell_complete") if n in ds]].compute()
-    share = q.get(quality_variable("class_share"), xr.full_like(q[names[0]], np.nan))
-    ratio = q.get(quality_variable("nearest_ratio"), xr.full_like(q[names[0]], np.nan))
-    gate = xr.apply_ufunc(np.vectorize(lambda s, r: gate_verdict(float(s), float(r)), otypes=[object]), share, ratio)
-    run = q["cell_complete"] if "cell_complete" in q else xr.ones_like(gate, dtype=bool)
+    nan = xr.full_like(q[names[0]], np.nan, dtype=float)
+    measures = {k: q.get(quality_variable(k), nan).astype(float) for k in GATE_KEYS}
+    stacked = xr.concat([measures[k] for k in GATE_KEYS], dim="_measure").transpose("_measure", ...)
+    flat = stacked.values.reshape(len(GATE_KEYS), -1)
+    cells = [dict(zip(GATE_KEYS, (None if np.isnan(v) else float(v) for v in col))) for col in flat.T]
+    verdict = np.array([gate_verdict(**c) for c in cells], dtype=object)  # one per cell (a few hundred at most)
+    designs = [gate_design(c["class_share_heldout"], c["class_share_offclass"], int(c["n_heldout"]))
+               if None not in (c["class_share_heldout"], c["class_share_offclass"], c["n_heldout"]) else None
+               for c in cells]
+    size = np.array([np.nan if c["class_share"] is None
+                     else decision_size(c["class_share_heldout"], c["class_share_offclass"], c["n_heldout"]) or np.nan
+                     for c in cells], dtype=float)
+    bound = np.array([np.nan if d is None else d.share_min for d in designs])
+    shape = nan.shape
+    gate = nan.copy(data=verdict.reshape(shape))
+    run = q["cell_complete"] if "cell_complete" in q else xr.ones_like(nan, dtype=bool)
     if "cell_applies" in q:
         run = run & q["cell_applies"]
     gate = gate.where(run, "not run").astype(str)
     gate.attrs.update(long_name="the quality gate's verdict (docs/quality.md)", units="1")
-    return q[names].assign(gate=gate)
+    gate_size = nan.copy(data=size.reshape(shape)).where(run).assign_attrs(
+        long_name="the gate's decision size: draws at which it separates a perfect sampler from one with 20 % "
+                  "off-class draws at 96 / 95 % (docs/quality.md)", units="1")
+    share_min = nan.copy(data=bound.reshape(shape)).where(run).assign_attrs(
+        long_name="the gate's bound on quality_class_share (docs/quality.md)", units="1")
+    return q[names].assign(gate=gate, gate_size=gate_size, class_share_min=share_min)
 
 
 def gated_verdict(verdict: str, gate: str) -> str:

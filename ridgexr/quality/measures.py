@@ -1,6 +1,6 @@
-"""Array layer of the sample-quality measures and the quality gate: numpy in, floats out.
+"""Array layer of the sample-quality measures: numpy in, floats out.
 
-Does a cell's model *generate* -- make new samples of its training law -- or not?  Three
+Does a cell's model *generate* -- make new samples of its training law -- or not?  These
 measures answer, each with its interval and its reference value:
 
 - the **nearest ratio** (:func:`nearest_ratio`): the median distance of the samples to their
@@ -8,8 +8,8 @@ measures answer, each with its interval and its reference value:
   About 1 for a sampler of the law; << 1 for one that copies training points; >> 1 for one
   whose samples lie off the data (noise, blur, artefacts).
 - the **class share** (:func:`class_share`): the share of samples a classifier assigns to the
-  cell's classes (images only), with its Wilson interval.  About the classifier's accuracy for a
-  sampler of the law.
+  cell's classes (images only), with its Wilson interval.  The classifier's recall on held-out
+  reals of the classes for a sampler of the law.
 - the **Frechet distance** between Gaussians fitted to features (:func:`frechet_distance`):
   biased upward by the number of points, so it is read against a floor (held-out reals) and a
   ceiling (a crude model) computed at the same size (:func:`ridgexr.quality.image_quality`), and
@@ -18,7 +18,8 @@ measures answer, each with its interval and its reference value:
   :func:`principal_axis`): for a law with separated modes (a two-component mixture) the direction in which a
   blob between the modes and the mixture differ most, which random directions in d dimensions rarely meet.
 
-The verdict comes from one place, :data:`GATE` and :func:`gate_verdict`.
+The verdict comes from one place, :mod:`ridgexr.quality.gate` (:data:`~ridgexr.quality.GATE`,
+:func:`~ridgexr.quality.gate_verdict`); the coverage of held-out reals is there too.
 
 This module imports numpy and ridgexr's array layer only (no torch, no xarray of its own); the
 nearest search is :func:`ridgexr.analysis.arrays.nearest_two` (exact, chunked over queries).
@@ -27,33 +28,17 @@ nearest search is :func:`ridgexr.analysis.arrays.nearest_two` (exact, chunked ov
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 
 from .._validation import check_float, check_int
 from ..analysis.arrays import (RESAMPLE_LIMIT, bootstrap_medians, nearest_two, proportion_ci, sliced_wasserstein,
                                wasserstein_1d)
+from .gate import gate_verdict
 
-__all__ = ["GATE", "GATE_VERDICTS", "frechet_distance", "frechet_from_moments", "gaussian_moments", "nearest_ratio", "class_share",
-           "gate_verdict", "point_quality", "principal_axis", "axis_wasserstein", "NEAREST_BUDGET"]
-
-#: The quality gate, fixed before any run: a cell's model "generates" when the share of its samples that
-#: the classifier puts in the cell's classes is at least ``class_share_min`` and the median distance of
-#: its samples to their nearest training image is at most ``nearest_ratio_max`` times that of held-out
-#: reals.  Both bounds are inclusive.  0.8: a classifier with ~0.9 test accuracy puts ~0.9 of real
-#: images of a class in it, so 0.8 leaves room for the classifier's errors but not for a sampler of
-#: which one in five samples is not an image of the class.  1.5: a sampler of the law scores ~1 (its
-#: samples are as far from the training set as new real images are); blurred, noisy or broken images sit
-#: further out (class mean plus noise scores 1.7 on Fashion-MNIST T-shirts); copies score << 1 (memorization
-#: passes this gate by design: it is measured by the memorization analyses, not here).  The class share's
-#: bound is absolute: a classifier whose recall on real images of a class is below 0.8 (the cached one's
-#: on Coat, 0.75, and Shirt, 0.71) fails real images of it too; :func:`ridgexr.quality.image_quality`
-#: reports that recall (``class_share_heldout``) next to the share.
-GATE = {"class_share_min": 0.8, "nearest_ratio_max": 1.5}
-
-#: the verdicts of :func:`gate_verdict`
-GATE_VERDICTS = ("generates", "does not generate", "not assessed")
+__all__ = ["frechet_distance", "frechet_from_moments", "gaussian_moments", "nearest_ratio", "class_share",
+           "point_quality", "principal_axis", "axis_wasserstein", "NEAREST_BUDGET", "check_points", "check_ci",
+           "nearest_distances", "ratio_interval"]
 
 #: bytes of (queries x training points) squared distances held at once by the nearest search
 NEAREST_BUDGET = 64 * 2**20
@@ -74,7 +59,8 @@ def check_points(x, name: str, *, k: int | None = None, min_rows: int = 1, finit
     return a
 
 
-def _ci(ci) -> float:
+def check_ci(ci) -> float:
+    """``ci`` as a float in (0, 1) (an interval's coverage); ValueError naming it otherwise."""
     return check_float(ci, "ci", min_val=0, max_val=1, include_boundaries="neither")
 
 
@@ -188,15 +174,16 @@ def frechet_distance(x, y) -> float:
 
 
 # ----------------------------------------------------------------------------------- nearest ratio
-def _nearest_distances(queries: np.ndarray, train: np.ndarray) -> np.ndarray:
+def nearest_distances(queries: np.ndarray, train: np.ndarray) -> np.ndarray:
     """Distance of each query (M, d) to its nearest training point (N, d): one chunked exact search."""
     chunk = max(1, NEAREST_BUDGET // (8 * train.shape[0]))
     pts = train if train.shape[0] >= 2 else np.concatenate([train, train])  # nearest_two wants two points
     return nearest_two(queries, pts, chunk=chunk)[0]
 
 
-def _bootstrap_ratio(ds: np.ndarray, dr: np.ndarray, n_boot: int, ci: float, seed: int) -> tuple[float, float]:
-    """Percentile interval of median(ds*) / median(dr*), ds and dr resampled independently with replacement.
+def ratio_interval(ds: np.ndarray, dr: np.ndarray, n_boot: int, ci: float, seed: int) -> tuple[float, float]:
+    """The nearest ratio's interval from the two sets of nearest distances (validated by the caller): the
+    percentile interval of median(ds*) / median(dr*), ds and dr resampled independently with replacement.
 
     One index matrix per chunk of replicates (bounded memory), medians along axis 1; above
     :data:`~ridgexr.analysis.arrays.RESAMPLE_LIMIT` values (either set) each set's bootstrap medians are drawn
@@ -273,16 +260,16 @@ def nearest_ratio(samples, reals, train, *, n_boot: int = 1000, ci: float = 0.95
     r = check_points(reals, "reals", k=d)
     tr = check_points(train, "train", k=d)
     n_boot = check_int(n_boot, "n_boot", min_val=1)
-    ci = _ci(ci)
+    ci = check_ci(ci)
     seed = check_int(seed, "seed", min_val=0)
     s = s[np.isfinite(s).all(1)]
     if s.shape[0] == 0:
         return math.nan, math.nan, math.nan
-    dist = _nearest_distances(np.concatenate([s, r]), tr)
+    dist = nearest_distances(np.concatenate([s, r]), tr)
     ds, dr = dist[:s.shape[0]], dist[s.shape[0]:]
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = float(np.median(ds) / np.median(dr))
-    lo, hi = _bootstrap_ratio(ds, dr, n_boot, ci, seed)
+    lo, hi = ratio_interval(ds, dr, n_boot, ci, seed)
     return ratio, lo, hi
 
 
@@ -318,66 +305,13 @@ def class_share(predicted, classes, ci: float = 0.95) -> tuple[float, float, flo
     c = np.asarray(classes)
     if c.ndim != 1 or c.size == 0 or c.dtype.kind not in "iu":
         raise ValueError(f"`classes` must be a non-empty sequence of integers; got {classes!r}")
-    ci = _ci(ci)
+    ci = check_ci(ci)
     n = p.size
     k = int(np.isin(p, c).sum())
     if n == 0:
         return math.nan, math.nan, math.nan
     lo, hi = proportion_ci(k, n, ci, "wilson")
     return k / n, float(lo), float(hi)
-
-
-# -------------------------------------------------------------------------------------------- gate
-def _measure(value, name: str) -> float | None:
-    """None for a missing measure (None or NaN), else the value as a float (real, not inf)."""
-    if value is None:
-        return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError(f"`{name}` must be a real number or None; got {value!r} of type {type(value).__name__}")
-    if math.isnan(value):
-        return None
-    return check_float(value, name, min_val=0, finite=False)
-
-
-def gate_verdict(class_share: float | None = None, nearest_ratio: float | None = None) -> str:
-    """The quality gate's verdict on a cell from the point estimates of its measures (:data:`GATE`).
-
-    "generates" when every available measure passes -- class share >= ``GATE["class_share_min"]``
-    (0.8) and nearest ratio <= ``GATE["nearest_ratio_max"]`` (1.5), both bounds inclusive --;
-    "does not generate" when one fails; "not assessed" when neither is available (None or NaN).
-    A measure that is missing is not assessed: point sets and latents have no classifier, and their
-    gate is the nearest ratio alone.
-
-    The verdict reads the point estimates, not the interval bounds: the intervals are reported
-    next to the verdict (a cell whose interval straddles a bound is close to it), and a gate on a
-    bound would make the verdict depend on the number of samples (few samples: wide intervals:
-    every cell fails or every cell passes).
-
-    Parameters
-    ----------
-    class_share : float in [0, 1], optional
-        Share of samples in the cell's classes (:func:`class_share`).
-    nearest_ratio : float >= 0, optional
-        Nearest ratio (:func:`nearest_ratio`); inf (samples infinitely far) fails.
-
-    Returns
-    -------
-    str, one of :data:`GATE_VERDICTS`.
-
-    Examples
-    --------
-    >>> gate_verdict(0.8, 1.5), gate_verdict(0.79, 1.0), gate_verdict(nearest_ratio=1.6), gate_verdict(float("nan"))
-    ('generates', 'does not generate', 'does not generate', 'not assessed')
-    """
-    share = _measure(class_share, "class_share")
-    ratio = _measure(nearest_ratio, "nearest_ratio")
-    if share is not None and share > 1:
-        raise ValueError(f"`class_share` must be <= 1; got {class_share!r}")
-    if share is None and ratio is None:
-        return "not assessed"
-    passes = ((share is None or share >= GATE["class_share_min"])
-              and (ratio is None or ratio <= GATE["nearest_ratio_max"]))
-    return "generates" if passes else "does not generate"
 
 
 # ------------------------------------------------------------------------------------- point sets
@@ -406,7 +340,7 @@ def point_quality(samples, train, fresh, *, n_boot: int = 1000, ci: float = 0.95
     Returns
     -------
     dict of floats: ``nearest_ratio``, ``nearest_ratio_lower``, ``nearest_ratio_upper``,
-    ``sliced_wasserstein``, ``sliced_wasserstein_null`` (data units), ``n_samples``, ``n_finite``, and
+    ``sliced_wasserstein``, ``sliced_wasserstein_null`` (data units), ``n_draws`` (S), ``n_finite``, and
     ``gate`` (str).
 
     Raises
@@ -438,7 +372,7 @@ def point_quality(samples, train, fresh, *, n_boot: int = 1000, ci: float = 0.95
     else:
         sw = sw_null = math.nan
     return {"nearest_ratio": ratio, "nearest_ratio_lower": lo, "nearest_ratio_upper": hi,
-            "sliced_wasserstein": sw, "sliced_wasserstein_null": sw_null, "n_samples": float(s.shape[0]),
+            "sliced_wasserstein": sw, "sliced_wasserstein_null": sw_null, "n_draws": float(s.shape[0]),
             "n_finite": float(n_fin), "gate": gate_verdict(nearest_ratio=ratio)}
 
 
@@ -500,7 +434,7 @@ def axis_wasserstein(samples, reference, axis, *, n_boot: int = 2000, ci: float 
     if u.shape != (d,) or not np.isfinite(u).all() or not np.linalg.norm(u) > 0:
         raise ValueError(f"`axis` must be a finite nonzero vector of length {d}; got shape {u.shape}")
     n_boot = check_int(n_boot, "n_boot", min_val=1)
-    ci = _ci(ci)
+    ci = check_ci(ci)
     seed = check_int(seed, "seed", min_val=0)
     u = u / np.linalg.norm(u)
     ps = s[np.isfinite(s).all(1)] @ u

@@ -14,7 +14,8 @@ from ..models import model_kind
 from ..nearest import step_nearest
 from ..observe import step_quantities, unobserved_step
 from ..process import OU, time_grid
-from ..quality.cells import cell_quality, final_samples
+from ..quality.cells import cell_quality, final_samples, gate_batch
+from ..quality.gate import gate_seed
 from ..ridge import ridge_residual
 from ..sampling import (divergence_bound, guard_divergence, implied_denoiser, marginal, sample, scale_score,
                         scheduler_grid, scheduler_sampling)
@@ -37,6 +38,45 @@ def _final_residual_alt(density: SmoothedEmpirical, layout: StoreLayout, x_last:
             out[ok.cpu().numpy(), j] = ridge_residual(density.with_time(t_last), x_last[ok], d_alt,
                                                       top_k=top_k).cpu().numpy()
     return out
+
+
+def _gate_samples(exp: Experiment, layout: StoreLayout, model, score, train: np.ndarray, grid: np.ndarray, dev,
+                  den_t: float | None, t_stop: float | None, scheduler=None) -> np.ndarray | None:
+    """The quality gate's own final samples of a cell, (layout.n_gate, d) float64, or None when it takes none.
+
+    Drawn by the cell's sampler like its trajectories, in batches of :func:`ridgexr.quality.cells.gate_batch`
+    (batch j seeded with :func:`ridgexr.quality.gate_seed` (``seeds.sampler``, j)), recording only the first and
+    the last state and observing nothing; the final sample of each is what the cell's quality measures read of
+    a trajectory (:func:`ridgexr.quality.final_samples`: the scheduler's output at t = 0, else Tweedie's denoiser
+    at ``den_t`` where the store keeps it, else the last state over alpha)."""
+    n = layout.n_gate
+    if not n:
+        return None
+    batch, d, n_steps = gate_batch(n), train.shape[1], exp.process.n_steps
+    out = []
+    for j, start in enumerate(range(0, n, batch)):  # a few batches, each vectorised over its draws
+        m, seed, final = min(batch, n - start), gate_seed(exp.seeds.sampler, j), {}
+        if scheduler is not None:
+            from ..models.diffusers.denoiser import scheduler_predict
+
+            sched, shape = scheduler
+            blocks = scheduler_sampling(scheduler_predict(model, sched), sched, m, shape, n_steps, seed=seed,
+                                        eta=exp.sampler.eta, block_steps=2, record_every=max(1, n_steps - 1),
+                                        device=dev, final=lambda x: final.setdefault("x", x))
+        elif exp.sampler.kind == "marginal":
+            blocks = marginal(train, m, grid, seed=seed, block_steps=2, record_every=len(grid) - 1, device=dev,
+                              t_stop=t_stop)
+        else:
+            blocks = sample(exp.sampler.kind, score, m, d, grid, seed=seed, block_steps=2,
+                            record_every=len(grid) - 1, device=dev, t_stop=t_stop)
+        for block in blocks:
+            last = (block.x[-1], float(block.t[-1]))
+        den = None
+        if "x" not in final and den_t is not None:
+            den = np.asarray(torch.as_tensor(model.denoise(last[0], den_t)).cpu().numpy(), dtype=np.float64)
+        out.append(final_samples(final["x"].cpu().numpy() if "x" in final else None, den, last[0].cpu().numpy(),
+                                 float(OU().alpha(last[1]))))
+    return np.concatenate(out)
 
 
 def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, device: str = "cpu",
@@ -143,11 +183,16 @@ def run_cell(exp_json: str, store: str, layout: StoreLayout, task: CellTask, dev
         with torch.no_grad():
             den = np.asarray(torch.as_tensor(model.denoise(last[0], den_t)).cpu().numpy(), dtype=np.float64)
     final_x = final["x"].cpu().numpy() if "x" in final else None
-    # the sample quality of the cell's final samples (ridgexr.quality; NaN where its dataset allows no measure)
-    samples = final_samples(final_x, den, last[0].cpu().numpy(), float(OU().alpha(last[1])))
+    # the quality gate's own draws (none for datasets whose measures read the observed final samples)
+    with torch.no_grad():
+        gate = _gate_samples(exp, layout, model, score, train, grid, dev, den_t, t_stop,
+                             (sched, shape) if exp.sampler.kind == "scheduler" else None)
+    # the sample quality of the cell (ridgexr.quality; NaN where its dataset allows no measure)
+    samples = gate if gate is not None else final_samples(final_x, den, last[0].cpu().numpy(),
+                                                          float(OU().alpha(last[1])))
     quality = {f"quality_{k}": v for k, v in cell_quality(exp.dataset, train, samples, base_dir=exp.base_dir,
                                                           seed=exp.seeds.sampler).items()}
     write_cell_end(store, layout, task.index, diverged, task.diagnostics, max_dropped_mass=dropped,
                    final_ridge_residual_alt=alt, denoised=den, denoise_t=np.nan if den_t is None else den_t,
-                   final_sample=final_x, quality=quality)
+                   final_sample=final_x, gate_sample=gate, quality=quality)
     return {**task.labels, "diverged": int(diverged.sum())}

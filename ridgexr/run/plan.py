@@ -18,6 +18,7 @@ from ..models.cost import (BLOCK_SECONDS, CALL_SECONDS, CONV_FLOPS, ELEMENT_SECO
                            OPTIMIZER_STEP_SECONDS, STEP_SECONDS, TOPK_PASSES, UNET_CALL_BYTES, UNET_TRAIN_BYTES,
                            moments_seconds)
 from ..process import time_grid
+from ..quality.cells import gate_batch, gate_draws
 from ..ridge import suggest_d_star
 from ..sampling import recorded_steps
 from ..scms import frame_width, use_lowrank
@@ -100,7 +101,7 @@ def plan_layout(exp: Experiment, train: np.ndarray) -> StoreLayout:
         sample_chunk=sample_chunk(exp.n_samples),
         d_star_alt=tuple(exp.ridge.d_star_alt), applies=applies,
         denoised=any(getattr(b, "stopped", False) for b in exp.blocks),
-        final_sample=exp.sampler.kind == "scheduler",
+        final_sample=exp.sampler.kind == "scheduler", n_gate=gate_draws(exp.dataset),
     )
 
 
@@ -306,13 +307,16 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
                                                                           q * n * 8 * 4 + q * d * d * 8 * 4),
     }
     for label in labels:
-        sampling_terms[f"n_samples x {label}"] = max(per * exp.n_samples for lab, _, per in calls if lab == label)
+        sampling_terms[f"n_samples x {label}"] = max(per * max(exp.n_samples, gate_batch(gate_draws(exp.dataset)))
+                                                     for lab, _, per in calls if lab == label)  # or a gate batch
     sampling = sum(sampling_terms.values())
     # the held-out diagnostics: a block of rows (noisy training points) with their exact posterior moments and
     # ridge frames, and a U-Net's call on a time node's rows
     diag_terms = {"diagnostics (n_points, n_time, n_noise)": 0.0} | {f"diagnostics x {label}": 0.0 for label in labels}
     n_cell = max(n if m is None else min(m, n) for m in exp.dataset.n_trains)  # the largest cell's training set
     for label, b, per in calls:
+        if b.diagnostics is None:  # none asked for (the image-scale kinds' default)
+            continue
         h_time, h_noise = b.diagnostics.sizes(exp.training.n_time, n_noise)
         h_rows = float(min(n_cell, b.diagnostics.n_points or n_cell)) * h_time * h_noise
         rows = min(h_rows, HELDOUT_BLOCK)
@@ -349,7 +353,7 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
                    for name, raw, levels, n_chunks in cell_chunks(
                        n_samples=S, n_steps=n_rec, sample_chunk=sc, block_steps=bs, d=d,
                        n_alt=len(exp.ridge.d_star_alt), denoised=stopped,
-                       final_sample=exp.sampler.kind == "scheduler"))
+                       final_sample=exp.sampler.kind == "scheduler", n_gate=gate_draws(exp.dataset)))
     m = exp.dataset.manifold  # dataset_extras: a population sample and the rotation
     extras = on_disk(8.0 * m.n_population * m.ambient_dim, 2) + on_disk(8.0 * m.ambient_dim**2, 2) if m else 0.0
     mix = getattr(exp.dataset, "mixture", None)  # dataset_extras: a population sample
@@ -468,8 +472,10 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray, *, scms_iteration
         frame = moments_seconds(m, d, d_star=d_frame, top_k=top_k, queries=block)
         call = model_kind(b.kind).cost_model().call_seconds(b, d, m, int(states), lab.get("width"))
         # the marginal sampler draws its states: one model call per sample (Tweedie's output at the end)
-        sampling += (states * call if exp.sampler.kind == "marginal"
-                     else exp.process.n_steps * (states * call + STEP_SECONDS))
+        # the quality gate's own draws (ridgexr.quality.gate_draws): sampled alike, never observed
+        gate = gate_draws(exp.dataset)
+        sampling += ((states + gate) * call if exp.sampler.kind == "marginal" else exp.process.n_steps * (
+            (states + gate) * call + (1 + math.ceil(gate / max(1, gate_batch(gate)))) * STEP_SECONDS))
         if exp.ridge.observe:
             sampling += (states * n_rec * (runs * (iters + 1) * frame + moments_seconds(m, d, queries=block))
                          + runs * iters * n_blocks * STEP_SECONDS)

@@ -88,6 +88,7 @@ class StoreLayout:
     applies: tuple[tuple[int, ...], ...] | None = None
     denoised: bool = False  # the per-cell variables denoised and denoise_t (a stopped exact block)
     final_sample: bool = False  # the per-sample final_sample (sampler kind scheduler: its output at t = 0)
+    n_gate: int = 0  # the quality gate's own draws per cell (gate_sample; ridgexr.quality.gate_draws)
 
     def __post_init__(self):
         names = [n for n, _ in self.coords]
@@ -151,16 +152,16 @@ def template(layout: StoreLayout, train: np.ndarray, attrs: dict, extra: dict | 
     cd, cs = layout.cell_dims, layout.cell_shape
     ones = (1,) * len(cd)
     S, K, d, nd = layout.n_samples, layout.n_steps, layout.d, len(layout.d_star_alt)
-    size = {"sample": S, "step": K, "dim": d, "d_star_alt": nd}
+    size = {"sample": S, "step": K, "dim": d, "d_star_alt": nd, "gate_draw": layout.n_gate}
     data = {}
     for var in layout_variables(d_star_alt=layout.d_star_alt, denoised=layout.denoised,
-                                final_sample=layout.final_sample):
+                                final_sample=layout.final_sample, n_gate=layout.n_gate):
         tail = DIMS[var.dims]
         if var.name == "cell_applies":  # known at creation: written now
             data[var.name] = (cd, layout.applies_mask())
             continue
         chunk = {"sample": layout.sample_chunk if var.per_step else S, "step": layout.block_steps, "dim": d,
-                 "d_star_alt": nd}
+                 "d_star_alt": nd, "gate_draw": layout.n_gate}
         data[var.name] = (cd + tail, da.full(cs + tuple(size[k] for k in tail), var.fill, dtype=var.dtype,
                                              chunks=ones + tuple(chunk[k] for k in tail)))
     coords = {
@@ -177,6 +178,8 @@ def template(layout: StoreLayout, train: np.ndarray, attrs: dict, extra: dict | 
         coords[name] = np.array(values, dtype=kind)
     if layout.d_star_alt:
         coords["d_star_alt"] = np.array(layout.d_star_alt, dtype=np.int64)
+    if layout.n_gate:
+        coords["gate_draw"] = np.arange(layout.n_gate, dtype=np.int64)
     coords["train"] = np.arange(len(train), dtype=np.int64)
     ds = xr.Dataset(data, coords=coords)
     ds["train_data"] = (("train", "dim"), np.asarray(train, dtype=np.float64))

@@ -121,7 +121,8 @@ def write_cell_end(path: str | Path, layout: StoreLayout, cell: tuple[int, ...],
                    diagnostics: dict[str, float], *, max_dropped_mass: float = np.nan,
                    final_ridge_residual_alt: np.ndarray | None = None, denoised: np.ndarray | None = None,
                    denoise_t: float = np.nan, final_sample: np.ndarray | None = None,
-                   quality: dict[str, float] | None = None, extra: dict[str, Any] | None = None) -> None:
+                   gate_sample: np.ndarray | None = None, quality: dict[str, float] | None = None,
+                   extra: dict[str, Any] | None = None) -> None:
     """Write the per-cell variables, then the completion mark (in that order).
 
     ``diverged`` is (n_samples,) bool; ``diagnostics`` maps names of :data:`CELL_DIAGNOSTICS` to
@@ -129,9 +130,10 @@ def write_cell_end(path: str | Path, layout: StoreLayout, cell: tuple[int, ...],
     an older schema that lacks them); ``final_ridge_residual_alt`` is (n_samples,
     len(layout.d_star_alt)); ``denoised`` (n_samples, d) and ``denoise_t`` only with
     ``layout.denoised`` (NaN when not given); ``final_sample`` (n_samples, d) only with
-    ``layout.final_sample`` (NaN when not given; each ignored by a layout without it); ``extra`` maps the names of further per-cell variables of the
-    table to their values.  Written straight into the zarr arrays (every cell is one chunk of them), after every
-    shape is checked (:func:`write_cell_values`).
+    ``layout.final_sample`` (NaN when not given; each ignored by a layout without it); ``gate_sample``
+    (layout.n_gate, d), the quality gate's own draws, only with ``layout.n_gate``; ``extra`` maps the names of
+    further per-cell variables of the table to their values.  Written straight into the zarr arrays (every cell is
+    one chunk of them), after every shape is checked (:func:`write_cell_values`).
 
     Raises
     ------
@@ -145,9 +147,10 @@ def write_cell_end(path: str | Path, layout: StoreLayout, cell: tuple[int, ...],
         raise ValueError(f"`quality` has names that are not quality variables: {unknown}")
     values = {"diverged": diverged, "max_dropped_mass": max_dropped_mass,
               "final_ridge_residual_alt": final_ridge_residual_alt, "denoised": denoised, "denoise_t": denoise_t,
-              "final_sample": final_sample, **{name: diagnostics.get(name) for name in CELL_DIAGNOSTICS}, **quality}
+              "final_sample": final_sample, "gate_sample": gate_sample,
+              **{name: diagnostics.get(name) for name in CELL_DIAGNOSTICS}, **quality}
     have = {v.name for v in layout_variables(d_star_alt=layout.d_star_alt, denoised=layout.denoised,
-                                             final_sample=layout.final_sample)}
+                                             final_sample=layout.final_sample, n_gate=layout.n_gate)}
     values = {name: value for name, value in values.items() if name in have}  # a layout without them: ignored
     write_cell_values(path, layout, cell, values | dict(extra or {}))
 
@@ -170,7 +173,8 @@ def write_cell_values(path: str | Path, layout: StoreLayout, cell: tuple[int, ..
     cell = tuple(int(i) for i in cell)
     group = zarr.open_group(str(path), mode="r+", zarr_format=3, use_consolidated=False)
     wanted = [v for v in layout_variables(d_star_alt=layout.d_star_alt, denoised=layout.denoised,
-                                          final_sample=layout.final_sample) if not v.per_step and not v.mark]
+                                          final_sample=layout.final_sample, n_gate=layout.n_gate)
+              if not v.per_step and not v.mark]
     unknown = sorted(set(values) - {v.name for v in wanted})
     if unknown:
         raise ValueError(f"`values` name variables that this store's cells do not have: {unknown}")
@@ -178,7 +182,8 @@ def write_cell_values(path: str | Path, layout: StoreLayout, cell: tuple[int, ..
     for v in wanted:
         if v.name not in group and v.since != FIRST_SCHEMA:
             continue  # a store of an older schema
-        shape = cell_value_shape(v, n_samples=layout.n_samples, d=layout.d, n_alt=len(layout.d_star_alt))
+        shape = cell_value_shape(v, n_samples=layout.n_samples, d=layout.d, n_alt=len(layout.d_star_alt),
+                                 n_gate=layout.n_gate)
         value = values.get(v.name)
         out[v.name] = (np.full(shape, v.fill, dtype=v.dtype) if value is None
                        else np.asarray(value, dtype=v.dtype))
@@ -213,7 +218,7 @@ def copy_cell(path: str | Path, layout: StoreLayout, source: tuple[int, ...], ce
     group = zarr.open_group(str(path), mode="r", zarr_format=3, use_consolidated=False)
     steps_names = [v.name for v in step_variables()]
     per_cell = [v.name for v in layout_variables(d_star_alt=layout.d_star_alt, denoised=layout.denoised,
-                                                 final_sample=layout.final_sample)
+                                                 final_sample=layout.final_sample, n_gate=layout.n_gate)
                 if not v.per_step and not v.mark and v.name not in CELL_DIAGNOSTICS and v.name in group]
     arrays = open_arrays(path, steps_names + per_cell + ["cell_complete"])
     if not bool(arrays["cell_complete"][source]):

@@ -18,7 +18,7 @@ from .diagnostics import DIAGNOSTIC_VARIABLES
 from .fit import evaluate_denoiser
 from .sample import TrainingSample, draw_training_sample
 
-__all__ = ["heldout_per_cell", "heldout_sample", "heldout_diagnostics"]
+__all__ = ["heldout_per_cell", "heldout_sample", "heldout_diagnostics", "no_diagnostics"]
 
 
 def heldout_sample(ctx, n_train: int | slice | None, diagnostics=None, n_noise: int | None = None) -> TrainingSample:
@@ -56,6 +56,12 @@ def heldout_sample(ctx, n_train: int | slice | None, diagnostics=None, n_noise: 
     return ctx.heldout[key]
 
 
+def no_diagnostics(loss: float = math.nan) -> dict:
+    """The per-cell diagnostics of a block that asks for none (``diagnostics: null``, the default of the image-scale
+    kinds): NaN, with the training ``loss`` where there is one."""
+    return {name: math.nan for name in DIAGNOSTIC_VARIABLES} | {"loss": loss}
+
+
 def heldout_diagnostics(denoise: Callable, sample: TrainingSample, schedule: str, d_star: int,
                         loss: float = math.nan, progress: Callable[[int, int], None] | None = None) -> dict:
     """Every per-cell diagnostic of ``denoise`` on ``sample`` (NaN where not estimated), with ``loss``.
@@ -69,10 +75,14 @@ def heldout_diagnostics(denoise: Callable, sample: TrainingSample, schedule: str
 def heldout_per_cell(ctx, block, denoise: Callable, cells: list[tuple[tuple, dict]]) -> dict:
     """Held-out diagnostics of a model trained elsewhere (one denoiser for every cell of ``block``):
     ``{cell index: diagnostics}``, each on the held-out sample of the cell's ``n_train`` (default the
-    largest), sized by ``block.diagnostics``, under ``block.diagnostic_schedule``'s weight."""
+    largest), sized by ``block.diagnostics``, under ``block.diagnostic_schedule``'s weight; NaN
+    (:func:`no_diagnostics`) when ``block.diagnostics`` is None."""
     exp = ctx.exp
     out = {}
     for idx, lab in cells:
+        if block.diagnostics is None:  # not asked for (the image-scale kinds' default)
+            out[idx] = no_diagnostics()
+            continue
         ctx.say(f"{ctx.prefix(block)}held-out diagnostics")
         rows = exp.dataset.rows({"n_train": exp.dataset.n_trains[-1]} | lab)
         out[idx] = heldout_diagnostics(denoise, heldout_sample(ctx, rows, block.diagnostics),

@@ -14,7 +14,7 @@ from typing import Callable, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from ...choices import SCHEDULE_NAMES
-from ..spec import ModelSpec
+from ..spec import IMAGE_DIAGNOSTICS_HELP, DiagnosticsSpec, ModelSpec
 
 __all__ = ["DiffusersSpec", "TIMESTEP_MODES"]
 
@@ -44,6 +44,7 @@ class DiffusersSpec(ModelSpec):
     data_range: list[float] | None = Field(None,
         description="[low, high] of the model's pixel coordinates (e.g. [-1, 1]); the training set must lie in it "
                     "(map it there with the dataset's `scale`); null: not checked")
+    diagnostics: DiagnosticsSpec | None = Field(None, description=IMAGE_DIAGNOSTICS_HELP)
     schedule: str | None = Field(None,
         description="the loss-weight schedule it was trained with -- its label on the schedule dimension and the "
                     "weight of its held-out diagnostics (default: the entry's first schedule, or '1')")

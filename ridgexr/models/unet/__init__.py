@@ -18,7 +18,7 @@ from pydantic import Field, model_validator
 from ... import defaults
 from ...choices import MIXED_PRECISIONS, OPTIMIZERS, TIME_CONVENTIONS, TIME_PROPOSALS
 from ...spec import as_list
-from ..spec import EpochTrainedSpec
+from ..spec import IMAGE_DIAGNOSTICS_HELP, DiagnosticsSpec, EpochTrainedSpec
 
 __all__ = ["UNetSpec", "BETA_SCHEDULES", "UNET_PARAMETRIZATIONS"]
 
@@ -74,6 +74,7 @@ class UNetSpec(EpochTrainedSpec):
                     "[t_min, T]; 'scheduler', an integer timestep k of the U-Net's DDPMScheduler uniformly (diffusers' "
                     "training loop) at its OU time t_k (alpha_bar_k = e^{-2 t_k}), the same row term and weight w(t_k), "
                     "the loss averaged over timesteps (ridgexr.fit_neural)")
+    diagnostics: DiagnosticsSpec | None = Field(None, description=IMAGE_DIAGNOSTICS_HELP)
     mixed_precision: Literal[MIXED_PRECISIONS] = Field("none",
         description="training's forward pass under torch.autocast: 'fp16' (with a GradScaler; CUDA only), 'bf16' "
                     "(CPU or CUDA), or 'none' (float32)")
