@@ -30,7 +30,8 @@ __all__ = ["DIAGNOSTIC_VARIABLES", "SCHEMA_VERSION", "FIRST_SCHEMA", "Variable",
            "cell_chunks"]
 
 #: name -> long_name of every per-cell training diagnostic, as estimated by
-#: :func:`ridgexr.training.fits_to_dataset` with ``heldout=True`` (the store's setting); units :data:`ridgexr.units.LOSS`
+#: :func:`ridgexr.training.fits_to_dataset` with ``heldout=True`` (the store's setting); units
+#: :data:`ridgexr.units.LOSS`
 DIAGNOSTIC_VARIABLES: dict[str, str] = {
     "loss": "weighted score-matching training loss L(A(tau)) (training sample)",
     "optimal_loss": "loss L* of the exact (memorizing) denoiser, held-out sample",
