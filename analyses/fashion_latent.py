@@ -49,7 +49,7 @@ def step_rows(ds, times) -> pd.DataFrame:
             at = cell.isel(step=j)
             degenerate = at.ridge_degenerate.values.astype(bool)
             dist = np.where(degenerate, np.nan, at.ridge_distance.values)
-            # the residual split is undetermined where the frame at the state is (store.DEGENERATE_FLAGS)
+            # the residual split is undetermined where the frame at the state is (schema.DEGENERATE_FLAGS)
             frame = at.frame_degenerate.values.astype(bool)
             rows.append(label | {
                 "t": f"{float(at.t):.3g}",

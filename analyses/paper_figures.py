@@ -17,7 +17,7 @@ import xarray as xr
 from _common import markdown_table, parser, store_for
 
 from ridgexr import analysis
-from ridgexr.store import CELL_DIMS
+from ridgexr.schema import CELL_DIMS
 
 
 def cell_table(ds: xr.Dataset) -> "pandas.DataFrame":  # noqa: F821

@@ -33,10 +33,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import best_time, machine  # noqa: E402
 
 import ridgexr  # noqa: E402
-from ridgexr import store as store_mod  # noqa: E402
+from ridgexr import schema  # noqa: E402
 from ridgexr.catalog import experiment_from_file  # noqa: E402
 from ridgexr.run import run_experiment  # noqa: E402
-from ridgexr.store import StoreLock, StoreLockedError, StoreLayout, clear_completion, verify_store  # noqa: E402
+from ridgexr.store import StoreLock, StoreLockedError, verify_store  # noqa: E402
+from ridgexr.store.layout import StoreLayout, clear_completion  # noqa: E402
+from ridgexr.store.lifecycle import create_store  # noqa: E402
+from ridgexr.store.write import write_block  # noqa: E402
 
 CATALOG = """
 experiments:
@@ -181,19 +184,21 @@ def crashes(args, tmp, cat, exp):
     layout = StoreLayout(coords=(("schedule", ("1",)), ("width", (8,))), n_samples=256, t=np.linspace(1, 0.01, 256),
                          sampler_step=np.arange(256), d=2, block_steps=256, sample_chunk=256)
     g = np.random.default_rng(0)
-    vals = {n: g.normal(size=(256, 256, 2)) for n in store_mod.STEP_VECTOR}
-    vals |= {n: g.random((256, 256)) for n in store_mod.STEP_SCALAR} | {n: g.random((256, 256)) > .5 for n in store_mod.STEP_BOOL}
-    vals |= {n: g.integers(0, 3, (256, 256)).astype(np.int16) for n in store_mod.STEP_INT}
+    vals = {n: g.normal(size=(256, 256, 2)) for n in schema.STEP_VECTOR}
+    vals |= {n: g.random((256, 256)) for n in schema.STEP_SCALAR} | {n: g.random((256, 256)) > .5 for n in
+    schema.STEP_BOOL}
+    vals |= {n: g.integers(0, 3, (256, 256)).astype(np.int16) for n in schema.STEP_INT}
     mb = sum(v.nbytes for v in vals.values()) / 2**20
     rates = {}
     from ridgexr.store import layout as store_layout  # write_template reads the codecs there
 
-    for label, codecs in (("zstd + crc32c", store_mod.CODECS), ("zstd only", store_mod.CODECS[:1])):
+    store_codecs = store_layout.CODECS
+    for label, codecs in (("zstd + crc32c", store_codecs), ("zstd only", store_codecs[:1])):
         store_layout.CODECS = codecs
         path = tmp / f"w-{label.replace(' ', '')}.zarr"
-        store_mod.create_store(path, layout, np.zeros((2, 2)), {})
-        rates[label] = mb / best_time(lambda: store_mod.write_block(path, layout, (0, 0), 0, vals), 5)
-    store_layout.CODECS = store_mod.CODECS
+        create_store(path, layout, np.zeros((2, 2)), {})
+        rates[label] = mb / best_time(lambda: write_block(path, layout, (0, 0), 0, vals), 5)
+    store_layout.CODECS = store_codecs
     print(f"\nwrite_block of one 256 x 256 block ({mb:.1f} MB): " +
           ", ".join(f"{k} {v:.0f} MB/s" for k, v in rates.items()) +
           f"; checksum overhead {rates['zstd only'] / rates['zstd + crc32c'] - 1:+.1%}")
@@ -252,7 +257,8 @@ def store_trials(tmp: Path, cat: Path, exp, n: int, rng: random.Random) -> list[
     import xarray as xr
 
     from ridgexr.run import ConfigMismatchError
-    from ridgexr.store import StoreDamagedError, StoreReplacedError, StoreWarning, clear_completion
+    from ridgexr.store import StoreDamagedError, StoreReplacedError, StoreWarning
+    from ridgexr.store.layout import clear_completion
 
     ref = run_experiment(exp, store=tmp / "sref" / "tiny.zarr").store
     good = _files(ref)

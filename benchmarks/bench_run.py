@@ -46,8 +46,10 @@ from ridgexr.sampling import sample  # noqa: E402
 import xarray as xr  # noqa: E402
 import zarr  # noqa: E402
 
-from ridgexr.store import (CODECS, STEP_BOOL, STEP_INT, STEP_SCALAR, STEP_VARIABLES, STEP_VECTOR,  # noqa: E402
-                           CellWriter, create_store, write_block)
+from ridgexr.schema import STEP_BOOL, STEP_INT, STEP_SCALAR, STEP_VARIABLES, STEP_VECTOR  # noqa: E402
+from ridgexr.store.layout import CODECS  # noqa: E402
+from ridgexr.store.lifecycle import create_store  # noqa: E402
+from ridgexr.store.write import CellWriter, write_block  # noqa: E402
 
 
 def xarray_region_write(path, layout, cell, start, values):

@@ -8,9 +8,10 @@ Array layer (numpy/torch in, same out): :class:`OU`, :func:`time_grid`,
 
 import importlib
 import sys
-from importlib.metadata import PackageNotFoundError, version
 
 import wrapt
+
+from ._version import __version__
 
 
 def _register_accessors(_module=None) -> None:
@@ -24,11 +25,6 @@ if "xarray" in sys.modules:
     _register_accessors()
 else:
     wrapt.register_post_import_hook(_register_accessors, "xarray")
-
-try:
-    __version__ = version("ridgexr")
-except PackageNotFoundError:  # running from a source tree without installation
-    __version__ = "0+unknown"
 
 #: public name -> the module that defines it; imported on first access (PEP 562), so that
 #: ``import ridgexr`` and ``ridgexr --help`` do not import torch
@@ -46,7 +42,7 @@ _LAZY = {
 }
 _SUBMODULES = ("accessor", "projection", "analysis", "plot", "report", "store", "catalog", "datasets", "training", "run", "ridge",
                "scms", "empirical", "models", "process", "defaults", "choices", "spec", "sampling", "observe", "reader", "units", "cli", "quality",
-               "claims", "verdicts")
+               "claims", "verdicts", "schema")
 
 #: modules renamed (old -> new): the old name says where its functions went
 _RENAMED = {"labelled": "projection"}  # one labelled module per concept: analysis.labelled, quality.labelled

@@ -72,7 +72,7 @@ TIME_PROPOSALS = ("uniform", "weight")
 CELL_DIM_SOURCES = {"model": "entry", "schedule": "entry", "width": "model", "tau": "model", "epoch": "model",
                     "target": "training", "n_noise": "training", "draw": "training", "data_draw": "dataset",
                     "n_train": "dataset"}
-#: the store's cell dimensions, in store order (:data:`ridgexr.store.CELL_DIMS`)
+#: the store's cell dimensions, in store order (:data:`ridgexr.schema.CELL_DIMS`)
 CELL_DIMS = tuple(CELL_DIM_SOURCES)
 #: the cell dimensions that model blocks label, in store order
 MODEL_CELL_DIMS = tuple(dim for dim, source in CELL_DIM_SOURCES.items() if source == "model")

@@ -392,33 +392,26 @@ def run(
 
 
 def _print_plan(exp, data_dir) -> None:
-    """``ridgexr run --plan``: the entry's stages and their estimated seconds, its peak memory and store size, and
-    whether this machine would refuse it, from the configuration and the training set's shape alone
-    (:func:`ridgexr.datasets.training_shape`): no data loaded, no VAE trained, nothing written."""
+    """``ridgexr run --plan``: the :class:`ridgexr.run.Plan` a run of the entry executes, priced from the training
+    set's shape (:func:`ridgexr.run.plan_run` with ``read_data=False``): its stages and their estimated seconds, its
+    peak memory and store size, and whether this machine would refuse it; no data loaded, no VAE trained, nothing
+    written."""
     from rich.markup import escape
 
-    from .catalog import resolve_store
-    from .datasets import training_shape
-    from .run import ResourceError, check_resources
-    from .run.plan import (count_run_cells, estimate_stage_seconds, format_seconds, missing_training_data,
-                           scms_upper_seconds)
+    from .run import plan_run
+    from .run.plan import format_seconds
 
-    shape = training_shape(exp.dataset, base_dir=exp.base_dir)
-    missing = missing_training_data(exp)  # a named image set not installed, say: the shape is the published one
-    store = resolve_store(exp, data_dir)
-    seconds = estimate_stage_seconds(exp, shape)
-    upper = scms_upper_seconds(exp, shape)  # the projections' iterations depend on the data: the bound at the cap
-    try:
-        est, verdict = check_resources(exp, shape, store), "it fits this machine"
-    except ResourceError as exc:
-        est, verdict = check_resources(exp, shape, store, force=True), f"refused without --force: {exc}"
+    plan = plan_run(exp, data_dir=data_dir, read_data=False).summary()
+    seconds, upper, missing, shape = plan["stage_seconds"], plan["scms_upper_seconds"], plan["missing_data"], \
+        plan["train_shape"]
+    verdict = "it fits this machine" if plan["refused"] is None else f"refused without --force: {plan['refused']}"
     if missing:
         verdict += "; but it cannot run here before its training data are installed (above)"
     dims = " x ".join(f"{len(v)} {n}" for n, v in exp.cell_coords())
     total = sum(seconds.values()) or 1.0
-    table = Table(title=f"plan of {exp.name}: {dims or 'one cell'} ({count_run_cells(exp)} run), {exp.n_samples} "
+    table = Table(title=f"plan of {exp.name}: {dims or 'one cell'} ({plan['n_cells']} run), {exp.n_samples} "
                         f"samples, {exp.process.n_steps} steps, training set {shape[0]} x {shape[1]}"
-                        f"{' (not installed here)' if missing else ''} -> {store}",
+                        f"{' (not installed here)' if missing else ''} -> {plan['store']}",
                   caption="estimated on 2 idle cores (ridgexr.run.plan's rates; within 2x of the runs timed idle: "
                           "docs/performance.md); nothing was loaded, trained or written"
                           + ("; 'at ridge.max_iter': every SCMS projection run to its cap (degenerate frames do)"
@@ -429,13 +422,13 @@ def _print_plan(exp, data_dir) -> None:
         table.add_row(stage, format_seconds(t), f"{100 * t / total:.0f}%")
     table.add_row("total", format_seconds(sum(seconds.values())), "")
     if upper is not None:
-        table.add_row(f"sampling and observation at ridge.max_iter = {exp.ridge.max_iter}", format_seconds(upper), "")
+        table.add_row(f"sampling and observation at ridge.max_iter = {plan['max_iter']}", format_seconds(upper), "")
     console.print(table)
     if missing:
         console.print(f"[yellow]training data missing:[/] {escape(missing)}", soft_wrap=True, highlight=False)
     gb = 2**30
-    console.print(f"peak memory ~{est['peak_memory'] / gb:.3g} GiB ({est['memory_stage']}; driven by "
-                  f"{', '.join(est['memory_drivers'])}); store up to {est['store_size'] / gb:.3g} GiB; {verdict}",
+    console.print(f"peak memory ~{plan['peak_memory'] / gb:.3g} GiB ({plan['memory_stage']}; driven by "
+                  f"{', '.join(plan['memory_drivers'])}); store up to {plan['store_size'] / gb:.3g} GiB; {verdict}",
                   soft_wrap=True, highlight=False, markup=False)
 
 
@@ -695,7 +688,7 @@ def info(store: str = typer.Argument(..., help="store path or catalog entry name
                                        f"{SUMMARY_MAX_ROWS}, with the tallies of all)")):
     """Describe a store: dims, variables, completed cells and provenance."""
     from .reader import check_complete_cells, summarize
-    from .store import json_attr
+    from .store.layout import json_attr
 
     with user_errors():
         path = _store(store, data_dir, catalog)
@@ -721,7 +714,8 @@ def info(store: str = typer.Argument(..., help="store path or catalog entry name
 def _store(name: str, data_dir, catalog_files):
     """The store path of an entry name or path (``FileNotFoundError`` says where it looked)."""
     from .reader import store_path
-    from .store import damaged_root, interrupted, is_store
+    from .store.lifecycle import damaged_root, interrupted
+    from .catalog.folders import is_store
 
     # a store path needs no catalog (a broken catalog file does not stop `info ./x.zarr`); nor does one whose
     # --overwrite was interrupted between its renames (finished here) or whose root metadata is damaged (named)
@@ -763,7 +757,7 @@ def _refuse_unknown_name(name: str, cat, data_dir) -> None:
 
 
 def _open_store(path):
-    from .store import open_store
+    from .store.layout import open_store
 
     return open_store(path)
 
@@ -786,7 +780,7 @@ and the count of them is printed; rows follow the store's label order."""
     from . import analysis
     from .reader import check_complete_cells
     from .run import check_scheduler, dask_client
-    from .store import CELL_DIMS
+    from .schema import CELL_DIMS
 
     with user_errors():
         path = _store(name, data_dir, catalog)
@@ -953,7 +947,7 @@ every complete cell and check its digest; report damaged (variable, cell) pairs 
     from rich.markup import escape
 
     from .run import RESOLUTIONS, check_identity, resolve_config as resolve, schema_reference
-    from .store import verify_and_repair
+    from .store.integrity import verify_and_repair
 
     with user_errors():  # one call: recovery (its notes warned), checks, repair, every chunk read
         if resolve_config is not None and resolve_config not in RESOLUTIONS:
@@ -1006,7 +1000,7 @@ every complete cell and check its digest; report damaged (variable, cell) pairs 
 
 def _print_version(value: bool):
     if value:
-        from . import __version__
+        from ._version import __version__
 
         typer.echo(f"ridgexr {__version__}")
         raise typer.Exit()

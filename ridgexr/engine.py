@@ -54,7 +54,8 @@ class RidgexrBackendEntrypoint(BackendEntrypoint):
         path = Path(os.fspath(filename_or_obj))
         if path.is_dir():
             from .reader import check_complete_cells
-            from .store import is_store, open_store
+            from .catalog.folders import is_store
+            from .store.layout import open_store
 
             if not is_store(path):
                 raise ValueError(f"engine='ridgexr': {str(path)!r} is not a ridgexr store (its zarr.json has no "
@@ -76,6 +77,6 @@ class RidgexrBackendEntrypoint(BackendEntrypoint):
             return False
         if not (path / "zarr.json").is_file():
             return False
-        from .store import is_store
+        from .catalog.folders import is_store
 
         return is_store(path)

@@ -37,7 +37,7 @@ import xarray as xr
 
 from . import analysis
 from ._validation import check_bool, check_int
-from .store import CELL_DIMS
+from .schema import CELL_DIMS
 
 __all__ = ["STEP_LABEL", "explorer", "ExplorerData", "samples_overlay", "distance_overlay", "images_view", "serve",
            "LOCAL_ADDRESS", "ExposedWarning", "allowed_hosts", "free_port"]

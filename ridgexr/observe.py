@@ -49,7 +49,7 @@ import torch
 from .empirical import SmoothedEmpirical
 from .sampling import within_bound
 from .scms import frame_flat, scms
-from .store.variables import empty_step_values
+from .schema import empty_step_values
 
 __all__ = ["step_quantities", "unobserved_step", "batch_scaled"]
 

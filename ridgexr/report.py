@@ -22,7 +22,8 @@ from jinja2 import Template
 from markupsafe import Markup
 
 from . import analysis, defaults, plot
-from .store import CELL_DIMS, cells, is_exact_cell, json_attr
+from .schema import CELL_DIMS
+from .store.layout import cells, is_exact_cell, json_attr
 
 __all__ = ["make_report", "report_figures", "snapshot_cell"]
 

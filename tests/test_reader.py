@@ -10,7 +10,8 @@ import ridgexr
 from ridgexr import analysis
 from ridgexr.catalog import experiment_from_file
 from ridgexr.run import run_experiment
-from ridgexr.store import StoreLayout, create_store
+from ridgexr.store.layout import StoreLayout
+from ridgexr.store.lifecycle import create_store
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +83,8 @@ def test_complete_only_masks_without_changing_dtypes(tmp_path):
                          sampler_step=np.arange(2), d=2, block_steps=2, sample_chunk=2)
     path = tmp_path / "s.zarr"
     create_store(path, layout, np.zeros((2, 2)), {})
-    from ridgexr.store import write_block, write_cell_end, CELL_DIAGNOSTICS
+    from ridgexr.store.write import write_block, write_cell_end
+    from ridgexr.schema import CELL_DIAGNOSTICS
 
     vals = {n: np.ones((2, 2, 2)) for n in ("trajectory", "ridge_projection", "residual_normal", "residual_tangent")}
     vals |= {n: np.ones((2, 2)) for n in ("ridge_distance", "ridge_residual", "normal_curvature",

@@ -17,7 +17,8 @@ from ridgexr.catalog import experiment_from_file, resolve_store
 from ridgexr.datasets import load_training_set
 from ridgexr.run import ConfigMismatchError, CellTask, plan_layout, run_cell, run_experiment
 from ridgexr.sampling import reverse_sde
-from ridgexr.store import StoreLock, StoreLockedError, create_store
+from ridgexr.store import StoreLock, StoreLockedError
+from ridgexr.store.lifecycle import create_store
 
 from reference_runs import RUN_SCRIPT, assert_same_store
 
@@ -141,11 +142,11 @@ def test_a_store_of_an_older_schema_with_unfinished_cells_is_not_resumed(small_r
     import shutil
 
     exp, res = small_run
-    for version, refused in (("1.5", True), ("1.8", True), (ridgexr.store.SCHEMA_VERSION, False)):
+    for version, refused in (("1.5", True), ("1.8", True), (ridgexr.schema.SCHEMA_VERSION, False)):
         store = tmp_path / f"copy-{version}.zarr"
         shutil.copytree(res.store, store)
         group = zarr.open_group(store, mode="r+")
-        if version != ridgexr.store.SCHEMA_VERSION:  # written before stores kept a record of their creation
+        if version != ridgexr.schema.SCHEMA_VERSION:  # written before stores kept a record of their creation
             shutil.rmtree(store / ".creation")
             del group.attrs["generation"]
         group.attrs["schema_version"] = version
@@ -167,7 +168,8 @@ def test_a_store_of_schema_1_6_without_clip_shift_opens_verifies_and_is_not_resu
     import shutil
 
     from ridgexr.run import check_store_schema
-    from ridgexr.store import cell_digest, verify_store
+    from ridgexr.store import verify_store
+    from ridgexr.store.integrity import cell_digest
 
     exp, res = small_run
     store = tmp_path / "old.zarr"
@@ -201,7 +203,8 @@ def test_legacy_exact_cells_are_sampled_once_and_copied(small_run, tmp_path):
     from dataclasses import replace
 
     from ridgexr.run.plan import plan_tasks
-    from ridgexr.store import STEP_VARIABLES, clear_completion
+    from ridgexr.schema import STEP_VARIABLES
+    from ridgexr.store.layout import clear_completion
 
     exp, res = small_run
     train = load_training_set(exp.dataset, base_dir=exp.base_dir)
@@ -314,3 +317,48 @@ def test_existing_cluster_by_address_and_env(small_run, tmp_path, monkeypatch):
         ds = ridgexr.open_dataset(r.store)
         assert "tcp://" in ds.attrs["provenance"]
         np.testing.assert_array_equal(ds.trajectory.values, ref.trajectory.values)
+
+
+def test_the_plan_run_plan_prints_is_the_plan_the_run_executes(tmp_path, write_catalog, small_run):
+    """``ridgexr run --plan`` prints :func:`ridgexr.run.plan_run`'s Plan priced from the data's shape; the run builds
+    one from the data and executes it: the stages, costs, cells and store are the same, and its layout is the
+    store's.  A plan priced from the shape does not run."""
+    from typer.testing import CliRunner
+
+    from ridgexr.cli import app
+    from ridgexr.run import execute, plan_run
+    from ridgexr.run.plan import format_seconds
+
+    cat = write_catalog(tmp_path, steps=6, samples=4)
+    exp, data = experiment_from_file(cat), tmp_path / "data"
+    shown = plan_run(exp, data_dir=data, read_data=False)
+    assert shown.train is None and shown.layout is None and shown.config_hash is None
+    r = CliRunner().invoke(app, ["run", "--plan", str(cat), "--data-dir", str(data)], env={"COLUMNS": "300"})
+    assert r.exit_code == 0, r.output
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in r.output.splitlines()
+            if line.startswith("│")}
+    s = shown.summary()
+    assert rows == {**{k: format_seconds(v) for k, v in s["stage_seconds"].items()},
+                    "total": format_seconds(sum(s["stage_seconds"].values())),
+                    f"sampling and observation at ridge.max_iter = {s['max_iter']}": format_seconds(s["scms_upper_seconds"])}
+    flat = " ".join(r.output.split())
+    assert f"({s['n_cells']} run)" in flat and f"peak memory ~{s['peak_memory'] / 2**30:.3g} GiB" in flat
+    assert f"store up to {s['store_size'] / 2**30:.3g} GiB" in flat and str(s["store"]) in flat.replace(" ", "")
+    with pytest.raises(ValueError, match="read_data"):
+        execute(shown)
+    assert plan_run(exp, data_dir=data).fate == "create"
+    res = run_experiment(exp, data_dir=data)
+    assert plan_run(exp, data_dir=data).fate == "resume" and plan_run(exp, data_dir=data, overwrite=True).fate == "replace"
+    other = exp.model_copy(update={"n_samples": 3})
+    assert plan_run(other, data_dir=data).fate == "refuse"
+    with pytest.raises(ConfigMismatchError, match="different configuration"):
+        run_experiment(other, data_dir=data)
+    assert res.plan.summary() == s
+    assert res.plan.config_hash == exp.config_hash(load_training_set(exp.dataset))
+    assert res.plan.resolved.d_star == exp.d_star and res.store == s["store"] and res.cells_run == s["n_cells"]
+    ds = ridgexr.open_dataset(res.store)
+    layout = res.plan.layout
+    assert dict(ds["cell_complete"].sizes) == dict(zip(layout.cell_dims, layout.cell_shape))
+    np.testing.assert_array_equal(ds["t"].values, layout.t)
+    # the module fixture's store was written by run_experiment = execute(plan_run(...)) too
+    assert small_run[1].plan.layout.cell_shape == tuple(ridgexr.open_dataset(small_run[1].store)["cell_complete"].shape)

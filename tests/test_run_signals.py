@@ -94,7 +94,8 @@ def test_kill_9_at_every_phase_of_the_overwrite_swap_never_loses_a_store(small_r
                                                                          phase):
     """The kills come at file operations of the swap, not at instants, so the store needs no run time to
     interrupt: the catalog's default size (``small_reference``)."""
-    from ridgexr.store import StoreLock, recover_store
+    from ridgexr.store import StoreLock
+    from ridgexr.store.lifecycle import recover_store
 
     reference = small_reference
     cat = reference[0]

@@ -9,7 +9,7 @@ import ridgexr
 from ridgexr.catalog import experiment_from_file
 from ridgexr.run import run_experiment
 from ridgexr.run.split import observe_split, sample_blocks, scatter_training_set
-from ridgexr.store import STEP_VARIABLES
+from ridgexr.schema import STEP_VARIABLES
 
 SETTINGS = dict(drop_tol=1e-12, tol=1e-9, max_iter=60, top_k=None, bound=math.inf, stop_degenerate=None,
                 accelerate=False)

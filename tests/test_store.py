@@ -11,8 +11,11 @@ import xarray as xr
 import zarr
 
 from ridgexr import OU
-from ridgexr.store import (CELL_DIAGNOSTICS, SCHEMA_VERSION, StoreLayout, StoreLock, StoreLockedError, cells,
-                           complete_cells, create_store, json_attr, open_store, write_block, write_cell_end)
+from ridgexr.store import StoreLock, StoreLockedError, cells, complete_cells, json_attr, open_store
+from ridgexr.schema import CELL_DIAGNOSTICS, SCHEMA_VERSION
+from ridgexr.store.layout import StoreLayout
+from ridgexr.store.lifecycle import create_store
+from ridgexr.store.write import write_block, write_cell_end
 
 STEP_NAMES = ("trajectory", "ridge_projection", "ridge_distance", "ridge_residual", "ridge_converged",
               "normal_curvature", "residual_normal", "residual_tangent", "frame_degenerate", "ridge_degenerate",
@@ -63,7 +66,8 @@ def test_template_schema_coords_and_chunks(tmp_path):
 def test_cell_writer_writes_the_same_chunks_as_write_block_and_reports_errors(tmp_path, rng):
     """CellWriter (background thread, bounded queue) = write_block, chunk for chunk; a failing write is raised
     to the caller, not lost; every chunk of the written region is on disk (verify needs them)."""
-    from ridgexr.store import CellWriter, verify_store
+    from ridgexr.store import verify_store
+    from ridgexr.store.write import CellWriter
 
     layout = small_layout()
     blocks = [(0, block_values(rng, 2, 3, 2)), (2, block_values(rng, 2, 3, 2)), (4, block_values(rng, 1, 3, 2))]
@@ -165,7 +169,8 @@ def _write_cell(path, layout, cell, rng):
 
 def test_verify_passes_a_clean_store_whose_only_cell_dimension_is_model(tmp_path, rng):
     """Issue 29, item 6: the ``model`` coordinate is one store-level chunk, not a per-cell array."""
-    from ridgexr.store import consolidate, verify_store
+    from ridgexr.store import verify_store
+    from ridgexr.store.layout import consolidate
 
     layout = small_layout(coords=(("model", ("mine", "exact")),))
     path = tmp_path / "s.zarr"
@@ -179,7 +184,8 @@ def test_verify_passes_a_clean_store_whose_only_cell_dimension_is_model(tmp_path
 
 def test_the_digest_ties_each_chunk_to_its_cell_and_position(tmp_path, rng):
     """Issue 29, item 8: two chunks swapped between cells decode and pass their checksums; the digest does not."""
-    from ridgexr.store import cell_digest, verify_store
+    from ridgexr.store import verify_store
+    from ridgexr.store.integrity import cell_digest
 
     layout = small_layout()
     path = tmp_path / "s.zarr"
@@ -233,12 +239,12 @@ def test_damaged_small_arrays_and_metadata_are_named(tmp_path, rng):
 
 def test_the_schema_document_lists_every_step_variable_and_the_current_version():
     """docs/schema.md is the versioned schema: its title and ``schema_version`` give :data:`SCHEMA_VERSION`, its
-    history has an entry for it naming every array that version added (:data:`ridgexr.store.SINCE`), and every
+    history has an entry for it naming every array that version added (:data:`ridgexr.schema.SINCE`), and every
     per-step variable has a row."""
     import re
     from pathlib import Path
 
-    from ridgexr.store import SINCE, STEP_VARIABLES
+    from ridgexr.schema import SINCE, STEP_VARIABLES
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "schema.md").read_text()
     assert f"# Store schema (version {SCHEMA_VERSION})" in text and f'`schema_version` = `"{SCHEMA_VERSION}"`' in text
@@ -255,7 +261,8 @@ def test_a_store_with_a_damaged_root_zarr_json_is_named(tmp_path):
     import shutil
 
     from ridgexr.reader import store_path
-    from ridgexr.store import StoreDamagedError, damaged_root
+    from ridgexr.store import StoreDamagedError
+    from ridgexr.store.lifecycle import damaged_root
 
     clean = tmp_path / "clean.zarr"
     create_store(clean, small_layout(), np.zeros((2, 2)), {})
@@ -277,7 +284,8 @@ def test_attributes_that_change_decoded_values_are_damage_and_repaired(tmp_path,
     once said ok and rebuilt the consolidated metadata from it); the repair restores the file bit for bit."""
     import shutil
 
-    from ridgexr.store import check_schema, consolidate, repair_schema
+    from ridgexr.store.integrity import check_schema, repair_schema
+    from ridgexr.store.layout import consolidate
 
     path, ref = tmp_path / "s.zarr", tmp_path / "ref.zarr"
     create_store(path, small_layout(), np.zeros((2, 2)), {})
@@ -296,7 +304,7 @@ def test_attributes_that_change_decoded_values_are_damage_and_repaired(tmp_path,
 
 def test_a_variable_added_to_the_table_reaches_template_writer_reader_verify_and_size_bound(tmp_path, rng,
                                                                                             monkeypatch, write_catalog):
-    """Issue 43: adding a stored variable is one entry of :data:`ridgexr.store.variables.VARIABLES` (and the code
+    """Issue 43: adding a stored variable is one entry of :data:`ridgexr.schema.VARIABLES` (and the code
     that computes it).  A per-step variable added here only is in the template (dims, chunks, attributes), is
     required of every block and written by it, reads back, is checked by verify and the cell digest, is in
     observe's empty block, and enters the store-size bound by one chunk file per block of each cell."""
@@ -305,8 +313,9 @@ def test_a_variable_added_to_the_table_reaches_template_writer_reader_verify_and
     from ridgexr.catalog import experiment_from_file
     from ridgexr.run.plan import count_run_cells, estimate_resources
     from ridgexr import units
-    from ridgexr.store import cell_digest, verify_store
-    from ridgexr.store import variables as table
+    from ridgexr.store import verify_store
+    from ridgexr.store.integrity import cell_digest
+    from ridgexr import schema as table
 
     cat = write_catalog(tmp_path, steps=10, samples=8)
     exp = experiment_from_file(cat)
@@ -346,3 +355,28 @@ def test_a_variable_added_to_the_table_reaches_template_writer_reader_verify_and
     per_file = 4096 * math.ceil((raw + raw / 256 + 128) / 4096) + 4096 * (k + 3)  # blocks and k + 2 folder levels
     grew = estimate_resources(exp, (2, 2))["store_size"] - bound_before
     assert grew == count_run_cells(exp) * math.ceil(n_rec / bs) * per_file, grew
+
+
+def test_the_store_package_exports_what_a_user_needs():
+    """``ridgexr.store`` exports at most 20 names, each a plain entry of ``__all__`` (no comments in it) that resolves;
+    the lifecycle's internals are not among them and are not attributes of the package."""
+    import ast
+    import tokenize
+
+    import ridgexr.store as store
+
+    assert len(store.__all__) <= 20 and len(set(store.__all__)) == len(store.__all__)
+    assert all(callable(getattr(store, name)) for name in store.__all__)  # functions and classes, no constants
+    assert set(store.__all__) == {n for n in vars(store) if not n.startswith("_")} - {
+        "integrity", "layout", "lifecycle", "lock", "record", "write"}  # nothing else sits on the package
+    path = store.__file__
+    (node,) = [n for n in ast.parse(open(path).read()).body
+               if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "__all__"]
+    with open(path, "rb") as f:
+        comments = [t for t in tokenize.tokenize(f.readline) if t.type == tokenize.COMMENT
+                    and node.lineno <= t.start[0] <= node.end_lineno]
+    assert not comments, comments
+    for internal in ("SWAP_NAME", "IN_PROCESS", "journal_path", "LOCK_NAME", "create_staging", "commit_staging"):
+        assert internal not in store.__all__
+        with pytest.raises(AttributeError):
+            getattr(store, internal)

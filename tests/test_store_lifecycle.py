@@ -1,5 +1,6 @@
-"""The store's lifecycle on disk, driven directly (issue 43): :func:`ridgexr.store.recover_store` through every
-state a killed ``--overwrite`` swap or creation leaves, :func:`ridgexr.store.open_for_run` (what ``run`` does with
+"""The store's lifecycle on disk, driven directly (issue 43): :func:`ridgexr.store.lifecycle.recover_store` through
+every state a killed ``--overwrite`` swap or creation leaves, :func:`ridgexr.store.lifecycle.open_for_run`
+(what ``run`` does with
 its store path) through every case, the swap itself, and :func:`ridgexr.store.verify_and_repair` (``ridgexr
 verify``).  Real zarr stores in ``tmp_path``, no mocks: each state is built with the file operations a kill
 leaves, and the result is read back from the disk (which store is where, by its ``config_hash``; what is left
@@ -14,13 +15,15 @@ import numpy as np
 import pytest
 
 from ridgexr.reader import store_path
-from ridgexr.store import (ConfigMismatchError, Opening, StoreDamagedError, StoreLock, StoreWarning, commit_staging,
-                           consolidate, create_staging, create_store, damaged_root, finish_interrupted, interrupted,
-                           is_store, journal_path, open_for_run, open_store, recover_store, verify_and_repair,
-                           write_block, write_cell_end, write_template)
+from ridgexr.store import (ConfigMismatchError, StoreDamagedError, StoreLock, StoreWarning, is_store, open_store,
+                           verify_and_repair)
+from ridgexr.store.lifecycle import (Opening, commit_staging, create_staging, create_store, damaged_root,
+                                     finish_interrupted, interrupted, journal_path, open_for_run, recover_store)
+from ridgexr.store.layout import consolidate, write_template
+from ridgexr.store.write import write_block, write_cell_end
 from ridgexr.store.lifecycle import _sibling
 from ridgexr.store.layout import StoreLayout
-from ridgexr.store.variables import empty_step_values
+from ridgexr.schema import empty_step_values
 
 
 def _layout():

@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 import ridgexr
 from ridgexr import analysis, units
 from ridgexr.cli import app
-from ridgexr.store import CELL_DIMS, STEP_VARIABLES, clear_completion, consolidate, is_consolidated
+from ridgexr.schema import CELL_DIMS, STEP_VARIABLES
+from ridgexr.store.layout import clear_completion, consolidate, is_consolidated
 
 T_SEL = 0.1
 STEP_COORDS = ["step", "t", "alpha", "h", "sampler_step"]

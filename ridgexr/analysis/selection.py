@@ -12,7 +12,8 @@ import numpy as np
 import xarray as xr
 
 from .._validation import check_float, check_int
-from ..store import COORD_ATTRS, DEGENERATE_FLAGS, EAGER_COORDS, STEP_VARIABLES
+from ..schema import COORD_ATTRS, DEGENERATE_FLAGS, STEP_VARIABLES
+from ..store.layout import EAGER_COORDS
 
 __all__ = ["along_step", "check_vars", "check_radius", "with_attrs", "step_index", "step_label", "cell_train", "by_train", "at_step", "resolved",
            "degenerate_share"]
@@ -147,7 +148,7 @@ def at_step(ds: xr.Dataset, step: int = -1, t: float | None = None) -> xr.Datase
 def resolved(ds: xr.Dataset, name: str) -> xr.DataArray:
     """``ds[name]`` with the states whose ridge frame is numerically undetermined masked (NaN).
 
-    The flag of each variable is :data:`ridgexr.store.DEGENERATE_FLAGS` (``ridge_degenerate``
+    The flag of each variable is :data:`ridgexr.schema.DEGENERATE_FLAGS` (``ridge_degenerate``
     for the projection and its distance, ``frame_degenerate`` for the residual split).
     Stores written before these flags existed are returned unchanged.
     """

@@ -172,7 +172,7 @@ class Experiment(Spec):
         return self.model is not None and self.model.adds_exact_schedule()
 
     def cell_coords(self) -> tuple[tuple[str, tuple], ...]:
-        """Every cell dimension of the store, (name, labels), in ``store.CELL_DIMS`` order."""
+        """Every cell dimension of the store, (name, labels), in ``schema.CELL_DIMS`` order."""
         blocks = self.blocks
         out: list[tuple[str, tuple]] = []
         if self.model_dim:

@@ -15,7 +15,7 @@ import xarray as xr
 
 from ..analysis import arrays, resolved, tangential_distance
 from ..analysis.selection import step_index
-from ..store import complete_cells, is_exact_cell
+from ..store.layout import complete_cells, is_exact_cell
 
 __all__ = ["StoreEvidence", "REFERENCE_DRAWS", "ROUNDING", "forward_draws", "observe_forward"]
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import xarray as xr
 
-from ..store import is_exact_cell
+from ..store.layout import is_exact_cell
 from ..verdicts import Claim, claims_markdown, markdown_cell
 from .evidence import StoreEvidence
 from .registry import ENTRIES_SEEN, KINDS

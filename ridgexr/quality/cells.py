@@ -14,7 +14,7 @@
 - anything else (point sets, files, MNIST latents): nothing, and the gate reads "not assessed".
 
 The returned keys are those of :data:`QUALITY_KEYS`, stored as ``quality_<key>``
-(:data:`ridgexr.store.QUALITY_VARIABLES`); a key a cell's measures do not give is NaN there.
+(:data:`ridgexr.schema.QUALITY_VARIABLES`); a key a cell's measures do not give is NaN there.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import numpy as np
 
 from ..datasets.images import IMAGE_SETS, ImageError, load_images
 from ..datasets.training_set import dataset_extras
-from ..store import QUALITY_VARIABLES
+from ..schema import QUALITY_VARIABLES
 from .gate import GATE_DRAWS
 from .measures import nearest_ratio, point_quality
 
@@ -36,7 +36,7 @@ __all__ = ["cell_quality", "QUALITY_KEYS", "final_samples", "reference_draws", "
 #: gate samples whatever their numbers of observed trajectories
 GATE_BATCH = 32
 
-#: every number cell_quality can return, in store order: the store's table (ridgexr.store.QUALITY_VARIABLES)
+#: every number cell_quality can return, in store order: the store's table (ridgexr.schema.QUALITY_VARIABLES)
 #: names each as ``quality_<key>``
 QUALITY_KEYS = tuple(name.removeprefix("quality_") for name in QUALITY_VARIABLES)
 

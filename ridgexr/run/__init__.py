@@ -19,21 +19,23 @@ models alone.  Reruns with the same seeds reproduce the store exactly.
 Modules (imports point downward): :mod:`.plan` (layout, fits, one task per cell),
 :mod:`.cell` (sample, observe and write one cell; runs in a worker too),
 :mod:`.provenance` (store attributes), :mod:`.cluster` (dask clients),
-:mod:`.experiment` (:func:`run_experiment`), :mod:`.scores` (Bonnaire et al.'s score errors of a stored run's
+:mod:`.experiment` (:func:`plan_run` builds a :class:`Plan` once, :func:`execute` carries it out,
+:func:`run_experiment` is the two), :mod:`.scores` (Bonnaire et al.'s score errors of a stored run's
 networks, read back from its checkpoints).  Reading stores back is :mod:`ridgexr.reader`.
 """
 
 from ..reader import open_dataset, store_path, summarize
 from .cell import run_cell
 from .cluster import dask_client, resolve_scheduler
-from .experiment import (RESOLUTIONS, ConfigMismatchError, ResourceError, RunResult, check_config_hash,
+from .experiment import (RESOLUTIONS, ConfigMismatchError, Plan, ResourceError, RunResult, check_config_hash,
                          check_identity, check_resources, check_scheduler, check_store_schema, repair_config_hash,
-                         resolve_config, run_experiment, schema_reference, stored_config_hash, validate_experiment)
+                         execute, plan_run, resolve_config, run_experiment, schema_reference, stored_config_hash,
+                         validate_experiment)
 from .plan import CellTask, estimate_resources, plan_layout, plan_tasks, resolve_d_star
 from .provenance import provenance, store_attrs
 from .scores import SCORE_ERROR_VARIABLES, score_errors
 
-__all__ = ["run_experiment", "RunResult", "ConfigMismatchError", "plan_layout", "plan_tasks", "run_cell",
+__all__ = ["run_experiment", "Plan", "plan_run", "execute", "RunResult", "ConfigMismatchError", "plan_layout", "plan_tasks", "run_cell",
            "CellTask", "open_dataset", "store_path", "summarize", "dask_client", "resolve_scheduler",
            "resolve_d_star", "provenance", "store_attrs", "ResourceError", "check_resources",
            "check_scheduler", "validate_experiment", "estimate_resources", "schema_reference", "check_store_schema",

@@ -19,7 +19,8 @@ from ..quality.gate import gate_seed
 from ..ridge import ridge_residual
 from ..sampling import (divergence_bound, guard_divergence, implied_denoiser, marginal, sample, scale_score,
                         scheduler_grid, scheduler_sampling)
-from ..store import CellWriter, StoreLayout, write_cell_end
+from ..store.write import CellWriter, write_cell_end
+from ..store.layout import StoreLayout
 from .plan import CellTask
 from .split import density_settings, observation_settings, observe_split, scatter_training_set, split_settings
 

@@ -13,7 +13,7 @@ A(0) and time nodes fixed) in one of two designs, ``training.redraw``:
   rows and their covariance the closed form of :mod:`ridgexr.training.vkernel`.
 
 This module estimates the V-kernel as the ensemble variance over the M fitted scores on a grid,
-per remaining cell, and hands it to :func:`ridgexr.store.create_store` as store variables
+per remaining cell, and hands it to :func:`ridgexr.store.lifecycle.create_store` as store variables
 (docs/schema.md):
 
 - ``v_kernel`` (cell dims without ``draw``, v_time, v_point, dim): the unbiased variance over

@@ -22,16 +22,20 @@ from ..threads import max_threads
 from ..catalog import NOT_HASHED, Experiment, resolve_store
 from ..claims import check_claim_specs
 from ..catalog.folders import root_metadata as _root_metadata
-from ..datasets import dataset_extras, load_training_set
+from ..datasets import dataset_extras, load_training_set, training_shape
 from ..process import MAX_DATA_SCALE, data_scale_limit
 from ..models import model_kind
 from ..sampling import divergence_bound
 from ..reader import summarize
 from ..catalog.folders import enclosing_store
-from ..store import (ConfigMismatchError, Damage, StoreDamagedError, StoreLock, StoreWarning, cell_label,
-                     check_schema, clear_completion, consolidate, copy_cell, create_staging, create_store, is_store,
-                     missing_chunks, open_for_run, open_store, schema_older, set_root_attrs, write_template,
-                     SCHEMA_VERSION, ARRAYS_SCHEMA)
+from ..store.lifecycle import ConfigMismatchError, create_staging, create_store, open_for_run
+from ..store.integrity import Damage, check_schema, missing_chunks
+from ..store.layout import (StoreDamagedError, StoreWarning, cell_label, clear_completion, consolidate, open_store,
+                            set_root_attrs, write_template)
+from ..store.lock import StoreLock
+from ..store.write import copy_cell
+from ..catalog.folders import is_store
+from ..schema import ARRAYS_SCHEMA, SCHEMA_VERSION, schema_older
 from ..store.integrity import creation_array
 from ..store.lifecycle import (abandon_staging, commit_run, foreign_entries, refuse_not_a_store, remove_partial_files,
                                staging_stores)
@@ -39,11 +43,11 @@ from ..store.record import IDENTITY_ATTRS, read_record, record_files, write_reco
 from .cell import run_cell
 from .cluster import dask_client, resolve_scheduler
 from .ensemble import v_kernel_variables
-from .plan import (describe_stages, estimate_resources, estimate_stage_seconds, plan_layout, plan_tasks, resolve_d_star,
-                   scms_upper_seconds)
+from .plan import (count_run_cells, describe_stages, estimate_resources, estimate_stage_seconds, missing_training_data,
+                   plan_layout, plan_tasks, resolve_d_star, scms_upper_seconds)
 from .provenance import store_attrs
 
-__all__ = ["run_experiment", "RunResult", "ConfigMismatchError", "ResourceError", "check_scheduler",
+__all__ = ["run_experiment", "Plan", "plan_run", "execute", "store_fate", "RunResult", "ConfigMismatchError", "ResourceError", "check_scheduler",
            "check_resources", "validate_experiment", "MAX_DATA_SCALE", "data_scale_limit", "schema_reference",
            "check_store_schema", "check_config_hash", "repair_config_hash", "stored_config_hash", "checkpoint_root",
            "check_identity", "resolve_config", "RESOLUTIONS"]
@@ -61,6 +65,7 @@ class RunResult:
     cells_run: int
     cells_skipped: int
     summary: list[dict] = field(default_factory=list)
+    plan: Plan | None = None  # the plan it executed
 
 
 def checkpoint_root(path: Path, config_hash: str) -> Path:
@@ -191,6 +196,156 @@ def validate_experiment(exp: Experiment, train) -> None:
         model_kind(block.kind).checker()(exp, block, train)
 
 
+@dataclass(frozen=True, eq=False)
+class Plan:
+    """What a run of an entry does, built once by :func:`plan_run` and carried out by :func:`execute`.
+
+    ``ridgexr run --plan`` prints a plan priced from the training set's shape (nothing read, trained or written);
+    :func:`run_experiment` executes one built from the training set itself, whose :meth:`summary` is the same where
+    the store is new.
+
+    Attributes
+    ----------
+    experiment : Experiment
+        The entry as written (``d_star`` may be ``"auto"``; a Python model's block in place of the entry's).
+    store : Path
+        Where the store is written.
+    train_shape : tuple of int
+        (N, d) of the training set.
+    n_cells : int
+        Cells that run (the layout's cells a model applies to).
+    stage_seconds : dict
+        Stage -> estimated seconds on 2 idle cores (:func:`ridgexr.run.plan.estimate_stage_seconds`).
+    scms_upper_seconds : float or None
+        Sampling and observation with every projection at ``ridge.max_iter`` (None when that is no bound).
+    resources : dict
+        :func:`ridgexr.run.plan.estimate_resources` (peak memory and store size, bytes).
+    refused : str or None
+        Why this machine refuses the run without ``force`` (:class:`ResourceError`'s message).
+    missing_data : str or None
+        Why the training set cannot be read here (a plan priced from its shape).
+    train : ndarray or None
+        The training set, (N, d); None in a plan priced from its shape, as are the fields below.
+    config_hash : str or None
+        The store's configuration hash (of the entry as written).
+    resolved : Experiment or None
+        The entry with ``d_star`` (and ``ridge.d_star_alt``) resolved.
+    d_star_info : dict or None
+        How ``d_star`` was chosen (a store attribute).
+    layout : StoreLayout or None
+        The store's shape and chunking.
+    fate : str or None
+        What the store path holds for this run, read without the lock (:func:`store_fate`): ``"create"``,
+        ``"resume"``, ``"resume_replace"``, ``"replace"`` or ``"refuse"``; :func:`execute` decides again under the
+        store's lock, after recovering what a killed command left.
+    objects : dict
+        A Python model's label -> :class:`ridgexr.models.ModuleDenoiser`.
+    overwrite, force : bool
+        As passed to :func:`plan_run`.
+    """
+
+    experiment: Experiment
+    store: Path
+    train_shape: tuple[int, int]
+    n_cells: int
+    stage_seconds: dict
+    scms_upper_seconds: float | None
+    resources: dict
+    refused: str | None
+    missing_data: str | None
+    train: np.ndarray | None = None
+    config_hash: str | None = None
+    resolved: Experiment | None = None
+    d_star_info: dict | None = None
+    layout: Any = None
+    fate: str | None = None
+    objects: dict = field(default_factory=dict)
+    overwrite: bool = False
+    force: bool = False
+
+    def summary(self) -> dict:
+        """What ``ridgexr run --plan`` prints: the store, the training set's shape, the cells that run, each stage's
+        estimated seconds, the bound at ``ridge.max_iter``, peak memory and store size, and the refusal."""
+        est = self.resources
+        return {"store": self.store, "train_shape": tuple(self.train_shape), "n_cells": self.n_cells,
+                "stage_seconds": dict(self.stage_seconds), "scms_upper_seconds": self.scms_upper_seconds,
+                "max_iter": self.experiment.ridge.max_iter, "peak_memory": est["peak_memory"],
+                "memory_stage": est["memory_stage"], "memory_drivers": list(est["memory_drivers"]),
+                "store_size": est["store_size"], "refused": self.refused, "missing_data": self.missing_data}
+
+
+def plan_run(exp: Experiment, *, data_dir: str | Path | None = None, store: str | Path | None = None,
+             overwrite: bool = False, force: bool = False, model: Any = None, read_data: bool = True) -> Plan:
+    """The :class:`Plan` of a run of ``exp``: where its store goes, what each stage costs, and, from the training set
+    (``read_data``), ``d_star`` resolved, the configuration hash and the store's layout.
+
+    Everything that can fail without touching the store is checked here, in this order: the store path (not inside
+    another store), the resources (:func:`check_resources`: raises :class:`ResourceError` unless ``force``, when
+    the training set is read), the entry against its training set (:func:`validate_experiment`).  With
+    ``read_data=False`` nothing is loaded, trained or written: the plan is priced from the training set's shape
+    (:func:`ridgexr.datasets.training_shape`) and its refusal is reported in ``refused``, not raised.
+
+    Raises
+    ------
+    ConfigMismatchError, ResourceError, ValueError, OSError
+    """
+    missing = None
+    if read_data:
+        train = load_training_set(exp.dataset, base_dir=exp.base_dir)
+        shape = tuple(int(n) for n in train.shape)
+    else:
+        train, shape = None, tuple(int(n) for n in training_shape(exp.dataset, base_dir=exp.base_dir))
+        missing = missing_training_data(exp)  # a named image set not installed: the shape is the published one
+    objects = {}
+    if model is not None:
+        exp, objects = _with_python_model(exp, model, shape[1])
+    path = Path(store).resolve() if store is not None else resolve_store(exp, data_dir)
+    outer = enclosing_store(path)
+    if outer is not None:  # resolve_store refuses it for an entry's path; an explicit store path too
+        raise ConfigMismatchError(f"store path {str(path)!r} lies inside the ridgexr store {str(outer)!r}: choose a "
+                                  "store path outside every store")
+    priced = train if train is not None else shape
+    try:  # first: the checks below may allocate (quadrature nodes)
+        est, refused = check_resources(exp, priced, path, overwrite=overwrite), None
+    except ResourceError as exc:
+        if read_data and not force:
+            raise
+        est, refused = check_resources(exp, priced, path, force=True, overwrite=overwrite), str(exc)
+    common = dict(experiment=exp, store=path, train_shape=shape, n_cells=count_run_cells(exp),
+                  stage_seconds=estimate_stage_seconds(exp, priced), scms_upper_seconds=scms_upper_seconds(exp, priced),
+                  resources=est, refused=refused, missing_data=missing, objects=objects, overwrite=overwrite,
+                  force=force)
+    if train is None:
+        return Plan(**common)
+    validate_experiment(exp, train)
+    config_hash = exp.config_hash(train)  # of the entry as written (d_star may be "auto")
+    resolved, d_star_info = resolve_d_star(exp, train)
+    return Plan(**common, train=train, config_hash=config_hash, resolved=resolved, d_star_info=d_star_info,
+                layout=plan_layout(resolved, train), fate=store_fate(path, config_hash, overwrite=overwrite))
+
+
+def store_fate(path: str | Path, config_hash: str, *, overwrite: bool = False) -> str:
+    """What a run of configuration ``config_hash`` does with the store path ``path``, as it stands (read only).
+
+    ``"create"``: no store there; ``"resume"``: a store of this configuration (its complete cells are kept);
+    ``"refuse"``: a store of another configuration, without ``overwrite`` (:class:`ConfigMismatchError`);
+    ``"replace"``: with ``overwrite``, a store there is replaced; ``"resume_replace"``: with ``overwrite``, the new
+    store of an interrupted ``--overwrite`` of this configuration lies beside it and is finished.  A store
+    whose root metadata cannot be read counts as another configuration's.
+    """
+    path = Path(path)
+    if overwrite:
+        for staging in staging_stores(path):
+            if is_store(staging) and _root_metadata(staging).get("attributes", {}).get("config_hash") == config_hash:
+                return "resume_replace"
+    if not is_store(path):
+        return "create"
+    if overwrite:
+        return "replace"
+    same = _root_metadata(path).get("attributes", {}).get("config_hash") == config_hash
+    return "resume" if same else "refuse"
+
+
 def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store: str | Path | None = None,
                    device: str = "cpu", scheduler: str | None = None, overwrite: bool = False,
                    n_workers: int = 2, progress: Any = None, force: bool = False, model: Any = None,
@@ -240,33 +395,46 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
     ------
     ConfigMismatchError, StoreLockedError, ResourceError, ValueError, OSError
     """
+    sample_block, threads_source = _check_run_arguments(exp, device, sample_block, n_threads)
+    run_plan = plan_run(exp, data_dir=data_dir, store=store, overwrite=overwrite, force=force, model=model)
+    return execute(run_plan, device=device, scheduler=scheduler, n_workers=n_workers, progress=progress,
+                   sample_block=sample_block, threads_source=threads_source)
+
+
+def _check_run_arguments(exp: Experiment, device: str, sample_block: int | None,
+                         n_threads: int | None) -> tuple[int | None, str | None]:
+    """Check the device, the entry's claims and ``sample_block``, and set torch's CPU threads: (``sample_block``,
+    the threads' source, a store attribute: ``"n_threads"`` when set here, else None)."""
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"`device` {device!r} was requested but CUDA is not available")
     torch.device(device)  # validates the name
     check_claim_specs(exp.claims)  # a claim's kind and times are the registry's (ridgexr.claims), before any cell
     sample_block = check_optional_int(sample_block, "sample_block", min_val=1)
     n_threads = check_optional_int(n_threads, "n_threads", min_val=1, max_val=max_threads())
-    threads_source = None
-    if n_threads is not None:
-        torch.set_num_threads(n_threads)
-        threads_source = "n_threads"
-    train = load_training_set(exp.dataset, base_dir=exp.base_dir)
-    objects = {}
-    if model is not None:
-        exp, objects = _with_python_model(exp, model, train.shape[1])
-    path = Path(store).resolve() if store is not None else resolve_store(exp, data_dir)
-    outer = enclosing_store(path)
-    if outer is not None:  # resolve_store refuses it for an entry's path; an explicit store path too
-        raise ConfigMismatchError(f"store path {str(path)!r} lies inside the ridgexr store {str(outer)!r}: choose a "
-                                  "store path outside every store")
-    check_resources(exp, train, path, force=force, overwrite=overwrite)  # first: the checks below may allocate (quadrature nodes)
-    validate_experiment(exp, train)
+    if n_threads is None:
+        return sample_block, None
+    torch.set_num_threads(n_threads)
+    return sample_block, "n_threads"
+
+
+def execute(plan: Plan, *, device: str = "cpu", scheduler: str | None = None, n_workers: int = 2,
+            progress: Any = None, sample_block: int | None = None, threads_source: str | None = None) -> RunResult:
+    """Carry out a :class:`Plan` built from the training set (:func:`plan_run`): under the store's lock, create,
+    resume or replace the store (what the store holds decides, :func:`ridgexr.store.lifecycle.open_for_run`), fit
+    the models of the cells left, and run them.  ``progress`` (a rich ``Progress``) first prints the plan's stages.
+
+    Raises
+    ------
+    ConfigMismatchError, StoreLockedError, StoreDamagedError, ValueError, OSError
+    """
+    if plan.train is None:
+        raise ValueError("`plan` was priced from the training set's shape (read_data=False): plan_run(..., "
+                         "read_data=True) builds one that runs")
+    exp, train, path, layout, config_hash = plan.resolved, plan.train, plan.store, plan.layout, plan.config_hash
+    overwrite, objects, d_star_info = plan.overwrite, plan.objects, plan.d_star_info
     if progress is not None:  # the plan: what each stage will cost (an estimate)
-        progress.console.print(describe_stages(estimate_stage_seconds(exp, train), scms_upper_seconds(exp, train),
-                                               exp.ridge.max_iter))
-    config_hash = exp.config_hash(train)  # of the entry as written (d_star may be "auto")
-    exp, d_star_info = resolve_d_star(exp, train)
-    layout = plan_layout(exp, train)
+        progress.console.print(describe_stages(plan.stage_seconds, plan.scms_upper_seconds,
+                                               plan.experiment.ridge.max_iter))
     scheduler = resolve_scheduler(scheduler)
     check_scheduler(scheduler)
     refuse_not_a_store(path, pending=False, overwrite=overwrite)  # before the lock file is written beside it
@@ -285,7 +453,7 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
             left = remove_partial_files(p)
             if left:
                 warnings.warn(f"removed {len(left)} unfinished chunk write(s) (*.partial) that a killed command left "
-                              f"in {str(p)!r}", StoreWarning, stacklevel=2)
+                              f"in {str(p)!r}", StoreWarning, stacklevel=3)
         done: set[tuple] = set()
         if exists and not overwrite:
             attrs = _root_metadata(path).get("attributes", {})
@@ -353,7 +521,8 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
             raise
         if target != path:
             commit_run(path, target)  # its OSError says what is intact
-    return RunResult(store=path, cells_run=len(tasks), cells_skipped=len(done), summary=summarize(path))
+    return RunResult(store=path, cells_run=len(tasks), cells_skipped=len(done), summary=summarize(path),
+                     plan=plan)
 
 
 @contextlib.contextmanager
@@ -423,8 +592,9 @@ def schema_reference(path: str | Path, folder: str | Path) -> Path:
 
 #: templates written by :func:`schema_reference` in this process, newest last: {key: folder}.  Its arrays are a
 #: pure function of the configuration and ``train_data`` (the root attributes, which a run updates, are those of
-#: the first store seen; :func:`ridgexr.store.check_schema` and ``repair_schema`` read arrays only), so ``verify``,
-#: ``run``'s resume check and ``--repair`` in one process write it once (~1.5 s for 60 arrays) and copy it after.
+#: the first store seen; :func:`ridgexr.store.integrity.check_schema` and ``repair_schema`` read arrays only), so
+#: ``verify``, ``run``'s resume check and ``--repair`` in one process write it once (~1.5 s for 60 arrays) and copy it
+#: after.
 _TEMPLATES: collections.OrderedDict[str, Path] = collections.OrderedDict()
 _TEMPLATES_KEPT = 8
 
@@ -455,7 +625,7 @@ _TEMPLATE_DIR = None
 def check_store_schema(path: str | Path) -> list:
     """The damage that stops a run from resuming a store: its configuration against its hash and the record of
     its creation (:func:`check_identity`), then its metadata and the chunk files written at creation against
-    that record (:func:`ridgexr.store.check_schema`) or, for a store without one, against the template of its
+    that record (:func:`ridgexr.store.integrity.check_schema`) or, for a store without one, against the template of its
     configuration (:func:`schema_reference`)."""
     import tempfile
 
@@ -522,9 +692,9 @@ def _fields_diff(old: dict, new: dict, prefix: str = "") -> list[str]:
 
 
 def check_identity(path: str | Path) -> list:
-    """[:class:`ridgexr.store.Damage`] (kind ``identity``) when what identifies the store's contents disagrees: the
-    configuration (root attribute ``config``) with its hash (``config_hash``, recomputed with the store's training
-    set where it can be: :func:`stored_config_hash`), or either with the record kept at creation (the
+    """[:class:`ridgexr.store.integrity.Damage`] (kind ``identity``) when what identifies the store's contents
+    disagrees: the configuration (root attribute ``config``) with its hash (``config_hash``, recomputed with the
+    store's training set where it can be: :func:`stored_config_hash`), or either with the record kept at creation (the
     configuration on the fields that enter the hash, the hash, the seeds and d*).  The message gives both values
     and the user's two choices (``ridgexr verify --resolve-config creation|current``); nothing is rewritten from
     either until the user chooses.  [] when they agree (or cannot be compared)."""
@@ -563,9 +733,9 @@ def check_identity(path: str | Path) -> list:
 
 
 def check_config_hash(path: str | Path) -> list:
-    """[:class:`ridgexr.store.Damage`] (kind ``identity``) of the root attribute ``config_hash`` when it differs
-    from the hash of the configuration the store records (:func:`stored_config_hash`): ``run`` would refuse the
-    store as another configuration's.  [] when it matches or cannot be recomputed.  :func:`check_identity` checks
+    """[:class:`ridgexr.store.integrity.Damage`] (kind ``identity``) of the root attribute ``config_hash`` when
+    it differs from the hash of the configuration the store records (:func:`stored_config_hash`): ``run`` would refuse
+    the store as another configuration's.  [] when it matches or cannot be recomputed.  :func:`check_identity` checks
     this and the record kept at creation."""
     path = Path(path)
     want = stored_config_hash(path)
@@ -657,7 +827,7 @@ def _done(store: Path, layout) -> set[tuple]:
         labels = [cell_label(ds, ds["cell_complete"].dims, idx) for idx in sorted(gone)]
         warnings.warn(f"store {str(store)!r}: {len(gone)} cell(s) marked complete miss chunks ("
                       + "; ".join(" ".join(f"{k}={v}" for k, v in lab.items()) for lab in labels)
-                      + "); they are recomputed", StoreWarning, stacklevel=3)
+                      + "); they are recomputed", StoreWarning, stacklevel=4)
         clear_completion(store, labels)
     return done - set(gone)
 

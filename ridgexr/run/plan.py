@@ -22,8 +22,8 @@ from ..quality.cells import gate_batch, gate_draws
 from ..ridge import suggest_d_star
 from ..sampling import recorded_steps
 from ..scms import frame_width, use_lowrank
-from ..store import StoreLayout
-from ..store.variables import cell_chunks, step_variables
+from ..store.layout import StoreLayout
+from ..schema import cell_chunks, step_variables
 
 __all__ = ["CellTask", "plan_layout", "block_index", "cell_applies", "plan_tasks", "resolve_d_star",
            "estimate_resources", "estimate_stage_seconds", "scms_upper_seconds", "assumed_scms_iterations",
@@ -44,7 +44,7 @@ class CellTask:
     # object handed to run_experiment(model=...) or None
     state: Any = None
     # an earlier cell that samples the same thing (the same model, training set and seeds): this
-    # cell's per-step variables are copied from it (store.copy_cell) instead of sampled again
+    # cell's per-step variables are copied from it (store.write.copy_cell) instead of sampled again
     twin_of: tuple[int, ...] | None = None
 
 
@@ -343,7 +343,7 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
     S, bs = exp.n_samples, exp.sampler.block_steps
     sc = sample_chunk(S)  # plan_layout's
     k = len(exp.cell_coords())  # cell dimensions: the leading levels of every per-cell chunk key
-    # every per-cell array of the store's table (ridgexr.store.variables): the per-step ones chunk by chunk, the
+    # every per-cell array of the store's table (ridgexr.schema): the per-step ones chunk by chunk, the
     # per-sample and per-cell ones one chunk each (denoised of a stopped block, final_sample of a scheduler)
     stopped = any(getattr(b, "stopped", False) for b in exp.blocks)
     # a run that does not observe its states writes every per-step variable but the trajectory at its fill:

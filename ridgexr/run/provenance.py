@@ -24,7 +24,7 @@ def provenance(device: str, scheduler: str | None, threads_source: str | None = 
     import xarray
     import zarr
 
-    from .. import __version__
+    from .._version import __version__
 
     return {
         "ridgexr_version": __version__, "numpy_version": np.__version__, "torch_version": torch.__version__,

@@ -37,7 +37,7 @@ from ..empirical import SmoothedEmpirical
 from ..models import model_kind
 from ..models.spec import EpochTrainedSpec
 from ..reader import open_dataset, store_path
-from ..store import CELL_DIMS
+from ..schema import CELL_DIMS
 from .experiment import checkpoint_root
 from .plan import plan_layout, plan_tasks, resolve_d_star
 from .split import density_settings

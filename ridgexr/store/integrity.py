@@ -24,7 +24,7 @@ from .lifecycle import recover_store, remove_partial_files
 from .lock import StoreLock
 from .record import (DECODING_ATTRS, RECORD, SCHEMA_FIELDS, decoding_attrs, file_digest, read_record, record_files,
                      write_record_reference)
-from .variables import FIRST_SCHEMA, SCHEMA_VERSION, SINCE, schema_older
+from ..schema import FIRST_SCHEMA, SCHEMA_VERSION, SINCE, schema_older
 
 __all__ = ["NOT_DIGESTED", "cell_digest", "missing_chunks", "Damage", "DAMAGE_KINDS", "verify_store", "CONSOLIDATED",
            "SCHEMA_FIELDS", "DECODING_ATTRS", "check_schema", "repair_schema", "restore_marks", "VerifyReport",
@@ -40,7 +40,7 @@ def cell_digest(path: str | Path, cell: tuple[int, ...], *, group: zarr.Group | 
 
     A chunk copied from another cell or position, or a stale chunk of an earlier write, has the right
     checksum but another key or other bytes, so the digest changes.  A missing chunk enters as a marker.
-    Reads the cell's chunk files (no decoding).  ``arrays`` (:func:`ridgexr.store.per_cell_arrays` of the store's
+    Reads the cell's chunk files (no decoding).  ``arrays`` (:func:`ridgexr.store.layout.per_cell_arrays` of the store's
     group) spares listing them again when many cells are digested.
     """
     import hashlib
@@ -474,8 +474,8 @@ def verify_and_repair(path: str | Path, reference: Callable[[Path, Path], Path],
     one, the schema of its configuration), read every chunk, and repair only what can be repaired without making
     it worse.
 
-    Under the store's lock: finish an interrupted ``--overwrite`` (:func:`ridgexr.store.recover_store`, keeping a
-    resumable new store) and remove the unfinished chunk writes a killed command left
+    Under the store's lock: finish an interrupted ``--overwrite`` (:func:`ridgexr.store.lifecycle.recover_store`,
+    keeping a resumable new store) and remove the unfinished chunk writes a killed command left
     (:func:`ridgexr.store.lifecycle.remove_partial_files`); apply ``resolve`` (a user's explicit choice between a
     configuration and its hash); check the configuration (``identity``: against its hash and the record), then
     the metadata and the chunk files written at creation (:func:`check_schema`) against the record -- or, without

@@ -1,7 +1,7 @@
 """The store's layout: its shape and chunking (:class:`StoreLayout`), the template every store is created from,
 and how a store is opened and read (cells, marks, attributes, chunk keys).
 
-Layout (see ``docs/schema.md`` for every variable, :mod:`ridgexr.store.variables` for the table):
+Layout (see ``docs/schema.md`` for every variable, :mod:`ridgexr.schema` for the table):
 
 - cell dims ``schedule`` (str) and ``width`` (int), plus ``tau`` for a training-time sweep (:data:`CELL_DIMS`);
 - per-step variables over (cell dims..., ``sample``, ``step`` [, ``dim``]);
@@ -37,7 +37,7 @@ from zarr.storage import LocalStore
 from ..catalog.folders import root_metadata
 from ..process import OU
 from .record import array_names, decoding_attrs, metadata_problems, read_record, record_files
-from .variables import CELL_DIMS, CF_ATTRS, DIMS, SCHEMA_VERSION, attributes, layout_variables
+from ..schema import CELL_DIMS, CF_ATTRS, DIMS, SCHEMA_VERSION, attributes, layout_variables
 
 
 class StoreDamagedError(ValueError):
@@ -145,7 +145,7 @@ def cell_label(ds: xr.Dataset, dims, idx) -> dict:
 
 
 def template(layout: StoreLayout, train: np.ndarray, attrs: dict, extra: dict | None = None) -> xr.Dataset:
-    """The store's lazy template: every variable of :data:`ridgexr.store.variables.VARIABLES` that ``layout`` has,
+    """The store's lazy template: every variable of :data:`ridgexr.schema.VARIABLES` that ``layout`` has,
     filled with its ``fill`` (dask, chunked as stored: 1 along every cell dim, ``sample_chunk`` x ``block_steps``
     for the per-step variables, one chunk per cell for the others), the coordinates, ``train_data`` (n_train, d)
     and ``extra`` ({name: (dims, array)}, written eagerly), with the attributes of the table."""
@@ -189,7 +189,7 @@ def template(layout: StoreLayout, train: np.ndarray, attrs: dict, extra: dict | 
         if name in ds.variables:
             ds[name].attrs.update(long_name=long_name, **({} if unit is None else {"units": unit}),
                                   **CF_ATTRS.get(name, {}))
-    from .. import __version__
+    from .._version import __version__
 
     ds.attrs.update(ROOT_ATTRS, source=f"ridgexr {__version__}")
     ds.attrs.update(attrs)
@@ -394,7 +394,7 @@ def _table_problems(metadata: dict[str, dict]) -> list[tuple[str, str]]:
     """[(array, what is wrong)] of metadata against the variable table, for a store without a record: the data
     type of every variable and coordinate of the table, and no value-changing attribute but a float array's
     ``_FillValue`` NaN and the ``coordinates`` list (the only ones ridgexr writes)."""
-    from .variables import COORDINATES, VARIABLES
+    from ..schema import COORDINATES, VARIABLES
 
     out = []
     kinds = {"t": "float64", "alpha": "float64", "h": "float64", "sampler_step": "int64", "tau": "float64"}

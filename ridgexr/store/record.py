@@ -1,8 +1,8 @@
 """The record a store keeps of its creation: what cannot be recomputed from its configuration alone, and what its
 metadata and configuration were, checksummed.
 
-When a store is created (:func:`ridgexr.store.create_store`, :func:`ridgexr.store.create_staging`), before it is
-renamed into place, :func:`write_record` adds the hidden zarr group ``.creation`` to it:
+When a store is created (:func:`ridgexr.store.lifecycle.create_store`,
+:func:`ridgexr.store.lifecycle.create_staging`), before it is renamed into place, :func:`write_record` adds the hidden zarr group ``.creation`` to it:
 
 - a copy of every array written at creation (``train_data`` -- the training set, possibly a user's file --, the
   dataset's extras, the coordinates, ``cell_applies``), chunk files byte for byte, each a readable zarr array;

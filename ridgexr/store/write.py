@@ -1,9 +1,9 @@
 """Writing a store's cells: blocks of recorded steps (:func:`write_block`, :class:`CellWriter`), then the per-cell
 variables and the completion mark, last (:func:`write_cell_end`), or a copy of a complete cell (:func:`copy_cell`).
 
-Every value is checked against its variable's shape (:func:`ridgexr.store.variables.cell_value_shape`) before
+Every value is checked against its variable's shape (:func:`ridgexr.schema.cell_value_shape`) before
 anything is written: zarr broadcasts silently.  The variables are those of the table
-(:data:`ridgexr.store.variables.VARIABLES`), read when a cell is written.
+(:data:`ridgexr.schema.VARIABLES`), read when a cell is written.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import zarr
 
 from .integrity import cell_digest
 from .layout import StoreLayout, open_arrays
-from .variables import CELL_DIAGNOSTICS, CELL_QUALITY, FIRST_SCHEMA, cell_value_shape, layout_variables, step_variables
+from ..schema import CELL_DIAGNOSTICS, CELL_QUALITY, FIRST_SCHEMA, cell_value_shape, layout_variables, step_variables
 
 __all__ = ["write_block", "CellWriter", "write_cell_end", "write_cell_values", "copy_cell"]
 
@@ -156,13 +156,13 @@ def write_cell_end(path: str | Path, layout: StoreLayout, cell: tuple[int, ...],
 
 
 def write_cell_values(path: str | Path, layout: StoreLayout, cell: tuple[int, ...], values: dict[str, Any]) -> None:
-    """Write every per-cell result variable of ``layout`` (:func:`ridgexr.store.variables.layout_variables`, the
+    """Write every per-cell result variable of ``layout`` (:func:`ridgexr.schema.layout_variables`, the
     marks left out) for ``cell``: ``values[name]``, or the variable's fill where it is absent or None; then the
     cell's digest and its completion mark, last.
 
-    Each value must have the variable's shape for one cell (:func:`ridgexr.store.variables.cell_value_shape`:
+    Each value must have the variable's shape for one cell (:func:`ridgexr.schema.cell_value_shape`:
     (n_samples,), (n_samples, d), (n_samples, len(d_star_alt)) or ()); every shape is checked before anything is
-    written.  A variable that a later schema added (:data:`ridgexr.store.variables.SINCE`) is left out when the
+    written.  A variable that a later schema added (:data:`ridgexr.schema.SINCE`) is left out when the
     store, of an older schema, lacks it.
 
     Raises

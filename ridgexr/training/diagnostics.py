@@ -1,7 +1,7 @@
-"""Per-cell training diagnostics: the one list of their names and meanings, and their Dataset.
+"""Per-cell training diagnostics: their Dataset.
 
-:data:`DIAGNOSTIC_VARIABLES` is the single place these variables are named; the store
-schema (:mod:`ridgexr.store`) and the run planner (:mod:`ridgexr.run`) read it.
+Their names and meanings are :data:`ridgexr.schema.DIAGNOSTIC_VARIABLES` (the store's table, torch-free), which
+the run planner (:mod:`ridgexr.run`) reads too.
 """
 
 from __future__ import annotations
@@ -9,23 +9,12 @@ from __future__ import annotations
 import numpy as np
 
 from .. import units
+from ..schema import DIAGNOSTIC_VARIABLES
 from .fit import evaluate_fits
 
 __all__ = ["DIAGNOSTIC_VARIABLES", "LOSS_UNITS", "fits_to_dataset"]
 
 LOSS_UNITS = units.LOSS
-
-#: name -> long_name of every per-cell diagnostic, as estimated by :func:`fits_to_dataset`
-#: with ``heldout=True`` (the store's setting)
-DIAGNOSTIC_VARIABLES: dict[str, str] = {
-    "loss": "weighted score-matching training loss L(A(tau)) (training sample)",
-    "optimal_loss": "loss L* of the exact (memorizing) denoiser, held-out sample",
-    "excess_loss": "L(A(tau)) - L*, held-out sample",
-    "excess_loss_se": "Monte-Carlo standard error of the excess loss, held-out sample",
-    "excess_loss_insample": "L(A(tau)) - L* on the training sample (biased low by the fit)",
-    "excess_tangent": "tangent part of the excess loss (ridge frame at x_t), held-out sample",
-    "excess_normal": "normal part of the excess loss (ridge frame at x_t), held-out sample",
-}
 
 
 def fits_to_dataset(fits: dict, *, d_star: int | None = None, heldout: bool = True, sample=None,

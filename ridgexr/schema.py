@@ -8,7 +8,8 @@ Every other list of stored variables is read off :data:`VARIABLES`: the per-step
 that :func:`ridgexr.observe.step_quantities` fills (:func:`empty_step_values`) and the planner's store-size bound
 (:func:`cell_chunks`).  Adding a stored variable is one :class:`Variable` here and the code that computes it.
 
-This module imports no zarr, xarray or dask: the observation layer (:mod:`ridgexr.observe`) reads it.
+The table is a schema: this module imports numpy and the package's lowest floor only (no torch, zarr, xarray or
+dask), so the observation layer (:mod:`ridgexr.observe`) and the training diagnostics read it from below the store.
 """
 
 from __future__ import annotations
@@ -19,15 +20,27 @@ from typing import Iterator
 
 import numpy as np
 
-from .. import units
-from ..choices import CELL_DIMS as _CELL_DIMS
-from ..training.diagnostics import DIAGNOSTIC_VARIABLES, LOSS_UNITS
+from . import units
+from .choices import CELL_DIMS as _CELL_DIMS
 
-__all__ = ["SCHEMA_VERSION", "FIRST_SCHEMA", "Variable", "DIMS", "VARIABLES", "COORDINATES", "VARIABLE_ATTRS",
+__all__ = ["DIAGNOSTIC_VARIABLES", "SCHEMA_VERSION", "FIRST_SCHEMA", "Variable", "DIMS", "VARIABLES", "COORDINATES", "VARIABLE_ATTRS",
            "COORD_ATTRS", "CF_ATTRS", "CELL_DIMS", "STEP_VECTOR", "STEP_SCALAR", "STEP_BOOL", "STEP_INT",
            "STEP_OPTIONAL", "STEP_VARIABLES", "DEGENERATE_FLAGS", "SINCE", "CELL_DIAGNOSTICS", "CELL_QUALITY",
            "QUALITY_VARIABLES", "ARRAYS_SCHEMA", "schema_older", "layout_variables", "step_variables", "attributes", "cell_value_shape", "empty_step_values",
            "cell_chunks"]
+
+#: name -> long_name of every per-cell training diagnostic, as estimated by
+#: :func:`ridgexr.training.fits_to_dataset` with ``heldout=True`` (the store's setting); units
+#: :data:`ridgexr.units.LOSS`
+DIAGNOSTIC_VARIABLES: dict[str, str] = {
+    "loss": "weighted score-matching training loss L(A(tau)) (training sample)",
+    "optimal_loss": "loss L* of the exact (memorizing) denoiser, held-out sample",
+    "excess_loss": "L(A(tau)) - L*, held-out sample",
+    "excess_loss_se": "Monte-Carlo standard error of the excess loss, held-out sample",
+    "excess_loss_insample": "L(A(tau)) - L* on the training sample (biased low by the fit)",
+    "excess_tangent": "tangent part of the excess loss (ridge frame at x_t), held-out sample",
+    "excess_normal": "normal part of the excess loss (ridge frame at x_t), held-out sample",
+}
 
 SCHEMA_VERSION = "1.9"
 #: the schema version of the arrays the first store already had (docs/schema.md, "Schema history")
@@ -73,7 +86,7 @@ class Variable:
     optional : bool
         A per-step variable a block may leave out (it is written as ``fill``).
     when : str, optional
-        The :class:`ridgexr.store.StoreLayout` field that must be set for the store to have it
+        The :class:`ridgexr.store.layout.StoreLayout` field that must be set for the store to have it
         (``d_star_alt``, ``denoised``, ``final_sample``, ``n_gate``).
     mark : bool
         Book-keeping the store writes itself (completion mark, digest, which cells apply), not a cell's result.
@@ -209,8 +222,8 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
     # per sample
     Variable("diverged", "sample", "the trajectory left the finite numbers at some step", "1", dtype="bool",
              fill=False),
-    # per cell: the training diagnostics (named once in ridgexr.training) and the sample quality
-    *(Variable(name, "cell", long_name, LOSS_UNITS) for name, long_name in DIAGNOSTIC_VARIABLES.items()),
+    # per cell: the training diagnostics (named once: DIAGNOSTIC_VARIABLES) and the sample quality
+    *(Variable(name, "cell", long_name, units.LOSS) for name, long_name in DIAGNOSTIC_VARIABLES.items()),
     *(Variable(name, "cell", long_name, unit, since=since) for name, (long_name, unit, since)
       in QUALITY_VARIABLES.items()),
     Variable("cell_complete", "cell", "every variable of this cell is written", "1", dtype="bool", fill=False,
@@ -307,7 +320,7 @@ STEP_VARIABLES = STEP_VECTOR + STEP_SCALAR + STEP_BOOL + STEP_INT + STEP_OPTIONA
 #: per-step variable -> the flag under which it is numerically undetermined (masked, not averaged,
 #: by every summary: :func:`ridgexr.analysis.resolved`)
 DEGENERATE_FLAGS = {v.name: v.degenerate for v in VARIABLES.values() if v.degenerate}
-#: per-cell training diagnostics (float, one value per cell), named once in ridgexr.training
+#: per-cell training diagnostics (float, one value per cell), named once in :data:`DIAGNOSTIC_VARIABLES`
 CELL_DIAGNOSTICS = tuple(DIAGNOSTIC_VARIABLES)
 CELL_QUALITY = tuple(QUALITY_VARIABLES)
 #: arrays (variables and coordinates) added after the first schema, with the schema version that added them
@@ -335,8 +348,8 @@ def schema_older(version: str, than: str = SCHEMA_VERSION) -> bool:
 
 def layout_variables(*, d_star_alt=(), denoised: bool = False, final_sample: bool = False,
                      n_gate: int = 0) -> Iterator[Variable]:
-    """The per-cell variables a store of this layout has (the ``when`` fields of :class:`ridgexr.store.StoreLayout`),
-    in template order."""
+    """The per-cell variables a store of this layout has (the ``when`` fields of
+    :class:`ridgexr.store.layout.StoreLayout`), in template order."""
     on = {"d_star_alt": bool(d_star_alt), "denoised": bool(denoised), "final_sample": bool(final_sample),
           "n_gate": n_gate > 0}
     for v in VARIABLES.values():
