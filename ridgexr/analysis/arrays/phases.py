@@ -1,6 +1,6 @@
-"""The phases of a sampled trajectory, array layer: when it reaches the ridge's tube and aligns with the ridge, how far it
-slides along it, the tangential distance to the nearest training point, the time-integrated residual, and where a
-sweep curve crosses a level.
+"""The phases of a sampled trajectory, array layer: when it reaches the ridge's tube and aligns with the ridge, how
+far it slides along it, the tangential distance to the nearest training point, the time-integrated residual, and
+where a sweep curve crosses a level.
 
 Steps along the next-to-last axis of a ``(..., K, d)`` array (or the last of ``(..., K)``), in sampling order (t
 decreasing); vectorised over the leading axes.
