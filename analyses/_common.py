@@ -11,7 +11,7 @@ import numpy as np
 import ridgexr
 from ridgexr import plot
 from ridgexr.analysis.arrays import proportion_ci
-from ridgexr.analysis.claims import median_interval
+from ridgexr.analysis.arrays import median_interval
 from ridgexr.choices import CELL_DIMS
 from ridgexr.run import run_experiment
 
@@ -59,7 +59,7 @@ def markdown_table(df, floatfmt: str = ".3g") -> str:
 
 def median_ci_text(v: np.ndarray) -> str:
     """The median of the finite values of ``v`` with its percentile-bootstrap 95 % interval
-    (:func:`ridgexr.analysis.claims.median_interval`) as "median [low, high]" ("-" when none is finite)."""
+    (:func:`ridgexr.analysis.arrays.median_interval`) as "median [low, high]" ("-" when none is finite)."""
     med, low, high, _ = median_interval(v)
     return "-" if np.isnan(med) else f"{med:.3g} [{low:.3g}, {high:.3g}]"
 

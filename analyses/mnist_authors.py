@@ -35,7 +35,7 @@ from _common import markdown_table, parser, share, store_for
 import pandas as pd
 
 from ridgexr import analysis as an
-from ridgexr.analysis.claims import median_interval
+from ridgexr.analysis.arrays import median_interval
 
 ENTRIES = ("mnist-authors", "mnist-authors-score")
 

@@ -71,19 +71,19 @@ def main() -> None:
     rng = np.random.default_rng(0)
     pts, q = rng.normal(size=(100_000, 2)), rng.normal(size=(20_000, 2))
     tree = best_time(lambda: arrays.nearest_two(q, pts), 2)
-    limit = arrays.KD_TREE_MAX_DIM
-    arrays.KD_TREE_MAX_DIM = 0  # the matrix-product path
+    limit = arrays.distances.KD_TREE_MAX_DIM
+    arrays.distances.KD_TREE_MAX_DIM = 0  # the matrix-product path
     try:
         dense = best_time(lambda: arrays.nearest_two(q, pts), 1)
         d_dense = arrays.nearest_two(q[:2000], pts)[0]
     finally:
-        arrays.KD_TREE_MAX_DIM = limit
+        arrays.distances.KD_TREE_MAX_DIM = limit
     same_d = np.allclose(arrays.nearest_two(q[:2000], pts)[0], d_dense, rtol=1e-12, atol=1e-12)
     print(f"2. nearest two, 2e4 queries x 1e5 points, d = 2: matrix {dense:.2f} s, k-d tree {tree:.3f} s, "
           f"ratio {dense / tree:.0f}; same distances: {same_d}")
     v = rng.exponential(size=arrays.RESAMPLE_LIMIT)
     slow = best_time(lambda: arrays.bootstrap_medians(v, 2000, np.random.default_rng(0)), 1)  # resampling
-    arrays.RESAMPLE_LIMIT = v.size - 1  # the order-statistic path
+    arrays.intervals.RESAMPLE_LIMIT = v.size - 1  # the order-statistic path
     fast = best_time(lambda: arrays.bootstrap_medians(v, 2000, np.random.default_rng(0)), 3)
     print(f"3. bootstrap medians, 2000 of {v.size} values: resampling {slow:.2f} s, order statistics {fast * 1e3:.2f} ms, "
           f"ratio {slow / fast:.0f}")

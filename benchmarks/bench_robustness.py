@@ -32,6 +32,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import best_time, machine  # noqa: E402
 
+# the robustness tests' helpers: these trials are theirs at a larger size, compared by the same rules
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from reference_runs import RUN_SCRIPT, edit_json, file_bytes, same_store, without_verified  # noqa: E402
+
 import ridgexr  # noqa: E402
 from ridgexr import schema  # noqa: E402
 from ridgexr.catalog import experiment_from_file  # noqa: E402
@@ -54,18 +58,9 @@ experiments:
     d_star: 1
     store: tiny.zarr
 """
-RUN = "import sys\nfrom ridgexr.catalog import experiment_from_file\nfrom ridgexr.run import run_experiment\n" \
-      "run_experiment(experiment_from_file(sys.argv[1]), store=sys.argv[2])\n"
-
-
-def same(a, b) -> bool:
-    x, y = ridgexr.open_dataset(a), ridgexr.open_dataset(b)
-    return set(x.variables) == set(y.variables) and all(
-        np.array_equal(x[n].values, y[n].values, equal_nan=x[n].dtype.kind == "f") for n in x.variables)
-
 
 def kill_and_resume(cat, exp, ref, store, delay, wait_for=None) -> tuple[bool, bool]:
-    proc = subprocess.Popen([sys.executable, "-c", RUN, str(cat), str(store)])
+    proc = subprocess.Popen([sys.executable, "-c", RUN_SCRIPT, str(cat), str(store)])
     if wait_for is not None:
         end = time.time() + 60
         while time.time() < end and not wait_for() and proc.poll() is None:
@@ -79,7 +74,7 @@ def kill_and_resume(cat, exp, ref, store, delay, wait_for=None) -> tuple[bool, b
     except Exception as exc:  # a trial that does not resume is a failed trial, reported
         print(f"  resume failed: {type(exc).__name__}: {exc}")
         return False, finished
-    return same(ref, store), finished
+    return same_store(ref, store), finished
 
 
 def race(path, rounds, barrier, queue):
@@ -174,7 +169,7 @@ def crashes(args, tmp, cat, exp):
         detected += any(d.variable == "trajectory" for d in damage)
         clear_completion(s, [d.cell for d in damage])
         run_experiment(exp, store=s)
-        repaired += same(ref, s) and not verify_store(s)[0]
+        repaired += same_store(ref, s) and not verify_store(s)[0]
     rows.append(("corruption detected by verify (" + ", ".join(cases) + ")", len(cases), detected))
     rows.append(("repaired store bit-identical to an uninterrupted run", len(cases), repaired))
     print("| check | trials | held |\n|---|---|---|")
@@ -212,21 +207,7 @@ TIMING_CATALOG = CATALOG.replace("n_samples: 32", "n_samples: 256").replace("n_s
 
 def _files(folder: Path) -> dict:
     """{file: bytes} of a store, the root zarr.json parsed without ``verified`` (what a verify records)."""
-    import json
-
-    out = {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
-    root = json.loads(out.pop("zarr.json"))
-    root["attributes"].pop("verified", None)
-    out["zarr.json"] = root
-    return out
-
-
-def _edit(f: Path, fn) -> None:
-    import json
-
-    meta = json.loads(f.read_text())
-    fn(meta)
-    f.write_text(json.dumps(meta))
+    return without_verified(file_bytes(folder))
 
 
 def _cli(*args) -> tuple[int, str]:
@@ -285,7 +266,7 @@ def store_trials(tmp: Path, cat: Path, exp, n: int, rng: random.Random) -> list[
             node[last] = value
             m["attributes"]["config"] = json.dumps(cfg, separators=(",", ":"))
 
-        _edit(store / "zarr.json", change)
+        edit_json(store / "zarr.json", change)
         edited = _files(store)
         code, out = _cli("verify", store)
         code2, _ = _cli("verify", "--repair", store)
@@ -375,7 +356,7 @@ def store_trials(tmp: Path, cat: Path, exp, n: int, rng: random.Random) -> list[
                 meta["attributes"][kind] = {"scale_factor": 2.0, "add_offset": 1.0, "_FillValue": 1,
                                             "units": "days since 2000-01-01"}[kind]
 
-        _edit(store / "zarr.json", damage)
+        edit_json(store / "zarr.json", damage)
         ok = 0
         for reader in (ridgexr.open_dataset, lambda s: xr.open_dataset(s, engine="ridgexr")):
             try:
@@ -430,7 +411,7 @@ def store_trials(tmp: Path, cat: Path, exp, n: int, rng: random.Random) -> list[
         else:
             name = rng.choice(["trajectory", "ridge_distance", "resolved_rank", "ridge_converged", "loss",
                                "diverged", "cell_digest"])
-            _edit(store / name / "zarr.json", fields[case])
+            edit_json(store / name / "zarr.json", fields[case])
         code, out = _cli("verify", "--repair", store)
         held += (code == 1 and "marked incomplete" not in out and bool(ridgexr.open_dataset(store).cell_complete.all())
                  and _cli("verify", store)[0] == 0 and run_experiment(exp, store=store).cells_run == 0
@@ -462,19 +443,19 @@ def store_trials(tmp: Path, cat: Path, exp, n: int, rng: random.Random) -> list[
                 g.write_bytes(data)
                 f.write_bytes(other)
         elif kind == "scale_factor" and f.name == "zarr.json" and f.parent != store:
-            _edit(f, lambda m: m.setdefault("attributes", {}).__setitem__("scale_factor", 3.0))
+            edit_json(f, lambda m: m.setdefault("attributes", {}).__setitem__("scale_factor", 3.0))
         code, out = _cli("verify", store)
         if code == 2:  # the root metadata, which hold the configuration: named, refused
             outcome["refused"] += f == store / "zarr.json" and "root metadata file" in out
             continue
         if code == 0:
-            outcome["harmless"] += _same(ref, store)
+            outcome["harmless"] += same_store(ref, store)
             continue
         _cli("verify", "--repair", store)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", StoreWarning)
             run_experiment(exp, store=store)
-        outcome["repaired"] += _same(ref, store) and _cli("verify", store)[0] == 0
+        outcome["repaired"] += same_store(ref, store) and _cli("verify", store)[0] == 0
     rows.append((f"random damage (delete, truncate, flip, swap, scale_factor) of any file, of a zarr.json or of the "
                  f"record: verify finds it and --repair + run give the uninterrupted store ({outcome['repaired']}), "
                  f"or it changes no value read ({outcome['harmless']}), or the root metadata are named and refused "
@@ -509,14 +490,6 @@ def store_trials(tmp: Path, cat: Path, exp, n: int, rng: random.Random) -> list[
     rows.append(("a resume on a disk with room for its unfinished cell only; --threads 100000; --data-dir ''", 3,
                  int(resumed) + int(threads.returncode == 2 and "between 1 and" in threads.stderr) + int(empty)))
     return rows
-
-
-def _same(a: Path, b: Path) -> bool:
-    """Every variable of the two stores equal (NaN equal to NaN)."""
-    try:
-        return same(a, b)
-    except Exception:  # a store that does not open is not the uninterrupted one
-        return False
 
 
 def _raises(kind, fn, *args, **kwargs) -> bool:

@@ -41,6 +41,7 @@ States that are not finite, or beyond the divergence bound (|x| > ``bound``, see
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -111,11 +112,53 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
         return _with_scaled(out)
     tt = torch.as_tensor(np.broadcast_to(np.asarray(t, dtype=np.float64)[:, None], (B, n)).copy(),
                          device=x.device, dtype=x.dtype)
-    xf, tf = x[finite], tt[finite]
-    mask = out["finite"]
-    dens = density.with_time(tf)
-    proj, fr = scms(dens, xf, tf, d_star, "log", tol, max_iter, top_k, stop_degenerate, accelerate=accelerate,
-                    gap_floor=gap_floor, frame=frame)
+    states = _States(out["finite"], x[finite], tt[finite])
+    ridge = _Ridge(density, d_star, tol, max_iter, top_k, stop_degenerate, accelerate, gap_floor, frame)
+    fr = _observe_frame(out, states, ridge, resolved)
+    _observe_projected_gradient(out, states, ridge, fr, float(np.min(t)) if t_min is None else float(t_min))
+    _with_scaled(out)
+    _observe_residual_split(out, states, fr, denoise, None if score is None else score[finite])
+    return out
+
+
+@dataclass(frozen=True)
+class _States:
+    """The observed states of a block: where they are in it (``mask`` (B, n) bool), and the states ``x`` (M, d)
+    and their times ``t`` (M,) as tensors."""
+
+    mask: np.ndarray
+    x: torch.Tensor
+    t: torch.Tensor
+
+
+@dataclass(frozen=True)
+class _Ridge:
+    """The ridge a block is observed against: the density, d* and the SCMS settings of :func:`step_quantities`."""
+
+    density: SmoothedEmpirical
+    d_star: int
+    tol: float | None
+    max_iter: int
+    top_k: int | None
+    stop_degenerate: int | None
+    accelerate: bool
+    gap_floor: float | None
+    frame: str
+
+    def project(self, x: torch.Tensor, t: torch.Tensor, d_star: int):
+        """SCMS of ``x`` at times ``t`` onto the ``d_star``-dimensional log ridge: (projection, frame at x)."""
+        return scms(self.density.with_time(t), x, t, d_star, "log", self.tol, self.max_iter, self.top_k,
+                    self.stop_degenerate, accelerate=self.accelerate, gap_floor=self.gap_floor, frame=self.frame)
+
+
+def _observe_frame(out: dict, states: _States, ridge: _Ridge, resolved: bool):
+    """Fill the projection onto the ridge and the frame at each state: ``ridge_projection``, ``ridge_distance``,
+    ``ridge_residual``, ``ridge_converged``, ``normal_curvature``, ``dropped_mass``, ``frame_degenerate``,
+    ``ridge_degenerate``, ``resolved_rank``, ``frame_gap_relative`` and, with ``resolved``,
+    ``ridge_distance_resolved``.  Returns the frame at the states (SCMS's first evaluation), which the other
+    parts reuse."""
+    mask, xf, tf = states.mask, states.x, states.t
+    proj, fr = ridge.project(xf, tf, ridge.d_star)
     out["ridge_projection"][mask] = proj.point.cpu().numpy()
     out["ridge_distance"][mask] = (proj.point - xf).norm(dim=-1).cpu().numpy()
     out["ridge_residual"][mask] = proj.residual.cpu().numpy()
@@ -130,32 +173,44 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
         # d*(x, t) = min(d*, resolved rank): the fixed-d* projection where the rank reaches d*, one more SCMS
         # run for each smaller dimension present (a few distinct values)
         dist = (proj.point - xf).norm(dim=-1)
-        dim_x = torch.clamp(fr.resolved_rank, max=d_star)
-        for k in torch.unique(dim_x[dim_x < d_star]).tolist():
+        dim_x = torch.clamp(fr.resolved_rank, max=ridge.d_star)
+        for k in torch.unique(dim_x[dim_x < ridge.d_star]).tolist():
             sel = (dim_x == k).nonzero().squeeze(-1)
-            pk, _ = scms(density.with_time(tf[sel]), xf[sel], tf[sel], int(k), "log", tol, max_iter, top_k,
-                         stop_degenerate, accelerate=accelerate, gap_floor=gap_floor, frame=frame)
+            pk, _ = ridge.project(xf[sel], tf[sel], int(k))
             dist[sel] = (pk.point - xf[sel]).norm(dim=-1)
         out["ridge_distance_resolved"][mask] = dist.cpu().numpy()
-    # the authors' measure at the state: |E E^T grad log p_s(x)| = |N N^T step| / h_s, at s = t (the frame
-    # at x is SCMS's first) and at s = t_min (one more frame)
+    return fr
+
+
+def _observe_projected_gradient(out: dict, states: _States, ridge: _Ridge, fr, t_min: float) -> None:
+    """Fill the authors' measure at the state, |E E^T grad log p_s(x)| = |N N^T step| / h_s:
+    ``projected_gradient`` at s = t (from ``fr``, the frame at x) and ``projected_gradient_tmin`` at s = ``t_min``
+    (one more frame)."""
+    mask, xf, tf = states.mask, states.x, states.t
     out["projected_gradient"][mask] = (fr.project_normal(fr.step).norm(dim=-1) / fr.h).cpu().numpy()
-    s_min = float(np.min(t)) if t_min is None else float(t_min)
-    tm = torch.full_like(tf, s_min)
-    fm = frame_flat(density.with_time(tm), xf, tm, d_star, "log", top_k, gap_floor, frame=frame)
+    tm = torch.full_like(tf, t_min)
+    fm = frame_flat(ridge.density.with_time(tm), xf, tm, ridge.d_star, "log", ridge.top_k, ridge.gap_floor,
+                    frame=ridge.frame)
     out["projected_gradient_tmin"][mask] = (fm.project_normal(fm.step).norm(dim=-1) / fm.h).cpu().numpy()
-    _with_scaled(out)
+
+
+def _observe_residual_split(out: dict, states: _States, fr, denoise, score: torch.Tensor | None) -> None:
+    """Fill the model's error e = denoise(x, t) - E[x0 | x_t = x] split by the frame at x ``fr``:
+    ``residual_normal``, ``residual_tangent`` (N N^T e, T T^T e) and ``residual_normal_rank``,
+    ``residual_tangent_rank`` (the split at the state's resolved rank); zero for the exact denoiser
+    (``denoise`` None).  ``score`` (M, d): the sampler's score at the states, or None."""
+    mask, xf, tf = states.mask, states.x, states.t
     if denoise is None:
         for name in ("residual_normal", "residual_tangent", "residual_normal_rank", "residual_tangent_rank"):
             out[name][mask] = 0.0
-        return out
+        return
     # the frame at x itself is the first SCMS evaluation: reuse it
     mean = (fr.step + xf) / fr.alpha[:, None]  # step = alpha m - x
     # the model is evaluated in chunks of points: a block holds block_steps x n_samples states, and a
     # width-p random-feature model needs ~3 x 8p bytes per point (the whole block at once held
     # 1.5 GB for p = 1024, the default entry's peak memory)
     if score is not None:  # the sampler's own evaluation: D = (x + h s) / alpha
-        pred = (xf + fr.h[:, None] * score[finite].to(xf.dtype)) / fr.alpha[:, None]
+        pred = (xf + fr.h[:, None] * score.to(xf.dtype)) / fr.alpha[:, None]
         todo = (~torch.isfinite(pred).all(-1)).nonzero().squeeze(-1)
     else:
         pred = torch.empty_like(xf)
@@ -180,7 +235,6 @@ def step_quantities(density: SmoothedEmpirical, x: torch.Tensor, t: np.ndarray, 
     nan = torch.full_like(tangent_rank, math.nan)
     out["residual_tangent_rank"][mask] = torch.where(known, torch.sqrt(tangent_rank), nan).cpu().numpy()
     out["residual_normal_rank"][mask] = torch.where(known, torch.sqrt(normal_rank), nan).cpu().numpy()
-    return out
 
 
 def batch_scaled(values: np.ndarray) -> np.ndarray:

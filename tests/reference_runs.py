@@ -1,8 +1,14 @@
 """Helpers of the run-robustness tests (tests/test_run_robustness.py, test_run_kills.py, test_run_signals.py,
-test_run.py's kill test): an uninterrupted reference run, a run in its own process, and comparisons of stores
-and folders.  The reference runs themselves are
-session fixtures in conftest.py (``reference``, ``small_reference``, ``long_reference``, ``new_reference``)."""
+test_store_integrity.py, test_run.py's kill test) and of their larger trials in benchmarks/bench_robustness.py:
+an uninterrupted reference run, a run in its own process, comparisons of stores and folders, and a metadata file
+edited in place.  The reference runs themselves are session fixtures in conftest.py (``reference``,
+``small_reference``, ``long_reference``, ``new_reference``).
 
+A module of plain functions, not fixtures, because the benchmark imports it too (it puts tests/ on ``sys.path``,
+as conftest.py has it): the trials it runs are these tests' at a larger size, and compare stores by the same
+rules."""
+
+import json
 import shutil
 import time
 
@@ -19,6 +25,17 @@ from ridgexr.catalog import experiment_from_file
 from ridgexr.run import run_experiment
 run_experiment(experiment_from_file(sys.argv[1]), store=sys.argv[2])
 """
+
+
+def same_store(a_path, b_path) -> bool:
+    """Every variable of the two stores equal (NaN equal to NaN); False where either does not open (a store that
+    does not open is not the uninterrupted one)."""
+    try:
+        a, b = ridgexr.open_dataset(a_path), ridgexr.open_dataset(b_path)
+        return set(a.variables) == set(b.variables) and all(
+            np.array_equal(a[n].values, b[n].values, equal_nan=a[n].dtype.kind == "f") for n in a.variables)
+    except Exception:  # noqa: BLE001 -- any failure to open or read is "not the same store"
+        return False
 
 
 def assert_same_store(a_path, b_path):
@@ -40,6 +57,23 @@ def uninterrupted(folder, write_catalog, **size):
 def file_bytes(folder):
     """{relative path: bytes} of every file under ``folder`` (a store compared bit for bit, file by file)."""
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def without_verified(files):
+    """{file: bytes} of :func:`file_bytes` with the root ``zarr.json`` parsed and its ``verified`` attribute (what
+    verify records) left out: what a verify that repairs nothing may change."""
+    out = dict(files)
+    root = json.loads(out.pop("zarr.json"))
+    root["attributes"].pop("verified", None)
+    out["zarr.json"] = root
+    return out
+
+
+def edit_json(f, edit):
+    """Apply ``edit`` (a function changing a dict in place) to the JSON file ``f``."""
+    meta = json.loads(f.read_text())
+    edit(meta)
+    f.write_text(json.dumps(meta))
 
 
 def leftovers(folder):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from ridgexr.analysis.claims import median_interval
+from ridgexr.analysis.arrays import median_interval
 from ridgexr.choices import CELL_DIMS
 
 ANALYSES = Path(__file__).resolve().parents[1] / "analyses"
@@ -69,7 +69,7 @@ def test_complete_cells_walks_every_cell_dim_of_the_store(common, sizes):
 
 
 def test_median_ci_text_is_the_librarys_median_interval(common):
-    """One median interval: the scripts' text is :func:`ridgexr.analysis.claims.median_interval`, its large-sample
+    """One median interval: the scripts' text is :func:`ridgexr.analysis.arrays.median_interval`, its large-sample
     path included (above arrays.RESAMPLE_LIMIT values), NaNs ignored; "-" when nothing is finite."""
     rng = np.random.default_rng(3)
     for v in (rng.standard_normal(50), np.r_[rng.exponential(size=30_000), np.nan]):

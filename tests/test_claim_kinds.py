@@ -317,3 +317,37 @@ def test_the_generates_claim_on_a_store_is_its_stored_gate(tmp_path, catalog_tex
         g = str(gate.sel(c.labels).item())
         assert c.verdict.startswith({"generates": "agrees", "does not generate": "disagrees",
                                      "not assessed": "untestable"}[g]), (g, c.row())
+
+
+# ---------------------------------------------------------------- the criteria shared by kinds
+
+
+def test_one_criterion_per_shape_the_variance_kinds_share_it():
+    """Every table kind whose criterion is "interval above a level" or "within +- a margin" reads it from the one
+    class of that shape (ridgexr.claims.claim_kind.IntervalAbove / IntervalWithin), with its level as data, not
+    a copy of the criterion; the regions are the ones written: above the level (or strictly above 0) agrees,
+    below it disagrees; inside +- the margin agrees, wholly outside disagrees."""
+    from ridgexr.claims.claim_kind import ABOVE_ZERO, IntervalAbove, IntervalWithin
+    from ridgexr.verdicts import interval_verdict
+
+    above = {n for n, k in KINDS.items() if isinstance(k, IntervalAbove)}
+    within = {n for n, k in KINDS.items() if isinstance(k, IntervalWithin)}
+    assert above == {"gap-mass-grows", "gap-mass-correlates", "excess-fills-gap", "vkernel-fills-gap",
+                     "targets-gap-grows"}
+    assert within == {"gap-mass-vanishes", "gaussian-reproduces", "vkernel-predicts"}
+    for name in above | within:
+        assert "criterion" not in type(KINDS[name]).__dict__, name  # no copy of its own
+    for name in above:
+        level = KINDS[name].above
+        c = KINDS[name].criterion()
+        edge = ABOVE_ZERO if level == 0 else level
+        assert c.agrees == (edge, math.inf) and c.disagrees == ((-math.inf, edge),), name
+        assert [interval_verdict(lo, hi, c) for lo, hi in [(edge + 0.01, 1.0), (-1.0, edge - 1e-3), (-1.0, 1.0)]] \
+            == ["agrees", "disagrees", "inconclusive"], name
+    assert interval_verdict(0.0, 1.0, KINDS["vkernel-fills-gap"].criterion()) == "inconclusive"  # 0 is not above 0
+    for name in within:
+        m = KINDS[name].within
+        c = KINDS[name].criterion()
+        assert c.agrees == (-m, m) and c.disagrees == ((-math.inf, -m), (m, math.inf)), name
+        assert [interval_verdict(lo, hi, c) for lo, hi in [(-m / 2, m / 2), (m * 1.1, 1.0), (0.0, 2 * m)]] \
+            == ["agrees", "disagrees", "inconclusive"], name

@@ -13,7 +13,7 @@ import ridgexr
 from ridgexr.catalog import ClaimSpec
 from ridgexr.claims import check_claim_specs, store_claims
 from ridgexr.cli import app
-from ridgexr.analysis.claims import median_interval
+from ridgexr.analysis.arrays import median_interval
 
 
 def test_claim_specs_are_checked_against_the_registry():
@@ -249,12 +249,12 @@ def test_bootstrap_medians_by_order_statistics_have_the_resampling_law(n):
     from ridgexr.analysis import arrays
 
     v = np.random.default_rng(n).exponential(size=n).round(2)  # ties
-    limit = arrays.RESAMPLE_LIMIT
-    arrays.RESAMPLE_LIMIT = 100  # the order-statistic path at this size
+    limit = arrays.intervals.RESAMPLE_LIMIT
+    arrays.intervals.RESAMPLE_LIMIT = 100  # the order-statistic path at this size
     try:
         fast = arrays.bootstrap_medians(v, 4000, np.random.default_rng(1))
     finally:
-        arrays.RESAMPLE_LIMIT = limit
+        arrays.intervals.RESAMPLE_LIMIT = limit
     slow = np.median(v[np.random.default_rng(2).integers(0, n, size=(4000, n))], axis=1)
     assert stats.ks_2samp(fast, slow).pvalue > 1e-3
     assert not stats.ks_2samp(fast, slow + 0.02).pvalue > 1e-3  # the test sees a shift of a fifth of the spread

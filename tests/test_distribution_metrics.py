@@ -83,5 +83,5 @@ def test_sliced_wasserstein_in_blocks_of_directions_equals_all_at_once(monkeypat
     rng = np.random.default_rng(3)
     x, y = rng.standard_normal((300, 2)), rng.standard_normal((410, 2)) + 0.3
     whole = arrays.sliced_wasserstein(x, y, n_projections=37, seed=4)
-    monkeypatch.setattr(arrays, "SLICED_BLOCK", 3 * 712)  # 3 directions per block, the last one short
+    monkeypatch.setattr(arrays.distances, "SLICED_BLOCK", 3 * 712)  # 3 directions per block, the last one short
     assert arrays.sliced_wasserstein(x, y, n_projections=37, seed=4) == pytest.approx(whole, rel=1e-13)

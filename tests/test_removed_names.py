@@ -6,6 +6,7 @@ place would make the call succeed and the test fail.  The replacements are in CH
 
 import inspect
 import math
+import re
 
 import numpy as np
 import pytest
@@ -294,3 +295,45 @@ def test_names_that_left_the_store_package_say_which_module_owns_them(owner, nam
     with pytest.raises(ImportError):
         exec(f"from ridgexr.store import {name}", {})
     assert hasattr(importlib.import_module(owner), name)
+
+
+# ---------------------------------------------------------------- modules renamed so that no two share a name
+
+#: (old module path, the words of the AttributeError its parent raises for it, where its names are now)
+RENAMED_MODULES = [("ridgexr.analysis.labelled", "was renamed ridgexr.analysis.trajectories",
+                    ("ridgexr.analysis.trajectories", "phase_times")),
+                   ("ridgexr.analysis.ensemble", "was renamed ridgexr.analysis.pooled_draws",
+                    ("ridgexr.analysis.pooled_draws", "gap_mass")),
+                   ("ridgexr.analysis.claims", "was removed: the verdict names are ridgexr.verdicts'",
+                    ("ridgexr.analysis.arrays", "median_interval")),
+                   ("ridgexr.quality.labelled", "was renamed ridgexr.quality.store_quality",
+                    ("ridgexr.quality.store_quality", "sample_quality"))]
+
+
+@pytest.mark.parametrize("old, words, new", RENAMED_MODULES, ids=[r[0] for r in RENAMED_MODULES])
+def test_renamed_modules_are_gone_and_say_where_their_names_went(old, words, new):
+    """``analysis.labelled`` / ``quality.labelled`` and ``analysis.claims`` / ``claims/`` and ``analysis.ensemble`` /
+    ``run.ensemble`` shared a module name: the old path does not import, its parent's attribute names the new one."""
+    import importlib
+
+    parent, name = old.rsplit(".", 1)
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
+    with pytest.raises(AttributeError, match=f"ridgexr[.]{parent.split('.', 1)[1]}[.]{name} {re.escape(words)}"):
+        getattr(importlib.import_module(parent), name)
+    assert hasattr(importlib.import_module(new[0]), new[1])
+
+
+def test_no_two_modules_of_the_package_share_a_name_outside_the_model_kinds():
+    """A module's (or package's) name says what it is, once: the names shared are only a model kind's own files
+    (``models/<kind>/denoiser.py``, ``training.py``, ``cost.py``, one per kind as diffusers has them) and those
+    whose renaming belongs to other layers' owners (listed)."""
+    from collections import Counter
+    from pathlib import Path
+
+    pkg = Path(ridgexr.__file__).parent
+    # a package is named by its folder
+    names = Counter(p.parent.name if p.name == "__init__.py" else p.stem for p in pkg.rglob("*.py"))
+    kind_files = {"denoiser", "training", "cost"}
+    shared = {n for n, c in names.items() if c > 1} - kind_files
+    assert shared <= {"experiment", "spec", "images"}, shared

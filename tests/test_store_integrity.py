@@ -26,23 +26,7 @@ from ridgexr.cli import app
 from ridgexr.run import ResourceError, run_experiment
 from ridgexr.store import StoreDamagedError, StoreReplacedError, is_store
 
-from reference_runs import assert_same_store, file_bytes, old_store
-
-
-def _edit_json(f, edit):
-    meta = json.loads(f.read_text())
-    edit(meta)
-    f.write_text(json.dumps(meta))
-
-
-def _without_verified(files):
-    """{file: bytes} with the root ``zarr.json`` parsed and its ``verified`` attribute (what verify records) left
-    out: what a verify that repairs nothing may change."""
-    out = dict(files)
-    root = json.loads(out.pop("zarr.json"))
-    root["attributes"].pop("verified", None)
-    out["zarr.json"] = root
-    return out
+from reference_runs import assert_same_store, edit_json, file_bytes, old_store, without_verified
 
 
 def _verify(*args):
@@ -72,9 +56,9 @@ def test_a_configuration_that_disagrees_with_its_hash_is_reported_with_both_and_
     cat, exp, ref_store, _ = small_reference
     store = old_store(small_reference, tmp_path)
     old, new, field = CONFIG_EDITS[case]
-    _edit_json(store / "zarr.json", lambda m: m["attributes"].__setitem__(
+    edit_json(store / "zarr.json", lambda m: m["attributes"].__setitem__(
         "config", m["attributes"]["config"].replace(old, new)))
-    edited = _without_verified(file_bytes(store))
+    edited = without_verified(file_bytes(store))
     found = _verify(store)
     assert found.exit_code == 1 and "ok:" not in found.output, found.output
     text = _flat(found.output)
@@ -84,13 +68,13 @@ def test_a_configuration_that_disagrees_with_its_hash_is_reported_with_both_and_
     repaired = _verify("--repair", store)
     assert repaired.exit_code == 1 and "not repaired" in repaired.output and "repaired: rewrote" not in \
         repaired.output, repaired.output
-    assert _without_verified(file_bytes(store)) == edited  # nothing rewritten from either
+    assert without_verified(file_bytes(store)) == edited  # nothing rewritten from either
     assert bool(ridgexr.open_dataset(store).cell_complete.all())
     with pytest.raises(StoreDamagedError, match="configuration"):  # never resumed while in doubt
         run_experiment(exp, store=store)
     resolved = _verify("--resolve-config", "creation", store)
     assert resolved.exit_code == 0 and "resolved: restored config" in resolved.output, resolved.output
-    assert _without_verified(file_bytes(store)) == _without_verified(file_bytes(ref_store))
+    assert without_verified(file_bytes(store)) == without_verified(file_bytes(ref_store))
     assert run_experiment(exp, store=store).cells_run == 0
     assert_same_store(ref_store, store)
 
@@ -100,7 +84,7 @@ def test_resolving_with_the_current_configuration_is_an_explicit_choice_that_rec
     rewritten from it, and the store is then checked against its schema (17 samples: every cell recomputed by
     the next run, none read as complete with 16)."""
     store = old_store(small_reference, tmp_path)
-    _edit_json(store / "zarr.json", lambda m: m["attributes"].__setitem__(
+    edit_json(store / "zarr.json", lambda m: m["attributes"].__setitem__(
         "config", m["attributes"]["config"].replace('"n_samples":16', '"n_samples":17')))
     res = _verify("--resolve-config", "current", store)
     assert res.exit_code == 1 and "resolved: rewrote config_hash" in res.output, res.output
@@ -275,7 +259,7 @@ def test_readers_refuse_consolidated_metadata_that_would_change_the_values_read(
     ref_store = small_reference[2]
     store = old_store(small_reference, tmp_path)
     name, edit = READER_DAMAGE[case]
-    _edit_json(store / "zarr.json", edit)
+    edit_json(store / "zarr.json", edit)
     with pytest.raises(StoreDamagedError, match=rf"{name}.*ridgexr verify"):
         ridgexr.open_dataset(store)
     with pytest.raises(StoreDamagedError, match=name):
@@ -322,7 +306,7 @@ def test_a_checksum_error_names_the_array_and_the_chunk_file(small_reference, tm
 
 # ---------------------------------------------------------------- 6. repair keeps what verifies
 def _trajectory_edit(edit):
-    return lambda s: _edit_json(s / "trajectory" / "zarr.json", edit)
+    return lambda s: edit_json(s / "trajectory" / "zarr.json", edit)
 
 
 METADATA_EDITS = {

@@ -3,7 +3,7 @@
 (:func:`cell_train`, :func:`by_train`), the resolved values (:func:`resolved`, :func:`degenerate_share`), input
 checks (:func:`check_vars`, :func:`check_radius`) and attributes (:func:`with_attrs`).
 
-Public, so that the other labelled layers (:mod:`ridgexr.quality.labelled`) and the claims
+Public, so that the other labelled layers (:mod:`ridgexr.quality.store_quality`) and the claims
 (:mod:`ridgexr.claims.evidence`) import it instead of reaching into the analysis package."""
 
 from __future__ import annotations

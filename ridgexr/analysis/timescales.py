@@ -32,7 +32,7 @@ from ..choices import QUALITY_NULLS, QUALITY_RULES
 from .._validation import check_bool, check_float, check_int, check_option
 from . import arrays, scaling
 from .selection import along_step, check_vars, resolved, step_index, step_label, with_attrs
-from .labelled import nearest_ratio_at
+from .trajectories import nearest_ratio_at
 
 __all__ = ["memorized_share", "training_timescales", "loss_timescales", "training_window", "reference_observation",
            "WINDOWS", "WINDOW_MEASURES", "WINDOW_DISTANCES", "separation_timescales", "interval_law",
@@ -812,7 +812,7 @@ def memorizer_observation(ds: xr.Dataset, *, step: int = -1, n: int = 1000, seed
 
 def _window_measures(ds: xr.Dataset) -> xr.Dataset:
     """The measures of :data:`WINDOW_MEASURES` at the last recorded step of ``ds`` (samples or null)."""
-    from .labelled import memorization_fraction, near_mode_fraction, tangential_distance
+    from .trajectories import memorization_fraction, near_mode_fraction, tangential_distance
 
     last = along_step(ds)
     last = last.isel(step=[-1])

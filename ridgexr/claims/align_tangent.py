@@ -53,14 +53,19 @@ def isotropic_median(d_star: int, d: int) -> float:
     return math.sqrt(float(stats.f.median(d_star, d - d_star)))
 
 
-def align_claim(kind: ClaimKind, ratio: np.ndarray, d_star: int, d: int, **claim_args) -> Claim:
-    """The align claim of per-trajectory ratios ``ratio`` (NaN: not resolved)."""
+def align_claim(kind: ClaimKind, ratio: np.ndarray, d_star: int, d: int, *, evidence=None, spec=None,
+                label: dict | None = None, times: dict | None = None, **claim_args) -> Claim:
+    """The align claim of per-trajectory ratios ``ratio`` (NaN: not resolved); about the cell ``label`` of
+    ``evidence`` (:meth:`ridgexr.claims.claim_kind.ClaimKind.cell_claim`) when it is given."""
     null = isotropic_median(d_star, d)
     ratio = np.asarray(ratio, dtype=np.float64).ravel()
     med, lo, hi, n = median_ci(ratio)
-    return kind.claim(med / null, lo / null, hi / null, n, excluded=int(ratio.size - n),
-                      null=Null(null, how=f"an isotropic error: sqrt(median F({d_star}, {d - d_star})), scipy"),
-                      **claim_args)
+    numbers = (med / null, lo / null, hi / null, n)
+    claim_args |= {"excluded": int(ratio.size - n),
+                   "null": Null(null, how=f"an isotropic error: sqrt(median F({d_star}, {d - d_star})), scipy")}
+    if evidence is None:
+        return kind.claim(*numbers, **claim_args)
+    return kind.cell_claim(evidence, spec, label, *numbers, times=times, **claim_args)
 
 
 class AlignTangent(ClaimKind):
@@ -89,10 +94,9 @@ class AlignTangent(ClaimKind):
                                 evidence.resolved_at(label, s, "residual_normal"), evidence.d_star)
             why = ("the model's normal error is zero at rounding level here: the ratio is one of rounding errors"
                    if evidence.normal_error_zero(label, s) else "")
-            out.append(align_claim(self, ratio, evidence.d_star, evidence.d,
-                                   statement=self.statement.format(t=t_obs, model=evidence.display_name(label)),
-                                   gate=evidence.gate(label), labels={**label, "t": round(t_obs, 4)},
-                                   post_hoc=spec.post_hoc, why_untestable=why))
+            out.append(align_claim(self, ratio, evidence.d_star, evidence.d, evidence=evidence, spec=spec,
+                                   label=label, times={"t": t_obs}, labels={**label, "t": round(t_obs, 4)},
+                                   why_untestable=why))
         return out
 
     def controls(self) -> list[Control]:

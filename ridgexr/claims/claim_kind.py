@@ -21,10 +21,12 @@ from typing import Callable, ClassVar
 
 from ..verdicts import MIN_DRAWS, Claim, Criterion, Null
 
-__all__ = ["ClaimKind", "Control", "SCOPES"]
+__all__ = ["ClaimKind", "Control", "SCOPES", "IntervalAbove", "IntervalWithin", "ABOVE_ZERO"]
 
 #: where a kind is evaluated: per cell of a store, or on an analysis's table
 SCOPES = ("cell", "table")
+#: "above 0": the lower end of the interval strictly above 0 (a lower end of exactly 0 is not above it)
+ABOVE_ZERO = 1e-12
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,17 @@ class ClaimKind:
                      min_n=self.min_draws if min_n is None else int(min_n), why_untestable=why_untestable,
                      kind=self.name)
 
+    def cell_claim(self, evidence, spec, label: dict, estimate: float, low: float, high: float, n: int, *,
+                   times: dict | None = None, **claim_args) -> Claim:
+        """A cell kind's claim about the cell ``label`` of ``evidence`` (a
+        :class:`ridgexr.claims.evidence.StoreEvidence`): :meth:`claim` with the statement's fields filled (the
+        cell's model and ``times``, e.g. ``{"t0": .., "t1": ..}``), the cell's gate and labels (unless
+        ``claim_args`` gives them) and the claim spec's post hoc flag."""
+        claim_args.setdefault("labels", label)
+        return self.claim(estimate, low, high, n,
+                          statement=self.statement.format(model=evidence.display_name(label), **(times or {})),
+                          gate=evidence.gate(label), post_hoc=spec.post_hoc, **claim_args)
+
     def criterion_text(self) -> str:
         """The criterion in words for the table of kinds (a kind whose regions depend on the store, such as the
         manifold's -1/k, says them in its own words)."""
@@ -125,3 +138,32 @@ class ClaimKind:
         return {"kind": f"`{self.name}`", "scope": self.scope, "claim": claim, "measure": self.measure,
                 "reference": self.reference, "null": self.null, "criterion": text, "margin": self.margin,
                 "applies": self.applies, "minimum": f"{self.min_draws} {self.unit}"}
+
+
+class IntervalAbove(ClaimKind):
+    """A kind whose criterion is its interval above :attr:`above` (a superiority criterion): above it agrees,
+    below it disagrees.  ``above = 0`` is "above 0" with no margin: the lower end strictly above 0
+    (:data:`ABOVE_ZERO`) agrees, an interval wholly at or below 0 disagrees."""
+
+    #: the level the interval must lie above
+    above: ClassVar[float] = 0.0
+
+    def criterion(self, **context) -> Criterion:
+        if self.above == 0:
+            return Criterion.above(ABOVE_ZERO, text="interval above 0 agrees; wholly at or below 0 disagrees",
+                                   written=self.written)
+        return Criterion.above(self.above, text=f"interval above {self.above:g} agrees; below {self.above:g} "
+                               "disagrees", written=self.written)
+
+
+class IntervalWithin(ClaimKind):
+    """A kind whose criterion is equivalence within +- :attr:`within`: the interval inside [-within, within]
+    agrees, wholly outside it disagrees."""
+
+    #: the margin of the equivalence
+    within: ClassVar[float] = 0.0
+
+    def criterion(self, **context) -> Criterion:
+        m = self.within
+        return Criterion.within(-m, m, text=f"interval inside [-{m:g}, {m:g}] agrees; wholly outside disagrees",
+                                written=self.written)

@@ -8,14 +8,13 @@ ideal V-kernel, pooled gap mass, 95 % bootstrap over the draw positions.  Criter
 
 from __future__ import annotations
 
-from ..verdicts import Criterion
-from .claim_kind import ClaimKind, Control
+from .claim_kind import Control, IntervalAbove
 from .gap_mass_grows import GAP_MARGIN, VARIANCE_DRAWS, VARIANCE_WRITTEN, pooled_control
 
 __all__ = ["ExcessFillsGap", "KIND"]
 
 
-class ExcessFillsGap(ClaimKind):
+class ExcessFillsGap(IntervalAbove):
     name = "excess-fills-gap"
     scope = "table"
     statement = "P2: the DSM V-kernel's excess alone fills the gap"
@@ -27,10 +26,7 @@ class ExcessFillsGap(ClaimKind):
     applies = "variance-ensemble's prediction cells with p / P >= 1/4"
     min_draws = VARIANCE_DRAWS
     written = VARIANCE_WRITTEN
-
-    def criterion(self, **context) -> Criterion:
-        return Criterion.above(GAP_MARGIN, text=f"interval above {GAP_MARGIN:g} agrees; below {GAP_MARGIN:g} "
-                               "disagrees", written=self.written)
+    above = GAP_MARGIN
 
     def controls(self) -> list[Control]:
         return [Control("an excess kernel that changes nothing", "disagrees", lambda: pooled_control(self, 0.0)),

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..verdicts import Criterion
-from .claim_kind import ClaimKind, Control
+from .claim_kind import Control, IntervalAbove
 from .gap_mass_grows import VARIANCE_WRITTEN
 
 __all__ = ["GapMassCorrelates", "KIND", "spearman_ci", "RHO_MARGIN", "MIN_CELLS"]
@@ -47,7 +46,7 @@ def spearman_ci(x, y, n_boot: int = 2000, seed: int = 0) -> tuple[float, float, 
     return rho, float(np.quantile(boot, 0.025)), float(np.quantile(boot, 0.975)), int(x.size)
 
 
-class GapMassCorrelates(ClaimKind):
+class GapMassCorrelates(IntervalAbove):
     name = "gap-mass-correlates"
     scope = "table"
     statement = "C2: Delta G grows with {what}"
@@ -60,10 +59,7 @@ class GapMassCorrelates(ClaimKind):
     unit = "cells"
     docs_words = {"what": "p / P (or V_gap dsm - ideal)"}
     written = VARIANCE_WRITTEN
-
-    def criterion(self, **context) -> Criterion:
-        return Criterion.above(RHO_MARGIN, text=f"interval above {RHO_MARGIN:g} agrees; below {RHO_MARGIN:g} "
-                               "disagrees", written=self.written)
+    above = RHO_MARGIN
 
     def controls(self) -> list[Control]:
         def build(slope):

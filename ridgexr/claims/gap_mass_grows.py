@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..verdicts import Criterion
-from .claim_kind import ClaimKind, Control
+from .claim_kind import ClaimKind, Control, IntervalAbove
 
 __all__ = ["GapMassGrows", "KIND", "GAP_MARGIN", "VARIANCE_WRITTEN", "VARIANCE_DRAWS", "pooled_control"]
 
@@ -41,7 +40,7 @@ def pooled_control(kind: ClaimKind, shift: float, *, draws: int = 128, samples: 
     return [kind.claim(est, lo, hi, draws)]
 
 
-class GapMassGrows(ClaimKind):
+class GapMassGrows(IntervalAbove):
     name = "gap-mass-grows"
     scope = "table"
     statement = "C1: the DSM target moves mass into the gap (Delta G > 0)"
@@ -53,10 +52,7 @@ class GapMassGrows(ClaimKind):
     applies = "variance-ensemble's cells with p / P >= 1/4 (analyses/variance.py)"
     min_draws = VARIANCE_DRAWS
     written = VARIANCE_WRITTEN
-
-    def criterion(self, **context) -> Criterion:
-        return Criterion.above(GAP_MARGIN, text=f"interval above {GAP_MARGIN:g} agrees; below {GAP_MARGIN:g} "
-                               "disagrees", written=self.written)
+    above = GAP_MARGIN
 
     def controls(self) -> list[Control]:
         return [Control("a DSM ensemble drawn like the ideal one (128 draws)", "disagrees", lambda: pooled_control(self, 0.0)),

@@ -8,14 +8,13 @@ on the cells with P / p >= 16.
 
 from __future__ import annotations
 
-from ..verdicts import Criterion
-from .claim_kind import ClaimKind, Control
+from .claim_kind import Control, IntervalWithin
 from .gap_mass_grows import GAP_MARGIN, VARIANCE_DRAWS, VARIANCE_WRITTEN, pooled_control
 
 __all__ = ["GapMassVanishes", "KIND"]
 
 
-class GapMassVanishes(ClaimKind):
+class GapMassVanishes(IntervalWithin):
     name = "gap-mass-vanishes"
     scope = "table"
     statement = "C3: Delta G vanishes where P >> p"
@@ -27,10 +26,7 @@ class GapMassVanishes(ClaimKind):
     applies = "variance-ensemble's cells with P / p >= 16 (analyses/variance.py)"
     min_draws = VARIANCE_DRAWS
     written = VARIANCE_WRITTEN
-
-    def criterion(self, **context) -> Criterion:
-        return Criterion.within(-GAP_MARGIN, GAP_MARGIN, text=f"interval inside [-{GAP_MARGIN:g}, {GAP_MARGIN:g}] "
-                                "agrees; wholly outside disagrees", written=self.written)
+    within = GAP_MARGIN
 
     def controls(self) -> list[Control]:
         return [Control("a DSM ensemble with 0.08 more gap mass", "disagrees", lambda: pooled_control(self, 0.08)),

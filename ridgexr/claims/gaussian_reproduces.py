@@ -8,14 +8,13 @@ Criterion (equivalence, margin 0.02, the margin of C3): inside [-0.02, 0.02] agr
 
 from __future__ import annotations
 
-from ..verdicts import Criterion
-from .claim_kind import ClaimKind, Control
+from .claim_kind import Control, IntervalWithin
 from .gap_mass_grows import GAP_MARGIN, VARIANCE_DRAWS, VARIANCE_WRITTEN, pooled_control
 
 __all__ = ["GaussianReproduces", "KIND"]
 
 
-class GaussianReproduces(ClaimKind):
+class GaussianReproduces(IntervalWithin):
     name = "gaussian-reproduces"
     scope = "table"
     statement = "P1: the Gaussian approximation reproduces Delta G"
@@ -26,10 +25,7 @@ class GaussianReproduces(ClaimKind):
     applies = "variance-ensemble's prediction cells (analyses/variance.py --prediction)"
     min_draws = VARIANCE_DRAWS
     written = VARIANCE_WRITTEN
-
-    def criterion(self, **context) -> Criterion:
-        return Criterion.within(-GAP_MARGIN, GAP_MARGIN, text=f"interval inside [-{GAP_MARGIN:g}, {GAP_MARGIN:g}] "
-                                "agrees; wholly outside disagrees", written=self.written)
+    within = GAP_MARGIN
 
     def controls(self) -> list[Control]:
         return [Control("a prediction off by 0.08 of gap mass", "disagrees", lambda: pooled_control(self, 0.08)),

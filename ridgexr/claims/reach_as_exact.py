@@ -13,7 +13,7 @@ import numpy as np
 
 from ..verdicts import Claim, Criterion
 from .claim_kind import ClaimKind, Control
-from .reach_falls import WRITTEN, reach_untestable, tube_null, tube_ratio
+from .reach_falls import WRITTEN, tube_claim, tube_ratio
 
 __all__ = ["ReachAsExact", "KIND", "AS_EXACT_MARGIN"]
 
@@ -41,13 +41,8 @@ class ReachAsExact(ClaimKind):
 
     def evaluate(self, evidence, spec, label: dict) -> list[Claim]:
         s, t = evidence.step(spec.t[0])
-        ref = evidence.forward(label, s)
-        est, lo, hi, n, excl = tube_ratio(evidence.resolved_at(label, s, "ridge_distance"), ref["ridge_distance"])
-        null = tube_null(ref["ridge_distance"], ref["how"])
         t_start = float(np.max(evidence.ds["t"].values))
-        return [self.claim(est, lo, hi, n, statement=self.statement.format(t=t, model=evidence.display_name(label)),
-                           excluded=excl, null=null, gate=evidence.gate(label), labels=label, post_hoc=spec.post_hoc,
-                           why_untestable=reach_untestable(evidence, label, t, t_start, null.value, AS_EXACT_MARGIN))]
+        return [tube_claim(self, evidence, spec, label, s, t, t_start, AS_EXACT_MARGIN, {"t": t})]
 
     def controls(self) -> list[Control]:
         from .evidence import observe_forward

@@ -62,6 +62,18 @@ def reach_untestable(evidence, label: dict, t_late: float, t_early: float, tube:
     return ""
 
 
+def tube_claim(kind: ClaimKind, evidence, spec, label: dict, step: int, t_late: float, t_early: float,
+               margin: float, times: dict) -> Claim:
+    """The cell's claim of ``kind`` on the ratio of its median ridge distance at ``step`` (time ``t_late``) to the
+    tube radius there (:func:`tube_ratio`, :func:`tube_null`), untestable where the model's normal error cannot
+    move a state by ``margin`` tube radii between ``t_early`` and ``t_late`` (:func:`reach_untestable`)."""
+    ref = evidence.forward(label, step)
+    est, lo, hi, n, excl = tube_ratio(evidence.resolved_at(label, step, "ridge_distance"), ref["ridge_distance"])
+    null = tube_null(ref["ridge_distance"], ref["how"])
+    return kind.cell_claim(evidence, spec, label, est, lo, hi, n, times=times, excluded=excl, null=null,
+                           why_untestable=reach_untestable(evidence, label, t_late, t_early, null.value, margin))
+
+
 class ReachFalls(ClaimKind):
     name = "reach-falls"
     times = 2
@@ -83,14 +95,7 @@ class ReachFalls(ClaimKind):
 
     def evaluate(self, evidence, spec, label: dict) -> list[Claim]:
         (s0, t0), (s1, t1) = (evidence.step(t) for t in spec.t)
-        ref = evidence.forward(label, s1)
-        model = evidence.resolved_at(label, s1, "ridge_distance")
-        est, lo, hi, n, excl = tube_ratio(model, ref["ridge_distance"])
-        null = tube_null(ref["ridge_distance"], ref["how"])
-        return [self.claim(est, lo, hi, n, statement=self.statement.format(t0=t0, t1=t1,
-                                                                           model=evidence.display_name(label)),
-                           excluded=excl, null=null, gate=evidence.gate(label), labels=label, post_hoc=spec.post_hoc,
-                           why_untestable=reach_untestable(evidence, label, t1, t0, null.value, REACH_MARGIN))]
+        return [tube_claim(self, evidence, spec, label, s1, t1, t0, REACH_MARGIN, {"t0": t0, "t1": t1})]
 
     def controls(self) -> list[Control]:
         return reach_controls(self, lambda kind, ratio: [kind.claim(*ratio[:4], excluded=ratio[4])])

@@ -99,9 +99,8 @@ class SlideSlower(ClaimKind):
         reference = (r0["tangential_distance"], r1["tangential_distance"], r0["ridge_distance"], r1["ridge_distance"])
         est, lo, hi, n, excl, s_ref = slide_contrast(model, reference)
         null = Null(s_ref, how=f"S of the forward process (the memorizer): {r0['how']} and at t = {t1:.3g}")
-        return [self.claim(est, lo, hi, n, statement=self.statement.format(t0=t0, t1=t1,
-                                                                           model=evidence.display_name(label)),
-                           excluded=excl, null=null, gate=evidence.gate(label), labels=label, post_hoc=spec.post_hoc)]
+        return [self.cell_claim(evidence, spec, label, est, lo, hi, n, times={"t0": t0, "t1": t1}, excluded=excl,
+                                null=null)]
 
     def controls(self) -> list[Control]:
         from .evidence import observe_forward

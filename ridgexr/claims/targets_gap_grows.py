@@ -9,16 +9,14 @@ runs; C1's region as first written: no margin): above 0 agrees, wholly at or bel
 
 from __future__ import annotations
 
-from ..verdicts import Criterion
-from .claim_kind import ClaimKind, Control
+from .claim_kind import Control, IntervalAbove
 from .gap_mass_grows import VARIANCE_DRAWS
-from .vkernel_fills_gap import ABOVE_ZERO
 from .vkernel_predicts import ANALYTIC_WRITTEN, reference_control
 
 __all__ = ["TargetsGapGrows", "KIND"]
 
 
-class TargetsGapGrows(ClaimKind):
+class TargetsGapGrows(IntervalAbove):
     name = "targets-gap-grows"
     scope = "table"
     statement = "C1: the DSM target moves mass into the gap (Delta G > 0, rows fixed)"
@@ -29,10 +27,7 @@ class TargetsGapGrows(ClaimKind):
     applies = "the variance-targets-* entries' cells with p / P >= 1/4 (analyses/variance.py --analytic)"
     min_draws = VARIANCE_DRAWS
     written = ANALYTIC_WRITTEN
-
-    def criterion(self, **context) -> Criterion:
-        return Criterion.above(ABOVE_ZERO, text="interval above 0 agrees; wholly at or below 0 disagrees",
-                               written=self.written)
+    above = 0.0
 
     def controls(self) -> list[Control]:
         return [Control("DSM draws that put 0.02 less mass in the gap", "disagrees",

@@ -10,18 +10,13 @@ disagrees -- so a kernel that moves nothing reads "inconclusive", not "disagrees
 
 from __future__ import annotations
 
-from ..verdicts import Criterion
-from .claim_kind import ClaimKind, Control
+from .claim_kind import Control, IntervalAbove
 from .gap_mass_grows import VARIANCE_DRAWS
 from .vkernel_predicts import ANALYTIC_WRITTEN, reference_control
 
-__all__ = ["VKernelFillsGap", "KIND", "ABOVE_ZERO"]
+__all__ = ["VKernelFillsGap", "KIND"]
 
-#: "above 0": the lower end of the interval strictly above 0 (a lower end of exactly 0 is not above it)
-ABOVE_ZERO = 1e-12
-
-
-class VKernelFillsGap(ClaimKind):
+class VKernelFillsGap(IntervalAbove):
     name = "vkernel-fills-gap"
     scope = "table"
     statement = "P2: the DSM V-kernel's excess alone fills the gap (analytic)"
@@ -34,10 +29,7 @@ class VKernelFillsGap(ClaimKind):
     min_draws = VARIANCE_DRAWS
     unit = "readouts"
     written = ANALYTIC_WRITTEN
-
-    def criterion(self, **context) -> Criterion:
-        return Criterion.above(ABOVE_ZERO, text="interval above 0 agrees; wholly at or below 0 disagrees",
-                               written=self.written)
+    above = 0.0
 
     def controls(self) -> list[Control]:
         return [Control("a kernel that moves 0.02 of gap mass out of the gap", "disagrees",

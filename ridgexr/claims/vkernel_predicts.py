@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..verdicts import Criterion
-from .claim_kind import ClaimKind, Control
+from .claim_kind import ClaimKind, Control, IntervalWithin
 from .gap_mass_grows import GAP_MARGIN, VARIANCE_DRAWS
 
 __all__ = ["VKernelPredicts", "KIND", "ANALYTIC_WRITTEN", "ANALYTIC_DRAWS", "beta_shares", "reference_control"]
@@ -60,7 +59,7 @@ def _two_ensembles(kind: ClaimKind, shift: float, *, draws: int = ANALYTIC_DRAWS
     return [kind.claim(est, lo, hi, draws)]
 
 
-class VKernelPredicts(ClaimKind):
+class VKernelPredicts(IntervalWithin):
     name = "vkernel-predicts"
     scope = "table"
     statement = "P1: the analytic V-kernel predicts Delta G"
@@ -72,10 +71,7 @@ class VKernelPredicts(ClaimKind):
     applies = "the variance-targets-* entries' cells near p / P = 1 (analyses/variance.py --analytic)"
     min_draws = VARIANCE_DRAWS
     written = ANALYTIC_WRITTEN
-
-    def criterion(self, **context) -> Criterion:
-        return Criterion.within(-GAP_MARGIN, GAP_MARGIN, text=f"interval inside [-{GAP_MARGIN:g}, {GAP_MARGIN:g}] "
-                                "agrees; wholly outside disagrees", written=self.written)
+    within = GAP_MARGIN
 
     def controls(self) -> list[Control]:
         return [Control("Gaussian readouts off by 0.08 of gap mass", "disagrees",

@@ -8,7 +8,7 @@ pixel-space Fashion-MNIST cells, read against a fixed test-split reference (:fun
 :mod:`.images`; the measures of one run cell (what the store keeps, and how many draws of its own the gate
 takes, :func:`gate_draws`) in :mod:`.cells`; the labelled layer on a store (:func:`sample_quality`, the gate
 per cell, and :func:`gated_verdict`, the rule that makes a claim about a cell that does not generate
-"untestable") in :mod:`.labelled`.  docs/quality.md describes each measure, its reference values and the gate.
+"untestable") in :mod:`.store_quality`.  docs/quality.md describes each measure, its reference values and the gate.
 """
 
 from .gate import (GATE, GATE_DRAWS, GATE_VERDICTS, GateDesign, coverage, decision_size, expected_coverage,
@@ -21,7 +21,7 @@ from .images import (IMAGE_QUALITY_KEYS, GateReference, draw_measures, gate_powe
                      image_quality,
                      reference_for)
 from .cells import QUALITY_KEYS, cell_quality, final_samples, gate_draws, reference_draws
-from .labelled import (AXIS_QUALITY, UNTESTABLE, axis_quality, gated_verdict, quality_variable, sample_quality,
+from .store_quality import (AXIS_QUALITY, UNTESTABLE, axis_quality, gated_verdict, quality_variable, sample_quality,
                        stored_final_samples)
 
 __all__ = ["GATE", "GATE_DRAWS", "GATE_VERDICTS", "GateDesign", "gate_design", "decision_size", "expected_coverage",
@@ -32,3 +32,9 @@ __all__ = ["GATE", "GATE_DRAWS", "GATE_VERDICTS", "GateDesign", "gate_design", "
            "IMAGE_QUALITY_KEYS", "QUALITY_KEYS", "cell_quality", "final_samples", "gate_draws", "sample_quality",
            "gated_verdict", "UNTESTABLE", "quality_variable", "reference_draws", "principal_axis", "axis_wasserstein",
            "axis_quality", "stored_final_samples", "AXIS_QUALITY"]
+
+
+def __getattr__(name: str):
+    if name == "labelled":
+        raise AttributeError("ridgexr.quality.labelled was renamed ridgexr.quality.store_quality (same functions)")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,7 +20,7 @@ import xarray as xr
 from .. import defaults, units
 from .._validation import check_float, check_int
 from ..analysis.selection import check_vars, with_attrs
-from ..analysis.claims import UNTESTABLE
+from ..verdicts import UNTESTABLE
 from .cells import QUALITY_KEYS
 from .gate import GATE_KEYS, decision_size, gate_design, gate_verdict
 from .measures import axis_wasserstein, principal_axis
