@@ -129,7 +129,7 @@ def tables(ds: xr.Dataset, ts: xr.Dataset) -> dict[str, str]:
             "tau_mem_spectral_equivalent": "the same of their Gaussian-equivalent U",
             "tau_gen": "tau_gen: 90 % of the score error's fall",
             "tau_gen_spectral": "tau_gen: 1 / (c median population eigenvalue)"}
-    claims = law_claims(ts, what)  # the registry's timescale-slope kind: criterion and minimum of runs
+    claims = law_claims(ts, what)  # the registry's timescale-law kind: criterion and minimum of runs
     for name, claim in zip(what, claims):
         law.append({"law": f"log {name} = a + b log n", "measure": what[name], "expected b": 1 if "mem" in name else 0,
                     "b [95 %]": f"{float(ts[f'{name}_slope']):.3f} [{float(ts[f'{name}_slope_low']):.3f}, "
@@ -159,7 +159,7 @@ def by_n(ts: xr.Dataset) -> str:
 
 def write_docs(name: str, command: str, ts: xr.Dataset, parts: dict[str, str]) -> list[Path]:
     """The generated docs tables: ``docs/tables/<name>.md`` (``parts``: per-n times, spectrum, checks) and
-    ``docs/claims_tables/<name>.md`` (the laws' claims, the registry's timescale-slope kind)."""
+    ``docs/claims_tables/<name>.md`` (the laws' claims, the registry's timescale-law kind)."""
     from ridgexr.verdicts import claims_markdown
 
     docs = Path(__file__).resolve().parent.parent / "docs"

@@ -16,6 +16,7 @@ from ridgexr.analysis.arrays import slope_range
 from ridgexr.analysis.scaling import (collapse_exponent, interval_loglik, interval_slope, separation_time,
                                      simulate_interval_times)
 from ridgexr.analysis.timescales import interval_law, memorization_collapse
+from ridgexr.claims.timescale_law import TIMESCALE_LAW_RUNS
 from ridgexr.claims.timescale_slope import TIMESCALE_RUNS, law_claims
 
 #: the U-Net entry's size (catalogs/timescales.yaml, timescales-unet): five n over 16x, three seeds, checkpoints
@@ -174,9 +175,9 @@ def test_interval_law_pools_seeds_and_judges_the_slope():
 
 @pytest.mark.parametrize("b, verdict", [(1.0, "agrees"), (2.0, "disagrees"), (1.45, "inconclusive")])
 def test_law_claims_judge_interval_laws_by_the_registry_kind(b, verdict):
-    """The registry's timescale-slope rows on an interval-censored law of 5 n x 12 seeds (60 runs, the kind's
-    minimum): a true b = 1 agrees, b = 2 (outside 1 +- 0.5) disagrees, b = 1.45 (its interval straddles 1.5)
-    is neither; the same law on 5 n x 3 seeds is untestable however tight its interval."""
+    """The registry's timescale-law rows on an interval-censored law of 5 n x 12 seeds: a true b = 1 agrees, b = 2
+    (outside 1 +- 0.5) disagrees, b = 1.45 (its interval straddles 1.5) is neither; 5 n x 3 seeds (15 runs) is the
+    kind's minimum, 5 n x 2 seeds is untestable however tight its interval."""
     n = np.repeat([16.0, 32.0, 64.0, 128.0, 256.0], 12)
     grid = np.exp(np.arange(np.log(5.0), np.log(1e7), np.log(1.1)))  # fine checkpoints: the interval from scatter
     low, high = simulate_interval_times(n, grid, a=math.log(10.0), b=b, sigma=0.15, seed=3)
@@ -186,7 +187,9 @@ def test_law_claims_judge_interval_laws_by_the_registry_kind(b, verdict):
                         "tau_mem_high": (("n_train", "seed"), high.reshape(5, 12))}, coords=coords)
     law = interval_law(times, "tau_mem")
     (claim,) = law_claims(law, {"tau_mem": "synthetic"})
-    assert claim.n == 60 and claim.kind == "timescale-slope"
+    assert claim.n == 60 and claim.kind == "timescale-law"
     assert claim.verdict == verdict, (float(law.tau_mem_slope_low), float(law.tau_mem_slope_high))
-    (few,) = law_claims(interval_law(times.isel(seed=slice(0, 3)), "tau_mem"), {"tau_mem": "synthetic"})
-    assert few.verdict.startswith("untestable") and few.n == 15
+    (least,) = law_claims(interval_law(times.isel(seed=slice(0, 3)), "tau_mem"), {"tau_mem": "synthetic"})
+    assert least.n == TIMESCALE_LAW_RUNS == 15 and not least.verdict.startswith("untestable")
+    (few,) = law_claims(interval_law(times.isel(seed=slice(0, 2)), "tau_mem"), {"tau_mem": "synthetic"})
+    assert few.verdict.startswith("untestable") and few.n == 10

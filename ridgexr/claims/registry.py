@@ -11,7 +11,7 @@ from __future__ import annotations
 from . import (align_tangent, coverage_faster, coverage_resolved, distance_falls, does_not_memorize, excess_fills_gap,
                gap_mass_correlates, gap_mass_grows, gap_mass_vanishes, gaussian_reproduces, generates, memorizer_rate,
                memorizes, outputs_novel, reach_as_exact, reach_falls, slide_slower, target_rate, targets_gap_grows,
-               timescale_slope, vkernel_fills_gap, vkernel_predicts)
+               timescale_law, timescale_slope, vkernel_fills_gap, vkernel_predicts)
 from .claim_kind import SCOPES, ClaimKind
 
 __all__ = ["KINDS", "register", "unregister", "ENTRIES_SEEN"]
@@ -72,3 +72,4 @@ register(distance_falls.KIND)
 register(target_rate.KIND)
 register(memorizer_rate.KIND)
 register(timescale_slope.KIND)
+register(timescale_law.KIND)

@@ -86,8 +86,9 @@ def law_claims(laws, names: dict[str, str], labels: dict | None = None) -> list:
     """The claims of interval-censored laws (:func:`ridgexr.analysis.interval_law`, ``separation_timescales``)
     or of the f_mem collapse (:func:`ridgexr.analysis.memorization_collapse`): ``names`` maps each variable
     (``tau_mem``, ``tau_mem_spectral``, ``f_mem_collapse``, ...) to the measure's words; the expected slope is 1
-    for a name holding "mem", else 0.  The runs counted are ``<name>_points`` (``f_mem_collapse_runs``); the
-    kind's minimum applies to them as to :func:`slope_claims`'s.
+    for a name holding "mem", else 0.  The runs counted are ``<name>_points`` (``f_mem_collapse_runs``).  A law's
+    profile-likelihood interval is judged by the kind ``timescale-law`` (:mod:`ridgexr.claims.timescale_law`, its
+    minimum of runs), the collapse's bootstrap interval by this kind (its minimum, as :func:`slope_claims`'s).
 
     >>> import xarray as xr
     >>> laws = xr.Dataset({"tau_mem_slope": 1.02, "tau_mem_slope_low": 0.9, "tau_mem_slope_high": 1.1,
@@ -95,12 +96,16 @@ def law_claims(laws, names: dict[str, str], labels: dict | None = None) -> list:
     >>> [c.verdict for c in law_claims(laws, {"tau_mem": "separation of the losses"})]
     ['agrees']
     """
+    from .timescale_law import KIND as LAW
+
     out = []
     for name, what in names.items():
-        key = "f_mem_collapse" if name == "f_mem_collapse" else f"{name}_slope"
-        runs = f"{name}_runs" if name == "f_mem_collapse" else f"{name}_points"
+        collapse = name == "f_mem_collapse"
+        key = "f_mem_collapse" if collapse else f"{name}_slope"
+        runs = f"{name}_runs" if collapse else f"{name}_points"
         expected = EXPECTED["tau_mem"] if "mem" in name else EXPECTED["tau_gen"]
-        out.append(KIND.claim(float(laws[key]), float(laws[f"{key}_low"]), float(laws[f"{key}_high"]),
+        kind = KIND if collapse else LAW
+        out.append(kind.claim(float(laws[key]), float(laws[f"{key}_low"]), float(laws[f"{key}_high"]),
                               int(laws[runs]), statement=KIND.statement.format(name=name, expected=expected),
                               measure=what, expected=expected, labels={**(labels or {}), "time scale": name}))
     return out
