@@ -12,7 +12,7 @@ import torch
 from hypothesis import given, strategies as st
 
 from ridgexr import OU, ExactDenoiser, MLPDenoiser, RandomFeatureDenoiser
-from ridgexr.models.parametrization import PARAMETRIZATIONS, dsm_row_loss, output_from_denoised
+from ridgexr.parametrization import PARAMETRIZATIONS, dsm_row_loss, output_from_denoised
 from ridgexr.training import (draw_training_sample, evaluate_denoiser, fit_neural, fit_random_features,
                               schedule_weight)
 from ridgexr.training.minibatch import dsm_loss_rows

@@ -6,7 +6,7 @@ The loss is the package's one definition (:mod:`ridgexr.training`), estimated by
          ~ mean_rows w(t) |s_f(x_t, t) + z / sqrt(h_t)|^2 / q(t),   t ~ q,
 
 x0 a training point, z ~ N(0, I), one (t, z) draw per point per epoch
-(:func:`ridgexr.models.parametrization.dsm_row_loss` writes the per-row term for each parametrization).
+(:func:`ridgexr.parametrization.dsm_row_loss` writes the per-row term for each parametrization).
 The time proposal q (``time_proposal``, :class:`ridgexr.training.proposal.TimeProposal`) is uniform on
 [t_min, T] by default (1 / q = T - t_min: the Monte-Carlo counterpart of the random-feature fit's
 quadrature in t, so the two losses estimate the same number, tested on a shared sample), or
@@ -62,10 +62,9 @@ import torch
 
 from .. import defaults
 from ..choices import KEEP_EPOCHS, MIXED_PRECISIONS, OPTIMIZERS, TIME_PROPOSALS, TRAINED_WEIGHTS
-from .._backend import load_plain, save_atomic
+from .._backend import callable_digest, load_plain, save_atomic
 from .._validation import check_float, check_int, check_option
-from ..models.module.denoiser import model_digest
-from ..models.parametrization import PARAMETRIZATIONS, dsm_row_loss
+from ..parametrization import PARAMETRIZATIONS, dsm_row_loss
 from ..process import OU
 from .ema import WeightEMA
 from .proposal import TimeProposal
@@ -92,7 +91,7 @@ def dsm_loss_rows(model: Callable, x0: torch.Tensor, t: torch.Tensor, z: torch.T
     """Per-row loss ``w(t) norm(s(x_t, t) + z / sqrt(h_t))^2`` (B,) of ``model`` at x_t = alpha_t x0 + sqrt(h_t) z.
 
     x0, z (B, d), t, w (B,) in the model's dtype; the row term of :func:`fit_neural`'s loss
-    (:func:`ridgexr.models.parametrization.dsm_row_loss` on the model's output).
+    (:func:`ridgexr.parametrization.dsm_row_loss` on the model's output).
     """
     process = process or OU()
     xt = process.alpha(t)[:, None] * x0 + torch.sqrt(process.h(t))[:, None] * z
@@ -321,7 +320,7 @@ def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable =
     dtype = next(model.parameters()).dtype
     opt = _make_optimizer(optimizer, model.parameters(), lr)
     averaged = None if ema is None else WeightEMA(model, ema)
-    config = dict(format=CHECKPOINT_FORMAT, model=type(model).__name__, initial_weights=model_digest(model),
+    config = dict(format=CHECKPOINT_FORMAT, model=type(model).__name__, initial_weights=callable_digest(model),
                   n_parameters=int(sum(p.numel() for p in model.parameters())), parametrization=parametrization,
                   schedule=schedule_name(schedule), epochs=epochs, batch_size=batch_size, lr=lr, optimizer=optimizer,
                   ema=ema, t_min=t_min, T=T, seed=seed, train=_train_digest(arr), save_epochs=save_epochs,
