@@ -45,6 +45,11 @@ to a temporary file, flushed to disk and renamed over the old one, so a kill at 
 leaves either the previous or the new checkpoint, never a torn one.  A later call with the
 same configuration (hyperparameters, training data and the model's initial weights) resumes
 from it; a different configuration is refused.
+
+**The trainer.**  :func:`fit_neural` checks its arguments into a :class:`TrainingOptions` and drives a
+:class:`MinibatchTrainer`: setup (``__init__``), :meth:`~MinibatchTrainer.resume`, then per epoch
+:meth:`~MinibatchTrainer.train_epoch`, :meth:`~MinibatchTrainer.keep_weights` and
+:meth:`~MinibatchTrainer.checkpoint` (the export hook, then the side file), and :meth:`~MinibatchTrainer.result`.
 """
 
 from __future__ import annotations
