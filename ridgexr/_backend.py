@@ -9,6 +9,7 @@ other ridgexr module.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import math
 import numbers
 import os
@@ -28,6 +29,7 @@ __all__ = [
     "load_plain",
     "PickledCodeError",
     "threads_for",
+    "callable_digest",
 ]
 
 
@@ -121,6 +123,37 @@ def save_atomic(obj: Any, path: str | Path) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def callable_digest(model: Any, *extra: str) -> str:
+    """A short SHA-256 (16 hex digits) of what determines a callable's outputs, then of ``extra`` strings.
+
+    An ``nn.Module``: its class and every state-dict tensor (names, dtypes, shapes, bytes).  Another callable:
+    its qualified name and bytecode -- data it closes over are not seen.  ``extra`` adds what a wrapper
+    reads the outputs with (e.g. :func:`ridgexr.models.module.denoiser.model_digest`: the parametrization and
+    time convention); :func:`ridgexr.fit_neural` keys its checkpoints by the initial weights' digest.
+
+    Examples
+    --------
+    >>> import torch
+    >>> a, b = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    >>> callable_digest(a) == callable_digest(a), callable_digest(a) == callable_digest(b)
+    (True, False)
+    """
+    h = hashlib.sha256(type(model).__qualname__.encode())
+    if isinstance(model, torch.nn.Module):
+        for name, tensor in model.state_dict().items():
+            t = tensor.detach().cpu().contiguous()
+            h.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")  # 0-d too
+    else:
+        h.update(getattr(model, "__qualname__", repr(model)).encode())
+        code = getattr(model, "__code__", None)
+        if code is not None:
+            h.update(code.co_code + repr(code.co_consts).encode())
+    for part in extra:
+        h.update(part.encode())
+    return h.hexdigest()[:16]
 
 
 class PickledCodeError(ValueError):

@@ -9,7 +9,7 @@ This module imports nothing.
 from __future__ import annotations
 
 __all__ = ["GRID_KINDS", "SCHEDULE_NAMES", "QUADRATURES", "TARGETS", "SAMPLER_KINDS", "TRAINING_METHODS",
-           "INITS", "OPTIMIZERS", "SCORE_SCALES", "KEEP_EPOCHS", "NULL_CUTOFFS", "IMAGE_SCALES", "IMAGE_SPACES",
+           "INITS", "RF_ACTIVATIONS", "RF_PARAMETRIZATIONS", "OPTIMIZERS", "SCORE_SCALES", "KEEP_EPOCHS", "NULL_CUTOFFS", "IMAGE_SCALES", "IMAGE_SPACES",
            "FRAME_METHODS", "TIME_CONVENTIONS", "MIXED_PRECISIONS", "LOGIT_DTYPES", "TRAINED_WEIGHTS",
            "TIME_PROPOSALS", "DIVERGED_RULES", "QUALITY_RULES", "TIMESCALE_QUALITIES", "QUALITY_NULLS", "QUALITY_LABELS", "CELL_DIM_SOURCES", "CELL_DIMS", "MODEL_CELL_DIMS"]
 
@@ -27,6 +27,10 @@ SAMPLER_KINDS = ("sde", "ode", "scheduler", "marginal")
 TRAINING_METHODS = ("flow", "gd")
 #: A(0) of a random-feature readout
 INITS = ("normal", "zeros")
+#: nonlinearities of the random features (:data:`ridgexr.features.ACTIVATIONS`)
+RF_ACTIVATIONS = ("relu", "tanh", "sigmoid")
+#: what a random-feature network outputs: alpha_t E[x0 | x_t] or the score (:class:`ridgexr.RandomFeatureDenoiser`)
+RF_PARAMETRIZATIONS = ("posterior_mean", "score")
 #: how a share counts a diverged (non-finite) sample: as one outside the region (it left the data; the
 #: default), or left out of numerator and denominator (:func:`ridgexr.analysis.gap_mass`)
 DIVERGED_RULES = ("outside", "drop")

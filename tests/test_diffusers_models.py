@@ -23,7 +23,7 @@ from ridgexr.catalog import CatalogError, load_catalog_file  # noqa: E402
 from ridgexr.empirical import SmoothedEmpirical  # noqa: E402
 from ridgexr.models.diffusers.denoiser import DiffusersDenoiser, scheduler_predict  # noqa: E402
 from ridgexr.models.unet.denoiser import UNetDenoiser, make_unet  # noqa: E402
-from ridgexr.models.unet.training import unet_state  # noqa: E402
+from ridgexr.models.unet.fit_adapter import unet_state  # noqa: E402
 from ridgexr.observe import step_quantities  # noqa: E402
 from ridgexr.run import run_experiment  # noqa: E402
 from ridgexr.sampling import scheduler_sampling  # noqa: E402
@@ -470,7 +470,7 @@ CHILD = textwrap.dedent("""
     torch.set_num_threads(1)
     from diffusers import DDPMScheduler, UNet2DModel
     from ridgexr.models.unet.denoiser import UNetDenoiser
-    from ridgexr.models.unet.training import save_folder
+    from ridgexr.models.unet.fit_adapter import save_folder
     from ridgexr.training import fit_neural
 
     def train(ck, epochs, report=None):

@@ -10,7 +10,7 @@ from hypothesis import given, strategies as st
 
 from ridgexr import ExactDenoiser
 from ridgexr.models.module.denoiser import ModelError, ModuleDenoiser, TimeConvention, load_factory, module_from_spec
-from ridgexr.models.parametrization import PARAMETRIZATIONS
+from ridgexr.parametrization import PARAMETRIZATIONS
 
 TRAIN = np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 3.0]])
 

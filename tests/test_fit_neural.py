@@ -12,10 +12,11 @@ import torch
 from hypothesis import given, strategies as st
 
 from ridgexr import OU, ExactDenoiser, MLPDenoiser, RandomFeatureDenoiser
-from ridgexr.models.parametrization import PARAMETRIZATIONS, dsm_row_loss, output_from_denoised
+from ridgexr.parametrization import PARAMETRIZATIONS, dsm_row_loss, output_from_denoised
 from ridgexr.training import (draw_training_sample, evaluate_denoiser, fit_neural, fit_random_features,
                               schedule_weight)
 from ridgexr.training.minibatch import dsm_loss_rows
+from ridgexr.training.proposal import TimeProposal
 
 TWO = np.array([[-1.0, 0.0], [1.0, 0.0]])
 THREE = np.array([[0.0, 0.0], [2.0, 0.0], [0.0, 2.0]])
@@ -184,6 +185,77 @@ def test_keep_best_picks_the_epoch_an_independent_scan_of_a_last_run_picks(tmp_p
     again = fit_neural(MLPDenoiser(2, hidden=(16,), embed_dim=8, seed=1), train, save_epochs=[3, 9, 14],
                        keep="best", checkpoint_dir=tmp_path / "ck", checkpoint_every=7, **kw)
     assert again.kept == best.kept and again.resumed_from == 14
+
+
+def _states_equal(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_the_trainers_steps_are_fit_neural_and_a_hand_written_loop(tmp_path):
+    """MinibatchTrainer's steps driven by hand -- setup, epochs 1-3 and their checkpoint, then a new trainer on a
+    fresh model resumed from it for epochs 4-6 -- give fit_neural's losses, kept epochs, snapshots (EMA and raw)
+    and weights bit for bit; and the first epoch is the module doc's loop written out here: the shuffle, the times
+    and the noise drawn in that order from a generator seeded by (seed, epoch), then one Adam step per minibatch on
+    (T - t_min) times the mean of w(t) |s(x_t, t) + z / sqrt(h_t)|^2."""
+    from ridgexr.training.minibatch import MinibatchTrainer, TrainingOptions
+
+    train = np.random.default_rng(4).normal(size=(10, 2))
+    kw = dict(schedule="h", epochs=6, batch_size=4, lr=1e-2, ema=0.9, t_min=0.01, T=2.0, seed=3, device="cpu",
+              save_epochs=[2, 5, 6], keep="best")
+    ref = fit_neural(MLPDenoiser(2, hidden=(16,), embed_dim=8, seed=1), train, **kw)
+
+    proposal = TimeProposal("h", 0.01, 2.0)
+    fields = {k: v for k, v in kw.items() if k not in ("device", "save_epochs")}
+    opts = TrainingOptions(**fields, optimizer="adam", device=torch.device("cpu"), save_epochs=[2, 5, 6],
+                           parametrization="score",
+                           checkpoint_every=3, process=OU(), timesteps=None, mixed_precision="none",
+                           time_proposal="uniform", proposal=proposal)
+    first = MinibatchTrainer(MLPDenoiser(2, hidden=(16,), embed_dim=8, seed=1), train, opts)
+    first.resume(tmp_path / "ck")  # an empty folder: a fresh start
+    for epoch in (1, 2, 3):
+        first.train_epoch(epoch)
+        first.keep_weights(epoch)
+        first.checkpoint(epoch)
+    second = MinibatchTrainer(MLPDenoiser(2, hidden=(16,), embed_dim=8, seed=1), train, opts)
+    second.resume(tmp_path / "ck")
+    assert second.start == 3
+    for epoch in (4, 5, 6):
+        second.train_epoch(epoch)
+        second.keep_weights(epoch)
+        second.checkpoint(epoch)
+    out = second.result()
+    assert np.array_equal(out.losses, ref.losses) and np.array_equal(out.minibatch_losses, ref.minibatch_losses)
+    assert out.kept == ref.kept and out.config == ref.config
+    for e in (2, 5, 6):
+        assert _states_equal(out.snapshots[e], ref.snapshots[e]) and _states_equal(out.raw_snapshots[e],
+                                                                                   ref.raw_snapshots[e])
+    assert _states_equal(out.model.state_dict(), ref.model.state_dict())
+
+    net = MLPDenoiser(2, hidden=(16,), embed_dim=8, seed=1)
+    hand = fit_neural(MLPDenoiser(2, hidden=(16,), embed_dim=8, seed=1), train, **(kw | dict(epochs=1, ema=None,
+                                                                                            save_epochs=[1])))
+    opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+    state = np.random.SeedSequence([3, 1]).generate_state(2, np.uint32)
+    g = torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
+    perm = torch.randperm(10, generator=g)
+    t = 0.01 + (2.0 - 0.01) * torch.rand(10, generator=g, dtype=torch.float64)
+    z = torch.randn(10, 2, generator=g, dtype=torch.float64)
+    proc = OU()
+    h = proc.h(t)
+    xt = (proc.alpha(t)[:, None] * torch.as_tensor(train) + torch.sqrt(h)[:, None] * z).float()
+    total = 0.0
+    for lo in (0, 4, 8):
+        i = perm[lo:lo + 4]
+        f = net(xt[i], t[i].float())
+        rows = h[i].float() * ((f + z[i].float() / torch.sqrt(h[i]).float()[:, None]) ** 2).sum(-1)
+        loss = (2.0 - 0.01) * rows.mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        total += float(rows.detach().sum())
+    np.testing.assert_allclose(hand.losses[0], (2.0 - 0.01) * total / 10, rtol=1e-5)
+    for p, q in zip(net.parameters(), hand.model.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-6)
 
 
 class _Touch:

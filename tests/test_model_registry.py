@@ -99,7 +99,7 @@ TOY = {
         def build(exp, block, task, train, device="cpu"):
             return Shrunk(train, block.shrink)
         ''',
-    "training.py": '''
+    "fit_adapter.py": '''
         from ridgexr.models import FittedCell
         from ridgexr.training.heldout import heldout_diagnostics, heldout_sample
         from .denoiser import Shrunk
@@ -121,7 +121,7 @@ def toy_kind(tmp_path, monkeypatch):
         (pkg / name).write_text(textwrap.dedent(text))
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setitem(REGISTRY, "toy", ModelKind("toy", "toykind:ToySpec", "toykind.denoiser:build",
-                                                   "toykind.training:fit"))
+                                                   "toykind.fit_adapter:fit"))
     yield
     for mod in [m for m in sys.modules if m == "toykind" or m.startswith("toykind.")]:
         del sys.modules[mod]
@@ -171,10 +171,10 @@ def test_the_planner_costs_a_new_kind_by_its_cost_hook(toy_kind, tmp_path, monke
     shape = (2, 2)
     plain = estimate_stage_seconds(exp, shape)  # the fixture's registry line names no cost
     monkeypatch.setitem(REGISTRY, "toy", ModelKind("toy", "toykind:ToySpec", "toykind.denoiser:build",
-                                                   "toykind.training:fit", cost="toykind.cost:COST"))
+                                                   "toykind.fit_adapter:fit", cost="toykind.cost:COST"))
     hooked = estimate_stage_seconds(exp, shape)
     monkeypatch.setitem(REGISTRY, "toy", ModelKind("toy", "toykind:ToySpec", "toykind.denoiser:build",
-                                                   "toykind.training:fit"))
+                                                   "toykind.fit_adapter:fit"))
     assert hooked["fit"] == plain["fit"] + 100.0 and plain["fit"] == 0.0  # the exact block fits nothing
     toy = exp.models[0]
     default_call = KindCost().call_seconds(toy, 2, 2, 8)
@@ -186,7 +186,7 @@ def test_the_planner_costs_a_new_kind_by_its_cost_hook(toy_kind, tmp_path, monke
     plain_mem = estimate_resources(exp, shape)
     assert "toy shrink" not in plain_mem["memory_drivers"]
     monkeypatch.setitem(REGISTRY, "toy", ModelKind("toy", "toykind:ToySpec", "toykind.denoiser:build",
-                                                   "toykind.training:fit", cost="toykind.cost:COST"))
+                                                   "toykind.fit_adapter:fit", cost="toykind.cost:COST"))
     mem = estimate_resources(exp, shape)
     assert mem["memory_stage"] == "fit" and mem["memory_drivers"] == ["toy shrink"]
     assert mem["peak_memory"] >= 7e12

@@ -37,7 +37,7 @@ def test_forward_in_row_chunks_matches_the_formula(n, width, seed):
     of at most FORWARD_ELEMENTS features (forced here to 64, so most draws span several chunks)
     through one reused scratch array; the output equals the numpy formula, the unchunked product and
     the path that records gradients, with the batch shape kept."""
-    import ridgexr.models.random_features.denoiser as rf
+    import ridgexr.features as rf
 
     rng = np.random.default_rng(seed)
     m = RandomFeatureDenoiser(2, width, n_frequencies=3, feature_period=4.0, seed=seed).with_A(

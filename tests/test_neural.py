@@ -7,7 +7,7 @@ from hypothesis import given, strategies as st
 
 from ridgexr import OU, ExactDenoiser, MLPDenoiser
 from ridgexr.models.mlp.denoiser import GaussianFourierEmbedding
-from ridgexr.models.parametrization import PARAMETRIZATIONS, denoised_from_output, output_from_denoised
+from ridgexr.parametrization import PARAMETRIZATIONS, denoised_from_output, output_from_denoised
 
 TRAIN = np.array([[0.0, 0.0], [5.0, 0.0], [0.0, 5.0]])
 

@@ -258,6 +258,36 @@ def test_training_timescales_writes_no_verdict_of_its_own():
     assert "tau_mem_verdict" not in out and "tau_gen_verdict" not in out
 
 
+# ---------------------------------------------------------------- moved when training stopped importing models
+
+KINDS = ("random_features", "exact", "mlp", "module", "diffusers", "unet")
+
+
+@pytest.mark.parametrize("old, new", [(f"ridgexr.models.{k}.training", f"ridgexr.models.{k}.fit_adapter") for k in KINDS]
+                         + [("ridgexr.models.parametrization", "ridgexr.parametrization")])
+def test_modules_moved_out_of_the_training_models_cycle_are_gone(old, new):
+    """Each kind's fit adapter is ``ridgexr.models.<kind>.fit_adapter`` (``training`` named the package it calls);
+    the output parametrizations sit below both training and the models, in ``ridgexr.parametrization``."""
+    import importlib
+
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
+    assert importlib.import_module(new) is not None
+
+
+def test_the_random_feature_network_lives_below_training():
+    """The network that training fits and the kind builds on is ``ridgexr.features.RandomFeatureDenoiser``; the
+    kind's denoiser module names it for its builder, and the spec's lists are the catalog's (``ridgexr.choices``)."""
+    from ridgexr import choices, features
+    from ridgexr.models import RandomFeatureDenoiser, random_features
+    from ridgexr.models.random_features import denoiser
+
+    assert RandomFeatureDenoiser is features.RandomFeatureDenoiser is denoiser.RandomFeatureDenoiser
+    assert random_features.ACTIVATION_NAMES == choices.RF_ACTIVATIONS == tuple(features.ACTIVATIONS)
+    for name in ("draw_features", "ACTIVATIONS", "PARAMETRIZATIONS"):
+        assert not hasattr(denoiser, name), name
+
+
 # ---------------------------------------------------------------- removed with the store's small face
 
 #: every name ``ridgexr.store`` exported before it kept what a user needs, with the module that owns it

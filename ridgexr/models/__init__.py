@@ -1,7 +1,7 @@
 """Model kinds: one subpackage per kind, one registry line per kind.
 
 ===================  =============================================================
-kind                 subpackage (spec, torch-free) / ``denoiser`` (torch) / ``training``
+kind                 subpackage (spec, torch-free) / ``denoiser`` (torch) / ``fit_adapter``
 ===================  =============================================================
 ``random_features``  :mod:`ridgexr.models.random_features` (the paper's model)
 ``exact``            :mod:`ridgexr.models.exact` (the memorizing reference)
@@ -14,8 +14,9 @@ kind                 subpackage (spec, torch-free) / ``denoiser`` (torch) / ``tr
 Each kind's ``__init__`` holds its spec (a :class:`ModelSpec` subclass: its fields and their
 defaults, from :mod:`ridgexr.defaults` where the paper fixes them, and the fields the config hash
 leaves out at their neutral value, ``hash_neutral``); its ``denoiser`` module the torch network and
-``build(exp, block, task, train, device)``; its ``training`` module the entry point
-``fit(context, block_index, block, cells)``; its ``cost`` module (optional) the planner's time and
+``build(exp, block, task, train, device)``; its ``fit_adapter`` module the kind's fit entry point
+``fit(context, block_index, block, cells)`` (it adapts the block's cells to :mod:`ridgexr.training`, which
+imports no kind, and returns what the builder reads); its ``cost`` module (optional) the planner's time and
 memory model, a :class:`ridgexr.models.cost.KindCost` (without one, a kind is costed as a small
 network trained elsewhere, as ``module`` is).  :data:`REGISTRY` names them by import path, so the
 catalog (which reads only the specs) imports neither torch nor xarray.  Adding a
@@ -43,24 +44,24 @@ __all__ = ["REGISTRY", "DEFAULT_KIND", "ModelKind", "ModelSpec", "FitContext", "
 #: kind -> its spec, builder and trainer (import paths)
 REGISTRY: dict[str, ModelKind] = {k.name: k for k in (
     ModelKind("random_features", "ridgexr.models.random_features:RandomFeaturesSpec",
-              "ridgexr.models.random_features.denoiser:build", "ridgexr.models.random_features.training:fit",
-              "ridgexr.models.random_features.training:check", cost="ridgexr.models.random_features.cost:COST"),
+              "ridgexr.models.random_features.denoiser:build", "ridgexr.models.random_features.fit_adapter:fit",
+              "ridgexr.models.random_features.fit_adapter:check", cost="ridgexr.models.random_features.cost:COST"),
     ModelKind("exact", "ridgexr.models.exact:ExactSpec",
-              "ridgexr.models.exact.denoiser:build", "ridgexr.models.exact.training:fit",
+              "ridgexr.models.exact.denoiser:build", "ridgexr.models.exact.fit_adapter:fit",
               cost="ridgexr.models.exact.cost:COST"),
     ModelKind("mlp", "ridgexr.models.mlp:MLPSpec",
-              "ridgexr.models.mlp.denoiser:build", "ridgexr.models.mlp.training:fit",
+              "ridgexr.models.mlp.denoiser:build", "ridgexr.models.mlp.fit_adapter:fit",
               cost="ridgexr.models.mlp.cost:COST"),
     ModelKind("module", "ridgexr.models.module:ModuleSpec",
-              "ridgexr.models.module.denoiser:build", "ridgexr.models.module.training:fit",
-              "ridgexr.models.module.training:check"),
+              "ridgexr.models.module.denoiser:build", "ridgexr.models.module.fit_adapter:fit",
+              "ridgexr.models.module.fit_adapter:check"),
     ModelKind("diffusers", "ridgexr.models.diffusers:DiffusersSpec",
-              "ridgexr.models.diffusers.denoiser:build", "ridgexr.models.diffusers.training:fit",
-              "ridgexr.models.diffusers.training:check", cost="ridgexr.models.diffusers.cost:COST",
+              "ridgexr.models.diffusers.denoiser:build", "ridgexr.models.diffusers.fit_adapter:fit",
+              "ridgexr.models.diffusers.fit_adapter:check", cost="ridgexr.models.diffusers.cost:COST",
               scheduler="ridgexr.models.diffusers.denoiser:block_scheduler"),
     ModelKind("unet", "ridgexr.models.unet:UNetSpec",
-              "ridgexr.models.unet.denoiser:build", "ridgexr.models.unet.training:fit",
-              "ridgexr.models.unet.training:check", cost="ridgexr.models.unet.cost:COST",
+              "ridgexr.models.unet.denoiser:build", "ridgexr.models.unet.fit_adapter:fit",
+              "ridgexr.models.unet.fit_adapter:check", cost="ridgexr.models.unet.cost:COST",
               scheduler="ridgexr.models.unet.denoiser:block_scheduler"),
 )}
 

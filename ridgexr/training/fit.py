@@ -13,7 +13,7 @@ from .._backend import as_tensor, check_finite
 from .._validation import check_float, check_int, check_option
 from .. import defaults
 from ..choices import INITS, TRAINING_METHODS as METHODS
-from ..models.random_features.denoiser import RandomFeatureDenoiser
+from ..features import RandomFeatureDenoiser
 from ..process import OU
 from .dynamics import GradientFlow, gradient_descent
 from .quadratic import TARGETS, QuadraticLoss, accumulate, outputs_from_mean, targets

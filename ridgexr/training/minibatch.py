@@ -6,7 +6,7 @@ The loss is the package's one definition (:mod:`ridgexr.training`), estimated by
          ~ mean_rows w(t) |s_f(x_t, t) + z / sqrt(h_t)|^2 / q(t),   t ~ q,
 
 x0 a training point, z ~ N(0, I), one (t, z) draw per point per epoch
-(:func:`ridgexr.models.parametrization.dsm_row_loss` writes the per-row term for each parametrization).
+(:func:`ridgexr.parametrization.dsm_row_loss` writes the per-row term for each parametrization).
 The time proposal q (``time_proposal``, :class:`ridgexr.training.proposal.TimeProposal`) is uniform on
 [t_min, T] by default (1 / q = T - t_min: the Monte-Carlo counterpart of the random-feature fit's
 quadrature in t, so the two losses estimate the same number, tested on a shared sample), or
@@ -45,6 +45,11 @@ to a temporary file, flushed to disk and renamed over the old one, so a kill at 
 leaves either the previous or the new checkpoint, never a torn one.  A later call with the
 same configuration (hyperparameters, training data and the model's initial weights) resumes
 from it; a different configuration is refused.
+
+**The trainer.**  :func:`fit_neural` checks its arguments into a :class:`TrainingOptions` and drives a
+:class:`MinibatchTrainer`: setup (``__init__``), :meth:`~MinibatchTrainer.resume`, then per epoch
+:meth:`~MinibatchTrainer.train_epoch`, :meth:`~MinibatchTrainer.keep_weights` and
+:meth:`~MinibatchTrainer.checkpoint` (the export hook, then the side file), and :meth:`~MinibatchTrainer.result`.
 """
 
 from __future__ import annotations
@@ -62,16 +67,16 @@ import torch
 
 from .. import defaults
 from ..choices import KEEP_EPOCHS, MIXED_PRECISIONS, OPTIMIZERS, TIME_PROPOSALS, TRAINED_WEIGHTS
-from .._backend import load_plain, save_atomic
+from .._backend import callable_digest, load_plain, save_atomic
 from .._validation import check_float, check_int, check_option
-from ..models.module.denoiser import model_digest
-from ..models.parametrization import PARAMETRIZATIONS, dsm_row_loss
+from ..parametrization import PARAMETRIZATIONS, dsm_row_loss
 from ..process import OU
 from .ema import WeightEMA
 from .proposal import TimeProposal
 from .schedules import schedule_name, schedule_weight
 
-__all__ = ["OPTIMIZERS", "NeuralFit", "fit_neural", "dsm_loss_rows", "resolve_device"]
+__all__ = ["OPTIMIZERS", "NeuralFit", "fit_neural", "MinibatchTrainer", "TrainingOptions", "dsm_loss_rows",
+           "resolve_device"]
 
 CHECKPOINT_NAME = "checkpoint.pt"
 CHECKPOINT_FORMAT = 3  # 2: minibatch losses and the kept (best) weights; 3: EMA with warm-up, raw snapshots
@@ -92,7 +97,7 @@ def dsm_loss_rows(model: Callable, x0: torch.Tensor, t: torch.Tensor, z: torch.T
     """Per-row loss ``w(t) norm(s(x_t, t) + z / sqrt(h_t))^2`` (B,) of ``model`` at x_t = alpha_t x0 + sqrt(h_t) z.
 
     x0, z (B, d), t, w (B,) in the model's dtype; the row term of :func:`fit_neural`'s loss
-    (:func:`ridgexr.models.parametrization.dsm_row_loss` on the model's output).
+    (:func:`ridgexr.parametrization.dsm_row_loss` on the model's output).
     """
     process = process or OU()
     xt = process.alpha(t)[:, None] * x0 + torch.sqrt(process.h(t))[:, None] * z
@@ -278,6 +283,66 @@ def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable =
     >>> fit.losses.shape
     (3,)
     """
+    arr, opts = _validated_options(model, train, schedule=schedule, epochs=epochs, batch_size=batch_size, lr=lr,
+                                   optimizer=optimizer, ema=ema, t_min=t_min, T=T, seed=seed, device=device,
+                                   parametrization=parametrization, checkpoint_every=checkpoint_every,
+                                   save_epochs=save_epochs, keep=keep, process=process, timesteps=timesteps,
+                                   mixed_precision=mixed_precision, time_proposal=time_proposal)
+    run = MinibatchTrainer(model, arr, opts)
+    if checkpoint_dir is not None:
+        run.resume(checkpoint_dir)
+    bar, report = (None, progress) if callable(progress) else (_rich_progress(opts.epochs, run.start) if progress
+                                                                else (None, None))
+    t0 = time.perf_counter()
+    if bar is not None:
+        bar.start()
+    try:
+        for epoch in range(run.start + 1, opts.epochs + 1):
+            mean = run.train_epoch(epoch)
+            run.keep_weights(epoch)
+            run.checkpoint(epoch, export)
+            if report is not None:
+                report(epoch, opts.epochs, mean)
+    finally:
+        if bar is not None:
+            bar.stop()
+    return run.result(seconds=time.perf_counter() - t0)
+
+
+@dataclass(frozen=True)
+class TrainingOptions:
+    """:func:`fit_neural`'s arguments, validated (its docstring says what each one is).
+
+    ``device`` is a ``torch.device``; ``save_epochs`` sorted and distinct; ``timesteps`` a float64 array or None;
+    ``proposal`` the :class:`ridgexr.training.proposal.TimeProposal` of the rows' times.
+    """
+
+    schedule: Any
+    epochs: int
+    batch_size: int
+    lr: float
+    optimizer: str
+    ema: float | None
+    t_min: float
+    T: float
+    seed: int
+    device: torch.device
+    parametrization: str
+    checkpoint_every: int | None
+    save_epochs: list
+    keep: str
+    process: OU
+    timesteps: np.ndarray | None
+    mixed_precision: str
+    time_proposal: str
+    proposal: TimeProposal
+
+
+def _validated_options(model: Any, train: Any, *, schedule, epochs, batch_size, lr, optimizer, ema, t_min, T,
+                       seed, device, parametrization, checkpoint_every, save_epochs, keep, process, timesteps,
+                       mixed_precision, time_proposal) -> tuple[np.ndarray, TrainingOptions]:
+    """:func:`fit_neural`'s arguments checked (``TypeError`` / ``ValueError`` naming the argument) and resolved:
+    the training points as a float64 (N, d) array and the options."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"`model` must be a torch.nn.Module; got {type(model).__name__}")
     parametrization = parametrization or getattr(model, "parametrization", None)
@@ -315,135 +380,212 @@ def fit_neural(model: torch.nn.Module, train: Any, *, schedule: str | Callable =
     process = process or OU()
     schedule_weight(schedule, np.array([t_min, T]), process)  # validates the schedule
     proposal = TimeProposal(schedule, t_min, T, time_proposal, process=process, timesteps=t_k)
-    n, d = arr.shape
+    return arr, TrainingOptions(schedule=schedule, epochs=epochs, batch_size=batch_size, lr=lr, optimizer=optimizer,
+                                ema=ema, t_min=t_min, T=T, seed=seed, device=dev,
+                                parametrization=parametrization, checkpoint_every=checkpoint_every,
+                                save_epochs=save_epochs, keep=keep, process=process, timesteps=t_k,
+                                mixed_precision=mixed_precision, time_proposal=time_proposal, proposal=proposal)
 
-    model.to(dev).train()
-    dtype = next(model.parameters()).dtype
-    opt = _make_optimizer(optimizer, model.parameters(), lr)
-    averaged = None if ema is None else WeightEMA(model, ema)
-    config = dict(format=CHECKPOINT_FORMAT, model=type(model).__name__, initial_weights=model_digest(model),
-                  n_parameters=int(sum(p.numel() for p in model.parameters())), parametrization=parametrization,
-                  schedule=schedule_name(schedule), epochs=epochs, batch_size=batch_size, lr=lr, optimizer=optimizer,
-                  ema=ema, t_min=t_min, T=T, seed=seed, train=_train_digest(arr), save_epochs=save_epochs,
-                  dtype=str(dtype), **({"keep": keep} if keep != "last" else {}),
-                  **({} if t_k is None else {"timesteps": hashlib.sha256(t_k.tobytes()).hexdigest()[:16]}),
-                  **({"mixed_precision": mixed_precision} if mixed_precision != "none" else {}),
-                  **({"time_proposal": time_proposal} if time_proposal != "uniform" else {}))
-    amp = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(mixed_precision)
-    scaler = torch.amp.GradScaler(dev.type) if mixed_precision == "fp16" else None
 
-    def forward(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:  # the autocast region: the model alone
-        if amp is None:
-            return model(x, t)
-        with torch.autocast(device_type=dev.type, dtype=amp):
-            out = model(x, t)
-        return out.to(dtype)
-    losses: list[float] = []
-    batch_losses: list[float] = []
-    snapshots: dict[int, dict] = {}
-    raw_snapshots: dict[int, dict] = {} if averaged is not None else snapshots
-    kept: dict[int, int] = {}
-    # keep="best": the best epoch so far and its weights (published and raw)
-    best = dict(loss=math.inf, epoch=0, state=None, raw=None)
-    start = 0
-    ckpt = None
-    if checkpoint_dir is not None:
+class MinibatchTrainer:
+    """One :func:`fit_neural` run: its state and its four steps.
+
+    Setup (``__init__``: the model on its device in train mode, the optimizer, the EMA, the checkpoint's
+    identity ``config``), :meth:`resume` (from a checkpoint of the same ``config``), :meth:`train_epoch` (one
+    epoch's draws and minibatch steps), :meth:`keep_weights` (the snapshots and, with ``keep="best"``, the best
+    epoch so far), :meth:`checkpoint` (the export hook, then the side file) and :meth:`result` (the
+    :class:`NeuralFit`).  Epoch k's draws come from its own generator (:func:`_epoch_generator`), so the steps
+    can be called in any process that holds the state.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        Trained in place.
+    train : (N, d) float64 ndarray
+        The training points, finite (:func:`fit_neural` checks them).
+    opts : TrainingOptions
+    """
+
+    def __init__(self, model: torch.nn.Module, train: np.ndarray, opts: TrainingOptions):
+        self.model, self.opts, self.train = model, opts, train
+        dev = opts.device
+        model.to(dev).train()
+        self.dtype = next(model.parameters()).dtype
+        self.optimizer = _make_optimizer(opts.optimizer, model.parameters(), opts.lr)
+        self.averaged = None if opts.ema is None else WeightEMA(model, opts.ema)
+        self.config = _checkpoint_config(model, train, opts, self.dtype)
+        self.amp = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(opts.mixed_precision)
+        self.scaler = torch.amp.GradScaler(dev.type) if opts.mixed_precision == "fp16" else None
+        self.losses: list[float] = []
+        self.batch_losses: list[float] = []
+        self.snapshots: dict[int, dict] = {}
+        self.raw_snapshots: dict[int, dict] = {} if self.averaged is not None else self.snapshots
+        self.kept: dict[int, int] = {}
+        # keep="best": the best epoch so far and its weights (published and raw)
+        self.best = dict(loss=math.inf, epoch=0, state=None, raw=None)
+        self.start = 0
+        self.ckpt: Path | None = None
+        self.every = 1
+        self.x_all = torch.as_tensor(train, dtype=self.dtype, device=dev)
+        # the uniform proposal's weight is one number (T - t_min, or 1 over timesteps): kept as a scalar factor,
+        # so its losses are the same floating-point numbers as before proposals existed
+        self.scale = ((opts.T - opts.t_min if opts.timesteps is None else 1.0) if opts.time_proposal == "uniform"
+                      else None)
+
+    @property
+    def published(self) -> torch.nn.Module:
+        """The weights a caller samples with: the EMA's with ``ema``, else the trained model's."""
+        return self.averaged.module if self.averaged is not None else self.model
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """The model's output; under ``mixed_precision`` the autocast region is the model alone."""
+        if self.amp is None:
+            return self.model(x, t)
+        with torch.autocast(device_type=self.opts.device.type, dtype=self.amp):
+            out = self.model(x, t)
+        return out.to(self.dtype)
+
+    def resume(self, checkpoint_dir: str | Path) -> None:
+        """Use ``checkpoint_dir`` for checkpoints; continue from the one it holds (same ``config`` only).
+
+        Raises
+        ------
+        ValueError
+            When the folder holds a checkpoint of another configuration (naming the fields that differ).
+        """
         ckpt_dir = Path(checkpoint_dir)
         ckpt_dir.mkdir(parents=True, exist_ok=True)
-        ckpt = ckpt_dir / CHECKPOINT_NAME
-        if ckpt.exists():
-            state = load_plain(ckpt, map_location=dev)  # plain state: a pickled callable is refused, never run
-            if state["config"] != config:
-                diff = sorted(k for k in set(config) | set(state["config"]) if config.get(k) != state["config"].get(k))
-                raise ValueError(f"`checkpoint_dir` {str(ckpt_dir)!r} holds a checkpoint of another configuration "
-                                 f"(differs in {diff}); use another folder or delete it")
-            model.load_state_dict(state["model"])
-            opt.load_state_dict(state["optimizer"])
-            if averaged is not None:
-                averaged.load_state_dict(state["ema"])
-            losses, snapshots, start = list(state["losses"]), dict(state["snapshots"]), int(state["epoch"])
-            raw_snapshots = dict(state["raw_snapshots"]) if averaged is not None else snapshots
-            batch_losses, kept = list(state["batch_losses"]), dict(state["kept"])
-            if scaler is not None:
-                scaler.load_state_dict(state["scaler"])
-            best = dict(state["best"])
-        every = checkpoint_every or 1
+        self.ckpt = ckpt_dir / CHECKPOINT_NAME
+        self.every = self.opts.checkpoint_every or 1
+        if not self.ckpt.exists():
+            return
+        state = load_plain(self.ckpt, map_location=self.opts.device)  # plain state: a pickled callable is refused
+        config = self.config
+        if state["config"] != config:
+            diff = sorted(k for k in set(config) | set(state["config"]) if config.get(k) != state["config"].get(k))
+            raise ValueError(f"`checkpoint_dir` {str(ckpt_dir)!r} holds a checkpoint of another configuration "
+                             f"(differs in {diff}); use another folder or delete it")
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.averaged is not None:
+            self.averaged.load_state_dict(state["ema"])
+        self.losses, self.snapshots, self.start = list(state["losses"]), dict(state["snapshots"]), int(state["epoch"])
+        self.raw_snapshots = dict(state["raw_snapshots"]) if self.averaged is not None else self.snapshots
+        self.batch_losses, self.kept = list(state["batch_losses"]), dict(state["kept"])
+        if self.scaler is not None:
+            self.scaler.load_state_dict(state["scaler"])
+        self.best = dict(state["best"])
 
-    x_all = torch.as_tensor(arr, dtype=dtype, device=dev)
-    # the uniform proposal's weight is one number (T - t_min, or 1 over timesteps): kept as a scalar factor,
-    # so its losses are the same floating-point numbers as before proposals existed
-    scale = (T - t_min if t_k is None else 1.0) if time_proposal == "uniform" else None
-    bar, report = (None, progress) if callable(progress) else (_rich_progress(epochs, start) if progress else (None, None))
-    t0 = time.perf_counter()
-    if bar is not None:
-        bar.start()
-    try:
-        for epoch in range(start + 1, epochs + 1):
-            g = _epoch_generator(seed, epoch)
-            perm = torch.randperm(n, generator=g)
-            t, iw = proposal.draw(n, g)  # times and importance weights 1 / q(t)
-            z = torch.randn(n, d, generator=g, dtype=torch.float64)
-            w = torch.as_tensor(schedule_weight(schedule, t.numpy(), process))
-            if scale is None:  # the weight proposal: each row's importance weight folded into its loss weight
-                w = w * iw
-            t_d, z_d, w_d = t.to(dtype).to(dev), z.to(dtype).to(dev), w.to(dtype).to(dev)
-            total = 0.0
-            batch_sum = 0.0
-            for lo in range(0, n, batch_size):  # minibatch steps: the optimizer's loop
-                idx = perm[lo:lo + batch_size].to(dev)
-                rows = dsm_loss_rows(forward, x_all[idx], t_d[idx], z_d[idx], w_d[idx], parametrization, process)
-                loss = rows.mean() if scale is None else scale * rows.mean()
-                opt.zero_grad(set_to_none=True)
-                if scaler is None:
-                    loss.backward()
-                    opt.step()
-                else:
-                    scaler.scale(loss).backward()
-                    scaler.step(opt)
-                    scaler.update()
-                if averaged is not None:
-                    averaged.update(model)
-                total += float(rows.detach().sum())
-                batch_sum += float(loss.detach())
-            mean = (1.0 if scale is None else scale) * total / n
-            if not math.isfinite(mean):
-                raise ValueError(f"training diverged at epoch {epoch} (loss {mean}); lower `lr`")
-            losses.append(mean)
-            batch_losses.append(batch_sum / math.ceil(n / batch_size))
-            src = averaged.module if averaged is not None else model
-            if keep == "best" and batch_losses[-1] < best["loss"]:
-                best = dict(loss=batch_losses[-1], epoch=epoch, state=_cpu_state(src),
-                            raw=None if averaged is None else _cpu_state(model))
-            if epoch in save_epochs:
-                if keep == "best":
-                    snapshots[epoch], kept[epoch] = best["state"], best["epoch"]
-                    if averaged is not None:
-                        raw_snapshots[epoch] = best["raw"]
-                else:
-                    snapshots[epoch] = _cpu_state(src)
-                    if averaged is not None:
-                        raw_snapshots[epoch] = _cpu_state(model)
-                    kept[epoch] = epoch
-            if ckpt is not None and (epoch % every == 0 or epoch == epochs):
-                if export is not None:
-                    export({"raw": model} if averaged is None else {"ema": averaged.module, "raw": model}, epoch)
-                save_atomic(dict(config=config, epoch=epoch, model=model.state_dict(), optimizer=opt.state_dict(),
-                                  ema=None if averaged is None else averaged.state_dict(), losses=losses,
-                                  snapshots=snapshots, batch_losses=batch_losses, kept=kept, best=best,
-                                  raw_snapshots=None if averaged is None else raw_snapshots,
-                                  **({} if scaler is None else {"scaler": scaler.state_dict()})), ckpt)
-            if report is not None:
-                report(epoch, epochs, mean)
-    finally:
-        if bar is not None:
-            bar.stop()
-    final = averaged.module if averaged is not None else model
-    if keep == "best":
-        final.load_state_dict(best["state"])
-    kept[epochs] = best["epoch"] if keep == "best" else epochs
-    return NeuralFit(model=final.eval(), schedule=schedule_name(schedule), epochs=epochs, losses=np.array(losses),
-                     snapshots=snapshots, raw_snapshots=raw_snapshots, minibatch_losses=np.array(batch_losses),
-                     kept=kept, seconds=time.perf_counter() - t0, resumed_from=start, config=config)
+    def train_epoch(self, epoch: int) -> float:
+        """Epoch ``epoch``: its shuffle, times and noise, one optimizer step per minibatch; its mean loss.
+
+        Appends the mean loss (paper units) to ``losses`` and the mean minibatch loss to ``batch_losses``.
+
+        Raises
+        ------
+        ValueError
+            When the epoch's loss is not finite (training diverged).
+        """
+        opts, n, d = self.opts, self.train.shape[0], self.train.shape[1]
+        dev, dtype, scale = opts.device, self.dtype, self.scale
+        g = _epoch_generator(opts.seed, epoch)
+        perm = torch.randperm(n, generator=g)
+        t, iw = opts.proposal.draw(n, g)  # times and importance weights 1 / q(t)
+        z = torch.randn(n, d, generator=g, dtype=torch.float64)
+        w = torch.as_tensor(schedule_weight(opts.schedule, t.numpy(), opts.process))
+        if scale is None:  # the weight proposal: each row's importance weight folded into its loss weight
+            w = w * iw
+        t_d, z_d, w_d = t.to(dtype).to(dev), z.to(dtype).to(dev), w.to(dtype).to(dev)
+        total = 0.0
+        batch_sum = 0.0
+        for lo in range(0, n, opts.batch_size):  # minibatch steps: the optimizer's loop
+            idx = perm[lo:lo + opts.batch_size].to(dev)
+            rows = dsm_loss_rows(self.forward, self.x_all[idx], t_d[idx], z_d[idx], w_d[idx], opts.parametrization,
+                                 opts.process)
+            loss = rows.mean() if scale is None else scale * rows.mean()
+            self._step(loss)
+            total += float(rows.detach().sum())
+            batch_sum += float(loss.detach())
+        mean = (1.0 if scale is None else scale) * total / n
+        if not math.isfinite(mean):
+            raise ValueError(f"training diverged at epoch {epoch} (loss {mean}); lower `lr`")
+        self.losses.append(mean)
+        self.batch_losses.append(batch_sum / math.ceil(n / opts.batch_size))
+        return mean
+
+    def _step(self, loss: torch.Tensor) -> None:
+        """One optimizer step on ``loss`` (through the GradScaler under fp16), then the EMA's update."""
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.scaler is None:
+            loss.backward()
+            self.optimizer.step()
+        else:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        if self.averaged is not None:
+            self.averaged.update(self.model)
+
+    def keep_weights(self, epoch: int) -> None:
+        """After ``epoch``: the best epoch so far (``keep="best"``) and, at a saved epoch, its snapshots."""
+        src = self.published
+        if self.opts.keep == "best" and self.batch_losses[-1] < self.best["loss"]:
+            self.best = dict(loss=self.batch_losses[-1], epoch=epoch, state=_cpu_state(src),
+                             raw=None if self.averaged is None else _cpu_state(self.model))
+        if epoch not in self.opts.save_epochs:
+            return
+        if self.opts.keep == "best":
+            self.snapshots[epoch], self.kept[epoch] = self.best["state"], self.best["epoch"]
+            if self.averaged is not None:
+                self.raw_snapshots[epoch] = self.best["raw"]
+        else:
+            self.snapshots[epoch] = _cpu_state(src)
+            if self.averaged is not None:
+                self.raw_snapshots[epoch] = _cpu_state(self.model)
+            self.kept[epoch] = epoch
+
+    def checkpoint(self, epoch: int, export: Callable[[dict, int], None] | None = None) -> None:
+        """At a checkpoint epoch (every ``checkpoint_every`` and the last; none without a folder): ``export``
+        with the models (``{"ema": ..., "raw": ...}``, only ``"raw"`` without EMA), then the side file written
+        atomically (:func:`ridgexr._backend.save_atomic`)."""
+        if self.ckpt is None or not (epoch % self.every == 0 or epoch == self.opts.epochs):
+            return
+        averaged = self.averaged
+        if export is not None:
+            export({"raw": self.model} if averaged is None else {"ema": averaged.module, "raw": self.model}, epoch)
+        save_atomic(dict(config=self.config, epoch=epoch, model=self.model.state_dict(),
+                         optimizer=self.optimizer.state_dict(),
+                         ema=None if averaged is None else averaged.state_dict(), losses=self.losses,
+                         snapshots=self.snapshots, batch_losses=self.batch_losses, kept=self.kept, best=self.best,
+                         raw_snapshots=None if averaged is None else self.raw_snapshots,
+                         **({} if self.scaler is None else {"scaler": self.scaler.state_dict()})), self.ckpt)
+
+    def result(self, seconds: float = 0.0) -> NeuralFit:
+        """The :class:`NeuralFit` after the last epoch: the published weights (the best epoch's with
+        ``keep="best"``) in eval mode, the losses, snapshots and ``kept`` epochs; ``seconds`` of training."""
+        opts = self.opts
+        final = self.published
+        if opts.keep == "best":
+            final.load_state_dict(self.best["state"])
+        self.kept[opts.epochs] = self.best["epoch"] if opts.keep == "best" else opts.epochs
+        return NeuralFit(model=final.eval(), schedule=schedule_name(opts.schedule), epochs=opts.epochs,
+                         losses=np.array(self.losses), snapshots=self.snapshots, raw_snapshots=self.raw_snapshots,
+                         minibatch_losses=np.array(self.batch_losses), kept=self.kept, seconds=seconds,
+                         resumed_from=self.start, config=self.config)
+
+
+def _checkpoint_config(model: torch.nn.Module, train: np.ndarray, opts: TrainingOptions, dtype) -> dict:
+    """Everything that determines a run's weights: a checkpoint's identity (a resumed run must match it)."""
+    t_k = opts.timesteps
+    return dict(format=CHECKPOINT_FORMAT, model=type(model).__name__, initial_weights=callable_digest(model),
+                n_parameters=int(sum(p.numel() for p in model.parameters())), parametrization=opts.parametrization,
+                schedule=schedule_name(opts.schedule), epochs=opts.epochs, batch_size=opts.batch_size, lr=opts.lr,
+                optimizer=opts.optimizer, ema=opts.ema, t_min=opts.t_min, T=opts.T, seed=opts.seed,
+                train=_train_digest(train), save_epochs=opts.save_epochs, dtype=str(dtype),
+                **({"keep": opts.keep} if opts.keep != "last" else {}),
+                **({} if t_k is None else {"timesteps": hashlib.sha256(t_k.tobytes()).hexdigest()[:16]}),
+                **({"mixed_precision": opts.mixed_precision} if opts.mixed_precision != "none" else {}),
+                **({"time_proposal": opts.time_proposal} if opts.time_proposal != "uniform" else {}))
 
 
 def _cpu_state(module: torch.nn.Module) -> dict:

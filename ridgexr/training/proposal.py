@@ -1,7 +1,7 @@
 """How minibatch training draws each row's time: the proposal of the loss's Monte-Carlo estimator.
 
 The loss (:mod:`ridgexr.training`) is an integral over t of w(t) times a row term.  Every
-parametrization's row term is the epsilon error scaled by 1 / h_t (:func:`ridgexr.models.parametrization.dsm_row_loss`):
+parametrization's row term is the epsilon error scaled by 1 / h_t (:func:`ridgexr.parametrization.dsm_row_loss`):
 
     L = int_{t_min}^{T} lambda(t) m(t) dt,   lambda(t) = w(t) / h_t,   m(t) = E |eps_hat(x_t, t) - z|^2,
 

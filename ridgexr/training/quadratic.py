@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from ..choices import TARGETS
-from ..models.random_features.denoiser import RandomFeatureDenoiser
+from ..features import RandomFeatureDenoiser
 from ..process import OU
 from .sample import SampleBlock, TrainingSample, batches, block_posterior_mean
 from .schedules import schedule_name, schedule_weight

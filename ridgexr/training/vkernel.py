@@ -39,7 +39,7 @@ import torch
 from .._validation import check_int, check_option
 from ..choices import NULL_CUTOFFS
 from ..empirical import SmoothedEmpirical
-from ..models.random_features.denoiser import RandomFeatureDenoiser
+from ..features import RandomFeatureDenoiser
 from ..process import OU
 from .dynamics import GradientFlow
 from .fit import RandomFeatureFit, penalized_form

@@ -3,7 +3,7 @@
 The spec is here (torch-free); the wrapper is
 :class:`ridgexr.models.diffusers.denoiser.DiffusersDenoiser` (OU time t <-> scheduler timestep
 through alpha_bar = e^{-2t}, every ``prediction_type``, image shape), its entry point
-:func:`ridgexr.models.diffusers.training.fit` (held-out diagnostics only: the model was trained
+:func:`ridgexr.models.diffusers.fit_adapter.fit` (held-out diagnostics only: the model was trained
 elsewhere).  Folders are read with ``local_files_only=True``: nothing is ever downloaded.
 """
 

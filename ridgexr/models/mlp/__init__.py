@@ -1,7 +1,7 @@
 """The paper's MLP score network ([x, GFP(t)] -> hidden -> hidden -> d), trained by minibatch DSM.
 
 The spec is here (torch-free); the network is :class:`ridgexr.models.mlp.denoiser.MLPDenoiser`,
-training :func:`ridgexr.fit_neural` through :func:`ridgexr.models.mlp.training.fit`.
+training :func:`ridgexr.fit_neural` through :func:`ridgexr.models.mlp.fit_adapter.fit`.
 Defaults are the paper's (:mod:`ridgexr.defaults`).
 """
 

@@ -11,7 +11,7 @@ from ... import defaults
 from ..._backend import as_tensor, broadcast_time, check_positive_time, to_like
 from ..._validation import check_float, check_int, check_option
 from ...process import OU
-from ..parametrization import PARAMETRIZATIONS, denoised_from_output
+from ...parametrization import PARAMETRIZATIONS, denoised_from_output
 from . import ACTIVATION_NAMES
 
 __all__ = ["ACTIVATIONS", "GaussianFourierEmbedding", "SinusoidalEmbedding", "ResidualBlock", "MLPDenoiser",

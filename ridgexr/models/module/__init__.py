@@ -2,7 +2,7 @@
 
 The spec is here (torch-free); the wrapper is
 :class:`ridgexr.models.module.denoiser.ModuleDenoiser` (time conventions OU / VP / VE, every
-parametrization), its entry point :func:`ridgexr.models.module.training.fit` (held-out
+parametrization), its entry point :func:`ridgexr.models.module.fit_adapter.fit` (held-out
 diagnostics only: the model was trained elsewhere).
 """
 

@@ -22,7 +22,7 @@ s = (-beta_min + sqrt(beta_min^2 + 4 (beta_max - beta_min) t)) / (beta_max - bet
 largest time must map to s <= 1.  VE: x_t / alpha_t = x0 + sigma z with
 sigma = sqrt(h_t) / alpha_t; the model is called with sigma as its time argument.
 
-The output is read in the model's own frame by :func:`ridgexr.models.parametrization.denoised_from_frame`
+The output is read in the model's own frame by :func:`ridgexr.parametrization.denoised_from_frame`
 (parametrizations ``x0``, ``posterior_mean`` = a E[x0|y], ``score`` = grad_y log q(y),
 ``epsilon`` = E[z|y]); E[x0 | y] = E[x0 | x_t] because y is an invertible function of x_t.
 
@@ -34,7 +34,6 @@ trust.
 from __future__ import annotations
 
 import copy
-import hashlib
 import importlib
 import math
 import sys
@@ -44,11 +43,11 @@ from typing import Any, Callable
 
 import torch
 
-from ..._backend import as_tensor, broadcast_time, check_positive_time, load_plain, to_like
+from ..._backend import as_tensor, broadcast_time, callable_digest, check_positive_time, load_plain, to_like
 from ..._validation import check_float, check_option
 from ...choices import SCHEDULE_NAMES
 from ...process import OU
-from ..parametrization import PARAMETRIZATIONS, denoised_from_frame
+from ...parametrization import PARAMETRIZATIONS, denoised_from_frame
 from . import PYTHON_OBJECT, TIME_CONVENTIONS
 
 #: what a non-finite model output does (``ModuleDenoiser(on_nonfinite=...)``)
@@ -259,24 +258,14 @@ def model_digest(model: Callable) -> str:
 
     An ``nn.Module``: its class and every state-dict tensor (names, dtypes, shapes, bytes).
     Another callable: its qualified name and bytecode -- data it closes over are not seen,
-    so a changed closure must be run with ``overwrite``.
+    so a changed closure must be run with ``overwrite``.  A :class:`ModuleDenoiser`: that of the
+    model it wraps, then its parametrization, time convention and ``config_digest`` (e.g. a
+    diffusers model's scheduler).  (:func:`ridgexr._backend.callable_digest`.)
     """
-    inner = model.model if isinstance(model, ModuleDenoiser) else model
-    h = hashlib.sha256(type(inner).__qualname__.encode())
-    if isinstance(inner, torch.nn.Module):
-        for name, tensor in inner.state_dict().items():
-            t = tensor.detach().cpu().contiguous()
-            h.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())
-            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")  # 0-d too
-    else:
-        h.update(getattr(inner, "__qualname__", repr(inner)).encode())
-        code = getattr(inner, "__code__", None)
-        if code is not None:
-            h.update(code.co_code + repr(code.co_consts).encode())
     if isinstance(model, ModuleDenoiser):
-        h.update(f"{model.parametrization}:{model.time}".encode())
-        h.update(str(getattr(model, "config_digest", "")).encode())  # e.g. a diffusers model's scheduler
-    return h.hexdigest()[:16]
+        return callable_digest(model.model, f"{model.parametrization}:{model.time}",
+                               str(getattr(model, "config_digest", "")))
+    return callable_digest(model)
 
 
 def module_from_spec(path: str, *, d: int, parametrization: str, time: TimeConvention, checkpoint: str | None = None,

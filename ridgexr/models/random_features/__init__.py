@@ -2,8 +2,9 @@
 
 Only the readout A is trained, in closed form (:func:`ridgexr.fit_sweep`: the gradient flow
 A(tau) of the paper, or gradient descent).  This module is the kind's spec (torch-free);
-the network is :class:`ridgexr.models.random_features.denoiser.RandomFeatureDenoiser`, the
-training entry point :func:`ridgexr.models.random_features.training.fit`.  Defaults are the
+the network is :class:`ridgexr.features.RandomFeatureDenoiser` (below :mod:`ridgexr.training`, which fits
+its readout), the builder :func:`ridgexr.models.random_features.denoiser.build`, the fit adapter
+:func:`ridgexr.models.random_features.fit_adapter.fit`.  Defaults are the
 paper's (:mod:`ridgexr.defaults`).
 """
 
@@ -15,13 +16,11 @@ from typing import Callable, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from ... import defaults
+from ...choices import RF_ACTIVATIONS as ACTIVATION_NAMES, RF_PARAMETRIZATIONS as PARAMETRIZATIONS
 from ...spec import as_list
 from ..spec import DIAGNOSTICS_HELP, DiagnosticsSpec, ModelSpec, sorted_widths
 
 __all__ = ["RandomFeaturesSpec", "ACTIVATION_NAMES", "PARAMETRIZATIONS"]
-
-ACTIVATION_NAMES = ("relu", "tanh", "sigmoid")
-PARAMETRIZATIONS = ("posterior_mean", "score")
 
 
 class RandomFeaturesSpec(ModelSpec):

@@ -2,7 +2,7 @@
 
 The spec is here (torch-free); the network is :class:`ridgexr.models.unet.denoiser.UNetDenoiser`
 (a ``UNet2DModel`` + the ``DDPMScheduler`` that fixes its timestep convention), training
-:func:`ridgexr.fit_neural` through :func:`ridgexr.models.unet.training.fit` (the loss and weight
+:func:`ridgexr.fit_neural` through :func:`ridgexr.models.unet.fit_adapter.fit` (the loss and weight
 schedules w(t) of every kind, in OU time or, with ``time_convention: scheduler``, at the
 scheduler's integer timesteps drawn uniformly; ``mixed_precision`` under torch.autocast), checkpoints as ``save_pretrained`` folders beside the
 resumable side file.  A trained cell is an ordinary diffusers model: ``kind: diffusers`` and

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import torch
 
-from .._validation import check_option
-from ..process import OU
+from ._validation import check_option
+from .process import OU
 
 __all__ = ["PARAMETRIZATIONS", "denoised_from_output", "output_from_denoised", "denoised_from_frame",
            "frame_from_denoised", "dsm_row_loss"]
