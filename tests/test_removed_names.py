@@ -356,7 +356,7 @@ def test_renamed_modules_are_gone_and_say_where_their_names_went(old, words, new
 
 def test_no_two_modules_of_the_package_share_a_name_outside_the_model_kinds():
     """A module's (or package's) name says what it is, once: the names shared are only a model kind's own files
-    (``models/<kind>/denoiser.py``, ``training.py``, ``cost.py``, one per kind as diffusers has them) and those
+    (``models/<kind>/denoiser.py``, ``fit_adapter.py``, ``cost.py``, one per kind as diffusers has them) and those
     whose renaming belongs to other layers' owners (listed)."""
     from collections import Counter
     from pathlib import Path
@@ -364,6 +364,6 @@ def test_no_two_modules_of_the_package_share_a_name_outside_the_model_kinds():
     pkg = Path(ridgexr.__file__).parent
     # a package is named by its folder
     names = Counter(p.parent.name if p.name == "__init__.py" else p.stem for p in pkg.rglob("*.py"))
-    kind_files = {"denoiser", "training", "cost"}
+    kind_files = {"denoiser", "fit_adapter", "cost"}
     shared = {n for n, c in names.items() if c > 1} - kind_files
     assert shared <= {"experiment", "spec", "images"}, shared
