@@ -485,8 +485,8 @@ def execute(plan: Plan, *, device: str = "cpu", scheduler: str | None = None, n_
         task_bar = progress.add_task("fitting models", total=None) if progress is not None else None
         note = (lambda msg: progress.update(task_bar, description=f"fitting models: {msg}")) if progress else None
         ckpt = checkpoint_root(path, config_hash)  # mlp training, resumable
-        tasks = (plan_tasks(exp, train, layout, progress=note, device=device, checkpoint_root=ckpt, objects=objects,
-                            bars=progress) if todo else [])
+        tasks = plan_tasks(exp, train, layout, progress=note, cells=todo, device=device, checkpoint_root=ckpt,
+                           objects=objects, bars=progress)  # only the models of the cells left
         if progress is not None:
             progress.remove_task(task_bar)
         target = path
@@ -501,8 +501,6 @@ def execute(plan: Plan, *, device: str = "cpu", scheduler: str | None = None, n_
                 staging = create_staging(path, layout, train, attrs, extra)
         if exists and overwrite:
             target = staging
-        todo_set = set(todo)
-        tasks = [t for t in tasks if t.index in todo_set]
         try:
             _execute(exp, target, layout, tasks, device, scheduler, n_workers, progress, sample_block)
             consolidate(target)
