@@ -195,7 +195,7 @@ def test_experiment_load_train_is_gone(tmp_path, write_catalog):
 
 
 @pytest.mark.parametrize("module", ["ridgexr.neural", "ridgexr.external", "ridgexr.training.neural",
-                                    "ridgexr._deprecation", "ridgexr.store.variables"])
+                                    "ridgexr._deprecation", "ridgexr.store.variables", "ridgexr.engine"])
 def test_old_module_paths_are_gone(module):
     import importlib
 
@@ -218,6 +218,20 @@ def test_the_renamed_labelled_module_says_where_its_functions_went():
     with pytest.raises(AttributeError, match="ridgexr.labelled was renamed ridgexr.projection"):
         ridgexr.labelled
     assert ridgexr.projection.project_to_ridge is projection.project_to_ridge
+
+
+def test_the_renamed_backend_module_says_where_it_went():
+    """ridgexr.engine (the xarray backend, not the claims engine) is ridgexr.xarray_backend; engine="ridgexr"
+    still names the backend."""
+    from importlib.metadata import entry_points
+
+    import ridgexr
+
+    with pytest.raises(AttributeError, match="ridgexr.engine was renamed ridgexr.xarray_backend"):
+        ridgexr.engine
+    (point,) = [e for e in entry_points(group="xarray.backends") if e.name == "ridgexr"]
+    assert point.value == "ridgexr.xarray_backend:RidgexrBackendEntrypoint"
+    assert "ridgexr" in xr.backends.list_engines()
 
 
 # ---------------------------------------------------------------- removed with the claims registry
