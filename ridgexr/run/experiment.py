@@ -423,6 +423,11 @@ def execute(plan: Plan, *, device: str = "cpu", scheduler: str | None = None, n_
     resume or replace the store (what the store holds decides, :func:`ridgexr.store.lifecycle.open_for_run`), fit
     the models of the cells left, and run them.  ``progress`` (a rich ``Progress``) first prints the plan's stages.
 
+    The steps, in order: :func:`_open_for_run` (what the store path holds, what a killed command left),
+    :func:`_cells_done` (the cells a resume keeps, after checking the store is this configuration's and intact),
+    :func:`_fit_cells` (the models of the cells left), :func:`_create_target` (a new store, or the new one of an
+    ``--overwrite``), :func:`_run_cells` (sample and observe, then swap a replacement in).
+
     Raises
     ------
     ConfigMismatchError, StoreLockedError, StoreDamagedError, ValueError, OSError
@@ -430,97 +435,138 @@ def execute(plan: Plan, *, device: str = "cpu", scheduler: str | None = None, n_
     if plan.train is None:
         raise ValueError("`plan` was priced from the training set's shape (read_data=False): plan_run(..., "
                          "read_data=True) builds one that runs")
-    exp, train, path, layout, config_hash = plan.resolved, plan.train, plan.store, plan.layout, plan.config_hash
-    overwrite, objects, d_star_info = plan.overwrite, plan.objects, plan.d_star_info
+    path = plan.store
     if progress is not None:  # the plan: what each stage will cost (an estimate)
         progress.console.print(describe_stages(plan.stage_seconds, plan.scms_upper_seconds,
                                                plan.experiment.ridge.max_iter))
     scheduler = resolve_scheduler(scheduler)
     check_scheduler(scheduler)
-    refuse_not_a_store(path, pending=False, overwrite=overwrite)  # before the lock file is written beside it
+    refuse_not_a_store(path, pending=False, overwrite=plan.overwrite)  # before the lock file is written beside it
     with StoreLock(path), _naming(path):
-        opening = open_for_run(path, overwrite=overwrite, resume_hash=config_hash)  # warns what it recovered
-        exists = opening.action != "create"
-        overwrite = opening.action in ("replace", "resume_replace")
-        staging = opening.staging
-        if overwrite:  # it deletes the old store: only what a store holds, never a nested store or a user's file
-            foreign = foreign_entries(path)
-            if foreign:
-                raise ConfigMismatchError(
-                    f"--overwrite refuses to replace {str(path)!r}: it holds what a ridgexr store does not write ("
-                    + ", ".join(repr(f) for f in foreign) + "); move that out of the store first")
-        for p in [q for q in (path, staging) if q is not None and exists]:
-            left = remove_partial_files(p)
-            if left:
-                warnings.warn(f"removed {len(left)} unfinished chunk write(s) (*.partial) that a killed command left "
-                              f"in {str(p)!r}", StoreWarning, stacklevel=3)
-        done: set[tuple] = set()
-        if exists and not overwrite:
-            attrs = _root_metadata(path).get("attributes", {})
-            if attrs.get("config_hash") != config_hash:
-                diff = _config_diff(attrs.get("config"), exp)
-                identity = check_identity(path)
-                if not diff and identity:  # the same configuration, a damaged hash
-                    raise StoreDamagedError(f"store {str(path)!r} is damaged: {identity[0]}")
-                raise ConfigMismatchError(
-                    f"store {str(path)!r} was written by a different configuration "
-                    f"(hash {str(attrs.get('config_hash'))[:12]} != {config_hash[:12]}; differing fields: "
-                    f"{'; '.join(diff) or 'the training data'}); refusing to mix results: use --overwrite to "
-                    "replace it or choose another --data-dir")
-            damaged = check_store_schema(path)  # never resume (and consolidate) a store whose metadata is damaged
-            if damaged:
-                raise StoreDamagedError(f"store {str(path)!r} is damaged: " + "; ".join(map(str, damaged[:3]))
-                                        + (f" (and {len(damaged) - 3} more)" if len(damaged) > 3 else "")
-                                        + f"; run 'ridgexr verify {path}' first")
-            done = _done(path, layout)
-            version = str(attrs.get("schema_version", SCHEMA_VERSION))
-            if len(done) < len(list(layout.cells())) and schema_older(version, than=ARRAYS_SCHEMA):
-                raise ConfigMismatchError(
-                    f"store {str(path)!r} has unfinished cells and was written with store schema {version}; this "
-                    f"ridgexr writes schema {SCHEMA_VERSION} (new variables, docs/schema.md): use --overwrite to "
-                    "rerun it, or finish it with the ridgexr that wrote it")
-        elif exists and staging is not None:  # an interrupted --overwrite of this configuration: resume it
-            done = _done(staging, layout)
-        todo = [idx for idx in layout.cells() if idx not in done]
-        task_bar = progress.add_task("fitting models", total=None) if progress is not None else None
-        note = (lambda msg: progress.update(task_bar, description=f"fitting models: {msg}")) if progress else None
-        ckpt = checkpoint_root(path, config_hash)  # mlp training, resumable
-        tasks = plan_tasks(exp, train, layout, progress=note, cells=todo, device=device, checkpoint_root=ckpt,
-                           objects=objects, bars=progress)  # only the models of the cells left
-        if progress is not None:
-            progress.remove_task(task_bar)
-        target = path
-        if not exists or (overwrite and staging is None):  # the attributes (and MNIST's provenance): a new store
-            attrs = store_attrs(exp, config_hash, device, scheduler, d_star_info, threads_source)
-            attrs["divergence_bound"] = divergence_bound(train)
-            extra = dataset_extras(exp.dataset) | v_kernel_variables(exp, train, layout, tasks, device)
-            if not exists:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                create_store(path, layout, train, attrs, extra)
-            else:  # --overwrite: the new store is built whole beside the old one, then swapped in
-                staging = create_staging(path, layout, train, attrs, extra)
-        if exists and overwrite:
-            target = staging
-        try:
-            _execute(exp, target, layout, tasks, device, scheduler, n_workers, progress, sample_block)
-            consolidate(target)
-        except BaseException as exc:
-            if isinstance(exc, Exception) and not (target / "zarr.json").exists():
-                if target != path:
-                    abandon_staging(exc, path, target)
-                raise StoreDamagedError(
-                    f"store {str(target)!r} was deleted (its root metadata is gone) while this run wrote to it; "
-                    "the chunks written since are left there without metadata: rerun the same command, which "
-                    f"removes them and starts a new store ({type(exc).__name__}: {exc})") from exc
-            if isinstance(exc, OSError) and exc.filename is None:  # e.g. a full disk, raised by a chunk write
-                exc.add_note(f"while writing the store {str(target)!r}")
-            if target != path:
-                abandon_staging(exc, path, target)
-            raise
-        if target != path:
-            commit_run(path, target)  # its OSError says what is intact
+        exists, overwrite, staging = _open_for_run(plan)
+        done = _cells_done(plan, exists, overwrite, staging)
+        todo = [idx for idx in plan.layout.cells() if idx not in done]
+        tasks = _fit_cells(plan, todo, device, progress)
+        target = _create_target(plan, exists, overwrite, staging, tasks, device, scheduler, threads_source)
+        _run_cells(plan, target, tasks, device, scheduler, n_workers, progress, sample_block)
     return RunResult(store=path, cells_run=len(tasks), cells_skipped=len(done), summary=summarize(path),
                      plan=plan)
+
+
+def _open_for_run(plan: Plan) -> tuple[bool, bool, Path | None]:
+    """Under the store's lock: recover what a killed command left (:func:`ridgexr.store.lifecycle.open_for_run`,
+    which warns what it recovered), refuse an ``--overwrite`` of a folder holding what a store does not write, and
+    remove unfinished chunk writes.  Returns (a store is there, it is replaced, the new store of an interrupted
+    ``--overwrite`` or None)."""
+    path = plan.store
+    opening = open_for_run(path, overwrite=plan.overwrite, resume_hash=plan.config_hash)
+    exists = opening.action != "create"
+    overwrite = opening.action in ("replace", "resume_replace")
+    staging = opening.staging
+    if overwrite:  # it deletes the old store: only what a store holds, never a nested store or a user's file
+        foreign = foreign_entries(path)
+        if foreign:
+            raise ConfigMismatchError(
+                f"--overwrite refuses to replace {str(path)!r}: it holds what a ridgexr store does not write ("
+                + ", ".join(repr(f) for f in foreign) + "); move that out of the store first")
+    for p in [q for q in (path, staging) if q is not None and exists]:
+        left = remove_partial_files(p)
+        if left:
+            warnings.warn(f"removed {len(left)} unfinished chunk write(s) (*.partial) that a killed command left "
+                          f"in {str(p)!r}", StoreWarning, stacklevel=4)
+    return exists, overwrite, staging
+
+
+def _cells_done(plan: Plan, exists: bool, overwrite: bool, staging: Path | None) -> set[tuple]:
+    """The cells a run keeps: those complete in the store it resumes (or in the new store of an interrupted
+    ``--overwrite``), none for a new or replaced store.  A store resumed in place must be this configuration's
+    (:class:`ConfigMismatchError` naming the fields that differ), intact (:func:`check_store_schema`, else
+    :class:`StoreDamagedError`) and, with cells left, of a schema this ridgexr writes."""
+    path, layout, config_hash = plan.store, plan.layout, plan.config_hash
+    if exists and staging is not None and overwrite:  # an interrupted --overwrite of this configuration: resume it
+        return _done(staging, layout)
+    if not exists or overwrite:
+        return set()
+    attrs = _root_metadata(path).get("attributes", {})
+    if attrs.get("config_hash") != config_hash:
+        diff = _config_diff(attrs.get("config"), plan.resolved)
+        identity = check_identity(path)
+        if not diff and identity:  # the same configuration, a damaged hash
+            raise StoreDamagedError(f"store {str(path)!r} is damaged: {identity[0]}")
+        raise ConfigMismatchError(
+            f"store {str(path)!r} was written by a different configuration "
+            f"(hash {str(attrs.get('config_hash'))[:12]} != {config_hash[:12]}; differing fields: "
+            f"{'; '.join(diff) or 'the training data'}); refusing to mix results: use --overwrite to "
+            "replace it or choose another --data-dir")
+    damaged = check_store_schema(path)  # never resume (and consolidate) a store whose metadata is damaged
+    if damaged:
+        raise StoreDamagedError(f"store {str(path)!r} is damaged: " + "; ".join(map(str, damaged[:3]))
+                                + (f" (and {len(damaged) - 3} more)" if len(damaged) > 3 else "")
+                                + f"; run 'ridgexr verify {path}' first")
+    done = _done(path, layout)
+    version = str(attrs.get("schema_version", SCHEMA_VERSION))
+    if len(done) < len(list(layout.cells())) and schema_older(version, than=ARRAYS_SCHEMA):
+        raise ConfigMismatchError(
+            f"store {str(path)!r} has unfinished cells and was written with store schema {version}; this "
+            f"ridgexr writes schema {SCHEMA_VERSION} (new variables, docs/schema.md): use --overwrite to "
+            "rerun it, or finish it with the ridgexr that wrote it")
+    return done
+
+
+def _fit_cells(plan: Plan, todo: list[tuple], device: str, progress: Any) -> list:
+    """The tasks of the cells ``todo``: only their models fitted and diagnosed (:func:`ridgexr.run.plan.plan_tasks`),
+    mlp and unet training resumable from the store's checkpoint folder (:func:`checkpoint_root`)."""
+    task_bar = progress.add_task("fitting models", total=None) if progress is not None else None
+    note = (lambda msg: progress.update(task_bar, description=f"fitting models: {msg}")) if progress else None
+    tasks = plan_tasks(plan.resolved, plan.train, plan.layout, progress=note, cells=todo, device=device,
+                       checkpoint_root=checkpoint_root(plan.store, plan.config_hash), objects=plan.objects,
+                       bars=progress)
+    if progress is not None:
+        progress.remove_task(task_bar)
+    return tasks
+
+
+def _create_target(plan: Plan, exists: bool, overwrite: bool, staging: Path | None, tasks: list, device: str,
+                   scheduler: str | None, threads_source: str | None) -> Path:
+    """The store the cells are written to: ``plan.store`` (created here when there is none), or the new store of an
+    ``--overwrite`` (created beside it here, or the interrupted one ``staging``), swapped in at the end."""
+    path, exp, train, layout = plan.store, plan.resolved, plan.train, plan.layout
+    if not exists or (overwrite and staging is None):  # the attributes (and MNIST's provenance): a new store
+        attrs = store_attrs(exp, plan.config_hash, device, scheduler, plan.d_star_info, threads_source)
+        attrs["divergence_bound"] = divergence_bound(train)
+        extra = dataset_extras(exp.dataset) | v_kernel_variables(exp, train, layout, tasks, device)
+        if not exists:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            create_store(path, layout, train, attrs, extra)
+        else:  # --overwrite: the new store is built whole beside the old one, then swapped in
+            staging = create_staging(path, layout, train, attrs, extra)
+    return staging if exists and overwrite else path
+
+
+def _run_cells(plan: Plan, target: Path, tasks: list, device: str, scheduler: str | None, n_workers: int,
+               progress: Any, sample_block: int | None) -> None:
+    """Run ``tasks`` into ``target`` and consolidate it; a replacement (``target`` beside ``plan.store``) is swapped
+    in after, or abandoned on an error.  A store deleted under the run is a :class:`StoreDamagedError`; an
+    ``OSError`` that names no file (a full disk) is told which store it was writing."""
+    path = plan.store
+    try:
+        _execute(plan.resolved, target, plan.layout, tasks, device, scheduler, n_workers, progress, sample_block)
+        consolidate(target)
+    except BaseException as exc:
+        if isinstance(exc, Exception) and not (target / "zarr.json").exists():
+            if target != path:
+                abandon_staging(exc, path, target)
+            raise StoreDamagedError(
+                f"store {str(target)!r} was deleted (its root metadata is gone) while this run wrote to it; "
+                "the chunks written since are left there without metadata: rerun the same command, which "
+                f"removes them and starts a new store ({type(exc).__name__}: {exc})") from exc
+        if isinstance(exc, OSError) and exc.filename is None:  # e.g. a full disk, raised by a chunk write
+            exc.add_note(f"while writing the store {str(target)!r}")
+        if target != path:
+            abandon_staging(exc, path, target)
+        raise
+    if target != path:
+        commit_run(path, target)  # its OSError says what is intact
 
 
 @contextlib.contextmanager
@@ -825,7 +871,7 @@ def _done(store: Path, layout) -> set[tuple]:
         labels = [cell_label(ds, ds["cell_complete"].dims, idx) for idx in sorted(gone)]
         warnings.warn(f"store {str(store)!r}: {len(gone)} cell(s) marked complete miss chunks ("
                       + "; ".join(" ".join(f"{k}={v}" for k, v in lab.items()) for lab in labels)
-                      + "); they are recomputed", StoreWarning, stacklevel=4)
+                      + "); they are recomputed", StoreWarning, stacklevel=5)
         clear_completion(store, labels)
     return done - set(gone)
 
