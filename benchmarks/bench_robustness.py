@@ -584,7 +584,7 @@ def check_costs(tmp: Path, quick: bool = False) -> list[str]:
 
     import xarray as xr
 
-    from ridgexr.run import check_identity, experiment as experiment_module, schema_reference
+    from ridgexr.run import check_identity, schema_reference, verification as verification_module
     from ridgexr.store import open_store, verify_and_repair
 
     f = tmp / "timing.yaml"
@@ -602,11 +602,11 @@ def check_costs(tmp: Path, quick: bool = False) -> list[str]:
     t_read0 = best_time(lambda: xr.open_zarr(store, consolidated=True).load(), reps)
 
     def verify(path):
-        experiment_module._TEMPLATES.clear()  # as the first verify of a command: the template written afresh
+        verification_module._TEMPLATES.clear()  # as the first verify of a command: the template written afresh
         verify_and_repair(path, schema_reference, identity=check_identity)
 
     def resume(path):
-        experiment_module._TEMPLATES.clear()
+        verification_module._TEMPLATES.clear()
         assert run_experiment(exp, store=path).cells_run == 0
 
     reps = 1 if quick else 3

@@ -243,7 +243,7 @@ def _metadata_damage(path: Path, name: str, want: dict, consolidated) -> list[Da
 def check_schema(path: str | Path, reference: str | Path, *, expected: dict[str, str] | None = None) -> list[Damage]:
     """Compare a store with ``reference``, the schema it must have: the record kept at its creation
     (:func:`ridgexr.store.record.write_record_reference`), or the template its configuration defines (metadata
-    and the small arrays written at creation; see :func:`ridgexr.run.schema_reference`).
+    and the small arrays written at creation; see :func:`ridgexr.run.verification.schema_reference`).
 
     Damage: per array, metadata missing (folder or ``zarr.json``), that does not parse, or that differs in any
     field but ``attributes`` (descriptive; their wording may change between versions) or in an attribute that
@@ -496,7 +496,7 @@ def verify_and_repair(path: str | Path, reference: Callable[[Path, Path], Path],
         The store.
     reference : callable (store, folder) -> path
         Writes the template the store's configuration defines under ``folder`` and returns it
-        (:func:`ridgexr.run.schema_reference`): the schema of a store without a record of its creation.
+        (:func:`ridgexr.run.verification.schema_reference`): the schema of a store without a record of its creation.
     repair : bool
         Rewrite damaged metadata, restore what was written at creation from intact copies, and unmark damaged
         cells.
@@ -504,11 +504,11 @@ def verify_and_repair(path: str | Path, reference: Callable[[Path, Path], Path],
         name -> (check, repair) of further store-level checks; a damage whose ``variable`` is ``name`` is repaired
         by that repair.
     identity : callable (store) -> list of Damage, optional
-        The check of the configuration against its hash and the record (:func:`ridgexr.run.check_identity`);
+        The check of the configuration against its hash and the record (:func:`ridgexr.run.verification.check_identity`);
         while it finds damage nothing is rewritten.
     resolve : callable (store) -> list of str, optional
         A user's explicit resolution of a disagreement between the configuration and its hash
-        (:func:`ridgexr.run.resolve_config`), applied first; returns its notes.
+        (:func:`ridgexr.run.verification.resolve_config`), applied first; returns its notes.
 
     Returns
     -------
