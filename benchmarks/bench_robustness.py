@@ -37,7 +37,8 @@ from ridgexr import schema  # noqa: E402
 from ridgexr.catalog import experiment_from_file  # noqa: E402
 from ridgexr.run import run_experiment  # noqa: E402
 from ridgexr.store import StoreLock, StoreLockedError, verify_store  # noqa: E402
-from ridgexr.store.layout import StoreLayout, clear_completion  # noqa: E402
+from ridgexr.store.layout import StoreLayout  # noqa: E402
+from ridgexr.store.update import clear_completion  # noqa: E402
 from ridgexr.store.lifecycle import create_store  # noqa: E402
 from ridgexr.store.write import write_block  # noqa: E402
 
@@ -258,7 +259,7 @@ def store_trials(tmp: Path, cat: Path, exp, n: int, rng: random.Random) -> list[
 
     from ridgexr.run import ConfigMismatchError
     from ridgexr.store import StoreDamagedError, StoreReplacedError, StoreWarning
-    from ridgexr.store.layout import clear_completion
+    from ridgexr.store.update import clear_completion
 
     ref = run_experiment(exp, store=tmp / "sref" / "tiny.zarr").store
     good = _files(ref)

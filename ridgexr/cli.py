@@ -688,7 +688,7 @@ def info(store: str = typer.Argument(..., help="store path or catalog entry name
                                        f"{SUMMARY_MAX_ROWS}, with the tallies of all)")):
     """Describe a store: dims, variables, completed cells and provenance."""
     from .reader import check_complete_cells, summarize
-    from .store.layout import json_attr
+    from .store.opening import json_attr
 
     with user_errors():
         path = _store(store, data_dir, catalog)
@@ -757,7 +757,7 @@ def _refuse_unknown_name(name: str, cat, data_dir) -> None:
 
 
 def _open_store(path):
-    from .store.layout import open_store
+    from .store.opening import open_store
 
     return open_store(path)
 

@@ -188,7 +188,7 @@ def test_cell_dims_have_one_table():
 
 
 #: the modules of ridgexr.store, lowest first (docs/index.md): each imports, at module level, only those before it
-STORE_ORDER = ["record", "layout", "lock", "lifecycle", "integrity", "write"]
+STORE_ORDER = ["record", "layout", "opening", "update", "lock", "lifecycle", "integrity", "write"]
 
 
 def test_the_store_modules_import_downward():

@@ -204,7 +204,7 @@ def test_legacy_exact_cells_are_sampled_once_and_copied(small_run, tmp_path):
 
     from ridgexr.run.plan import plan_tasks
     from ridgexr.schema import STEP_VARIABLES
-    from ridgexr.store.layout import clear_completion
+    from ridgexr.store.update import clear_completion
 
     exp, res = small_run
     train = load_training_set(exp.dataset, base_dir=exp.base_dir)
@@ -279,7 +279,7 @@ def test_a_resume_fits_only_the_models_of_the_cells_left(tmp_path, trained_cells
 
     from reference_runs import assert_same_store
     from ridgexr.catalog import load_catalog_file
-    from ridgexr.store.layout import clear_completion
+    from ridgexr.store.update import clear_completion
 
     cat = tmp_path / "multi.yaml"
     cat.write_text(MULTI_BLOCK)

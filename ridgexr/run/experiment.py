@@ -28,7 +28,8 @@ from ..reader import summarize
 from ..catalog.folders import enclosing_store
 from ..store.lifecycle import ConfigMismatchError, create_staging, create_store, open_for_run
 from ..store.integrity import missing_chunks
-from ..store.layout import StoreDamagedError, StoreWarning, cell_label, clear_completion, consolidate, open_store
+from ..store.opening import StoreDamagedError, StoreWarning, cell_label, open_store
+from ..store.update import clear_completion, consolidate
 from ..store.lock import StoreLock
 from ..store.write import copy_cell
 from ..catalog.folders import is_store

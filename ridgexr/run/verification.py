@@ -25,7 +25,9 @@ from ..catalog import NOT_HASHED, Experiment
 from ..catalog.folders import root_metadata as _root_metadata
 from ..datasets import dataset_extras, load_training_set
 from ..store.integrity import Damage, VerifyReport, check_schema, creation_array, verify_and_repair
-from ..store.layout import StoreDamagedError, set_root_attrs, write_template
+from ..store.layout import write_template
+from ..store.opening import StoreDamagedError
+from ..store.update import set_root_attrs
 from ..store.record import IDENTITY_ATTRS, read_record, record_files, write_record_reference
 from .plan import plan_layout
 

@@ -18,8 +18,9 @@ import numpy as np
 import zarr
 
 from ..catalog.folders import root_metadata
-from .layout import (StoreWarning, array_meta, chunk_keys, clear_completion, consolidate, group_cell_dims, open_arrays,
-                     per_cell_arrays, set_root_attrs)
+from .layout import chunk_keys
+from .opening import StoreWarning, array_meta, group_cell_dims, per_cell_arrays
+from .update import clear_completion, consolidate, open_arrays, set_root_attrs
 from .lifecycle import recover_store, remove_partial_files
 from .lock import StoreLock
 from .record import (DECODING_ATTRS, RECORD, SCHEMA_FIELDS, decoding_attrs, file_digest, read_record, record_files,
@@ -40,7 +41,7 @@ def cell_digest(path: str | Path, cell: tuple[int, ...], *, group: zarr.Group | 
 
     A chunk copied from another cell or position, or a stale chunk of an earlier write, has the right
     checksum but another key or other bytes, so the digest changes.  A missing chunk enters as a marker.
-    Reads the cell's chunk files (no decoding).  ``arrays`` (:func:`ridgexr.store.layout.per_cell_arrays` of the store's
+    Reads the cell's chunk files (no decoding).  ``arrays`` (:func:`ridgexr.store.opening.per_cell_arrays` of the store's
     group) spares listing them again when many cells are digested.
     """
     import hashlib
