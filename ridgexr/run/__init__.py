@@ -2,8 +2,9 @@
 
 Steps of :func:`run_experiment`:
 
-1. Load the training set and fit all random-feature cells with :func:`ridgexr.fit_sweep`
-   (nested features, one shared training sample; cheap next to sampling).
+1. Load the training set and fit the models of the cells still to run (random features with
+   :func:`ridgexr.fit_sweep`: nested features, one shared training sample; cheap next to sampling); a
+   resume neither refits nor diagnoses again the models of its complete cells.
 2. Create the Zarr v3 store from a lazy template, or reopen it to resume: a store written
    by a different configuration is refused unless ``overwrite=True``.
 3. Run every cell not yet marked complete, locally one after another, or as tasks on a
