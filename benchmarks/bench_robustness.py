@@ -41,7 +41,8 @@ from ridgexr import schema  # noqa: E402
 from ridgexr.catalog import experiment_from_file  # noqa: E402
 from ridgexr.run import run_experiment  # noqa: E402
 from ridgexr.store import StoreLock, StoreLockedError, verify_store  # noqa: E402
-from ridgexr.store.layout import StoreLayout, clear_completion  # noqa: E402
+from ridgexr.store.layout import StoreLayout  # noqa: E402
+from ridgexr.store.update import clear_completion  # noqa: E402
 from ridgexr.store.lifecycle import create_store  # noqa: E402
 from ridgexr.store.write import write_block  # noqa: E402
 
@@ -239,7 +240,7 @@ def store_trials(tmp: Path, cat: Path, exp, n: int, rng: random.Random) -> list[
 
     from ridgexr.run import ConfigMismatchError
     from ridgexr.store import StoreDamagedError, StoreReplacedError, StoreWarning
-    from ridgexr.store.layout import clear_completion
+    from ridgexr.store.update import clear_completion
 
     ref = run_experiment(exp, store=tmp / "sref" / "tiny.zarr").store
     good = _files(ref)
@@ -557,7 +558,7 @@ def check_costs(tmp: Path, quick: bool = False) -> list[str]:
 
     import xarray as xr
 
-    from ridgexr.run import check_identity, experiment as experiment_module, schema_reference
+    from ridgexr.run import check_identity, schema_reference, verification as verification_module
     from ridgexr.store import open_store, verify_and_repair
 
     f = tmp / "timing.yaml"
@@ -575,11 +576,11 @@ def check_costs(tmp: Path, quick: bool = False) -> list[str]:
     t_read0 = best_time(lambda: xr.open_zarr(store, consolidated=True).load(), reps)
 
     def verify(path):
-        experiment_module._TEMPLATES.clear()  # as the first verify of a command: the template written afresh
+        verification_module._TEMPLATES.clear()  # as the first verify of a command: the template written afresh
         verify_and_repair(path, schema_reference, identity=check_identity)
 
     def resume(path):
-        experiment_module._TEMPLATES.clear()
+        verification_module._TEMPLATES.clear()
         assert run_experiment(exp, store=path).cells_run == 0
 
     reps = 1 if quick else 3

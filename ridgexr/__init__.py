@@ -45,7 +45,7 @@ _SUBMODULES = ("accessor", "projection", "analysis", "plot", "report", "store", 
                "claims", "verdicts", "schema")
 
 #: modules renamed (old -> new): the old name says where its functions went
-_RENAMED = {"labelled": "projection"}  # one labelled module per concept
+_RENAMED = {"labelled": "projection", "engine": "xarray_backend"}  # one labelled module per concept
 
 __all__ = sorted(_LAZY) + ["projection", "__version__"]
 

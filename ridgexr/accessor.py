@@ -192,13 +192,13 @@ class RidgeDatasetAccessor(_Accessor):
     @property
     def config(self) -> dict:
         """The store's configuration (attr ``config``, the validated catalog entry) as a dict."""
-        from .store.layout import json_attr
+        from .store.opening import json_attr
 
         return json_attr(self._obj, "config")
 
     @property
     def provenance(self) -> dict:
         """Package versions, host, device, scheduler and creation time (attr ``provenance``) as a dict."""
-        from .store.layout import json_attr
+        from .store.opening import json_attr
 
         return json_attr(self._obj, "provenance")

@@ -688,7 +688,7 @@ def info(store: str = typer.Argument(..., help="store path or catalog entry name
                                        f"{SUMMARY_MAX_ROWS}, with the tallies of all)")):
     """Describe a store: dims, variables, completed cells and provenance."""
     from .reader import check_complete_cells, summarize
-    from .store.layout import json_attr
+    from .store.opening import json_attr
 
     with user_errors():
         path = _store(store, data_dir, catalog)
@@ -757,7 +757,7 @@ def _refuse_unknown_name(name: str, cat, data_dir) -> None:
 
 
 def _open_store(path):
-    from .store.layout import open_store
+    from .store.opening import open_store
 
     return open_store(path)
 
@@ -942,19 +942,12 @@ def verify(
 ):
     """Check the store against the record of its creation (or its configuration's schema), read every chunk of \
 every complete cell and check its digest; report damaged (variable, cell) pairs (exit 1 when any)."""
-    from functools import partial
-
     from rich.markup import escape
 
-    from .run import RESOLUTIONS, check_identity, resolve_config as resolve, schema_reference
-    from .store.integrity import verify_and_repair
+    from .run.verification import verify as verify_against_schema
 
     with user_errors():  # one call: recovery (its notes warned), checks, repair, every chunk read
-        if resolve_config is not None and resolve_config not in RESOLUTIONS:
-            raise ValueError(f"--resolve-config must be one of {', '.join(RESOLUTIONS)}; got {resolve_config!r}")
-        report = verify_and_repair(_store(store, data_dir, catalog), schema_reference,
-                                   repair=repair or resolve_config is not None, identity=check_identity,
-                                   resolve=partial(resolve, choice=resolve_config) if resolve_config else None)
+        report = verify_against_schema(_store(store, data_dir, catalog), repair=repair, resolution=resolve_config)
     for note in report.resolved:
         console.print(f"resolved: {escape(note)}", soft_wrap=True, highlight=False)
     damage = report.schema + report.damage

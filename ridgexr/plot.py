@@ -17,8 +17,9 @@ import xarray as xr
 from . import analysis, units
 from ._validation import check_option
 from .choices import QUALITY_LABELS
-from .store.layout import cells as store_cells
-from .store.layout import is_exact_cell, json_attr
+from .store.layout import is_exact_cell
+from .store.opening import cells as store_cells
+from .store.opening import json_attr
 
 
 def ensure_backends() -> None:

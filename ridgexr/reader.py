@@ -11,7 +11,7 @@ import xarray as xr
 
 from ._validation import check_optional_int
 from .catalog import data_dir_source, default_data_dir, open_catalog, resolve_store, stores_named
-from .store.layout import IN_PROCESS, StoreDamagedError, StoreReplacedError, StoreWarning, cell_label, open_store
+from .store.opening import IN_PROCESS, StoreDamagedError, StoreReplacedError, StoreWarning, cell_label, open_store
 from .store.lifecycle import damaged_root, finish_interrupted
 from .catalog.folders import is_store
 from .store.integrity import missing_chunks
@@ -53,7 +53,7 @@ def summarize(path: str | Path, ds: xr.Dataset | None = None, *, slab_bytes: int
     ``memorization_fraction``), diverged trajectories, held-out excess loss, and (stores of schema 1.7 on)
     ``quality``, the sample-quality gate's verdict (:func:`ridgexr.quality.sample_quality`).  Every column is
     built lazily and computed in one ``dask.compute`` in this process
-    (:data:`ridgexr.store.layout.IN_PROCESS`), so chunks shared by several columns (the final step's
+    (:data:`ridgexr.store.opening.IN_PROCESS`), so chunks shared by several columns (the final step's
     block of each cell) are read once.  A complete cell with a missing chunk is shown as
     incomplete, with a warning (:func:`check_complete_cells`); pass ``ds`` when it is already
     open and checked.  The store is read in slabs of cells of at most ``slab_bytes`` of one step per task
@@ -254,7 +254,7 @@ def open_dataset(name_or_path: str | Path, *, data_dir: str | Path | None = None
     -----
     A cell marked complete whose chunks are not all on disk (damage: it would read fill values)
     is treated as incomplete, with a warning naming it (a listing of the store, no chunk read).
-    The Dataset reads through the store folder it opened (:class:`ridgexr.store.layout.PinnedStore`): it never mixes
+    The Dataset reads through the store folder it opened (:class:`ridgexr.store.opening.PinnedStore`): it never mixes
     two stores.
     """
     path = store_path(name_or_path, data_dir=data_dir, catalog=catalog)

@@ -23,7 +23,8 @@ from markupsafe import Markup
 
 from . import analysis, defaults, plot
 from .schema import CELL_DIMS
-from .store.layout import cells, is_exact_cell, json_attr
+from .store.layout import is_exact_cell
+from .store.opening import cells, json_attr
 
 __all__ = ["make_report", "report_figures", "snapshot_cell"]
 

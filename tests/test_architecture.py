@@ -195,7 +195,7 @@ def test_cell_dims_have_one_table():
 
 
 #: the modules of ridgexr.store, lowest first (docs/index.md): each imports, at module level, only those before it
-STORE_ORDER = ["record", "layout", "lock", "lifecycle", "integrity", "write"]
+STORE_ORDER = ["record", "layout", "opening", "update", "lock", "lifecycle", "integrity", "write"]
 
 
 def test_the_store_modules_import_downward():
@@ -212,6 +212,30 @@ def test_the_store_modules_import_downward():
                 if theirs not in STORE_ORDER or STORE_ORDER.index(theirs) >= STORE_ORDER.index(mod):
                     upward.append(f"store.{mod} imports .{node.module}")
     assert not upward, upward
+
+
+def _calls(tree: ast.AST) -> set[str]:
+    """Names of the functions and methods a module calls (``f(...)``, ``obj.f(...)``)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            out.add(f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", ""))
+    return out
+
+
+def test_one_module_opens_a_store_and_layout_only_lays_out():
+    """A store is opened as a Dataset in one place, ``store.opening`` (``xr.open_zarr``; the reader and the xarray
+    backend call its ``open_store``), and ``store.layout`` reads and changes no store: it opens no group, reads no
+    file and replaces none (it writes only a new store's template)."""
+    opens = sorted(str(p.relative_to(PKG)) for p in PKG.rglob("*.py") if "open_zarr" in _calls(ast.parse(p.read_text())))
+    assert opens == ["store/opening.py"], opens
+    layout = _calls(ast.parse((PKG / "store" / "layout.py").read_text()))
+    reads_or_changes = {"open_group", "open_zarr", "open_store", "open_arrays", "read_bytes", "read_text", "replace",
+                        "write_text", "root_metadata", "read_record"}
+    assert not layout & reads_or_changes, sorted(layout & reads_or_changes)
+    for module in ("reader.py", "xarray_backend.py"):
+        assert "open_store" in _calls(ast.parse((PKG / module).read_text())), module
 
 
 if __name__ == "__main__":  # rewrite docs/tables/floors.md from the contract

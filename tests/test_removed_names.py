@@ -196,7 +196,7 @@ def test_experiment_load_train_is_gone(tmp_path, write_catalog):
 
 
 @pytest.mark.parametrize("module", ["ridgexr.neural", "ridgexr.external", "ridgexr.training.neural",
-                                    "ridgexr._deprecation", "ridgexr.store.variables"])
+                                    "ridgexr._deprecation", "ridgexr.store.variables", "ridgexr.engine"])
 def test_old_module_paths_are_gone(module):
     import importlib
 
@@ -219,6 +219,20 @@ def test_the_renamed_labelled_module_says_where_its_functions_went():
     with pytest.raises(AttributeError, match="ridgexr.labelled was renamed ridgexr.projection"):
         ridgexr.labelled
     assert ridgexr.projection.project_to_ridge is projection.project_to_ridge
+
+
+def test_the_renamed_backend_module_says_where_it_went():
+    """ridgexr.engine (the xarray backend, not the claims engine) is ridgexr.xarray_backend; engine="ridgexr"
+    still names the backend."""
+    from importlib.metadata import entry_points
+
+    import ridgexr
+
+    with pytest.raises(AttributeError, match="ridgexr.engine was renamed ridgexr.xarray_backend"):
+        ridgexr.engine
+    (point,) = [e for e in entry_points(group="xarray.backends") if e.name == "ridgexr"]
+    assert point.value == "ridgexr.xarray_backend:RidgexrBackendEntrypoint"
+    assert "ridgexr" in xr.backends.list_engines()
 
 
 # ---------------------------------------------------------------- removed with the claims registry
@@ -296,9 +310,10 @@ STORE_NAMES_MOVED = {
                        "DEGENERATE_FLAGS", "QUALITY_VARIABLES", "SCHEMA_VERSION", "SINCE", "STEP_BOOL", "STEP_INT",
                        "STEP_OPTIONAL", "STEP_SCALAR", "STEP_VARIABLES", "STEP_VECTOR", "VARIABLES", "VARIABLE_ATTRS",
                        "Variable", "schema_older"],
-    "ridgexr.store.layout": ["CODECS", "EAGER_COORDS", "IN_PROCESS", "ROOT_ATTRS", "PinnedStore", "StoreLayout",
-                             "cell_label", "chunk_keys", "clear_completion", "consolidate", "is_consolidated",
-                             "per_cell_arrays", "set_root_attrs", "write_template"],
+    "ridgexr.store.layout": ["CODECS", "ROOT_ATTRS", "StoreLayout", "chunk_keys", "write_template"],
+    "ridgexr.store.opening": ["EAGER_COORDS", "IN_PROCESS", "PinnedStore", "cell_label", "is_consolidated",
+                              "per_cell_arrays"],
+    "ridgexr.store.update": ["clear_completion", "consolidate", "set_root_attrs"],
     "ridgexr.store.lock": ["LOCK_NAME"],
     "ridgexr.store.lifecycle": ["IDENTIFYING_ARRAYS", "Opening", "SWAP_NAME", "chunk_leftover", "commit_staging",
                                 "create_staging", "create_store", "damaged_root", "finish_interrupted",

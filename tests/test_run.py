@@ -204,7 +204,7 @@ def test_legacy_exact_cells_are_sampled_once_and_copied(small_run, tmp_path):
 
     from ridgexr.run.plan import plan_tasks
     from ridgexr.schema import STEP_VARIABLES
-    from ridgexr.store.layout import clear_completion
+    from ridgexr.store.update import clear_completion
 
     exp, res = small_run
     train = load_training_set(exp.dataset, base_dir=exp.base_dir)
@@ -231,6 +231,75 @@ def test_legacy_exact_cells_are_sampled_once_and_copied(small_run, tmp_path):
     back = ridgexr.open_dataset(resumed).isel(schedule=2, width=1)
     for name in names:
         np.testing.assert_array_equal(back[name].values, copied[name].values, err_msg=name)
+
+
+MULTI_BLOCK = """
+experiments:
+  multi:
+    dataset: {points: two-points}
+    process: {T: 2.0, t_min: 0.01, n_steps: 8}
+    models:
+      - {kind: random_features, widths: [8], n_frequencies: 3}
+      - {kind: mlp, widths: [16], embed_dim: 8, epochs: [2], batch_size: 2}
+      - {kind: exact}
+    training: {quadrature: gauss-legendre-log-t, n_time: 4, n_noise: 4}
+    schedules: ["1", "h2"]
+    sampler: {kind: sde, block_steps: 8}
+    n_samples: 4
+    d_star: 1
+    store: multi.zarr
+"""
+
+
+@pytest.fixture
+def trained_cells(monkeypatch):
+    """[(kind, cell labels)] of every cell a kind's training entry point was handed (fitted or diagnosed), in
+    order: each kind's real ``fit``, counted where the registry resolves it (``ModelKind.trainer``)."""
+    import importlib
+
+    from ridgexr.models import REGISTRY
+
+    seen = []
+    for kind in ("random_features", "mlp", "exact"):
+        module_name, attr = REGISTRY[kind].fit.split(":")
+        module = importlib.import_module(module_name)
+
+        def counted(ctx, bi, block, cells, fit=getattr(module, attr), kind=kind):
+            seen.extend((kind, dict(lab)) for _, lab in cells)
+            return fit(ctx, bi, block, cells)
+
+        monkeypatch.setattr(module, attr, counted)
+    return seen
+
+
+def test_a_resume_fits_only_the_models_of_the_cells_left(tmp_path, trained_cells):
+    """A resume hands each kind's training only the cells it still runs (the complete cells' models are neither
+    refitted nor diagnosed again), and the resumed store equals the uninterrupted one, every variable."""
+    import shutil
+
+    from reference_runs import assert_same_store
+    from ridgexr.catalog import load_catalog_file
+    from ridgexr.store.update import clear_completion
+
+    cat = tmp_path / "multi.yaml"
+    cat.write_text(MULTI_BLOCK)
+    exp = load_catalog_file(cat)["multi"]
+    ref = run_experiment(exp, store=tmp_path / "ref.zarr").store
+    ds = ridgexr.open_dataset(ref)
+    cell_dims = ds["cell_complete"].dims
+    runs = np.broadcast_to(ds["cell_applies"].values.astype(bool), ds["cell_complete"].shape)
+    assert len(trained_cells) == int(runs.sum()) == 5  # random features and mlp at 2 schedules, exact at one
+    cells = [{dim: ds[dim].values.tolist()[i] for dim, i in zip(cell_dims, idx)} for idx in zip(*np.nonzero(runs))]
+    left = [lab for lab in cells if lab["model"] == "exact" or (lab["model"] == "mlp" and lab["schedule"] == "h2")]
+    assert len(left) == 2
+    resumed = tmp_path / "resumed.zarr"
+    shutil.copytree(ref, resumed)
+    clear_completion(resumed, left)
+    trained_cells.clear()
+    again = run_experiment(exp, store=resumed)
+    assert again.cells_run == 2 and again.cells_skipped == 3
+    assert sorted((kind, lab["schedule"]) for kind, lab in trained_cells) == [("exact", "1"), ("mlp", "h2")]
+    assert_same_store(ref, resumed)
 
 
 def test_overwrite_replaces(tmp_path, write_catalog):

@@ -822,20 +822,20 @@ def test_the_schema_template_is_written_once_per_configuration_and_is_that_confi
                                                                                           new_reference, tmp_path):
     """verify, run's resume check and --repair in one process write the template once per configuration and
     training set, then copy it; another configuration (8 samples instead of 16) never gets the first's."""
-    from ridgexr.run import experiment, schema_reference
+    from ridgexr.run import schema_reference, verification
 
     def arrays(ref):  # every file but the root metadata (its attributes are the first store's)
         return {k: v for k, v in file_bytes(ref).items() if k != "zarr.json"}
 
     _, _, store, _ = small_reference
     _, other = new_reference
-    experiment._TEMPLATES.clear()
+    verification._TEMPLATES.clear()
     first, again = schema_reference(store, tmp_path / "a"), schema_reference(store, tmp_path / "b")
-    assert len(experiment._TEMPLATES) == 1 and arrays(first) == arrays(again)
+    assert len(verification._TEMPLATES) == 1 and arrays(first) == arrays(again)
     mine = schema_reference(other, tmp_path / "c")
-    assert len(experiment._TEMPLATES) == 2
+    assert len(verification._TEMPLATES) == 2
     shape = lambda ref: json.loads((ref / "trajectory" / "zarr.json").read_text())["shape"]
     assert shape(first) != shape(mine) and 16 in shape(first) and 8 in shape(mine)
-    experiment._TEMPLATES.clear()  # written afresh: the copies equal it file for file
+    verification._TEMPLATES.clear()  # written afresh: the copies equal it file for file
     assert arrays(schema_reference(other, tmp_path / "d")) == arrays(mine)
     assert arrays(schema_reference(store, tmp_path / "e")) == arrays(first)

@@ -348,7 +348,7 @@ def test_a_resume_is_sized_by_its_remaining_cells(small_reference, tmp_path, mon
     import ridgexr.run.experiment as experiment
     from ridgexr.datasets import load_training_set
     from ridgexr.run.plan import estimate_resources
-    from ridgexr.store.layout import clear_completion
+    from ridgexr.store.update import clear_completion
 
     cat, exp, ref_store, _ = small_reference
     store = old_store(small_reference, tmp_path)

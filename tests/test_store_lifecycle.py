@@ -19,7 +19,8 @@ from ridgexr.store import (ConfigMismatchError, StoreDamagedError, StoreLock, St
                            verify_and_repair)
 from ridgexr.store.lifecycle import (Opening, commit_staging, create_staging, create_store, damaged_root,
                                      finish_interrupted, interrupted, journal_path, open_for_run, recover_store)
-from ridgexr.store.layout import consolidate, write_template
+from ridgexr.store.layout import write_template
+from ridgexr.store.update import consolidate
 from ridgexr.store.write import write_block, write_cell_end
 from ridgexr.store.lifecycle import _sibling
 from ridgexr.store.layout import StoreLayout

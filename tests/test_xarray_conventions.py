@@ -15,7 +15,8 @@ import ridgexr
 from ridgexr import analysis, units
 from ridgexr.cli import app
 from ridgexr.schema import CELL_DIMS, STEP_VARIABLES
-from ridgexr.store.layout import clear_completion, consolidate, is_consolidated
+from ridgexr.store.opening import is_consolidated
+from ridgexr.store.update import clear_completion, consolidate
 
 T_SEL = 0.1
 STEP_COORDS = ["step", "t", "alpha", "h", "sampler_step"]

@@ -13,7 +13,7 @@ import xarray as xr
 
 from .._validation import check_float, check_int
 from ..schema import COORD_ATTRS, DEGENERATE_FLAGS, STEP_VARIABLES
-from ..store.layout import EAGER_COORDS
+from ..store.opening import EAGER_COORDS
 
 __all__ = ["along_step", "check_vars", "check_radius", "with_attrs", "step_index", "step_label", "cell_train", "by_train", "at_step", "resolved",
            "degenerate_share"]

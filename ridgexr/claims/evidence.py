@@ -15,7 +15,8 @@ import xarray as xr
 
 from ..analysis import arrays, resolved, tangential_distance
 from ..analysis.selection import step_index
-from ..store.layout import complete_cells, is_exact_cell
+from ..store.layout import is_exact_cell
+from ..store.opening import complete_cells
 
 __all__ = ["StoreEvidence", "REFERENCE_DRAWS", "ROUNDING", "forward_draws", "observe_forward"]
 

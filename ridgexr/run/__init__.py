@@ -2,8 +2,9 @@
 
 Steps of :func:`run_experiment`:
 
-1. Load the training set and fit all random-feature cells with :func:`ridgexr.fit_sweep`
-   (nested features, one shared training sample; cheap next to sampling).
+1. Load the training set and fit the models of the cells still to run (random features with
+   :func:`ridgexr.fit_sweep`: nested features, one shared training sample; cheap next to sampling); a
+   resume neither refits nor diagnoses again the models of its complete cells.
 2. Create the Zarr v3 store from a lazy template, or reopen it to resume: a store written
    by a different configuration is refused unless ``overwrite=True``.
 3. Run every cell not yet marked complete, locally one after another, or as tasks on a
@@ -20,24 +21,25 @@ Modules (imports point downward): :mod:`.plan` (layout, fits, one task per cell)
 :mod:`.cell` (sample, observe and write one cell; runs in a worker too),
 :mod:`.provenance` (store attributes), :mod:`.cluster` (dask clients),
 :mod:`.experiment` (:func:`plan_run` builds a :class:`Plan` once, :func:`execute` carries it out,
-:func:`run_experiment` is the two), :mod:`.scores` (Bonnaire et al.'s score errors of a stored run's
+:func:`run_experiment` is the two), :mod:`.verification` (a store checked against its configuration: the
+template, the config-hash checks, repair; ``ridgexr verify``), :mod:`.scores` (Bonnaire et al.'s score errors of a stored run's
 networks, read back from its checkpoints).  Reading stores back is :mod:`ridgexr.reader`.
 """
 
 from ..reader import open_dataset, store_path, summarize
 from .cell import run_cell
 from .cluster import dask_client, resolve_scheduler
-from .experiment import (RESOLUTIONS, ConfigMismatchError, Plan, ResourceError, RunResult, check_config_hash,
-                         check_identity, check_resources, check_scheduler, check_store_schema, repair_config_hash,
-                         execute, plan_run, resolve_config, run_experiment, schema_reference, stored_config_hash,
-                         validate_experiment)
+from .experiment import (ConfigMismatchError, Plan, ResourceError, RunResult, check_resources, check_scheduler,
+                         execute, plan_run, run_experiment, validate_experiment)
 from .plan import CellTask, estimate_resources, plan_layout, plan_tasks, resolve_d_star
 from .provenance import provenance, store_attrs
 from .scores import SCORE_ERROR_VARIABLES, score_errors
+from .verification import (RESOLUTIONS, check_config_hash, check_identity, check_store_schema, repair_config_hash,
+                           resolve_config, schema_reference, stored_config_hash, verify)
 
 __all__ = ["run_experiment", "Plan", "plan_run", "execute", "RunResult", "ConfigMismatchError", "plan_layout", "plan_tasks", "run_cell",
            "CellTask", "open_dataset", "store_path", "summarize", "dask_client", "resolve_scheduler",
            "resolve_d_star", "provenance", "store_attrs", "ResourceError", "check_resources",
            "check_scheduler", "validate_experiment", "estimate_resources", "schema_reference", "check_store_schema",
            "check_config_hash", "repair_config_hash", "stored_config_hash", "score_errors", "SCORE_ERROR_VARIABLES",
-           "check_identity", "resolve_config", "RESOLUTIONS"]
+           "check_identity", "resolve_config", "RESOLUTIONS", "verify"]

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import collections
 import contextlib
-import hashlib
 import json
 import math
 import os
@@ -29,28 +27,25 @@ from ..sampling import divergence_bound
 from ..reader import summarize
 from ..catalog.folders import enclosing_store
 from ..store.lifecycle import ConfigMismatchError, create_staging, create_store, open_for_run
-from ..store.integrity import Damage, check_schema, missing_chunks
-from ..store.layout import (StoreDamagedError, StoreWarning, cell_label, clear_completion, consolidate, open_store,
-                            set_root_attrs, write_template)
+from ..store.integrity import missing_chunks
+from ..store.opening import StoreDamagedError, StoreWarning, cell_label, open_store
+from ..store.update import clear_completion, consolidate
 from ..store.lock import StoreLock
 from ..store.write import copy_cell
 from ..catalog.folders import is_store
 from ..schema import ARRAYS_SCHEMA, SCHEMA_VERSION, schema_older
-from ..store.integrity import creation_array
 from ..store.lifecycle import (abandon_staging, commit_run, foreign_entries, refuse_not_a_store, remove_partial_files,
                                staging_stores)
-from ..store.record import IDENTITY_ATTRS, read_record, record_files, write_record_reference
 from .cell import run_cell
 from .cluster import dask_client, resolve_scheduler
 from .ensemble import v_kernel_variables
 from .plan import (count_run_cells, describe_stages, estimate_resources, estimate_stage_seconds, missing_training_data,
                    plan_layout, plan_tasks, resolve_d_star, scms_upper_seconds)
 from .provenance import store_attrs
+from .verification import check_identity, check_store_schema
 
 __all__ = ["run_experiment", "Plan", "plan_run", "execute", "store_fate", "RunResult", "ConfigMismatchError", "ResourceError", "check_scheduler",
-           "check_resources", "validate_experiment", "MAX_DATA_SCALE", "data_scale_limit", "schema_reference",
-           "check_store_schema", "check_config_hash", "repair_config_hash", "stored_config_hash", "checkpoint_root",
-           "check_identity", "resolve_config", "RESOLUTIONS"]
+           "check_resources", "validate_experiment", "MAX_DATA_SCALE", "data_scale_limit", "checkpoint_root"]
 
 
 class ResourceError(ValueError):
@@ -423,6 +418,11 @@ def execute(plan: Plan, *, device: str = "cpu", scheduler: str | None = None, n_
     resume or replace the store (what the store holds decides, :func:`ridgexr.store.lifecycle.open_for_run`), fit
     the models of the cells left, and run them.  ``progress`` (a rich ``Progress``) first prints the plan's stages.
 
+    The steps, in order: :func:`_open_for_run` (what the store path holds, what a killed command left),
+    :func:`_cells_done` (the cells a resume keeps, after checking the store is this configuration's and intact),
+    :func:`_fit_cells` (the models of the cells left), :func:`_create_target` (a new store, or the new one of an
+    ``--overwrite``), :func:`_run_cells` (sample and observe, then swap a replacement in).
+
     Raises
     ------
     ConfigMismatchError, StoreLockedError, StoreDamagedError, ValueError, OSError
@@ -430,99 +430,138 @@ def execute(plan: Plan, *, device: str = "cpu", scheduler: str | None = None, n_
     if plan.train is None:
         raise ValueError("`plan` was priced from the training set's shape (read_data=False): plan_run(..., "
                          "read_data=True) builds one that runs")
-    exp, train, path, layout, config_hash = plan.resolved, plan.train, plan.store, plan.layout, plan.config_hash
-    overwrite, objects, d_star_info = plan.overwrite, plan.objects, plan.d_star_info
+    path = plan.store
     if progress is not None:  # the plan: what each stage will cost (an estimate)
         progress.console.print(describe_stages(plan.stage_seconds, plan.scms_upper_seconds,
                                                plan.experiment.ridge.max_iter))
     scheduler = resolve_scheduler(scheduler)
     check_scheduler(scheduler)
-    refuse_not_a_store(path, pending=False, overwrite=overwrite)  # before the lock file is written beside it
+    refuse_not_a_store(path, pending=False, overwrite=plan.overwrite)  # before the lock file is written beside it
     with StoreLock(path), _naming(path):
-        opening = open_for_run(path, overwrite=overwrite, resume_hash=config_hash)  # warns what it recovered
-        exists = opening.action != "create"
-        overwrite = opening.action in ("replace", "resume_replace")
-        staging = opening.staging
-        if overwrite:  # it deletes the old store: only what a store holds, never a nested store or a user's file
-            foreign = foreign_entries(path)
-            if foreign:
-                raise ConfigMismatchError(
-                    f"--overwrite refuses to replace {str(path)!r}: it holds what a ridgexr store does not write ("
-                    + ", ".join(repr(f) for f in foreign) + "); move that out of the store first")
-        for p in [q for q in (path, staging) if q is not None and exists]:
-            left = remove_partial_files(p)
-            if left:
-                warnings.warn(f"removed {len(left)} unfinished chunk write(s) (*.partial) that a killed command left "
-                              f"in {str(p)!r}", StoreWarning, stacklevel=3)
-        done: set[tuple] = set()
-        if exists and not overwrite:
-            attrs = _root_metadata(path).get("attributes", {})
-            if attrs.get("config_hash") != config_hash:
-                diff = _config_diff(attrs.get("config"), exp)
-                identity = check_identity(path)
-                if not diff and identity:  # the same configuration, a damaged hash
-                    raise StoreDamagedError(f"store {str(path)!r} is damaged: {identity[0]}")
-                raise ConfigMismatchError(
-                    f"store {str(path)!r} was written by a different configuration "
-                    f"(hash {str(attrs.get('config_hash'))[:12]} != {config_hash[:12]}; differing fields: "
-                    f"{'; '.join(diff) or 'the training data'}); refusing to mix results: use --overwrite to "
-                    "replace it or choose another --data-dir")
-            damaged = check_store_schema(path)  # never resume (and consolidate) a store whose metadata is damaged
-            if damaged:
-                raise StoreDamagedError(f"store {str(path)!r} is damaged: " + "; ".join(map(str, damaged[:3]))
-                                        + (f" (and {len(damaged) - 3} more)" if len(damaged) > 3 else "")
-                                        + f"; run 'ridgexr verify {path}' first")
-            done = _done(path, layout)
-            version = str(attrs.get("schema_version", SCHEMA_VERSION))
-            if len(done) < len(list(layout.cells())) and schema_older(version, than=ARRAYS_SCHEMA):
-                raise ConfigMismatchError(
-                    f"store {str(path)!r} has unfinished cells and was written with store schema {version}; this "
-                    f"ridgexr writes schema {SCHEMA_VERSION} (new variables, docs/schema.md): use --overwrite to "
-                    "rerun it, or finish it with the ridgexr that wrote it")
-        elif exists and staging is not None:  # an interrupted --overwrite of this configuration: resume it
-            done = _done(staging, layout)
-        todo = [idx for idx in layout.cells() if idx not in done]
-        task_bar = progress.add_task("fitting models", total=None) if progress is not None else None
-        note = (lambda msg: progress.update(task_bar, description=f"fitting models: {msg}")) if progress else None
-        ckpt = checkpoint_root(path, config_hash)  # mlp training, resumable
-        tasks = (plan_tasks(exp, train, layout, progress=note, device=device, checkpoint_root=ckpt, objects=objects,
-                            bars=progress) if todo else [])
-        if progress is not None:
-            progress.remove_task(task_bar)
-        target = path
-        if not exists or (overwrite and staging is None):  # the attributes (and MNIST's provenance): a new store
-            attrs = store_attrs(exp, config_hash, device, scheduler, d_star_info, threads_source)
-            attrs["divergence_bound"] = divergence_bound(train)
-            extra = dataset_extras(exp.dataset) | v_kernel_variables(exp, train, layout, tasks, device)
-            if not exists:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                create_store(path, layout, train, attrs, extra)
-            else:  # --overwrite: the new store is built whole beside the old one, then swapped in
-                staging = create_staging(path, layout, train, attrs, extra)
-        if exists and overwrite:
-            target = staging
-        todo_set = set(todo)
-        tasks = [t for t in tasks if t.index in todo_set]
-        try:
-            _execute(exp, target, layout, tasks, device, scheduler, n_workers, progress, sample_block)
-            consolidate(target)
-        except BaseException as exc:
-            if isinstance(exc, Exception) and not (target / "zarr.json").exists():
-                if target != path:
-                    abandon_staging(exc, path, target)
-                raise StoreDamagedError(
-                    f"store {str(target)!r} was deleted (its root metadata is gone) while this run wrote to it; "
-                    "the chunks written since are left there without metadata: rerun the same command, which "
-                    f"removes them and starts a new store ({type(exc).__name__}: {exc})") from exc
-            if isinstance(exc, OSError) and exc.filename is None:  # e.g. a full disk, raised by a chunk write
-                exc.add_note(f"while writing the store {str(target)!r}")
-            if target != path:
-                abandon_staging(exc, path, target)
-            raise
-        if target != path:
-            commit_run(path, target)  # its OSError says what is intact
+        exists, overwrite, staging = _open_for_run(plan)
+        done = _cells_done(plan, exists, overwrite, staging)
+        todo = [idx for idx in plan.layout.cells() if idx not in done]
+        tasks = _fit_cells(plan, todo, device, progress)
+        target = _create_target(plan, exists, overwrite, staging, tasks, device, scheduler, threads_source)
+        _run_cells(plan, target, tasks, device, scheduler, n_workers, progress, sample_block)
     return RunResult(store=path, cells_run=len(tasks), cells_skipped=len(done), summary=summarize(path),
                      plan=plan)
+
+
+def _open_for_run(plan: Plan) -> tuple[bool, bool, Path | None]:
+    """Under the store's lock: recover what a killed command left (:func:`ridgexr.store.lifecycle.open_for_run`,
+    which warns what it recovered), refuse an ``--overwrite`` of a folder holding what a store does not write, and
+    remove unfinished chunk writes.  Returns (a store is there, it is replaced, the new store of an interrupted
+    ``--overwrite`` or None)."""
+    path = plan.store
+    opening = open_for_run(path, overwrite=plan.overwrite, resume_hash=plan.config_hash)
+    exists = opening.action != "create"
+    overwrite = opening.action in ("replace", "resume_replace")
+    staging = opening.staging
+    if overwrite:  # it deletes the old store: only what a store holds, never a nested store or a user's file
+        foreign = foreign_entries(path)
+        if foreign:
+            raise ConfigMismatchError(
+                f"--overwrite refuses to replace {str(path)!r}: it holds what a ridgexr store does not write ("
+                + ", ".join(repr(f) for f in foreign) + "); move that out of the store first")
+    for p in [q for q in (path, staging) if q is not None and exists]:
+        left = remove_partial_files(p)
+        if left:
+            warnings.warn(f"removed {len(left)} unfinished chunk write(s) (*.partial) that a killed command left "
+                          f"in {str(p)!r}", StoreWarning, stacklevel=4)
+    return exists, overwrite, staging
+
+
+def _cells_done(plan: Plan, exists: bool, overwrite: bool, staging: Path | None) -> set[tuple]:
+    """The cells a run keeps: those complete in the store it resumes (or in the new store of an interrupted
+    ``--overwrite``), none for a new or replaced store.  A store resumed in place must be this configuration's
+    (:class:`ConfigMismatchError` naming the fields that differ), intact (:func:`check_store_schema`, else
+    :class:`StoreDamagedError`) and, with cells left, of a schema this ridgexr writes."""
+    path, layout, config_hash = plan.store, plan.layout, plan.config_hash
+    if exists and staging is not None and overwrite:  # an interrupted --overwrite of this configuration: resume it
+        return _done(staging, layout)
+    if not exists or overwrite:
+        return set()
+    attrs = _root_metadata(path).get("attributes", {})
+    if attrs.get("config_hash") != config_hash:
+        diff = _config_diff(attrs.get("config"), plan.resolved)
+        identity = check_identity(path)
+        if not diff and identity:  # the same configuration, a damaged hash
+            raise StoreDamagedError(f"store {str(path)!r} is damaged: {identity[0]}")
+        raise ConfigMismatchError(
+            f"store {str(path)!r} was written by a different configuration "
+            f"(hash {str(attrs.get('config_hash'))[:12]} != {config_hash[:12]}; differing fields: "
+            f"{'; '.join(diff) or 'the training data'}); refusing to mix results: use --overwrite to "
+            "replace it or choose another --data-dir")
+    damaged = check_store_schema(path)  # never resume (and consolidate) a store whose metadata is damaged
+    if damaged:
+        raise StoreDamagedError(f"store {str(path)!r} is damaged: " + "; ".join(map(str, damaged[:3]))
+                                + (f" (and {len(damaged) - 3} more)" if len(damaged) > 3 else "")
+                                + f"; run 'ridgexr verify {path}' first")
+    done = _done(path, layout)
+    version = str(attrs.get("schema_version", SCHEMA_VERSION))
+    if len(done) < len(list(layout.cells())) and schema_older(version, than=ARRAYS_SCHEMA):
+        raise ConfigMismatchError(
+            f"store {str(path)!r} has unfinished cells and was written with store schema {version}; this "
+            f"ridgexr writes schema {SCHEMA_VERSION} (new variables, docs/schema.md): use --overwrite to "
+            "rerun it, or finish it with the ridgexr that wrote it")
+    return done
+
+
+def _fit_cells(plan: Plan, todo: list[tuple], device: str, progress: Any) -> list:
+    """The tasks of the cells ``todo``: only their models fitted and diagnosed (:func:`ridgexr.run.plan.plan_tasks`),
+    mlp and unet training resumable from the store's checkpoint folder (:func:`checkpoint_root`)."""
+    task_bar = progress.add_task("fitting models", total=None) if progress is not None else None
+    note = (lambda msg: progress.update(task_bar, description=f"fitting models: {msg}")) if progress else None
+    tasks = plan_tasks(plan.resolved, plan.train, plan.layout, progress=note, cells=todo, device=device,
+                       checkpoint_root=checkpoint_root(plan.store, plan.config_hash), objects=plan.objects,
+                       bars=progress)
+    if progress is not None:
+        progress.remove_task(task_bar)
+    return tasks
+
+
+def _create_target(plan: Plan, exists: bool, overwrite: bool, staging: Path | None, tasks: list, device: str,
+                   scheduler: str | None, threads_source: str | None) -> Path:
+    """The store the cells are written to: ``plan.store`` (created here when there is none), or the new store of an
+    ``--overwrite`` (created beside it here, or the interrupted one ``staging``), swapped in at the end."""
+    path, exp, train, layout = plan.store, plan.resolved, plan.train, plan.layout
+    if not exists or (overwrite and staging is None):  # the attributes (and MNIST's provenance): a new store
+        attrs = store_attrs(exp, plan.config_hash, device, scheduler, plan.d_star_info, threads_source)
+        attrs["divergence_bound"] = divergence_bound(train)
+        extra = dataset_extras(exp.dataset) | v_kernel_variables(exp, train, layout, tasks, device)
+        if not exists:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            create_store(path, layout, train, attrs, extra)
+        else:  # --overwrite: the new store is built whole beside the old one, then swapped in
+            staging = create_staging(path, layout, train, attrs, extra)
+    return staging if exists and overwrite else path
+
+
+def _run_cells(plan: Plan, target: Path, tasks: list, device: str, scheduler: str | None, n_workers: int,
+               progress: Any, sample_block: int | None) -> None:
+    """Run ``tasks`` into ``target`` and consolidate it; a replacement (``target`` beside ``plan.store``) is swapped
+    in after, or abandoned on an error.  A store deleted under the run is a :class:`StoreDamagedError`; an
+    ``OSError`` that names no file (a full disk) is told which store it was writing."""
+    path = plan.store
+    try:
+        _execute(plan.resolved, target, plan.layout, tasks, device, scheduler, n_workers, progress, sample_block)
+        consolidate(target)
+    except BaseException as exc:
+        if isinstance(exc, Exception) and not (target / "zarr.json").exists():
+            if target != path:
+                abandon_staging(exc, path, target)
+            raise StoreDamagedError(
+                f"store {str(target)!r} was deleted (its root metadata is gone) while this run wrote to it; "
+                "the chunks written since are left there without metadata: rerun the same command, which "
+                f"removes them and starts a new store ({type(exc).__name__}: {exc})") from exc
+        if isinstance(exc, OSError) and exc.filename is None:  # e.g. a full disk, raised by a chunk write
+            exc.add_note(f"while writing the store {str(target)!r}")
+        if target != path:
+            abandon_staging(exc, path, target)
+        raise
+    if target != path:
+        commit_run(path, target)  # its OSError says what is intact
 
 
 @contextlib.contextmanager
@@ -536,286 +575,6 @@ def _naming(path: Path):
         raise
 
 
-def _stored_experiment(path: Path) -> tuple[dict, Experiment]:
-    """(root attributes, the configuration they record) of a store; :class:`StoreDamagedError` when the root
-    metadata hold no readable configuration."""
-    try:
-        attrs = json.loads((path / "zarr.json").read_bytes())["attributes"]
-        return attrs, Experiment.model_validate_json(attrs["config"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise StoreDamagedError(f"store {str(path)!r}: the root metadata {str(path / 'zarr.json')!r} do not hold "
-                                f"a readable configuration ({type(exc).__name__}: {exc}); the schema cannot be "
-                                "derived: rerun the entry with --overwrite") from None
-
-
-def schema_reference(path: str | Path, folder: str | Path) -> Path:
-    """Write, under ``folder``, the template that the store's own configuration (root attribute ``config``)
-    defines: every array's metadata and the arrays written at creation (coordinates, ``train_data``,
-    ``cell_applies``), no data chunks.  Returns its path (``folder/reference.zarr``).  The schema of a store
-    without a record of its creation (:mod:`ridgexr.store.record`): the record is the schema of the others.
-
-    The training set is the store's own (the record's copy, else ``train_data`` when every chunk of it is there
-    and decodes: :func:`ridgexr.store.integrity.creation_array`), else the entry's dataset when its hash with the
-    configuration is the store's ``config_hash`` (the data the store was made from, to the hash).  Otherwise the
-    reference has ``train_data``'s metadata but none of its chunk files: nothing is ever restored from a guess.
-
-    Raises
-    ------
-    StoreDamagedError
-        When the root metadata (which holds the configuration) is damaged.
-    """
-    path = Path(path)
-    attrs, exp = _stored_experiment(path)
-    train, trusted = creation_array(path, "train_data"), True
-    if train is None:
-        train = load_training_set(exp.dataset, base_dir=exp.base_dir)
-        trusted = _hash_of(exp, attrs, train) == attrs.get("config_hash")
-    ref = Path(folder) / "reference.zarr"
-    attrs = {k: v for k, v in attrs.items() if k != "schema_version"}
-    key = _template_key(attrs["config"], train)
-    cached = _TEMPLATES.get(key)
-    if cached is None or not (cached / "zarr.json").is_file():
-        cached = _template_cache_dir() / key
-        shutil.rmtree(cached, ignore_errors=True)
-        write_template(cached, plan_layout(exp, train), train, attrs, dataset_extras(exp.dataset))
-        _TEMPLATES[key] = cached
-        while len(_TEMPLATES) > _TEMPLATES_KEPT:
-            shutil.rmtree(_TEMPLATES.pop(next(iter(_TEMPLATES))), ignore_errors=True)
-    _TEMPLATES.move_to_end(key)
-    shutil.copytree(cached, ref)
-    if not trusted:  # training data that are not the store's: its metadata only, never its values
-        shutil.rmtree(ref / "train_data" / "c", ignore_errors=True)
-        for q in (ref / "train_data").glob("c*"):
-            q.unlink()
-    return ref
-
-
-#: templates written by :func:`schema_reference` in this process, newest last: {key: folder}.  Its arrays are a
-#: pure function of the configuration and ``train_data`` (the root attributes, which a run updates, are those of
-#: the first store seen; :func:`ridgexr.store.integrity.check_schema` and ``repair_schema`` read arrays only), so
-#: ``verify``, ``run``'s resume check and ``--repair`` in one process write it once (~1.5 s for 60 arrays) and copy it
-#: after.
-_TEMPLATES: collections.OrderedDict[str, Path] = collections.OrderedDict()
-_TEMPLATES_KEPT = 8
-
-
-def _template_key(config: str, train: np.ndarray) -> str:
-    """sha256 of the configuration (the root attribute ``config``, JSON) and of ``train_data``'s dtype, shape and
-    bytes."""
-    h = hashlib.sha256(str(config).encode())
-    train = np.ascontiguousarray(train)
-    h.update(f"{train.dtype.str}{train.shape}".encode())
-    h.update(train.tobytes())
-    return h.hexdigest()
-
-
-def _template_cache_dir() -> Path:
-    """A folder for this process's templates, removed when the process exits (TemporaryDirectory's finalizer)."""
-    global _TEMPLATE_DIR
-    if _TEMPLATE_DIR is None:
-        import tempfile
-
-        _TEMPLATE_DIR = tempfile.TemporaryDirectory(prefix="ridgexr-templates-")
-    return Path(_TEMPLATE_DIR.name)
-
-
-_TEMPLATE_DIR = None
-
-
-def check_store_schema(path: str | Path) -> list:
-    """The damage that stops a run from resuming a store: its configuration against its hash and the record of
-    its creation (:func:`check_identity`), then its metadata and the chunk files written at creation against
-    that record (:func:`ridgexr.store.integrity.check_schema`) or, for a store without one, against the template of its
-    configuration (:func:`schema_reference`)."""
-    import tempfile
-
-    path = Path(path)
-    damage = check_identity(path)
-    manifest, why = read_record(path)
-    if why is not None:
-        damage.append(Damage("record", {}, why, "record"))
-    with tempfile.TemporaryDirectory(prefix="ridgexr-schema-") as tmp:
-        if manifest is not None:
-            ref, _ = write_record_reference(path, manifest, tmp)
-            return damage + check_schema(path, ref, expected=record_files(manifest))
-        if damage:  # the configuration is in doubt: no schema derived from it
-            return damage
-        return check_schema(path, schema_reference(path, tmp))
-
-
-def _hash_of(exp: Experiment, attrs: dict, train: np.ndarray | None) -> str | None:
-    """The ``config_hash`` of configuration ``exp`` (recorded with root attributes ``attrs``) and training set
-    ``train``; None when it cannot be recomputed: no training set, or ``d_star: auto`` or an ``auto`` entry of
-    ``ridge.d_star_alt`` (the store records the resolved values, the hash is of the entry as written)."""
-    try:
-        if train is None or json.loads(attrs.get("d_star_info") or "{}").get("auto_rule") is not None:
-            return None
-    except (TypeError, ValueError):
-        return None
-    return exp.config_hash(train)
-
-
-def stored_config_hash(path: str | Path) -> str | None:
-    """The ``config_hash`` of the configuration a store records (root attribute ``config``) and its training set
-    (the record's copy of ``train_data``, else the store's own when every chunk is there and decodes); None when
-    it cannot be recomputed: ``d_star: auto`` or an ``auto`` entry of ``ridge.d_star_alt`` (the store records the
-    resolved values, the hash is of the entry as written), or a configuration or training set that does not
-    read."""
-    path = Path(path)
-    try:
-        attrs, exp = _stored_experiment(path)
-    except StoreDamagedError:  # check_schema names it
-        return None
-    return _hash_of(exp, attrs, creation_array(path, "train_data"))
-
-
-def _json_config(text) -> dict | None:
-    try:
-        out = json.loads(text) if text else {}
-    except (TypeError, ValueError):
-        return None
-    return out if isinstance(out, dict) else None
-
-
-def _fields_diff(old: dict, new: dict, prefix: str = "") -> list[str]:
-    """``field: old -> new`` of the fields that enter the config hash (not :data:`ridgexr.catalog.NOT_HASHED`)."""
-    out = []
-    for key in sorted(set(old) | set(new)):
-        if not prefix and key in NOT_HASHED:
-            continue
-        a, b = old.get(key, "<absent>"), new.get(key, "<absent>")
-        if isinstance(a, dict) and isinstance(b, dict):
-            out += _fields_diff(a, b, f"{prefix}{key}.")
-        elif a != b:
-            out.append(f"{prefix}{key}: {a!r} -> {b!r}")
-    return out
-
-
-def check_identity(path: str | Path) -> list:
-    """[:class:`ridgexr.store.integrity.Damage`] (kind ``identity``) when what identifies the store's contents
-    disagrees: the configuration (root attribute ``config``) with its hash (``config_hash``, recomputed with the
-    store's training set where it can be: :func:`stored_config_hash`), or either with the record kept at creation (the
-    configuration on the fields that enter the hash, the hash, the seeds and d*).  The message gives both values
-    and the user's two choices (``ridgexr verify --resolve-config creation|current``); nothing is rewritten from
-    either until the user chooses.  [] when they agree (or cannot be compared)."""
-    path = Path(path)
-    attrs = _root_metadata(path).get("attributes", {})
-    manifest, _ = read_record(path)
-    have = attrs.get("config_hash")
-    want = stored_config_hash(path)
-    problems = []
-    if want is not None and have != want:
-        problems.append(f"the configuration (root attribute config) hashes to {want[:12]}, the root attribute "
-                        f"config_hash is {str(have)[:12]}")
-    if manifest is not None:
-        rec = manifest.get("root", {})
-        old, new = _json_config(rec.get("config")), _json_config(attrs.get("config"))
-        diff = ["config (unreadable)"] if old is None or new is None else _fields_diff(old, new)
-        if diff:
-            problems.append("the configuration differs from the one recorded at creation in "
-                            + "; ".join(d.replace(" -> ", " at creation, now ") for d in diff))
-        if rec.get("config_hash") != have:
-            problems.append(f"config_hash is {str(have)[:12]}, at creation {str(rec.get('config_hash'))[:12]}")
-        for key in IDENTITY_ATTRS[2:]:
-            if rec.get(key) != attrs.get(key):
-                problems.append(f"the root attribute {key} is {attrs.get(key)!r}, at creation {rec.get(key)!r}")
-    if not problems:
-        return []
-    store = str(path)
-    choices = (f"'ridgexr verify --resolve-config creation {store}' restores the configuration recorded at "
-               f"creation (with its hash: what the data were computed with), 'ridgexr verify --resolve-config "
-               f"current {store}' keeps the current one and rehashes it (its schema then decides which cells are "
-               "recomputed)") if manifest is not None else (
-        f"'ridgexr verify --resolve-config current {store}' keeps the current configuration and rehashes it (its "
-        "schema then decides which cells are recomputed); or rerun the entry with --overwrite")
-    return [Damage("configuration", {}, "; ".join(problems) + f" in {str(path / 'zarr.json')!r}: nothing was "
-                   f"rewritten from either; choose: {choices}", "identity")]
-
-
-def check_config_hash(path: str | Path) -> list:
-    """[:class:`ridgexr.store.integrity.Damage`] (kind ``identity``) of the root attribute ``config_hash`` when
-    it differs from the hash of the configuration the store records (:func:`stored_config_hash`): ``run`` would refuse
-    the store as another configuration's.  [] when it matches or cannot be recomputed.  :func:`check_identity` checks
-    this and the record kept at creation."""
-    path = Path(path)
-    want = stored_config_hash(path)
-    have = _root_metadata(path).get("attributes", {}).get("config_hash")
-    if want is None or have == want:
-        return []
-    return [Damage("config_hash", {}, f"the root attribute config_hash {str(have)[:12]!r} in "
-                   f"{str(path / 'zarr.json')!r} differs from the hash of the configuration the store records "
-                   f"({want[:12]})", "identity")]
-
-
-def repair_config_hash(path: str | Path) -> bool:
-    """Rewrite the root attribute ``config_hash`` from the configuration the store records; whether it changed.
-    Only on a user's explicit choice (``--resolve-config current``: :func:`resolve_config`).  Call with the store's
-    :class:`ridgexr.store.StoreLock` held."""
-    want = stored_config_hash(path)
-    if want is None or _root_metadata(path).get("attributes", {}).get("config_hash") == want:
-        return False
-    set_root_attrs(path, config_hash=want)
-    return True
-
-
-#: the choices of :func:`resolve_config` (``ridgexr verify --resolve-config``)
-RESOLUTIONS = ("creation", "current")
-
-
-def resolve_config(path: str | Path, choice: str) -> list[str]:
-    """A user's explicit resolution of a configuration that disagrees with its hash or the record of the store's
-    creation (:func:`check_identity`); returns one note per change.  Call with the store's lock held.
-
-    - ``creation``: write back the root attributes recorded at creation (:data:`ridgexr.store.record.IDENTITY_ATTRS`:
-      the configuration, its hash, the seeds, d*);
-    - ``current``: keep the current configuration, rewrite ``config_hash`` from it (where it can be recomputed)
-      and, for a store with a record, rewrite the record from the template of that configuration (its arrays'
-      metadata and the arrays written at creation, the training set the record's copy): the store is then
-      checked against that schema, and the cells that do not match it are recomputed.
-
-    Raises
-    ------
-    ValueError
-        For another ``choice``, or ``creation`` on a store without an intact record.
-    """
-    import tempfile
-
-    from ..store.record import write_record
-
-    path = Path(path)
-    if choice not in RESOLUTIONS:
-        raise ValueError(f"`resolve_config` must be one of {RESOLUTIONS}; got {choice!r}")
-    manifest, why = read_record(path)
-    if choice == "creation":
-        if manifest is None:
-            raise ValueError(f"--resolve-config creation: store {str(path)!r} has no intact record of its creation "
-                             f"({why or 'it was written before ridgexr kept one'}); only 'current' (or --overwrite)")
-        rec = manifest.get("root", {})
-        now = _root_metadata(path).get("attributes", {})
-        changed = {k: rec[k] for k in IDENTITY_ATTRS if k in rec and now.get(k) != rec[k]}
-        if not changed:
-            return []
-        set_root_attrs(path, **changed)
-        return [f"restored {', '.join(changed)} of {str(path)!r} from the record kept at creation"]
-    notes = []
-    if repair_config_hash(path):
-        notes.append(f"rewrote config_hash of {str(path)!r} from its current configuration")
-    if manifest is not None:
-        with tempfile.TemporaryDirectory(prefix="ridgexr-resolve-") as tmp:
-            ref = schema_reference(path, tmp)
-            if not any((ref / "train_data").rglob("c*")):
-                raise ValueError(f"--resolve-config current: the training set of {str(path)!r} cannot be read "
-                                 "from the store or its record; rerun the entry with --overwrite")
-            root = json.loads((ref / "zarr.json").read_bytes())
-            root["attributes"] = {**_root_metadata(path).get("attributes", {})}
-            (ref / "zarr.json").write_text(json.dumps(root, allow_nan=True))
-            shutil.rmtree(path / ".creation")
-            write_record(path, manifest.get("generation", ""), source=ref)
-        notes.append(f"rewrote the record kept at creation of {str(path)!r} from the schema of its current "
-                     "configuration")
-    return notes
-
-
 def _done(store: Path, layout) -> set[tuple]:
     """The cells of ``layout`` that ``store`` marks complete and whose chunks are all on disk; a marked cell
     that misses a chunk (damage) is unmarked, with a warning, and recomputed."""
@@ -827,7 +586,7 @@ def _done(store: Path, layout) -> set[tuple]:
         labels = [cell_label(ds, ds["cell_complete"].dims, idx) for idx in sorted(gone)]
         warnings.warn(f"store {str(store)!r}: {len(gone)} cell(s) marked complete miss chunks ("
                       + "; ".join(" ".join(f"{k}={v}" for k, v in lab.items()) for lab in labels)
-                      + "); they are recomputed", StoreWarning, stacklevel=4)
+                      + "); they are recomputed", StoreWarning, stacklevel=5)
         clear_completion(store, labels)
     return done - set(gone)
 

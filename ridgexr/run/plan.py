@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -132,23 +132,57 @@ def cell_applies(exp: Experiment, coords: tuple[tuple[str, tuple], ...], labels:
 
 
 def plan_tasks(exp: Experiment, train: np.ndarray, layout: StoreLayout,
-               progress: Callable[[str], None] | None = None, *, device: str = "cpu",
-               checkpoint_root: Path | None = None, objects: dict | None = None, bars: Any = None) -> list[CellTask]:
-    """Fit every model cell and return one task per run cell, in the layout's order.
+               progress: Callable[[str], None] | None = None, *, cells: Iterable[tuple[int, ...]] | None = None,
+               device: str = "cpu", checkpoint_root: Path | None = None, objects: dict | None = None,
+               bars: Any = None) -> list[CellTask]:
+    """Fit the models of the cells to run and return one task per such cell, in the layout's order.
 
     Each block is handed to its kind's training entry point (``REGISTRY[kind].trainer()``:
     random features fit in closed form per swept setting, mlp trained by
     :func:`ridgexr.fit_neural` with checkpoints under ``checkpoint_root``, modules imported and
-    probed here so a bad path fails before the store is created); the diagnostics of mlp,
-    module and exact cells are estimated on the held-out sample of the random-feature fit
+    probed here so a bad path fails before the store is created) with the cells to run of that block only;
+    the diagnostics of mlp, module and exact cells are estimated on the held-out sample of the random-feature fit
     (:mod:`ridgexr.training.heldout`).  ``bars`` (a rich ``Progress``) shows a bar per held-out evaluation.
+
+    Parameters
+    ----------
+    exp : Experiment
+        The entry, ``d_star`` resolved.
+    train : ndarray (N, d)
+        The training set.
+    layout : StoreLayout
+        The store's layout (:func:`plan_layout`).
+    progress : callable(str), optional
+        Told what is being fitted.
+    cells : iterable of tuple of int, optional
+        Indexes of the layout's cells to run (default: every cell); a resume passes its unfinished ones, and the
+        models of the others are neither fitted nor diagnosed.  Every fit draws from its own seeds, so a cell's
+        task is the same whichever other cells are asked for; a cell of schedule 'exact' under
+        ``legacy_exact`` keeps its twin among all the layout's cells (a twin that is complete in the store
+        is copied from it).
+
+    Returns
+    -------
+    list of CellTask, one per cell to run, in the layout's order.
+
+    Raises
+    ------
+    ValueError
+        For a cell index that is not one of the layout's.
     """
-    cells = [(idx, layout.cell_labels(idx)) for idx in layout.cells()]
+    every = [(idx, layout.cell_labels(idx)) for idx in layout.cells()]
+    run = every
+    if cells is not None:
+        wanted = {tuple(int(i) for i in idx) for idx in cells}
+        unknown = wanted - {idx for idx, _ in every}
+        if unknown:
+            raise ValueError(f"`cells` must be cell indexes of the layout; got {sorted(unknown)[:3]}")
+        run = [(idx, lab) for idx, lab in every if idx in wanted]
     ctx = FitContext(exp, train, progress or (lambda msg: None), device, checkpoint_root, dict(objects or {}),
                      bars=bars)
     tasks: dict[tuple, CellTask] = {}
     for bi, b in enumerate(exp.blocks):
-        mine = [(idx, lab) for idx, lab in cells if block_index(exp, lab) == bi]
+        mine = [(idx, lab) for idx, lab in run if block_index(exp, lab) == bi]
         if not mine:
             continue
         fitted = model_kind(b.kind).trainer()(ctx, bi, b, mine)
@@ -158,16 +192,16 @@ def plan_tasks(exp: Experiment, train: np.ndarray, layout: StoreLayout,
         release_free_heap()  # what the block's training freed goes back to the system (ridgexr.heap)
     if exp.legacy_exact:
         # the exact denoiser as schedule 'exact' at every width (tau, target, n_noise) samples the same
-        # trajectories for a given training set: sampled at the first such cell, copied to the others
+        # trajectories for a given training set: sampled at the first such cell of the layout, copied to the others
         first: dict = {}
-        for idx, lab in cells:
+        for idx, lab in every:
             if lab["schedule"] == "exact":
                 key = (lab.get("n_train"), lab.get("data_draw"))
-                if key in first:
-                    tasks[idx] = replace(tasks[idx], twin_of=first[key])
-                else:
+                if key not in first:
                     first[key] = idx
-    return [tasks[idx] for idx, _ in cells]
+                elif idx in tasks:
+                    tasks[idx] = replace(tasks[idx], twin_of=first[key])
+    return [tasks[idx] for idx, _ in run]
 
 
 def resolve_d_star(exp: Experiment, train: np.ndarray) -> tuple[Experiment, dict]:

@@ -5,8 +5,12 @@ One concept per module, lowest first (each imports only those above it):
 
 - :mod:`~ridgexr.store.record`: the record a store keeps of its creation (a checksummed copy of what it held and
   of its metadata and configuration), read as JSON;
-- :mod:`~ridgexr.store.layout`: shape and chunking (:class:`~ridgexr.store.layout.StoreLayout`), the template,
-  opening and reading (the metadata checked against the record, reads pinned to the store opened);
+- :mod:`~ridgexr.store.layout`: shape and chunking (:class:`~ridgexr.store.layout.StoreLayout`) and the template;
+  it lays a store out and reads or changes none;
+- :mod:`~ridgexr.store.opening`: the one module that opens a store, and reads it (the metadata checked against
+  the record, reads pinned to the store opened); :mod:`ridgexr.reader` and the xarray backend open through it;
+- :mod:`~ridgexr.store.update`: changes to an existing store's metadata and marks (consolidation, root attributes,
+  completion marks cleared);
 - :mod:`~ridgexr.store.lock`: the writer lock;
 - :mod:`~ridgexr.store.lifecycle`: create, stage, commit and recover, and what a run does with its store path;
 - :mod:`~ridgexr.store.integrity`: digests, ``verify``, schema check and repair;
@@ -18,8 +22,8 @@ This package exports the names of :data:`__all__`; every other name is imported 
 
 from ..catalog.folders import is_store
 from .integrity import VerifyReport, verify_and_repair, verify_store
-from .layout import (StoreDamagedError, StoreReplacedError, StoreWarning, cells, complete_cells, is_exact_cell,
-                     json_attr, open_store)
+from .layout import is_exact_cell
+from .opening import StoreDamagedError, StoreReplacedError, StoreWarning, cells, complete_cells, json_attr, open_store
 from .lifecycle import ConfigMismatchError
 from .lock import StoreLock, StoreLockedError
 
@@ -34,9 +38,10 @@ _OWNERS = {
                      "QUALITY_VARIABLES", "SCHEMA_VERSION", "SINCE", "STEP_BOOL", "STEP_INT", "STEP_OPTIONAL",
                      "STEP_SCALAR", "STEP_VARIABLES", "STEP_VECTOR", "VARIABLE_ATTRS", "VARIABLES", "Variable",
                      "schema_older", "ARRAYS_SCHEMA"), "ridgexr.schema"),
-    **dict.fromkeys(("CODECS", "EAGER_COORDS", "IN_PROCESS", "ROOT_ATTRS", "StoreLayout", "PinnedStore", "cell_label",
-                     "chunk_keys", "clear_completion", "consolidate", "is_consolidated", "per_cell_arrays",
-                     "set_root_attrs", "write_template"), "ridgexr.store.layout"),
+    **dict.fromkeys(("CODECS", "ROOT_ATTRS", "StoreLayout", "chunk_keys", "write_template"), "ridgexr.store.layout"),
+    **dict.fromkeys(("EAGER_COORDS", "IN_PROCESS", "PinnedStore", "cell_label", "is_consolidated", "per_cell_arrays"),
+                    "ridgexr.store.opening"),
+    **dict.fromkeys(("clear_completion", "consolidate", "set_root_attrs"), "ridgexr.store.update"),
     "LOCK_NAME": "ridgexr.store.lock",
     **dict.fromkeys(("IDENTIFYING_ARRAYS", "SWAP_NAME", "Opening", "chunk_leftover", "commit_staging",
                      "create_staging", "create_store", "damaged_root", "finish_interrupted", "interrupted",

@@ -18,8 +18,9 @@ import numpy as np
 import zarr
 
 from ..catalog.folders import root_metadata
-from .layout import (StoreWarning, array_meta, chunk_keys, clear_completion, consolidate, group_cell_dims, open_arrays,
-                     per_cell_arrays, set_root_attrs)
+from .layout import chunk_keys
+from .opening import StoreWarning, array_meta, group_cell_dims, per_cell_arrays
+from .update import clear_completion, consolidate, open_arrays, set_root_attrs
 from .lifecycle import recover_store, remove_partial_files
 from .lock import StoreLock
 from .record import (DECODING_ATTRS, RECORD, SCHEMA_FIELDS, decoding_attrs, file_digest, read_record, record_files,
@@ -40,7 +41,7 @@ def cell_digest(path: str | Path, cell: tuple[int, ...], *, group: zarr.Group | 
 
     A chunk copied from another cell or position, or a stale chunk of an earlier write, has the right
     checksum but another key or other bytes, so the digest changes.  A missing chunk enters as a marker.
-    Reads the cell's chunk files (no decoding).  ``arrays`` (:func:`ridgexr.store.layout.per_cell_arrays` of the store's
+    Reads the cell's chunk files (no decoding).  ``arrays`` (:func:`ridgexr.store.opening.per_cell_arrays` of the store's
     group) spares listing them again when many cells are digested.
     """
     import hashlib
@@ -243,7 +244,7 @@ def _metadata_damage(path: Path, name: str, want: dict, consolidated) -> list[Da
 def check_schema(path: str | Path, reference: str | Path, *, expected: dict[str, str] | None = None) -> list[Damage]:
     """Compare a store with ``reference``, the schema it must have: the record kept at its creation
     (:func:`ridgexr.store.record.write_record_reference`), or the template its configuration defines (metadata
-    and the small arrays written at creation; see :func:`ridgexr.run.schema_reference`).
+    and the small arrays written at creation; see :func:`ridgexr.run.verification.schema_reference`).
 
     Damage: per array, metadata missing (folder or ``zarr.json``), that does not parse, or that differs in any
     field but ``attributes`` (descriptive; their wording may change between versions) or in an attribute that
@@ -496,7 +497,7 @@ def verify_and_repair(path: str | Path, reference: Callable[[Path, Path], Path],
         The store.
     reference : callable (store, folder) -> path
         Writes the template the store's configuration defines under ``folder`` and returns it
-        (:func:`ridgexr.run.schema_reference`): the schema of a store without a record of its creation.
+        (:func:`ridgexr.run.verification.schema_reference`): the schema of a store without a record of its creation.
     repair : bool
         Rewrite damaged metadata, restore what was written at creation from intact copies, and unmark damaged
         cells.
@@ -504,11 +505,11 @@ def verify_and_repair(path: str | Path, reference: Callable[[Path, Path], Path],
         name -> (check, repair) of further store-level checks; a damage whose ``variable`` is ``name`` is repaired
         by that repair.
     identity : callable (store) -> list of Damage, optional
-        The check of the configuration against its hash and the record (:func:`ridgexr.run.check_identity`);
+        The check of the configuration against its hash and the record (:func:`ridgexr.run.verification.check_identity`);
         while it finds damage nothing is rewritten.
     resolve : callable (store) -> list of str, optional
         A user's explicit resolution of a disagreement between the configuration and its hash
-        (:func:`ridgexr.run.resolve_config`), applied first; returns its notes.
+        (:func:`ridgexr.run.verification.resolve_config`), applied first; returns its notes.
 
     Returns
     -------

@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from ..catalog.folders import is_store, root_metadata
-from .layout import StoreDamagedError, StoreLayout, StoreWarning, array_meta, write_template
+from .layout import StoreLayout, write_template
+from .opening import StoreDamagedError, StoreWarning, array_meta
 from .lock import StoreLock, StoreLockedError
 from .record import RECORD, new_generation, write_record
 

@@ -15,7 +15,8 @@ import numpy as np
 import zarr
 
 from .integrity import cell_digest
-from .layout import StoreLayout, open_arrays
+from .layout import StoreLayout
+from .update import open_arrays
 from ..schema import CELL_DIAGNOSTICS, CELL_QUALITY, FIRST_SCHEMA, cell_value_shape, layout_variables, step_variables
 
 __all__ = ["write_block", "CellWriter", "write_cell_end", "write_cell_values", "copy_cell"]

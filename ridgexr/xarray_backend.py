@@ -55,7 +55,7 @@ class RidgexrBackendEntrypoint(BackendEntrypoint):
         if path.is_dir():
             from .reader import check_complete_cells
             from .catalog.folders import is_store
-            from .store.layout import open_store
+            from .store.opening import open_store
 
             if not is_store(path):
                 raise ValueError(f"engine='ridgexr': {str(path)!r} is not a ridgexr store (its zarr.json has no "
