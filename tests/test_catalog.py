@@ -11,7 +11,7 @@ import ridgexr
 from ridgexr.catalog import CatalogError, experiment_from_file, load_catalog_file, open_catalog
 from ridgexr.datasets import load_training_set
 from ridgexr.run import run_experiment
-from ridgexr.models.spec import DiagnosticsSpec
+from ridgexr.models.model_spec import DiagnosticsSpec
 
 
 def test_catalog_errors_name_file_entry_field(tmp_path, catalog_text):

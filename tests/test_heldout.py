@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from ridgexr.catalog import CatalogError, load_catalog_file
 from ridgexr.datasets import load_training_set
 from ridgexr.models import FitContext
-from ridgexr.models.spec import DiagnosticsSpec
+from ridgexr.models.model_spec import DiagnosticsSpec
 from ridgexr.process import OU
 from ridgexr.run import run_experiment
 from ridgexr.run.plan import estimate_stage_seconds

@@ -17,7 +17,7 @@ from ridgexr.quality import (GATE, GATE_DRAWS, cached_classifier, class_share, c
                              draw_measures, expected_coverage, frechet_distance, frechet_from_moments, gate_design,
                              gate_power, gate_reference, gate_seed, gate_verdict, heldout_reals, image_quality,
                              knn_radii, nearest_ratio, point_quality)
-from ridgexr.quality.images import N_REFERENCE
+from ridgexr.quality.pixel_quality import N_REFERENCE
 from ridgexr.quality import classifier as classifier_mod
 
 FASHION = images_mod.DEBIAN_DATASETS / "fashion-mnist"

@@ -352,7 +352,11 @@ RENAMED_MODULES = [("ridgexr.analysis.labelled", "was renamed ridgexr.analysis.t
                    ("ridgexr.analysis.claims", "was removed: the verdict names are ridgexr.verdicts'",
                     ("ridgexr.analysis.arrays", "median_interval")),
                    ("ridgexr.quality.labelled", "was renamed ridgexr.quality.store_quality",
-                    ("ridgexr.quality.store_quality", "sample_quality"))]
+                    ("ridgexr.quality.store_quality", "sample_quality")),
+                   ("ridgexr.quality.images", "was renamed ridgexr.quality.pixel_quality",
+                    ("ridgexr.quality.pixel_quality", "image_quality")),
+                   ("ridgexr.models.spec", "was renamed ridgexr.models.model_spec",
+                    ("ridgexr.models.model_spec", "ModelSpec"))]
 
 
 @pytest.mark.parametrize("old, words, new", RENAMED_MODULES, ids=[r[0] for r in RENAMED_MODULES])
@@ -381,4 +385,4 @@ def test_no_two_modules_of_the_package_share_a_name_outside_the_model_kinds():
     names = Counter(p.parent.name if p.name == "__init__.py" else p.stem for p in pkg.rglob("*.py"))
     kind_files = {"denoiser", "fit_adapter", "cost"}
     shared = {n for n, c in names.items() if c > 1} - kind_files
-    assert shared <= {"experiment", "spec", "images"}, shared
+    assert shared <= {"experiment"}, shared

@@ -22,7 +22,7 @@ from pydantic import BeforeValidator, Field, SerializeAsAny, field_validator, mo
 from .. import defaults
 from ..choices import SCHEDULE_NAMES
 from ..models import MODEL_CELL_DIMS, ModelSpec, model_kind, validate_block
-from ..models.spec import hashed_diagnostics
+from ..models.model_spec import hashed_diagnostics
 from ..spec import Spec
 from .data import DatasetSpec
 from .sections import ClaimSpec, ProcessSpec, RidgeSpec, SamplerSpec, SeedSpec, TimescaleSpec, TrainingSpec
@@ -211,7 +211,7 @@ def hashed_config(cfg: dict) -> dict:
     """``cfg`` (an ``Experiment.model_dump()``) without the fields of :data:`HASH_NEUTRAL`, and those of
     each model block's kind (:meth:`ridgexr.models.ModelSpec.neutral_fields`), that hold their neutral
     value (a copy; ``cfg`` is not changed).  A block's ``diagnostics`` that cut nothing from the training
-    sample count as neutral (:func:`ridgexr.models.spec.hashed_diagnostics`)."""
+    sample count as neutral (:func:`ridgexr.models.model_spec.hashed_diagnostics`)."""
     cfg = copy.deepcopy(cfg)
     n_time, n_noise = cfg["training"]["n_time"], cfg["training"]["n_noise"]
     for block in (cfg.get("models") or []) + ([cfg["model"]] if cfg.get("model") else []):

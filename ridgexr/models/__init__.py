@@ -35,7 +35,7 @@ from pydantic import ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from .kind import FitContext, FittedCell, ModelKind
-from .spec import MODEL_CELL_DIMS, ModelSpec
+from .model_spec import MODEL_CELL_DIMS, ModelSpec
 
 __all__ = ["REGISTRY", "DEFAULT_KIND", "ModelKind", "ModelSpec", "FitContext", "FittedCell", "MODEL_CELL_DIMS",
            "model_kind", "validate_block", "RandomFeatureDenoiser", "ExactDenoiser", "MLPDenoiser", "ModuleDenoiser",
@@ -117,4 +117,6 @@ def __getattr__(name: str):
         value = getattr(importlib.import_module(f".{_NETWORKS[name]}", __name__), name)
         globals()[name] = value
         return value
+    if name == "spec":
+        raise AttributeError("ridgexr.models.spec was renamed ridgexr.models.model_spec (same names)")
     raise AttributeError(f"module 'ridgexr.models' has no attribute {name!r}")

@@ -5,7 +5,7 @@ spec is imported when a catalog is validated (torch-free); the builder and the t
 named by ``"package.module:attribute"`` and imported only when a run needs them, so loading a
 catalog imports neither torch nor xarray.
 
-- ``spec``: a :class:`ridgexr.models.spec.ModelSpec` subclass, the kind's fields and defaults;
+- ``spec``: a :class:`ridgexr.models.model_spec.ModelSpec` subclass, the kind's fields and defaults;
 - ``build(exp, block, task, d, device)`` -> a denoiser with ``score(x, t)`` and ``denoise(x, t)``
   (OU convention) for one cell (``task`` carries what the trainer left in ``state``);
 - ``fit(context, block_index, block, cells)`` -> ``{cell index: FittedCell}``, the kind's

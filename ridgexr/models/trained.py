@@ -64,7 +64,7 @@ def fit_epoch_block(ctx, block, cells: list[tuple[tuple, dict]], *, run_dims: Se
     Parameters
     ----------
     ctx : ridgexr.models.kind.FitContext
-    block : the kind's spec (an :class:`ridgexr.models.spec.EpochTrainedSpec`)
+    block : the kind's spec (an :class:`ridgexr.models.model_spec.EpochTrainedSpec`)
     cells : list of (index, labels)
     run_dims : sequence of str
         Cell labels that make separate training runs besides ``n_train`` and ``data_draw``

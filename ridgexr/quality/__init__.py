@@ -17,7 +17,7 @@ from .measures import (class_share, frechet_distance, frechet_from_moments, gaus
                        point_quality, principal_axis, axis_wasserstein)
 from .classifier import (ClassifierError, FashionClassifier, TrainedClassifier, cached_classifier,
                          train_classifier)
-from .images import (IMAGE_QUALITY_KEYS, GateReference, draw_measures, gate_power, gate_reference, heldout_reals,
+from .pixel_quality import (IMAGE_QUALITY_KEYS, GateReference, draw_measures, gate_power, gate_reference, heldout_reals,
                      image_quality,
                      reference_for)
 from .cells import QUALITY_KEYS, cell_quality, final_samples, gate_draws, reference_draws
@@ -37,4 +37,6 @@ __all__ = ["GATE", "GATE_DRAWS", "GATE_VERDICTS", "GateDesign", "gate_design", "
 def __getattr__(name: str):
     if name == "labelled":
         raise AttributeError("ridgexr.quality.labelled was renamed ridgexr.quality.store_quality (same functions)")
+    if name == "images":
+        raise AttributeError("ridgexr.quality.images was renamed ridgexr.quality.pixel_quality (same functions)")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

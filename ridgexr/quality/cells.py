@@ -171,7 +171,7 @@ def _image_cell(dataset, train, samples, *, base_dir, seed, n_boot) -> dict[str,
     s = np.asarray(samples, dtype=np.float64)
     if images.images in IMAGE_SETS and train.shape[1] == 784:
         from .classifier import cached_classifier
-        from .images import image_quality, reference_for
+        from .pixel_quality import image_quality, reference_for
 
         classifier = cached_classifier(images.images)
         reference = reference_for(classifier, images.images, images.classes)

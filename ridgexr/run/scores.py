@@ -35,7 +35,7 @@ from ..catalog import Experiment
 from ..datasets import fresh_law_draws, load_training_set, mixture_score
 from ..empirical import SmoothedEmpirical
 from ..models import model_kind
-from ..models.spec import EpochTrainedSpec
+from ..models.model_spec import EpochTrainedSpec
 from ..reader import open_dataset, store_path
 from ..schema import CELL_DIMS
 from .experiment import checkpoint_root

@@ -3,7 +3,7 @@
 The diagnostics of every cell are estimated on a held-out sample of its training set: the
 training sample's rule (quadrature, nodes on [t_min, T]) with noise seed ``seeds.training + 1``,
 sized by the block's ``diagnostics: {n_time, n_noise, n_points}`` (each at most the training sample's;
-:class:`ridgexr.models.spec.DiagnosticsSpec`).  Random features keep the training sample's size
+:class:`ridgexr.models.model_spec.DiagnosticsSpec`).  Random features keep the training sample's size
 by default, so their held-out sample is the fit's own with new noise
 (:meth:`ridgexr.training.RandomFeatureFit.heldout_sample`); mlp, module and exact blocks use
 at most 65 nodes x 64 draws (:data:`ridgexr.defaults.HELDOUT_N_TIME`, ``HELDOUT_N_NOISE``).
@@ -29,7 +29,7 @@ def heldout_sample(ctx, n_train: int | slice | None, diagnostics=None, n_noise: 
     ----------
     ctx : :class:`ridgexr.models.FitContext`
     n_train : int, slice or None (every training point)
-    diagnostics : :class:`ridgexr.models.spec.DiagnosticsSpec`, optional
+    diagnostics : :class:`ridgexr.models.model_spec.DiagnosticsSpec`, optional
         The block's sizes (default: the training sample's).
     n_noise : int, optional
         The fit's noise draws per (point, node) (default: the entry's first ``training.n_noise``).

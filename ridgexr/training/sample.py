@@ -344,7 +344,7 @@ def draw_training_sample(train: Any, *, t_min: float, T: float, n_time: int, n_n
     quadrature : {"simpson-t", "trapezoid-log-t", "gauss-legendre-log-t"}
     points : array of int (n,), optional
         Distinct indices of the training points the x0 are drawn from (a held-out subset,
-        :meth:`ridgexr.models.spec.DiagnosticsSpec.point_subset`); the posterior means and frames
+        :meth:`ridgexr.models.model_spec.DiagnosticsSpec.point_subset`); the posterior means and frames
         still use all N points.  Default: every point.
     target_seed : int >= 0, optional
         Redraw each row's x0 from its posterior given x_t with this seed, the rows x_t fixed by ``seed``

@@ -14,7 +14,7 @@ from typing import Callable, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from ...choices import SCHEDULE_NAMES
-from ..spec import IMAGE_DIAGNOSTICS_HELP, DiagnosticsSpec, ModelSpec
+from ..model_spec import IMAGE_DIAGNOSTICS_HELP, DiagnosticsSpec, ModelSpec
 
 __all__ = ["DiffusersSpec", "TIMESTEP_MODES"]
 

@@ -17,7 +17,7 @@ from typing import ClassVar, Literal
 from pydantic import Field, model_validator
 
 from ...spec import Spec
-from ..spec import ModelSpec
+from ..model_spec import ModelSpec
 
 __all__ = ["ExactSpec", "SigmaStop"]
 

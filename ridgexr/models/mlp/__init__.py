@@ -14,7 +14,7 @@ from pydantic import Field, field_validator, model_validator
 from ... import defaults
 from ...choices import OPTIMIZERS, TIME_PROPOSALS
 from ...spec import as_list
-from ..spec import EpochTrainedSpec, sorted_widths
+from ..model_spec import EpochTrainedSpec, sorted_widths
 
 __all__ = ["MLPSpec", "ACTIVATION_NAMES", "ARCHITECTURES"]
 

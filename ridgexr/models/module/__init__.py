@@ -13,7 +13,7 @@ from typing import Callable, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from ...choices import SCHEDULE_NAMES
-from ..spec import ModelSpec
+from ..model_spec import ModelSpec
 
 __all__ = ["ModuleSpec", "TIME_CONVENTIONS", "PYTHON_OBJECT"]
 

@@ -18,7 +18,7 @@ from pydantic import Field, field_validator, model_validator
 from ... import defaults
 from ...choices import RF_ACTIVATIONS as ACTIVATION_NAMES, RF_PARAMETRIZATIONS as PARAMETRIZATIONS
 from ...spec import as_list
-from ..spec import DIAGNOSTICS_HELP, DiagnosticsSpec, ModelSpec, sorted_widths
+from ..model_spec import DIAGNOSTICS_HELP, DiagnosticsSpec, ModelSpec, sorted_widths
 
 __all__ = ["RandomFeaturesSpec", "ACTIVATION_NAMES", "PARAMETRIZATIONS"]
 

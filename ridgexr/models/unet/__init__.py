@@ -18,7 +18,7 @@ from pydantic import Field, model_validator
 from ... import defaults
 from ...choices import MIXED_PRECISIONS, OPTIMIZERS, TIME_CONVENTIONS, TIME_PROPOSALS
 from ...spec import as_list
-from ..spec import IMAGE_DIAGNOSTICS_HELP, DiagnosticsSpec, EpochTrainedSpec
+from ..model_spec import IMAGE_DIAGNOSTICS_HELP, DiagnosticsSpec, EpochTrainedSpec
 
 __all__ = ["UNetSpec", "BETA_SCHEDULES", "UNET_PARAMETRIZATIONS"]
 
