@@ -475,7 +475,7 @@ def store_trials(tmp: Path, cat: Path, exp, n: int, rng: random.Random) -> list[
     rows.append(("a *.partial write left by a kill: removed by the next run", n, held))
     store = _copy(ref, base / "resume", "tiny.zarr")
     clear_completion(store, [{"schedule": "1", "width": 8}])
-    import ridgexr.run.experiment as experiment
+    import ridgexr.run.runner as experiment
     from ridgexr.datasets import load_training_set
     from ridgexr.run.plan import estimate_resources
 

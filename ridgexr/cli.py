@@ -110,7 +110,7 @@ def user_errors():
 
     # the run's and the store's own errors (RuntimeErrors) can only come from those modules once
     # they ran: look them up then, so that `ridgexr list` imports neither (nor torch, xarray, zarr)
-    own = (("ridgexr.run.experiment", "ConfigMismatchError"), ("ridgexr.store", "StoreLockedError"),
+    own = (("ridgexr.run.runner", "ConfigMismatchError"), ("ridgexr.store", "StoreLockedError"),
            ("ridgexr.store", "StoreReplacedError"))
     try:
         yield

@@ -41,7 +41,7 @@ def wheel(tmp_path_factory):
 def test_wheel_contains_the_code_and_the_catalogs(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"ridgexr/catalogs/points2d.yaml", "ridgexr/catalogs/mnist.yaml", "ridgexr/catalogs/__init__.py",
-            "ridgexr/run/experiment.py", "ridgexr/training/fit.py", "ridgexr/cli.py", "ridgexr/py.typed",
+            "ridgexr/run/runner.py", "ridgexr/training/fit.py", "ridgexr/cli.py", "ridgexr/py.typed",
             "ridgexr/__main__.py"} <= names
     assert not any(n.startswith(("tests/", "catalogs/", "benchmarks/")) for n in names)
 

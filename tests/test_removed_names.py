@@ -356,7 +356,9 @@ RENAMED_MODULES = [("ridgexr.analysis.labelled", "was renamed ridgexr.analysis.t
                    ("ridgexr.quality.images", "was renamed ridgexr.quality.pixel_quality",
                     ("ridgexr.quality.pixel_quality", "image_quality")),
                    ("ridgexr.models.spec", "was renamed ridgexr.models.model_spec",
-                    ("ridgexr.models.model_spec", "ModelSpec"))]
+                    ("ridgexr.models.model_spec", "ModelSpec")),
+                   ("ridgexr.run.experiment", "was renamed ridgexr.run.runner",
+                    ("ridgexr.run.runner", "execute"))]
 
 
 @pytest.mark.parametrize("old, words, new", RENAMED_MODULES, ids=[r[0] for r in RENAMED_MODULES])
@@ -375,8 +377,7 @@ def test_renamed_modules_are_gone_and_say_where_their_names_went(old, words, new
 
 def test_no_two_modules_of_the_package_share_a_name_outside_the_model_kinds():
     """A module's (or package's) name says what it is, once: the names shared are only a model kind's own files
-    (``models/<kind>/denoiser.py``, ``fit_adapter.py``, ``cost.py``, one per kind as diffusers has them) and those
-    whose renaming belongs to other layers' owners (listed)."""
+    (``models/<kind>/denoiser.py``, ``fit_adapter.py``, ``cost.py``, one per kind as diffusers has them)."""
     from collections import Counter
     from pathlib import Path
 
@@ -385,4 +386,4 @@ def test_no_two_modules_of_the_package_share_a_name_outside_the_model_kinds():
     names = Counter(p.parent.name if p.name == "__init__.py" else p.stem for p in pkg.rglob("*.py"))
     kind_files = {"denoiser", "fit_adapter", "cost"}
     shared = {n for n, c in names.items() if c > 1} - kind_files
-    assert shared <= {"experiment"}, shared
+    assert not shared, shared

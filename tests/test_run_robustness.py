@@ -197,7 +197,7 @@ def _run_edited_catalog(tmp_path, catalog_text, old, new):
 def fits(monkeypatch):
     """The calls of ``plan_tasks``, where a run's work begins (fitting, then sampling): [] while every run was
     refused up front.  Counted, not timed: the refusal's speed depends on the machine's load."""
-    import ridgexr.run.experiment as experiment
+    import ridgexr.run.runner as experiment
 
     calls, plan_tasks = [], experiment.plan_tasks
     monkeypatch.setattr(experiment, "plan_tasks", lambda *a, **k: calls.append(a) or plan_tasks(*a, **k))
@@ -251,7 +251,7 @@ def test_not_a_store_is_refused_without_suggesting_overwrite(tmp_path, catalog_t
 
 
 def test_overwrite_that_fails_at_run_time_keeps_theold_store(small_reference, new_reference, tmp_path, monkeypatch):
-    import ridgexr.run.experiment as experiment
+    import ridgexr.run.runner as experiment
 
     other, _ = new_reference
     store = old_store(small_reference, tmp_path)
@@ -498,7 +498,7 @@ def test_data_beyond_the_resolved_scale_are_refused_and_the_largest_admitted_sca
     converged; from 3e18 the exact denoiser stopped memorizing, unflagged; a negative loss at 3e15).  Such
     data are refused up front, naming the limit; just below the limit the exact denoiser memorizes and
     the ridge distance is the normal offset |x_1| (the two points' ridge is the x_0 axis)."""
-    from ridgexr.run.experiment import data_scale_limit
+    from ridgexr.run.runner import data_scale_limit
 
     f = tmp_path / "c.yaml"
     f.write_text(catalog_text(20, 8).replace("{points: two-points}", "{file: big.npy}"))
@@ -650,7 +650,7 @@ def test_a_folder_with_anything_but_chunks_is_refused_and_kept(tmp_path, catalog
 def test_a_store_deleted_mid_run_says_so_and_the_rerun_starts_over(reference, tmp_path, monkeypatch):
     import shutil
 
-    import ridgexr.run.experiment as rx
+    import ridgexr.run.runner as rx
 
     cat, exp, ref_store, _ = reference
     store = tmp_path / "s.zarr"
@@ -793,7 +793,7 @@ def test_a_full_disk_at_the_swap_says_what_is_intact_and_the_same_command_finish
     and a complete store on a full disk was refused by the size estimate although nothing was left to write."""
     import errno
 
-    import ridgexr.run.experiment as experiment
+    import ridgexr.run.runner as experiment
     import ridgexr.store.lifecycle as lifecycle
 
     other, new_ref = new_reference

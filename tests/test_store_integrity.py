@@ -345,7 +345,7 @@ def test_metadata_damage_is_repaired_keeping_every_chunk_that_verifies(small_ref
 def test_a_resume_is_sized_by_its_remaining_cells(small_reference, tmp_path, monkeypatch):
     """Item 7: after a repair, a resume on a nearly full disk was refused by the whole store's size estimate (1 MB
     of work needed --force)."""
-    import ridgexr.run.experiment as experiment
+    import ridgexr.run.runner as experiment
     from ridgexr.datasets import load_training_set
     from ridgexr.run.plan import estimate_resources
     from ridgexr.store.update import clear_completion

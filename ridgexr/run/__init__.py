@@ -29,8 +29,8 @@ networks, read back from its checkpoints).  Reading stores back is :mod:`ridgexr
 from ..reader import open_dataset, store_path, summarize
 from .cell import run_cell
 from .cluster import dask_client, resolve_scheduler
-from .experiment import (ConfigMismatchError, Plan, ResourceError, RunResult, check_resources, check_scheduler,
-                         execute, plan_run, run_experiment, validate_experiment)
+from .runner import (ConfigMismatchError, Plan, ResourceError, RunResult, check_resources, check_scheduler, execute,
+                     plan_run, run_experiment, validate_experiment)
 from .plan import CellTask, estimate_resources, plan_layout, plan_tasks, resolve_d_star
 from .provenance import provenance, store_attrs
 from .scores import SCORE_ERROR_VARIABLES, score_errors
@@ -43,3 +43,10 @@ __all__ = ["run_experiment", "Plan", "plan_run", "execute", "RunResult", "Config
            "check_scheduler", "validate_experiment", "estimate_resources", "schema_reference", "check_store_schema",
            "check_config_hash", "repair_config_hash", "stored_config_hash", "score_errors", "SCORE_ERROR_VARIABLES",
            "check_identity", "resolve_config", "RESOLUTIONS", "verify"]
+
+
+def __getattr__(name: str):
+    if name == "experiment":
+        raise AttributeError("ridgexr.run.experiment was renamed ridgexr.run.runner (same functions; "
+                             "ridgexr.catalog.experiment is the catalog entry)")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -38,7 +38,7 @@ from ..models import model_kind
 from ..models.model_spec import EpochTrainedSpec
 from ..reader import open_dataset, store_path
 from ..schema import CELL_DIMS
-from .experiment import checkpoint_root
+from .runner import checkpoint_root
 from .plan import plan_layout, plan_tasks, resolve_d_star
 from .split import density_settings
 
