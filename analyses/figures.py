@@ -448,6 +448,129 @@ def mnist_trajectories_draw(data: dict):
                     title=f"exact denoiser: decoded states from t = {data['t'][0]:.2g} to {data['t'][-1]:.2g}")
 
 # --------------------------------------------------------------------------------------------------------------
+# timescales-rf-*: Bonnaire et al.'s random features at one diffusion time (docs/timescales.md); their stores are
+# analyses/timescales_rf.py's own Zarr stores (no run schema), opened by open_rf_store
+
+#: the five times of analyses/timescales_rf.py, in the order drawn: (variable, label, marker)
+RF_TIMES = (("tau_mem", "τ_mem: test − train ≥ 0.1", "o"), ("tau_mem_spectral", "τ_mem spectral, features' U", "s"),
+            ("tau_mem_spectral_equivalent", "τ_mem spectral, Gaussian-equivalent U", "^"),
+            ("tau_gen", "τ_gen: 90 % of the score error's fall", "v"),
+            ("tau_gen_spectral", "τ_gen spectral, population bulk", "D"))
+#: edges of the spectrum's histogram bins: 10 per decade from 1e-5 to 1e3
+RF_EDGES = np.logspace(-5, 3, 81)
+
+
+def open_rf_store(path):
+    """A store of analyses/timescales_rf.py (Zarr v3 of its own layout), loaded."""
+    import xarray as xr
+
+    return xr.open_zarr(path, consolidated=False).load()
+
+
+def rf_summary(ds) -> dict:
+    """The three panels' numbers: the first seed's test and train losses per n along tau with its tau_mem; the
+    first seed's histogram of the eigenvalues of U and of its Gaussian equivalent per n (``RF_EDGES``); every
+    (n, seed)'s five times with each law's fit in n (``ridgexr.analysis.separation_timescales``)."""
+    from ridgexr.analysis.timescales import separation_timescales
+
+    ts = separation_timescales(ds)
+    s0 = ds.isel(seed=0)
+    names = [name for name, _, _ in RF_TIMES]
+
+    def hist(var):
+        return np.stack([np.histogram(s0[var].sel(n_train=n).values, RF_EDGES)[0] for n in ds.n_train.values])
+
+    return {"n": ds.n_train.values.astype(int), "seed": np.array(int(ds.seed[0])), "seeds": ds.seed.values.astype(int),
+            "d": np.array(int(ds.attrs["d"])), "p": np.array(int(ds.attrs["p"])), "tau": ds.tau.values,
+            "test_loss": s0.test_loss.transpose("n_train", "tau").values.round(6),
+            "train_loss": s0.train_loss.transpose("n_train", "tau").values.round(6),
+            "tau_mem_first_seed": ts.tau_mem.isel(seed=0).values, "edges": RF_EDGES,
+            "hist": hist("eigenvalue"), "hist_equivalent": hist("eigenvalue_equivalent"),
+            "names": np.array(names),
+            "times": np.stack([ts[k].transpose("n_train", "seed").values for k in names]),  # (time, n, seed)
+            **{f"law_{k}": np.array([float(ts[f"{name}_{k}"]) for name in names])
+               for k in ("intercept", "slope", "slope_low", "slope_high")}}
+
+
+def _n_colours(ns):
+    import matplotlib
+
+    cmap = matplotlib.colormaps["viridis"]
+    return [cmap(0.85 * k / max(1, len(ns) - 1)) for k in range(len(ns))]
+
+
+def rf_draw(data: dict):
+    """Three rows sharing the right margin: the first seed's test (solid) and train (dashed) losses per n along tau,
+    tau_mem marked (circle) on the test loss; the first seed's spectrum of U (solid) and of its Gaussian equivalent
+    (dotted) per n; the five times of every (n, seed) against n with each law's fitted line and its slope
+    b [95 %] in the legend."""
+    import matplotlib
+    from matplotlib.lines import Line2D
+
+    ns, tau, seed = data["n"], data["tau"], int(data["seed"])
+    colours = _n_colours(ns)
+    fig, axes = _figure((7.4, 8.6), 3, 1)
+    ax = axes[0, 0]
+    for c, n, test, train, tm in zip(colours, ns, data["test_loss"], data["train_loss"], data["tau_mem_first_seed"]):
+        ax.plot(tau, test, color=c, lw=1.3, label=f"n = {n}")
+        ax.plot(tau, train, color=c, lw=1.1, ls="--")
+        if np.isfinite(tm):
+            ax.plot([tm], [np.interp(np.log(tm), np.log(tau), test)], "o", color=c, ms=5, mec="black", mew=0.6)
+    ax.set_xscale("log")
+    ax.set_xlim(1, float(tau[-1]))
+    ax.set_ylim(0, 2.5)
+    ax.set_xlabel("training time τ (steps × learning rate)")
+    ax.set_ylabel("loss per coordinate")
+    ax.set_title(f"losses of seed {seed}", fontsize=FONT_SIZE)
+    keys = [Line2D([], [], color="grey", lw=1.3, label="test loss"),
+            Line2D([], [], color="grey", lw=1.1, ls="--", label="train loss"),
+            Line2D([], [], color="grey", marker="o", ms=5, mec="black", mew=0.6, ls="none",
+                   label="τ_mem: 0.1 apart")]
+    handles, _ = ax.get_legend_handles_labels()
+    ax.legend(handles=handles + keys, loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
+    ax = axes[1, 0]
+    mid = np.sqrt(data["edges"][1:] * data["edges"][:-1])
+    for c, n, h, he in zip(colours, ns, data["hist"], data["hist_equivalent"]):
+        ax.plot(mid, np.where(h > 0, h, np.nan), color=c, lw=1.2, drawstyle="steps-mid")
+        ax.plot(mid, np.where(he > 0, he, np.nan), color=c, lw=1.0, ls=":", drawstyle="steps-mid")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("eigenvalue of U")
+    ax.set_ylabel("eigenvalues per 1/10 decade")
+    ax.set_title(f"spectrum of U, seed {seed} (colours: n as above)", fontsize=FONT_SIZE)
+    ax.legend(handles=[Line2D([], [], color="grey", lw=1.2, label="tanh features"),
+                       Line2D([], [], color="grey", lw=1.0, ls=":", label="Gaussian equivalent")],
+              loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
+    ax = axes[2, 0]
+    tab = matplotlib.colormaps["tab10"]
+    handles = []
+    short = {"tau_mem": "τ_mem, losses 0.1 apart", "tau_mem_spectral": "τ_mem spectral, features",
+             "tau_mem_spectral_equivalent": "τ_mem spectral, Gauss. equiv.", "tau_gen": "τ_gen, score error",
+             "tau_gen_spectral": "τ_gen spectral"}
+    for k, ((name, _, marker), values) in enumerate(zip(RF_TIMES, data["times"])):
+        shift = 1.0 + 0.035 * (k - (len(RF_TIMES) - 1) / 2)  # side by side: the seeds of one n do not hide
+        x = np.repeat(ns[:, None] * shift, values.shape[1], 1)
+        ax.plot(x.ravel(), values.ravel(), marker, color=tab(k), ms=3.5, ls="none", alpha=0.75)
+        a, b = data["law_intercept"][k], data["law_slope"][k]
+        ax.plot(ns, np.exp(a) * ns.astype(float) ** b, color=tab(k), lw=1.1)
+        handles.append(Line2D([], [], color=tab(k), marker=marker, ms=4, lw=1.1,
+                              label=f"{short[name]}\nb = {b:.2f} [{data['law_slope_low'][k]:.2f}, "
+                                    f"{data['law_slope_high'][k]:.2f}]"))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xticks(ns, [str(n) for n in ns])
+    ax.xaxis.set_minor_formatter(_null())
+    ax.set_xlabel("training-set size n")
+    ax.set_ylabel("τ (steps × learning rate)")
+    ax.set_title(f"times of every n and seed ({len(data['seeds'])} seeds); lines: fitted laws τ = a nᵇ",
+                 fontsize=FONT_SIZE)
+    ax.legend(handles=handles, loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False,
+              title="slope b [95 %]")
+    fig.suptitle(f"random features at one diffusion time, d = {int(data['d'])}, p = {int(data['p'])}")
+    return fig
+
+
+# --------------------------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Figure:
@@ -460,8 +583,16 @@ class Figure:
     summarize: Callable
     draw: Callable
     #: the summary's file name in docs/figures/data when figures share one (default: the figure's name); a summary
-    #: is a CSV table, or an .npz of images (uint8) and their labels
+    #: is a CSV table, or an .npz of images (uint8) and their labels, or of a figure's arrays
     data: str = ""
+    #: how its store (``<data folder>/<entry>.zarr``) is opened: ridgexr.open_dataset (a run's store) by default
+    open: Callable | None = None
+    #: the command that makes the store (default: ``ridgexr run <entry>``)
+    command: str = ""
+
+    @property
+    def makes(self) -> str:
+        return self.command or f"ridgexr run {self.entry}"
 
     @property
     def png(self) -> Path:
@@ -471,6 +602,16 @@ class Figure:
     def summary(self) -> Path:
         return SUMMARIES / (self.data or f"{self.name}.csv")
 
+
+#: the commands of analyses/timescales_rf.py that make the three random-feature stores (each appends one seed at a
+#: time, so an interrupted one resumes); <data> is the data folder
+RF_COMMANDS = {
+    "_small": "python analyses/timescales_rf.py --n 32 64 128 256 512 --d 8 --p 1024 --rows 16384 --n-test 16384 "
+              "--seeds 1 2 3 4 5 6 7 8 9 10 11 12 --out <data>/timescales-rf-small.zarr",
+    "_mid": "python analyses/timescales_rf.py --n 64 128 256 512 1024 --d 16 --p 2048 --rows 32768 --n-test 32768 "
+            "--seeds 1 2 3 4 5 6 7 8 9 10 11 12 --out <data>/timescales-rf-mid.zarr",
+    "": "python analyses/timescales_rf.py --seeds 0 1 2 3 4 5 6 7 8 9 10 11 --out <data>/timescales-rf.zarr",
+}
 
 REGISTRY: dict[str, Figure] = {f.name: f for f in [
     Figure("paper_two_points_paper_samples", "two-points-paper", "findings.md", paper_samples_summary,
@@ -490,6 +631,8 @@ REGISTRY: dict[str, Figure] = {f.name: f for f in [
            "mnist_samples_mlp.npz"),
     Figure("mnist_trajectories_exact", "mnist48", "mnist.md", mnist_trajectories_summary, mnist_trajectories_draw,
            "mnist_trajectories_exact.npz"),
+    *[Figure(f"timescales_rf{suffix}", f"timescales-rf{suffix.replace('_', '-')}", "timescales.md", rf_summary, rf_draw,
+             f"timescales_rf{suffix}.npz", open_rf_store, RF_COMMANDS[suffix]) for suffix in ("_small", "_mid", "")],
 ]}
 
 
@@ -510,13 +653,7 @@ NOT_YET_DRAWN: dict[str, str] = {
                                                   "analyses/manifold.py --entries manifold-coverage-circle-marginal",
     "timescales_fashion_gallery_n16": "ridgexr run timescales-fashion; python analyses/timescales.py",
     "timescales_fashion_gallery_n128": "ridgexr run timescales-fashion; python analyses/timescales.py",
-    "timescales_rf": "python analyses/timescales_rf.py --figure docs/figures/timescales_rf.png",
-    "timescales_rf_small": ("python analyses/timescales_rf.py --n 32 64 128 256 512 --d 8 --p 1024 --rows 16384 "
-                            "--n-test 16384 --seeds 1 2 3 4 5 6 7 8 9 10 11 12 --out <data>/timescales-rf-small.zarr "
-                            "--figure docs/figures/timescales_rf_small.png --docs timescales-rf-small"),
-    "timescales_rf_mid": (("python analyses/timescales_rf.py --n 64 128 256 512 1024 --d 16 --p 2048 --rows 32768 "
-                          "--n-test 32768 --seeds 1 2 3 4 5 6 7 8 9 10 11 12 --out <data>/timescales-rf-mid.zarr "
-                          "--figure docs/figures/timescales_rf_mid.png --docs timescales-rf-mid")),
+    "timescales_rf": f"{RF_COMMANDS['']}; python analyses/figures.py --summarize --only timescales_rf",
     "variance_targets_prediction": ("ridgexr run variance-targets-n1 (and -n4, -n16, -n64); "
                                     "python analyses/variance.py --analytic"),
     "variance_ensemble": "ridgexr run variance-ensemble; python analyses/variance.py",
@@ -548,11 +685,11 @@ def summarize(fig: Figure, data: str | None) -> bool:
     folder = data_folder(data)
     store = folder / f"{fig.entry}.zarr"
     if not store.exists():
-        print(f"{fig.name}: no store {store}; make it with `ridgexr run {fig.entry}` (then rerun this with "
+        print(f"{fig.name}: no store {store}; make it with `{fig.makes}` (then rerun this with "
               f"--summarize --only {fig.name})", file=sys.stderr)
         return False
     SUMMARIES.mkdir(parents=True, exist_ok=True)
-    summary = fig.summarize(ridgexr.open_dataset(store))
+    summary = fig.summarize((fig.open or ridgexr.open_dataset)(store))
     if fig.summary.suffix == ".npz":
         np.savez_compressed(fig.summary, **summary)
     else:
