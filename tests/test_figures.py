@@ -169,3 +169,61 @@ def test_the_mnist_figures_draw_their_summaries_readably(figure_layout_problems)
     fig = figures.mnist_trajectories_draw({"images": images[:, :8], "labels": labels, "t": t[::2][:8]})
     assert not figure_layout_problems(fig)
     assert [ax.get_title() for ax in fig.axes[:8]] == [f"t = {x:.2g}" for x in t[::2][:8]]
+
+
+@pytest.fixture(scope="module")
+def tiny_rf_store():
+    """analyses/timescales_rf.py's curves for two seeds of a tiny design (d = 2, p = 64, n = 8, 16, 32)."""
+    import xarray as xr
+
+    from ridgexr.training.single_time import single_time_losses
+
+    parts = []
+    for seed in (1, 2):
+        part = single_time_losses([8, 16, 32], d=2, p=64, t=0.01, taus=np.logspace(-1, 7, 33), rows=256, n_test=256,
+                                  seed=seed, progress=lambda m: None)
+        part.attrs.pop("seed")
+        parts.append(part.expand_dims(seed=[seed]))
+    return xr.concat(parts, "seed")
+
+
+def test_the_random_feature_figure_draws_its_stores_curves_spectra_and_laws(tiny_rf_store, figure_layout_problems):
+    """rf_summary against the store and separation_timescales; rf_draw draws exactly those numbers: the first
+    seed's losses per n, tau_mem on its test loss, the eigenvalue counts per bin, every (n, seed)'s five times and
+    the laws' slopes in the legend."""
+    from ridgexr.analysis.timescales import separation_timescales
+
+    ds = tiny_rf_store
+    data = figures.rf_summary(ds)
+    ts = separation_timescales(ds)
+    s0 = ds.sel(seed=1)
+    np.testing.assert_allclose(data["test_loss"], s0.test_loss.transpose("n_train", "tau").values, atol=1e-6)
+    np.testing.assert_allclose(data["train_loss"], s0.train_loss.transpose("n_train", "tau").values, atol=1e-6)
+    for k, n in enumerate(ds.n_train.values):
+        lam = s0.eigenvalue.sel(n_train=n).values
+        edges = np.logspace(-5, 3, 81)
+        want = [((lam >= lo) & (lam < hi)).sum() for lo, hi in zip(edges[:-1], edges[1:])]
+        want[-1] += int((lam == edges[-1]).sum())
+        np.testing.assert_array_equal(data["hist"][k], want)
+    for name, values in zip(data["names"], data["times"]):
+        np.testing.assert_allclose(values, ts[str(name)].transpose("n_train", "seed").values)
+    np.testing.assert_allclose(data["law_slope"], [float(ts[f"{n}_slope"]) for n in data["names"]])
+
+    fig = figures.rf_draw(data)
+    assert not figure_layout_problems(fig)
+    loss, spectrum, times = fig.axes
+    lines = [ln for ln in loss.get_lines() if ln.get_marker() in ("None", None, "")]
+    for k in range(len(data["n"])):
+        np.testing.assert_allclose(lines[2 * k].get_ydata(), data["test_loss"][k])
+        np.testing.assert_allclose(lines[2 * k + 1].get_ydata(), data["train_loss"][k])
+        assert lines[2 * k + 1].get_linestyle() == "--"
+    circles = [ln for ln in loss.get_lines() if ln.get_marker() == "o"]
+    finite = np.isfinite(data["tau_mem_first_seed"])
+    np.testing.assert_allclose([c.get_xdata()[0] for c in circles], data["tau_mem_first_seed"][finite])
+    steps = spectrum.get_lines()
+    np.testing.assert_array_equal(np.nan_to_num(steps[0].get_ydata()), data["hist"][0])
+    points = [ln for ln in times.get_lines() if ln.get_linestyle() == "None"]
+    for ln, values in zip(points, data["times"]):
+        np.testing.assert_allclose(ln.get_ydata(), values.ravel())
+    legend = [t.get_text() for t in times.get_legend().get_texts()]
+    assert [f"b = {b:.2f}" in text for b, text in zip(data["law_slope"], legend)] == [True] * len(legend)
