@@ -416,12 +416,17 @@ def mnist_trajectories_summary(ds) -> dict:
             "t": ds["t"].values[steps]}
 
 
-def _gallery(images: np.ndarray, row_labels, column_labels=None, title: str = ""):
-    """A grid of grey images (rows, columns, H, W) with each row's name in the left margin."""
+def _gallery(images: np.ndarray, row_labels, column_labels=None, title: str = "", cell: float = 0.62):
+    """A grid of grey images (rows, columns, H, W) with each row's name in the left margin (``cell``: inches per
+    image)."""
     n_rows, n_cols = images.shape[:2]
-    cell = 0.62
-    fig, axes = _figure((cell * n_cols + 1.6, cell * n_rows + (0.75 if column_labels is not None else 0.35)),
-                        n_rows, n_cols)
+    import textwrap
+
+    margin = 0.9 + 0.065 * max(len(str(r)) for r in row_labels)  # the row names' width at FONT_SIZE, inches
+    width = cell * n_cols + margin
+    title = "\n".join(textwrap.wrap(title, int(width * 72 / (0.6 * (FONT_SIZE + 1)))))  # lines fit the width
+    fig, axes = _figure((width, cell * n_rows + (0.75 if column_labels is not None else 0.35)
+                         + 0.2 * title.count("\n")), n_rows, n_cols)
     fig.get_layout_engine().set(w_pad=0.01, h_pad=0.01, wspace=0.0, hspace=0.0)
     for i in range(n_rows):
         for j in range(n_cols):
@@ -446,6 +451,54 @@ def mnist_samples_draw(data: dict):
 def mnist_trajectories_draw(data: dict):
     return _gallery(data["images"], data["labels"], [f"t = {t:.2g}" for t in data["t"]],
                     title=f"exact denoiser: decoded states from t = {data['t'][0]:.2g} to {data['t'][-1]:.2g}")
+
+# --------------------------------------------------------------------------------------------------------------
+# timescales-fashion: the U-Net's samples along training at one n (docs/timescales.md)
+
+def fashion_gallery_summary(n_train: int, n_samples: int = 12, epoch_unit: str = "steps"):
+    """``summarize(ds)``: the first ``n_samples`` final samples (the scheduler's output at t = 0 where the store
+    has it, else the last state over alpha) of every checkpoint at ``n_train``, one row per checkpoint (the same
+    noise in every row), above a row of the cell's first training images; each row named by its checkpoint (in
+    ``epoch_unit``: a full-batch epoch is one step) and the quality gate's verdict on that cell."""
+    def summarize(ds) -> dict:
+        from ridgexr import plot
+        from ridgexr.quality import sample_quality
+
+        show = plot._to_images(ds)
+        other = {d: 0 for d in ds["cell_complete"].dims if d not in ("epoch", "n_train")}
+        sub = ds.sel(n_train=n_train).isel(other)
+        gates = sample_quality(sub)["gate"]
+        last = sub.isel(step=-1)
+        rows, labels = [], []
+        for e in sub.epoch.values:
+            if "final_sample" in sub.variables:
+                x = sub["final_sample"].sel(epoch=e).isel(sample=slice(0, n_samples)).transpose("sample", "dim").values
+            else:
+                at = last.sel(epoch=e)
+                x = at["trajectory"].isel(sample=slice(0, n_samples)).transpose("sample", "dim").values / float(
+                    at["alpha"])
+            img = np.full((len(x),) + show(x[:1] * 0).shape[1:], np.nan)
+            finite = np.isfinite(x).all(1)
+            if finite.any():
+                img[finite] = show(x[finite])
+            rows.append(img)
+            labels.append(f"{float(e):,.0f} {epoch_unit}: {gates.sel(epoch=e).item()}".replace(",", " "))
+        train = ds["train_data"].values[:n_train][:n_samples]
+        rows.append(show(train))
+        labels.append("training images")
+        width = max(len(r) for r in rows)
+        tiles = np.full((len(rows), width) + rows[0].shape[1:], np.nan)
+        for i, r in enumerate(rows):
+            tiles[i, :len(r)] = r
+        return {"images": _uint8(np.nan_to_num(tiles, nan=0.0)), "labels": np.array(labels), "note": np.array(
+            [f"n = {n_train}: the first {width} final samples per checkpoint (the same noise in every row), "
+             f"with the generation gate's verdict"])}
+    return summarize
+
+
+def fashion_gallery_draw(data: dict):
+    return _gallery(data["images"], data["labels"], title=str(data["note"][0]), cell=0.5)
+
 
 # --------------------------------------------------------------------------------------------------------------
 # timescales-rf-*: Bonnaire et al.'s random features at one diffusion time (docs/timescales.md); their stores are
@@ -631,6 +684,8 @@ REGISTRY: dict[str, Figure] = {f.name: f for f in [
            "mnist_samples_mlp.npz"),
     Figure("mnist_trajectories_exact", "mnist48", "mnist.md", mnist_trajectories_summary, mnist_trajectories_draw,
            "mnist_trajectories_exact.npz"),
+    *[Figure(f"timescales_fashion_gallery_n{n}", "timescales-fashion", "timescales.md", fashion_gallery_summary(n),
+             fashion_gallery_draw, f"timescales_fashion_gallery_n{n}.npz") for n in (16, 128)],
     *[Figure(f"timescales_rf{suffix}", f"timescales-rf{suffix.replace('_', '-')}", "timescales.md", rf_summary, rf_draw,
              f"timescales_rf{suffix}.npz", open_rf_store, RF_COMMANDS[suffix]) for suffix in ("_small", "_mid", "")],
 ]}
@@ -651,8 +706,8 @@ NOT_YET_DRAWN: dict[str, str] = {
                                            "--entries manifold-coverage-marginal",
     "manifold_manifold_coverage_circle_marginal": "ridgexr run manifold-coverage-circle-marginal; python "
                                                   "analyses/manifold.py --entries manifold-coverage-circle-marginal",
-    "timescales_fashion_gallery_n16": "ridgexr run timescales-fashion; python analyses/timescales.py",
-    "timescales_fashion_gallery_n128": "ridgexr run timescales-fashion; python analyses/timescales.py",
+    **{name: f"ridgexr run timescales-fashion; python analyses/figures.py --summarize --only {name}" for name in
+       ("timescales_fashion_gallery_n16", "timescales_fashion_gallery_n128")},
     "timescales_rf": f"{RF_COMMANDS['']}; python analyses/figures.py --summarize --only timescales_rf",
     "variance_targets_prediction": ("ridgexr run variance-targets-n1 (and -n4, -n16, -n64); "
                                     "python analyses/variance.py --analytic"),

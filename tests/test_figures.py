@@ -227,3 +227,58 @@ def test_the_random_feature_figure_draws_its_stores_curves_spectra_and_laws(tiny
         np.testing.assert_allclose(ln.get_ydata(), values.ravel())
     legend = [t.get_text() for t in times.get_legend().get_texts()]
     assert [f"b = {b:.2f}" in text for b, text in zip(data["law_slope"], legend)] == [True] * len(legend)
+
+
+GALLERY_CATALOG = """
+experiments:
+  imgs:
+    dataset:
+      images: {images: tiny, scale: symmetric}
+      n_train: [4, 8]
+    process: {T: 1.0, t_min: 0.05, n_steps: 6}
+    model: {kind: mlp, widths: [16], epochs: [1, 3], batch_size: 8, lr: 1.0e-3,
+            diagnostics: {n_time: 2, n_noise: 1, n_points: 4}}
+    training: {quadrature: gauss-legendre-log-t, n_time: 2, n_noise: 1}
+    schedules: ["h"]
+    sampler: {kind: sde, block_steps: 3}
+    n_samples: 5
+    d_star: 1
+    store: imgs.zarr
+"""
+
+
+@pytest.fixture(scope="module")
+def gallery_store(tmp_path_factory, write_idx_folder):
+    """A pixel store sweeping checkpoints (epoch 1, 3) and n_train (4, 8) of a small MLP on ten 5 x 5 images."""
+    tmp = tmp_path_factory.mktemp("gallery")
+    write_idx_folder(tmp / "tiny", np.random.default_rng(3).integers(0, 256, (10, 5, 5)), np.arange(10) % 2)
+    (tmp / "cat.yaml").write_text(GALLERY_CATALOG)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RIDGEXR_CACHE", str(tmp / "cache"))
+        return ridgexr.open_dataset(run_experiment(experiment_from_file(tmp / "cat.yaml"), data_dir=tmp / "d").store)
+
+
+def test_the_training_gallery_shows_each_checkpoints_final_samples_named_by_checkpoint_and_gate(
+        gallery_store, figure_layout_problems):
+    """One row per checkpoint at one n: its first final samples as images (the store's last state over alpha,
+    mapped from [-1, 1] to [0, 255]), named in the margin by the checkpoint and the gate's verdict on that cell; a
+    last row of the cell's training images; drawn as summarized, nothing overlapping."""
+    from ridgexr.quality import sample_quality
+
+    ds = gallery_store
+    data = figures.fashion_gallery_summary(8, n_samples=4, epoch_unit="epochs")(ds)
+    assert data["images"].shape == (3, 4, 5, 5) and data["images"].dtype == np.uint8
+    gates = sample_quality(ds.sel(n_train=8).isel(schedule=0))["gate"]
+    assert list(data["labels"]) == [f"{e} epochs: {gates.sel(epoch=e).item()}" for e in (1, 3)] + ["training images"]
+    for i, e in enumerate((1, 3)):
+        last = ds.sel(n_train=8, epoch=e).isel(schedule=0, step=-1)
+        x = last.trajectory.isel(sample=slice(0, 4)).values / float(last.alpha)
+        want = np.clip(np.round(np.clip((x.reshape(4, 5, 5) + 1) / 2, 0, 1) * 255), 0, 255)
+        np.testing.assert_array_equal(data["images"][i], want.astype(np.uint8))
+    train = ds.train_data.values[:4].reshape(4, 5, 5)
+    np.testing.assert_array_equal(data["images"][2], np.round(np.clip((train + 1) / 2, 0, 1) * 255).astype(np.uint8))
+    fig = figures.fashion_gallery_draw(data)
+    assert not figure_layout_problems(fig)
+    axes = np.array(fig.axes).reshape(3, 4)
+    assert [ax.get_ylabel() for ax in axes[:, 0]] == list(data["labels"])
+    np.testing.assert_array_equal(axes[1, 2].images[0].get_array(), data["images"][1, 2])
