@@ -390,15 +390,17 @@ def mnist_samples_summary(ds) -> dict:
     real, digits, _ = mnist_images(exp.dataset.mnist)
     pick = np.concatenate([np.flatnonzero(digits == d)[: n // 2] for d in sorted(set(digits.tolist()))])[:n]
     rows, labels = [real[pick].reshape(-1, 28, 28) / (255.0 if real.max() > 1 else 1.0)], ["training images"]
-    epoch = int(ds["epoch"].values.max())
-    for s in ds["schedule"].values:
-        cell = {"model": "mlp", "schedule": s, "width": int(ds["width"].values[0]), "epoch": epoch}
-        cell = {k: v for k, v in cell.items() if k in ds.dims}
+    from ridgexr.store import cells
+
+    mlp = [c for c in cells(ds) if c.get("model", "mlp") == "mlp"]  # the MLP's cells (its width, its epochs)
+    epoch = max(int(c["epoch"]) for c in mlp)
+    for cell in [c for c in mlp if int(c["epoch"]) == epoch]:
         last = ds.sel(cell).isel(step=-1, sample=slice(0, n))
         rows.append(decode(last["trajectory"].values / float(last["alpha"])))
-        labels.append(f"MLP, {schedule_label(s)}")
+        labels.append(f"MLP, {schedule_label(cell['schedule'])}")
+    widths = sorted({int(c["width"]) for c in mlp})
     return {"images": _uint8(np.stack(rows)), "labels": np.array(labels), "note": np.array(
-        [f"MLP width {int(ds['width'].values[0])}, epoch {epoch}: decoded final samples"])}
+        [f"MLP width {', '.join(map(str, widths))}, epoch {epoch}: decoded final samples"])}
 
 
 def mnist_trajectories_summary(ds) -> dict:
@@ -695,8 +697,6 @@ REGISTRY: dict[str, Figure] = {f.name: f for f in [
 #: not at hand when the summaries were made): the commands that make them.  Those in REGISTRY are drawn by this
 #: script once their summary is made; the others are still written by the analysis script named.
 NOT_YET_DRAWN: dict[str, str] = {
-    **{name: f"ridgexr run mnist48; python analyses/figures.py --summarize --only {name}" for name in
-       ("mnist_distance", "mnist_degenerate", "mnist_samples_mlp", "mnist_trajectories_exact")},
     "fashion_unet16_gallery": "ridgexr run fashion-unet-16; python analyses/fashion_unet.py",
     "manifold_manifold_circle": "ridgexr run manifold-circle; python analyses/manifold.py --entries manifold-circle",
     "manifold_manifold_sphere": "ridgexr run manifold-sphere; python analyses/manifold.py --entries manifold-sphere",
