@@ -231,60 +231,13 @@ def gd_check(seeds=(0, 1, 2, 3)) -> str:
     return markdown_table(pd.DataFrame(out))
 
 
-def figure(ds: xr.Dataset, ts: xr.Dataset, path: Path) -> Path:
-    """Three panels: the losses of the first seed per n with tau_mem marked; U's spectrum per n; the times against n."""
-    import matplotlib
+def figure(ds: xr.Dataset, path: Path) -> Path:
+    """The figure of analyses/figures.py (``rf_summary``, ``rf_draw``: the first seed's losses per n with tau_mem
+    marked, U's spectrum per n, the times against n with their laws) drawn from ``ds`` to ``path``."""
+    from figures import DPI, rf_draw, rf_summary
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    colors = plt.get_cmap("viridis")(np.linspace(0.0, 0.85, ds.sizes["n_train"]))
-    fig, axes = plt.subplots(3, 1, figsize=(8.5, 12.5), constrained_layout=True)
-    ax = axes[0]
-    s0 = ds.isel(seed=0)
-    for color, n in zip(colors, ds.n_train.values):
-        c = s0.sel(n_train=n)
-        ax.plot(c.tau, c.test_loss, color=color, label=f"n = {int(n)}")
-        ax.plot(c.tau, c.train_loss, color=color, linestyle="--")
-        ax.axvline(float(ts.tau_mem.isel(seed=0).sel(n_train=n)), color=color, linestyle=":", linewidth=1)
-    ax.set(xscale="log", ylim=(0.0, 2.5), xlim=(1, float(ds.tau[-1])), xlabel="training time tau (steps x learning rate)",
-           ylabel="loss per coordinate")
-    ax.set_title(f"seed {int(ds.seed[0])}: test (solid), train (dashed); dotted: tau_mem", fontsize=10)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    ax = axes[1]
-    edges = np.logspace(-5, 3, 81)
-    for color, n in zip(colors, ds.n_train.values):
-        lam = ds.eigenvalue.isel(seed=0).sel(n_train=n).values
-        lam_e = ds.eigenvalue_equivalent.isel(seed=0).sel(n_train=n).values
-        h = np.histogram(lam, edges)[0].astype(float)
-        he = np.histogram(lam_e, edges)[0].astype(float)
-        mid = np.sqrt(edges[1:] * edges[:-1])
-        ax.plot(mid, np.where(h > 0, h, np.nan), color=color, drawstyle="steps-mid", label=f"n = {int(n)}")
-        ax.plot(mid, np.where(he > 0, he, np.nan), color=color, drawstyle="steps-mid", linestyle=":", linewidth=1)
-    ax.set(xscale="log", yscale="log", xlabel="eigenvalue of U", ylabel="eigenvalues per bin (1/10 decade)")
-    ax.set_title(f"spectrum of U, seed {int(ds.seed[0])}: features (solid), their Gaussian equivalent (dotted)",
-                 fontsize=10)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    ax = axes[2]
-    n = ds.n_train.values.astype(float)
-    marks = {"tau_mem": ("o", "tau_mem: test - train = 0.1"), "tau_mem_spectral": ("s", "tau_mem spectral"),
-             "tau_mem_spectral_equivalent": ("^", "tau_mem spectral, Gaussian equiv."),
-             "tau_gen": ("v", "tau_gen: score error"), "tau_gen_spectral": ("D", "tau_gen spectral")}
-    for k, (name, (marker, label)) in enumerate(marks.items()):
-        vals = ts[name].transpose("n_train", "seed").values
-        offset = 1.0 + 0.03 * (k - 2)
-        ax.plot(np.repeat(n * offset, vals.shape[1]), vals.ravel(), marker, markersize=5, label=label,
-                color=plt.get_cmap("tab10")(k), linestyle="none")
-        a, b = float(ts[f"{name}_intercept"]), float(ts[f"{name}_slope"])
-        ax.plot(n, np.exp(a) * n ** b, color=plt.get_cmap("tab10")(k), linewidth=1)
-    ax.set(xscale="log", yscale="log", xlabel="training-set size n", ylabel="tau")
-    ax.set_xticks(n, [str(int(v)) for v in n], minor=False)
-    ax.set_xticks([], minor=True)
-    ax.set_title("times against n, every seed; lines: the fitted laws", fontsize=10)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    rf_draw(rf_summary(ds)).savefig(path, dpi=DPI, metadata={"Software": None})
     return path
 
 
@@ -298,7 +251,8 @@ def main(argv=None):
     ap.add_argument("--out", default=None, help="the Zarr store of the curves (default: <data folder>/timescales-rf.zarr)")
     ap.add_argument("--rows-check", action="store_true", help="also the first seed at the extreme n with a quarter of the rows")
     ap.add_argument("--gd-check", action="store_true", help="print their fresh-noise descent against the averaged steps (four instances)")
-    ap.add_argument("--figure", default=None, help="write the figure to this PNG")
+    ap.add_argument("--figure", default=None, help="draw the figure to this PNG (the committed ones: analyses/figures.py "
+                                                   "--summarize --only timescales_rf...)")
     ap.add_argument("--docs", default=None, help="write the generated docs tables under this name "
                     "(docs/tables/NAME.md, docs/claims_tables/NAME.md)")
     args = ap.parse_args(argv)
@@ -320,7 +274,7 @@ def main(argv=None):
         docs["fresh-noise descent"] = gd_check()
         print("\nfresh-noise descent\n\n" + docs["fresh-noise descent"])
     if args.figure:
-        print("figure:", figure(ds, ts, Path(args.figure)))
+        print("figure:", figure(ds, Path(args.figure)))
     if args.docs:
         command = " ".join(["python analyses/timescales_rf.py", *(argv if argv is not None else sys.argv[1:])])
         print("docs:", *write_docs(args.docs, command.replace(str(out.parent), "<data>"), ts, docs))

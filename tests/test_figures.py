@@ -169,3 +169,116 @@ def test_the_mnist_figures_draw_their_summaries_readably(figure_layout_problems)
     fig = figures.mnist_trajectories_draw({"images": images[:, :8], "labels": labels, "t": t[::2][:8]})
     assert not figure_layout_problems(fig)
     assert [ax.get_title() for ax in fig.axes[:8]] == [f"t = {x:.2g}" for x in t[::2][:8]]
+
+
+@pytest.fixture(scope="module")
+def tiny_rf_store():
+    """analyses/timescales_rf.py's curves for two seeds of a tiny design (d = 2, p = 64, n = 8, 16, 32)."""
+    import xarray as xr
+
+    from ridgexr.training.single_time import single_time_losses
+
+    parts = []
+    for seed in (1, 2):
+        part = single_time_losses([8, 16, 32], d=2, p=64, t=0.01, taus=np.logspace(-1, 7, 33), rows=256, n_test=256,
+                                  seed=seed, progress=lambda m: None)
+        part.attrs.pop("seed")
+        parts.append(part.expand_dims(seed=[seed]))
+    return xr.concat(parts, "seed")
+
+
+def test_the_random_feature_figure_draws_its_stores_curves_spectra_and_laws(tiny_rf_store, figure_layout_problems):
+    """rf_summary against the store and separation_timescales; rf_draw draws exactly those numbers: the first
+    seed's losses per n, tau_mem on its test loss, the eigenvalue counts per bin, every (n, seed)'s five times and
+    the laws' slopes in the legend."""
+    from ridgexr.analysis.timescales import separation_timescales
+
+    ds = tiny_rf_store
+    data = figures.rf_summary(ds)
+    ts = separation_timescales(ds)
+    s0 = ds.sel(seed=1)
+    np.testing.assert_allclose(data["test_loss"], s0.test_loss.transpose("n_train", "tau").values, atol=1e-6)
+    np.testing.assert_allclose(data["train_loss"], s0.train_loss.transpose("n_train", "tau").values, atol=1e-6)
+    for k, n in enumerate(ds.n_train.values):
+        lam = s0.eigenvalue.sel(n_train=n).values
+        edges = np.logspace(-5, 3, 81)
+        want = [((lam >= lo) & (lam < hi)).sum() for lo, hi in zip(edges[:-1], edges[1:])]
+        want[-1] += int((lam == edges[-1]).sum())
+        np.testing.assert_array_equal(data["hist"][k], want)
+    for name, values in zip(data["names"], data["times"]):
+        np.testing.assert_allclose(values, ts[str(name)].transpose("n_train", "seed").values)
+    np.testing.assert_allclose(data["law_slope"], [float(ts[f"{n}_slope"]) for n in data["names"]])
+
+    fig = figures.rf_draw(data)
+    assert not figure_layout_problems(fig)
+    loss, spectrum, times = fig.axes
+    lines = [ln for ln in loss.get_lines() if ln.get_marker() in ("None", None, "")]
+    for k in range(len(data["n"])):
+        np.testing.assert_allclose(lines[2 * k].get_ydata(), data["test_loss"][k])
+        np.testing.assert_allclose(lines[2 * k + 1].get_ydata(), data["train_loss"][k])
+        assert lines[2 * k + 1].get_linestyle() == "--"
+    circles = [ln for ln in loss.get_lines() if ln.get_marker() == "o"]
+    finite = np.isfinite(data["tau_mem_first_seed"])
+    np.testing.assert_allclose([c.get_xdata()[0] for c in circles], data["tau_mem_first_seed"][finite])
+    steps = spectrum.get_lines()
+    np.testing.assert_array_equal(np.nan_to_num(steps[0].get_ydata()), data["hist"][0])
+    points = [ln for ln in times.get_lines() if ln.get_linestyle() == "None"]
+    for ln, values in zip(points, data["times"]):
+        np.testing.assert_allclose(ln.get_ydata(), values.ravel())
+    legend = [t.get_text() for t in times.get_legend().get_texts()]
+    assert [f"b = {b:.2f}" in text for b, text in zip(data["law_slope"], legend)] == [True] * len(legend)
+
+
+GALLERY_CATALOG = """
+experiments:
+  imgs:
+    dataset:
+      images: {images: tiny, scale: symmetric}
+      n_train: [4, 8]
+    process: {T: 1.0, t_min: 0.05, n_steps: 6}
+    model: {kind: mlp, widths: [16], epochs: [1, 3], batch_size: 8, lr: 1.0e-3,
+            diagnostics: {n_time: 2, n_noise: 1, n_points: 4}}
+    training: {quadrature: gauss-legendre-log-t, n_time: 2, n_noise: 1}
+    schedules: ["h"]
+    sampler: {kind: sde, block_steps: 3}
+    n_samples: 5
+    d_star: 1
+    store: imgs.zarr
+"""
+
+
+@pytest.fixture(scope="module")
+def gallery_store(tmp_path_factory, write_idx_folder):
+    """A pixel store sweeping checkpoints (epoch 1, 3) and n_train (4, 8) of a small MLP on ten 5 x 5 images."""
+    tmp = tmp_path_factory.mktemp("gallery")
+    write_idx_folder(tmp / "tiny", np.random.default_rng(3).integers(0, 256, (10, 5, 5)), np.arange(10) % 2)
+    (tmp / "cat.yaml").write_text(GALLERY_CATALOG)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RIDGEXR_CACHE", str(tmp / "cache"))
+        return ridgexr.open_dataset(run_experiment(experiment_from_file(tmp / "cat.yaml"), data_dir=tmp / "d").store)
+
+
+def test_the_training_gallery_shows_each_checkpoints_final_samples_named_by_checkpoint_and_gate(
+        gallery_store, figure_layout_problems):
+    """One row per checkpoint at one n: its first final samples as images (the store's last state over alpha,
+    mapped from [-1, 1] to [0, 255]), named in the margin by the checkpoint and the gate's verdict on that cell; a
+    last row of the cell's training images; drawn as summarized, nothing overlapping."""
+    from ridgexr.quality import sample_quality
+
+    ds = gallery_store
+    data = figures.fashion_gallery_summary(8, n_samples=4, epoch_unit="epochs")(ds)
+    assert data["images"].shape == (3, 4, 5, 5) and data["images"].dtype == np.uint8
+    gates = sample_quality(ds.sel(n_train=8).isel(schedule=0))["gate"]
+    assert list(data["labels"]) == [f"{e} epochs: {gates.sel(epoch=e).item()}" for e in (1, 3)] + ["training images"]
+    for i, e in enumerate((1, 3)):
+        last = ds.sel(n_train=8, epoch=e).isel(schedule=0, step=-1)
+        x = last.trajectory.isel(sample=slice(0, 4)).values / float(last.alpha)
+        want = np.clip(np.round(np.clip((x.reshape(4, 5, 5) + 1) / 2, 0, 1) * 255), 0, 255)
+        np.testing.assert_array_equal(data["images"][i], want.astype(np.uint8))
+    train = ds.train_data.values[:4].reshape(4, 5, 5)
+    np.testing.assert_array_equal(data["images"][2], np.round(np.clip((train + 1) / 2, 0, 1) * 255).astype(np.uint8))
+    fig = figures.fashion_gallery_draw(data)
+    assert not figure_layout_problems(fig)
+    axes = np.array(fig.axes).reshape(3, 4)
+    assert [ax.get_ylabel() for ax in axes[:, 0]] == list(data["labels"])
+    np.testing.assert_array_equal(axes[1, 2].images[0].get_array(), data["images"][1, 2])
