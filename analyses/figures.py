@@ -214,6 +214,33 @@ def paper_split_draw(df: pd.DataFrame):
     return fig
 
 
+def _plain_log_labels(axis) -> None:
+    """Tick labels of a log axis as plain numbers (0.2, not 2 x 10^-1); on an axis spanning under 1.5 decades the
+    minor ticks at 2 and 5 x 10^n are labelled too."""
+    from matplotlib.ticker import FuncFormatter
+
+    def minor(v, _):
+        lo, hi = sorted(axis.get_view_interval())
+        mantissa = v / 10 ** np.floor(np.log10(v) + 1e-9)
+        return f"{v:g}" if lo > 0 and np.log10(hi / lo) < 1.5 and round(mantissa) in (2, 5) and \
+            abs(mantissa - round(mantissa)) < 1e-6 else ""
+
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(FuncFormatter(minor))
+
+
+def _sparse_log_ticks(axis, values, apart: float = 3.0) -> None:
+    """Every value a tick; labels from the largest down on those at least ``apart`` times the last labelled one."""
+    values = sorted(float(v) for v in values)
+    kept, last = [], None
+    for v in reversed(values):
+        kept.append(last is None or last / v >= apart)
+        last = v if kept[-1] else last
+    kept = kept[::-1]
+    axis.set_ticks(values, [f"{v:g}" if k else "" for v, k in zip(values, kept)])
+    axis.set_minor_formatter(_null())
+
+
 def _null():
     from matplotlib.ticker import NullFormatter
 
@@ -573,10 +600,9 @@ def manifold_noise_draw(title: str):
                 ax.axhline(1.0, color="grey", ls="-.", lw=1, label="novelty 1")
             ax.set_xscale("log", base=2)
             ax.set_yscale("log" if logy else "linear")
+            _plain_log_labels(ax.yaxis)
             ax.set_title(label, fontsize=FONT_SIZE)
-            ax.xaxis.set_minor_formatter(_null())
-            ns = sorted(df.N.unique())
-            ax.set_xticks(ns, [f"{n:g}" for n in ns])
+            _sparse_log_ticks(ax.xaxis, df.N.unique())
         for ax in axes[-1]:
             ax.set_xlabel("training-set size N")
         handles, labels = [], []
@@ -926,7 +952,7 @@ NOT_YET_DRAWN: dict[str, str] = {
        ("mnist_distance", "mnist_degenerate", "mnist_samples_mlp", "mnist_trajectories_exact")},
     "fashion_unet16_gallery": "ridgexr run fashion-unet-16; python analyses/fashion_unet.py",
     **{name: f"ridgexr run {REGISTRY[name].entry} --threads 1; python analyses/figures.py --summarize --only {name}"
-       for name in ("manifold_manifold_circle", "manifold_manifold_sphere", "manifold_manifold_coverage",
+       for name in ("manifold_manifold_coverage",
                     "manifold_manifold_coverage_marginal", "manifold_manifold_coverage_circle_marginal",
                     "variance_two_points", "variance_three_points", "variance_ensemble",
                     "variance_ensemble_prediction")},
