@@ -625,6 +625,10 @@ COVERAGE_COLUMNS = ("model", "draw", "N", "t_stop", "delta_N", "dist to M", "nov
                     "W2 to smoothed target", "outputs", "excluded outputs")
 
 
+#: a mean distance to M below this is "on M" to rounding (the memorizer's outputs are training points)
+ON_M = 1e-6
+
+
 def coverage_summary_of(table: pd.DataFrame, k: int, floor, samples: int) -> pd.DataFrame:
     """The coverage figure's summary from ``analyses/manifold.py``'s coverage table (one row per model, training
     draw and N), the manifold's dimension ``k``, the ideal sampler's delta_N ``floor`` (a
@@ -654,13 +658,17 @@ def coverage_draw(title: str):
         colours = _model_colours(models)
         means = df.groupby(["model", "N"], sort=False)[["delta_N", "dist to M"]].mean().reset_index()
         n_draws = int(df["draw"].nunique()) if "draw" in df else 1
-        fig, axes = _figure((7.4, 3.0), 1, 2, sharex=True)
+        fig, axes = _figure((8.0, 3.2), 1, 2, sharex=True)
         ns = np.sort(df.N.unique()).astype(float)
         k = int(df.k.iloc[0])
         for ax, col, label in ((axes[0, 0], "delta_N", "coverage radius δ_N"),
                                (axes[0, 1], "dist to M", "mean distance of the outputs to M")):
             for mdl in models:
                 sub = means[means.model == mdl].sort_values("N")
+                if col == "dist to M" and (sub[col] < ON_M).all():  # on M to rounding: no point on a log axis
+                    ax.text(0.03, 0.03, f"{mdl}: below {ON_M:g} (on M)", transform=ax.transAxes,
+                            fontsize=FONT_SIZE - 1, color=colours[mdl])
+                    continue
                 ax.plot(sub.N, sub[col], color=colours[mdl], marker="o", ms=3.5, lw=1.3, label=mdl,
                         ls="--" if mdl == "memorize" else "-")
                 if n_draws > 1:
@@ -669,15 +677,17 @@ def coverage_draw(title: str):
             if col == "delta_N":
                 first = means[means.model == models[0]].sort_values("N")
                 ref = float(first.delta_N.iloc[0]) * (ns / ns[0]) ** (-1.0 / k)
-                ax.plot(ns, ref, color="grey", ls="-.", lw=1, label=f"slope −1/k = {-1 / k:g}")
+                ax.plot(ns, ref, color="grey", ls="-.", lw=1, label=f"slope −1/k = −{1 / k:g}")
                 ax.axhline(float(df.floor.iloc[0]), color="grey", ls=":", lw=1.2,
                            label=f"floor: δ of {int(df.samples.iloc[0]):,} draws of the law")
                 ax.axhspan(float(df.floor_low.iloc[0]), float(df.floor_high.iloc[0]), color="grey", alpha=0.15, lw=0)
             ax.set_xscale("log")
             ax.set_yscale("log")
+            _plain_log_labels(ax.yaxis)
+            _sparse_log_ticks(ax.xaxis, ns, apart=2.5)
             ax.set_xlabel("training-set size N")
             ax.set_title(label, fontsize=FONT_SIZE)
-        fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside right center", title="model")
+        fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside right center")
         means_note = f"means over {n_draws} training draws (dots: each draw)" if n_draws > 1 else "one training draw"
         fig.suptitle(f"{title}: {int(df.samples.iloc[0]):,} samples per cell, {means_note}")
         return fig
@@ -951,11 +961,13 @@ NOT_YET_DRAWN: dict[str, str] = {
     **{name: f"ridgexr run mnist48; python analyses/figures.py --summarize --only {name}" for name in
        ("mnist_distance", "mnist_degenerate", "mnist_samples_mlp", "mnist_trajectories_exact")},
     "fashion_unet16_gallery": "ridgexr run fashion-unet-16; python analyses/fashion_unet.py",
-    **{name: f"ridgexr run {REGISTRY[name].entry} --threads 1; python analyses/figures.py --summarize --only {name}"
-       for name in ("manifold_manifold_coverage",
-                    "manifold_manifold_coverage_marginal", "manifold_manifold_coverage_circle_marginal",
-                    "variance_two_points", "variance_three_points", "variance_ensemble",
-                    "variance_ensemble_prediction")},
+    **{name: (f"ridgexr run {REGISTRY[name].entry} --threads 1; python analyses/manifold.py --entries "
+              f"{REGISTRY[name].entry}") for name in ("manifold_manifold_coverage_marginal",
+                                                      "manifold_manifold_coverage_circle_marginal")},
+    **{name: (f"ridgexr run {REGISTRY[name].entry} --threads 1; python analyses/variance.py --entries "
+              f"{REGISTRY[name].entry}") for name in ("variance_two_points", "variance_three_points",
+                                                      "variance_ensemble")},
+    "variance_ensemble_prediction": "python analyses/variance.py --entries variance-ensemble --prediction",
     "timescales_fashion_gallery_n16": "ridgexr run timescales-fashion; python analyses/timescales.py",
     "timescales_fashion_gallery_n128": "ridgexr run timescales-fashion; python analyses/timescales.py",
     "timescales_rf": "python analyses/timescales_rf.py --figure docs/figures/timescales_rf.png",
