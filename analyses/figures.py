@@ -707,17 +707,18 @@ def effect_summary(ds) -> pd.DataFrame:
 
 
 def _off_scale(ax, x, y, lim, colour) -> int:
-    """Values beyond +-lim drawn as triangles on the panel's edge; returns how many."""
-    y = np.asarray(y, float)
-    over = np.abs(y) > lim
-    if over.any():
-        ax.scatter(np.asarray(x, float)[over], np.sign(y[over]) * lim * 0.97, marker="^", s=22, color=colour,
-                   clip_on=False, zorder=4)
-    return int(over.sum())
+    """Values beyond +-lim drawn as triangles (up or down) on the panel's edge; returns how many."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    for sign, marker in ((1, "^"), (-1, "v")):
+        over = sign * y > lim
+        if over.any():
+            ax.scatter(x[over], np.full(over.sum(), sign * lim * 0.97), marker=marker, s=22, color=colour,
+                       clip_on=False, zorder=4)
+    return int((np.abs(y) > lim).sum())
 
 
 #: the effect figure's rows: column, label, half-range of the y axis
-EFFECT_ROWS = (("near_mode_diff", "near-mode share,\nDSM − ideal", 0.5),
+EFFECT_ROWS = (("near_mode_diff", "near-mode share,\nDSM − ideal", 1.0),
                ("spread_diff", "spread along the ridge,\nDSM − ideal", 1.0))
 
 
@@ -751,7 +752,7 @@ def effect_draw(title: str):
                 ax.set_xticks(ns, [f"{n:g}" for n in ns])
                 ax.xaxis.set_minor_formatter(_null())
                 if off:
-                    ax.text(0.98, 0.03, f"{off} off scale (▲)", transform=ax.transAxes, ha="right", va="bottom",
+                    ax.text(0.98, 0.03, f"{off} off scale (▲▼)", transform=ax.transAxes, ha="right", va="bottom",
                             fontsize=FONT_SIZE - 1)
                 if i == 0:
                     ax.set_title(schedule_label(s), fontsize=FONT_SIZE)
@@ -965,8 +966,7 @@ NOT_YET_DRAWN: dict[str, str] = {
               f"{REGISTRY[name].entry}") for name in ("manifold_manifold_coverage_marginal",
                                                       "manifold_manifold_coverage_circle_marginal")},
     **{name: (f"ridgexr run {REGISTRY[name].entry} --threads 1; python analyses/variance.py --entries "
-              f"{REGISTRY[name].entry}") for name in ("variance_two_points", "variance_three_points",
-                                                      "variance_ensemble")},
+              f"{REGISTRY[name].entry}") for name in ("variance_ensemble",)},
     "variance_ensemble_prediction": "python analyses/variance.py --entries variance-ensemble --prediction",
     "timescales_fashion_gallery_n16": "ridgexr run timescales-fashion; python analyses/timescales.py",
     "timescales_fashion_gallery_n128": "ridgexr run timescales-fashion; python analyses/timescales.py",

@@ -251,7 +251,7 @@ def test_the_variance_figures_draw_their_summaries_readably(figure_layout_proble
     assert not figure_layout_problems(fig)
     axes = np.array(fig.axes).reshape(2, 2)
     assert [ax.get_title() for ax in axes[0]] == ["w = 1", "w = h²"]
-    assert [t.get_text() for t in axes[1, 0].texts] == ["1 off scale (▲)"]
+    assert [t.get_text() for t in axes[1, 0].texts] == ["1 off scale (▲▼)"]
     bars = axes[0, 1].containers[0]  # h2, width 64
     sub = df[(df.schedule.astype(str) == "h2") & (df.width == 64)].sort_values("n_noise")
     np.testing.assert_allclose(np.asarray(bars.lines[0].get_ydata(), float), sub.near_mode_diff)
