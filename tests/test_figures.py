@@ -287,3 +287,42 @@ def test_the_variance_figures_draw_their_summaries_readably(figure_layout_proble
     sub = df[(df.w.astype(str) == "1") & (df.n_noise == 1)].sort_values("p/P")
     np.testing.assert_allclose(np.asarray(top[0].lines[0].get_ydata(), float), sub["measured"])
     np.testing.assert_allclose(np.asarray(top[1].lines[0].get_ydata(), float), sub["predicted"])
+
+
+ENSEMBLE_CATALOG = """
+experiments:
+  ens:
+    dataset: {points: two-points}
+    process: {T: 2.0, t_min: 0.01, n_steps: 12}
+    model: {widths: [8, 16], n_frequencies: 3, include_exact: false}
+    training: {quadrature: gauss-legendre-log-t, n_time: 4, n_noise: [1, 2], target: [dsm, ideal], draws: 3}
+    schedules: ["1", "h2"]
+    sampler: {kind: ode, block_steps: 8}
+    n_samples: 16
+    d_star: 1
+    store: ens.zarr
+"""
+
+
+def test_the_ensemble_summary_is_the_stores_gap_mass_difference(tmp_path, figure_layout_problems):
+    """On a tiny ensemble store: Delta G of each cell is the share of the DSM draws' final samples in the gap
+    |x_1| < 2 alpha_t minus the ideal draws' (diverged samples outside), counted by brute force; its interval holds
+    it; P and p/P follow from the rows (2 points x 4 nodes x n_noise); the figure draws it readably."""
+    from ridgexr.catalog import load_catalog_file
+
+    f = tmp_path / "cat.yaml"
+    f.write_text(ENSEMBLE_CATALOG)
+    ds = ridgexr.open_dataset(run_experiment(load_catalog_file(f)["ens"], data_dir=tmp_path / "d").store)
+    df = figures.ensemble_summary(ds)
+    last = ds.isel(step=-1)
+    alpha = float(last.alpha)
+    assert len(df) == 2 * 2 * 2
+    for _, row in df.iterrows():
+        x = {k: last.trajectory.sel(schedule=row.w, width=row.p, n_noise=row.n_noise, target=k).values
+             for k in ("dsm", "ideal")}
+        gap = {k: (np.isfinite(v).all(-1) & (np.abs(v[..., 0]) < 2 * alpha)).mean() for k, v in x.items()}
+        assert row["diff"] == pytest.approx(gap["dsm"] - gap["ideal"], abs=1e-6)
+        assert row.diff_low - 1e-9 <= row["diff"] <= row.diff_high + 1e-9
+        assert row.P == 2 * 4 * row.n_noise and row["p/P"] == pytest.approx(row.p / row.P)
+    fig = figures.ensemble_draw(_as_read_back(df))
+    assert not figure_layout_problems(fig)
