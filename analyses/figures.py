@@ -214,6 +214,33 @@ def paper_split_draw(df: pd.DataFrame):
     return fig
 
 
+def _plain_log_labels(axis) -> None:
+    """Tick labels of a log axis as plain numbers (0.2, not 2 x 10^-1); on an axis spanning under 1.5 decades the
+    minor ticks at 2 and 5 x 10^n are labelled too."""
+    from matplotlib.ticker import FuncFormatter
+
+    def minor(v, _):
+        lo, hi = sorted(axis.get_view_interval())
+        mantissa = v / 10 ** np.floor(np.log10(v) + 1e-9)
+        return f"{v:g}" if lo > 0 and np.log10(hi / lo) < 1.5 and round(mantissa) in (2, 5) and \
+            abs(mantissa - round(mantissa)) < 1e-6 else ""
+
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(FuncFormatter(minor))
+
+
+def _sparse_log_ticks(axis, values, apart: float = 3.0) -> None:
+    """Every value a tick; labels from the largest down on those at least ``apart`` times the last labelled one."""
+    values = sorted(float(v) for v in values)
+    kept, last = [], None
+    for v in reversed(values):
+        kept.append(last is None or last / v >= apart)
+        last = v if kept[-1] else last
+    kept = kept[::-1]
+    axis.set_ticks(values, [f"{v:g}" if k else "" for v, k in zip(values, kept)])
+    axis.set_minor_formatter(_null())
+
+
 def _null():
     from matplotlib.ticker import NullFormatter
 
@@ -622,6 +649,422 @@ def rf_draw(data: dict):
     ax.legend(handles=handles, loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False,
               title="slope b [95 %]")
     fig.suptitle(f"random features at one diffusion time, d = {int(data['d'])}, p = {int(data['p'])}")
+# manifold-circle, manifold-sphere: noisy final states of a learned model against N (docs/manifold.md)
+
+#: a manifold store's models: (schedule, tau) -> label; the exact denoiser's cells carry schedule "exact"
+def manifold_model_label(schedule, tau) -> str:
+    if str(schedule) == "exact":
+        return "exact denoiser"
+    return f"random features, {'converged' if not np.isfinite(float(tau)) else f'τ = {float(tau):g}'}"
+
+
+#: the metrics of a manifold-circle / -sphere cell kept in the summary
+MANIFOLD_METRICS = ("manifold_dist", "ridge_hausdorff", "sliced_w2", "w2_low", "w2_high", "novelty_median")
+MANIFOLD_PANELS = (("manifold_dist", "mean distance to M", True),
+                   ("ridge_hausdorff", "ridge-to-M Hausdorff distance", True),
+                   ("sliced_w2", "sliced W2 to the population", True),
+                   ("novelty_median", "median novelty", True))
+
+
+def _gauss_norm_mean(h: float, m: int) -> float:
+    """E|z| for z ~ N(0, h I_m): sqrt(2 h) Gamma((m + 1) / 2) / Gamma(m / 2)."""
+    from math import lgamma
+
+    return float(np.sqrt(2 * h) * np.exp(lgamma((m + 1) / 2) - lgamma(m / 2)))
+
+
+def manifold_noise_summary(ds) -> pd.DataFrame:
+    """Per applying cell (model, N) at the final step: the mean distance of the final states to alpha_t M, the
+    ridge projections' Hausdorff distance to alpha_t M, the sliced W2 to the population with its 95 % bootstrap
+    interval (100 resamples), the median novelty; and ``noise_floor``, the mean norm of N(0, h_tmin I) in the
+    D - k normal directions (where a perfect sampler's noisy final state sits)."""
+    from ridgexr import analysis
+
+    m = xr_dataset({"manifold_dist": analysis.manifold_distance(ds).isel(step=-1).mean("sample"),
+                    "ridge_hausdorff": analysis.ridge_vs_manifold(ds).hausdorff,
+                    "novelty_median": analysis.novelty(ds).median("sample")}).compute()
+    w2 = _sliced_w2_bootstrap(ds)
+    for k, name in enumerate(("sliced_w2", "w2_low", "w2_high")):
+        m[name] = w2.isel(stat=k, drop=True)
+    return manifold_noise_summary_of(m, ds)
+
+
+def _sliced_w2_bootstrap(ds, n_boot: int = 100, seed: int = 0):
+    """Per cell: the sliced W2 of the final samples (/ alpha_t) to the population and its 95 % percentile-bootstrap
+    interval over the samples (``n_boot`` resamples), as :func:`ridgexr.analysis.distribution_distance` computes
+    them, without its MMD.  A DataArray (cells, stat = value, low, high)."""
+    import xarray as xr
+
+    from ridgexr.analysis import arrays
+
+    last = ds.isel(step=-1)
+    pop = ds["population_data"].transpose("population", "dim").values
+    x = (last["trajectory"] / float(last["alpha"])).transpose(..., "sample", "dim").compute()
+    flat = x.values.reshape(-1, *x.shape[-2:])
+    rng = np.random.default_rng(seed)
+    out = np.full((len(flat), 3), np.nan)
+    for i, cell in enumerate(flat):  # one bootstrap per cell (a handful)
+        cell = cell[np.isfinite(cell).all(1)]
+        if len(cell) < 2:
+            continue
+        boot = [arrays.sliced_wasserstein(cell[rng.integers(0, len(cell), len(cell))], pop, seed=seed)
+                for _ in range(n_boot)]
+        out[i] = [arrays.sliced_wasserstein(cell, pop, seed=seed), *np.quantile(boot, [0.025, 0.975])]
+    dims = x.dims[:-2]
+    return xr.DataArray(out.reshape(x.shape[:-2] + (3,)), dims=dims + ("stat",),
+                        coords={d: x[d] for d in dims if d in x.coords})
+
+
+def manifold_noise_summary_of(m, ds) -> pd.DataFrame:
+    """:func:`manifold_noise_summary` from the cells' metrics ``m`` (a Dataset over the cells with the variables
+    manifold_dist, ridge_hausdorff, sliced_w2, w2_low, w2_high, novelty_median, as ``analyses/manifold.py``'s
+    ``cell_metrics`` computes them) and the store ``ds``."""
+    import json
+
+    last = ds.isel(step=-1)
+    cfg = json.loads(ds.attrs["config"])["dataset"]["manifold"]
+    k = {"circle": 1, "sphere": 2, "torus": 2}[cfg["kind"]]
+    floor = _gauss_norm_mean(float(last.h), int(cfg["ambient_dim"]) - k)
+    rows, seen = [], set()
+    for c in _cells(ds, ("schedule", "width", "tau", "n_train")):
+        model = manifold_model_label(c["schedule"], c.get("tau", np.inf))
+        if ("cell_applies" in ds and not bool(ds["cell_applies"].sel(c))) or (model, c["n_train"]) in seen:
+            continue  # the exact denoiser has no tau: its cells along tau are one model, kept once
+        seen.add((model, c["n_train"]))
+        v = m.sel(c)
+        rows.append({"model": model, "N": int(c["n_train"]),
+                     **{name: float(v[name]) for name in MANIFOLD_METRICS}, "noise_floor": floor,
+                     "t_min": float(last.t), "samples": ds.sizes["sample"]})
+    return pd.DataFrame(rows).round(6)
+
+
+def xr_dataset(variables: dict):
+    import xarray as xr
+
+    return xr.Dataset({k: v.drop_vars([c for c in v.coords if c not in v.dims]) for k, v in variables.items()})
+
+
+MODEL_COLOURS = {"exact denoiser": "black", "memorize": "black"}
+
+
+def _model_colours(models) -> dict:
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10"]
+    others = [m for m in models if m not in MODEL_COLOURS]
+    return {m: MODEL_COLOURS.get(m, cmap(others.index(m) if m in others else 0)) for m in models}
+
+
+def manifold_noise_draw(title: str):
+    def draw(df: pd.DataFrame):
+        models = list(dict.fromkeys(df.model))
+        colours = _model_colours(models)
+        fig, axes = _figure((8.0, 4.6), 2, 2, sharex=True)
+        for ax, (col, label, logy) in zip(axes.flat, MANIFOLD_PANELS):
+            for mdl in models:
+                sub = df[df.model == mdl].sort_values("N")
+                style = "--" if mdl == "exact denoiser" else "-"
+                ax.plot(sub.N, sub[col], color=colours[mdl], ls=style, marker="o", ms=3, lw=1.2, label=mdl)
+                if col == "sliced_w2":
+                    ax.fill_between(sub.N, sub.w2_low, sub.w2_high, color=colours[mdl], alpha=0.15, lw=0)
+            if col == "manifold_dist":
+                ax.axhline(float(df.noise_floor.iloc[0]), color="grey", ls=":", lw=1,
+                           label="sampler's noise floor")
+            if col == "novelty_median":
+                ax.axhline(1.0, color="grey", ls="-.", lw=1, label="novelty 1")
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log" if logy else "linear")
+            _plain_log_labels(ax.yaxis)
+            ax.set_title(label, fontsize=FONT_SIZE)
+            _sparse_log_ticks(ax.xaxis, df.N.unique())
+        for ax in axes[-1]:
+            ax.set_xlabel("training-set size N")
+        handles, labels = [], []
+        for ax in axes.flat:
+            for h, lab in zip(*ax.get_legend_handles_labels()):
+                if lab not in labels:
+                    handles.append(h)
+                    labels.append(lab)
+        fig.legend(handles, labels, loc="outside right center")
+        fig.suptitle(f"{title}: final states at t = {df.t_min.iloc[0]:g}, {int(df.samples.iloc[0])} samples per cell"
+                     ", 95 % bootstrap band on W2")
+        return fig
+    return draw
+
+
+# --------------------------------------------------------------------------------------------------------------
+# manifold-coverage and its marginal entries: delta-coverage of the denoised outputs against N (docs/manifold.md)
+
+COVERAGE_COLUMNS = ("model", "draw", "N", "t_stop", "delta_N", "dist to M", "novelty (median)", "memorized share",
+                    "W2 to smoothed target", "outputs", "excluded outputs")
+
+
+#: a mean distance to M below this is "on M" to rounding (the memorizer's outputs are training points)
+ON_M = 1e-6
+
+
+def coverage_summary_of(table: pd.DataFrame, k: int, floor, samples: int) -> pd.DataFrame:
+    """The coverage figure's summary from ``analyses/manifold.py``'s coverage table (one row per model, training
+    draw and N), the manifold's dimension ``k``, the ideal sampler's delta_N ``floor`` (a
+    :class:`ridgexr.verdicts.Null`: median, min, max over its reps) and the samples per cell."""
+    out = table[[c for c in COVERAGE_COLUMNS if c in table.columns]].copy()
+    out["k"] = int(k)
+    out["floor"], out["floor_low"], out["floor_high"] = float(floor.value), float(floor.low), float(floor.high)
+    out["samples"] = int(samples)
+    return out.round(6)
+
+
+def coverage_summary(ds) -> pd.DataFrame:
+    """:func:`coverage_summary_of` of a store with stopped scores (``analyses/manifold.py``: ``coverage_table``,
+    ``coverage_floor``)."""
+    import manifold  # analyses/manifold.py
+
+    table, k = manifold.coverage_table(ds)
+    return coverage_summary_of(table, k, manifold.coverage_floor(ds), ds.sizes["sample"])
+
+
+def coverage_draw(title: str):
+    """Left: delta_N against N per model (means over the training draws, each draw's value as a small dot), the
+    slope -1/k through the memorizer's first mean, and the ideal sampler's delta_N (the floor: median line, its
+    reps' range shaded).  Right: the outputs' mean distance to M."""
+    def draw(df: pd.DataFrame):
+        models = list(dict.fromkeys(df.model))
+        colours = _model_colours(models)
+        means = df.groupby(["model", "N"], sort=False)[["delta_N", "dist to M"]].mean().reset_index()
+        n_draws = int(df["draw"].nunique()) if "draw" in df else 1
+        fig, axes = _figure((8.0, 3.2), 1, 2, sharex=True)
+        ns = np.sort(df.N.unique()).astype(float)
+        k = int(df.k.iloc[0])
+        for ax, col, label in ((axes[0, 0], "delta_N", "coverage radius δ_N"),
+                               (axes[0, 1], "dist to M", "mean distance of the outputs to M")):
+            for mdl in models:
+                sub = means[means.model == mdl].sort_values("N")
+                if col == "dist to M" and (sub[col] < ON_M).all():  # on M to rounding: no point on a log axis
+                    ax.text(0.03, 0.03, f"{mdl}: below {ON_M:g} (on M)", transform=ax.transAxes,
+                            fontsize=FONT_SIZE - 1, color=colours[mdl])
+                    continue
+                ax.plot(sub.N, sub[col], color=colours[mdl], marker="o", ms=3.5, lw=1.3, label=mdl,
+                        ls="--" if mdl == "memorize" else "-")
+                if n_draws > 1:
+                    raw = df[df.model == mdl]
+                    ax.scatter(raw.N, raw[col], s=5, color=colours[mdl], alpha=0.45, lw=0)
+            if col == "delta_N":
+                first = means[means.model == models[0]].sort_values("N")
+                ref = float(first.delta_N.iloc[0]) * (ns / ns[0]) ** (-1.0 / k)
+                ax.plot(ns, ref, color="grey", ls="-.", lw=1, label=f"slope −1/k = −{1 / k:g}")
+                ax.axhline(float(df.floor.iloc[0]), color="grey", ls=":", lw=1.2,
+                           label=f"floor: δ of {int(df.samples.iloc[0]):,} draws of the law")
+                ax.axhspan(float(df.floor_low.iloc[0]), float(df.floor_high.iloc[0]), color="grey", alpha=0.15, lw=0)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            _plain_log_labels(ax.yaxis)
+            _sparse_log_ticks(ax.xaxis, ns, apart=2.5)
+            ax.set_xlabel("training-set size N")
+            ax.set_title(label, fontsize=FONT_SIZE)
+        fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside right center")
+        means_note = f"means over {n_draws} training draws (dots: each draw)" if n_draws > 1 else "one training draw"
+        fig.suptitle(f"{title}: {int(df.samples.iloc[0]):,} samples per cell, {means_note}")
+        return fig
+    return draw
+
+
+# --------------------------------------------------------------------------------------------------------------
+# variance-two-points, variance-three-points: single fits of the DSM and ideal targets (docs/variance.md)
+
+def effect_summary(ds) -> pd.DataFrame:
+    """Per (schedule, width, n_noise): the near-mode share and spread along the ridge of the DSM fit's and the
+    ideal fit's final samples and their paired differences with 95 % bootstrap intervals
+    (``analyses/variance.py``: ``effect_table``, :func:`ridgexr.analysis.target_effect`)."""
+    import variance  # analyses/variance.py
+
+    return variance.effect_table(ds).round(6)
+
+
+def _off_scale(ax, x, y, lim, colour) -> int:
+    """Values beyond +-lim drawn as triangles (up or down) on the panel's edge; returns how many."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    for sign, marker in ((1, "^"), (-1, "v")):
+        over = sign * y > lim
+        if over.any():
+            ax.scatter(x[over], np.full(over.sum(), sign * lim * 0.97), marker=marker, s=22, color=colour,
+                       clip_on=False, zorder=4)
+    return int((np.abs(y) > lim).sum())
+
+
+#: the effect figure's rows: column, label, half-range of the y axis
+EFFECT_ROWS = (("near_mode_diff", "near-mode share,\nDSM − ideal", 1.0),
+               ("spread_diff", "spread along the ridge,\nDSM − ideal", 1.0))
+
+
+def effect_draw(title: str):
+    """Rows: the near-mode share and the spread, DSM - ideal; columns: the loss weights; x: noise draws per
+    (point, node); one colour per width, 95 % intervals; differences beyond the axis as triangles on its edge."""
+    import matplotlib
+
+    def draw(df: pd.DataFrame):
+        schedules = list(dict.fromkeys(df.schedule.astype(str)))
+        widths = sorted(df.width.unique())
+        cmap = matplotlib.colormaps["viridis"]
+        colours = {w: cmap(0.85 * k / max(1, len(widths) - 1)) for k, w in enumerate(widths)}
+        fig, axes = _figure((7.2, 4.4), len(EFFECT_ROWS), len(schedules), sharex=True, sharey="row")
+        for i, (col, label, lim) in enumerate(EFFECT_ROWS):
+            for j, s in enumerate(schedules):
+                ax = axes[i, j]
+                off = 0
+                for k, w in enumerate(widths):
+                    sub = df[(df.schedule.astype(str) == s) & (df.width == w)].sort_values("n_noise")
+                    x = sub.n_noise * 2 ** (0.12 * (k - (len(widths) - 1) / 2))  # side by side
+                    v, lo, hi = (sub[c].to_numpy(float) for c in (col, f"{col}_low", f"{col}_high"))
+                    ok = np.abs(v) <= lim
+                    ax.errorbar(x[ok], v[ok], yerr=[v[ok] - lo[ok], hi[ok] - v[ok]], color=colours[w], marker="o",
+                                ms=3.5, capsize=2, lw=1.1, label=f"width {w:g}")
+                    off += _off_scale(ax, x, v, lim, colours[w])
+                ax.axhline(0, color="black", lw=0.8)
+                ax.set_ylim(-lim, lim)
+                ax.set_xscale("log", base=2)
+                ns = sorted(df.n_noise.unique())
+                ax.set_xticks(ns, [f"{n:g}" for n in ns])
+                ax.xaxis.set_minor_formatter(_null())
+                if off:
+                    ax.text(0.98, 0.03, f"{off} off scale (▲▼)", transform=ax.transAxes, ha="right", va="bottom",
+                            fontsize=FONT_SIZE - 1)
+                if i == 0:
+                    ax.set_title(schedule_label(s), fontsize=FONT_SIZE)
+                if i == len(EFFECT_ROWS) - 1:
+                    ax.set_xlabel("noise draws per (point, node)")
+            axes[i, 0].set_ylabel(label)
+        handles, labels = axes[0, 0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside right center", title="random features")
+        fig.suptitle(f"{title}: DSM fit minus ideal fit, final samples, 95 % intervals")
+        return fig
+    return draw
+
+
+# --------------------------------------------------------------------------------------------------------------
+# variance-ensemble: gap mass of 32-draw ensembles, DSM against ideal (docs/variance.md)
+
+#: the columns of ``analyses/variance.py``'s ensemble table kept in the figure's summary
+ENSEMBLE_COLUMNS = ["w", "p", "n_noise", "P", "p/P", "diff", "diff_low", "diff_high", "null", "null_low", "null_high",
+                    "n diverged", "n samples", "draws", "V_gap dsm", "V_gap ideal"]
+
+
+def ensemble_summary(ds) -> pd.DataFrame:
+    """Per (loss weight w, width p, n_noise): P, p/P, Delta G = gap mass DSM - ideal with its 95 % bootstrap over
+    draws (diff, diff_low, diff_high), its null (the ideal fit's even minus odd draws), the diverged samples and
+    V_gap of both targets (``analyses/variance.py``: ``ensemble_table``)."""
+    import variance  # analyses/variance.py
+
+    df, _ = variance.ensemble_table(ds)
+    return df[ENSEMBLE_COLUMNS].round(6)
+
+
+def _n_noise_colours(levels) -> dict:
+    import matplotlib
+
+    cmap = matplotlib.colormaps["viridis"]
+    levels = sorted(levels)
+    return {n: cmap(0.85 * k / max(1, len(levels) - 1)) for k, n in enumerate(levels)}
+
+
+def _ratio_axis(ax, ratios) -> None:
+    """A log2 axis for p/P with at most 5 labelled powers of 2 (1 among them, where p = P)."""
+    ax.set_xscale("log", base=2)
+    lo, hi = np.log2(float(np.min(ratios))), np.log2(float(np.max(ratios)))
+    step = max(1, int(np.ceil((hi - lo) / 4.5)))
+    ticks = [2.0 ** e for e in range(int(np.ceil(lo)), int(np.floor(hi)) + 1) if e % step == 0]
+    ax.set_xticks(ticks, [f"{t:g}" if t >= 1 else f"1/{1 / t:g}" for t in ticks])
+    ax.xaxis.set_minor_formatter(_null())
+
+
+def ensemble_draw(df: pd.DataFrame):
+    """Delta G against p/P, one panel per loss weight, one colour per n_noise, 95 % intervals over the draws; the
+    claim kinds' margin +-0.02 shaded."""
+    from ridgexr.claims.gap_mass_grows import GAP_MARGIN
+
+    schedules = list(dict.fromkeys(df.w.astype(str)))
+    levels = sorted(df.n_noise.unique())
+    colours = _n_noise_colours(levels)
+    fig, axes = _figure((7.4, 2.9), 1, len(schedules), sharex=True, sharey=True)
+    for j, s in enumerate(schedules):
+        ax = axes[0, j]
+        ax.axhspan(-GAP_MARGIN, GAP_MARGIN, color="grey", alpha=0.15, lw=0, label=f"margin ±{GAP_MARGIN:g}")
+        ax.axhline(0, color="black", lw=0.8)
+        for k, n in enumerate(levels):
+            sub = df[(df.w.astype(str) == s) & (df.n_noise == n)].sort_values("p/P")
+            x = sub["p/P"] * 2 ** (0.15 * (k - (len(levels) - 1) / 2))
+            ax.errorbar(x, sub["diff"], yerr=[sub["diff"] - sub.diff_low, sub.diff_high - sub["diff"]],
+                        color=colours[n], marker="o", ms=3.5, capsize=2, lw=1.1, label=f"n_noise = {n:g}")
+        _ratio_axis(ax, df["p/P"])
+        ax.set_title(schedule_label(s), fontsize=FONT_SIZE)
+        ax.set_xlabel("features / rows, p / P")
+    axes[0, 0].set_ylabel("ΔG = gap mass, DSM − ideal")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside right center")
+    fig.suptitle(f"gap mass moved by the DSM target: {int(df.draws.iloc[0])} draws per cell, 95 % intervals")
+    return fig
+
+
+#: the columns of ``analyses/variance.py``'s prediction table kept in the figure's summary
+PREDICTION_COLUMNS = ["w", "p", "n_noise", "P", "p/P", "draws", "G dsm", "G ideal", "G gauss dsm", "G gauss ideal",
+                      "G gauss excess"] + [f"{k}{e}" for k in ("measured", "predicted", "error", "excess")
+                                           for e in ("", "_low", "_high")]
+
+
+def prediction_summary(ds) -> pd.DataFrame:
+    """Delta G measured against the Gaussian (second-cumulant) prediction from the refitted draws, per cell of
+    ``analyses/variance.py``'s ``prediction_cells`` (``gaussian_prediction``: refits the entry's draws, about
+    40 s per cell on one core)."""
+    import torch
+    import variance  # analyses/variance.py
+
+    from ridgexr.catalog import Experiment
+
+    torch.set_num_threads(1)  # the run's thread count: the refitted draws are the stored ones to rounding
+    exp = Experiment.model_validate_json(ds.attrs["config"])
+    df = variance.gaussian_prediction(exp, cells=variance.prediction_cells(exp))
+    return df[PREDICTION_COLUMNS].round(6)
+
+
+def prediction_draw(df: pd.DataFrame):
+    """Top: measured (filled) and predicted (open) Delta G against p/P; bottom: measured - predicted with P1's
+    margin shaded; one panel per loss weight, one colour per n_noise, 95 % intervals."""
+    from ridgexr.claims import KINDS
+
+    margin = KINDS["gaussian-reproduces"].criterion().agrees[1]
+    schedules = list(dict.fromkeys(df.w.astype(str)))
+    levels = sorted(df.n_noise.unique())
+    colours = _n_noise_colours(levels)
+    fig, axes = _figure((7.4, 4.6), 2, len(schedules), sharex=True, sharey="row")
+    for j, s in enumerate(schedules):
+        for i in range(2):
+            ax = axes[i, j]
+            if i == 1:
+                ax.axhspan(-margin, margin, color="grey", alpha=0.15, lw=0, label=f"P1 margin ±{margin:g}")
+            ax.axhline(0, color="black", lw=0.8)
+            for k, n in enumerate(levels):
+                sub = df[(df.w.astype(str) == s) & (df.n_noise == n)].sort_values("p/P")
+                x = sub["p/P"].to_numpy(float) * 2 ** (0.2 * (k - (len(levels) - 1) / 2))
+                if i == 0:
+                    for key, dx, face in (("measured", 0.93, colours[n]), ("predicted", 1.07, "white")):
+                        v = sub[key].to_numpy(float)
+                        ax.errorbar(x * dx, v, yerr=[v - sub[f"{key}_low"], sub[f"{key}_high"] - v], color=colours[n],
+                                    mfc=face, marker="o" if key == "measured" else "s", ms=3.5, capsize=1.5, lw=0,
+                                    elinewidth=1)
+                else:
+                    v = sub["error"].to_numpy(float)
+                    ax.errorbar(x, v, yerr=[v - sub.error_low, sub.error_high - v], color=colours[n], marker="o",
+                                ms=3.5, capsize=1.5, lw=0, elinewidth=1, label=f"n_noise = {n:g}")
+            _ratio_axis(ax, df["p/P"])
+            if i == 0:
+                ax.set_title(schedule_label(s), fontsize=FONT_SIZE)
+            else:
+                ax.set_xlabel("features / rows, p / P")
+    axes[0, 0].set_ylabel("ΔG, measured ● and\npredicted ◻")
+    axes[1, 0].set_ylabel("measured − predicted")
+    handles, labels = axes[1, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside right center")
+    fig.suptitle(f"ΔG against its Gaussian prediction from the {int(df.draws.iloc[0])} refitted draws, "
+                 "95 % intervals")
     return fig
 
 
@@ -689,7 +1132,22 @@ REGISTRY: dict[str, Figure] = {f.name: f for f in [
     *[Figure(f"timescales_fashion_gallery_n{n}", "timescales-fashion", "timescales.md", fashion_gallery_summary(n),
              fashion_gallery_draw, f"timescales_fashion_gallery_n{n}.npz") for n in (16, 128)],
     *[Figure(f"timescales_rf{suffix}", f"timescales-rf{suffix.replace('_', '-')}", "timescales.md", rf_summary, rf_draw,
-             f"timescales_rf{suffix}.npz", open_rf_store, RF_COMMANDS[suffix]) for suffix in ("_small", "_mid", "")],
+             f"timescales_rf{suffix}.npz", open_rf_store, RF_COMMANDS[suffix]) for suffix in ("_small", "_mid")],
+    Figure("manifold_manifold_circle", "manifold-circle", "manifold.md", manifold_noise_summary,
+           manifold_noise_draw("circle in R²")),
+    Figure("manifold_manifold_sphere", "manifold-sphere", "manifold.md", manifold_noise_summary,
+           manifold_noise_draw("sphere in R³")),
+    Figure("manifold_manifold_coverage", "manifold-coverage", "manifold.md", coverage_summary,
+           coverage_draw("sphere (k = 2)")),
+    Figure("manifold_manifold_coverage_marginal", "manifold-coverage-marginal", "manifold.md", coverage_summary,
+           coverage_draw("sphere (k = 2), marginal sampler")),
+    Figure("manifold_manifold_coverage_circle_marginal", "manifold-coverage-circle-marginal", "manifold.md",
+           coverage_summary, coverage_draw("circle (k = 1), marginal sampler")),
+    Figure("variance_two_points", "variance-two-points", "variance.md", effect_summary, effect_draw("two points")),
+    Figure("variance_three_points", "variance-three-points", "variance.md", effect_summary,
+           effect_draw("three points")),
+    Figure("variance_ensemble", "variance-ensemble", "variance.md", ensemble_summary, ensemble_draw),
+    Figure("variance_ensemble_prediction", "variance-ensemble", "variance.md", prediction_summary, prediction_draw),
 ]}
 
 
@@ -698,37 +1156,47 @@ REGISTRY: dict[str, Figure] = {f.name: f for f in [
 #: script once their summary is made; the others are still written by the analysis script named.
 NOT_YET_DRAWN: dict[str, str] = {
     "fashion_unet16_gallery": "ridgexr run fashion-unet-16; python analyses/fashion_unet.py",
-    "manifold_manifold_circle": "ridgexr run manifold-circle; python analyses/manifold.py --entries manifold-circle",
-    "manifold_manifold_sphere": "ridgexr run manifold-sphere; python analyses/manifold.py --entries manifold-sphere",
-    "manifold_manifold_coverage": "ridgexr run manifold-coverage; python analyses/manifold.py --entries "
-                                  "manifold-coverage",
-    "manifold_manifold_coverage_marginal": "ridgexr run manifold-coverage-marginal; python analyses/manifold.py "
-                                           "--entries manifold-coverage-marginal",
-    "manifold_manifold_coverage_circle_marginal": "ridgexr run manifold-coverage-circle-marginal; python "
-                                                  "analyses/manifold.py --entries manifold-coverage-circle-marginal",
+    **{name: (f"ridgexr run {REGISTRY[name].entry} --threads 1; python analyses/manifold.py --entries "
+              f"{REGISTRY[name].entry}") for name in ("manifold_manifold_coverage_marginal",
+                                                      "manifold_manifold_coverage_circle_marginal")},
+    **{name: (f"ridgexr run {REGISTRY[name].entry} --threads 1; python analyses/variance.py --entries "
+              f"{REGISTRY[name].entry}") for name in ("variance_ensemble",)},
+    "variance_ensemble_prediction": "python analyses/variance.py --entries variance-ensemble --prediction",
     **{name: f"ridgexr run timescales-fashion; python analyses/figures.py --summarize --only {name}" for name in
        ("timescales_fashion_gallery_n16", "timescales_fashion_gallery_n128")},
-    "timescales_rf": f"{RF_COMMANDS['']}; python analyses/figures.py --summarize --only timescales_rf",
     "variance_targets_prediction": ("ridgexr run variance-targets-n1 (and -n4, -n16, -n64); "
                                     "python analyses/variance.py --analytic"),
-    "variance_ensemble": "ridgexr run variance-ensemble; python analyses/variance.py",
-    "variance_ensemble_prediction": "ridgexr run variance-ensemble; python analyses/variance.py --prediction",
-    "variance_two_points": "ridgexr run variance-two-points; python analyses/variance.py",
-    "variance_three_points": "ridgexr run variance-three-points; python analyses/variance.py",
 }
 
 
-def read_summary(fig: Figure):
-    """``fig``'s committed summary: a DataFrame (CSV), or {name: array} (.npz)."""
-    if fig.summary.suffix == ".npz":
-        with np.load(fig.summary, allow_pickle=False) as z:
+def read_summary(fig: Figure, path: Path | None = None):
+    """``fig``'s committed summary (or the one at ``path``): a DataFrame (CSV), or {name: array} (.npz)."""
+    path = Path(path) if path is not None else fig.summary
+    if path.suffix == ".npz":
+        with np.load(path, allow_pickle=False) as z:
             return {k: z[k] for k in z.files}
-    return pd.read_csv(fig.summary, keep_default_na=True)
+    return pd.read_csv(path, keep_default_na=True)
 
 
 def draw(fig: Figure):
     """The matplotlib Figure of ``fig`` drawn from its committed summary."""
     return fig.draw(read_summary(fig))
+
+
+def write(fig: Figure, summary, folder: Path | None = None) -> Path:
+    """Write ``summary`` (a DataFrame, or {name: array} for an .npz figure) as ``fig``'s summary and draw its PNG
+    from it: under docs/figures (default), or under ``folder`` (its summary in ``folder``/data).  Returns the
+    PNG's path."""
+    folder = Path(folder) if folder is not None else FIGURES
+    path = fig.summary if folder.resolve() == FIGURES.resolve() else folder / "data" / fig.summary.name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".npz":
+        np.savez_compressed(path, **summary)
+    else:
+        summary.to_csv(path, index=False)
+    png = folder / fig.png.name
+    fig.draw(read_summary(fig, path)).savefig(png, dpi=DPI, metadata={"Software": None})
+    return png
 
 
 def summarize(fig: Figure, data: str | None) -> bool:

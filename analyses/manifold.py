@@ -8,7 +8,8 @@ training set's nearest-neighbour spacing), the d1/d2 memorized share, the densit
 the manifold (8 bins, inside a tube of 0.1 radius), the sliced Wasserstein distance and MMD to a fresh
 population sample with bootstrap intervals, and the Hausdorff distance between the ridge
 projections and the manifold; then the log-log rates against N with bootstrap intervals.
-Writes docs/figures/manifold_<entry>.png (and docs/claims_tables/<entry>.md for the coverage entries).
+Writes the figure of each entry that has one (docs/figures/manifold_<entry>.png and its summary in
+docs/figures/data/, drawn by analyses/figures.py) and docs/claims_tables/<entry>.md for the coverage entries.
 manifold-coverage and manifold-coverage-circle (the fair test of issue 27): per (model, N) the coverage
 delta_N of the denoised outputs, distance to M, novelty and the distance to the smoothed-and-projected
 target, their slopes against N next to -1/k, and the criteria M1, M2, M3 of docs/manifold.md as the claims
@@ -24,11 +25,11 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-import holoviews as hv
 import numpy as np
 import xarray as xr
 
-from _common import markdown_table, parser, save_png, store_for
+import figures as _figures
+from _common import markdown_table, parser, store_for
 
 from ridgexr import analysis
 from ridgexr.defaults import MEMORIZED_RATIO
@@ -70,22 +71,6 @@ def rates(m: xr.Dataset) -> "pandas.DataFrame":  # noqa: F821
     return pd.concat(rows, ignore_index=True)
 
 
-def figure(m: xr.Dataset, name: str) -> hv.Layout:
-    panels = []
-    for var, label in (("manifold_dist", "mean distance to the manifold"), ("sliced_w2", "sliced W2 to the population"),
-                       ("novelty_median", "median novelty")):
-        curves = {}
-        for cell in m[var].drop_vars([c for c in m[var].coords if c not in m[var].dims]).to_dataframe()\
-                .reset_index().groupby([d for d in m[var].dims if d != "n_train"]):
-            key, g = cell
-            curves[", ".join(map(str, key if isinstance(key, tuple) else (key,)))] = hv.Curve(
-                (g.n_train, g[var]), "training-set size N", label)
-        panels.append(hv.NdOverlay(curves, kdims=["cell"]).opts(logx=True, logy=True, title=f"{name}: {label}",
-                                                              legend_position="right", fontsize={"legend": 7},
-                                                              backend="matplotlib"))
-    return hv.Layout(panels).opts(sublabel_format="", backend="matplotlib").cols(1)
-
-
 def main(argv=None):
     ap = parser(__doc__)
     ap.add_argument("--entries", nargs="+", default=ENTRIES + ["manifold-coverage"])
@@ -106,8 +91,9 @@ def main(argv=None):
         print(f"\n### {name}: log-log rate against N (slope, 95% bootstrap interval)\n")
         print(markdown_table(rates(m)))
         print()
-        save_png(figure(m, name), figs / f"manifold_{name.replace('-', '_')}.png")
-        np.seterr(all="ignore")
+        fig = _figures.REGISTRY.get(f"manifold_{name.replace('-', '_')}")
+        if fig is not None:  # the committed figures' summary and drawing (analyses/figures.py)
+            print(f"wrote {_figures.write(fig, _figures.manifold_noise_summary_of(m, ds), figs)}\n")
 
 
 
@@ -465,37 +451,14 @@ def coverage_overall(claims: list[Claim]) -> tuple[str, str]:
             why.append(f"{m}: " + "; ".join(parts))
     return INCONCLUSIVE, " | ".join(why)
 
-def coverage_figure(df, k: int, name: str, floor: Null | None = None) -> hv.Overlay:
-    """delta_N against N per model (log-log), with the slope -1/k through the memorizer's first point and, given
-    ``floor`` (:func:`coverage_floor`), the ideal sampler's delta_N: the smallest radius the sample size resolves."""
-    curves = {m: hv.Curve((g.N, g.delta_N), "N", "coverage radius delta_N").opts(logx=True, logy=True,
-                                                                                 backend="matplotlib")
-              for m, g in df.groupby("model", sort=False)}
-    first = df[df.model == df.model.iloc[0]].sort_values("N")
-    n = np.array([first.N.iloc[0], first.N.iloc[-1]], dtype=float)
-    ref = hv.Curve((n, first.delta_N.iloc[0] * (n / n[0]) ** (-1.0 / k)), "N", "coverage radius delta_N",
-                   label=f"slope -1/k = {-1 / k:g}").opts(linestyle="--", color="gray", backend="matplotlib")
-    overlay = hv.NdOverlay(curves, kdims=["model"]) * ref
-    if floor is not None:
-        n_all = np.array([df.N.min(), df.N.max()], dtype=float)
-        overlay = overlay * hv.Curve((n_all, [floor.value] * 2), "N", "coverage radius delta_N",
-                                     label="floor: as many draws of the law").opts(linestyle=":", color="black",
-                                                                                   backend="matplotlib")
-    return overlay.opts(title=f"{name}: delta-coverage against N",
-                                                               legend_position="right", aspect=1.6,
-                                                               backend="matplotlib")
-
-
 def coverage_main(name: str, ds, figures: Path | None = None, claims_tables: Path | None = None) -> None:
     """Print the coverage tables, slopes and claims of a store with stopped scores; write its figure to
     ``figures`` and its claims table (with the overall verdict) to ``claims_tables``/NAME.md."""
     df, k = coverage_table(ds)
     floor = coverage_floor(ds)
-    if figures is not None:
-        from ridgexr import plot
-
-        plot.ensure_backends()  # the figure's options need a loaded backend (when no other figure came first)
-        save_png(coverage_figure(draw_means(df), k, name, floor), figures / f"manifold_{name.replace('-', '_')}.png")
+    fig = _figures.REGISTRY.get(f"manifold_{name.replace('-', '_')}")
+    if figures is not None and fig is not None:  # the committed figure's summary and drawing (analyses/figures.py)
+        print(f"wrote {_figures.write(fig, _figures.coverage_summary_of(df, k, floor, ds.sizes['sample']), figures)}")
     draws = ds.sizes.get("data_draw", 1)
     shown = df.drop(columns=list(CLAIM_COLUMNS))
     print(f"## {name}: denoised outputs, {ds.sizes['sample']} samples per cell, c = 0.5, {draws} training draw(s)\n")

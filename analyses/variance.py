@@ -8,7 +8,8 @@ mass of both targets with intervals over draws, their paired difference, the V-k
 gap, and the criteria of docs/variance.md evaluated.  The other two: per
 (schedule, width, n_noise) the near-mode share (within 0.5 of a training point) and the
 tangential spread for both targets with the paired DSM - ideal difference and its bootstrap
-interval, and writes docs/figures/variance_<entry>.png (the differences against n_noise).
+interval.  Each entry's figure (docs/figures/variance_<entry>.png, its summary in docs/figures/data/) is drawn
+by analyses/figures.py from the same table.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 import holoviews as hv
 import numpy as np
 
+import figures as _figures
 from _common import experiment_for, markdown_table, parser, save_png, store_for
 
 from ridgexr import analysis
@@ -40,26 +42,6 @@ def effect_table(ds):
             "near_mode_diff_high", "spread_dsm", "spread_ideal", "spread_diff", "spread_diff_low", "spread_diff_high",
             "excess_dsm", "excess_ideal"]
     return df[[c for c in cols if c in df.columns]]
-
-
-def effect_figure(df, name: str) -> hv.Layout:
-    panels = []
-    for var, label, lim in (("near_mode_diff", "near-mode share, DSM - ideal", 1.0),
-                            ("spread_diff", "spread along the ridge, DSM - ideal", 1.0)):
-        curves, bands = {}, {}
-        for (s, w), g in df.groupby(["schedule", "width"]):
-            g = g.sort_values("n_noise")
-            key = f"w={s}, p={w}"
-            curves[key] = hv.Curve((g.n_noise, g[var]), "noise draws per (point, node)", label)
-            bands[key] = hv.Area((g.n_noise, g[f"{var}_low"], g[f"{var}_high"]), "noise draws per (point, node)",
-                                 [label, "high"]).opts(alpha=0.15, backend="matplotlib")
-        zero = hv.HLine(0).opts(color="black", linewidth=0.8, backend="matplotlib")
-        panels.append((hv.NdOverlay(bands, kdims=["cell"]) * hv.NdOverlay(curves, kdims=["cell"]) * zero)
-                      .opts(logx=True, ylim=(-lim, lim), title=f"{name}: {label}", legend_position="right",
-                            aspect=2.5, fontsize={"legend": 7}, backend="matplotlib"))
-    # cells whose samples left the data (differences of 1e4) fall off the axis: they are in the tables
-    return hv.Layout(panels).opts(sublabel_format="", shared_axes=False, fig_inches=8,
-                                  backend="matplotlib").cols(1)
 
 
 def main(argv=None):
@@ -116,7 +98,9 @@ def main(argv=None):
         print(f"## {name}: DSM vs ideal target (final step, {ds.sizes['sample']} paired samples)\n")
         print(markdown_table(df))
         print()
-        save_png(effect_figure(df, name), figs / f"variance_{name.split('-', 1)[1].replace('-', '_')}.png")
+        fig = _figures.REGISTRY.get(f"variance_{name.split('-', 1)[1].replace('-', '_')}")
+        if fig is not None:  # the committed figure's summary and drawing (analyses/figures.py)
+            print(f"wrote {_figures.write(fig, df.round(6), figs)}\n")
         agg = df.groupby("n_noise")[["near_mode_diff", "spread_diff"]].agg(lambda v: float(np.mean(np.abs(v))))
         print(f"mean |difference| over cells, by n_noise:\n\n{markdown_table(agg.reset_index())}\n")
 
@@ -243,28 +227,6 @@ def ensemble_claims(df, *, post_hoc: bool = False) -> tuple[list[Claim], list[st
     overall = ("agrees" if (c1, c2, c3) == ("agrees",) * 3 else
                "disagrees" if c1 == "disagrees" or c2s[0] == "disagrees" else "inconclusive")
     return claims, lines, overall
-
-
-def ensemble_figure(df, name: str) -> hv.Layout:
-    """Delta G (DSM - ideal pooled gap mass) against p/P, one panel per schedule, one curve per n_noise, with
-    the 95 % intervals of each cell (the nulls are in the tables, not drawn)."""
-    colors = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
-    panels = []
-    for s, gs in df.groupby("w", sort=False):
-        layers = []
-        for (n, g), c in zip(gs.groupby("n_noise"), colors * 4):  # n_noise in numeric order, one colour each
-            g = g.sort_values("p/P")
-            dims = ("p / P", "gap mass, DSM - ideal")
-            layers += [hv.Curve((g["p/P"], g["diff"]), *dims, label=f"n_noise = {n}").opts(color=c, logx=True,
-                                                                                             backend="matplotlib"),
-                       hv.Scatter((g["p/P"], g["diff"]), *dims).opts(color=c, s=20, backend="matplotlib"),
-                       hv.ErrorBars((g["p/P"], g["diff"], g["diff"] - g["diff_low"], g["diff_high"] - g["diff"]),
-                                    dims[0], [dims[1], "neg", "pos"]).opts(edgecolor=c, backend="matplotlib")]
-        layers.append(hv.HLine(0).opts(color="black", linewidth=0.8, backend="matplotlib"))
-        panels.append(hv.Overlay(layers).opts(xlabel="p / P", ylabel="gap mass, DSM - ideal", logx=True,
-                                              title=f"{name}, w = {s}: pooled gap mass difference [95 %]",
-                                              legend_position="right", aspect=2.5, backend="matplotlib"))
-    return hv.Layout(panels).opts(sublabel_format="", shared_axes=False, fig_inches=8, backend="matplotlib").cols(1)
 
 
 def _refitted(exp, train, sel: dict, draws: int):
@@ -522,35 +484,6 @@ def prediction_claims(df, *, post_hoc: bool = False) -> tuple[list[Claim], list[
     return claims, lines, overall
 
 
-def prediction_figure(df, name: str) -> hv.Overlay:
-    """Measured against predicted Delta G per cell with both 95 % intervals, one colour per loss weight, the line
-    measured = predicted and P1's margin about it (cells whose fits interpolate coincide under the three
-    weights)."""
-    colors = {"1": "#1f77b4", "h": "#ff7f0e", "h2": "#2ca02c"}
-    dims = ("predicted Delta G (Gaussian approximation)", "measured Delta G")
-    lo = float(min(df[["predicted_low", "measured_low"]].min()))
-    hi = float(max(df[["predicted_high", "measured_high"]].max()))
-    m = KINDS["gaussian-reproduces"].criterion().agrees[1]  # P1's margin about measured = predicted
-    layers = [hv.Curve(([lo, hi], [lo, hi]), *dims, label="measured = predicted").opts(
-                  color="black", linewidth=0.8, linestyle="--", backend="matplotlib"),
-              hv.Curve(([lo, hi], [lo + m, hi + m]), *dims, label=f"P1 margin +-{m:g}").opts(
-                  color="grey", linewidth=0.8, linestyle=":", backend="matplotlib"),
-              hv.Curve(([lo, hi], [lo - m, hi - m]), *dims).opts(color="grey", linewidth=0.8, linestyle=":",
-                                                                 backend="matplotlib")]
-    for s, g in df.groupby("w", sort=False):
-        c = colors.get(str(s), "#7f7f7f")
-        layers += [hv.Scatter((g["predicted"], g["measured"]), *dims, label=f"w = {s}").opts(
-                       color=c, s=30, backend="matplotlib"),
-                   hv.ErrorBars((g["predicted"], g["measured"], g["measured"] - g["measured_low"],
-                                 g["measured_high"] - g["measured"]), dims[0], [dims[1], "neg", "pos"]).opts(
-                       edgecolor=c, backend="matplotlib"),
-                   hv.ErrorBars((g["predicted"], g["measured"], g["predicted"] - g["predicted_low"],
-                                 g["predicted_high"] - g["predicted"]), dims[0], [dims[1], "neg", "pos"],
-                                horizontal=True).opts(edgecolor=c, backend="matplotlib")]
-    return hv.Overlay(layers).opts(title=f"{name}: Delta G measured vs Gaussian prediction [95 %]",
-                                   legend_position="right", aspect=1.3, fig_inches=7, backend="matplotlib")
-
-
 def claims_text(claims, lines, overall) -> tuple[str, str]:
     """The claims as the docs show them: the markdown table (without the measure, null-source and gate columns),
     and the bullets under it (each line of the verdict's reasoning, then the verdict in bold)."""
@@ -593,12 +526,10 @@ def prediction_main(name: str, exp, figures: Path | None = None) -> None:
     table, bullets = claims_text(claims, lines, overall)
     print(f"\n### {name}: claims of the prediction\n\n{table}\n")
     print_verdict(lines, overall)
+    fig = _figures.REGISTRY.get(f"variance_{name.split('-', 1)[1].replace('-', '_')}_prediction")
+    if figures is not None and fig is not None:  # the committed figure's summary and drawing (analyses/figures.py)
+        print(f"wrote {_figures.write(fig, df[_figures.PREDICTION_COLUMNS].round(6), figures)}")
     if figures is not None:
-        from ridgexr import plot
-
-        plot.ensure_backends()
-        save_png(prediction_figure(df, name), figures / f"variance_{name.split('-', 1)[1].replace('-', '_')}"
-                 "_prediction.png")
         (figures.parent / "claims_tables" / f"{name}-prediction.md").write_text(
             f"<!-- generated by analyses/variance.py --prediction from the {name} entry's refitted draws; do not "
             f"edit -->\n\n{markdown_table(df[cols])}\n\n{table}\n" + bullets)
@@ -606,11 +537,9 @@ def prediction_main(name: str, exp, figures: Path | None = None) -> None:
 
 def ensemble_main(name: str, ds, figures: Path | None = None) -> None:
     df, t_probe = ensemble_table(ds)
-    if figures is not None:
-        from ridgexr import plot
-
-        plot.ensure_backends()  # the figure's options need a loaded backend (when no other figure came first)
-        save_png(ensemble_figure(df, name), figures / f"variance_{name.split('-', 1)[1].replace('-', '_')}.png")
+    fig = _figures.REGISTRY.get(f"variance_{name.split('-', 1)[1].replace('-', '_')}")
+    if figures is not None and fig is not None:  # the committed figure's summary and drawing (analyses/figures.py)
+        print(f"wrote {_figures.write(fig, df[_figures.ENSEMBLE_COLUMNS].round(6), figures)}")
     print(f"## {name}: pooled ensembles of {ds.sizes['draw']} draws x {ds.sizes['sample']} samples, "
           f"probability-flow ODE, final step; V_gap at t = {t_probe:g}\n")
     print(markdown_table(df))

@@ -14,6 +14,7 @@ import pytest
 import ridgexr
 from ridgexr.catalog import experiment_from_file
 from ridgexr.run import run_experiment
+from ridgexr.verdicts import Null
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "analyses"))
@@ -282,3 +283,159 @@ def test_the_training_gallery_shows_each_checkpoints_final_samples_named_by_chec
     axes = np.array(fig.axes).reshape(3, 4)
     assert [ax.get_ylabel() for ax in axes[:, 0]] == list(data["labels"])
     np.testing.assert_array_equal(axes[1, 2].images[0].get_array(), data["images"][1, 2])
+
+
+def _as_read_back(df: pd.DataFrame) -> pd.DataFrame:
+    import io
+
+    return pd.read_csv(io.StringIO(df.to_csv(index=False)))
+
+
+def test_the_coverage_figure_draws_draw_means_the_reference_slope_and_the_floor(figure_layout_problems):
+    """delta_N per model: the line through its means over the training draws, each draw as a dot; the slope -1/k
+    through the memorizer's first mean; the ideal sampler's floor flat at its median, its range shaded; the outputs'
+    distance to M beside it."""
+    rng = np.random.default_rng(1)
+    ns = np.array([100, 316, 1000, 3162])
+    rows = [dict(model=m, draw=j, N=n, delta_N=a * n ** -0.5 * np.exp(rng.normal(0, 0.1)), **{"dist to M": 0.01 * a})
+            for m, a in (("memorize", 2.0), ("gamma-0", 1.2)) for j in range(4) for n in ns]
+    df = figures.coverage_summary_of(pd.DataFrame(rows), 2, Null(0.1, 0.08, 0.12, how="x"), 5000)
+    df = _as_read_back(df)
+    fig = figures.coverage_draw("sphere")(df)
+    assert not figure_layout_problems(fig)
+    ax = fig.axes[0]
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    for m in ("memorize", "gamma-0"):
+        want = df[df.model == m].groupby("N").delta_N.mean()
+        np.testing.assert_allclose(lines[m].get_xdata(), want.index)
+        np.testing.assert_allclose(lines[m].get_ydata(), want.to_numpy())
+    ref = next(ln for label, ln in lines.items() if label.startswith("slope"))
+    y = np.asarray(ref.get_ydata(), float)
+    np.testing.assert_allclose(np.log(y[-1] / y[0]) / np.log(ns[-1] / ns[0]), -0.5)
+    assert y[0] == pytest.approx(df[df.model == "memorize"].groupby("N").delta_N.mean().iloc[0])
+    floor = next(ln for label, ln in lines.items() if label.startswith("floor"))
+    np.testing.assert_allclose(floor.get_ydata(), 0.1)
+    dots = [c.get_offsets() for c in ax.collections if len(c.get_offsets()) == 16]
+    assert len(dots) == 2  # every draw of both models
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+
+
+def test_the_manifold_figure_draws_each_model_and_the_noise_floor(figure_layout_problems):
+    """Four panels against N (distance to M, ridge Hausdorff, sliced W2 with its band, novelty), one line per model;
+    the noise floor is the mean norm of N(0, h I) in the normal directions (checked against a simulation)."""
+    h, m = 0.002, 1
+    z = np.random.default_rng(0).standard_normal((200_000, m)) * np.sqrt(h)
+    assert figures._gauss_norm_mean(h, m) == pytest.approx(np.linalg.norm(z, axis=1).mean(), rel=0.01)
+    z = np.random.default_rng(1).standard_normal((200_000, 14)) * np.sqrt(h)
+    assert figures._gauss_norm_mean(h, 14) == pytest.approx(np.linalg.norm(z, axis=1).mean(), rel=0.01)
+    ns = [8, 32, 128, 512, 1024]
+    rows = [dict(model=lab, N=n, manifold_dist=0.1 * a, ridge_hausdorff=a / n ** 0.3, sliced_w2=0.3 * a,
+                 w2_low=0.25 * a, w2_high=0.35 * a, novelty_median=a * n / 100, noise_floor=0.036, t_min=0.001,
+                 samples=128) for lab, a in (("random features, τ = 1000", 1.0), ("random features, converged", 2.0),
+                                            ("exact denoiser", 0.5)) for n in ns]
+    df = _as_read_back(pd.DataFrame(rows))
+    fig = figures.manifold_noise_draw("circle")(df)
+    assert not figure_layout_problems(fig)
+    assert [ax.get_title() for ax in fig.axes] == [p[1] for p in figures.MANIFOLD_PANELS]
+    for ax, (col, _, _) in zip(fig.axes, figures.MANIFOLD_PANELS):
+        lines = {ln.get_label(): ln for ln in ax.get_lines()}
+        for lab in df.model.unique():
+            np.testing.assert_allclose(lines[lab].get_ydata(), df[df.model == lab].sort_values("N")[col])
+    floor = [ln for ln in fig.axes[0].get_lines() if ln.get_label().startswith("sampler")]
+    np.testing.assert_allclose(floor[0].get_ydata(), 0.036)
+
+
+def test_the_variance_figures_draw_their_summaries_readably(figure_layout_problems):
+    """The effect figure (rows: near-mode share and spread differences; a panel per loss weight; a colour per width;
+    values beyond the axis as triangles and counted), the ensemble figure (Delta G against p/P per n_noise with its
+    interval) and the prediction figure (measured and predicted Delta G, and their difference in P1's band)."""
+    rng = np.random.default_rng(2)
+    rows = []
+    for s in ("1", "h2"):
+        for w in (64, 256, 1024):
+            for n in (4, 16, 64, 256, 1024):
+                v = rng.normal(0, 0.05)
+                rows.append(dict(schedule=s, width=w, n_noise=n, near_mode_diff=v, near_mode_diff_low=v - 0.02,
+                                 near_mode_diff_high=v + 0.02, spread_diff=v, spread_diff_low=v - 0.03,
+                                 spread_diff_high=v + 0.03))
+    rows[3]["spread_diff"] = 1e4  # a cell whose samples left the data
+    df = _as_read_back(pd.DataFrame(rows))
+    fig = figures.effect_draw("two points")(df)
+    assert not figure_layout_problems(fig)
+    axes = np.array(fig.axes).reshape(2, 2)
+    assert [ax.get_title() for ax in axes[0]] == ["w = 1", "w = h²"]
+    assert [t.get_text() for t in axes[1, 0].texts] == ["1 off scale (▲▼)"]
+    bars = axes[0, 1].containers[0]  # h2, width 64
+    sub = df[(df.schedule.astype(str) == "h2") & (df.width == 64)].sort_values("n_noise")
+    np.testing.assert_allclose(np.asarray(bars.lines[0].get_ydata(), float), sub.near_mode_diff)
+    np.testing.assert_allclose(np.array(bars.lines[2][0].get_segments())[:, :, 1],
+                               sub[["near_mode_diff_low", "near_mode_diff_high"]].to_numpy())
+
+    rows = []
+    for s in ("1", "h", "h2"):
+        for p in (16, 64, 256, 1024):
+            for n in (1, 4, 16, 64):
+                v = rng.normal(0, 0.02)
+                rows.append({"w": s, "p": p, "n_noise": n, "p/P": p / (32 * n), "diff": v, "diff_low": v - 0.01,
+                             "diff_high": v + 0.01, "draws": 32, "measured": v, "measured_low": v - 0.01,
+                             "measured_high": v + 0.01, "predicted": v / 2, "predicted_low": v / 2 - 0.01,
+                             "predicted_high": v / 2 + 0.01, "error": v / 2, "error_low": v / 2 - 0.01,
+                             "error_high": v / 2 + 0.01})
+    df = _as_read_back(pd.DataFrame(rows))
+    fig = figures.ensemble_draw(df)
+    assert not figure_layout_problems(fig)
+    assert [ax.get_title() for ax in fig.axes] == ["w = 1", "w = h", "w = h²"]
+    for ax, s in zip(fig.axes, ("1", "h", "h2")):
+        assert len(ax.containers) == 4
+        for bars, n in zip(ax.containers, (1, 4, 16, 64)):
+            sub = df[(df.w.astype(str) == s) & (df.n_noise == n)].sort_values("p/P")
+            np.testing.assert_allclose(np.asarray(bars.lines[0].get_ydata(), float), sub["diff"])
+    fig = figures.prediction_draw(df)
+    assert not figure_layout_problems(fig)
+    axes = np.array(fig.axes).reshape(2, 3)
+    bars = axes[1, 2].containers[1]  # h2, n_noise 4: measured - predicted
+    sub = df[(df.w.astype(str) == "h2") & (df.n_noise == 4)].sort_values("p/P")
+    np.testing.assert_allclose(np.asarray(bars.lines[0].get_ydata(), float), sub["error"])
+    top = axes[0, 0].containers  # w = 1: measured then predicted per n_noise
+    sub = df[(df.w.astype(str) == "1") & (df.n_noise == 1)].sort_values("p/P")
+    np.testing.assert_allclose(np.asarray(top[0].lines[0].get_ydata(), float), sub["measured"])
+    np.testing.assert_allclose(np.asarray(top[1].lines[0].get_ydata(), float), sub["predicted"])
+
+
+ENSEMBLE_CATALOG = """
+experiments:
+  ens:
+    dataset: {points: two-points}
+    process: {T: 2.0, t_min: 0.01, n_steps: 12}
+    model: {widths: [8, 16], n_frequencies: 3, include_exact: false}
+    training: {quadrature: gauss-legendre-log-t, n_time: 4, n_noise: [1, 2], target: [dsm, ideal], draws: 3}
+    schedules: ["1", "h2"]
+    sampler: {kind: ode, block_steps: 8}
+    n_samples: 16
+    d_star: 1
+    store: ens.zarr
+"""
+
+
+def test_the_ensemble_summary_is_the_stores_gap_mass_difference(tmp_path, figure_layout_problems):
+    """On a tiny ensemble store: Delta G of each cell is the share of the DSM draws' final samples in the gap
+    |x_1| < 2 alpha_t minus the ideal draws' (diverged samples outside), counted by brute force; its interval holds
+    it; P and p/P follow from the rows (2 points x 4 nodes x n_noise); the figure draws it readably."""
+    from ridgexr.catalog import load_catalog_file
+
+    f = tmp_path / "cat.yaml"
+    f.write_text(ENSEMBLE_CATALOG)
+    ds = ridgexr.open_dataset(run_experiment(load_catalog_file(f)["ens"], data_dir=tmp_path / "d").store)
+    df = figures.ensemble_summary(ds)
+    last = ds.isel(step=-1)
+    alpha = float(last.alpha)
+    assert len(df) == 2 * 2 * 2
+    for _, row in df.iterrows():
+        x = {k: last.trajectory.sel(schedule=row.w, width=row.p, n_noise=row.n_noise, target=k).values
+             for k in ("dsm", "ideal")}
+        gap = {k: (np.isfinite(v).all(-1) & (np.abs(v[..., 0]) < 2 * alpha)).mean() for k, v in x.items()}
+        assert row["diff"] == pytest.approx(gap["dsm"] - gap["ideal"], abs=1e-6)
+        assert row.diff_low - 1e-9 <= row["diff"] <= row.diff_high + 1e-9
+        assert row.P == 2 * 4 * row.n_noise and row["p/P"] == pytest.approx(row.p / row.P)
+    fig = figures.ensemble_draw(_as_read_back(df))
+    assert not figure_layout_problems(fig)

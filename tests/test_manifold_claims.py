@@ -214,26 +214,3 @@ def test_the_criteria_regions_are_the_written_thresholds(k):
     assert crit["R"].agrees == (pytest.approx(0.3), math.inf)
     assert crit["R"].disagrees == ((-math.inf, pytest.approx(0.18)),) and crit["R"].post_hoc
     assert not any(crit[c].post_hoc for c in ("M1", "M2 novelty", "M2 distance", "M3", "reference"))
-
-
-def test_the_coverage_figure_draws_each_model_the_reference_slope_and_the_floor():
-    """What the figure shows: one curve per model through its delta_N, the -1/k line through the memorizer's first
-    point, and the ideal sampler's floor as a flat line at its median (rendered values, matplotlib)."""
-    import holoviews as hv
-
-    from ridgexr import plot
-
-    plot.ensure_backends()
-    df = table({"memorize": [0.0] * 4, "gamma-0": [1.2] * 4}, draws=1)
-    fig = manifold.coverage_figure(df, 2, "t", FLOOR)
-    mpl = hv.render(fig, backend="matplotlib")
-    lines = {ln.get_label(): ln for ln in mpl.axes[0].get_lines()}
-    floor = [ln for label, ln in lines.items() if label.startswith("floor")]
-    assert len(floor) == 1 and np.allclose(floor[0].get_ydata(), FLOOR.value)
-    ref = [ln for label, ln in lines.items() if label.startswith("slope")][0]
-    np.testing.assert_allclose(np.log(ref.get_ydata()[1] / ref.get_ydata()[0]) / np.log(NS[-1] / NS[0]), -0.5)
-    drawn = sorted(np.asarray(ln.get_ydata(), float).tolist() for label, ln in lines.items()
-                   if not label.startswith(("floor", "slope")))
-    assert drawn == sorted(df[df.model == m].sort_values("N").delta_N.tolist() for m in ("memorize", "gamma-0"))
-    bare = hv.render(manifold.coverage_figure(df, 2, "t"), backend="matplotlib")
-    assert not [ln for ln in bare.axes[0].get_lines() if ln.get_label().startswith("floor")]

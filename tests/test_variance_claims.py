@@ -191,29 +191,3 @@ def test_prediction_claims_follow_their_rules():
     assert lines[1].endswith("agrees")
     # a C3 cell (P/p >= 16) carries P1 only
     assert len(variance.prediction_claims(table([0.0], [-0.01], [0.01], [0.0], [-0.1], [0.1], [1 / 32]))[0]) == 1
-
-
-def test_prediction_figure_draws_each_cell_and_the_margin(figure_layout_problems):
-    """The rendered figure: one scatter point per cell at (predicted, measured), per loss weight; the line
-    measured = predicted and P1's margin 0.02 on either side; nothing overlaps or is clipped."""
-    from ridgexr import plot
-
-    plot.ensure_backends()  # the figure's options name the matplotlib backend
-    rng = np.random.default_rng(0)
-    n = 6
-    pred, meas = rng.normal(0, 0.02, n), rng.normal(0, 0.02, n)
-    df = pd.DataFrame({"w": ["1", "1", "h", "h", "h2", "h2"], "predicted": pred, "predicted_low": pred - 0.01,
-                       "predicted_high": pred + 0.01, "measured": meas, "measured_low": meas - 0.005,
-                       "measured_high": meas + 0.005})
-    fig = plot.matplotlib_figure(variance.prediction_figure(df, "variance-ensemble"))  # laid out as for print
-    ax = fig.axes[0]
-    offsets = [c.get_offsets() for c in ax.collections if hasattr(c, "get_offsets") and len(c.get_offsets())
-               and c.get_offsets().shape == (2, 2)]
-    drawn = np.concatenate(offsets)
-    np.testing.assert_allclose(np.sort(drawn[:, 0]), np.sort(pred))
-    np.testing.assert_allclose(drawn[np.argsort(drawn[:, 0]), 1], meas[np.argsort(pred)])
-    lines = [np.asarray(line.get_xydata()) for line in ax.get_lines()]
-    gaps = sorted(round(float(np.mean(xy[:, 1] - xy[:, 0])), 9) for xy in lines if len(xy) == 2)
-    assert gaps == [-0.02, 0.0, 0.02]
-    assert [t.get_text() for t in ax.get_legend().get_texts()][:2] == ["measured = predicted", "P1 margin +-0.02"]
-    assert figure_layout_problems(fig) == []
