@@ -649,6 +649,10 @@ def rf_draw(data: dict):
     ax.legend(handles=handles, loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False,
               title="slope b [95 %]")
     fig.suptitle(f"random features at one diffusion time, d = {int(data['d'])}, p = {int(data['p'])}")
+    return fig
+
+
+# --------------------------------------------------------------------------------------------------------------
 # manifold-circle, manifold-sphere: noisy final states of a learned model against N (docs/manifold.md)
 
 #: a manifold store's models: (schedule, tau) -> label; the exact denoiser's cells carry schedule "exact"
