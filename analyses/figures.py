@@ -497,30 +497,67 @@ def fashion_gallery_summary(n_train: int, n_samples: int = 12, epoch_unit: str =
         other = {d: 0 for d in ds["cell_complete"].dims if d not in ("epoch", "n_train")}
         sub = ds.sel(n_train=n_train).isel(other)
         gates = sample_quality(sub)["gate"]
-        last = sub.isel(step=-1)
-        rows, labels = [], []
-        for e in sub.epoch.values:
-            if "final_sample" in sub.variables:
-                x = sub["final_sample"].sel(epoch=e).isel(sample=slice(0, n_samples)).transpose("sample", "dim").values
-            else:
-                at = last.sel(epoch=e)
-                x = at["trajectory"].isel(sample=slice(0, n_samples)).transpose("sample", "dim").values / float(
-                    at["alpha"])
-            img = np.full((len(x),) + show(x[:1] * 0).shape[1:], np.nan)
-            finite = np.isfinite(x).all(1)
-            if finite.any():
-                img[finite] = show(x[finite])
-            rows.append(img)
-            labels.append(f"{float(e):,.0f} {epoch_unit}: {gates.sel(epoch=e).item()}".replace(",", " "))
-        train = ds["train_data"].values[:n_train][:n_samples]
-        rows.append(show(train))
-        labels.append("training images")
-        width = max(len(r) for r in rows)
-        tiles = np.full((len(rows), width) + rows[0].shape[1:], np.nan)
-        for i, r in enumerate(rows):
-            tiles[i, :len(r)] = r
-        return {"images": _uint8(np.nan_to_num(tiles, nan=0.0)), "labels": np.array(labels), "note": np.array(
-            [f"n = {n_train}: the first {width} final samples per checkpoint (the same noise in every row), "
+        rows = [_final_images(sub.sel(epoch=e), show, n_samples) for e in sub.epoch.values]
+        labels = [f"{float(e):,.0f} {epoch_unit}: {gates.sel(epoch=e).item()}".replace(",", " ")
+                  for e in sub.epoch.values]
+        tiles = _tiles(rows + [show(ds["train_data"].values[:n_train][:n_samples])])
+        return {"images": tiles, "labels": np.array(labels + ["training images"]), "note": np.array(
+            [f"n = {n_train}: the first {tiles.shape[1]} final samples per checkpoint (the same noise in every row), "
+             f"with the generation gate's verdict"])}
+    return summarize
+
+
+def _final_images(cell, show, n_samples: int) -> np.ndarray:
+    """The first ``n_samples`` final samples of one cell as images in [0, 1] (the scheduler's output at t = 0 where
+    the store has it, else the last state over alpha); a diverged sample is NaN."""
+    if "final_sample" in cell.variables:
+        x = cell["final_sample"].isel(sample=slice(0, n_samples)).transpose("sample", "dim").values
+    else:
+        at = cell.isel(step=-1)
+        x = at["trajectory"].isel(sample=slice(0, n_samples)).transpose("sample", "dim").values / float(at["alpha"])
+    img = np.full((len(x),) + show(x[:1] * 0).shape[1:], np.nan)
+    finite = np.isfinite(x).all(1)
+    if finite.any():
+        img[finite] = show(x[finite])
+    return img
+
+
+def _tiles(rows: list) -> np.ndarray:
+    """Rows of images of unequal length as one (rows, columns, H, W) uint8 array, black where a row is short."""
+    width = max(len(r) for r in rows)
+    tiles = np.full((len(rows), width) + rows[0].shape[1:], np.nan)
+    for i, r in enumerate(rows):
+        tiles[i, :len(r)] = r
+    return _uint8(np.nan_to_num(tiles, nan=0.0))
+
+
+def cells_gallery_summary(n_samples: int = 12):
+    """``summarize(ds)``: the first ``n_samples`` final samples of every complete cell of an image store, one row
+    per cell (the same noise in every row) named by the labels that differ between the cells (model, loss weight,
+    ...) and the quality gate's verdict, above a row of training images."""
+    def summarize(ds) -> dict:
+        from ridgexr import plot
+        from ridgexr.quality import sample_quality
+
+        show = plot._to_images(ds)
+        gates = sample_quality(ds)["gate"]
+        done = ds["cell_complete"].to_series()
+        cells = [dict(zip(done.index.names, i if isinstance(i, tuple) else (i,))) for i in done[done].index]
+        # a row is named by the labels that differ between the cells shown (a constant one is said by the entry)
+        varying = [k for k in done.index.names if len({c[k] for c in cells}) > 1] or ["model"]
+
+        def name(cell):
+            exact = cell.get("model") == "exact"  # the exact denoiser has no loss weight to name
+            words = ["exact denoiser" if exact and k == "model" else str(cell[k]) if k == "model" else
+                     schedule_label(cell[k]) if k == "schedule" else f"{k} {cell[k]}"
+                     for k in varying if not (exact and k == "schedule")]
+            return ", ".join(words)
+
+        rows = [_final_images(ds.sel(cell), show, n_samples) for cell in cells]
+        labels = [f"{name(cell)}: {gates.sel(cell).item()}" for cell in cells]
+        tiles = _tiles(rows + [show(ds["train_data"].values[:n_samples])])
+        return {"images": tiles, "labels": np.array(labels + ["training images"]), "note": np.array(
+            [f"{ds.attrs.get('experiment', 'the store')}: the first {tiles.shape[1]} final samples of every cell, "
              f"with the generation gate's verdict"])}
     return summarize
 
@@ -1133,6 +1170,8 @@ REGISTRY: dict[str, Figure] = {f.name: f for f in [
            "mnist_samples_mlp.npz"),
     Figure("mnist_trajectories_exact", "mnist48", "mnist.md", mnist_trajectories_summary, mnist_trajectories_draw,
            "mnist_trajectories_exact.npz"),
+    Figure("fashion_unet16_gallery", "fashion-unet-16", "images.md", cells_gallery_summary(), fashion_gallery_draw,
+           "fashion_unet16_gallery.npz"),
     *[Figure(f"timescales_fashion_gallery_n{n}", "timescales-fashion", "timescales.md", fashion_gallery_summary(n),
              fashion_gallery_draw, f"timescales_fashion_gallery_n{n}.npz") for n in (16, 128)],
     *[Figure(f"timescales_rf{suffix}", f"timescales-rf{suffix.replace('_', '-')}", "timescales.md", rf_summary, rf_draw,
@@ -1159,7 +1198,6 @@ REGISTRY: dict[str, Figure] = {f.name: f for f in [
 #: not at hand when the summaries were made): the commands that make them.  Those in REGISTRY are drawn by this
 #: script once their summary is made; the others are still written by the analysis script named.
 NOT_YET_DRAWN: dict[str, str] = {
-    "fashion_unet16_gallery": "ridgexr run fashion-unet-16; python analyses/fashion_unet.py",
     **{name: (f"ridgexr run {REGISTRY[name].entry} --threads 1; python analyses/manifold.py --entries "
               f"{REGISTRY[name].entry}") for name in ("manifold_manifold_coverage_marginal",
                                                       "manifold_manifold_coverage_circle_marginal")},

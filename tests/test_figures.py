@@ -285,6 +285,33 @@ def test_the_training_gallery_shows_each_checkpoints_final_samples_named_by_chec
     np.testing.assert_array_equal(axes[1, 2].images[0].get_array(), data["images"][1, 2])
 
 
+def test_the_cells_gallery_shows_every_complete_cells_final_samples_named_by_cell_and_gate(
+        gallery_store, figure_layout_problems):
+    """One row per complete cell (the same noise in every row), named in the margin by the labels that differ
+    between the cells (here epoch and n_train; schedule and width are constant) and the gate's verdict on it; a last
+    row of training images; drawn as summarized."""
+    from ridgexr.quality import sample_quality
+
+    ds = gallery_store
+    data = figures.cells_gallery_summary(n_samples=3)(ds)
+    done = ds.cell_complete.to_series()
+    cells = [dict(zip(done.index.names, i)) for i in done[done].index]
+    assert len(cells) >= 4 and data["images"].shape == (len(cells) + 1, 3, 5, 5)
+    gates = sample_quality(ds)["gate"]
+    for row, cell in enumerate(cells):
+        label = data["labels"][row]
+        assert label == f"epoch {cell['epoch']}, n_train {cell['n_train']}: {gates.sel(cell).item()}", label
+        last = ds.sel(cell).isel(step=-1)
+        x = last.trajectory.isel(sample=slice(0, 3)).values / float(last.alpha)
+        want = np.round(np.clip((x.reshape(3, 5, 5) + 1) / 2, 0, 1) * 255).astype(np.uint8)
+        np.testing.assert_array_equal(data["images"][row], want)
+    assert data["labels"][-1] == "training images"
+    fig = figures.fashion_gallery_draw(data)
+    assert not figure_layout_problems(fig)
+    axes = np.array(fig.axes).reshape(len(cells) + 1, 3)
+    assert [ax.get_ylabel() for ax in axes[:, 0]] == list(data["labels"])
+
+
 def _as_read_back(df: pd.DataFrame) -> pd.DataFrame:
     import io
 
