@@ -1142,14 +1142,14 @@ class Figure:
         return SUMMARIES / (self.data or f"{self.name}.csv")
 
 
-#: the commands of analyses/timescales_rf.py that make the three random-feature stores (each appends one seed at a
-#: time, so an interrupted one resumes); <data> is the data folder
+#: the commands of analyses/timescales_rf.py that make the random-feature stores drawn here (each appends one seed at
+#: a time, so an interrupted one resumes); <data> is the data folder.  The d = 32 design (docs/timescales.md) joins
+#: them once its store exists.
 RF_COMMANDS = {
     "_small": "python analyses/timescales_rf.py --n 32 64 128 256 512 --d 8 --p 1024 --rows 16384 --n-test 16384 "
               "--seeds 1 2 3 4 5 6 7 8 9 10 11 12 --out <data>/timescales-rf-small.zarr",
     "_mid": "python analyses/timescales_rf.py --n 64 128 256 512 1024 --d 16 --p 2048 --rows 32768 --n-test 32768 "
             "--seeds 1 2 3 4 5 6 7 8 9 10 11 12 --out <data>/timescales-rf-mid.zarr",
-    "": "python analyses/timescales_rf.py --seeds 0 1 2 3 4 5 6 7 8 9 10 11 --out <data>/timescales-rf.zarr",
 }
 
 REGISTRY: dict[str, Figure] = {f.name: f for f in [
