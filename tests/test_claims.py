@@ -262,3 +262,48 @@ def test_bootstrap_medians_by_order_statistics_have_the_resampling_law(n):
     med, lo, hi, m = median_interval(big)
     half = 1.96 * np.sqrt(np.pi / 2 / big.size)  # the median's asymptotic standard error for N(0, 1)
     assert m == big.size and lo < med < hi and abs((hi - lo) / 2 - half) < 0.15 * half
+
+
+def test_the_forward_reference_is_observed_once_per_time_and_its_tangential_part_only_when_read(claims_store,
+                                                                                                  monkeypatch):
+    """The forward process's reference is observed once per (training set, time) whatever the cells and claims
+    that read it; its distance along the ridge (a frame at every projection) only for a claim that reads it
+    (slide-slower), not for reach-falls.  The numbers are those of observe_forward with everything computed
+    (the path before the split): the reach claims' ratios and nulls, and slide-slower's reference, equal."""
+    import ridgexr.claims.evidence as evidence_module
+    from ridgexr.claims import StoreEvidence, observe_forward
+    from ridgexr.claims.reach_falls import tube_null, tube_ratio
+
+    ds = ridgexr.open_dataset(claims_store)
+    observed, along = [], []
+    real_observe, real_along = evidence_module.observe_forward, evidence_module.forward_tangential
+    monkeypatch.setattr(evidence_module, "observe_forward",
+                        lambda *a, **k: observed.append(a[1]) or real_observe(*a, **k))
+    monkeypatch.setattr(evidence_module, "forward_tangential",
+                        lambda *a, **k: along.append(a[0]["t"]) or real_along(*a, **k))
+    reach = [ClaimSpec(kind="reach-falls", t=[1.0, 0.05])]
+    claims = store_claims(ds, reach)
+    assert len(claims) >= 2 and len(observed) == 1 and along == []  # one time, read by every model cell
+    slide = [ClaimSpec(kind="slide-slower", t=[1.0, 0.05])]
+    store_claims(ds, reach + slide)
+    assert len(observed) == 1 + 2 and len(along) == 2  # a new evidence: two times, each with its tangential part
+    monkeypatch.undo()
+
+    evidence = StoreEvidence(ds)
+    step, t = evidence.step(0.05)
+    label = next(c.labels for c in claims)
+    full = observe_forward(evidence.train(label), t, evidence.d_star, evidence.n_reference(), 0, evidence.exp.ridge)
+    assert set(full) == {"ridge_distance", "tangential_distance", "ridge_projection", "t", "how"}
+    for c in claims:
+        model = evidence.resolved_at(c.labels, step, "ridge_distance")
+        est, lo, hi, n, excl = tube_ratio(model, full["ridge_distance"])
+        null = tube_null(full["ridge_distance"], full["how"])
+        np.testing.assert_array_equal([c.estimate, c.low, c.high, c.n, c.excluded], [est, lo, hi, n, excl])
+        np.testing.assert_array_equal([c.null.value, c.null.low, c.null.high], [null.value, null.low, null.high])
+        assert c.null.how == null.how and math.isfinite(est)
+    lazy = evidence.forward(label, step)
+    assert "tangential_distance" not in lazy
+    np.testing.assert_array_equal(lazy["ridge_distance"], full["ridge_distance"])
+    np.testing.assert_array_equal(evidence.forward(label, step, tangential=True)["tangential_distance"],
+                                  full["tangential_distance"])
+    assert np.isfinite(full["tangential_distance"]).any()

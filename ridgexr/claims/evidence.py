@@ -18,7 +18,7 @@ from ..analysis.selection import step_index
 from ..store.layout import is_exact_cell
 from ..store.opening import complete_cells
 
-__all__ = ["StoreEvidence", "REFERENCE_DRAWS", "ROUNDING", "forward_draws", "observe_forward"]
+__all__ = ["StoreEvidence", "REFERENCE_DRAWS", "ROUNDING", "forward_draws", "observe_forward", "forward_tangential"]
 
 #: forward-process draws a reference is observed on: at least this many, and at least the store's samples
 REFERENCE_DRAWS = 1000
@@ -40,15 +40,35 @@ def forward_draws(train: np.ndarray, t: float, n: int, seed: int) -> np.ndarray:
     return math.exp(-t) * x0 + math.sqrt(-math.expm1(-2 * t)) * rng.standard_normal(x0.shape)
 
 
-def observe_forward(train: np.ndarray, t: float, d_star: int, n: int, seed: int = 0, ridge=None) -> dict:
+def observe_forward(train: np.ndarray, t: float, d_star: int, n: int, seed: int = 0, ridge=None, *,
+                    tangential: bool = True) -> dict:
     """:func:`forward_draws` at time ``t`` observed as a store observes its states: the ridge projection and
     distance by :func:`ridgexr.observe.step_quantities` (with the ridge settings of ``ridge``, a
-    :class:`ridgexr.catalog.RidgeSpec`, default its defaults) and the distance along the ridge to the nearest
-    training point (:func:`ridgexr.analysis.arrays.tangential_distance`); NaN where the frame is degenerate.
+    :class:`ridgexr.catalog.RidgeSpec`, default its defaults) and, with ``tangential``, the distance along the ridge
+    to the nearest training point (:func:`forward_tangential`); NaN where the frame is degenerate.
+
+    Parameters
+    ----------
+    train : (N, d) array
+        The training set the forward process starts at.
+    t : float
+        OU time of the draws.
+    d_star : int
+        Ridge dimension.
+    n : int
+        Number of forward draws.
+    seed : int
+        Of the draws (:func:`forward_draws`).
+    ridge : RidgeSpec, optional
+        The store's SCMS settings.
+    tangential : bool
+        Also the distance along the ridge (one more frame per draw, at its projection, and a nearest-point search;
+        a claim that reads only the ridge distance leaves it out: False).
 
     Returns
     -------
-    dict: ``ridge_distance`` (n,), ``tangential_distance`` (n,), ``ridge_projection`` (n, d), ``t``, ``how``.
+    dict: ``ridge_distance`` (n,), ``ridge_projection`` (n, d), ``t``, ``how`` and, with ``tangential``,
+    ``tangential_distance`` (n,).
     """
     import torch
 
@@ -66,10 +86,20 @@ def observe_forward(train: np.ndarray, t: float, d_star: int, n: int, seed: int 
     bad = np.asarray(q["ridge_degenerate"][0], dtype=bool)
     proj = np.where(bad[:, None], np.nan, np.asarray(q["ridge_projection"][0], dtype=np.float64))
     dist = np.where(bad, np.nan, np.asarray(q["ridge_distance"][0], dtype=np.float64))
-    along = arrays.tangential_distance(proj, t, train, d_star, gap_floor=getattr(ridge, "gap_floor", None))[..., 0]
-    return {"ridge_distance": dist, "tangential_distance": along, "ridge_projection": proj, "t": t,
-            "how": f"{n} draws of the forward process from the {train.shape[0]} training points at t = {t:.3g}, "
-                   f"observed by the store's code (seed {seed})"}
+    out = {"ridge_distance": dist, "ridge_projection": proj, "t": t,
+           "how": f"{n} draws of the forward process from the {train.shape[0]} training points at t = {t:.3g}, "
+                  f"observed by the store's code (seed {seed})"}
+    if tangential:
+        out["tangential_distance"] = forward_tangential(out, train, d_star, ridge)
+    return out
+
+
+def forward_tangential(observed: dict, train: np.ndarray, d_star: int, ridge=None) -> np.ndarray:
+    """The distance along the ridge from each projection of ``observed`` (:func:`observe_forward`'s dict) to its
+    nearest scaled training point (:func:`ridgexr.analysis.arrays.tangential_distance`, with the frame's gap floor
+    of ``ridge``): (n,), NaN where the projection is NaN or its frame degenerate."""
+    return arrays.tangential_distance(observed["ridge_projection"], observed["t"], train, d_star,
+                                      gap_floor=getattr(ridge, "gap_floor", None))[..., 0]
 
 
 class StoreEvidence:
@@ -204,17 +234,23 @@ class StoreEvidence:
     def n_reference(self) -> int:
         return max(REFERENCE_DRAWS, self.n_samples)
 
-    def forward(self, label: dict, step: int, seed: int = 0) -> dict:
+    def forward(self, label: dict, step: int, seed: int = 0, *, tangential: bool = False) -> dict:
         """The forward process's own states at the recorded step's time, started at the cell's training set,
         observed by the store's code with the store's ridge settings and d* (:func:`observe_forward`,
-        :meth:`n_reference` draws); cached per (training set, step, seed)."""
+        :meth:`n_reference` draws); cached per (training set, step, seed).  ``tangential``: also their distance
+        along the ridge (:func:`forward_tangential`), computed the first time a claim asks for it and cached with
+        them (the same numbers as ``observe_forward(..., tangential=True)``'s)."""
         train = self.train(label)
         key = (train.shape, float(np.sum(train)), int(step), int(seed))
+        ridge = self.exp.ridge if self.exp is not None else None
         if key not in self._forward:
             t = float(self.ds["t"].values[step])
-            self._forward[key] = observe_forward(train, t, self.d_star, self.n_reference(), seed,
-                                                 self.exp.ridge if self.exp is not None else None)
-        return self._forward[key]
+            self._forward[key] = observe_forward(train, t, self.d_star, self.n_reference(), seed, ridge,
+                                                 tangential=False)
+        observed = self._forward[key]
+        if tangential and "tangential_distance" not in observed:
+            observed["tangential_distance"] = forward_tangential(observed, train, self.d_star, ridge)
+        return observed
 
     def fresh_draws(self) -> tuple[np.ndarray | None, str]:
         """Fresh draws of the store's law (:func:`ridgexr.quality.reference_draws`) and what they are; (None, why)

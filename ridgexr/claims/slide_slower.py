@@ -95,7 +95,7 @@ class SlideSlower(ClaimKind):
         tang = evidence.tangential_at(label, [s0, s1])
         model = (tang[0], tang[1], evidence.resolved_at(label, s0, "ridge_distance"),
                  evidence.resolved_at(label, s1, "ridge_distance"))
-        r0, r1 = evidence.forward(label, s0), evidence.forward(label, s1)
+        r0, r1 = evidence.forward(label, s0, tangential=True), evidence.forward(label, s1, tangential=True)
         reference = (r0["tangential_distance"], r1["tangential_distance"], r0["ridge_distance"], r1["ridge_distance"])
         est, lo, hi, n, excl, s_ref = slide_contrast(model, reference)
         null = Null(s_ref, how=f"S of the forward process (the memorizer): {r0['how']} and at t = {t1:.3g}")
