@@ -313,6 +313,65 @@ def test_training_timescales_censors_a_time_not_reached():
     assert out["tau_mem_high"].values[2] == np.inf and out["tau_mem_low"].values[2] == 1000.0
 
 
+def _near_store(k0, n0=1000, S=200):
+    """Epochs 1, 10, 100 x n_train 4, 8 of 8 training points 10 apart on a line: at epoch 1 every final sample sits
+    half-way between points 0 and 1 (d1/d2 = 1), from epoch 10 on sample j sits 1e-3 from training point j mod
+    n_train (memorized); the memorized-share null of the n_train cells is ``k0`` (per n_train) of ``n0``."""
+    train = np.stack([10.0 * np.arange(8), np.zeros(8)], 1)
+    epochs, sizes = [1, 10, 100], [4, 8]
+    x = np.empty((3, 2, S, 1, 2))
+    for i, e in enumerate(epochs):
+        for j, n in enumerate(sizes):
+            x[i, j, :, 0] = [5.0, 0.0] if e == 1 else train[np.arange(S) % n] + [0.0, 1e-3]
+    cells = ("epoch", "n_train")
+    return xr.Dataset({"trajectory": (cells + ("sample", "step", "dim"), x),
+                       "train_data": (("train", "dim"), train),
+                       "quality_sliced_wasserstein": (cells, np.ones((3, 2))),
+                       "quality_memorized_null_count": (cells, np.broadcast_to(np.asarray(k0, float), (3, 2))),
+                       "quality_memorized_null_draws": (cells, np.full((3, 2), float(n0)))},
+                      coords={"epoch": epochs, "n_train": sizes, "step": [0], "t": ("step", [0.001]),
+                              "alpha": ("step", [1.0]), "train": np.arange(8)})
+
+
+def test_tau_mem_reads_the_claims_excess_where_the_store_has_the_null():
+    """Fresh draws of the law that are themselves memorized (950 of 1000 at n_train = 4): the raw f_mem = 1 crosses
+    the threshold at epoch 10, the excess 1 - 0.95 never does (tau_mem censored), and at every checkpoint
+    does-not-memorize's verdict on the same counts is what tau_mem says (disagrees exactly from tau_mem on).  At
+    n_train = 8 (no fresh draw memorized) both rules give epoch 10.  Without the null, or at another ratio, the
+    raw rule, said in the attributes."""
+    from ridgexr.analysis import memorized_excess
+    from ridgexr.claims import KINDS
+    from ridgexr.verdicts import interval_verdict, share_difference_ci
+
+    ds = _near_store([950.0, 0.0])
+    out = training_timescales(ds, n_boot=100).compute()
+    assert out.attrs["tau_mem_measure"] == "f_mem - f_fresh"
+    assert out["tau_mem_censored"].values.tolist() == [True, False]
+    assert out["tau_mem"].values.tolist() == [100.0, 10.0]
+    ex = memorized_excess(ds)
+    assert ex["memorized_count"].values.tolist() == [[0, 0], [200, 200], [200, 200]]
+    for e in ds.epoch.values:
+        for n, k0 in ((4, 950), (8, 0)):
+            cell = ex.sel(epoch=e, n_train=n)
+            est, lo, hi = share_difference_ci(int(cell["memorized_count"]), 200, k0, 1000)
+            np.testing.assert_allclose([cell["f_mem_excess"], cell["f_mem_excess_low"], cell["f_mem_excess_high"]],
+                                       [est, lo, hi])
+            verdict = interval_verdict(lo, hi, KINDS["does-not-memorize"].criterion())
+            tau = out.sel(n_train=n)
+            reached = bool(~tau["tau_mem_censored"] & (e >= tau["tau_mem"]))
+            assert verdict == ("disagrees" if reached else "agrees"), (e, n, verdict)
+    raw = training_timescales(ds.drop_vars(["quality_memorized_null_count", "quality_memorized_null_draws"]),
+                              n_boot=100).compute()
+    assert raw.attrs["tau_mem_measure"] == "f_mem" and "no memorized-share null" in raw.attrs["tau_mem_why"]
+    assert raw["tau_mem"].values.tolist() == [10.0, 10.0] and not raw["tau_mem_censored"].any()
+    assert "f_mem_excess" not in raw
+    other = training_timescales(ds, ratio=0.3, n_boot=100)
+    assert other.attrs["tau_mem_measure"] == "f_mem" and "ratio 0.3" in other.attrs["tau_mem_why"]
+    nowhere = training_timescales(ds.assign(quality_memorized_null_draws=ds["quality_memorized_null_draws"] * np.nan),
+                                  n_boot=100)
+    assert nowhere.attrs["tau_mem_measure"] == "f_mem" and "no fresh draws" in nowhere.attrs["tau_mem_why"]
+
+
 def test_training_timescales_rules_and_the_order_verdict_on_synthetic_stores():
     """tau_gen by each rule on a store whose quality falls 5 -> 1 at epoch 30 with a stored null of 0.6 (factor 2:
     1 <= 1.2, reached at 30; factor 1.5: never, censored), and the tau_gen < tau_mem verdict: agrees where tau_mem
