@@ -20,6 +20,7 @@ import zarr
 from ..analysis.timescales import MEMORIZED_NULL
 from ..datasets import load_training_set
 from ..quality.cells import memorized_null
+from ..reader import store_path
 from ..schema import SCHEMA_VERSION, SINCE, VARIABLES, schema_older
 from ..store import StoreLock
 from ..store.integrity import cell_digest
@@ -32,6 +33,11 @@ __all__ = ["fill_memorized_null"]
 #: the per-cell float array whose metadata (shape, chunks, codecs, fill) a new per-cell variable copies: every
 #: schema has it
 _LIKE = "max_dropped_mass"
+
+
+def _label(value):
+    """A cell label as a Python value (a numpy scalar's item; a string coordinate's str as it is)."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _add_array(path: Path, name: str) -> None:
@@ -48,7 +54,7 @@ def _add_array(path: Path, name: str) -> None:
     os.replace(tmp, folder / "zarr.json")
 
 
-def fill_memorized_null(path: str | Path) -> dict:
+def fill_memorized_null(store: str | Path, *, data_dir: str | Path | None = None) -> dict:
     """Compute and write the memorized share's null of every complete cell of an existing store.
 
     Per complete cell, :func:`ridgexr.quality.cells.memorized_null` of the store's dataset (its configuration,
@@ -63,8 +69,10 @@ def fill_memorized_null(path: str | Path) -> dict:
 
     Parameters
     ----------
-    path : str or Path
-        The store (``ridgexr.reader.store_path`` resolves a name).
+    store : str or Path
+        The store: a path or an entry's name (:func:`ridgexr.reader.store_path`).
+    data_dir : str or Path, optional
+        The data folder a name is looked up in (default as ``ridgexr run``'s).
 
     Returns
     -------
@@ -81,10 +89,10 @@ def fill_memorized_null(path: str | Path) -> dict:
 
     Examples
     --------
-    >>> fill_memorized_null("data/timescales-fashion.zarr")  # doctest: +SKIP
+    >>> fill_memorized_null("timescales-fashion")  # doctest: +SKIP
     {'cells': 80, 'training_sets': 4, 'schema_version': '1.10'}
     """
-    path = Path(path)
+    path = store_path(store, data_dir=data_dir)
     with StoreLock(path):
         attrs, exp = _stored_experiment(path)
         group = zarr.open_group(str(path), mode="r", zarr_format=3, use_consolidated=False)
@@ -108,7 +116,7 @@ def fill_memorized_null(path: str | Path) -> dict:
         out = open_arrays(path, MEMORIZED_NULL)
         nulls: dict[tuple, dict[str, float]] = {}
         for idx in complete:
-            cell = {d: labels[d][i].item() for d, i in zip(cell_dims, idx)}
+            cell = {d: _label(labels[d][i]) for d, i in zip(cell_dims, idx)}
             key = (cell.get("data_draw"), cell.get("n_train"))  # the null depends on the training set alone
             if key not in nulls:
                 nulls[key] = memorized_null(exp.dataset, train_all[exp.dataset.rows(cell)], base_dir=exp.base_dir)
