@@ -469,8 +469,9 @@ def test_both_memorization_measures_read_the_stored_ratio_which_equals_the_compu
 @pytest.mark.slow
 def test_the_report_draws_training_time_curves_and_the_law_of_a_store_that_sweeps_both(sweep_store, tmp_path,
                                                                                       figure_layout_problems):
-    """A store sweeping epochs and n_train gets two report figures: f_mem and quality along training per n
-    (the drawn values are training_timescales'), and tau against n; both laid out with nothing clipped."""
+    """A store sweeping epochs and n_train gets two report figures: the memorized share tau_mem reads (f_mem less
+    fresh draws', the store having its null) and quality along training per n (the drawn values are
+    training_timescales'), and tau against n; both laid out with nothing clipped."""
     import holoviews as hv
 
     from ridgexr import plot
@@ -483,10 +484,16 @@ def test_the_report_draws_training_time_curves_and_the_law_of_a_store_that_sweep
     np.testing.assert_array_equal(tt["f_mem"].values, expected["f_mem"].squeeze().values)
     curves = plot.training_time_curves(tt)
     drawn = [el for el in curves.traverse(lambda e: e, [hv.Curve])]
-    f_mem_curves = [c for c in drawn if c.vdims[0].name == "f_mem"]
+    assert tt.attrs["tau_mem_measure"] == "f_mem - f_fresh"  # a mixture: fresh draws of its law
+    f_mem_curves = [c for c in drawn if c.vdims[0].name == "f_mem_excess"]
     assert len(f_mem_curves) == ds.sizes["n_train"]
     for c, n in zip(f_mem_curves, ds.n_train.values):
+        np.testing.assert_array_equal(c.dimension_values(1), tt["f_mem_excess"].sel(n_train=n).values)
+    raw = plot.training_time_curves(tt.assign_attrs(tau_mem_measure="f_mem"))  # a store without the null
+    raw_curves = [el for el in raw.traverse(lambda e: e, [hv.Curve]) if el.vdims[0].name == "f_mem"]
+    for c, n in zip(raw_curves, ds.n_train.values):
         np.testing.assert_array_equal(c.dimension_values(1), tt["f_mem"].sel(n_train=n).values)
+    assert len(raw_curves) == ds.sizes["n_train"]
     for obj in (curves, plot.timescale_law(tt)):
         assert figure_layout_problems(plot.matplotlib_figure(obj)) == []
     # the quality axis names the quality tau_gen was read from, whole (it was a long name cut at 40 characters)
@@ -712,8 +719,9 @@ def test_training_window_labels_each_checkpoint_and_measures_samples_and_null_al
 
 @pytest.mark.slow
 def test_the_explorer_of_a_training_time_store_draws_its_series_and_marks_the_selected_epoch(sweep_store):
-    """Issue 41: the explorer's training-time view: the f_mem curves drawn are training_timescales' values, one per
-    n, and a line sits at the epoch the widget selects (moved by the widget)."""
+    """Issue 41: the explorer's training-time view: the memorized-share curves drawn (f_mem - f_fresh, tau_mem's
+    measure on a store with the null) are training_timescales' values, one per n, and a line sits at the epoch the
+    widget selects (moved by the widget)."""
     import holoviews as hv
     import panel as pn
 
@@ -728,10 +736,10 @@ def test_the_explorer_of_a_training_time_store_draws_its_series_and_marks_the_se
     for epoch in ds.epoch.values:
         pane = training_view(data, {"schedule": "h", "width": 32, "epoch": int(epoch), "n_train": 8})
         drawn = pane.object.traverse(lambda e: e, [hv.Curve])
-        f_mem = [c for c in drawn if c.vdims[0].name == "f_mem"]
+        f_mem = [c for c in drawn if c.vdims[0].name == "f_mem_excess"]
         assert len(f_mem) == ds.sizes["n_train"]
         for c, n in zip(f_mem, ds.n_train.values):
-            np.testing.assert_array_equal(c.dimension_values(1), expected["f_mem"].sel(n_train=n).values)
+            np.testing.assert_array_equal(c.dimension_values(1), expected["f_mem_excess"].sel(n_train=n).values)
         lines = pane.object.traverse(lambda e: e.data, [hv.VLine])
         assert float(epoch) in lines  # the selected epoch, in both panels
     # the widget drives the view: after selecting another epoch the line in the app's layout sits there

@@ -181,8 +181,8 @@ def memorized_excess(ds: xr.Dataset, *, ci: float = defaults.TIMESCALE_CI, dim: 
     f = xr.apply_ufunc(partial(by_train, flags, core=2), x, cell_train(ds),
                        input_core_dims=[[dim, "dim"], ["train", "dim"]], output_core_dims=[[dim]],
                        dask="parallelized", output_dtypes=[float])
-    k = f.sum(dim).compute()
     n = f.notnull().sum(dim).astype(float).compute()
+    k = f.sum(dim).compute().where(n > 0)  # no finite sample (a masked cell): no count
     k0, n0 = (ds[v].compute() for v in MEMORIZED_NULL)
     stats = xr.apply_ufunc(np.vectorize(partial(_excess_ci, ci=ci), signature="(),(),(),()->(s)"), k, n, k0, n0,
                            output_core_dims=[["stat"]])

@@ -18,6 +18,8 @@ import numpy as np
 import zarr
 
 from ..analysis.timescales import MEMORIZED_NULL
+from ..catalog import Experiment
+from ..catalog.folders import root_metadata
 from ..datasets import load_training_set
 from ..quality.cells import memorized_null
 from ..reader import store_path
@@ -26,7 +28,6 @@ from ..store import StoreLock
 from ..store.integrity import cell_digest
 from ..store.opening import StoreDamagedError, group_cell_dims, per_cell_arrays
 from ..store.update import consolidate, open_arrays, set_root_attrs
-from .verification import _stored_experiment
 
 __all__ = ["fill_memorized_null"]
 
@@ -83,7 +84,7 @@ def fill_memorized_null(store: str | Path, *, data_dir: str | Path | None = None
     ------
     StoreDamagedError
         When a complete cell's chunks do not match its digest (``ridgexr verify`` first), or the root metadata hold
-        no readable configuration.
+        no configuration.
     StoreLockedError
         When another writer (a run) holds the store.
 
@@ -94,7 +95,11 @@ def fill_memorized_null(store: str | Path, *, data_dir: str | Path | None = None
     """
     path = store_path(store, data_dir=data_dir)
     with StoreLock(path):
-        attrs, exp = _stored_experiment(path)
+        attrs = root_metadata(path).get("attributes", {})
+        if "config" not in attrs:
+            raise StoreDamagedError(f"store {str(path)!r}: its root metadata {str(path / 'zarr.json')!r} hold no "
+                                    "configuration; run 'ridgexr verify' on it")
+        exp = Experiment.model_validate_json(attrs["config"])
         group = zarr.open_group(str(path), mode="r", zarr_format=3, use_consolidated=False)
         cell_dims = group_cell_dims(group)
         labels = {d: np.asarray(group[d][...]) for d in cell_dims}
