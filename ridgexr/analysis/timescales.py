@@ -328,9 +328,9 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
     -------
     xarray.Dataset: ``f_mem``, ``f_mem_low``, ``f_mem_high``, ``f_mem_n_valid`` and ``quality`` (the curves,
     over every cell dimension), with the null those of :func:`memorized_excess` too (``f_mem_excess`` with its
-    ``_low`` / ``_high``, ``f_fresh``, ``memorized_count``, ``memorized_draws``); ``tau_gen``, ``tau_mem`` with ``_low``, ``_high``, ``_censored`` (over the
-    cell dimensions but ``time_dim``); ``tau_gen_slope``, ``tau_mem_slope`` with ``_low``, ``_high``,
-    ``_intercept``, ``_points``, ``_dropped``, ``_range_low`` / ``_range_high`` (the slopes the checkpoint
+    ``_low`` / ``_high``, ``f_fresh``, ``memorized_count``, ``memorized_draws``); ``tau_gen``, ``tau_mem`` with
+    ``_low``, ``_high``, ``_censored`` (over the cell dimensions but ``time_dim``); ``tau_gen_slope``,
+    ``tau_mem_slope`` with ``_low``, ``_high``, ``_intercept``, ``_points``, ``_dropped``, ``_range_low`` / ``_range_high`` (the slopes the checkpoint
     intervals alone allow, :func:`ridgexr.analysis.arrays.slope_range`) and ``tau_order_verdict`` (tau_gen < tau_mem,
     :func:`ridgexr.analysis.arrays.order_verdict`) over the cell dimensions but ``time_dim`` and ``size_dim``.
 
