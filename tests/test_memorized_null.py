@@ -3,6 +3,8 @@ training-time store whose fresh draws are memorized: the stored counts against a
 second-nearest count, tau_mem on the excess against does-not-memorize at every checkpoint, and the counts added to a
 store written without them equal to a fresh run's, byte for byte."""
 
+import shutil
+
 import numpy as np
 import pytest
 import zarr
@@ -12,6 +14,7 @@ from ridgexr import defaults
 from ridgexr.analysis import training_timescales
 from ridgexr.catalog.experiment import ClaimSpec
 from ridgexr.claims import store_claims
+from ridgexr.store import StoreDamagedError
 
 pytestmark = pytest.mark.slow  # each test runs a small training-time entry (about 10 s on one core)
 
@@ -91,12 +94,14 @@ def test_tau_mem_and_does_not_memorize_agree_where_fresh_draws_are_memorized(nea
 
 
 def test_the_null_added_to_a_store_written_without_it_is_a_fresh_runs(near_store, tmp_path, run_entry, monkeypatch):
-    """A store written as schema 1.9 wrote it (no null: the two variables out of the table), then filled in by
-    fill_memorized_null: the same values as the fresh run's, the same cell digests (every chunk the same bytes),
-    verify finds nothing, the store says schema 1.10, and filling again changes nothing."""
+    """A store written as schema 1.9 wrote it (no null: the two variables out of the table), one of its cells left
+    unfinished, filled in by fill_memorized_null: its complete cells get the fresh run's values and digests (every
+    chunk the same bytes), verify finds nothing, the store says schema 1.10, filling again changes nothing, and a
+    resume by this ridgexr finishes it as the fresh run is."""
     from ridgexr import schema
     from ridgexr.run import fill_memorized_null, verify
     from ridgexr.store import layout
+    from ridgexr.store.update import clear_completion
 
     with monkeypatch.context() as m:
         for name in NULL:
@@ -105,13 +110,32 @@ def test_the_null_added_to_a_store_written_without_it_is_a_fresh_runs(near_store
         old = run_entry(NEAR_CATALOG, tmp_path)[1].store
     before = ridgexr.open_dataset(old)
     assert before.attrs["schema_version"] == "1.9" and not any(v in before for v in NULL)
+    left = {"schedule": "h", "width": 32, "epoch": 400, "n_train": 2}
+    clear_completion(old, [left])
     report = fill_memorized_null(old)
-    assert report == {"cells": 6, "training_sets": 2, "schema_version": schema.SCHEMA_VERSION}
+    assert report == {"cells": 5, "training_sets": 2, "schema_version": schema.SCHEMA_VERSION}
     fresh, filled = (zarr.open_group(str(p), mode="r") for p in (near_store, old))
+    done = np.asarray(filled["cell_complete"][...], dtype=bool)
+    assert int(done.sum()) == 5
     for name in (*NULL, "cell_digest"):
-        np.testing.assert_array_equal(filled[name][...], fresh[name][...], err_msg=name)
+        np.testing.assert_array_equal(filled[name][...][done], fresh[name][...][done], err_msg=name)
     assert verify(old).damage == [] and verify(old).schema == []
     ds = ridgexr.open_dataset(old)
     assert ds[NULL[0]].attrs["long_name"] == schema.VARIABLES[NULL[0]].long_name
     assert fill_memorized_null(old) == report
-    np.testing.assert_array_equal(zarr.open_group(str(old), mode="r")["cell_digest"][...], fresh["cell_digest"][...])
+    np.testing.assert_array_equal(zarr.open_group(str(old), mode="r")["cell_digest"][...][done],
+                                  fresh["cell_digest"][...][done])
+    run_entry(NEAR_CATALOG, tmp_path)  # resumed: the unfinished cell
+    resumed = zarr.open_group(str(old), mode="r")
+    for name in (*NULL, "cell_digest", "cell_complete"):
+        np.testing.assert_array_equal(resumed[name][...], fresh[name][...], err_msg=name)
+    # a complete cell whose chunk was swapped with another cell's: refused before anything is written
+    damaged = tmp_path / "damaged.zarr"
+    shutil.copytree(old, damaged)
+    chunks = sorted((damaged / "quality_sliced_wasserstein").rglob("c/*/*/*/*"))
+    swapped = next(c for c in chunks if c.read_bytes() != chunks[0].read_bytes())
+    swapped.write_bytes(chunks[0].read_bytes())
+    stamp = {p: p.stat().st_mtime_ns for p in (damaged / NULL[0]).rglob("*") if p.is_file()}
+    with pytest.raises(StoreDamagedError, match="ridgexr verify"):
+        fill_memorized_null(damaged)
+    assert {p: p.stat().st_mtime_ns for p in (damaged / NULL[0]).rglob("*") if p.is_file()} == stamp
