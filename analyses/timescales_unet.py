@@ -9,8 +9,9 @@ stored without ridge observation.  This script
   SIGINT (a run stopped so resumes: training from its last checkpoint, sampling at the next incomplete cell), so
   the design runs in pieces across sessions (each under the shared CPU lock);
 - otherwise reads the stores that are complete and prints, per (n, seed), tau_gen (the entry's registered rule)
-  and tau_mem (f_mem's interval above 0.1) with their checkpoint intervals; the laws of both over the seeds by the
-  interval-censored likelihood (``ridgexr.analysis.interval_law``); the collapse of f_mem(tau / n^b)
+  and tau_mem (f_mem - f_fresh's interval reaching 0.1, the memorization claims' rule, on a store with the
+  memorized-share null; else f_mem's interval above 0.1) with their checkpoint intervals; the laws of both over
+  the seeds by the interval-censored likelihood (``ridgexr.analysis.interval_law``); the collapse of f_mem(tau / n^b)
   (``ridgexr.analysis.memorization_collapse``); ``--figure`` draws f_mem against tau and against tau / n^b, and
   ``--gallery`` the samples per n at three checkpoints.
 

@@ -71,6 +71,7 @@ DATASET_METHODS: dict[str, tuple[str, str]] = {
     "smoothed_target_distance": ("analysis", "ds"),
     "final_state": ("analysis", "ds"),
     "memorized_share": ("analysis", "ds"),
+    "memorized_excess": ("analysis", "ds"),
     "training_window": ("analysis", "ds"),
     "training_timescales": ("analysis", "ds"),
     "sample_quality": ("quality", "ds"),

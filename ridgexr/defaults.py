@@ -112,8 +112,9 @@ REPORT_N_FRAMES = 6
 #: d1/d2 below this is a memorized sample (Bonnaire et al. 2025; ridgexr.analysis.memorized)
 MEMORIZED_RATIO = 1 / 3
 #: the one memorization threshold of a cell: it has memorized when the share of its final samples with d1/d2 <
-#: MEMORIZED_RATIO exceeds this (tau_mem: the first checkpoint whose f_mem interval lies wholly above it; the
-#: claims memorizes / does-not-memorize: the share's excess over fresh draws of the law, above / below it)
+#: MEMORIZED_RATIO less that of fresh draws of the law (ridgexr.analysis.memorized_excess) exceeds this: the
+#: claims memorizes / does-not-memorize (its interval above / below it) and tau_mem (the first checkpoint whose
+#: interval reaches it; on a store without the null, the raw share's interval wholly above it)
 MEMORIZED_SHARE = 0.1
 #: tau_gen's rule (ridgexr.choices.QUALITY_RULES; ridgexr.analysis.training_timescales): since 2026-12-03 'best',
 #: the first checkpoint whose quality is within TIMESCALE_GEN_FACTOR of the best the curve reaches, written

@@ -11,7 +11,8 @@ A panel app around two holoviews ``DynamicMap`` s (bokeh):
 - below, for image stores (pixel space, or VAE latents decoded): the cell's first samples at the
   slider's t as images, each beside its ridge projection and its nearest training image
   (:func:`ridgexr.plot.image_grid_values` at that step);
-- below, for a store that sweeps training time (``epoch``) and ``n_train``: f_mem and the sample quality
+- below, for a store that sweeps training time (``epoch``) and ``n_train``: the memorized share tau_mem reads
+  (f_mem - f_fresh, else f_mem) and the sample quality
   along training per n with tau_gen and tau_mem (:func:`ridgexr.plot.training_time_curves` of the
   series of the selected schedule, width, ...), a grey line at the selected epoch.
 
@@ -190,7 +191,8 @@ class ExplorerData:
 
 
 def training_view(data: ExplorerData, labels: dict) -> pn.pane.HoloViews | pn.pane.Markdown:
-    """f_mem and quality along training of the selected cell's series, a grey line at its epoch."""
+    """The memorized share tau_mem reads and quality along training of the selected cell's series
+    (:func:`ridgexr.plot.training_time_curves`), a grey line at its epoch."""
     from . import plot
 
     series = data.training_series()

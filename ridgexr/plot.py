@@ -781,11 +781,13 @@ def _tau_text(tt: xr.Dataset, name: str) -> str:
 
 
 def training_time_curves(tt: xr.Dataset, *, time_dim: str = "epoch", size_dim: str = "n_train") -> hv.Layout:
-    """f_mem (its interval shaded) and sample quality against training time (log axis), one colour per
-    training-set size, with each size's tau_gen (dashed) and tau_mem (dotted) marked where reached.
+    """The memorized share tau_mem reads (its interval shaded) and sample quality against training time (log
+    axis), one colour per training-set size, with each size's tau_gen (dashed) and tau_mem (dotted) marked where
+    reached.
 
     ``tt``: the output of :func:`ridgexr.analysis.training_timescales` (one schedule / width: select the
-    others away first).  The legend gives each size's tau_gen and tau_mem with their intervals
+    others away first).  The share is f_mem - f_fresh (``f_mem_excess``) where tau_mem was read on it (attribute
+    ``tau_mem_measure``), else f_mem.  The legend gives each size's tau_gen and tau_mem with their intervals
     (">= x": censored, not reached by the last checkpoint x).
     """
     tt = _one_series(tt, (time_dim, size_dim))
@@ -793,13 +795,16 @@ def training_time_curves(tt: xr.Dataset, *, time_dim: str = "epoch", size_dim: s
     sizes = tt[size_dim].values
     colours = _colours(len(sizes))
     tdim = hv.Dimension(time_dim, label=f"training time ({time_dim})")
-    fdim = hv.Dimension("f_mem", label="f_mem (d1/d2 < 1/3)", range=(0, 1.02))
+    excess = tt.attrs.get("tau_mem_measure") == "f_mem - f_fresh"
+    share = "f_mem_excess" if excess else "f_mem"
+    fdim = (hv.Dimension(share, label="f_mem - f_fresh (d1/d2 < 1/3)", range=(-1.02, 1.02)) if excess
+            else hv.Dimension(share, label="f_mem (d1/d2 < 1/3)", range=(0, 1.02)))
     qdim = hv.Dimension("quality", label=QUALITY_LABELS.get(tt.attrs.get("quality"), "sample quality"))
     fm, qu, marks = {}, {}, []
     for n, colour in zip(sizes, colours):
         c = tt.sel({size_dim: n})
         label = f"n = {n}: gen {_tau_text(c, 'tau_gen')}, mem {_tau_text(c, 'tau_mem')}"
-        f, lo, hi = (c[v].values for v in ("f_mem", "f_mem_low", "f_mem_high"))
+        f, lo, hi = (c[v].values for v in (share, f"{share}_low", f"{share}_high"))
         style = {"color": colour, "linestyle": "-", "line_dash": "solid"}
         fm[label] = _styled_curve(hv.Curve((x, f), tdim, fdim), style, logx=True) * both(
             hv.Spread((x, f, f - lo, hi - f), tdim, [fdim, "neg", "pos"]), color=colour, alpha=0.2, logx=True)
@@ -814,7 +819,7 @@ def training_time_curves(tt: xr.Dataset, *, time_dim: str = "epoch", size_dim: s
     right = hv.NdOverlay(qu, kdims=["size"], sort=False)
     if over_marks is not None:
         left, right = left * over_marks, right * over_marks
-    left = both(left, title="memorized share along training", show_legend=False)
+    left = both(left, title=("excess " if excess else "") + "memorized share along training", show_legend=False)
     right = both(right, title="sample quality along training", legend_position="right")
     return (left + right).cols(2).opts(
         hv.opts.Layout(fig_inches=(12, 3.8), sublabel_format="", backend="matplotlib"),

@@ -441,9 +441,11 @@ def report_figures(ds: xr.Dataset, *, r: float = 0.5, n_frames: int = defaults.R
                                                                ", latents decoded through the VAE") + ".")
     for i, (cell, tt) in enumerate(training_time_series(ds)):
         where = f" ({', '.join(f'{k} {v}' for k, v in cell.items())})" if cell else ""
+        share = ("share of final samples with d1/d2 < 1/3 less that of fresh draws of the law (f_mem - f_fresh, "
+                 "the memorization claims' interval shaded)" if tt.attrs.get("tau_mem_measure") == "f_mem - f_fresh"
+                 else "share of final samples with d1/d2 < 1/3 (f_mem, its bootstrap interval shaded)")
         figures[f"training_time_{i}"] = (plot.training_time_curves(tt), "Along training time" + where + ": the "
-                                         "share of final samples with d1/d2 < 1/3 (f_mem, its bootstrap interval "
-                                         "shaded) and the sample quality per training-set size; tau_gen (dashed) "
+                                         f"{share} and the sample quality per training-set size; tau_gen (dashed) "
                                          "and tau_mem (dotted) where reached, with their intervals in the legend "
                                          "(docs/timescales.md).")
         figures[f"timescale_law_{i}"] = (plot.timescale_law(tt), "tau_gen and tau_mem against the training-set "

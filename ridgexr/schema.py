@@ -20,8 +20,11 @@ from typing import Iterator
 
 import numpy as np
 
+from fractions import Fraction
+
 from . import units
 from .choices import CELL_DIMS as _CELL_DIMS
+from .defaults import MEMORIZED_RATIO
 
 __all__ = ["DIAGNOSTIC_VARIABLES", "SCHEMA_VERSION", "FIRST_SCHEMA", "Variable", "DIMS", "VARIABLES", "COORDINATES", "VARIABLE_ATTRS",
            "COORD_ATTRS", "CF_ATTRS", "CELL_DIMS", "STEP_VECTOR", "STEP_SCALAR", "STEP_BOOL", "STEP_INT",
@@ -42,7 +45,7 @@ DIAGNOSTIC_VARIABLES: dict[str, str] = {
     "excess_normal": "normal part of the excess loss (ridge frame at x_t), held-out sample",
 }
 
-SCHEMA_VERSION = "1.9"
+SCHEMA_VERSION = "1.10"
 #: the schema version of the arrays the first store already had (docs/schema.md, "Schema history")
 FIRST_SCHEMA = "1.0"
 
@@ -122,6 +125,9 @@ def _flag(name, long_name, since=FIRST_SCHEMA):
     return Variable(name, "step", long_name, "1", dtype="bool", fill=False, since=since)
 
 
+#: the memorization criterion in words, d1/d2 < 1/3 (:data:`ridgexr.defaults.MEMORIZED_RATIO`), for the long names
+_MEMORIZED = f"d1/d2 < {Fraction(MEMORIZED_RATIO).limit_denominator(1000)}"
+
 #: per-cell sample quality (float, one value per cell; NaN where the cell's dataset allows no such measure):
 #: ``quality_<key>`` for each key of ridgexr.quality.cells.cell_quality -> (long_name, units, schema version that
 #: added it) (docs/quality.md).  Pixel Fashion-MNIST cells measure their own gate draws (``gate_sample``) against a
@@ -162,6 +168,12 @@ QUALITY_VARIABLES: dict[str, tuple[str, str, str]] = {
                                    "(manifolds)", units.DATA, "1.7"),
     "quality_sliced_wasserstein_null": ("the same for as many fresh draws (what a perfect sampler scores)",
                                         units.DATA, "1.7"),
+    "quality_memorized_null_count": (f"fresh draws of the law (ridgexr.quality.reference_draws) with {_MEMORIZED} "
+                                     "against the cell's training set (nearest over second-nearest training point): "
+                                     "the memorized share's null, f_fresh = count / draws", units.DIMENSIONLESS,
+                                     "1.10"),
+    "quality_memorized_null_draws": ("finite fresh draws of the law quality_memorized_null_count is counted over "
+                                     "(NaN: the dataset has no fresh draws)", units.DIMENSIONLESS, "1.10"),
     "quality_n_draws": ("samples the quality measures were taken on (the gate draws of pixel Fashion-MNIST cells, "
                         "else the observed final samples), diverged ones included", units.DIMENSIONLESS, "1.9"),
     "quality_n_finite": ("measured samples the measures used (the finite ones)", units.DIMENSIONLESS, "1.7"),

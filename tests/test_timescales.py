@@ -313,6 +313,65 @@ def test_training_timescales_censors_a_time_not_reached():
     assert out["tau_mem_high"].values[2] == np.inf and out["tau_mem_low"].values[2] == 1000.0
 
 
+def _near_store(k0, n0=1000, S=200):
+    """Epochs 1, 10, 100 x n_train 4, 8 of 8 training points 10 apart on a line: at epoch 1 every final sample sits
+    half-way between points 0 and 1 (d1/d2 = 1), from epoch 10 on sample j sits 1e-3 from training point j mod
+    n_train (memorized); the memorized-share null of the n_train cells is ``k0`` (per n_train) of ``n0``."""
+    train = np.stack([10.0 * np.arange(8), np.zeros(8)], 1)
+    epochs, sizes = [1, 10, 100], [4, 8]
+    x = np.empty((3, 2, S, 1, 2))
+    for i, e in enumerate(epochs):
+        for j, n in enumerate(sizes):
+            x[i, j, :, 0] = [5.0, 0.0] if e == 1 else train[np.arange(S) % n] + [0.0, 1e-3]
+    cells = ("epoch", "n_train")
+    return xr.Dataset({"trajectory": (cells + ("sample", "step", "dim"), x),
+                       "train_data": (("train", "dim"), train),
+                       "quality_sliced_wasserstein": (cells, np.ones((3, 2))),
+                       "quality_memorized_null_count": (cells, np.broadcast_to(np.asarray(k0, float), (3, 2))),
+                       "quality_memorized_null_draws": (cells, np.full((3, 2), float(n0)))},
+                      coords={"epoch": epochs, "n_train": sizes, "step": [0], "t": ("step", [0.001]),
+                              "alpha": ("step", [1.0]), "train": np.arange(8)})
+
+
+def test_tau_mem_reads_the_claims_excess_where_the_store_has_the_null():
+    """Fresh draws of the law that are themselves memorized (950 of 1000 at n_train = 4): the raw f_mem = 1 crosses
+    the threshold at epoch 10, the excess 1 - 0.95 never does (tau_mem censored), and at every checkpoint
+    does-not-memorize's verdict on the same counts is what tau_mem says (disagrees exactly from tau_mem on).  At
+    n_train = 8 (no fresh draw memorized) both rules give epoch 10.  Without the null, or at another ratio, the
+    raw rule, said in the attributes."""
+    from ridgexr.analysis import memorized_excess
+    from ridgexr.claims import KINDS
+    from ridgexr.verdicts import interval_verdict, share_difference_ci
+
+    ds = _near_store([950.0, 0.0])
+    out = training_timescales(ds, n_boot=100).compute()
+    assert out.attrs["tau_mem_measure"] == "f_mem - f_fresh"
+    assert out["tau_mem_censored"].values.tolist() == [True, False]
+    assert out["tau_mem"].values.tolist() == [100.0, 10.0]
+    ex = memorized_excess(ds)
+    assert ex["memorized_count"].values.tolist() == [[0, 0], [200, 200], [200, 200]]
+    for e in ds.epoch.values:
+        for n, k0 in ((4, 950), (8, 0)):
+            cell = ex.sel(epoch=e, n_train=n)
+            est, lo, hi = share_difference_ci(int(cell["memorized_count"]), 200, k0, 1000)
+            np.testing.assert_allclose([cell["f_mem_excess"], cell["f_mem_excess_low"], cell["f_mem_excess_high"]],
+                                       [est, lo, hi])
+            verdict = interval_verdict(lo, hi, KINDS["does-not-memorize"].criterion())
+            tau = out.sel(n_train=n)
+            reached = bool(~tau["tau_mem_censored"] & (e >= tau["tau_mem"]))
+            assert verdict == ("disagrees" if reached else "agrees"), (e, n, verdict)
+    raw = training_timescales(ds.drop_vars(["quality_memorized_null_count", "quality_memorized_null_draws"]),
+                              n_boot=100).compute()
+    assert raw.attrs["tau_mem_measure"] == "f_mem" and "no memorized-share null" in raw.attrs["tau_mem_why"]
+    assert raw["tau_mem"].values.tolist() == [10.0, 10.0] and not raw["tau_mem_censored"].any()
+    assert "f_mem_excess" not in raw
+    other = training_timescales(ds, ratio=0.3, n_boot=100)
+    assert other.attrs["tau_mem_measure"] == "f_mem" and "ratio 0.3" in other.attrs["tau_mem_why"]
+    nowhere = training_timescales(ds.assign(quality_memorized_null_draws=ds["quality_memorized_null_draws"] * np.nan),
+                                  n_boot=100)
+    assert nowhere.attrs["tau_mem_measure"] == "f_mem" and "no fresh draws" in nowhere.attrs["tau_mem_why"]
+
+
 def test_training_timescales_rules_and_the_order_verdict_on_synthetic_stores():
     """tau_gen by each rule on a store whose quality falls 5 -> 1 at epoch 30 with a stored null of 0.6 (factor 2:
     1 <= 1.2, reached at 30; factor 1.5: never, censored), and the tau_gen < tau_mem verdict: agrees where tau_mem
@@ -410,8 +469,9 @@ def test_both_memorization_measures_read_the_stored_ratio_which_equals_the_compu
 @pytest.mark.slow
 def test_the_report_draws_training_time_curves_and_the_law_of_a_store_that_sweeps_both(sweep_store, tmp_path,
                                                                                       figure_layout_problems):
-    """A store sweeping epochs and n_train gets two report figures: f_mem and quality along training per n
-    (the drawn values are training_timescales'), and tau against n; both laid out with nothing clipped."""
+    """A store sweeping epochs and n_train gets two report figures: the memorized share tau_mem reads (f_mem less
+    fresh draws', the store having its null) and quality along training per n (the drawn values are
+    training_timescales'), and tau against n; both laid out with nothing clipped."""
     import holoviews as hv
 
     from ridgexr import plot
@@ -424,10 +484,16 @@ def test_the_report_draws_training_time_curves_and_the_law_of_a_store_that_sweep
     np.testing.assert_array_equal(tt["f_mem"].values, expected["f_mem"].squeeze().values)
     curves = plot.training_time_curves(tt)
     drawn = [el for el in curves.traverse(lambda e: e, [hv.Curve])]
-    f_mem_curves = [c for c in drawn if c.vdims[0].name == "f_mem"]
+    assert tt.attrs["tau_mem_measure"] == "f_mem - f_fresh"  # a mixture: fresh draws of its law
+    f_mem_curves = [c for c in drawn if c.vdims[0].name == "f_mem_excess"]
     assert len(f_mem_curves) == ds.sizes["n_train"]
     for c, n in zip(f_mem_curves, ds.n_train.values):
+        np.testing.assert_array_equal(c.dimension_values(1), tt["f_mem_excess"].sel(n_train=n).values)
+    raw = plot.training_time_curves(tt.assign_attrs(tau_mem_measure="f_mem"))  # a store without the null
+    raw_curves = [el for el in raw.traverse(lambda e: e, [hv.Curve]) if el.vdims[0].name == "f_mem"]
+    for c, n in zip(raw_curves, ds.n_train.values):
         np.testing.assert_array_equal(c.dimension_values(1), tt["f_mem"].sel(n_train=n).values)
+    assert len(raw_curves) == ds.sizes["n_train"]
     for obj in (curves, plot.timescale_law(tt)):
         assert figure_layout_problems(plot.matplotlib_figure(obj)) == []
     # the quality axis names the quality tau_gen was read from, whole (it was a long name cut at 40 characters)
@@ -653,8 +719,9 @@ def test_training_window_labels_each_checkpoint_and_measures_samples_and_null_al
 
 @pytest.mark.slow
 def test_the_explorer_of_a_training_time_store_draws_its_series_and_marks_the_selected_epoch(sweep_store):
-    """Issue 41: the explorer's training-time view: the f_mem curves drawn are training_timescales' values, one per
-    n, and a line sits at the epoch the widget selects (moved by the widget)."""
+    """Issue 41: the explorer's training-time view: the memorized-share curves drawn (f_mem - f_fresh, tau_mem's
+    measure on a store with the null) are training_timescales' values, one per n, and a line sits at the epoch the
+    widget selects (moved by the widget)."""
     import holoviews as hv
     import panel as pn
 
@@ -669,10 +736,10 @@ def test_the_explorer_of_a_training_time_store_draws_its_series_and_marks_the_se
     for epoch in ds.epoch.values:
         pane = training_view(data, {"schedule": "h", "width": 32, "epoch": int(epoch), "n_train": 8})
         drawn = pane.object.traverse(lambda e: e, [hv.Curve])
-        f_mem = [c for c in drawn if c.vdims[0].name == "f_mem"]
+        f_mem = [c for c in drawn if c.vdims[0].name == "f_mem_excess"]
         assert len(f_mem) == ds.sizes["n_train"]
         for c, n in zip(f_mem, ds.n_train.values):
-            np.testing.assert_array_equal(c.dimension_values(1), expected["f_mem"].sel(n_train=n).values)
+            np.testing.assert_array_equal(c.dimension_values(1), expected["f_mem_excess"].sel(n_train=n).values)
         lines = pane.object.traverse(lambda e: e.data, [hv.VLine])
         assert float(epoch) in lines  # the selected epoch, in both panels
     # the widget drives the view: after selecting another epoch the line in the app's layout sits there

@@ -5,7 +5,7 @@ samples of an ensemble over training-noise draws in :mod:`.pooled_draws`, traini
 
 from . import arrays, manifold, pooled_draws, scaling, timescales
 from .pooled_draws import gap_mass, pool_draws
-from .timescales import (interval_law, loss_timescales, memorization_collapse, memorized_share,
+from .timescales import (interval_law, loss_timescales, memorization_collapse, memorized_excess, memorized_share,
                          memorizer_observation, reference_observation, separation_timescales, training_timescales,
                          training_window)
 from .manifold import (coverage, distribution_distance, manifold_density, manifold_distance, novelty, rate_fit,
@@ -20,7 +20,7 @@ __all__ = ["arrays", "distance_curves", "ridge_dimension", "ridge_motion", "tang
            "phase_transition", "theory_check", "summary_table", "target_effect", "manifold",
            "manifold_distance", "novelty", "manifold_density", "distribution_distance", "ridge_vs_manifold", "rate_fit",
            "pooled_draws", "pool_draws", "gap_mass", "coverage", "smoothed_target_distance",
-           "final_state", "timescales", "memorized_share", "training_timescales", "loss_timescales",
+           "final_state", "timescales", "memorized_share", "memorized_excess", "training_timescales", "loss_timescales",
            "training_window", "reference_observation", "memorizer_observation", "separation_timescales",
            "interval_law", "memorization_collapse", "scaling"]
 

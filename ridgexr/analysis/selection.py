@@ -15,7 +15,7 @@ from .._validation import check_float, check_int
 from ..schema import COORD_ATTRS, DEGENERATE_FLAGS, STEP_VARIABLES
 from ..store.opening import EAGER_COORDS
 
-__all__ = ["along_step", "check_vars", "check_radius", "with_attrs", "step_index", "step_label", "cell_train", "by_train", "at_step", "resolved",
+__all__ = ["along_step", "check_vars", "check_radius", "with_attrs", "step_index", "step_label", "cell_train", "stored_final_samples", "by_train", "at_step", "resolved",
            "degenerate_share"]
 
 
@@ -111,6 +111,20 @@ def cell_train(ds: xr.Dataset) -> xr.DataArray:
     if "n_train" in ds.dims:
         train = train.where(row < ds["n_train"])
     return train
+
+
+def stored_final_samples(ds: xr.Dataset, dim: str = "sample") -> xr.DataArray:
+    """The final samples of a store's cells (cells..., ``dim``, "dim"), lazily, as the run's
+    :func:`ridgexr.quality.final_samples` chose them: ``final_sample`` (a scheduler's output at t = 0), else
+    ``denoised`` (Tweedie's denoiser at the final state), else the last recorded state over alpha there.  What a
+    cell's quality and its claims are measured on."""
+    if "final_sample" in ds:
+        return ds["final_sample"]
+    if "denoised" in ds:
+        return ds["denoised"]
+    check_vars(ds, "trajectory", "alpha", dim=dim)
+    last = ds.isel(step=-1)
+    return last["trajectory"] / last["alpha"]
 
 
 def by_train(fn, x: np.ndarray, tr: np.ndarray, *, core: int) -> np.ndarray:

@@ -7,6 +7,9 @@ dimension (the ``epoch`` of a model trained by minibatch DSM, ``model.epochs`` a
 
 - :func:`memorized_share`: f_mem, the share of final samples with d1/d2 < 1/3 (the stored
   ``nearest_ratio`` of the last recorded step), with a seeded percentile-bootstrap interval;
+- :func:`memorized_excess`: f_mem - f_fresh, the final samples' memorized share less that of fresh draws of the
+  law against the same training set (the store's ``quality_memorized_null_count`` / ``_draws``), with the
+  memorization claims' interval (:func:`ridgexr.verdicts.share_difference_ci`);
 - :func:`training_timescales`: tau_gen and tau_mem per cell with their intervals and censoring flags,
   and the slopes b of log tau = a + b log n with bootstrap intervals and the verdicts of the criteria
   fixed before a run (:mod:`ridgexr.defaults`, docs/timescales.md);
@@ -30,11 +33,13 @@ import xarray as xr
 from .. import defaults, units
 from ..choices import QUALITY_NULLS, QUALITY_RULES
 from .._validation import check_bool, check_float, check_int, check_option
+from ..verdicts import share_difference_ci
 from . import arrays, scaling
-from .selection import along_step, check_vars, resolved, step_index, step_label, with_attrs
+from .selection import (along_step, by_train, cell_train, check_vars, resolved, step_index, step_label,
+                        stored_final_samples, with_attrs)
 from .trajectories import nearest_ratio_at
 
-__all__ = ["memorized_share", "training_timescales", "loss_timescales", "training_window", "reference_observation",
+__all__ = ["memorized_share", "memorized_excess", "MEMORIZED_NULL", "training_timescales", "loss_timescales", "training_window", "reference_observation",
            "WINDOWS", "WINDOW_MEASURES", "WINDOW_DISTANCES", "separation_timescales", "interval_law",
            "memorization_collapse", "memorizer_observation", "LOSS_SEPARATION"]
 
@@ -109,6 +114,112 @@ def memorized_share(ds: xr.Dataset, *, ratio: float = defaults.MEMORIZED_RATIO, 
     return out.assign_attrs(ratio=ratio, ci=ci, n_boot=n_boot, seed=seed, step=step_label(along_step(ds), step, t))
 
 
+#: the store's memorized-share null per cell (schema 1.10; :func:`ridgexr.quality.cells.memorized_null`): the
+#: count of fresh draws of the law with d1/d2 < :data:`ridgexr.defaults.MEMORIZED_RATIO` and the draws it is over
+MEMORIZED_NULL = ("quality_memorized_null_count", "quality_memorized_null_draws")
+
+
+def _excess_ci(k, n, k0, n0, ci) -> np.ndarray:
+    """(f_fresh, excess, low, high) of one cell from its counts (NaN where a count is missing or a share empty)."""
+    if not np.all(np.isfinite([k, n, k0, n0])) or n == 0 or n0 == 0:
+        return np.full(4, np.nan)
+    return np.array([k0 / n0, *share_difference_ci(int(k), int(n), int(k0), int(n0), ci)])
+
+
+def memorized_excess(ds: xr.Dataset, *, ci: float = defaults.TIMESCALE_CI, dim: str = "sample") -> xr.Dataset:
+    """f_mem - f_fresh per cell: the final samples' memorized share less that of fresh draws of the law, with the
+    memorization claims' interval -- the one rule of ``does-not-memorize``, ``memorizes`` and tau_mem.
+
+    The samples' share is k / n, k of the n finite final samples (:func:`ridgexr.analysis.selection.
+    stored_final_samples`: ``final_sample``, else ``denoised``, else the last state over alpha -- what the claims
+    read) with d1/d2 < :data:`ridgexr.defaults.MEMORIZED_RATIO` against the cell's training set
+    (:func:`ridgexr.analysis.arrays.memorized`); f_fresh = k0 / n0 is the store's null per cell
+    (``quality_memorized_null_count`` / ``quality_memorized_null_draws``, written by the run with the same
+    criterion, :func:`ridgexr.quality.cells.memorized_null`).  Interval: each share's Clopper-Pearson interval at
+    the Bonferroni level of two, combined (:func:`ridgexr.verdicts.share_difference_ci`; coverage >= ``ci``).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A store (or a selection of its cells) with ``quality_memorized_null_count``, ``quality_memorized_null_draws``,
+        ``train_data`` and its final samples.
+    ci : float in (0, 1)
+        Interval level (default :data:`ridgexr.defaults.TIMESCALE_CI`, the claims' 0.95).
+    dim : str
+        The sample dimension.
+
+    Returns
+    -------
+    xarray.Dataset over the cell dimensions (computed: the counts are small): ``f_mem_excess``, ``f_mem_excess_low``,
+    ``f_mem_excess_high``, ``f_fresh``, ``memorized_count`` (k) and ``memorized_draws`` (n); NaN where the null is
+    missing (an unfinished cell, a dataset without fresh draws).
+
+    Raises
+    ------
+    ValueError
+        A store without the null (older than schema 1.10: :func:`ridgexr.run.fill_memorized_null` adds it) or
+        without ``train_data``, an out-of-range ``ci``.
+
+    Examples
+    --------
+    >>> ds = xr.Dataset({"final_sample": (("sample", "dim"), [[0.0, 0.01], [1.0, 0.0], [0.5, 0.5]]),
+    ...                  "train_data": (("train", "dim"), [[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]),
+    ...                  "quality_memorized_null_count": 100.0, "quality_memorized_null_draws": 1000.0})
+    >>> out = memorized_excess(ds)
+    >>> int(out["memorized_count"]), round(float(out["f_mem_excess"]), 4)
+    (2, 0.5667)
+    """
+    ci = check_float(ci, "ci", min_val=0, max_val=1, include_boundaries="neither")
+    check_vars(ds, *MEMORIZED_NULL, "train_data")
+    x = stored_final_samples(ds, dim)
+    if x.chunks is not None:
+        x = x.chunk({dim: -1, "dim": -1})
+
+    def flags(xx, tr):
+        return arrays.memorized(xx, tr)
+
+    f = xr.apply_ufunc(partial(by_train, flags, core=2), x, cell_train(ds),
+                       input_core_dims=[[dim, "dim"], ["train", "dim"]], output_core_dims=[[dim]],
+                       dask="parallelized", output_dtypes=[float])
+    n = f.notnull().sum(dim).astype(float).compute()
+    k = f.sum(dim).compute().where(n > 0)  # no finite sample (a masked cell): no count
+    k0, n0 = (ds[v].compute() for v in MEMORIZED_NULL)
+    stats = xr.apply_ufunc(np.vectorize(partial(_excess_ci, ci=ci), signature="(),(),(),()->(s)"), k, n, k0, n0,
+                           output_core_dims=[["stat"]])
+    stats = stats.drop_vars([c for c in stats.coords if c not in stats.dims])
+    level = f"{ci:.0%} interval (each share Clopper-Pearson at the Bonferroni level of two, combined)"
+    crit = f"d1/d2 < {defaults.MEMORIZED_RATIO:.4g}"
+    out = xr.Dataset({
+        "f_mem_excess": with_attrs(stats.isel(stat=1), f"share of final samples with {crit} less that of fresh "
+                                   "draws of the law against the same training set (f_mem - f_fresh)", "1"),
+        "f_mem_excess_low": with_attrs(stats.isel(stat=2), f"lower end of the {level}", "1"),
+        "f_mem_excess_high": with_attrs(stats.isel(stat=3), f"upper end of the {level}", "1"),
+        "f_fresh": with_attrs(stats.isel(stat=0), f"share of fresh draws of the law with {crit} (the store's "
+                              "null)", "1"),
+        "memorized_count": with_attrs(k.drop_vars([c for c in k.coords if c not in k.dims]),
+                                      f"final samples with {crit}", "1"),
+        "memorized_draws": with_attrs(n.drop_vars([c for c in n.coords if c not in n.dims]),
+                                      "finite final samples (the share's denominator)", "1"),
+    })
+    return out.assign_attrs(ratio=defaults.MEMORIZED_RATIO, ci=ci)
+
+
+def _tau_mem_measure(ds: xr.Dataset, ratio: float) -> tuple[str, str]:
+    """Which f_mem tau_mem reads on ``ds``, and why: ("f_mem - f_fresh", ...) where the store has the memorized
+    null of :data:`MEMORIZED_NULL` for some cell and ``ratio`` is the one it was counted at; else ("f_mem", why)."""
+    if not all(v in ds for v in MEMORIZED_NULL):
+        return "f_mem", ("the store has no memorized-share null (quality_memorized_null_count, schema 1.10; "
+                         "ridgexr.run.fill_memorized_null adds it to an older store)")
+    if ratio != defaults.MEMORIZED_RATIO:
+        return "f_mem", (f"ratio {ratio:.4g} is not the store null's d1/d2 < {defaults.MEMORIZED_RATIO:.4g} "
+                         "(ridgexr.defaults.MEMORIZED_RATIO)")
+    if not bool(np.isfinite(ds[MEMORIZED_NULL[1]].values).any()):
+        return "f_mem", "the dataset has no fresh draws of its law (its null is NaN in every cell)"
+    return "f_mem - f_fresh", ("the share of final samples with d1/d2 < ratio less that of the store's fresh "
+                               "draws of the law against the same training set (memorized_excess), the "
+                               "memorization claims' rule")
+
+
 #: what tau_gen's rule asks of the quality, for the variable's description
 _GEN_RULE_TEXT = {"best": "within a factor {f:g} of its best", "null": "within a factor {f:g} of its null",
                   "gap": "within {tol:g} of its best (gap share)"}
@@ -167,9 +278,17 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
       (worst - best) <= ``tol``, the rule written before ``timescales-gmm`` ran, which the untrained
       network's quality dominates (docs/timescales.md).
       One first reached at the last checkpoint is censored (the quality may still improve).
-    - **tau_mem**: the first checkpoint whose f_mem interval (:func:`memorized_share`) lies wholly above
-      ``level``; possibly reached where the interval's upper end is above it.  Not reached in the run:
-      censored, tau_mem = the last checkpoint as a lower bound.
+    - **tau_mem**: on a store with the memorized-share null (``quality_memorized_null_count`` / ``_draws``,
+      schema 1.10), the first checkpoint whose f_mem - f_fresh interval (:func:`memorized_excess`: the final
+      samples' share less that of fresh draws of the law against the same training set,
+      :func:`ridgexr.verdicts.share_difference_ci`) reaches ``level`` -- the rule of the memorization claims
+      (``does-not-memorize`` disagrees exactly where it is surely reached, agrees exactly where it is not
+      possibly reached), so the two never contradict each other; possibly reached where the interval's upper end
+      is above ``level``.  On a store without the null (older, or a dataset without fresh draws) or with a
+      ``ratio`` other than the one it was counted at: the first checkpoint whose raw f_mem interval
+      (:func:`memorized_share`) lies wholly above ``level``.  The result's attribute ``tau_mem_measure`` says
+      which (``"f_mem - f_fresh"`` or ``"f_mem"``) and ``tau_mem_why`` why.  Not reached in the run: censored,
+      tau_mem = the last checkpoint as a lower bound.
 
     Each tau's interval runs from the last checkpoint at which it surely had not happened to tau
     (:func:`ridgexr.analysis.arrays.first_reached`).  Along ``size_dim`` (n) the law
@@ -199,8 +318,8 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
         Ignored by the other rules.
     factor : float >= 1, the ratio rules' factor
     tol : float in [0, 1), the gap rule's share
-    level : float in [0, 1): the f_mem level of tau_mem (default the one memorization threshold,
-        :data:`ridgexr.defaults.MEMORIZED_SHARE`)
+    level : float in [0, 1): the level of tau_mem's share, f_mem - f_fresh or f_mem (default the one memorization
+        threshold, :data:`ridgexr.defaults.MEMORIZED_SHARE`, also the claims')
     ratio, n_boot, ci, seed, dim : as for :func:`memorized_share` (``n_boot`` and ``seed`` also of the slope)
     time_dim, size_dim : str
     censored_fit : "tobit" or "drop"
@@ -208,9 +327,10 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
     Returns
     -------
     xarray.Dataset: ``f_mem``, ``f_mem_low``, ``f_mem_high``, ``f_mem_n_valid`` and ``quality`` (the curves,
-    over every cell dimension); ``tau_gen``, ``tau_mem`` with ``_low``, ``_high``, ``_censored`` (over the
-    cell dimensions but ``time_dim``); ``tau_gen_slope``, ``tau_mem_slope`` with ``_low``, ``_high``,
-    ``_intercept``, ``_points``, ``_dropped``, ``_range_low`` / ``_range_high`` (the slopes the checkpoint
+    over every cell dimension), with the null those of :func:`memorized_excess` too (``f_mem_excess`` with its
+    ``_low`` / ``_high``, ``f_fresh``, ``memorized_count``, ``memorized_draws``); ``tau_gen``, ``tau_mem`` with
+    ``_low``, ``_high``, ``_censored`` (over the cell dimensions but ``time_dim``); ``tau_gen_slope``,
+    ``tau_mem_slope`` with ``_low``, ``_high``, ``_intercept``, ``_points``, ``_dropped``, ``_range_low`` / ``_range_high`` (the slopes the checkpoint
     intervals alone allow, :func:`ridgexr.analysis.arrays.slope_range`) and ``tau_order_verdict`` (tau_gen < tau_mem,
     :func:`ridgexr.analysis.arrays.order_verdict`) over the cell dimensions but ``time_dim`` and ``size_dim``.
 
@@ -261,6 +381,8 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
         raise ValueError(f"the labels of {size_dim!r} must be positive; got {sizes.tolist()}")
 
     fm = memorized_share(ds, ratio=ratio, n_boot=n_boot, ci=ci, seed=seed, dim=dim)
+    measure, why = _tau_mem_measure(ds, ratio)
+    excess = memorized_excess(ds, ci=ci, dim=dim) if measure == "f_mem - f_fresh" else None
     q = ds[quality]
     q_low = ds[f"{quality}_lower"] if f"{quality}_lower" in ds else q
     q_high = ds[f"{quality}_upper"] if f"{quality}_upper" in ds else q
@@ -274,19 +396,25 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
         return arrays.first_reached(checkpoints, sure, possible, last_is_censored=True)
 
     def mem(low, high):
-        return arrays.first_reached(checkpoints, low > level, high > level)
+        # the excess: surely reached where does-not-memorize disagrees (its interval inside [level, inf))
+        sure = low >= level if excess is not None else low > level
+        return arrays.first_reached(checkpoints, sure, high > level)
 
     kwargs = dict(output_core_dims=[["stat"]], dask="parallelized", output_dtypes=[float],
                   dask_gufunc_kwargs={"output_sizes": {"stat": 4}})
     g = xr.apply_ufunc(gen, *(_whole(x, time_dim) for x in (q, q_low, q_high)),
                        *(_whole(x.broadcast_like(q), time_dim) for x in (q_null, n_low, n_high)),
                        input_core_dims=[[time_dim]] * 6, **kwargs)
-    m = xr.apply_ufunc(mem, _whole(fm["f_mem_low"], time_dim), _whole(fm["f_mem_high"], time_dim),
+    mem_low, mem_high = ((fm["f_mem_low"], fm["f_mem_high"]) if excess is None
+                         else (excess["f_mem_excess_low"], excess["f_mem_excess_high"]))
+    m = xr.apply_ufunc(mem, _whole(mem_low, time_dim), _whole(mem_high, time_dim),
                        input_core_dims=[[time_dim]] * 2,
                        **kwargs)
     good = _GEN_RULE_TEXT[rule].format(f=factor, tol=tol)
+    reached = (f"f_mem interval lies above {level:g}" if excess is None
+               else f"f_mem - f_fresh interval lies at or above {level:g}")
     taus = (_times(g, "tau_gen", f"first {time_dim} whose {quality} is {good}", time_dim)
-            | _times(m, "tau_mem", f"first {time_dim} whose f_mem interval lies above {level:g}", time_dim))
+            | _times(m, "tau_mem", f"first {time_dim} whose {reached}", time_dim))
 
     def slope(tau, cen):
         return arrays.censored_slope_ci(sizes, tau, cen, method=censored_fit, n_boot=n_boot, ci=ci, seed=seed)
@@ -313,10 +441,12 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
     out["tau_order_verdict"] = with_attrs(order, "verdict on tau_gen < tau_mem: agrees when every n with an uncensored "
                                           "tau_mem (at least one) has tau_gen's interval below tau_mem's; disagrees "
                                           "when some n has tau_mem's interval below tau_gen's; else inconclusive", "1")
-    result = xr.Dataset({**fm.data_vars, "quality": q, **taus, **out})
+    result = xr.Dataset({**fm.data_vars, **({} if excess is None else excess.data_vars), "quality": q, **taus,
+                         **out})
     return result.assign_attrs(quality=quality, higher_is_better=int(higher_is_better), rule=rule, factor=factor,
                                tol=tol, level=level, ratio=ratio, ci=ci, n_boot=n_boot, seed=seed,
-                               censored_fit=censored_fit, time_dim=time_dim, size_dim=size_dim)
+                               censored_fit=censored_fit, time_dim=time_dim, size_dim=size_dim,
+                               tau_mem_measure=measure, tau_mem_why=why)
 
 
 def loss_timescales(ds: xr.Dataset, *, tol: float = defaults.TIMESCALE_QUALITY_TOL, error: str = "score_error",

@@ -3,11 +3,12 @@ of the law are -- by less than the one memorization threshold.
 
 Measure: f_model - f_fresh, the share of the cell's final samples with d1/d2 < 1/3 (nearest over second-nearest
 training point, :data:`ridgexr.defaults.MEMORIZED_RATIO`) less that of fresh draws of the law against the same
-training set (:func:`ridgexr.quality.reference_draws`).  Interval: each share's Clopper-Pearson interval at
-97.5 %, combined (:func:`ridgexr.verdicts.share_difference_ci`; coverage >= 95 % at every share).  Criterion:
-the interval below :data:`ridgexr.defaults.MEMORIZED_SHARE` agrees, above it disagrees -- the threshold at which
-tau_mem says a network has memorized, so the two can never contradict each other.  A dataset without fresh
-draws (a point set: its law is its training set) has no null: untestable.
+training set (:func:`ridgexr.quality.reference_draws`; their count as the run stored it,
+``quality_memorized_null_count`` / ``_draws``, where the store has it).  Interval: each share's Clopper-Pearson
+interval at 97.5 %, combined (:func:`ridgexr.verdicts.share_difference_ci`; coverage >= 95 % at every share).
+Criterion: the interval below :data:`ridgexr.defaults.MEMORIZED_SHARE` agrees, above it disagrees -- tau_mem's
+rule on the same measure (:func:`ridgexr.analysis.training_timescales`), so the two never contradict each other.
+A dataset without fresh draws (a point set: its law is its training set) has no null: untestable.
 """
 
 from __future__ import annotations
@@ -34,10 +35,19 @@ def memorized_excess(k: int, n: int, k0: int, n0: int, kind: ClaimKind, *, state
 
 
 def evaluate_memorization(kind: ClaimKind, evidence, spec, label: dict, statement: str) -> list[Claim]:
-    """The memorization contrast of one cell: its final samples and the store's fresh draws."""
+    """The memorization contrast of one cell: its final samples and the store's fresh draws (their count as the run
+    stored it where the store has it, the one tau_mem reads; else counted here)."""
     x = evidence.final_samples(label)
     k, n = evidence.memorized_count(x, label)
     fresh, how = evidence.fresh_draws()
+    stored = evidence.stored_memorized_null(label)
+    if stored is not None:
+        k0, n0 = stored
+        how = how if fresh is not None else "fresh draws of the law, counted by the run"
+        return [memorized_excess(k, n, k0, n0, kind, statement=statement, labels=label, gate=evidence.gate(label),
+                                 excluded=x.shape[0] - n, post_hoc=spec.post_hoc,
+                                 null_how=f"{how}: their share with d1/d2 < 1/3 against the same training set "
+                                          f"({k0} of {n0})")]
     if fresh is None:
         return [kind.claim(np.nan, np.nan, np.nan, n, statement=statement, excluded=x.shape[0] - n,
                            gate=evidence.gate(label), labels=label, post_hoc=spec.post_hoc,

@@ -270,6 +270,17 @@ class StoreEvidence:
                 self._fresh = (draws, how)
         return self._fresh
 
+    def stored_memorized_null(self, label: dict) -> tuple[int, int] | None:
+        """(memorized, counted) fresh draws of the law against the cell's training set as the run stored them
+        (``quality_memorized_null_count`` / ``_draws``, schema 1.10: the null tau_mem reads too); None where the
+        store has no such count for the cell."""
+        from ..analysis.timescales import MEMORIZED_NULL
+
+        if not all(v in self.ds for v in MEMORIZED_NULL):
+            return None
+        k0, n0 = (float(self.cell(label)[v]) for v in MEMORIZED_NULL)
+        return (int(k0), int(n0)) if np.isfinite(k0) and np.isfinite(n0) and n0 > 0 else None
+
     def memorized_count(self, x: np.ndarray, label: dict) -> tuple[int, int]:
         """(memorized, finite) among the rows of ``x`` against the cell's training set
         (:func:`ridgexr.analysis.arrays.memorized`: d1/d2 < :data:`ridgexr.defaults.MEMORIZED_RATIO`)."""

@@ -13,6 +13,10 @@
   draws of the law (the nearest ratio, the sliced Wasserstein distance and its null);
 - anything else (point sets, files, MNIST latents): nothing, and the gate reads "not assessed".
 
+Every dataset with fresh draws of its law (:func:`reference_draws`) also gets the memorized share's null
+(:func:`memorized_null`): how many of those draws are memorized (d1/d2 < 1/3) against the cell's training set, what
+the memorization claims and tau_mem subtract from the samples' share.
+
 The returned keys are those of :data:`QUALITY_KEYS`, stored as ``quality_<key>``
 (:data:`ridgexr.schema.QUALITY_VARIABLES`); a key a cell's measures do not give is NaN there.
 """
@@ -24,13 +28,15 @@ from typing import Any
 
 import numpy as np
 
+from ..analysis.arrays import memorized
 from ..datasets.images import IMAGE_SETS, ImageError, load_images
 from ..datasets.training_set import dataset_extras
 from ..schema import QUALITY_VARIABLES
 from .gate import GATE_DRAWS
 from .measures import nearest_ratio, point_quality
 
-__all__ = ["cell_quality", "QUALITY_KEYS", "final_samples", "reference_draws", "gate_draws", "gate_batch"]
+__all__ = ["cell_quality", "QUALITY_KEYS", "final_samples", "reference_draws", "gate_draws", "gate_batch",
+           "memorized_null"]
 
 #: the gate's draws sampled at once: a fixed size, so that two entries with the same model and seeds draw the same
 #: gate samples whatever their numbers of observed trajectories
@@ -95,8 +101,14 @@ def cell_quality(dataset: Any, train: np.ndarray, samples: np.ndarray, *, base_d
 
     Returns
     -------
-    dict: a subset of :data:`QUALITY_KEYS` -> float (empty when the dataset allows no measure).
+    dict: a subset of :data:`QUALITY_KEYS` -> float (empty when the dataset allows no measure), with the keys of
+    :func:`memorized_null` where the dataset has fresh draws.
     """
+    return (_sample_quality(dataset, train, samples, base_dir=base_dir, seed=seed, n_boot=n_boot)
+            | memorized_null(dataset, train, base_dir=base_dir))
+
+
+def _sample_quality(dataset, train, samples, *, base_dir, seed, n_boot) -> dict[str, float]:
     images = getattr(dataset, "images", None)
     if images is not None and images.space == "pixel":
         return _image_cell(dataset, train, samples, base_dir=base_dir, seed=seed, n_boot=n_boot)
@@ -144,6 +156,45 @@ def reference_draws(dataset: Any, *, base_dir: str | Path | None = None) -> tupl
         fresh = dataset_extras(dataset)["population_data"][1]
         return np.asarray(fresh, dtype=np.float64), f"{len(fresh)} fresh draws of the law (population_data)"
     return None, "no fresh draws of this dataset's law"
+
+
+def memorized_null(dataset: Any, train: np.ndarray, *, base_dir: str | Path | None = None) -> dict[str, float]:
+    """The memorized share's null of one cell: how many fresh draws of the law (:func:`reference_draws`, all of
+    them) are memorized against the cell's training set ``train`` (N, d), by the one criterion d1/d2 <
+    :data:`ridgexr.defaults.MEMORIZED_RATIO` (:func:`ridgexr.analysis.arrays.memorized`, nearest over
+    second-nearest training point; non-finite rows of ``train`` left out, as the claims leave them out).
+
+    f_fresh = ``memorized_null_count`` / ``memorized_null_draws`` is what a sampler that draws from the law
+    scores; the memorization claims (``does-not-memorize``, ``memorizes``) and tau_mem
+    (:func:`ridgexr.analysis.training_timescales`) read the samples' share less it.
+
+    Parameters
+    ----------
+    dataset : validated ``dataset`` block of the entry (:class:`ridgexr.catalog.DatasetSpec`)
+    train : (N, d) array
+        The cell's training set (data units).
+    base_dir : path, optional
+        The catalog file's folder (relative IDX folders).
+
+    Returns
+    -------
+    dict: ``memorized_null_count`` and ``memorized_null_draws`` (floats, counts); empty when the dataset has no
+    fresh draws, or draws of another dimension than ``train``'s.
+
+    Examples
+    --------
+    >>> from ridgexr.catalog.data import DatasetSpec
+    >>> memorized_null(DatasetSpec(points="two-points"), np.eye(2))
+    {}
+    """
+    fresh, _ = reference_draws(dataset, base_dir=base_dir)
+    tr = np.asarray(train, dtype=np.float64)
+    tr = tr[np.isfinite(tr).all(1)]
+    if fresh is None or fresh.shape[1] != tr.shape[1] or len(tr) < 1:
+        return {}
+    flags = memorized(fresh, tr)
+    ok = np.isfinite(flags)
+    return {"memorized_null_count": float(flags[ok].sum()), "memorized_null_draws": float(ok.sum())}
 
 
 def _ratio_only(samples, held, train, *, seed, n_boot) -> dict[str, float]:

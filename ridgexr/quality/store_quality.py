@@ -19,7 +19,7 @@ import xarray as xr
 
 from .. import defaults, units
 from .._validation import check_float, check_int
-from ..analysis.selection import check_vars, with_attrs
+from ..analysis.selection import check_vars, stored_final_samples, with_attrs
 from ..verdicts import UNTESTABLE
 from .cells import QUALITY_KEYS
 from .gate import GATE_KEYS, decision_size, gate_design, gate_verdict
@@ -102,20 +102,6 @@ def gated_verdict(verdict: str, gate: str) -> str:
     ('agrees', 'untestable: the network does not generate')
     """
     return UNTESTABLE if gate == "does not generate" else verdict
-
-
-def stored_final_samples(ds: xr.Dataset, dim: str = "sample") -> xr.DataArray:
-    """The final samples of a store's cells (cells..., ``dim``, "dim"), lazily, as the run's
-    :func:`ridgexr.quality.final_samples` chose them: ``final_sample`` (a scheduler's output at t = 0), else
-    ``denoised`` (Tweedie's denoiser at the final state), else the last recorded state over alpha there.  What a
-    cell's quality and its claims are measured on."""
-    if "final_sample" in ds:
-        return ds["final_sample"]
-    if "denoised" in ds:
-        return ds["denoised"]
-    check_vars(ds, "trajectory", "alpha", dim=dim)
-    last = ds.isel(step=-1)
-    return last["trajectory"] / last["alpha"]
 
 
 def axis_quality(ds: xr.Dataset, *, n_boot: int = defaults.TIMESCALE_N_BOOT, ci: float = defaults.TIMESCALE_CI,

@@ -23,7 +23,8 @@ Modules (imports point downward): :mod:`.plan` (layout, fits, one task per cell)
 :mod:`.experiment` (:func:`plan_run` builds a :class:`Plan` once, :func:`execute` carries it out,
 :func:`run_experiment` is the two), :mod:`.verification` (a store checked against its configuration: the
 template, the config-hash checks, repair; ``ridgexr verify``), :mod:`.scores` (Bonnaire et al.'s score errors of a stored run's
-networks, read back from its checkpoints).  Reading stores back is :mod:`ridgexr.reader`.
+networks, read back from its checkpoints), :mod:`.memorized_null` (the memorized share's null written into a store
+made before it existed).  Reading stores back is :mod:`ridgexr.reader`.
 """
 
 from ..reader import open_dataset, store_path, summarize
@@ -31,6 +32,7 @@ from .cell import run_cell
 from .cluster import dask_client, resolve_scheduler
 from .runner import (ConfigMismatchError, Plan, ResourceError, RunResult, check_resources, check_scheduler, execute,
                      plan_run, run_experiment, validate_experiment)
+from .memorized_null import fill_memorized_null
 from .plan import CellTask, estimate_resources, plan_layout, plan_tasks, resolve_d_star
 from .provenance import provenance, store_attrs
 from .scores import SCORE_ERROR_VARIABLES, score_errors
@@ -42,7 +44,7 @@ __all__ = ["run_experiment", "Plan", "plan_run", "execute", "RunResult", "Config
            "resolve_d_star", "provenance", "store_attrs", "ResourceError", "check_resources",
            "check_scheduler", "validate_experiment", "estimate_resources", "schema_reference", "check_store_schema",
            "check_config_hash", "repair_config_hash", "stored_config_hash", "score_errors", "SCORE_ERROR_VARIABLES",
-           "check_identity", "resolve_config", "RESOLUTIONS", "verify"]
+           "check_identity", "resolve_config", "RESOLUTIONS", "verify", "fill_memorized_null"]
 
 
 def __getattr__(name: str):
