@@ -10,8 +10,8 @@ are ``ridge_distance`` (n,), ``ridge_projection`` (n, d), chunked by block, and 
 chunk per block, written after the block's chunks (each chunk file is written to a temporary name and renamed, so
 a kill loses at most the block it was in).  A reference is read only when its stored key equals the one asked
 for; another key, a damaged group or a chunk that fails its checksum is computed again.  One process writes the
-folder at a time (a :class:`ridgexr.store.StoreLock` on ``writer.ridgexr-lock`` inside it); another computes its
-references without the cache meanwhile.
+folder at a time (a :class:`ridgexr.store.StoreLock`, the file ``STORE.claims-cache.ridgexr-lock`` beside it, as
+the store's own lock is beside the store); another computes its references without the cache meanwhile.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ class ReferenceCache:
             return None
         digest = _digest(key)
         name = f"forward-{digest[:24]}"
-        lock = StoreLock(self.folder / "writer")  # one writer at a time: the file writer.ridgexr-lock inside
+        lock = StoreLock(self.folder)  # one writer at a time: STORE.claims-cache.ridgexr-lock, beside the folder
         try:
             lock.acquire()
         except StoreLockedError as err:
@@ -195,8 +195,14 @@ class CachedReference:
             self.lock = None
 
     def complete(self) -> np.ndarray:
-        """Which blocks are written in full: (n_blocks,) bool."""
-        return np.asarray(self.marks[:], dtype=bool)
+        """Which blocks are written in full: (n_blocks,) bool; none where a mark fails its checksum (said in a
+        warning)."""
+        try:
+            return np.asarray(self.marks[:], dtype=bool)
+        except ValueError as err:  # a mark's chunk whose checksum or compression does not decode
+            warnings.warn(f"the block marks of the claims' cache {self.group.store_path} are damaged ({err}): every "
+                          "block is computed again", RuntimeWarning, stacklevel=3)
+            return np.zeros(self.marks.shape, dtype=bool)
 
     def read(self, b: int) -> tuple[np.ndarray, np.ndarray] | None:
         """Block ``b``'s distances (m,) and projections (m, d); None where a chunk fails its checksum (said in a
