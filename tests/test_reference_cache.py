@@ -191,3 +191,46 @@ def test_the_cli_keeps_the_cache_unless_told_not_to_and_shows_progress_on_stderr
     assert cached.stdout == plain.stdout and "| schedule |" in cached.stdout and "reference t" not in cached.stdout
     assert sorted(_references(store).values()) == [(N_BLOCKS, N_BLOCKS)] * 2
 
+
+
+CHILD = """
+import sys
+import numpy as np
+from ridgexr.claims import observe_forward
+from ridgexr.claims.reference_cache import ReferenceCache
+train = np.random.default_rng(5).normal(size=(120, 6))
+observe_forward(train, 0.3, 2, {n}, 0, None, tangential=False, cache=ReferenceCache(sys.argv[1]),
+                progress=lambda k: print(k, flush=True))
+"""
+
+
+def test_a_process_killed_between_or_inside_blocks_resumes_to_the_uninterrupted_reference(tmp_path, observations):
+    """A real subprocess observing a reference into the cache is killed (SIGKILL) as soon as it says that 2 blocks
+    are done; the blocks it wrote are kept, the next call computes only the others and ends with the numbers of an
+    uninterrupted call."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    n = 24 * REFERENCE_BLOCK
+    folder = tmp_path / "c.claims-cache"
+    child = subprocess.Popen([sys.executable, "-c", CHILD.format(n=n), str(folder)], stdout=subprocess.PIPE,
+                             text=True, env=os.environ)
+    for line in child.stdout:
+        if int(line) >= 2 * REFERENCE_BLOCK:
+            child.send_signal(signal.SIGKILL)
+            break
+    child.wait()
+    assert child.returncode == -signal.SIGKILL
+    (name, group), = zarr.open_group(folder, mode="r").groups()
+    kept = int(np.asarray(group["block_complete"][:]).sum())
+    assert 2 <= kept < n // REFERENCE_BLOCK, kept  # killed after its second block, before its last
+    train = np.random.default_rng(5).normal(size=(120, 6))
+    resumed = observe_forward(train, 0.3, 2, n, 0, None, tangential=False, cache=ReferenceCache(folder))
+    assert len(observations) == n // REFERENCE_BLOCK - kept  # only the blocks it had not written
+    assert not list(folder.rglob("*.partial"))
+    fresh = observe_forward(train, 0.3, 2, n, 0, None, tangential=False)
+    for v in ("ridge_distance", "ridge_projection"):
+        np.testing.assert_array_equal(resumed[v], fresh[v])
+    assert np.isfinite(fresh["ridge_distance"]).sum() > n // 2
