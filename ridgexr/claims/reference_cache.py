@@ -120,7 +120,7 @@ class ReferenceCache:
                                          "store's claims (ridgexr.claims.reference_cache); safe to delete"}
             if (self.folder / name).exists():
                 remove_partial_files(self.folder / name)  # chunk files a killed write left half-way
-                found = self._open(root, name, digest, n, d)
+                found = self._open(root, name, key, digest, n, d)
                 if found is None:
                     shutil.rmtree(self.folder / name)
             else:
@@ -143,9 +143,9 @@ class ReferenceCache:
         return None
 
     @staticmethod
-    def _open(root, name: str, digest: str, n: int, d: int) -> CachedReference | None:
-        """The reference ``name`` when its stored key's digest is ``digest`` and its arrays have the shapes of the
-        key, else None (another key, or metadata that do not parse: said in a warning)."""
+    def _open(root, name: str, key: dict, digest: str, n: int, d: int) -> CachedReference | None:
+        """The reference ``name`` when its stored key is ``key`` (every field, and its digest ``digest``) and its
+        arrays have the key's shapes, else None (another key, or metadata that do not parse: said in a warning)."""
         try:
             group = root[name]
             stored = dict(group.attrs.get(KEY_ATTR, {}))
@@ -155,7 +155,8 @@ class ReferenceCache:
             warnings.warn(f"the claims' cache group {name!r} does not open ({type(err).__name__}: {err}): it is "
                           "computed again", RuntimeWarning, stacklevel=4)
             return None
-        if stored.get("digest") != digest or shapes != ((n,), (n, d)):
+        same = {k: stored.get(k) for k in key} == json.loads(json.dumps(key)) and stored.get("digest") == digest
+        if not same or shapes != ((n,), (n, d)):
             warnings.warn(f"the claims' cache group {name!r} holds another reference (its key differs from the one "
                           "asked for): it is computed again", RuntimeWarning, stacklevel=4)
             return None
