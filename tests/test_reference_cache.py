@@ -87,6 +87,8 @@ def test_the_cached_table_is_the_uncached_one_and_a_second_call_observes_nothing
     # the second call reads both references: only slide-slower's tangential frames are observed, no SCMS block
     assert all(n != REFERENCE_BLOCK for n in observations)
     assert claims_table(ds, cache=False) == claims_table(ds)
+    with pytest.raises(TypeError, match="`cache` must be"):
+        store_claims(ds, cache=3)
 
 
 class _StopAfter(Progress):

@@ -166,6 +166,8 @@ class StoreEvidence:
         from ..catalog import Experiment
         from .reference_cache import ReferenceCache, cache_path
 
+        if not isinstance(cache, (bool, str, Path)):
+            raise TypeError(f"`cache` must be True, False or a folder; got {type(cache).__name__} {cache!r}")
         self.ds = ds
         source = ds.encoding.get("source")
         folder = (cache_path(source) if cache is True and source else None if cache in (True, False)
