@@ -236,8 +236,9 @@ def demo(
 PLAIN_PROGRESS_SECONDS = 60.0
 
 
-def _progress():
-    """The run's progress bars; each update (from the main thread) is also an interruption point."""
+def _progress(out=None):
+    """The run's progress bars (on ``out``, default stdout's console); each update (from the main thread) is also an
+    interruption point."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     class RunProgress(Progress):
@@ -280,7 +281,7 @@ def _progress():
                                    f"({elapsed or 0.0:.0f} s)", highlight=False, markup=False)
 
     return RunProgress(SpinnerColumn(), TextColumn("[progress.description]{task.description}"), BarColumn(),
-                       MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=False)
+                       MofNCompleteColumn(), TimeElapsedColumn(), console=out or console, transient=False)
 
 
 #: the metavar of a flag: none (typer's help would print "--debug <bool>", as if it took a value)
@@ -829,6 +830,8 @@ and the count of them is printed; rows follow the store's label order."""
 def claims(
     name: str = typer.Argument(..., help="store path or catalog entry name"),
     markdown: bool = typer.Option(False, "--markdown/--table", help="print a Markdown table (for the docs)"),
+    cache: bool = typer.Option(True, "--cache/--no-cache", help="keep the forward references beside the store "
+                               "(STORE.claims-cache), read them from there and resume them (docs/claims.md)"),
     data_dir: str = _data_dir_option(),
     catalog: list[str] = _catalog_option(),
 ):
@@ -840,14 +843,19 @@ docs/claims.md) and the entry's claims: block; the verdicts are computed from th
     from .reader import check_complete_cells
     from .verdicts import CRITERION_COLUMN, claims_frame
 
-    with user_errors():
+    with _stop_signals(), user_errors():
         path = _store(name, data_dir, catalog)
         ds = check_complete_cells(_open_store(path), path)
+        with _progress(err_console) as progress:  # on stderr: the table (or Markdown) alone on stdout
+            if markdown:
+                text = claims_table(ds, cache=cache, progress=progress)
+            else:
+                specs, source = claim_specs(ds)
+                found = store_claims(ds, specs, cache=cache, progress=progress)
+        _raise_if_interrupted()
         if markdown:
-            console.print(claims_table(ds), soft_wrap=True, highlight=False, markup=False)
+            console.print(text, soft_wrap=True, highlight=False, markup=False)
             return
-        specs, source = claim_specs(ds)
-        found = store_claims(ds, specs)
     if not found:
         console.print(f"no claims: {source}", highlight=False)
         return

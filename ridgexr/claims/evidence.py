@@ -9,6 +9,7 @@ store's own code, and fresh draws of the law -- computed once per store and cach
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import xarray as xr
@@ -18,10 +19,15 @@ from ..analysis.selection import step_index
 from ..store.layout import is_exact_cell
 from ..store.opening import complete_cells
 
-__all__ = ["StoreEvidence", "REFERENCE_DRAWS", "ROUNDING", "forward_draws", "observe_forward", "forward_tangential"]
+__all__ = ["StoreEvidence", "REFERENCE_DRAWS", "REFERENCE_BLOCK", "ROUNDING", "forward_draws", "observe_forward",
+           "forward_tangential"]
 
 #: forward-process draws a reference is observed on: at least this many, and at least the store's samples
 REFERENCE_DRAWS = 1000
+#: the draws of a reference are observed in blocks of this many (rows 0-49, 50-99, ...), cached or not: the unit of
+#: the cache on disk and of a resume, and part of the reference's definition (SCMS on another batch of points
+#: differs at rounding level)
+REFERENCE_BLOCK = 50
 #: a normal error at most this many times the tangent one is zero at rounding level
 ROUNDING = 1e-9
 
@@ -41,11 +47,13 @@ def forward_draws(train: np.ndarray, t: float, n: int, seed: int) -> np.ndarray:
 
 
 def observe_forward(train: np.ndarray, t: float, d_star: int, n: int, seed: int = 0, ridge=None, *,
-                    tangential: bool = True) -> dict:
+                    tangential: bool = True, cache=None, progress=None) -> dict:
     """:func:`forward_draws` at time ``t`` observed as a store observes its states: the ridge projection and
     distance by :func:`ridgexr.observe.step_quantities` (with the ridge settings of ``ridge``, a
     :class:`ridgexr.catalog.RidgeSpec`, default its defaults) and, with ``tangential``, the distance along the ridge
-    to the nearest training point (:func:`forward_tangential`); NaN where the frame is degenerate.
+    to the nearest training point (:func:`forward_tangential`); NaN where the frame is degenerate.  The draws are
+    drawn at once and observed in blocks of :data:`REFERENCE_BLOCK` rows, each block on its own (so the numbers are
+    the same whether a block was computed now or read from ``cache``).
 
     Parameters
     ----------
@@ -64,6 +72,11 @@ def observe_forward(train: np.ndarray, t: float, d_star: int, n: int, seed: int 
     tangential : bool
         Also the distance along the ridge (one more frame per draw, at its projection, and a nearest-point search;
         a claim that reads only the ridge distance leaves it out: False).
+    cache : ReferenceCache, optional
+        Blocks already written there under this reference's key (:func:`ridgexr.claims.reference_cache.forward_key`)
+        are read, the others computed and written as each finishes (:mod:`ridgexr.claims.reference_cache`).
+    progress : callable, optional
+        Called with the number of draws observed so far (read or computed), after each block.
 
     Returns
     -------
@@ -75,17 +88,49 @@ def observe_forward(train: np.ndarray, t: float, d_star: int, n: int, seed: int 
     from ..empirical import SmoothedEmpirical
     from ..observe import step_quantities
 
+    from .reference_cache import forward_key
+
     x = forward_draws(train, t, n, seed)
     density = SmoothedEmpirical(train, 1.0, drop_tol=getattr(ridge, "drop_tol", 1e-6),
                                 logits=getattr(ridge, "logits", "float64"))
-    q = step_quantities(density, torch.as_tensor(x[None], dtype=torch.float64), np.array([t]), d_star, None,
-                        tol=getattr(ridge, "tol", None), max_iter=getattr(ridge, "max_iter", 200),
-                        top_k=getattr(ridge, "top_k", None), stop_degenerate=getattr(ridge, "stop_degenerate", None),
-                        accelerate=bool(getattr(ridge, "accelerate", False)), gap_floor=getattr(ridge, "gap_floor", None),
-                        t_min=t)
-    bad = np.asarray(q["ridge_degenerate"][0], dtype=bool)
-    proj = np.where(bad[:, None], np.nan, np.asarray(q["ridge_projection"][0], dtype=np.float64))
-    dist = np.where(bad, np.nan, np.asarray(q["ridge_distance"][0], dtype=np.float64))
+
+    def observe(rows: slice) -> tuple[np.ndarray, np.ndarray]:
+        q = step_quantities(density, torch.as_tensor(x[None, rows], dtype=torch.float64), np.array([t]), d_star, None,
+                            tol=getattr(ridge, "tol", None), max_iter=getattr(ridge, "max_iter", 200),
+                            top_k=getattr(ridge, "top_k", None),
+                            stop_degenerate=getattr(ridge, "stop_degenerate", None),
+                            accelerate=bool(getattr(ridge, "accelerate", False)),
+                            gap_floor=getattr(ridge, "gap_floor", None), t_min=t)
+        bad = np.asarray(q["ridge_degenerate"][0], dtype=bool)
+        return (np.where(bad, np.nan, np.asarray(q["ridge_distance"][0], dtype=np.float64)),
+                np.where(bad[:, None], np.nan, np.asarray(q["ridge_projection"][0], dtype=np.float64)))
+
+    dist, proj = np.full(n, np.nan), np.full(x.shape, np.nan)
+    blocks = [slice(a, min(a + REFERENCE_BLOCK, n)) for a in range(0, n, REFERENCE_BLOCK)]
+    stored = None if cache is None else cache.reference(
+        forward_key(train, t, d_star, n, seed, ridge, REFERENCE_BLOCK), n, x.shape[1])
+    try:
+        todo = []
+        marks = stored.complete() if stored is not None else np.zeros(len(blocks), dtype=bool)
+        for b, rows in enumerate(blocks):
+            read = stored.read(b) if marks[b] else None
+            if read is None:
+                todo.append(b)
+            else:
+                dist[rows], proj[rows] = read
+        done = n - sum(blocks[b].stop - blocks[b].start for b in todo)
+        if progress is not None:
+            progress(done)
+        for b in todo:  # the blocks not in the cache, in order
+            dist[blocks[b]], proj[blocks[b]] = observe(blocks[b])
+            if stored is not None:
+                stored.write(b, dist[blocks[b]], proj[blocks[b]])
+            done += blocks[b].stop - blocks[b].start
+            if progress is not None:
+                progress(done)
+    finally:
+        if stored is not None:
+            stored.close()
     out = {"ridge_distance": dist, "ridge_projection": proj, "t": t,
            "how": f"{n} draws of the forward process from the {train.shape[0]} training points at t = {t:.3g}, "
                   f"observed by the store's code (seed {seed})"}
@@ -109,12 +154,27 @@ class StoreEvidence:
     ----------
     ds : xarray.Dataset
         A ridgexr store (``ridgexr.open_dataset``).
+    cache : bool or path
+        Where the forward references are kept between calls (:mod:`ridgexr.claims.reference_cache`): True (the
+        default) beside the store ``ds`` was opened from (``STORE.claims-cache``; none for a dataset not opened from
+        a store), a folder, or False (none: computed in memory, for this object only).
+    progress : rich.progress.Progress, optional
+        Shows each reference's draws as they are observed ("reference t = 1.28": 340/1000).
     """
 
-    def __init__(self, ds: xr.Dataset):
+    def __init__(self, ds: xr.Dataset, *, cache: bool | str | Path = True, progress=None):
         from ..catalog import Experiment
+        from .reference_cache import ReferenceCache, cache_path
 
+        if not isinstance(cache, (bool, str, Path)):
+            raise TypeError(f"`cache` must be True, False or a folder; got {type(cache).__name__} {cache!r}")
         self.ds = ds
+        source = ds.encoding.get("source")
+        folder = (cache_path(source) if cache is True and source else None if cache in (True, False)
+                  else Path(cache))
+        self._cache = None if folder is None else ReferenceCache(
+            folder, {"path": str(source or ""), "config_hash": str(ds.attrs.get("config_hash", ""))})
+        self._progress = progress
         self.cells = complete_cells(ds)
         self.exp = Experiment.model_validate_json(ds.attrs["config"]) if "config" in ds.attrs else None
         self.d_star = int(ds.attrs.get("d_star", 1))
@@ -237,7 +297,8 @@ class StoreEvidence:
     def forward(self, label: dict, step: int, seed: int = 0, *, tangential: bool = False) -> dict:
         """The forward process's own states at the recorded step's time, started at the cell's training set,
         observed by the store's code with the store's ridge settings and d* (:func:`observe_forward`,
-        :meth:`n_reference` draws); cached per (training set, step, seed).  ``tangential``: also their distance
+        :meth:`n_reference` draws); cached per (training set, step, seed) in memory and, block by block, on disk
+        (the ``cache`` of the constructor).  ``tangential``: also their distance
         along the ridge (:func:`forward_tangential`), computed the first time a claim asks for it and cached with
         them (the same numbers as ``observe_forward(..., tangential=True)``'s)."""
         train = self.train(label)
@@ -245,8 +306,11 @@ class StoreEvidence:
         ridge = self.exp.ridge if self.exp is not None else None
         if key not in self._forward:
             t = float(self.ds["t"].values[step])
-            self._forward[key] = observe_forward(train, t, self.d_star, self.n_reference(), seed, ridge,
-                                                 tangential=False)
+            n = self.n_reference()
+            bar = None if self._progress is None else self._progress.add_task(f"reference t = {t:.3g}", total=n)
+            self._forward[key] = observe_forward(
+                train, t, self.d_star, n, seed, ridge, tangential=False, cache=self._cache,
+                progress=None if bar is None else lambda k: self._progress.update(bar, completed=k))
         observed = self._forward[key]
         if tangential and "tangential_distance" not in observed:
             observed["tangential_distance"] = forward_tangential(observed, train, self.d_star, ridge)

@@ -10,6 +10,7 @@ store does, and no verdict is pasted.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import xarray as xr
@@ -99,7 +100,7 @@ def with_timescale_quality(ds: xr.Dataset, spec) -> xr.Dataset:
     return ds
 
 
-def store_claims(ds: xr.Dataset, specs=None) -> list[Claim]:
+def store_claims(ds: xr.Dataset, specs=None, *, cache: bool | str | Path = True, progress=None) -> list[Claim]:
     """Every claim of the store's entry (or ``specs``), for every cell it applies to, evaluated on ``ds``.
 
     Parameters
@@ -108,6 +109,11 @@ def store_claims(ds: xr.Dataset, specs=None) -> list[Claim]:
         A ridgexr store (``ridgexr.open_dataset``).
     specs : list of ClaimSpec, optional
         Default: :func:`claim_specs` (the store's own, else its catalog entry's).
+    cache : bool or path
+        Where the forward references are kept between calls (:class:`ridgexr.claims.StoreEvidence`): True (the
+        default) beside the store (``STORE.claims-cache``), a folder, or False (computed in memory only).
+    progress : rich.progress.Progress, optional
+        Shows each forward reference's draws as they are observed.
 
     Returns
     -------
@@ -124,7 +130,7 @@ def store_claims(ds: xr.Dataset, specs=None) -> list[Claim]:
     if not specs:
         return []
     check_claim_specs(specs)
-    evidence = StoreEvidence(ds)
+    evidence = StoreEvidence(ds, cache=cache, progress=progress)
     seen = ds.attrs.get("experiment") in ENTRIES_SEEN  # its numbers were seen before the criteria were written
     out = []
     for spec in specs:
@@ -139,10 +145,12 @@ def store_claims(ds: xr.Dataset, specs=None) -> list[Claim]:
     return out
 
 
-def claims_table(ds: xr.Dataset, *, drop: tuple[str, ...] = ("measure",)) -> str:
-    """The store's claims as Markdown, preceded by where their criteria come from."""
+def claims_table(ds: xr.Dataset, *, drop: tuple[str, ...] = ("measure",), cache: bool | str | Path = True,
+                 progress=None) -> str:
+    """The store's claims as Markdown, preceded by where their criteria come from (``cache``, ``progress``: as
+    :func:`store_claims`'s)."""
     specs, source = claim_specs(ds)
-    claims = store_claims(ds, specs)
+    claims = store_claims(ds, specs, cache=cache, progress=progress)
     written = sorted({s.written for s in specs if s.written})
     post_hoc = any(s.post_hoc for s in specs) or ds.attrs.get("experiment") in ENTRIES_SEEN
     head = (f"Claims of {ds.attrs.get('experiment', 'this store')!r} (store config hash "
