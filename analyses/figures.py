@@ -1257,11 +1257,7 @@ NOT_YET_DRAWN: dict[str, str] = {
     **{name: (f"ridgexr run {REGISTRY[name].entry} --threads 1; python analyses/manifold.py --entries "
               f"{REGISTRY[name].entry}") for name in ("manifold_manifold_coverage_marginal",
                                                       "manifold_manifold_coverage_circle_marginal")},
-    **{name: (f"ridgexr run {REGISTRY[name].entry} --threads 1; python analyses/variance.py --entries "
-              f"{REGISTRY[name].entry}") for name in ("variance_ensemble",)},
     "variance_ensemble_prediction": "python analyses/variance.py --entries variance-ensemble --prediction",
-    **{name: f"ridgexr run timescales-fashion; python analyses/figures.py --summarize --only {name}" for name in
-       ("timescales_fashion_gallery_n16", "timescales_fashion_gallery_n128")},
 }
 
 
