@@ -1257,7 +1257,6 @@ NOT_YET_DRAWN: dict[str, str] = {
     **{name: (f"ridgexr run {REGISTRY[name].entry} --threads 1; python analyses/manifold.py --entries "
               f"{REGISTRY[name].entry}") for name in ("manifold_manifold_coverage_marginal",
                                                       "manifold_manifold_coverage_circle_marginal")},
-    "variance_ensemble_prediction": "python analyses/variance.py --entries variance-ensemble --prediction",
 }
 
 
