@@ -1109,6 +1109,60 @@ def prediction_draw(df: pd.DataFrame):
     return fig
 
 
+#: the columns of the analytic prediction's summary (analyses/variance.py ``analytic_frame``)
+ANALYTIC_SUMMARY = ["w", "p", "n_noise", "p/P"] + [f"{k}{e}" for k in ("measured", "predicted", "error")
+                                                  for e in ("", "_low", "_high")]
+
+
+def analytic_frame(store) -> pd.DataFrame:
+    """The analytic prediction's table over the ``variance-targets-*`` entries whose stores sit beside ``store``
+    (analyses/variance.py ``analytic_frame``: the prediction read back from its per-cell cache, computed where
+    missing)."""
+    import variance  # analyses/variance.py
+
+    return variance.analytic_frame(Path(store).parent, progress=False)
+
+
+def analytic_summary(df: pd.DataFrame) -> pd.DataFrame:
+    return df[ANALYTIC_SUMMARY].round(6)
+
+
+def analytic_draw(df: pd.DataFrame):
+    """Left: measured against analytically predicted Delta G per cell, both 95 % intervals, the line measured =
+    predicted and P1's margin; right: measured - predicted against the prediction, the margin shaded.  One colour
+    per loss weight, one marker per p / P."""
+    from ridgexr.claims import KINDS
+
+    margin = KINDS["vkernel-predicts"].criterion().agrees[1]
+    markers = {0.5: "o", 2.0: "s"}
+    fig, axes = _figure((7.6, 3.5), 1, 2)
+    ax, bx = axes[0]
+    lo = float(min(df.predicted_low.min(), df.measured_low.min()))
+    hi = float(max(df.predicted_high.max(), df.measured_high.max()))
+    pad = 0.05 * (hi - lo or 1.0)
+    lo, hi = lo - pad, hi + pad
+    ax.plot([lo, hi], [lo, hi], color="black", lw=0.8, ls="--", label="measured = predicted")
+    ax.fill_between([lo, hi], [lo - margin, hi - margin], [lo + margin, hi + margin], color="grey", alpha=0.15, lw=0,
+                    label=f"P1 margin ±{margin:g}")
+    bx.axhspan(-margin, margin, color="grey", alpha=0.15, lw=0)
+    bx.axhline(0, color="black", lw=0.8, ls="--")
+    for (s, ratio), g in df.groupby([df.w.astype(str), "p/P"], sort=False):
+        c, m = SCHEDULE_COLOURS.get(s, "tab:grey"), markers.get(float(ratio), "^")
+        x, y, e = (g[k].to_numpy(float) for k in ("predicted", "measured", "error"))
+        label = f"{schedule_label(s)}, p/P = {ratio:g}"
+        ax.errorbar(x, y, xerr=[x - g.predicted_low, g.predicted_high - x], yerr=[y - g.measured_low,
+                    g.measured_high - y], color=c, marker=m, ms=4, lw=0, elinewidth=0.9, capsize=1.5, label=label)
+        bx.errorbar(x, e, yerr=[e - g.error_low, g.error_high - e], color=c, marker=m, ms=4, lw=0, elinewidth=0.9,
+                    capsize=1.5)
+    ax.set(xlim=(lo, hi), ylim=(lo, hi), xlabel="predicted ΔG (analytic V-kernel)", ylabel="measured ΔG")
+    ax.set_aspect("equal")
+    bx.set(xlim=(lo, hi), xlabel="predicted ΔG (analytic V-kernel)", ylabel="measured − predicted ΔG")
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside right center")
+    fig.suptitle(f"ΔG measured against the analytic prediction, {len(df)} cells, 95 % intervals")
+    return fig
+
+
 # --------------------------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -1191,6 +1245,8 @@ REGISTRY: dict[str, Figure] = {f.name: f for f in [
            effect_draw("three points")),
     Figure("variance_ensemble", "variance-ensemble", "variance.md", ensemble_summary, ensemble_draw),
     Figure("variance_ensemble_prediction", "variance-ensemble", "variance.md", prediction_summary, prediction_draw),
+    Figure("variance_targets_prediction", "variance-targets-n1", "variance.md", analytic_summary, analytic_draw,
+           open=analytic_frame, command="python analyses/variance.py --analytic"),
 ]}
 
 
@@ -1201,13 +1257,6 @@ NOT_YET_DRAWN: dict[str, str] = {
     **{name: (f"ridgexr run {REGISTRY[name].entry} --threads 1; python analyses/manifold.py --entries "
               f"{REGISTRY[name].entry}") for name in ("manifold_manifold_coverage_marginal",
                                                       "manifold_manifold_coverage_circle_marginal")},
-    **{name: (f"ridgexr run {REGISTRY[name].entry} --threads 1; python analyses/variance.py --entries "
-              f"{REGISTRY[name].entry}") for name in ("variance_ensemble",)},
-    "variance_ensemble_prediction": "python analyses/variance.py --entries variance-ensemble --prediction",
-    **{name: f"ridgexr run timescales-fashion; python analyses/figures.py --summarize --only {name}" for name in
-       ("timescales_fashion_gallery_n16", "timescales_fashion_gallery_n128")},
-    "variance_targets_prediction": ("ridgexr run variance-targets-n1 (and -n4, -n16, -n64); "
-                                    "python analyses/variance.py --analytic"),
 }
 
 

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import holoviews as hv
 import numpy as np
 
 import figures as _figures
-from _common import experiment_for, markdown_table, parser, save_png, store_for
+from _common import experiment_for, markdown_table, parser, store_for
 
 from ridgexr import analysis
 from ridgexr.claims import ENTRIES_SEEN, KINDS
@@ -823,71 +822,46 @@ def analytic_claims(df) -> tuple[list[Claim], list[str], str]:
     return claims, lines, overall
 
 
-def analytic_figure(df, name: str) -> hv.Overlay:
-    """Measured against analytically predicted Delta G per cell, both 95 % intervals, one colour per loss weight,
-    one marker per p / P; the line measured = predicted and P1's margin."""
-    colors = {"1": "#1f77b4", "h": "#ff7f0e", "h2": "#2ca02c"}
-    markers = {0.5: "o", 2.0: "s"}
-    dims = ("predicted Delta G (analytic V-kernel)", "measured Delta G")
-    lo = float(min(df[["predicted_low", "measured_low"]].min()))
-    hi = float(max(df[["predicted_high", "measured_high"]].max()))
-    pad = 0.05 * (hi - lo or 1.0)
-    lo, hi = lo - pad, hi + pad
-    m = ANALYTIC_CRITERIA["P1"].agrees[1]
-    layers = [hv.Curve(([lo, hi], [lo, hi]), *dims, label="measured = predicted").opts(
-                  color="black", linewidth=0.8, linestyle="--", backend="matplotlib"),
-              hv.Curve(([lo, hi], [lo + m, hi + m]), *dims, label=f"P1 margin +-{m:g}").opts(
-                  color="grey", linewidth=0.8, linestyle=":", backend="matplotlib"),
-              hv.Curve(([lo, hi], [lo - m, hi - m]), *dims).opts(color="grey", linewidth=0.8, linestyle=":",
-                                                                 backend="matplotlib")]
-    for (s, ratio), g in df.groupby(["w", "p/P"], sort=False):
-        c = colors.get(str(s), "#7f7f7f")
-        layers += [hv.Scatter((g["predicted"], g["measured"]), *dims, label=f"w = {s}, p/P = {ratio:g}").opts(
-                       color=c, marker=markers.get(float(ratio), "^"), s=40, backend="matplotlib"),
-                   hv.ErrorBars((g["predicted"], g["measured"], g["measured"] - g["measured_low"],
-                                 g["measured_high"] - g["measured"]), dims[0], [dims[1], "neg", "pos"]).opts(
-                       edgecolor=c, backend="matplotlib"),
-                   hv.ErrorBars((g["predicted"], g["measured"], g["predicted"] - g["predicted_low"],
-                                 g["predicted_high"] - g["predicted"]), dims[0], [dims[1], "neg", "pos"],
-                                horizontal=True).opts(edgecolor=c, backend="matplotlib")]
-    return hv.Overlay(layers).opts(title=f"{name}: Delta G measured vs analytic prediction [95 %]",
-                                   legend_position="right", aspect=1.3, fig_inches=8, xlim=(lo, hi), ylim=(lo, hi),
-                                   backend="matplotlib")
-
-
 ANALYTIC_COLUMNS = ["w", "p", "n_noise", "p/P", "draws", "members", "G dsm", "G gauss", "G ideal", "measured",
                     "measured_low", "measured_high", "predicted", "predicted_low", "predicted_high", "error",
                     "error_low", "error_high", "diverged dsm / gauss / ideal", "V_gap analytic", "V_gap measured",
                     "V_gap measured / analytic"]
 
 
-def analytic_main(data, figures: Path | None = None, catalog: str | None = None, entries=None) -> None:
-    """Run (or resume) the entries of :data:`ANALYTIC_ENTRIES`, compute (or read back) their analytic prediction,
-    print the table and claims, and (with ``figures``) write docs/claims_tables/variance-targets.md and the
-    figure."""
+def analytic_frame(data, catalog: str | None = None, entries=None, progress: bool = True):
+    """The table of :data:`ANALYTIC_COLUMNS` over the entries of :data:`ANALYTIC_ENTRIES` (or ``entries``): each
+    entry run (or resumed) and its analytic prediction computed (or read back from its per-cell cache in
+    ``<data folder>/variance-prediction``), one row per cell, sorted by loss weight, p/P and p."""
     import time
 
     import pandas as pd
     import torch
 
-    torch.set_num_threads(1)  # the run's thread count: the refitted ideal fits are the run's to rounding
-    frames = []
     from ridgexr.paths import data_folder
 
+    torch.set_num_threads(1)  # the run's thread count: the refitted ideal fits are the run's to rounding
+    frames = []
     cache = data_folder(data) / "variance-prediction"
     for name in entries or ANALYTIC_ENTRIES:
         exp = experiment_for(name, catalog)
         ds = store_for(name, data, catalog)
         start = time.perf_counter()
 
-        def progress(s, w, c, name=name, start=start):
+        def report(s, w, c, name=name, start=start):
             print(f"[{name}, {time.perf_counter() - start:.0f} s] w = {s}, p = {w}: predicted gap mass "
                   f"{c['k_gauss'].sum() / (c['k_gauss'].size * c['n_samples']):.4f}, ideal "
                   f"{c['k_ideal'].sum() / c['n_samples']:.4f}, V_gap {c['v_gap']:.3g}", flush=True)
 
-        pred = analytic_prediction(exp, cache=cache, progress=progress)
+        pred = analytic_prediction(exp, cache=cache, progress=report if progress else None)
         frames.append(analytic_table(exp, ds, pred))
-    df = pd.concat(frames, ignore_index=True).sort_values(["w", "p/P", "p"], kind="stable").reset_index(drop=True)
+    return pd.concat(frames, ignore_index=True).sort_values(["w", "p/P", "p"], kind="stable").reset_index(drop=True)
+
+
+def analytic_main(data, figures: Path | None = None, catalog: str | None = None, entries=None) -> None:
+    """Run (or resume) the entries of :data:`ANALYTIC_ENTRIES`, compute (or read back) their analytic prediction,
+    print the table and claims, and (with ``figures``) write docs/claims_tables/variance-targets.md and the
+    figure (its summary through analyses/figures.py)."""
+    df = analytic_frame(data, catalog, entries)
     table = markdown_table(df[ANALYTIC_COLUMNS])
     print(f"## Delta G measured against the analytic V-kernel's prediction\n\n{table}\n")
     claims, lines, overall = analytic_claims(df)
@@ -895,15 +869,12 @@ def analytic_main(data, figures: Path | None = None, catalog: str | None = None,
     print(f"### claims\n\n{ctable}\n")
     print_verdict(lines, overall)
     if figures is not None:
-        from ridgexr import plot
-
-        plot.ensure_backends()
-        save_png(analytic_figure(df, "variance-targets"), figures / "variance_targets_prediction.png")
+        fig = _figures.REGISTRY["variance_targets_prediction"]
+        print(f"wrote {_figures.write(fig, df[_figures.ANALYTIC_SUMMARY].round(6), figures)}")
         (figures.parent / "claims_tables").mkdir(parents=True, exist_ok=True)
         (figures.parent / "claims_tables" / "variance-targets.md").write_text(
             f"<!-- generated by analyses/variance.py --analytic --entries {' '.join(entries or ANALYTIC_ENTRIES)} from "
             f"their stores and the analytic V-kernel; do not edit -->\n\n{table}\n\n{ctable}\n" + bullets)
-
 
 if __name__ == "__main__":
     main()
