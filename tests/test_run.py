@@ -17,6 +17,7 @@ from ridgexr.catalog import experiment_from_file, resolve_store
 from ridgexr.datasets import load_training_set
 from ridgexr.run import ConfigMismatchError, CellTask, plan_layout, run_cell, run_experiment
 from ridgexr.sampling import reverse_sde
+from ridgexr.schema import SCHEMA_VERSION
 from ridgexr.store import StoreLock, StoreLockedError
 from ridgexr.store.lifecycle import create_store
 
@@ -41,7 +42,7 @@ def test_store_schema_and_invariants(small_run):
     np.testing.assert_allclose(ds.t.values, time_grid(20, 2.0, 0.01))
     np.testing.assert_allclose(ds.h.values, -np.expm1(-2 * ds.t.values))
     assert ds.attrs["tau_units"].startswith("paper") and ds.attrs["init"] == "normal"
-    assert ds.attrs["schema_version"] == "1.9" and len(ds.attrs["config_hash"]) == 64
+    assert ds.attrs["schema_version"] == SCHEMA_VERSION and len(ds.attrs["config_hash"]) == 64
     for key in ("provenance", "config", "seeds", "device", "created"):
         assert key in ds.attrs
     for name in ("trajectory", "ridge_projection", "ridge_distance", "residual_normal", "loss", "excess_tangent"):
