@@ -39,8 +39,8 @@ from .selection import (along_step, by_train, cell_train, check_vars, resolved, 
                         stored_final_samples, with_attrs)
 from .trajectories import nearest_ratio_at
 
-__all__ = ["memorized_share", "memorized_excess", "MEMORIZED_NULL", "training_timescales", "loss_timescales", "training_window", "reference_observation",
-           "WINDOWS", "WINDOW_MEASURES", "WINDOW_DISTANCES", "separation_timescales", "interval_law",
+__all__ = ["memorized_share", "memorized_excess", "MEMORIZED_NULL", "training_timescales", "loss_timescales",
+           "training_window", "reference_observation", "WINDOWS", "WINDOW_MEASURES", "WINDOW_DISTANCES", "separation_timescales", "interval_law",
            "memorization_collapse", "memorizer_observation", "LOSS_SEPARATION"]
 
 
@@ -175,10 +175,7 @@ def memorized_excess(ds: xr.Dataset, *, ci: float = defaults.TIMESCALE_CI, dim: 
     if x.chunks is not None:
         x = x.chunk({dim: -1, "dim": -1})
 
-    def flags(xx, tr):
-        return arrays.memorized(xx, tr)
-
-    f = xr.apply_ufunc(partial(by_train, flags, core=2), x, cell_train(ds),
+    f = xr.apply_ufunc(partial(by_train, arrays.memorized, core=2), x, cell_train(ds),
                        input_core_dims=[[dim, "dim"], ["train", "dim"]], output_core_dims=[[dim]],
                        dask="parallelized", output_dtypes=[float])
     n = f.notnull().sum(dim).astype(float).compute()
@@ -330,9 +327,10 @@ def training_timescales(ds: xr.Dataset, *, quality: str = "quality_sliced_wasser
     over every cell dimension), with the null those of :func:`memorized_excess` too (``f_mem_excess`` with its
     ``_low`` / ``_high``, ``f_fresh``, ``memorized_count``, ``memorized_draws``); ``tau_gen``, ``tau_mem`` with
     ``_low``, ``_high``, ``_censored`` (over the cell dimensions but ``time_dim``); ``tau_gen_slope``,
-    ``tau_mem_slope`` with ``_low``, ``_high``, ``_intercept``, ``_points``, ``_dropped``, ``_range_low`` / ``_range_high`` (the slopes the checkpoint
-    intervals alone allow, :func:`ridgexr.analysis.arrays.slope_range`) and ``tau_order_verdict`` (tau_gen < tau_mem,
-    :func:`ridgexr.analysis.arrays.order_verdict`) over the cell dimensions but ``time_dim`` and ``size_dim``.
+    ``tau_mem_slope`` with ``_low``, ``_high``, ``_intercept``, ``_points``, ``_dropped``, ``_range_low`` /
+    ``_range_high`` (the slopes the checkpoint intervals alone allow, :func:`ridgexr.analysis.arrays.slope_range`)
+    and ``tau_order_verdict`` (tau_gen < tau_mem, :func:`ridgexr.analysis.arrays.order_verdict`) over the cell
+    dimensions but ``time_dim`` and ``size_dim``.
 
     Raises
     ------
