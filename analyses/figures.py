@@ -1225,9 +1225,9 @@ class Figure:
 
 
 #: the commands of analyses/timescales_rf.py that make the random-feature stores drawn here (each appends one seed at
-#: a time, so an interrupted one resumes); <data> is the data folder.  The d = 32 design (docs/timescales.md) joins
-#: them once its store exists.
+#: a time, so an interrupted one resumes); <data> is the data folder
 RF_COMMANDS = {
+    "": "python analyses/timescales_rf.py --seeds 0 1 2 3 4 5 6 7 8 9 10 11 --out <data>/timescales-rf.zarr",
     "_small": "python analyses/timescales_rf.py --n 32 64 128 256 512 --d 8 --p 1024 --rows 16384 --n-test 16384 "
               "--seeds 1 2 3 4 5 6 7 8 9 10 11 12 --out <data>/timescales-rf-small.zarr",
     "_mid": "python analyses/timescales_rf.py --n 64 128 256 512 1024 --d 16 --p 2048 --rows 32768 --n-test 32768 "
@@ -1257,7 +1257,7 @@ REGISTRY: dict[str, Figure] = {f.name: f for f in [
     *[Figure(f"timescales_fashion_gallery_n{n}", "timescales-fashion", "timescales.md", fashion_gallery_summary(n),
              fashion_gallery_draw, f"timescales_fashion_gallery_n{n}.npz") for n in (16, 128)],
     *[Figure(f"timescales_rf{suffix}", f"timescales-rf{suffix.replace('_', '-')}", "timescales.md", rf_summary, rf_draw,
-             f"timescales_rf{suffix}.npz", open_rf_store, RF_COMMANDS[suffix]) for suffix in ("_small", "_mid")],
+             f"timescales_rf{suffix}.npz", open_rf_store, RF_COMMANDS[suffix]) for suffix in ("_small", "_mid", "")],
     Figure("manifold_manifold_circle", "manifold-circle", "manifold.md", manifold_noise_summary,
            manifold_noise_draw("circle in R²")),
     Figure("manifold_manifold_sphere", "manifold-sphere", "manifold.md", manifold_noise_summary,
