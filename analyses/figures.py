@@ -840,8 +840,18 @@ COVERAGE_COLUMNS = ("model", "draw", "N", "t_stop", "delta_N", "dist to M", "nov
                     "W2 to smoothed target", "outputs", "excluded outputs")
 
 
-#: a mean distance to M below this is "on M" to rounding (the memorizer's outputs are training points)
+#: a mean distance to M below this is "on M" to the sampler's precision (the memorizer's outputs are training
+#: points): drawn as a triangle at this level, or, for a model wholly below it, named in the panel
 ON_M = 1e-6
+
+
+def _significant(df: pd.DataFrame, digits: int = 6) -> pd.DataFrame:
+    """``df`` with its float columns rounded to ``digits`` significant digits (a distance of 5e-11 stays one)."""
+    out = df.copy()
+    for c in out.columns:
+        if out[c].dtype.kind == "f":
+            out[c] = [float(f"{v:.{digits}g}") for v in out[c]]
+    return out
 
 
 def coverage_summary_of(table: pd.DataFrame, k: int, floor, samples: int) -> pd.DataFrame:
@@ -852,7 +862,7 @@ def coverage_summary_of(table: pd.DataFrame, k: int, floor, samples: int) -> pd.
     out["k"] = int(k)
     out["floor"], out["floor_low"], out["floor_high"] = float(floor.value), float(floor.low), float(floor.high)
     out["samples"] = int(samples)
-    return out.round(6)
+    return _significant(out)
 
 
 def coverage_summary(ds) -> pd.DataFrame:
@@ -867,8 +877,11 @@ def coverage_summary(ds) -> pd.DataFrame:
 def coverage_draw(title: str):
     """Left: delta_N against N per model (means over the training draws, each draw's value as a small dot), the
     slope -1/k through the memorizer's first mean, and the ideal sampler's delta_N (the floor: median line, its
-    reps' range shaded).  Right: the outputs' mean distance to M."""
+    reps' range shaded).  Right: the outputs' mean distance to M; a value below :data:`ON_M` is a triangle at
+    ON_M (a model with every value below it is named in the panel instead)."""
     def draw(df: pd.DataFrame):
+        from matplotlib.lines import Line2D
+
         models = list(dict.fromkeys(df.model))
         colours = _model_colours(models)
         means = df.groupby(["model", "N"], sort=False)[["delta_N", "dist to M"]].mean().reset_index()
@@ -876,6 +889,7 @@ def coverage_draw(title: str):
         fig, axes = _figure((8.0, 3.2), 1, 2, sharex=True)
         ns = np.sort(df.N.unique()).astype(float)
         k = int(df.k.iloc[0])
+        clipped = False
         for ax, col, label in ((axes[0, 0], "delta_N", "coverage radius δ_N"),
                                (axes[0, 1], "dist to M", "mean distance of the outputs to M")):
             for mdl in models:
@@ -884,11 +898,21 @@ def coverage_draw(title: str):
                     ax.text(0.03, 0.03, f"{mdl}: below {ON_M:g} (on M)", transform=ax.transAxes,
                             fontsize=FONT_SIZE - 1, color=colours[mdl])
                     continue
-                ax.plot(sub.N, sub[col], color=colours[mdl], marker="o", ms=3.5, lw=1.3, label=mdl,
-                        ls="--" if mdl == "memorize" else "-")
+                y = sub[col].to_numpy(float)
+                if col == "dist to M" and (y < ON_M).any():  # on M at some N: triangles at ON_M
+                    low = y < ON_M
+                    ax.plot(sub.N, np.maximum(y, ON_M), color=colours[mdl], lw=1.3, label=mdl,
+                            ls="--" if mdl == "memorize" else "-")
+                    ax.scatter(sub.N[~low], y[~low], s=12, color=colours[mdl], zorder=3)
+                    ax.scatter(sub.N[low], np.full(low.sum(), ON_M), s=22, marker="v", color=colours[mdl], zorder=3)
+                    clipped = True
+                else:
+                    ax.plot(sub.N, y, color=colours[mdl], marker="o", ms=3.5, lw=1.3, label=mdl,
+                            ls="--" if mdl == "memorize" else "-")
                 if n_draws > 1:
                     raw = df[df.model == mdl]
-                    ax.scatter(raw.N, raw[col], s=5, color=colours[mdl], alpha=0.45, lw=0)
+                    ax.scatter(raw.N, np.maximum(raw[col], ON_M) if col == "dist to M" else raw[col], s=5,
+                               color=colours[mdl], alpha=0.45, lw=0)
             if col == "delta_N":
                 first = means[means.model == models[0]].sort_values("N")
                 ref = float(first.delta_N.iloc[0]) * (ns / ns[0]) ** (-1.0 / k)
@@ -902,9 +926,13 @@ def coverage_draw(title: str):
             _sparse_log_ticks(ax.xaxis, ns, apart=2.5 if len(ns) <= 5 else 5.0)  # long grids: every other N
             ax.set_xlabel("training-set size N")
             ax.set_title(label, fontsize=FONT_SIZE)
-        fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside right center")
+        handles, labels = axes[0, 0].get_legend_handles_labels()
+        if clipped:
+            handles.append(Line2D([], [], marker="v", ls="", color="grey"))
+            labels.append(f"distance below {ON_M:g}")
+        fig.legend(handles, labels, loc="outside right center")
         means_note = f"means over {n_draws} training draws (dots: each draw)" if n_draws > 1 else "one training draw"
-        fig.suptitle(f"{title}: {int(df.samples.iloc[0]):,} samples per cell, {means_note}")
+        fig.suptitle(f"{title}\n{int(df.samples.iloc[0]):,} samples per cell, {means_note}")
         return fig
     return draw
 
@@ -1197,9 +1225,9 @@ class Figure:
 
 
 #: the commands of analyses/timescales_rf.py that make the random-feature stores drawn here (each appends one seed at
-#: a time, so an interrupted one resumes); <data> is the data folder.  The d = 32 design (docs/timescales.md) joins
-#: them once its store exists.
+#: a time, so an interrupted one resumes); <data> is the data folder
 RF_COMMANDS = {
+    "": "python analyses/timescales_rf.py --seeds 0 1 2 3 4 5 6 7 8 9 10 11 --out <data>/timescales-rf.zarr",
     "_small": "python analyses/timescales_rf.py --n 32 64 128 256 512 --d 8 --p 1024 --rows 16384 --n-test 16384 "
               "--seeds 1 2 3 4 5 6 7 8 9 10 11 12 --out <data>/timescales-rf-small.zarr",
     "_mid": "python analyses/timescales_rf.py --n 64 128 256 512 1024 --d 16 --p 2048 --rows 32768 --n-test 32768 "
@@ -1229,7 +1257,7 @@ REGISTRY: dict[str, Figure] = {f.name: f for f in [
     *[Figure(f"timescales_fashion_gallery_n{n}", "timescales-fashion", "timescales.md", fashion_gallery_summary(n),
              fashion_gallery_draw, f"timescales_fashion_gallery_n{n}.npz") for n in (16, 128)],
     *[Figure(f"timescales_rf{suffix}", f"timescales-rf{suffix.replace('_', '-')}", "timescales.md", rf_summary, rf_draw,
-             f"timescales_rf{suffix}.npz", open_rf_store, RF_COMMANDS[suffix]) for suffix in ("_small", "_mid")],
+             f"timescales_rf{suffix}.npz", open_rf_store, RF_COMMANDS[suffix]) for suffix in ("_small", "_mid", "")],
     Figure("manifold_manifold_circle", "manifold-circle", "manifold.md", manifold_noise_summary,
            manifold_noise_draw("circle in R²")),
     Figure("manifold_manifold_sphere", "manifold-sphere", "manifold.md", manifold_noise_summary,
@@ -1250,13 +1278,6 @@ REGISTRY: dict[str, Figure] = {f.name: f for f in [
 ]}
 
 
-#: committed figures not yet drawn from a committed summary (their stores take 10-80 min each on 2 cores and were
-#: not at hand when the summaries were made): the commands that make them.  Those in REGISTRY are drawn by this
-#: script once their summary is made; the others are still written by the analysis script named.
-NOT_YET_DRAWN: dict[str, str] = {
-    **{name: (f"ridgexr run {REGISTRY[name].entry} --threads 1; python analyses/manifold.py --entries "
-              f"{REGISTRY[name].entry}") for name in ("manifold_manifold_coverage_marginal",)},
-}
 
 
 def read_summary(fig: Figure, path: Path | None = None):
@@ -1340,7 +1361,7 @@ def main(argv=None):
             summarize(f, args.data)
         if not f.summary.exists():
             print(f"{n}: no summary {f.summary.relative_to(ROOT)}; make it with: "
-                  f"{NOT_YET_DRAWN.get(n, f'python analyses/figures.py --summarize --only {n}')}", file=sys.stderr)
+                  f"python analyses/figures.py --summarize --only {n}", file=sys.stderr)
             continue
         print(save(f).relative_to(ROOT))
 

@@ -150,9 +150,14 @@ def tau_rows(tt) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _cells(x):
+    """``x`` without its length-1 dimensions other than n_train and epoch (an entry of one n keeps its n)."""
+    return x.squeeze([d for d in x.dims if x.sizes[d] == 1 and d not in ("n_train", "epoch")])
+
+
 def curve_rows(tt) -> pd.DataFrame:
     """The quality curve of every n along the checkpoints (one row per n), with its null at the last one."""
-    q = tt["quality"].squeeze()
+    q = _cells(tt["quality"])
     rows = [{"n": int(n), **{f"{int(e)}": f"{float(v):.3g}" for e, v in zip(q.epoch.values, q.sel(n_train=n).values)}}
             for n in q.n_train.values]
     return pd.DataFrame(rows)
@@ -192,7 +197,7 @@ def window_rows(w, epochs) -> pd.DataFrame:
     n_lo, n_hi = int(w.n_train.min()), int(w.n_train.max())
     rows = []
     for e in epochs:
-        at = w.sel(epoch=e, method="nearest").squeeze()
+        at = _cells(w.sel(epoch=e, method="nearest"))
 
         def pair(name, fmt="{:.3g}"):
             return " / ".join(fmt.format(float(at[name].sel(n_train=n))) for n in (n_lo, n_hi))
@@ -217,7 +222,7 @@ def difference_rows(w, epochs) -> pd.DataFrame:
     n_lo, n_hi = int(w.n_train.min()), int(w.n_train.max())
     rows = []
     for e in epochs:
-        at = w.sel(epoch=e, method="nearest").squeeze()
+        at = _cells(w.sel(epoch=e, method="nearest"))
         row = {"checkpoint": int(at.epoch)}
         for name, col in (("ridge_distance", "ridge distance"), ("tangential_distance", "tangential distance"),
                           ("nearest_distance", "nearest distance")):

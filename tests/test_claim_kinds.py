@@ -57,6 +57,24 @@ def test_the_controls_that_todays_criteria_could_not_fail():
     assert align.verdict != "agrees"  # ... the new contrast: not "agrees"
 
 
+
+@pytest.mark.parametrize("gap_floor", [None, 0.9])
+def test_a_forward_reference_counts_its_resolved_draws_in_its_words(gap_floor):
+    """The words a table prints under a null name the draws that made it: where frames are degenerate (a gap floor
+    of 0.9 masks some of 60 draws on three points), the count of resolved ones, equal to the finite distances."""
+    from ridgexr.catalog.sections import RidgeSpec
+    from ridgexr.claims.evidence import observe_forward
+    from ridgexr.claims.reach_falls import THREE_POINTS
+
+    ref = observe_forward(THREE_POINTS, 0.5, 1, 60, 0, RidgeSpec(gap_floor=gap_floor), tangential=False)
+    resolved = int(np.isfinite(ref["ridge_distance"]).sum())
+    assert ref["how"].startswith("60 draws of the forward process from the 3 training points at t = 0.5")
+    if gap_floor is None:
+        assert resolved == 60 and "resolved" not in ref["how"]
+    else:
+        assert 0 < resolved < 60
+        assert f"{resolved} of them resolved, {60 - resolved} on degenerate frames masked" in ref["how"]
+
 THREE = """
 experiments:
   three:

@@ -80,7 +80,8 @@ def observe_forward(train: np.ndarray, t: float, d_star: int, n: int, seed: int 
 
     Returns
     -------
-    dict: ``ridge_distance`` (n,), ``ridge_projection`` (n, d), ``t``, ``how`` and, with ``tangential``,
+    dict: ``ridge_distance`` (n,), ``ridge_projection`` (n, d), ``t``, ``how`` (the reference in words, with how
+    many draws are resolved where some fell on degenerate frames and are NaN) and, with ``tangential``,
     ``tangential_distance`` (n,).
     """
     import torch
@@ -131,9 +132,11 @@ def observe_forward(train: np.ndarray, t: float, d_star: int, n: int, seed: int 
     finally:
         if stored is not None:
             stored.close()
+    resolved = int(np.isfinite(dist).sum())
+    masked = "" if resolved == n else f"; {resolved} of them resolved, {n - resolved} on degenerate frames masked"
     out = {"ridge_distance": dist, "ridge_projection": proj, "t": t,
            "how": f"{n} draws of the forward process from the {train.shape[0]} training points at t = {t:.3g}, "
-                  f"observed by the store's code (seed {seed})"}
+                  f"observed by the store's code (seed {seed}{masked})"}
     if tangential:
         out["tangential_distance"] = forward_tangential(out, train, d_star, ridge)
     return out
