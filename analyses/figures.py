@@ -899,16 +899,15 @@ def coverage_draw(title: str):
                             fontsize=FONT_SIZE - 1, color=colours[mdl])
                     continue
                 y = sub[col].to_numpy(float)
-                if col == "dist to M" and (y < ON_M).any():  # on M at some N: triangles at ON_M
-                    low = y < ON_M
-                    ax.plot(sub.N, np.maximum(y, ON_M), color=colours[mdl], lw=1.3, label=mdl,
-                            ls="--" if mdl == "memorize" else "-")
+                low = y < ON_M if col == "dist to M" else np.zeros(y.shape, bool)  # on M at that N
+                line = dict(color=colours[mdl], lw=1.3, label=mdl, ls="--" if mdl == "memorize" else "-")
+                if low.any():  # the line through ON_M there, a triangle at ON_M for each such N
+                    ax.plot(sub.N, np.maximum(y, ON_M), **line)
                     ax.scatter(sub.N[~low], y[~low], s=12, color=colours[mdl], zorder=3)
                     ax.scatter(sub.N[low], np.full(low.sum(), ON_M), s=22, marker="v", color=colours[mdl], zorder=3)
                     clipped = True
                 else:
-                    ax.plot(sub.N, y, color=colours[mdl], marker="o", ms=3.5, lw=1.3, label=mdl,
-                            ls="--" if mdl == "memorize" else "-")
+                    ax.plot(sub.N, y, marker="o", ms=3.5, **line)
                 if n_draws > 1:
                     raw = df[df.model == mdl]
                     ax.scatter(raw.N, np.maximum(raw[col], ON_M) if col == "dist to M" else raw[col], s=5,
