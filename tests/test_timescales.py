@@ -864,6 +864,40 @@ def test_the_between_modes_share_of_analyses_timescales_counts_samples_against_t
                                      [10]) is None
 
 
+def test_the_window_tables_of_analyses_timescales_name_each_n_once():
+    """analyses/timescales.py's window and difference tables put the smallest and largest n side by side, and an
+    entry of one n once: its column is "window (n = 64)" and its cells hold one value each, read from the window."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analyses"))
+    import timescales as script  # analyses/timescales.py
+
+    names = ("ridge_distance", "tangential_distance", "nearest_distance", "near_mode", "memorized")
+
+    def window(ns):
+        rng = np.random.default_rng(len(ns))
+        cells = {name: (("epoch", "n_train"), rng.uniform(size=(2, len(ns)))) for name in names}
+        nulls = {f"null_{name}": (("n_train",), rng.uniform(size=len(ns))) for name in names}
+        diffs = {f"{name}_minus_null{k}": (("epoch", "n_train"), rng.uniform(size=(2, len(ns))))
+                 for name in names[:3] for k in ("", "_low", "_high")}
+        win = (("epoch", "n_train"), np.array([["generalizing"] * len(ns), ["memorizing"] * len(ns)]))
+        return xr.Dataset({**cells, **nulls, **diffs, "window": win}, coords={"epoch": [10, 20], "n_train": ns})
+
+    one = window([64])
+    rows = script.window_rows(one, [10, 20])
+    assert "window (n = 64)" in rows.columns
+    assert rows["window (n = 64)"].tolist() == ["generalizing", "memorizing", ""]
+    assert rows["f_mem"].iloc[1] == f"{float(one.memorized.sel(epoch=20, n_train=64)):.3f}"
+    diff = script.difference_rows(one, [10])
+    assert list(diff.columns) == ["checkpoint"] + [f"{c} - null (n = 64)" for c in
+                                                   ("ridge distance", "tangential distance", "nearest distance")]
+    two = window([16, 256])
+    rows = script.window_rows(two, [20])
+    assert rows["window (n = 16 / 256)"].tolist() == ["memorizing / memorizing", ""]
+    assert rows["ridge distance"].iloc[0] == " / ".join(f"{float(v):.3g}" for v in two.ridge_distance.sel(epoch=20))
+
+
 def test_axis_quality_of_a_store_is_the_kernel_per_cell_and_feeds_rule_null(sweep_store):
     """ds.ridge.axis_quality: lazy, each cell the kernel on its last state over alpha against population_data
     along population_data's principal axis, the null the kernel on fresh draws; merged into the store it is a
