@@ -197,41 +197,40 @@ def _ends(w) -> tuple[int, ...]:
     return tuple(sorted({int(w.n_train.min()), int(w.n_train.max())}))
 
 
+#: the window table's measures: (variable of training_window, column, format)
+WINDOW_COLUMNS = (("ridge_distance", "ridge distance", "{:.3g}"),
+                  ("tangential_distance", "tangential distance", "{:.3g}"),
+                  ("nearest_distance", "nearest distance", "{:.3g}"),
+                  ("near_mode", "near mode", "{:.3f}"), ("memorized", "f_mem", "{:.3f}"))
+
+
 def window_rows(w, epochs) -> pd.DataFrame:
     """One row per checkpoint in ``epochs`` (the nearest labels), the smallest and largest n side by side."""
     ends = _ends(w)
     label = f"window (n = {' / '.join(map(str, ends))})"
+
+    def pair(x, fmt="{}"):
+        return " / ".join(fmt.format(x.sel(n_train=n).item()) for n in ends)
+
     rows = []
     for e in epochs:
         at = _cells(w.sel(epoch=e, method="nearest"))
-
-        def pair(name, fmt="{:.3g}"):
-            return " / ".join(fmt.format(float(at[name].sel(n_train=n))) for n in ends)
-
-        rows.append({"checkpoint": int(at.epoch), label:
-                     " / ".join(str(at.window.sel(n_train=n).item()) for n in ends),
-                     "ridge distance": pair("ridge_distance"), "tangential distance": pair("tangential_distance"),
-                     "nearest distance": pair("nearest_distance"), "near mode": pair("near_mode", "{:.3f}"),
-                     "f_mem": pair("memorized", "{:.3f}")})
-    null = {"checkpoint": "null (reference draws)", label: ""}
-    for name, col, fmt in (("ridge_distance", "ridge distance", "{:.3g}"),
-                           ("tangential_distance", "tangential distance", "{:.3g}"),
-                           ("nearest_distance", "nearest distance", "{:.3g}"),
-                           ("near_mode", "near mode", "{:.3f}"), ("memorized", "f_mem", "{:.3f}")):
-        null[col] = " / ".join(fmt.format(float(w[f"null_{name}"].sel(n_train=n))) for n in ends)
-    rows.append(null)
+        rows.append({"checkpoint": int(at.epoch), label: pair(at.window),
+                     **{col: pair(at[name], fmt) for name, col, fmt in WINDOW_COLUMNS}})
+    rows.append({"checkpoint": "null (reference draws)", label: "",
+                 **{col: pair(w[f"null_{name}"], fmt) for name, col, fmt in WINDOW_COLUMNS}})
     return pd.DataFrame(rows)
 
 
 def difference_rows(w, epochs) -> pd.DataFrame:
     """Samples minus null per checkpoint and n (the smallest and largest), with the 95 % bootstrap intervals."""
+    ends = _ends(w)
     rows = []
     for e in epochs:
         at = _cells(w.sel(epoch=e, method="nearest"))
         row = {"checkpoint": int(at.epoch)}
-        for name, col in (("ridge_distance", "ridge distance"), ("tangential_distance", "tangential distance"),
-                          ("nearest_distance", "nearest distance")):
-            for n in _ends(w):
+        for name, col, _ in WINDOW_COLUMNS[:3]:  # the distances
+            for n in ends:
                 v = [float(at[f"{name}_minus_null{k}"].sel(n_train=n)) for k in ("", "_low", "_high")]
                 row[f"{col} - null (n = {n})"] = f"{v[0]:.3g} [{v[1]:.3g}, {v[2]:.3g}]"
         rows.append(row)
