@@ -507,14 +507,60 @@ def fashion_gallery_summary(n_train: int, n_samples: int = 12, epoch_unit: str =
     return summarize
 
 
-def _final_images(cell, show, n_samples: int) -> np.ndarray:
-    """The first ``n_samples`` final samples of one cell as images in [0, 1] (the scheduler's output at t = 0 where
-    the store has it, else the last state over alpha); a diverged sample is NaN."""
+def training_gallery_summary(steps=(1000, 3162, 12000), n_samples: int = 8):
+    """``summarize(ds)``: for every ``n_train`` of a store sweeping checkpoints, the first ``n_samples`` final
+    samples at the checkpoints nearest ``steps`` (one row each, the same noise in every row), named by n, the
+    checkpoint and its f_mem (:func:`ridgexr.analysis.memorized_share`, the tables' measure, with its interval),
+    then a row of the nearest training image (Euclidean, among the cell's n) of each sample of the last of those
+    rows: where f_mem is high the two rows are the same images."""
+    def summarize(ds) -> dict:
+        from ridgexr import plot
+        from ridgexr.analysis import memorized_share
+
+        show = plot._to_images(ds)
+        epochs = ds.epoch.values
+        at = list(dict.fromkeys(epochs[np.abs(np.log(epochs.astype(float))[None, :]
+                                              - np.log(np.asarray(steps, float))[:, None]).argmin(1)]))
+        other = {d: 0 for d in ds["cell_complete"].dims if d not in ("epoch", "n_train")}
+        rows, labels = [], []
+        for n in ds.n_train.values:
+            sub = ds.sel(n_train=n).isel(other)
+            fm = memorized_share(sub.sel(epoch=at)).compute()
+            for e in at:
+                f = fm.sel(epoch=e)
+                rows.append(_final_images(sub.sel(epoch=e), show, n_samples))
+                step = f"{float(e):,.0f}".replace(",", " ")
+                labels.append(f"n = {int(n)}, {step} steps: f_mem {float(f.f_mem):.2f} "
+                              f"[{float(f.f_mem_low):.2f}, {float(f.f_mem_high):.2f}]")
+            x = _final_states(sub.sel(epoch=at[-1]), n_samples)
+            train = ds["train_data"].values[:int(n)]
+            finite = np.isfinite(x).all(1)  # a diverged sample has no nearest image (drawn black)
+            nearest = ((x[finite, None, :] - train[None, :, :]) ** 2).sum(-1).argmin(1)
+            img = np.full((len(x),) + show(train[:1]).shape[1:], np.nan)
+            img[finite] = show(train[nearest])
+            rows.append(img)
+            labels.append(f"n = {int(n)}: nearest training images")
+        tiles = _tiles(rows)
+        return {"images": tiles, "labels": np.array(labels), "note": np.array(
+            [f"{ds.attrs.get('experiment', 'the store')}: the first {tiles.shape[1]} final samples at three "
+             f"checkpoints per n (the same noise in every row), under them the nearest training image of each "
+             f"sample of the last checkpoint"])}
+    return summarize
+
+
+def _final_states(cell, n_samples: int) -> np.ndarray:
+    """The first ``n_samples`` final samples of one cell, (samples, dim) in data units: the scheduler's output at
+    t = 0 where the store has it, else the last state over alpha."""
     if "final_sample" in cell.variables:
-        x = cell["final_sample"].isel(sample=slice(0, n_samples)).transpose("sample", "dim").values
-    else:
-        at = cell.isel(step=-1)
-        x = at["trajectory"].isel(sample=slice(0, n_samples)).transpose("sample", "dim").values / float(at["alpha"])
+        return cell["final_sample"].isel(sample=slice(0, n_samples)).transpose("sample", "dim").values
+    at = cell.isel(step=-1)
+    return at["trajectory"].isel(sample=slice(0, n_samples)).transpose("sample", "dim").values / float(at["alpha"])
+
+
+def _final_images(cell, show, n_samples: int) -> np.ndarray:
+    """The first ``n_samples`` final samples of one cell (:func:`_final_states`) as images in [0, 1]; a diverged
+    sample is NaN."""
+    x = _final_states(cell, n_samples)
     img = np.full((len(x),) + show(x[:1] * 0).shape[1:], np.nan)
     finite = np.isfinite(x).all(1)
     if finite.any():

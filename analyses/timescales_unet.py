@@ -12,10 +12,12 @@ stored without ridge observation.  This script
   and tau_mem (f_mem - f_fresh's interval reaching 0.1, the memorization claims' rule, on a store with the
   memorized-share null; else f_mem's interval above 0.1) with their checkpoint intervals; the laws of both over
   the seeds by the interval-censored likelihood (``ridgexr.analysis.interval_law``); the collapse of f_mem(tau / n^b)
-  (``ridgexr.analysis.memorization_collapse``); ``--figure`` draws f_mem against tau and against tau / n^b, and
-  ``--gallery`` the samples per n at three checkpoints.
+  (``ridgexr.analysis.memorization_collapse``); ``--figure`` draws f_mem against tau and against tau / n^b.
 
-Run:  python analyses/timescales_unet.py [--plan] [--piece 7200] [--data DIR] [--figure PNG] [--gallery PNG]
+The samples per n at three checkpoints, with the nearest training images, are the registered figure
+``timescales_unet_gallery`` (``python analyses/figures.py --summarize --only timescales_unet_gallery``).
+
+Run:  python analyses/timescales_unet.py [--plan] [--piece 7200] [--entries NAME ...] [--data DIR] [--figure PNG]
 """
 
 from __future__ import annotations

@@ -283,6 +283,38 @@ def test_the_training_gallery_shows_each_checkpoints_final_samples_named_by_chec
     np.testing.assert_array_equal(axes[1, 2].images[0].get_array(), data["images"][1, 2])
 
 
+def test_the_training_gallery_shows_each_n_at_its_checkpoints_with_f_mem_and_the_nearest_training_images(
+        gallery_store, figure_layout_problems):
+    """Per n: a row per checkpoint nearest the steps asked (its first final samples as images), named by n, the
+    checkpoint and f_mem with its interval (the timescale tables' measure); then the nearest training image among
+    the cell's n of each sample of the last row, found here by brute force over every pair; drawn as summarized."""
+    from ridgexr.analysis import memorized_share
+
+    ds = gallery_store
+    data = figures.training_gallery_summary(steps=(1, 2.9), n_samples=4)(ds)  # 2.9 is nearest the epoch 3
+    assert data["images"].shape == (2 * 3, 4, 5, 5) and data["images"].dtype == np.uint8
+    for k, n in enumerate((4, 8)):
+        fm = memorized_share(ds.sel(n_train=n).isel(schedule=0, width=0)).compute()
+        for i, e in enumerate((1, 3)):
+            f = fm.sel(epoch=e)
+            assert data["labels"][3 * k + i] == (f"n = {n}, {e} steps: f_mem {float(f.f_mem):.2f} "
+                                                 f"[{float(f.f_mem_low):.2f}, {float(f.f_mem_high):.2f}]")
+            last = ds.sel(n_train=n, epoch=e).isel(schedule=0, width=0, step=-1)
+            x = last.trajectory.isel(sample=slice(0, 4)).values / float(last.alpha)
+            want = np.round(np.clip((x.reshape(4, 5, 5) + 1) / 2, 0, 1) * 255).astype(np.uint8)
+            np.testing.assert_array_equal(data["images"][3 * k + i], want)
+        assert data["labels"][3 * k + 2] == f"n = {n}: nearest training images"
+        train = ds.train_data.values[:n]
+        for j in range(4):
+            dist = [np.linalg.norm(x[j] - train[i]) for i in range(n)]
+            img = np.round(np.clip((train[int(np.argmin(dist))].reshape(5, 5) + 1) / 2, 0, 1) * 255)
+            np.testing.assert_array_equal(data["images"][3 * k + 2, j], img.astype(np.uint8))
+    fig = figures.fashion_gallery_draw(data)
+    assert not figure_layout_problems(fig)
+    axes = np.array(fig.axes).reshape(6, 4)
+    assert [ax.get_ylabel() for ax in axes[:, 0]] == list(data["labels"])
+
+
 def test_the_cells_gallery_shows_every_complete_cells_final_samples_named_by_cell_and_gate(
         gallery_store, figure_layout_problems):
     """One row per complete cell (the same noise in every row), named in the margin by the labels that differ
