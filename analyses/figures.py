@@ -613,6 +613,75 @@ def fashion_gallery_draw(data: dict):
 
 
 # --------------------------------------------------------------------------------------------------------------
+# timescales-unet (+ -seed1, -seed2): f_mem along training per n and seed, and collapsed (docs/timescales.md)
+
+def open_unet_seeds(path):
+    """The training timescales (``ridgexr.analysis.training_timescales`` by the entry's registered rule) of
+    ``timescales-unet`` and of its seed replicates whose stores beside ``path`` are complete, over ``seed``
+    (``analyses/timescales_unet.py``'s ``load``)."""
+    import timescales_unet
+
+    tt, names = timescales_unet.load(timescales_unet.ENTRIES, Path(path).parent)
+    return tt.assign_attrs(entries=", ".join(names))
+
+
+def unet_fmem_summary(tt) -> pd.DataFrame:
+    """One row per (n, seed, checkpoint): f_mem with its interval, that (n, seed)'s tau_mem with its checkpoint
+    interval (NaN where censored), and the collapse's b with its interval (``memorization_collapse``) on every
+    row."""
+    from ridgexr.analysis import memorization_collapse
+
+    col = memorization_collapse(tt)
+    df = tt[["f_mem", "f_mem_low", "f_mem_high"]].to_dataframe().reset_index()
+    times = tt[["tau_mem", "tau_mem_low", "tau_mem_high", "tau_mem_censored"]].to_dataframe().reset_index()
+    df = df.merge(times[["n_train", "seed", "tau_mem", "tau_mem_low", "tau_mem_high", "tau_mem_censored"]],
+                  on=["n_train", "seed"])
+    censored = df.pop("tau_mem_censored").astype(bool)
+    df.loc[censored, ["tau_mem", "tau_mem_low", "tau_mem_high"]] = np.nan
+    for k in ("", "_low", "_high"):
+        df[f"b{k}"] = float(col[f"f_mem_collapse{k}"])
+    return df.rename(columns={"n_train": "n", "epoch": "step"})[
+        ["n", "seed", "step", "f_mem", "f_mem_low", "f_mem_high", "tau_mem", "tau_mem_low", "tau_mem_high", "b",
+         "b_low", "b_high"]]
+
+
+def unet_fmem_draw(df: pd.DataFrame):
+    """Two panels sharing the right margin: f_mem of every (n, seed) against the Adam steps, each seed its own line
+    in its n's colour, the memorization threshold 0.1 dashed and each tau_mem a circle on its curve; and the same
+    curves against steps / n^b at the collapse's b."""
+    from matplotlib.lines import Line2D
+
+    from ridgexr import defaults
+
+    ns = np.sort(df.n.unique())
+    colours = dict(zip(ns, _n_colours(ns)))
+    b, lo, hi = (float(df[k].iloc[0]) for k in ("b", "b_low", "b_high"))
+    fig, axes = _figure((10.2, 3.9), 1, 2)
+    for (n, seed), g in df.groupby(["n", "seed"], sort=True):
+        g = g.sort_values("step")
+        for ax, x in ((axes[0, 0], g.step.to_numpy(float)), (axes[0, 1], g.step.to_numpy(float) / float(n) ** b)):
+            ax.plot(x, g.f_mem, color=colours[n], lw=1.1, alpha=0.85)
+        tm = g.tau_mem.iloc[0]
+        if np.isfinite(tm):
+            axes[0, 0].plot([tm], [float(g.f_mem[g.step == tm].iloc[0])], "o", color=colours[n], ms=4.5,
+                            mec="black", mew=0.6)
+    for ax in axes[0]:
+        ax.axhline(defaults.MEMORIZED_SHARE, color="grey", lw=0.8, ls="--")
+        ax.set_xscale("log")
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_ylabel("f_mem (share of samples with d1/d2 < 1/3)")
+    axes[0, 0].set_xlabel("Adam steps (full batch)")
+    axes[0, 0].set_title(f"f_mem per n, {df.seed.nunique()} seed(s)", fontsize=FONT_SIZE)
+    axes[0, 1].set_xlabel(f"steps / n^b, b = {b:.2f} [{lo:.2f}, {hi:.2f}]")
+    axes[0, 1].set_title("collapsed at the fitted b", fontsize=FONT_SIZE)
+    handles = [Line2D([], [], color=colours[n], lw=1.3, label=f"n = {int(n)}") for n in ns]
+    handles += [Line2D([], [], color="grey", lw=0.8, ls="--", label=f"threshold {defaults.MEMORIZED_SHARE:g}"),
+                Line2D([], [], color="grey", marker="o", ms=4.5, mec="black", mew=0.6, ls="none", label="τ_mem")]
+    axes[0, 1].legend(handles=handles, loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
+    return fig
+
+
+# --------------------------------------------------------------------------------------------------------------
 # timescales-rf-*: Bonnaire et al.'s random features at one diffusion time (docs/timescales.md); their stores are
 # analyses/timescales_rf.py's own Zarr stores (no run schema), opened by open_rf_store
 

@@ -12,12 +12,14 @@ stored without ridge observation.  This script
   and tau_mem (f_mem - f_fresh's interval reaching 0.1, the memorization claims' rule, on a store with the
   memorized-share null; else f_mem's interval above 0.1) with their checkpoint intervals; the laws of both over
   the seeds by the interval-censored likelihood (``ridgexr.analysis.interval_law``); the collapse of f_mem(tau / n^b)
-  (``ridgexr.analysis.memorization_collapse``); ``--figure`` draws f_mem against tau and against tau / n^b.
+  (``ridgexr.analysis.memorization_collapse``).
 
-The samples per n at three checkpoints, with the nearest training images, are the registered figure
-``timescales_unet_gallery`` (``python analyses/figures.py --summarize --only timescales_unet_gallery``).
+Its figures are registered in analyses/figures.py: ``timescales_unet_fmem`` (f_mem of every (n, seed) against the
+steps and collapsed at the fitted b) and ``timescales_unet_gallery`` (the samples per n at three checkpoints, with
+their nearest training images): ``python analyses/figures.py --summarize --only timescales_unet_fmem
+timescales_unet_gallery``.
 
-Run:  python analyses/timescales_unet.py [--plan] [--piece 7200] [--entries NAME ...] [--data DIR] [--figure PNG]
+Run:  python analyses/timescales_unet.py [--plan] [--piece 7200] [--entries NAME ...] [--data DIR]
 """
 
 from __future__ import annotations
@@ -147,31 +149,6 @@ def tables(tt: xr.Dataset) -> dict[str, str]:
     return {"times": markdown_table(pd.DataFrame(rows)), "laws": markdown_table(pd.DataFrame(laws))}
 
 
-def figure(tt: xr.Dataset, path: Path) -> Path:
-    """f_mem (mean over seeds) against the training steps, and against steps / n^b at the collapse's b."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    b = float(memorization_collapse(tt, n_boot=20).f_mem_collapse)
-    colors = plt.get_cmap("viridis")(np.linspace(0, 0.85, tt.sizes["n_train"]))
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), constrained_layout=True)
-    steps = tt.epoch.values.astype(float)
-    for color, n in zip(colors, tt.n_train.values):
-        for s in tt.seed.values:
-            f = tt.f_mem.sel(n_train=n, seed=s).values
-            label = f"n = {int(n)}" if s == tt.seed.values[0] else None
-            axes[0].plot(steps, f, color=color, label=label, alpha=0.8)
-            axes[1].plot(steps / float(n) ** b, f, color=color, label=label, alpha=0.8)
-    axes[0].set(xscale="log", xlabel="Adam steps", ylabel="f_mem", title="f_mem, every seed")
-    axes[1].set(xscale="log", xlabel=f"steps / n^{b:.2f}", ylabel="f_mem", title="collapsed at the fitted b")
-    axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--entries", nargs="+", default=list(ENTRIES))
@@ -179,7 +156,6 @@ def main(argv=None):
     ap.add_argument("--catalog", action="append", default=[], help="an extra catalog file holding entries (repeatable)")
     ap.add_argument("--plan", action="store_true", help="print the planner's estimate of each entry and exit")
     ap.add_argument("--piece", type=float, default=None, help="run the entries for at most this many seconds")
-    ap.add_argument("--figure", default=None, help="write the f_mem figure to this PNG")
     args = ap.parse_args(argv)
     data = Path(args.data) if args.data else data_folder()
     if args.plan:
@@ -191,8 +167,6 @@ def main(argv=None):
     print("stores:", ", ".join(names))
     for name, text in tables(tt).items():
         print(f"\n{name}\n\n{text}")
-    if args.figure:
-        print("figure:", figure(tt, Path(args.figure)))
     return 0
 
 

@@ -315,6 +315,61 @@ def test_the_training_gallery_shows_each_n_at_its_checkpoints_with_f_mem_and_the
     assert [ax.get_ylabel() for ax in axes[:, 0]] == list(data["labels"])
 
 
+def _synthetic_unet_timescales():
+    """Training timescales of three n over two seeds whose f_mem is a logistic in log(steps / n) (so b = 1), with
+    tau_mem the first checkpoint above 0.1 and the largest n censored."""
+    import xarray as xr
+
+    ns, seeds, steps = np.array([8, 32, 128]), np.array([0, 1]), np.geomspace(100, 12_000, 12).round()
+    shift = np.array([0.0, 0.2])[None, :, None]
+    f = 1 / (1 + np.exp(-(np.log(steps[None, None, :] / ns[:, None, None]) - np.log(60.0) - shift) * 2.5))
+    f[2] = 0.02  # n = 128 never memorizes here
+    first = (f > 0.1).argmax(-1)
+    reached = (f > 0.1).any(-1)
+    tau = np.where(reached, steps[first], steps[-1])
+    low = np.where(reached, steps[np.maximum(first - 1, 0)], steps[-1])
+    dims = ("n_train", "seed", "epoch")
+    return xr.Dataset(
+        {"f_mem": (dims, f), "f_mem_low": (dims, f * 0.9), "f_mem_high": (dims, np.minimum(f * 1.1, 1)),
+         "f_mem_n_valid": (dims, np.full(f.shape, 512.0)), "tau_mem": (dims[:2], tau),
+         "tau_mem_low": (dims[:2], low), "tau_mem_high": (dims[:2], np.where(reached, tau, np.inf)),
+         "tau_mem_censored": (dims[:2], ~reached)},
+        coords={"n_train": ns, "seed": seeds, "epoch": steps})
+
+
+def test_the_unet_fmem_figure_draws_every_curve_its_tau_mem_and_the_collapse_at_the_fitted_b(figure_layout_problems):
+    """The summary holds f_mem of every (n, seed, step) and tau_mem (NaN where censored); the figure draws each
+    (n, seed) curve against the steps and against steps / n^b at the summary's b, a circle at each uncensored
+    tau_mem on its curve, and the threshold; nothing overlapping."""
+    tt = _synthetic_unet_timescales()
+    df = figures.unet_fmem_summary(tt)
+    assert len(df) == 3 * 2 * 12
+    row = df[(df.n == 32) & (df.seed == 1)].sort_values("step")
+    np.testing.assert_allclose(row.f_mem, tt.f_mem.sel(n_train=32, seed=1))
+    assert (row.tau_mem == float(tt.tau_mem.sel(n_train=32, seed=1))).all()
+    assert df[df.n == 128].tau_mem.isna().all()
+    from ridgexr.analysis import memorization_collapse
+
+    col = memorization_collapse(tt)
+    assert [df[k].iloc[0] for k in ("b", "b_low", "b_high")] == [
+        float(col[f"f_mem_collapse{k}"]) for k in ("", "_low", "_high")]
+    fig = figures.unet_fmem_draw(_as_read_back(df))
+    assert not figure_layout_problems(fig)
+    left, right = fig.axes[0], fig.axes[1]
+    curves = [ln for ln in left.get_lines() if ln.get_marker() in ("None", "")][:6]
+    b = df.b.iloc[0]
+    for ln, ((n, seed), g) in zip(curves, df.groupby(["n", "seed"], sort=True)):
+        np.testing.assert_allclose(ln.get_xdata(), g.sort_values("step").step)
+        np.testing.assert_allclose(ln.get_ydata(), g.sort_values("step").f_mem)
+    collapsed = [ln for ln in right.get_lines() if ln.get_marker() in ("None", "")][:6]
+    for ln, ((n, seed), g) in zip(collapsed, df.groupby(["n", "seed"], sort=True)):
+        np.testing.assert_allclose(ln.get_xdata(), g.sort_values("step").step / n ** b)
+    circles = [ln for ln in left.get_lines() if ln.get_marker() == "o"]
+    assert sorted(c.get_xdata()[0] for c in circles) == sorted(df.dropna(subset=["tau_mem"]).groupby(
+        ["n", "seed"]).tau_mem.first())
+    assert f"b = {b:.2f}" in right.get_xlabel()
+
+
 def test_the_cells_gallery_shows_every_complete_cells_final_samples_named_by_cell_and_gate(
         gallery_store, figure_layout_problems):
     """One row per complete cell (the same noise in every row), named in the margin by the labels that differ
