@@ -31,7 +31,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import xarray as xr
 
