@@ -459,3 +459,48 @@ def test_nearest_two_is_exact_on_training_points_and_matches_brute_force(d):
     q[3, 0] = np.nan
     d1, d2, _ = nearest_two(q.reshape(7, 2, d), pts)
     assert d1.shape == (7, 2) and np.isnan(d1[1, 1]) and np.isnan(d2[1, 1]) and np.isfinite(np.delete(d1.ravel(), 3)).all()
+
+
+def _nested_cells(rng, *, draws: int = 1, rows: int = 6, config: bool = True) -> xr.Dataset:
+    """An in-memory store of n_train (3, 6) x data_draw cells on 2-D points, without a stored ``nearest_ratio``
+    (so d1/d2 is computed from the training set): ``draws`` training sets of ``rows`` rows stacked in train_data."""
+    import json
+
+    x = rng.normal(size=(draws, 2, 40, 1, 2))
+    ds = xr.Dataset(
+        {"trajectory": (("data_draw", "n_train", "sample", "step", "dim"), x),
+         "train_data": (("train", "dim"), rng.normal(size=(draws * rows, 2))),
+         "alpha": (("step",), [0.5])},
+        coords={"data_draw": np.arange(draws), "n_train": [3, rows], "t": ("step", [0.7]),
+                "train": np.arange(draws * rows)})
+    if config:
+        ds.attrs["config"] = json.dumps({"dataset": {"manifold": {"n": rows, "draws": draws}}})
+    return ds
+
+
+def _brute_ratio(x, train):
+    d = np.sort(np.linalg.norm(x[:, None, :] - train[None], axis=-1), axis=1)
+    return d[:, 0] / d[:, 1]
+
+
+@given(n=st.sampled_from([3, 6]), j=st.integers(0, 2))
+def test_a_cell_selected_by_label_is_measured_against_its_own_training_subset(n, j):
+    """d1/d2 and f_mem of a cell selected at one n_train and data_draw (scalar coordinates after ds.sel) are those
+    of the full store at that cell, and brute force against the cell's rows (draw j's first n; the states over
+    alpha): not against every row of train_data, which a selection used to reach."""
+    ds = _nested_cells(np.random.default_rng(n + 10 * j), draws=3)
+    cell = ds.sel(n_train=n, data_draw=j)
+    got = an.nearest_ratio_at(cell).values
+    np.testing.assert_allclose(got, an.nearest_ratio_at(ds).sel(n_train=n, data_draw=j).values, rtol=1e-12)
+    train = ds.train_data.values[6 * j:6 * j + n]
+    np.testing.assert_allclose(got, _brute_ratio(cell.trajectory.isel(step=-1).values / 0.5, train), rtol=1e-12)
+    assert float(an.memorized_share(cell, n_boot=10)["f_mem"]) == float(
+        an.memorized_share(ds, n_boot=10)["f_mem"].sel(n_train=n, data_draw=j))
+
+
+def test_a_draw_selected_without_a_configuration_names_what_is_missing():
+    """Selected at one data_draw, an in-memory Dataset with no configuration cannot say which rows are the draw's:
+    an error naming data_draw, not a measure against every row."""
+    ds = _nested_cells(np.random.default_rng(0), draws=2, config=False)
+    with pytest.raises(ValueError, match="data_draw"):
+        an.nearest_ratio_at(ds.sel(data_draw=1))

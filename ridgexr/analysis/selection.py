@@ -8,6 +8,8 @@ Public, so that the other labelled layers (:mod:`ridgexr.quality.store_quality`)
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import xarray as xr
 
@@ -96,21 +98,35 @@ def step_label(ds: xr.Dataset, step: int = -1, t: float | None = None) -> int:
 
 def cell_train(ds: xr.Dataset) -> xr.DataArray:
     """The training set of every cell: ``train_data`` (train, dim), and for a store that sweeps
-    ``n_train`` the nested subsets, NaN beyond ``n_train`` (dims n_train, train, dim); with
-    ``data_draw`` (M independent sets of n = train / M rows each) the rows of the cell's draw,
-    NaN elsewhere (dims data_draw, [n_train,] train, dim); lazy, in one chunk along ``train`` and ``dim``."""
+    ``n_train`` the nested subsets, NaN beyond ``n_train`` (dims n_train, train, dim; a selection at one
+    ``n_train``, where it is a scalar coordinate, gets that one subset); with ``data_draw`` (M independent
+    sets of n = train / M rows each) the rows of the cell's draw, NaN elsewhere (dims data_draw, [n_train,]
+    train, dim); lazy, in one chunk along ``train`` and ``dim``."""
     train = ds["train_data"]
     if train.chunks:  # a core dimension of the analyses' apply_ufunc: one chunk (a large set is stored in several)
         train = train.chunk({"train": -1, "dim": -1})
     row = ds["train"]
-    if "data_draw" in ds.dims:
-        n = ds.sizes["train"] // ds.sizes["data_draw"]
+    if "data_draw" in ds.coords:  # a dimension, or a scalar coordinate after ds.sel(data_draw=j)
+        n = _draw_rows(ds)
         start = ds["data_draw"] * n
         train = train.where((row >= start) & (row < start + n))
         row = row - start
-    if "n_train" in ds.dims:
+    if "n_train" in ds.coords:  # a dimension, or a scalar coordinate after ds.sel(n_train=n)
         train = train.where(row < ds["n_train"])
     return train
+
+
+def _draw_rows(ds: xr.Dataset) -> int:
+    """The rows of one training draw in ``train_data``: the configuration's ``dataset.manifold.n`` (a store's), else
+    the rows over the draws (a Dataset built in memory with every draw along ``data_draw``)."""
+    cfg = json.loads(ds.attrs.get("config") or "{}")
+    n = ((cfg.get("dataset") or {}).get("manifold") or {}).get("n")
+    if n is not None:
+        return int(n)
+    if "data_draw" not in ds.dims:
+        raise ValueError("`ds` is selected at one data_draw and has no configuration (attrs['config']) saying how "
+                         "many rows a draw has; pass every draw and select the cell after the analysis")
+    return ds.sizes["train"] // ds.sizes["data_draw"]
 
 
 def stored_final_samples(ds: xr.Dataset, dim: str = "sample") -> xr.DataArray:
