@@ -1370,6 +1370,11 @@ REGISTRY: dict[str, Figure] = {f.name: f for f in [
            "fashion_unet16_gallery.npz"),
     *[Figure(f"timescales_fashion_gallery_n{n}", "timescales-fashion", "timescales.md", fashion_gallery_summary(n),
              fashion_gallery_draw, f"timescales_fashion_gallery_n{n}.npz") for n in (16, 128)],
+    Figure("timescales_unet_fmem", "timescales-unet", "timescales.md", unet_fmem_summary, unet_fmem_draw,
+           open=open_unet_seeds, command="python analyses/timescales_unet.py --piece 7200 (until the three stores "
+                                         "are complete)"),
+    Figure("timescales_unet_gallery", "timescales-unet", "timescales.md", training_gallery_summary(),
+           fashion_gallery_draw, "timescales_unet_gallery.npz"),
     *[Figure(f"timescales_rf{suffix}", f"timescales-rf{suffix.replace('_', '-')}", "timescales.md", rf_summary, rf_draw,
              f"timescales_rf{suffix}.npz", open_rf_store, RF_COMMANDS[suffix]) for suffix in ("_small", "_mid", "")],
     Figure("manifold_manifold_circle", "manifold-circle", "manifold.md", manifold_noise_summary,
