@@ -515,7 +515,7 @@ def training_gallery_summary(steps=(1000, 3162, 12000), n_samples: int = 8):
     rows: where f_mem is high the two rows are the same images."""
     def summarize(ds) -> dict:
         from ridgexr import plot
-        from ridgexr.analysis import memorized_share
+        from ridgexr.analysis import arrays, memorized_share
 
         show = plot._to_images(ds)
         epochs = ds.epoch.values
@@ -535,7 +535,7 @@ def training_gallery_summary(steps=(1000, 3162, 12000), n_samples: int = 8):
             x = _final_states(sub.sel(epoch=at[-1]), n_samples)
             train = ds["train_data"].values[:int(n)]
             finite = np.isfinite(x).all(1)  # a diverged sample has no nearest image (drawn black)
-            nearest = ((x[finite, None, :] - train[None, :, :]) ** 2).sum(-1).argmin(1)
+            _, _, nearest = arrays.nearest_two(x[finite], train)
             img = np.full((len(x),) + show(train[:1]).shape[1:], np.nan)
             img[finite] = show(train[nearest])
             rows.append(img)
