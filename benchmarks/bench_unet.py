@@ -1,6 +1,12 @@
 """Benchmark: training throughput of the `unet` kind's U-Net on 28 x 28 x 1 images, and what it implies.
 
 Run:  python benchmarks/bench_unet.py [--quick] [--threads N]
+      python benchmarks/bench_unet.py --full-batch [--threads N]
+
+``--full-batch`` instead times one full-batch Adam step (forward, backward, update; random timesteps) of
+``timescales-unet``'s U-Net ([8, 16, 16]) and ``timescales-fashion``'s ([16, 32, 32]) at 128 and 256 images,
+the two measured in turn after a warm-up so that the machine's load falls on both alike; the ratio is the
+number to read.
 
 Trains the default `kind: unet` network (UNet2DModel, block_out_channels [16, 32, 32], one ResNet
 layer per block, mid-block attention; ~0.27 M parameters) by :func:`ridgexr.fit_neural` -- the
@@ -54,12 +60,47 @@ def throughput(block: UNetSpec, train: np.ndarray) -> tuple[int, float]:
     return n_par, len(train) / (time.perf_counter() - t0)
 
 
+def full_batch_steps(sizes=(128, 256), repeats: int = 4) -> None:
+    """Seconds per full-batch Adam step of the two timescale U-Nets, and their ratio, at each batch size."""
+    blocks = {label: UNetSpec(kind="unet", sample_size=[28, 28], block_out_channels=channels)
+              for label, channels in (("[8, 16, 16]", [8, 16, 16]), ("[16, 32, 32]", [16, 32, 32]))}
+    nets = {label: make_unet(block, 0) for label, block in blocks.items()}
+    print("| images | U-Net | parameters | s per step |")
+    print("|---|---|---|---|")
+    for size in sizes:
+        x = torch.randn(size, 1, 28, 28, generator=torch.Generator().manual_seed(0))
+        t = torch.randint(0, 1000, (size,), generator=torch.Generator().manual_seed(1))
+        per_step = {}
+        for label, net in nets.items():
+            opt = torch.optim.Adam(net.parameters(), 1e-3)
+
+            def step():
+                opt.zero_grad()
+                (net(x, t).sample ** 2).mean().backward()
+                opt.step()
+
+            step()  # warm-up
+            t0 = time.perf_counter()
+            for _ in range(repeats):
+                step()
+            per_step[label] = (time.perf_counter() - t0) / repeats
+            print(f"| {size} | {label} | {sum(p.numel() for p in net.parameters()):,} | {per_step[label]:.3f} |")
+        a, b = per_step.values()
+        print(f"| {size} | ratio | | {b / a:.2f} |")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="256 images instead of 1024")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--full-batch", action="store_true", help="time full-batch steps of the two timescale U-Nets")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
+    if args.full_batch:
+        print(f"# {machine()}; load average {os.getloadavg()[0]:.2f}; {args.threads} thread(s)")
+        full_batch_steps()
+        print(f"# load average after: {os.getloadavg()[0]:.2f}")
+        return
     train, source = images(256 if args.quick else 1024)
     print(f"# {machine()}; load average {os.getloadavg()[0]:.2f}; {len(train)} images: {source}")
     print("| U-Net | parameters | images/s |")

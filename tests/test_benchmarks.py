@@ -49,6 +49,17 @@ def test_benchmark_runs_and_prints_its_numbers(script, expected):
         assert re.search(pattern, out.stdout), f"{script}: no line matching {pattern!r} in\n{out.stdout}"
 
 
+@pytest.mark.slow
+def test_the_unet_full_batch_benchmark_prints_both_unets_and_their_ratio_at_each_size():
+    out = subprocess.run([sys.executable, str(BENCH / "bench_unet.py"), "--full-batch", "--threads", "1"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    for size in (128, 256):
+        assert re.search(rf"\| {size} \| \[8, 16, 16\] \| 67,673 \| {NUMBER} \|", out.stdout), out.stdout
+        assert re.search(rf"\| {size} \| \[16, 32, 32\] \| 267,313 \| {NUMBER} \|", out.stdout), out.stdout
+        assert re.search(rf"\| {size} \| ratio \| \| {NUMBER} \|", out.stdout), out.stdout
+
+
 def test_a_childs_peak_is_its_own_not_its_large_parents():
     """CI failed twice on a child's peak: RUSAGE_CHILDREN is the largest child ever waited for, and a child forked
     from a large process keeps that process's RSS as its peak across exec.  ``run_with_peak`` starts the command
