@@ -496,6 +496,12 @@ def test_a_cell_selected_by_label_is_measured_against_its_own_training_subset(n,
     np.testing.assert_allclose(got, _brute_ratio(cell.trajectory.isel(step=-1).values / 0.5, train), rtol=1e-12)
     assert float(an.memorized_share(cell, n_boot=10)["f_mem"]) == float(
         an.memorized_share(ds, n_boot=10)["f_mem"].sel(n_train=n, data_draw=j))
+    # the slide claim's measure: the frame and the nearest point are the cell's own
+    ridged = ds.assign(ridge_projection=ds.trajectory)
+    np.testing.assert_allclose(
+        an.tangential_distance(ridged.sel(n_train=n, data_draw=j), d_star=1)["tangential_distance"].values,
+        an.tangential_distance(ridged, d_star=1)["tangential_distance"].sel(n_train=n, data_draw=j).values,
+        rtol=1e-12)
 
 
 def test_a_draw_selected_without_a_configuration_names_what_is_missing():
