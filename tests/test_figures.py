@@ -573,3 +573,24 @@ def test_the_ensemble_summary_is_the_stores_gap_mass_difference(tmp_path, figure
         assert row.P == 2 * 4 * row.n_noise and row["p/P"] == pytest.approx(row.p / row.P)
     fig = figures.ensemble_draw(_as_read_back(df))
     assert not figure_layout_problems(fig)
+
+
+def test_a_timescales_unet_summary_reads_back_as_written_and_gives_the_same_laws(tmp_path):
+    """analyses/timescales_unet.py commits each complete store's training timescales: written and read back, the
+    summary holds the same numbers (censoring flags boolean again), and the laws' claims over the seeds are the
+    same as from the original."""
+    import xarray as xr
+
+    import timescales_unet
+
+    tt = _synthetic_unet_timescales()
+    tt = tt.assign(tau_gen=tt.tau_mem * 0 + 12_000, tau_gen_low=tt.tau_mem * 0 + 12_000,
+                   tau_gen_high=tt.tau_mem * 0 + np.inf, tau_gen_censored=tt.tau_mem_censored | True)
+    tt = tt.assign({k: tt.f_mem * 0 for k in timescales_unet.SUMMARY_VARS if k not in tt})  # the excess, f_fresh, ...
+    back = [timescales_unet.read_summary(timescales_unet.write_summary(tt.sel(seed=s), tmp_path / f"{s}.nc"))
+            for s in tt.seed.values]
+    again = xr.concat([b.expand_dims(seed=[s]) for b, s in zip(back, tt.seed.values)], dim="seed")
+    for name in timescales_unet.SUMMARY_VARS:
+        assert again[name].dtype == tt[name].dtype, name
+        xr.testing.assert_allclose(again[name].transpose(*tt[name].dims), tt[name])
+    assert timescales_unet.tables(again)["laws"] == timescales_unet.tables(tt[list(timescales_unet.SUMMARY_VARS)])["laws"]
