@@ -535,10 +535,9 @@ def training_gallery_summary(steps=(1000, 3162, 12000), n_samples: int = 8):
             x = _final_states(sub.sel(epoch=at[-1]), n_samples)
             train = ds["train_data"].values[:int(n)]
             finite = np.isfinite(x).all(1)  # a diverged sample has no nearest image (drawn black)
-            _, _, nearest = arrays.nearest_two(x[finite], train)
-            img = np.full((len(x),) + show(train[:1]).shape[1:], np.nan)
-            img[finite] = show(train[nearest])
-            rows.append(img)
+            nearest = np.full_like(x, np.nan)
+            nearest[finite] = train[arrays.nearest_two(x[finite], train)[2]]
+            rows.append(_as_images(nearest, show))
             labels.append(f"n = {int(n)}: nearest training images")
         tiles = _tiles(rows)
         return {"images": tiles, "labels": np.array(labels), "note": np.array(
@@ -560,7 +559,11 @@ def _final_states(cell, n_samples: int) -> np.ndarray:
 def _final_images(cell, show, n_samples: int) -> np.ndarray:
     """The first ``n_samples`` final samples of one cell (:func:`_final_states`) as images in [0, 1]; a diverged
     sample is NaN."""
-    x = _final_states(cell, n_samples)
+    return _as_images(_final_states(cell, n_samples), show)
+
+
+def _as_images(x: np.ndarray, show) -> np.ndarray:
+    """States (samples, dim) as images in [0, 1] by ``show``; a row that is not finite is a NaN image."""
     img = np.full((len(x),) + show(x[:1] * 0).shape[1:], np.nan)
     finite = np.isfinite(x).all(1)
     if finite.any():

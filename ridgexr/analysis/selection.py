@@ -8,14 +8,12 @@ Public, so that the other labelled layers (:mod:`ridgexr.quality.store_quality`)
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import xarray as xr
 
 from .._validation import check_float, check_int
 from ..schema import COORD_ATTRS, DEGENERATE_FLAGS, STEP_VARIABLES
-from ..store.opening import EAGER_COORDS
+from ..store.opening import EAGER_COORDS, json_attr
 
 __all__ = ["along_step", "check_vars", "check_radius", "with_attrs", "step_index", "step_label", "cell_train", "stored_final_samples", "by_train", "at_step", "resolved",
            "degenerate_share"]
@@ -119,8 +117,7 @@ def cell_train(ds: xr.Dataset) -> xr.DataArray:
 def _draw_rows(ds: xr.Dataset) -> int:
     """The rows of one training draw in ``train_data``: the configuration's ``dataset.manifold.n`` (a store's), else
     the rows over the draws (a Dataset built in memory with every draw along ``data_draw``)."""
-    cfg = json.loads(ds.attrs.get("config") or "{}")
-    n = ((cfg.get("dataset") or {}).get("manifold") or {}).get("n")
+    n = ((json_attr(ds, "config").get("dataset") or {}).get("manifold") or {}).get("n")
     if n is not None:
         return int(n)
     if "data_draw" not in ds.dims:
