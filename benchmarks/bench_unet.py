@@ -2,11 +2,19 @@
 
 Run:  python benchmarks/bench_unet.py [--quick] [--threads N]
       python benchmarks/bench_unet.py --full-batch [--threads N]
+      python benchmarks/bench_unet.py --heldout [--points P] [--n-train N] [--threads N]
 
 ``--full-batch`` instead times one full-batch Adam step (forward, backward, update; random timesteps) of
 ``timescales-unet``'s U-Net ([8, 16, 16]) and ``timescales-fashion``'s ([16, 32, 32]) at 128 and 256 images,
 the two measured in turn after a warm-up so that the machine's load falls on both alike; the ratio is the
 number to read.
+
+``--heldout`` times ``fashion-unet``'s held-out diagnostics (``evaluate_denoiser``, d* = 10, 8 Gauss-Legendre
+times x 1 draw for P of N class-0 images) of its four models -- three U-Nets (at their initial weights: the
+diagnostics' cost does not depend on the weights) and the exact denoiser -- evaluated each on its own copy of
+the held-out sample (every model pays the exact posterior means and ridge frames, as before they were kept) and
+all on one shared sample (one moments pass, ``TrainingSample.block_moments``), the two in turn; it checks that
+both give the same numbers and prints the ratio.
 
 Trains the default `kind: unet` network (UNet2DModel, block_out_channels [16, 32, 32], one ResNet
 layer per block, mid-block attention; ~0.27 M parameters) by :func:`ridgexr.fit_neural` -- the
@@ -89,13 +97,50 @@ def full_batch_steps(sizes=(128, 256), repeats: int = 4) -> None:
         print(f"| {size} | ratio | | {b / a:.2f} |")
 
 
+def heldout_shared(n_points: int, n_train: int) -> None:
+    """Seconds of fashion-unet's four models' held-out diagnostics, each on its own sample and on one shared one."""
+    from ridgexr import ExactDenoiser
+    from ridgexr.training import draw_training_sample, evaluate_denoiser
+
+    train, source = images(n_train)
+    block = UNetSpec(kind="unet", sample_size=[28, 28])
+    dens = [UNetDenoiser(make_unet(block, seed), make_scheduler(block)).denoise for seed in range(3)]
+    dens.append(ExactDenoiser(train).denoise)
+    points = np.random.default_rng(1).choice(len(train), n_points, replace=False)
+    draw = dict(t_min=1e-3, T=5.0, n_time=8, n_noise=1, seed=1, quadrature="gauss-legendre-log-t", points=points)
+    print(f"held-out diagnostics of 4 models (3 U-Nets, exact): N = {len(train):,} images ({source}), "
+          f"{n_points} points x 8 times x 1 draw, d* = 10")
+    t0 = time.perf_counter()
+    alone = [evaluate_denoiser(den, draw_training_sample(train, **draw), schedule="h", d_star=10) for den in dens]
+    t_alone = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    shared = draw_training_sample(train, **draw)
+    together = [evaluate_denoiser(den, shared, schedule="h", d_star=10) for den in dens]
+    t_shared = time.perf_counter() - t0
+    print("| held-out sample | s (4 models) |")
+    print("|---|---|")
+    print(f"| one per model | {t_alone:.1f} |")
+    print(f"| shared | {t_shared:.1f} |")
+    print(f"| ratio | {t_alone / t_shared:.2f} |")
+    print(f"same numbers: {together == alone}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="256 images instead of 1024")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--full-batch", action="store_true", help="time full-batch steps of the two timescale U-Nets")
+    ap.add_argument("--heldout", action="store_true", help="time fashion-unet's held-out diagnostics, per model "
+                                                           "and on one shared sample")
+    ap.add_argument("--points", type=int, default=16, help="--heldout: held-out points (fashion-unet: 256)")
+    ap.add_argument("--n-train", type=int, default=6000, help="--heldout: class-0 images (fashion-unet: 6 000)")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
+    if args.heldout:
+        print(f"# {machine()}; load average {os.getloadavg()[0]:.2f}; {args.threads} thread(s)")
+        heldout_shared(args.points, args.n_train)
+        print(f"# load average after: {os.getloadavg()[0]:.2f}")
+        return
     if args.full_batch:
         print(f"# {machine()}; load average {os.getloadavg()[0]:.2f}; {args.threads} thread(s)")
         full_batch_steps()

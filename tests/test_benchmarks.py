@@ -60,6 +60,16 @@ def test_the_unet_full_batch_benchmark_prints_both_unets_and_their_ratio_at_each
         assert re.search(rf"\| {size} \| ratio \| \| {NUMBER} \|", out.stdout), out.stdout
 
 
+@pytest.mark.slow
+def test_the_heldout_benchmark_times_both_ways_and_finds_the_same_numbers():
+    out = subprocess.run([sys.executable, str(BENCH / "bench_unet.py"), "--heldout", "--points", "2", "--n-train", "500",
+                          "--threads", "1"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    for row in ("one per model", "shared", "ratio"):
+        assert re.search(rf"\| {row} \| {NUMBER} \|", out.stdout), out.stdout
+    assert "same numbers: True" in out.stdout, out.stdout
+
+
 def test_a_childs_peak_is_its_own_not_its_large_parents():
     """CI failed twice on a child's peak: RUSAGE_CHILDREN is the largest child ever waited for, and a child forked
     from a large process keeps that process's RSS as its peak across exec.  ``run_with_peak`` starts the command

@@ -364,3 +364,37 @@ def test_a_point_subset_draws_x0_from_its_points_and_keeps_the_whole_density():
         draw_training_sample(train, points=[1, 1], **kw)
     with pytest.raises(ValueError, match="points"):
         draw_training_sample(train, points=[40], **kw)
+
+
+@settings(max_examples=5, deadline=None)
+@given(n=st.integers(2, 12), d_star=st.sampled_from([None, 1, 2]), batch=st.integers(1, 40),
+       seed=st.integers(0, 10**6))
+def test_models_on_one_sample_share_its_moments_and_score_as_on_their_own(n, d_star, batch, seed):
+    """Two denoisers evaluated in turn on one held-out sample (the second reads the first's cached posterior
+    means and frames) score exactly what each scores on its own fresh copy of the sample; the cache holds
+    read-only arrays, one entry per block; with no room (MOMENT_CACHE_BYTES = 0) nothing is kept and the
+    numbers are the same."""
+    import ridgexr.training.sample as sample_module
+    from ridgexr import ExactDenoiser
+
+    rng = np.random.default_rng(seed)
+    train = rng.normal(size=(n, 3)) * rng.uniform(0.5, 3)
+    draw = dict(t_min=0.01, T=2.0, n_time=5, n_noise=2, seed=seed % 89, quadrature="gauss-legendre-log-t")
+    dens = [lambda x, t: x * torch.exp(-t) + torch.cos(t), ExactDenoiser(train).denoise]
+    shared = draw_training_sample(train, **draw)
+    on_shared = [evaluate_denoiser(den, shared, schedule="h", d_star=d_star, batch_size=batch) for den in dens]
+    alone = [evaluate_denoiser(den, draw_training_sample(train, **draw), schedule="h", d_star=d_star,
+                               batch_size=batch) for den in dens]
+    assert on_shared == alone
+    kept = {k: v for k, v in shared.cache.items() if k[0] == "moments"}
+    assert len(kept) == sum(1 for _ in shared.blocks(batch, by_node=False))
+    assert all(not a.flags.writeable for mean, tang in kept.values() for a in (mean, tang) if a is not None)
+    assert on_shared[1]["excess_loss"] == pytest.approx(0.0, abs=1e-10)  # the exact denoiser, from the cache
+    old = sample_module.MOMENT_CACHE_BYTES
+    sample_module.MOMENT_CACHE_BYTES = 0
+    try:
+        full = draw_training_sample(train, **draw)
+        assert [evaluate_denoiser(den, full, schedule="h", d_star=d_star, batch_size=batch) for den in dens] == alone
+        assert not any(k[0] == "moments" for k in full.cache)
+    finally:
+        sample_module.MOMENT_CACHE_BYTES = old

@@ -221,7 +221,9 @@ def evaluate_denoiser(denoise: Callable, sample: TrainingSample, *, schedule: st
     same number in every parametrization (:mod:`ridgexr.training`).  ``progress(done, total)``
     is called after each time node.  The cost is one ``denoise`` call, one exact posterior mean
     and (with ``d_star``) one ridge frame per row: size the sample accordingly
-    (``diagnostics: {n_time, n_noise}`` in a catalog's model block).
+    (``diagnostics: {n_time, n_noise}`` in a catalog's model block).  The means and frames are kept on
+    the sample (:meth:`TrainingSample.block_moments`), so a second denoiser evaluated on the same sample
+    pays only its own calls.
 
     Returns
     -------
@@ -236,8 +238,8 @@ def evaluate_denoiser(denoise: Callable, sample: TrainingSample, *, schedule: st
     with torch.no_grad():
         # consecutive small nodes share one block (the exact posterior mean and the frames take a time per
         # row); the denoiser is called once per node, on that node's rows, with its scalar time
-        for block in sample.blocks(batch_size, by_node=False):
-            m_star, tang = block_mean_and_tangent(sample, block, d_star)  # one moments pass for both
+        for index, block in enumerate(sample.blocks(batch_size, by_node=False)):
+            m_star, tang = sample.block_moments(block, index, batch_size, d_star)  # shared by every model
             first = done if block.node is None else block.node
             nodes = range(first, first + max(1, block.size // per_node)) if block.node is None else [block.node]
             xt = torch.as_tensor(block.xt, dtype=torch.float64)

@@ -187,6 +187,24 @@ class TrainingSample:
             self.cache[key] = block_tangent_frames(self, self._whole, d_star)
         return self.cache[key]
 
+    def block_moments(self, block: SampleBlock, index: int, max_rows: int,
+                      d_star: int | None) -> tuple[np.ndarray, np.ndarray | None]:
+        """:func:`block_mean_and_tangent` at ``block``, the ``index``-th of ``blocks(max_rows, by_node=False)``,
+        computed once per sample: kept in :attr:`cache` (read-only arrays) when the whole sample's means and
+        frames fit :data:`MOMENT_CACHE_BYTES`, else computed at each call.  They depend on the training set
+        and the rows only, so every model evaluated on this sample (:func:`ridgexr.training.evaluate_denoiser`)
+        reuses them: the same numbers, one moments pass instead of one per model."""
+        key = ("moments", int(max_rows), None if d_star is None else int(d_star), int(index))
+        if key in self.cache:
+            return self.cache[key]
+        mean, tang = block_mean_and_tangent(self, block, d_star)
+        if self.size * self.train.shape[1] * (1 + (d_star or 0)) * 8 <= MOMENT_CACHE_BYTES:
+            for a in (mean, tang):
+                if a is not None:
+                    a.setflags(write=False)
+            self.cache[key] = (mean, tang)
+        return mean, tang
+
     def with_seed(self, seed: int) -> "TrainingSample":
         """The same nodes, weights and sizes with the noise of another seed (e.g. held out)."""
         return TrainingSample(train=self.train, t_nodes=self.t_nodes, t_weights=self.t_weights,
@@ -256,6 +274,10 @@ MOMENT_PAIRS = 1 << 18
 #: low-rank held-out frames go through in chunks of max(64, MOMENT_PAIRS // max(N, this)) rows, i.e. 64 rows
 #: per call: the Gram / subspace-iteration buffers are (rows, N) and (rows, d, k)
 LOWRANK_ROWS_DIVISOR = 4096
+#: :meth:`TrainingSample.block_moments` keeps a sample's exact posterior means and ridge frames (float64,
+#: S x d x (1 + d*) values) when they take at most this many bytes, so every model evaluated on one held-out
+#: sample shares one moments pass (fashion-unet's four models: 2 048 rows x 784 x 11, 141 MB)
+MOMENT_CACHE_BYTES = 1 << 29
 
 
 def _row_chunks(n_rows: int, n_train: int) -> list[slice]:
