@@ -624,7 +624,7 @@ def open_unet_seeds(path):
     (``analyses/timescales_unet.py``'s ``load``)."""
     import timescales_unet
 
-    tt, names = timescales_unet.load(timescales_unet.ENTRIES, Path(path).parent)
+    tt, names = timescales_unet.load(timescales_unet.DESIGNS["timescales-unet"], Path(path).parent)
     return tt.assign_attrs(entries=", ".join(names))
 
 

@@ -1,8 +1,10 @@
 """timescales-unet: U-Nets on 8 to 128 Fashion-MNIST T-shirts over three seeds, tau_mem's law by its intervals.
 
-The entries ``timescales-unet``, ``-seed1`` and ``-seed2`` (catalogs/timescales.yaml) are one design on three seeds:
-a small U-Net trained full batch to 12 000 Adam steps, 8 checkpoints per decade, 512 final samples per checkpoint
-stored without ridge observation.  This script
+A design is three entries (catalogs/timescales.yaml), one U-Net on three seeds, trained full batch to 12 000 Adam
+steps, 8 checkpoints per decade, 512 final samples per checkpoint stored without ridge observation
+(:data:`DESIGNS`): ``timescales-unet`` (``-seed1``, ``-seed2``), a small U-Net ([8, 16, 16]), and
+``timescales-unet-full`` (``-seed1``, ``-seed2``), timescales-fashion's U-Net ([16, 32, 32]).  ``--design`` picks
+one (default ``timescales-unet``).  This script
 
 - ``--plan``: prints the planner's estimate of each entry (``ridgexr.run.plan``; nothing is run);
 - ``--piece SECONDS``: runs the entries in order for at most SECONDS of wall time, then stops the run with
@@ -19,7 +21,7 @@ steps and collapsed at the fitted b) and ``timescales_unet_gallery`` (the sample
 their nearest training images): ``python analyses/figures.py --summarize --only timescales_unet_fmem
 timescales_unet_gallery``.
 
-Run:  python analyses/timescales_unet.py [--plan] [--piece 7200] [--entries NAME ...] [--data DIR]
+Run:  python analyses/timescales_unet.py [--design NAME] [--plan] [--piece 7200] [--entries NAME ...] [--data DIR]
 """
 
 from __future__ import annotations
@@ -42,10 +44,18 @@ from ridgexr.claims import timescale_rule
 from ridgexr.claims.timescale_slope import law_claims
 from ridgexr.paths import data_folder
 
-ENTRIES = ("timescales-unet", "timescales-unet-seed1", "timescales-unet-seed2")
-#: each complete store's training timescales, committed (``--docs`` writes them), so the tables and the laws over
-#: the seeds can be made again where a store is gone (a store is 1-2 GB; its summary a few kB)
-SUMMARIES = Path(__file__).resolve().parent.parent / "docs" / "tables" / "data" / "timescales-unet"
+#: each design's entries, one per seed (its name is its first entry's, and names its docs tables and summaries)
+DESIGNS = {design: (design, f"{design}-seed1", f"{design}-seed2") for design in ("timescales-unet", "timescales-unet-full")}
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def summaries(design: str) -> Path:
+    """The folder of a design's committed summaries: each complete store's training timescales (``--docs`` writes
+    them), so the tables and the laws over the seeds can be made again where a store is gone (a store is 1-2 GB;
+    its summary a few kB)."""
+    return DOCS / "tables" / "data" / design
+
+
 #: what a summary keeps: the per-checkpoint shares and quality, and the per-(n, seed) times with their intervals
 SUMMARY_VARS = ("f_mem", "f_mem_low", "f_mem_high", "f_mem_n_valid", "f_mem_excess", "f_mem_excess_low",
                 "f_mem_excess_high", "f_fresh", "quality", "tau_gen", "tau_gen_low", "tau_gen_high",
@@ -119,15 +129,16 @@ def read_summary(path: Path) -> xr.Dataset:
     return tt.assign({k: tt[k].astype(bool) for k in SUMMARY_VARS if k.endswith("_censored")})
 
 
-def load(entries, data: Path, catalogs: list[str] = (), write: bool = False) -> tuple[xr.Dataset, list[str]]:
+def load(entries, data: Path, catalogs: list[str] = (), write: bool = False,
+         design: str = "timescales-unet") -> tuple[xr.Dataset, list[str]]:
     """tau_gen and tau_mem of every complete store by its entry's registered rule, concatenated over ``seed`` (each
     store labelled by its entry's training seed, ``seeds.training``).  An entry without a complete store is read
-    from its committed summary (``SUMMARIES``) where there is one; ``write`` (re)writes the summaries of the stores
-    read."""
+    from its committed summary (``summaries(design)``) where there is one; ``write`` (re)writes the summaries of
+    the stores read."""
     parts, names = [], []
     for name in entries:
         exp = _entry(name, list(catalogs))
-        path, summary = data / exp.store, SUMMARIES / f"{name}.nc"
+        path, summary = data / exp.store, summaries(design) / f"{name}.nc"
         ds = ridgexr.open_dataset(path) if path.exists() else None
         if ds is not None and bool(ds["cell_complete"].all()):
             spec, _ = timescale_rule(ds)
@@ -170,18 +181,17 @@ def law_table_claims(tt: xr.Dataset) -> list:
     return claims + law_claims(memorization_collapse(tt, n_boot=200), {"f_mem_collapse": LAW_MEASURES["f_mem_collapse"]})
 
 
-def write_docs(parts: dict[str, str], tt: xr.Dataset, names: list[str], command: str) -> list[Path]:
-    """``docs/tables/timescales-unet.md`` (``parts["times"]``, tau per (n, seed)) and
-    ``docs/claims_tables/timescales-unet.md`` (``parts["laws"]``, the laws' claims), each headed by the command that
-    wrote it and the stores it read."""
-    docs = Path(__file__).resolve().parent.parent / "docs"
-    missing = [e for e in ENTRIES if e not in names]
+def write_docs(parts: dict[str, str], tt: xr.Dataset, names: list[str], command: str,
+               design: str = "timescales-unet") -> list[Path]:
+    """``docs/tables/<design>.md`` (``parts["times"]``, tau per (n, seed)) and ``docs/claims_tables/<design>.md``
+    (``parts["laws"]``, the laws' claims), each headed by the command that wrote it and the stores it read."""
+    missing = [e for e in DESIGNS[design] if e not in names]
     head = (f"<!-- generated by analyses/timescales_unet.py ({command}); do not edit -->\n\n"
             f"Generated from {', '.join(f'`{n}`' for n in names)} (training seeds "
             f"{', '.join(str(int(s)) for s in tt.seed.values)}; complete stores, or their committed summaries in "
-            f"docs/tables/data/timescales-unet/)"
+            f"docs/tables/data/{design}/)"
             + (f"; not yet complete: {', '.join(f'`{n}`' for n in missing)}" if missing else "") + ".\n\n")
-    tables_path, claims_path = docs / "tables" / "timescales-unet.md", docs / "claims_tables" / "timescales-unet.md"
+    tables_path, claims_path = DOCS / "tables" / f"{design}.md", DOCS / "claims_tables" / f"{design}.md"
     tables_path.write_text(head + parts["times"] + "\n")
     claims_path.write_text(head + parts["laws"] + "\n")
     return [tables_path, claims_path]
@@ -204,30 +214,34 @@ def tables(tt: xr.Dataset) -> dict[str, str]:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--entries", nargs="+", default=list(ENTRIES))
+    ap.add_argument("--design", choices=sorted(DESIGNS), default="timescales-unet",
+                    help="the three-seed design (its entries, tables and summaries)")
+    ap.add_argument("--entries", nargs="+", default=None, help="the design's entries to read or run (default: all)")
     ap.add_argument("--data", default=None, help="the data folder (default: RIDGEXR_DATA or the user's)")
     ap.add_argument("--catalog", action="append", default=[], help="an extra catalog file holding entries (repeatable)")
     ap.add_argument("--plan", action="store_true", help="print the planner's estimate of each entry and exit")
     ap.add_argument("--piece", type=float, default=None, help="run the entries for at most this many seconds")
-    ap.add_argument("--docs", action="store_true", help="also write docs/tables/timescales-unet.md, "
-                                                        "docs/claims_tables/timescales-unet.md and the stores' "
-                                                        "summaries (docs/tables/data/timescales-unet/)")
+    ap.add_argument("--docs", action="store_true", help="also write docs/tables/<design>.md, "
+                                                        "docs/claims_tables/<design>.md and the stores' "
+                                                        "summaries (docs/tables/data/<design>/)")
     args = ap.parse_args(argv)
+    entries = args.entries or list(DESIGNS[args.design])
     data = Path(args.data) if args.data else data_folder()
     if args.plan:
-        print(plan(args.entries))
+        print(plan(entries))
         return 0
     if args.piece is not None:
-        return piece(args.entries, args.piece, data)
-    tt, names = load(args.entries, data, args.catalog, write=args.docs)
+        return piece(entries, args.piece, data)
+    tt, names = load(entries, data, args.catalog, write=args.docs, design=args.design)
     print("entries read:", ", ".join(names))
     parts = tables(tt)
     for name, text in parts.items():
         print(f"\n{name}\n\n{text}")
     if args.docs:
-        command = " ".join(["python analyses/timescales_unet.py", *(["--entries", *args.entries]
-                                                                     if args.entries != list(ENTRIES) else []), "--docs"])
-        for path in write_docs(parts, tt, names, command):
+        command = " ".join(["python analyses/timescales_unet.py",
+                            *(["--design", args.design] if args.design != "timescales-unet" else []),
+                            *(["--entries", *entries] if entries != list(DESIGNS[args.design]) else []), "--docs"])
+        for path in write_docs(parts, tt, names, command, args.design):
             print("wrote", path)
     return 0
 

@@ -1,11 +1,11 @@
 """Benchmark: training throughput of the `unet` kind's U-Net on 28 x 28 x 1 images, and what it implies.
 
 Run:  python benchmarks/bench_unet.py [--quick] [--threads N]
-      python benchmarks/bench_unet.py --full-batch [--threads N]
+      python benchmarks/bench_unet.py --full-batch [--sizes 128 256] [--threads N]
       python benchmarks/bench_unet.py --heldout [--points P] [--n-train N] [--threads N]
 
 ``--full-batch`` instead times one full-batch Adam step (forward, backward, update; random timesteps) of
-``timescales-unet``'s U-Net ([8, 16, 16]) and ``timescales-fashion``'s ([16, 32, 32]) at 128 and 256 images,
+``timescales-unet``'s U-Net ([8, 16, 16]) and ``timescales-fashion``'s ([16, 32, 32]) at 128 and 256 images (``--sizes``),
 the two measured in turn after a warm-up so that the machine's load falls on both alike; the ratio is the
 number to read.
 
@@ -130,6 +130,7 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="256 images instead of 1024")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--full-batch", action="store_true", help="time full-batch steps of the two timescale U-Nets")
+    ap.add_argument("--sizes", type=int, nargs="+", default=[128, 256], help="--full-batch: the batch sizes (images)")
     ap.add_argument("--heldout", action="store_true", help="time fashion-unet's held-out diagnostics, per model "
                                                            "and on one shared sample")
     ap.add_argument("--points", type=int, default=16, help="--heldout: held-out points (fashion-unet: 256)")
@@ -143,7 +144,7 @@ def main(argv=None):
         return
     if args.full_batch:
         print(f"# {machine()}; load average {os.getloadavg()[0]:.2f}; {args.threads} thread(s)")
-        full_batch_steps()
+        full_batch_steps(tuple(args.sizes))
         print(f"# load average after: {os.getloadavg()[0]:.2f}")
         return
     train, source = images(256 if args.quick else 1024)

@@ -935,8 +935,9 @@ def test_axis_quality_of_a_store_is_the_kernel_per_cell_and_feeds_rule_null(swee
         ds.ridge.axis_quality(n_boot=0)
 
 
-def test_the_unet_entries_are_one_design_on_three_seeds_sized_for_two_cores():
-    """timescales-unet and its seed1 / seed2 replicates: identical but for their seeds (distinct) and stores; five n
+@pytest.mark.parametrize("design, channels", [("timescales-unet", [8, 16, 16]), ("timescales-unet-full", [16, 32, 32])])
+def test_the_unet_entries_are_one_design_on_three_seeds_sized_for_two_cores(design, channels):
+    """Each U-Net design and its seed1 / seed2 replicates: identical but for their seeds (distinct) and stores; five n
     over a 16x range; 512 final samples per checkpoint; at least 8 checkpoints in every decade from 100 steps to the
     end; the final state alone stored, without ridge observation; tau_gen's rule registered; the planner's estimate
     of the three together within 8 hours on 2 cores.  The -large variant reaches n = 2 048."""
@@ -945,8 +946,9 @@ def test_the_unet_entries_are_one_design_on_three_seeds_sized_for_two_cores():
     from ridgexr.run.plan import estimate_stage_seconds
 
     cat = ridgexr.open_catalog()
-    names = ("timescales-unet", "timescales-unet-seed1", "timescales-unet-seed2")
+    names = (design, f"{design}-seed1", f"{design}-seed2")
     exps = [cat[name] for name in names]
+    assert exps[0].model.block_out_channels == channels
     strip = {"name", "source", "seeds", "store", "description"}
     assert all(e.model_dump(exclude=strip) == exps[0].model_dump(exclude=strip) for e in exps[1:])
     assert len({(e.seeds.init, e.seeds.training, e.seeds.sampler) for e in exps}) == 3
