@@ -443,7 +443,9 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray, *, scms_iteration
     - ``fit``: the sum of the hook's ``fit_seconds`` (random features: N n_time n_noise streamed rows per
       fit, each a p x p Gram update; mlp and unet: epochs x N samples forward and backward);
     - ``diagnostics``: the sum of the hook's ``diagnostics_seconds`` (by default, per run cell, one model
-      call, exact posterior mean and ridge frame per held-out row, :func:`moments_seconds`);
+      call, exact posterior mean and ridge frame per held-out row, :func:`moments_seconds`; an upper bound
+      where several models are evaluated on one held-out sample, which computes its means and frames once,
+      :meth:`ridgexr.training.TrainingSample.block_moments`);
     - ``sampling and observation``: per run cell, n_samples x n_steps calls of the model (the hook's
       ``call_seconds``) and, at every recorded state, min(:data:`SCMS_ITERATIONS`, ``ridge.max_iter``,
       :data:`STOP_DEGENERATE_FACTOR` x ``ridge.stop_degenerate``) SCMS iterations plus one frame
