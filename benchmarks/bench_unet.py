@@ -137,6 +137,8 @@ def main(argv=None):
     ap.add_argument("--n-train", type=int, default=6000, help="--heldout: class-0 images (fashion-unet: 6 000)")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
+    if args.heldout and not 1 <= args.points <= args.n_train:
+        ap.error(f"--points must be between 1 and --n-train ({args.n_train}); got {args.points}")
     if args.heldout:
         print(f"# {machine()}; load average {os.getloadavg()[0]:.2f}; {args.threads} thread(s)")
         heldout_shared(args.points, args.n_train)
