@@ -398,3 +398,30 @@ def test_models_on_one_sample_share_its_moments_and_score_as_on_their_own(n, d_s
         assert not any(k[0] == "moments" for k in full.cache)
     finally:
         sample_module.MOMENT_CACHE_BYTES = old
+
+
+def test_the_plan_prices_a_shared_heldout_samples_moments_once(tmp_path):
+    """Two blocks with the same held-out sample (an mlp and the exact denoiser) share its exact means and frames in
+    the run (TrainingSample.block_moments), so the plan prices them once: the diagnostics of both blocks are the
+    two blocks' own calls plus one sample's moments, i.e. the sum of each block alone less one moments term."""
+    from ridgexr.models import model_kind
+
+    def exp_with(models):
+        f = tmp_path / "two.yaml"
+        f.write_text(ENTRY.replace("    model: {kind: exact%(diag)s}\n", f"    models: [{models}]\n    schedules: [h]\n")
+                     % dict(rule="gauss-legendre-log-t", n_time=9, n_noise=6))
+        return load_catalog_file(f)["held"]
+
+    diag = ", diagnostics: {n_time: 5, n_noise: 3}"
+    mlp, exact = f"{{kind: mlp, widths: [16], epochs: 2{diag}}}", f"{{kind: exact{diag}}}"
+    both = exp_with(f"{mlp}, {exact}")
+    train = load_training_set(both.dataset)
+
+    def seconds(exp):
+        return estimate_stage_seconds(exp, train)["diagnostics"]
+
+    block = exp_with(exact).blocks[0]
+    key, moments = model_kind("exact").cost_model().heldout_moments(exp_with(exact), block, {}, train.shape[1],
+                                                                    [len(train)], 1)
+    assert moments > 0
+    assert seconds(both) == pytest.approx(seconds(exp_with(mlp)) + seconds(exp_with(exact)) - moments, rel=1e-12)

@@ -18,6 +18,7 @@ import math
 
 from ..empirical import DEFAULT_MEMORY_BUDGET, support_path, upper_pair_count
 from ..scms import frame_width, use_lowrank
+from ..training.sample import keeps_moments
 
 __all__ = ["KindCost", "EpochTrainedCost", "TRAINING_RUNTIME_BYTES", "moments_seconds", "GEMM_FLOPS", "ELEMENT_SECONDS", "BLOCK_SECONDS",
            "CALL_SECONDS", "STEP_SECONDS", "OPTIMIZER_STEP_SECONDS", "EPOCH_SECONDS", "CONV_FLOPS",
@@ -137,7 +138,8 @@ class KindCost:
     name an instance in the kind's registry line (``ModelKind(..., cost="package.module:COST")``).  The
     defaults are those of a small network trained elsewhere (a module, a user's diffusers model): one
     call costs a 64-wide MLP of depth 2, nothing is trained here, the held-out diagnostics cost one call
-    and one exact posterior per row, and the block holds no memory the planner counts.
+    per row and one exact posterior per row of each distinct held-out sample, and the block holds no memory the
+    planner counts.
 
     The arguments the methods share: ``exp`` the catalog entry (:class:`ridgexr.catalog.Experiment`),
     ``block`` one model block of the kind (its spec), ``blocks`` every block of the kind in the entry,
@@ -170,24 +172,43 @@ class KindCost:
 
     def diagnostics_seconds(self, exp, block, cells: list[dict], d: int, n_trains: list[int],
                             d_frame: int) -> list[float]:
-        """Seconds of each held-out evaluation of the block (one per run cell by default): per row of the
-        held-out sample (``diagnostics: {n_time, n_noise, n_points}``) one model call and one exact posterior
-        mean and ridge frame (:func:`moments_seconds`), in merged blocks of :data:`HELDOUT_BLOCK` rows
-        (:data:`BLOCK_SECONDS` each), one call of the denoiser per time node (:data:`CALL_SECONDS`); none for a
-        block without diagnostics (``diagnostics: null``)."""
-        tr, out = exp.training, []
+        """Seconds of each held-out evaluation of the block (one per run cell by default), without the exact
+        posterior means and frames (:meth:`heldout_moments`): per row of the held-out sample
+        (``diagnostics: {n_time, n_noise, n_points}``) one model call, in merged blocks of :data:`HELDOUT_BLOCK`
+        rows (:data:`BLOCK_SECONDS` each), one call of the denoiser per time node (:data:`CALL_SECONDS`); none
+        for a block without diagnostics (``diagnostics: null``)."""
+        out = []
         if block.diagnostics is None:  # none asked for (the image-scale kinds' default)
             return []
         for lab in cells:
             m = lab.get("n_train", n_trains[0])
-            h_time, h_noise = block.diagnostics.sizes(tr.n_time, tr.n_noises[0])
-            h_rows = float(min(m, block.diagnostics.n_points or m)) * h_time * h_noise
-            rows = min(h_rows, HELDOUT_BLOCK)
-            out.append(h_rows * (self.call_seconds(block, d, m, rows)
-                                 + moments_seconds(m, d, d_star=d_frame, frame="auto", queries=rows))
+            h_time, h_rows = self._heldout_rows(exp, block, m)
+            out.append(h_rows * self.call_seconds(block, d, m, min(h_rows, HELDOUT_BLOCK))
                        # merged blocks of 8192 rows, one call of the denoiser per node
                        + math.ceil(h_rows / 8192) * BLOCK_SECONDS + h_time * CALL_SECONDS)
         return out
+
+    def heldout_moments(self, exp, block, lab: dict, d: int, n_trains: list[int],
+                        d_frame: int) -> tuple[tuple, float] | None:
+        """The held-out sample a run cell's diagnostics read, as a key, and the seconds of its exact posterior
+        means and ridge frames (:func:`moments_seconds` per row): the planner counts each key once, since every
+        block evaluated on one sample shares them (:meth:`ridgexr.training.TrainingSample.block_moments`,
+        where they fit its cache; a sample too large for it is keyed by its block, paid by each).  None for a
+        block without diagnostics."""
+        if block.diagnostics is None:
+            return None
+        m = lab.get("n_train", n_trains[0])
+        h_time, h_rows = self._heldout_rows(exp, block, m)
+        key = (m, lab.get("data_draw"), h_rows, h_time)
+        if not keeps_moments(int(h_rows), d, d_frame):
+            key += (id(block),)
+        return key, h_rows * moments_seconds(m, d, d_star=d_frame, frame="auto", queries=min(h_rows, HELDOUT_BLOCK))
+
+    @staticmethod
+    def _heldout_rows(exp, block, m: int) -> tuple[int, float]:
+        """(time nodes, rows) of the block's held-out sample of a cell with ``m`` training points."""
+        h_time, h_noise = block.diagnostics.sizes(exp.training.n_time, exp.training.n_noises[0])
+        return h_time, float(min(m, block.diagnostics.n_points or m)) * h_time * h_noise
 
     def fit_bytes(self, exp, blocks: list, n: int, d: int, memory_budget: int) -> dict[str, float]:
         """Bytes held while the kind's blocks are fitted, by the group of fields that drives each term

@@ -443,9 +443,9 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray, *, scms_iteration
     - ``fit``: the sum of the hook's ``fit_seconds`` (random features: N n_time n_noise streamed rows per
       fit, each a p x p Gram update; mlp and unet: epochs x N samples forward and backward);
     - ``diagnostics``: the sum of the hook's ``diagnostics_seconds`` (by default, per run cell, one model
-      call, exact posterior mean and ridge frame per held-out row, :func:`moments_seconds`; an upper bound
-      where several models are evaluated on one held-out sample, which computes its means and frames once,
-      :meth:`ridgexr.training.TrainingSample.block_moments`);
+      call per held-out row) and, once per distinct held-out sample (the hook's ``heldout_moments``), an exact
+      posterior mean and ridge frame per row (:func:`moments_seconds`): the blocks evaluated on one sample
+      share them (:meth:`ridgexr.training.TrainingSample.block_moments`);
     - ``sampling and observation``: per run cell, n_samples x n_steps calls of the model (the hook's
       ``call_seconds``) and, at every recorded state, min(:data:`SCMS_ITERATIONS`, ``ridge.max_iter``,
       :data:`STOP_DEGENERATE_FACTOR` x ``ridge.stop_degenerate``) SCMS iterations plus one frame
@@ -483,6 +483,7 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray, *, scms_iteration
     names = [c for c, _ in coords]
     cells = applies if applies is not None else tuple(np.ndindex(*(len(v) for _, v in coords)))
     labelled = [{c: coords[k][1][i] for k, (c, i) in enumerate(zip(names, idx))} for idx in cells]
+    moments = {}  # held-out sample -> seconds of its exact means and frames, paid once by the blocks sharing it
     for bi, b in enumerate(exp.blocks):
         mine = [lab for lab in labelled if block_index(exp, lab) == bi]
         if not mine:
@@ -492,6 +493,8 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray, *, scms_iteration
             fit += seconds
         for seconds in cost.diagnostics_seconds(exp, b, mine, d, n_trains, d_frame):
             diag += seconds
+        moments.update(filter(None, (cost.heldout_moments(exp, b, lab, d, n_trains, d_frame) for lab in mine)))
+    diag += sum(moments.values())
     n_rec = math.ceil(exp.process.n_steps / exp.sampler.record_every) + 1
     n_blocks = math.ceil(n_rec / exp.sampler.block_steps)
     iters = assumed_scms_iterations(exp) if scms_iterations is None else int(scms_iterations)

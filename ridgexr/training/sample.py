@@ -31,7 +31,7 @@ from ..scms import frame_flat, frame_from_moments, use_lowrank
 from .quadrature import DEFAULT_QUADRATURE, time_nodes
 
 __all__ = ["SampleBlock", "TrainingSample", "draw_training_sample", "draw_seed", "batches", "block_mean_and_tangent",
-           "posterior_index", "TARGET_STREAM"]
+           "posterior_index", "TARGET_STREAM", "keeps_moments", "MOMENT_CACHE_BYTES"]
 
 
 @dataclass
@@ -198,7 +198,7 @@ class TrainingSample:
         if key in self.cache:
             return self.cache[key]
         mean, tang = block_mean_and_tangent(self, block, d_star)
-        if self.size * self.train.shape[1] * (1 + (d_star or 0)) * 8 <= MOMENT_CACHE_BYTES:
+        if keeps_moments(self.size, self.train.shape[1], d_star):
             for a in (mean, tang):
                 if a is not None:
                     a.setflags(write=False)
@@ -278,6 +278,12 @@ LOWRANK_ROWS_DIVISOR = 4096
 #: S x d x (1 + d*) values) when they take at most this many bytes, so every model evaluated on one held-out
 #: sample shares one moments pass (fashion-unet's four models: 2 048 rows x 784 x 11, 141 MB)
 MOMENT_CACHE_BYTES = 1 << 29
+
+
+def keeps_moments(rows: int, d: int, d_star: int | None) -> bool:
+    """Whether a sample of ``rows`` rows in dimension ``d`` keeps its means and d*-frames
+    (:meth:`TrainingSample.block_moments`): they fit :data:`MOMENT_CACHE_BYTES`."""
+    return rows * d * (1 + (d_star or 0)) * 8 <= MOMENT_CACHE_BYTES
 
 
 def _row_chunks(n_rows: int, n_train: int) -> list[slice]:

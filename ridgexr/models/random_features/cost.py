@@ -56,6 +56,11 @@ class RandomFeaturesCost(KindCost):
                        + h_time * BLOCK_SECONDS)
         return out
 
+    def heldout_moments(self, exp, block, lab: dict, d: int, n_trains: list[int], d_frame: int) -> None:
+        """None: a fit's held-out sample is its own (new noise on the fit's sample), its means and frames priced
+        in :meth:`diagnostics_seconds`."""
+        return None
+
     def fit_bytes(self, exp, blocks: list, n: int, d: int, memory_budget: int) -> dict[str, float]:
         """Fitting streams the training sample (S = N n_time n_noise points) node by node and holds the (p x p)
         moments of every schedule at the largest width, one node's noise (N n_noise d), one block's features
