@@ -421,7 +421,12 @@ def test_the_plan_prices_a_shared_heldout_samples_moments_once(tmp_path):
         return estimate_stage_seconds(exp, train)["diagnostics"]
 
     block = exp_with(exact).blocks[0]
-    key, moments = model_kind("exact").cost_model().heldout_moments(exp_with(exact), block, {}, train.shape[1],
-                                                                    [len(train)], 1)
+    key, moments, kept = model_kind("exact").cost_model().heldout_moments(exp_with(exact), block, {}, train.shape[1],
+                                                                          [len(train)], 1)
     assert moments > 0
     assert seconds(both) == pytest.approx(seconds(exp_with(mlp)) + seconds(exp_with(exact)) - moments, rel=1e-12)
+    # what the shared sample keeps: its means and 1-frames, 2 points x 5 nodes x 3 draws rows of d = 2
+    from ridgexr.run.plan import _labelled_cells, heldout_samples
+
+    samples = heldout_samples(both, _labelled_cells(both), train.shape[1], [len(train)], 1)
+    assert list(samples.values()) == [(moments, kept)] and kept == 2 * 5 * 3 * 2 * (1 + 1) * 8

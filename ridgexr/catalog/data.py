@@ -144,6 +144,11 @@ class DatasetSpec(Spec):
         """The training-set sizes (None: the whole set)."""
         return sorted(self.n_train) if isinstance(self.n_train, list) else [self.n_train]
 
+    def n_train_sizes(self, n: int) -> list[int]:
+        """The training-set size of each of :attr:`n_trains` for a set of ``n`` points (``n`` for None, at most
+        ``n``)."""
+        return [n if m is None else min(m, n) for m in self.n_trains]
+
     @property
     def draws(self) -> int:
         """Independent training sets stacked in the training set (``manifold.draws``; 1 otherwise)."""

@@ -189,20 +189,21 @@ class KindCost:
         return out
 
     def heldout_moments(self, exp, block, lab: dict, d: int, n_trains: list[int],
-                        d_frame: int) -> tuple[tuple, float] | None:
-        """The held-out sample a run cell's diagnostics read, as a key, and the seconds of its exact posterior
-        means and ridge frames (:func:`moments_seconds` per row): the planner counts each key once, since every
-        block evaluated on one sample shares them (:meth:`ridgexr.training.TrainingSample.block_moments`,
-        where they fit its cache; a sample too large for it is keyed by its block, paid by each).  None for a
-        block without diagnostics."""
+                        d_frame: int) -> tuple[tuple, float, float] | None:
+        """The held-out sample a run cell's diagnostics read, as a key, the seconds of its exact posterior means
+        and ridge frames (:func:`moments_seconds` per row) and the bytes the sample keeps of them: the planner
+        counts each key once, since every block evaluated on one sample shares them
+        (:meth:`ridgexr.training.TrainingSample.block_moments`, where they fit its cache, and kept until the
+        models are fitted; a sample too large for it is keyed by its block, paid by each, keeps nothing).  None
+        for a block without diagnostics."""
         if block.diagnostics is None:
             return None
         m = lab.get("n_train", n_trains[0])
         h_time, h_rows = self._heldout_rows(exp, block, m)
-        key = (m, lab.get("data_draw"), h_rows, h_time)
+        key, kept = (m, lab.get("data_draw"), h_rows, h_time), h_rows * d * (1 + d_frame) * 8.0
         if not keeps_moments(int(h_rows), d, d_frame):
-            key += (id(block),)
-        return key, h_rows * moments_seconds(m, d, d_star=d_frame, frame="auto", queries=min(h_rows, HELDOUT_BLOCK))
+            key, kept = key + (id(block),), 0.0
+        return key, h_rows * moments_seconds(m, d, d_star=d_frame, frame="auto", queries=min(h_rows, HELDOUT_BLOCK)), kept
 
     @staticmethod
     def _heldout_rows(exp, block, m: int) -> tuple[int, float]:

@@ -286,6 +286,28 @@ BASE_BYTES = 400 * 2**20
 IMAGE_BASE_BYTES = 1024 * 2**20
 
 
+def heldout_samples(exp: Experiment, labelled: list[dict], d: int, n_trains: list[int],
+                    d_frame: int) -> dict[tuple, tuple[float, float]]:
+    """The distinct held-out samples of the run cells ``labelled`` (their blocks' ``heldout_moments``): key ->
+    (seconds of its exact means and frames, bytes kept of them), each paid once by the blocks that share it."""
+    out = {}
+    for lab in labelled:
+        b = exp.blocks[block_index(exp, lab)]
+        got = model_kind(b.kind).cost_model().heldout_moments(exp, b, lab, d, n_trains, d_frame)
+        if got is not None:
+            out[got[0]] = got[1:]
+    return out
+
+
+def _labelled_cells(exp: Experiment) -> list[dict]:
+    """The labels (dim -> label) of every run cell of ``exp`` (those that apply)."""
+    coords = exp.cell_coords()
+    applies = applying_cells(exp, coords)
+    names = [c for c, _ in coords]
+    cells = applies if applies is not None else tuple(np.ndindex(*(len(v) for _, v in coords)))
+    return [{c: coords[k][1][i] for k, (c, i) in enumerate(zip(names, idx))} for idx in cells]
+
+
 def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 1 << 30) -> dict:
     """Rough peak memory of a run and an upper bound of its store's disk use, in bytes, from the config alone.
 
@@ -295,7 +317,7 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
     n_time x n_time eigenproblem); sampling holds the time grid, one block of ``block_steps x n_samples``
     states with their frames, the density's scratch memory (at most ``memory_budget``), what the blocks
     hold (``sampling_bytes``) and the activations of one call (``call_bytes``); the diagnostics a block of
-    held-out rows.
+    held-out rows and the exact means and frames the held-out samples keep (:func:`heldout_samples`).
     Nothing is allocated here, so an absurd configuration is refused in milliseconds.  The
     estimate is meant to refuse impossible configurations before any work, not to predict
     within 10 %; the store size counts every chunk file at its uncompressed size rounded up to
@@ -347,7 +369,8 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
     # the held-out diagnostics: a block of rows (noisy training points) with their exact posterior moments and
     # ridge frames, and a U-Net's call on a time node's rows
     diag_terms = {"diagnostics (n_points, n_time, n_noise)": 0.0} | {f"diagnostics x {label}": 0.0 for label in labels}
-    n_cell = max(n if m is None else min(m, n) for m in exp.dataset.n_trains)  # the largest cell's training set
+    n_trains = exp.dataset.n_train_sizes(n)
+    n_cell = max(n_trains)  # the largest cell's training set
     for label, b, per in calls:
         if b.diagnostics is None:  # none asked for (the image-scale kinds' default)
             continue
@@ -360,6 +383,9 @@ def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 
         if per:
             diag_terms[f"diagnostics x {label}"] = max(
                 diag_terms[f"diagnostics x {label}"], per * min(h_rows, max(HELDOUT_BLOCK, h_rows / max(h_time, 1))))
+    # and the exact means and frames the held-out samples keep until the models are fitted
+    diag_terms["diagnostics (n_points, n_time, n_noise)"] += sum(
+        kept for _, kept in heldout_samples(exp, _labelled_cells(exp), d, n_trains, d_frame).values())
     diagnostics = sum(diag_terms.values())
     n_cells = float(count_run_cells(exp))  # masked cells (a block stored once) stay empty
 
@@ -476,14 +502,9 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray, *, scms_iteration
     """
     n, d = training_size(train)
     d_frame = max(1, d - 1) if exp.d_star == "auto" else int(exp.d_star)
-    n_trains = [n if m is None else min(m, n) for m in exp.dataset.n_trains]
+    n_trains = exp.dataset.n_train_sizes(n)
     fit = diag = 0.0
-    coords = exp.cell_coords()
-    applies = applying_cells(exp, coords)
-    names = [c for c, _ in coords]
-    cells = applies if applies is not None else tuple(np.ndindex(*(len(v) for _, v in coords)))
-    labelled = [{c: coords[k][1][i] for k, (c, i) in enumerate(zip(names, idx))} for idx in cells]
-    moments = {}  # held-out sample -> seconds of its exact means and frames, paid once by the blocks sharing it
+    labelled = _labelled_cells(exp)
     for bi, b in enumerate(exp.blocks):
         mine = [lab for lab in labelled if block_index(exp, lab) == bi]
         if not mine:
@@ -493,8 +514,7 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray, *, scms_iteration
             fit += seconds
         for seconds in cost.diagnostics_seconds(exp, b, mine, d, n_trains, d_frame):
             diag += seconds
-        moments.update(filter(None, (cost.heldout_moments(exp, b, lab, d, n_trains, d_frame) for lab in mine)))
-    diag += sum(moments.values())
+    diag += sum(seconds for seconds, _ in heldout_samples(exp, labelled, d, n_trains, d_frame).values())
     n_rec = math.ceil(exp.process.n_steps / exp.sampler.record_every) + 1
     n_blocks = math.ceil(n_rec / exp.sampler.block_steps)
     iters = assumed_scms_iterations(exp) if scms_iterations is None else int(scms_iterations)

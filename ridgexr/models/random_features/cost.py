@@ -73,7 +73,7 @@ class RandomFeaturesCost(KindCost):
         # a time node's noise (n_train, n_noise, d) is drawn whole; a block holds all draws of a point
         rows = max(batch, n_noise)
         # the fit streams the training sample against the cells' training sets (at most the largest n_train)
-        n_fit = max(n if m is None else min(m, n) for m in exp.dataset.n_trains)
+        n_fit = max(exp.dataset.n_train_sizes(n))
         return {
             "model.widths, schedules": (8.0 * p * p * (n_sched + 3) + 8.0 * n_sched * n_tau * p * d * 2
                                         + 8.0 * batch * 4 * p),
