@@ -139,14 +139,11 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
     if args.heldout and not 1 <= args.points <= args.n_train:
         ap.error(f"--points must be between 1 and --n-train ({args.n_train}); got {args.points}")
-    if args.heldout:
+    timed = (lambda: heldout_shared(args.points, args.n_train)) if args.heldout else (
+        (lambda: full_batch_steps(tuple(args.sizes))) if args.full_batch else None)
+    if timed is not None:
         print(f"# {machine()}; load average {os.getloadavg()[0]:.2f}; {args.threads} thread(s)")
-        heldout_shared(args.points, args.n_train)
-        print(f"# load average after: {os.getloadavg()[0]:.2f}")
-        return
-    if args.full_batch:
-        print(f"# {machine()}; load average {os.getloadavg()[0]:.2f}; {args.threads} thread(s)")
-        full_batch_steps(tuple(args.sizes))
+        timed()
         print(f"# load average after: {os.getloadavg()[0]:.2f}")
         return
     train, source = images(256 if args.quick else 1024)
