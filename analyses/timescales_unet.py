@@ -10,7 +10,9 @@ one (default ``timescales-unet``).  This script
 - ``--piece SECONDS``: runs the entries in order for at most SECONDS of wall time, then stops the run with
   SIGINT (a run stopped so resumes: training from its last checkpoint, sampling at the next incomplete cell), so
   the design runs in pieces across sessions (each under the shared CPU lock);
-- otherwise reads the stores that are complete and prints, per (n, seed), tau_gen (the entry's registered rule)
+- otherwise reads, per entry, the sizes whose cells are complete in its store (a store run in pieces,
+  ``ridgexr run NAME --cells n_train=N``, holds some) and the others from its committed summary, and prints, per
+  (n, seed), tau_gen (the entry's registered rule)
   and tau_mem (f_mem - f_fresh's interval reaching 0.1, the memorization claims' rule, on a store with the
   memorized-share null; else f_mem's interval above 0.1) with their checkpoint intervals; the laws of both over
   the seeds by the interval-censored likelihood (``ridgexr.analysis.interval_law``); the collapse of f_mem(tau / n^b)
@@ -129,34 +131,67 @@ def read_summary(path: Path) -> xr.Dataset:
     return tt.assign({k: tt[k].astype(bool) for k in SUMMARY_VARS if k.endswith("_censored")})
 
 
+def complete_sizes(ds: xr.Dataset) -> list[int]:
+    """The n_train labels of a store whose cells are all complete (a store run in pieces, ``ridgexr run NAME
+    --cells n_train=N``, holds some)."""
+    marks = ds["cell_complete"]
+    whole = marks.all([d for d in marks.dims if d != "n_train"])
+    return [int(n) for n in marks.n_train.values[whole.values]]
+
+
+def store_timescales(ds: xr.Dataset, sizes: list[int]) -> xr.Dataset:
+    """tau_gen and tau_mem of the store's complete sizes ``sizes`` by the entry's registered rule."""
+    spec, _ = timescale_rule(ds)
+    part = ds.sel(n_train=sizes)
+    return training_timescales(part, quality=spec.quality, rule=spec.rule, factor=spec.factor,
+                               quality_null=spec.quality_null).compute().squeeze(drop=True)
+
+
+def merged(new: xr.Dataset | None, old: xr.Dataset | None) -> xr.Dataset | None:
+    """One seed's timescales over the sizes of both: a store's (``new``) where it has them, else the committed
+    summary's (``old``); sorted by n_train."""
+    if new is None or old is None:
+        return new if old is None else old
+    keep = [int(n) for n in old.n_train.values if int(n) not in set(new.n_train.values.tolist())]
+    new = new[list(SUMMARY_VARS)].reset_coords(drop=True)
+    if not keep:
+        return new
+    both = xr.concat([new, old[list(SUMMARY_VARS)].sel(n_train=keep).reset_coords(drop=True)],
+                     dim="n_train", data_vars="minimal", coords="minimal", compat="override")
+    return both.sortby("n_train")
+
+
 def load(entries, data: Path, catalogs: list[str] = (), write: bool = False,
          design: str = "timescales-unet") -> tuple[xr.Dataset, list[str]]:
-    """tau_gen and tau_mem of every complete store by its entry's registered rule, concatenated over ``seed`` (each
-    store labelled by its entry's training seed, ``seeds.training``).  An entry without a complete store is read
-    from its committed summary (``summaries(design)``) where there is one; ``write`` (re)writes the summaries of
-    the stores read."""
+    """tau_gen and tau_mem of every entry, concatenated over ``seed`` (each entry labelled by its training seed,
+    ``seeds.training``), by its registered rule: from the sizes of its store whose cells are complete (a store run in
+    pieces, one n_train at a time, has some), and, for the sizes the store lacks, from the committed summary
+    (``summaries(design)``).  ``write`` (re)writes each entry's summary with what was read, so a size is summarized
+    once its cells are complete, and a summary outlives the store (a store is 1-2 GB; its summary a few kB).
+    A size neither holds is missing (NaN) for that seed."""
     parts, names = [], []
     for name in entries:
         exp = _entry(name, list(catalogs))
         path, summary = data / exp.store, summaries(design) / f"{name}.nc"
         ds = ridgexr.open_dataset(path) if path.exists() else None
-        if ds is not None and bool(ds["cell_complete"].all()):
-            spec, _ = timescale_rule(ds)
-            tt = training_timescales(ds, quality=spec.quality, rule=spec.rule, factor=spec.factor,
-                                     quality_null=spec.quality_null).compute().squeeze(drop=True)
-            if write:
-                print(f"{name}: summary {write_summary(tt, summary)}")
-        elif summary.exists():
-            print(f"{name}: {'no store' if ds is None else 'not complete'}; read from its summary {summary}")
-            tt = read_summary(summary)
-        else:
-            print(f"{name}: {'no store' if ds is None else 'not complete'}, left out")
+        sizes = complete_sizes(ds) if ds is not None else []
+        new = store_timescales(ds, sizes) if sizes else None
+        old = read_summary(summary) if summary.exists() else None
+        tt = merged(new, old)
+        held = [] if tt is None else [int(n) for n in tt.n_train.values]
+        print(f"{name}: n_train {sizes or 'none'} from its store"
+              + (f", {sorted(set(held) - set(sizes))} from its summary {summary}" if old is not None else "")
+              + ("" if held else ", left out"))
+        if tt is None:
             continue
+        if write and new is not None:
+            print(f"{name}: summary {write_summary(tt.assign_attrs(new.attrs), summary)}")
         parts.append(tt[list(SUMMARY_VARS)].reset_coords(drop=True).expand_dims(seed=[int(exp.seeds.training)]))
         names.append(name)
     if not parts:
-        raise SystemExit(f"no complete store of {', '.join(entries)} in {data}")
-    return xr.concat(parts, dim="seed", data_vars="minimal", coords="minimal", compat="override"), names
+        raise SystemExit(f"no complete size of {', '.join(entries)} in {data} or in their summaries")
+    return xr.concat(parts, dim="seed", data_vars="minimal", coords="minimal", compat="override",
+                     join="outer"), names
 
 
 def _interval(c, name) -> str:
@@ -185,22 +220,46 @@ def write_docs(parts: dict[str, str], tt: xr.Dataset, names: list[str], command:
                design: str = "timescales-unet") -> list[Path]:
     """``docs/tables/<design>.md`` (``parts["times"]``, tau per (n, seed)) and ``docs/claims_tables/<design>.md``
     (``parts["laws"]``, the laws' claims), each headed by the command that wrote it and the stores it read."""
-    missing = [e for e in DESIGNS[design] if e not in names]
+    missing = not_yet_read(tt, names, design)
     head = (f"<!-- generated by analyses/timescales_unet.py ({command}); do not edit -->\n\n"
             f"Generated from {', '.join(f'`{n}`' for n in names)} (training seeds "
-            f"{', '.join(str(int(s)) for s in tt.seed.values)}; complete stores, or their committed summaries in "
-            f"docs/tables/data/{design}/)"
-            + (f"; not yet complete: {', '.join(f'`{n}`' for n in missing)}" if missing else "") + ".\n\n")
+            f"{', '.join(str(int(s)) for s in tt.seed.values)}; the complete sizes of their stores, or their "
+            f"committed summaries in docs/tables/data/{design}/)"
+            + (f"; not yet complete: {'; '.join(missing)}" if missing else "") + ".\n\n")
     tables_path, claims_path = DOCS / "tables" / f"{design}.md", DOCS / "claims_tables" / f"{design}.md"
     tables_path.write_text(head + parts["times"] + "\n")
     claims_path.write_text(head + parts["laws"] + "\n")
     return [tables_path, claims_path]
 
 
+def read_sizes(tt: xr.Dataset) -> xr.DataArray:
+    """(seed, n_train) bool: the sizes each seed's entry has (its f_mem is not all missing)."""
+    return tt["f_mem"].notnull().any("epoch")
+
+
+def not_yet_read(tt: xr.Dataset, names: list[str], design: str) -> list[str]:
+    """The design's (entry, sizes) not in ``tt``, in words: an entry read for some of its sizes names the others."""
+    sizes = [int(n) for n in experiment_for(DESIGNS[design][0]).dataset.n_trains]
+    has = read_sizes(tt)
+    out = []
+    for name in DESIGNS[design]:
+        if name not in names:
+            out.append(f"`{name}`")
+            continue
+        held = has.isel(seed=names.index(name))
+        lack = [n for n in sizes if n not in tt.n_train.values or not bool(held.sel(n_train=n))]
+        if lack:
+            out.append(f"`{name}` n = {', '.join(map(str, lack))}")
+    return out
+
+
 def tables(tt: xr.Dataset) -> dict[str, str]:
     rows = []
+    has = read_sizes(tt)
     for n in tt.n_train.values:
         for s in tt.seed.values:
+            if not bool(has.sel(n_train=n, seed=s)):
+                continue
             c = tt.sel(n_train=n, seed=s)
             rows.append({"n": int(n), "seed": int(s), "tau_gen": _interval(c, "tau_gen"),
                          "tau_mem": _interval(c, "tau_mem"),

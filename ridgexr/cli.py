@@ -351,6 +351,9 @@ def run(
     threads: int = typer.Option(None, "--threads", min=1, help="CPU threads (default: $RIDGEXR_THREADS, else "
                                 "$OMP_NUM_THREADS, else the cores not busy with other processes at the start: cores "
                                 "minus the load average, at least 1; docs/performance.md)"),
+    cells: list[str] = typer.Option([], "--cells", help="run only the cells with these labels, DIM=LABEL[,LABEL...] "
+                                    "(repeatable, e.g. --cells n_train=8,16): a later run resumes the store with "
+                                    "the others, so a long entry runs in pieces"),
 ):
     """Train every (schedule, width) cell, sample, and stream everything into a Zarr v3 store."""
     from .catalog import resolve_store
@@ -362,6 +365,7 @@ def run(
         with user_errors():
             _print_plan(_load_experiment(name, catalog, data_dir), data_dir)
         return
+    where = _cell_selection(cells)
     with user_errors():
         n_threads, source = resolve_threads(threads)
     limit_library_threads(n_threads)  # before numpy's and torch's libraries load (below)
@@ -377,7 +381,7 @@ def run(
         with _progress() as progress:
             res = run_experiment(exp, store=store, device=device, scheduler=scheduler, overwrite=overwrite,
                                  n_workers=workers, progress=progress, force=force, sample_block=sample_block,
-                                 n_threads=n_threads)
+                                 n_threads=n_threads, cells=where)
         _raise_if_interrupted()  # a stop swallowed after the last progress update still exits 130
         elapsed = time.perf_counter() - t0
     t_last = exp.process.t_min
@@ -388,8 +392,22 @@ def run(
         t_last = float(scheduler_grid(entry_scheduler(exp)[0], exp.process.n_steps)[-1])
     _summary_table(res.summary, f"{exp.name}: final step (t = {t_last:g})", d=_data_dim(exp),
                    more=f"ridgexr info {exp.name} --all-rows")
-    console.print(f"ran {res.cells_run} cell(s), kept {res.cells_skipped} complete cell(s) in {elapsed:.1f} s")
+    console.print(f"ran {res.cells_run} cell(s), kept {res.cells_skipped} complete cell(s) in {elapsed:.1f} s"
+                  + (f"; {res.cells_left} cell(s) outside --cells not run yet (the same command without --cells, "
+                     "or with theirs, resumes the store)" if res.cells_left else ""))
     console.print(f"store: [bold]{res.store}[/]  (open with ridgexr.open_dataset({str(res.store)!r}))")
+
+
+def _cell_selection(cells: list[str]) -> dict[str, list[str]]:
+    """``--cells DIM=LABEL[,LABEL...]`` (repeatable) as ``{dim: [labels]}``; the labels are matched against the
+    entry's by :meth:`ridgexr.store.StoreLayout.select`."""
+    where: dict[str, list[str]] = {}
+    for item in cells:
+        dim, sep, labels = item.partition("=")
+        if not sep or not dim.strip() or not labels.strip():
+            raise typer.BadParameter(f"expected DIM=LABEL[,LABEL...], got {item!r}", param_hint="--cells")
+        where.setdefault(dim.strip(), []).extend(lab.strip() for lab in labels.split(",") if lab.strip())
+    return where
 
 
 def _print_plan(exp, data_dir) -> None:

@@ -292,6 +292,24 @@ def test_one_and_two_threads_write_the_same_store_and_record_the_count(tmp_path,
         np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
 
 
+def test_run_cells_runs_the_named_cells_and_says_what_is_left(tmp_path, write_catalog):
+    """``--cells DIM=LABEL[,LABEL]`` (repeatable) runs those cells only and says how many wait; a malformed option or
+    an unknown label is a usage error naming it, before anything is written."""
+    cat = write_catalog(tmp_path, steps=6, samples=4)
+    args = ["run", str(cat), "--threads", "1", "--data-dir", str(tmp_path / "d")]
+    r = runner.invoke(app, [*args, "--cells", "schedule=1,h2", "--cells", "width=8"])
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "ran 2 cell(s), kept 0 complete cell(s)" in text and "4 cell(s) outside --cells not run yet" in text
+    ds = ridgexr.open_dataset(tmp_path / "d" / "tiny.zarr")
+    assert ds.cell_complete.values.tolist() == [[True, False], [True, False], [False, False]]
+    for bad, words in (("width", "expected DIM=LABEL"), ("width=", "expected DIM=LABEL"),
+                       ("width=32", "width has no label '32'; its labels are 8, 16")):
+        r = runner.invoke(app, [*args[:4], "--data-dir", str(tmp_path / "e"), "--cells", bad])
+        assert r.exit_code != 0 and words in " ".join(r.output.replace("│", " ").split()), (bad, r.output)
+    assert not (tmp_path / "e" / "tiny.zarr").exists()
+
+
 @pytest.mark.parametrize("cores, load, expected", [(2, 0.0, 2), (2, 0.99, 2), (2, 1.0, 1), (2, 5.0, 1), (8, 2.5, 6)])
 def test_the_default_threads_are_the_cores_not_busy(cores, load, expected):
     from ridgexr.threads import default_threads

@@ -594,3 +594,41 @@ def test_a_timescales_unet_summary_reads_back_as_written_and_gives_the_same_laws
         assert again[name].dtype == tt[name].dtype, name
         xr.testing.assert_allclose(again[name].transpose(*tt[name].dims), tt[name])
     assert timescales_unet.tables(again)["laws"] == timescales_unet.tables(tt[list(timescales_unet.SUMMARY_VARS)])["laws"]
+
+
+def test_timescales_unet_summaries_of_sizes_run_in_pieces_merge_into_the_whole():
+    """A store run one n_train at a time (``ridgexr run NAME --cells n_train=N``) is summarized by its complete sizes:
+    ``complete_sizes`` reads them off ``cell_complete``; a store's sizes merged with a committed summary's give the
+    whole seed's timescales (the store's values where both hold a size); a (n, seed) that no part holds is left out
+    of the table, of the laws' points and named among the sizes not yet complete."""
+    import xarray as xr
+
+    import timescales_unet
+
+    tt = _synthetic_unet_timescales()
+    tt = tt.assign({k: tt.f_mem * 0 for k in timescales_unet.SUMMARY_VARS if k not in tt})
+    tt = tt.assign(tau_gen=tt.tau_mem, tau_gen_low=tt.tau_mem_low, tau_gen_high=tt.tau_mem_high,
+                   tau_gen_censored=tt.tau_mem_censored)[list(timescales_unet.SUMMARY_VARS)]
+    marks = xr.DataArray(np.ones((3, 12), bool), dims=("n_train", "epoch"), coords={"n_train": tt.n_train})
+    marks[1, 5] = False
+    assert timescales_unet.complete_sizes(xr.Dataset({"cell_complete": marks})) == [8, 128]
+    one = tt.sel(seed=0)
+    whole = timescales_unet.merged(one.sel(n_train=[8, 128]), one.sel(n_train=[32]))
+    xr.testing.assert_identical(whole.transpose(*one.dims), one.drop_vars("seed"))
+    spoiled = one.sel(n_train=[8, 32]).copy(deep=True)
+    spoiled["f_mem"][:] = -1
+    again = timescales_unet.merged(one.sel(n_train=[32, 128]), spoiled)  # n = 32 from the store, 8 from the summary
+    assert (again.f_mem.sel(n_train=32) == one.f_mem.sel(n_train=32)).all() and (again.f_mem.sel(n_train=8) == -1).all()
+    # seed 1 lacks n = 32
+    parts = [one.drop_vars("seed").expand_dims(seed=[0]),
+             tt.sel(seed=1, n_train=[8, 128]).drop_vars("seed").expand_dims(seed=[1])]
+    partial = xr.concat(parts, dim="seed", data_vars="minimal", coords="minimal", compat="override", join="outer")
+    table = timescales_unet.tables(partial)["times"]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| n ")]
+    assert len(rows) == 5 and not any(line.startswith("| 32 | 1 |") for line in rows)
+    law = timescales_unet.interval_law(partial, "tau_mem")
+    assert int(law["tau_mem_points"]) == 5
+    assert int(timescales_unet.memorization_collapse(partial, n_boot=10)["f_mem_collapse_runs"]) == 5
+    names = ["timescales-unet", "timescales-unet-seed1"]
+    assert timescales_unet.not_yet_read(partial, names, "timescales-unet") == [
+        "`timescales-unet` n = 16, 64", "`timescales-unet-seed1` n = 16, 32, 64", "`timescales-unet-seed2`"]

@@ -136,6 +136,33 @@ def test_resume_and_config_mismatch(small_run, tmp_path, write_catalog):
         run_experiment(other, store=res.store)
 
 
+def test_a_run_in_pieces_of_cells_writes_the_store_of_one_run(small_run, tmp_path):
+    """``cells`` runs only the cells it names (and the source of a legacy exact twin it names, which the twin is
+    copied from); pieces that together name every cell write the store an uninterrupted run writes, value for
+    value."""
+    exp, res = small_run
+    store = tmp_path / "pieces.zarr"
+    first = run_experiment(exp, store=store, cells={"width": ["16"]})  # text, as --cells gives it
+    assert (first.cells_run, first.cells_skipped, first.cells_left) == (4, 0, 2)  # exact/16 needs exact/8
+    ds = ridgexr.open_dataset(store)
+    np.testing.assert_array_equal(ds.cell_complete.values, [[False, True], [False, True], [True, True]])
+    second = run_experiment(exp, store=store, cells={"schedule": ["exact", "h2"], "width": 8})
+    assert (second.cells_run, second.cells_skipped, second.cells_left) == (1, 4, 1)
+    last = run_experiment(exp, store=store)
+    assert (last.cells_run, last.cells_skipped, last.cells_left) == (1, 5, 0)
+    assert_same_store(res.store, store)
+
+
+@pytest.mark.parametrize("cells, match", [({"n_train": [8]}, "'n_train' is not a cell dimension.*schedule, width"),
+                                          ({"width": ["12", 8]}, "width has no label '12'.*labels are 8, 16"),
+                                          ({"schedule": "h"}, "schedule has no label 'h'")])
+def test_a_selection_of_cells_that_names_no_cell_fails_before_the_store(small_run, tmp_path, cells, match):
+    exp, _ = small_run
+    with pytest.raises(ValueError, match=f"`cells`: {match}"):
+        run_experiment(exp, store=tmp_path / "none.zarr", cells=cells)
+    assert not (tmp_path / "none.zarr").exists()
+
+
 def test_a_store_of_an_older_schema_with_unfinished_cells_is_not_resumed(small_run, tmp_path):
     """A store written with schema 1.5 (before final_sample and data_draw) that has an unfinished cell
     is refused with a message naming --overwrite, and so is one of schema 1.8 (before the quality gate's own

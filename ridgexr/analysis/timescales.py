@@ -710,7 +710,8 @@ def memorization_collapse(timescales: xr.Dataset, *, time_dim: str = "epoch", si
     Reads ``f_mem`` and ``f_mem_n_valid`` (the output of :func:`training_timescales`, or of
     :func:`memorized_share` over checkpoints) along ``time_dim`` per ``size_dim`` and per any other dimension
     (``seed``: replicate curves), and estimates b by :func:`ridgexr.analysis.scaling.collapse_exponent` (the
-    shares' own binomial variances; a parametric-bootstrap interval).  Bonnaire et al.'s tau_mem proportional to n
+    shares' own binomial variances; a parametric-bootstrap interval).  A curve missing throughout (an (n, seed) not
+    measured, NaN) is left out.  Bonnaire et al.'s tau_mem proportional to n
     predicts b = 1; the verdict on b's interval is the claims registry's
     (:func:`ridgexr.claims.timescale_slope.law_claims`).
 
@@ -741,6 +742,8 @@ def memorization_collapse(timescales: xr.Dataset, *, time_dim: str = "epoch", si
     curves, sizes, counts = [], [], []
     for i, n in enumerate(f[size_dim].values):
         for idx in np.ndindex(*f.shape[1:-1]):
+            if np.isnan(f.values[(i, *idx)]).all():  # this (n, replicate) was not measured
+                continue
             curves.append(f.values[(i, *idx)])
             counts.append(np.maximum(s.values[(i, *idx)], 1.0))
             sizes.append(float(n))

@@ -190,18 +190,29 @@ def plan_tasks(exp: Experiment, train: np.ndarray, layout: StoreLayout,
             tasks[idx] = CellTask(idx, lab, fitted[idx].diagnostics, bi, fitted[idx].state)
         del fitted
         release_free_heap()  # what the block's training freed goes back to the system (ridgexr.heap)
-    if exp.legacy_exact:
-        # the exact denoiser as schedule 'exact' at every width (tau, target, n_noise) samples the same
-        # trajectories for a given training set: sampled at the first such cell of the layout, copied to the others
-        first: dict = {}
-        for idx, lab in every:
-            if lab["schedule"] == "exact":
-                key = (lab.get("n_train"), lab.get("data_draw"))
-                if key not in first:
-                    first[key] = idx
-                elif idx in tasks:
-                    tasks[idx] = replace(tasks[idx], twin_of=first[key])
+    for idx, source in twin_sources(exp, layout).items():
+        if idx in tasks:
+            tasks[idx] = replace(tasks[idx], twin_of=source)
     return [tasks[idx] for idx, _ in run]
+
+
+def twin_sources(exp: Experiment, layout: StoreLayout) -> dict[tuple[int, ...], tuple[int, ...]]:
+    """{cell: the cell it is copied from} of the layout's twins: under ``legacy_exact`` the exact denoiser as
+    schedule 'exact' at every width (tau, target, n_noise) samples the same trajectories for a given training set,
+    so it is sampled at the first such cell of the layout and copied to the others.  Empty otherwise."""
+    twins: dict[tuple[int, ...], tuple[int, ...]] = {}
+    if not exp.legacy_exact:
+        return twins
+    first: dict = {}
+    for idx in layout.cells():
+        lab = layout.cell_labels(idx)
+        if lab["schedule"] == "exact":
+            key = (lab.get("n_train"), lab.get("data_draw"))
+            if key not in first:
+                first[key] = idx
+            else:
+                twins[idx] = first[key]
+    return twins
 
 
 def resolve_d_star(exp: Experiment, train: np.ndarray) -> tuple[Experiment, dict]:

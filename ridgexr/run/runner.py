@@ -40,7 +40,7 @@ from .cell import run_cell
 from .cluster import dask_client, resolve_scheduler
 from .ensemble import v_kernel_variables
 from .plan import (count_run_cells, describe_stages, estimate_resources, estimate_stage_seconds, missing_training_data,
-                   plan_layout, plan_tasks, resolve_d_star, scms_upper_seconds)
+                   plan_layout, plan_tasks, resolve_d_star, scms_upper_seconds, twin_sources)
 from .provenance import store_attrs
 from .verification import check_identity, check_store_schema
 
@@ -60,6 +60,7 @@ class RunResult:
     cells_run: int
     cells_skipped: int
     summary: list[dict] = field(default_factory=list)
+    cells_left: int = 0  # cells neither complete nor run: outside ``cells`` (run them later, the store resumes)
     plan: Plan | None = None  # the plan it executed
 
 
@@ -344,7 +345,8 @@ def store_fate(path: str | Path, config_hash: str, *, overwrite: bool = False) -
 def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store: str | Path | None = None,
                    device: str = "cpu", scheduler: str | None = None, overwrite: bool = False,
                    n_workers: int = 2, progress: Any = None, force: bool = False, model: Any = None,
-                   sample_block: int | None = None, n_threads: int | None = None) -> RunResult:
+                   sample_block: int | None = None, n_threads: int | None = None,
+                   cells: dict[str, Any] | None = None) -> RunResult:
     """Run (or resume) an experiment into its Zarr store.
 
     Everything that can fail without touching the store is checked first (device, the entry's claims
@@ -385,6 +387,12 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
         torch's CPU threads in this process, set before any work (default: as they are; ``ridgexr run``
         passes :func:`ridgexr.threads.resolve_threads`'s count).  Recorded in the store's ``provenance``
         attribute; it changes rounding only (:mod:`ridgexr.threads`).
+    cells : dict, optional
+        Run only the cells whose labels are among these, ``{dimension: label or [labels]}`` (e.g. ``{"n_train":
+        [8, 16]}``; :meth:`ridgexr.store.StoreLayout.select`); the others are neither fitted nor sampled and a
+        later run (with other ``cells``, or none) resumes the store with them.  Every fit and every cell draws
+        from its own seeds, so a cell holds the same numbers whichever cells run beside it: a run longer than a
+        session goes in pieces, each piece's cells complete.
 
     Raises
     ------
@@ -393,7 +401,7 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
     sample_block, threads_source = _check_run_arguments(exp, device, sample_block, n_threads)
     run_plan = plan_run(exp, data_dir=data_dir, store=store, overwrite=overwrite, force=force, model=model)
     return execute(run_plan, device=device, scheduler=scheduler, n_workers=n_workers, progress=progress,
-                   sample_block=sample_block, threads_source=threads_source)
+                   sample_block=sample_block, threads_source=threads_source, cells=cells)
 
 
 def _check_run_arguments(exp: Experiment, device: str, sample_block: int | None,
@@ -413,7 +421,8 @@ def _check_run_arguments(exp: Experiment, device: str, sample_block: int | None,
 
 
 def execute(plan: Plan, *, device: str = "cpu", scheduler: str | None = None, n_workers: int = 2,
-            progress: Any = None, sample_block: int | None = None, threads_source: str | None = None) -> RunResult:
+            progress: Any = None, sample_block: int | None = None, threads_source: str | None = None,
+            cells: dict[str, Any] | None = None) -> RunResult:
     """Carry out a :class:`Plan` built from the training set (:func:`plan_run`): under the store's lock, create,
     resume or replace the store (what the store holds decides, :func:`ridgexr.store.lifecycle.open_for_run`), fit
     the models of the cells left, and run them.  ``progress`` (a rich ``Progress``) first prints the plan's stages.
@@ -421,7 +430,8 @@ def execute(plan: Plan, *, device: str = "cpu", scheduler: str | None = None, n_
     The steps, in order: :func:`_open_for_run` (what the store path holds, what a killed command left),
     :func:`_cells_done` (the cells a resume keeps, after checking the store is this configuration's and intact),
     :func:`_fit_cells` (the models of the cells left), :func:`_create_target` (a new store, or the new one of an
-    ``--overwrite``), :func:`_run_cells` (sample and observe, then swap a replacement in).
+    ``--overwrite``), :func:`_run_cells` (sample and observe, then swap a replacement in).  ``cells`` (see
+    :func:`run_experiment`) limits the cells fitted and run; it is checked against the layout before the lock.
 
     Raises
     ------
@@ -431,6 +441,7 @@ def execute(plan: Plan, *, device: str = "cpu", scheduler: str | None = None, n_
         raise ValueError("`plan` was priced from the training set's shape (read_data=False): plan_run(..., "
                          "read_data=True) builds one that runs")
     path = plan.store
+    chosen = set(plan.layout.select(cells))  # a bad dimension or label fails here, before anything is written
     if progress is not None:  # the plan: what each stage will cost (an estimate)
         progress.console.print(describe_stages(plan.stage_seconds, plan.scms_upper_seconds,
                                                plan.experiment.ridge.max_iter))
@@ -440,12 +451,15 @@ def execute(plan: Plan, *, device: str = "cpu", scheduler: str | None = None, n_
     with StoreLock(path), _naming(path):
         exists, overwrite, staging = _open_for_run(plan)
         done = _cells_done(plan, exists, overwrite, staging)
-        todo = [idx for idx in plan.layout.cells() if idx not in done]
+        # a chosen twin is copied from its source: the source runs too unless it is complete
+        chosen |= {src for idx, src in twin_sources(plan.resolved, plan.layout).items() if idx in chosen}
+        todo = [idx for idx in plan.layout.cells() if idx not in done and idx in chosen]
+        left = len(plan.layout.cells()) - len(done) - len(todo)
         tasks = _fit_cells(plan, todo, device, progress)
         target = _create_target(plan, exists, overwrite, staging, tasks, device, scheduler, threads_source)
         _run_cells(plan, target, tasks, device, scheduler, n_workers, progress, sample_block)
     return RunResult(store=path, cells_run=len(tasks), cells_skipped=len(done), summary=summarize(path),
-                     plan=plan)
+                     plan=plan, cells_left=left)
 
 
 def _open_for_run(plan: Plan) -> tuple[bool, bool, Path | None]:
