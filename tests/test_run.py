@@ -163,6 +163,15 @@ def test_a_selection_of_cells_that_names_no_cell_fails_before_the_store(small_ru
     assert not (tmp_path / "none.zarr").exists()
 
 
+def test_a_selection_of_cells_does_not_replace_a_store(small_run):
+    """An ``--overwrite`` swaps in a whole store: with ``cells`` it is refused, the old store untouched."""
+    exp, res = small_run
+    before = ridgexr.open_dataset(res.store).cell_complete.values.copy()
+    with pytest.raises(ValueError, match="`cells` cannot be combined with `overwrite`"):
+        run_experiment(exp, store=res.store, cells={"width": 8}, overwrite=True)
+    np.testing.assert_array_equal(ridgexr.open_dataset(res.store).cell_complete.values, before)
+
+
 def test_a_store_of_an_older_schema_with_unfinished_cells_is_not_resumed(small_run, tmp_path):
     """A store written with schema 1.5 (before final_sample and data_draw) that has an unfinished cell
     is refused with a message naming --overwrite, and so is one of schema 1.8 (before the quality gate's own

@@ -441,6 +441,9 @@ def execute(plan: Plan, *, device: str = "cpu", scheduler: str | None = None, n_
         raise ValueError("`plan` was priced from the training set's shape (read_data=False): plan_run(..., "
                          "read_data=True) builds one that runs")
     path = plan.store
+    if cells and plan.overwrite:
+        raise ValueError("`cells` cannot be combined with `overwrite`: a replacement store is swapped in only whole; "
+                         "replace the store with every cell, or remove it and run the entry in pieces")
     chosen = set(plan.layout.select(cells))  # a bad dimension or label fails here, before anything is written
     if progress is not None:  # the plan: what each stage will cost (an estimate)
         progress.console.print(describe_stages(plan.stage_seconds, plan.scms_upper_seconds,
