@@ -507,8 +507,9 @@ def fashion_gallery_summary(n_train: int, n_samples: int = 12, epoch_unit: str =
     return summarize
 
 
-def training_gallery_summary(steps=(1000, 3162, 12000), n_samples: int = 8):
-    """``summarize(ds)``: for every ``n_train`` of a store sweeping checkpoints, the first ``n_samples`` final
+def training_gallery_summary(steps=(1000, 3162, 12000), n_samples: int = 8, sizes=None):
+    """``summarize(ds)``: for every ``n_train`` of a store sweeping checkpoints (or those of ``sizes``: a store run
+    one size at a time draws each complete size in its own figure), the first ``n_samples`` final
     samples at the checkpoints nearest ``steps`` (one row each, the same noise in every row), named by n, the
     checkpoint and its f_mem (:func:`ridgexr.analysis.memorized_share`, the tables' measure, with its interval),
     then a row of the nearest training image (Euclidean, among the cell's n) of each sample of the last of those
@@ -523,8 +524,11 @@ def training_gallery_summary(steps=(1000, 3162, 12000), n_samples: int = 8):
                                               - np.log(np.asarray(steps, float))[:, None]).argmin(1)]))
         other = {d: 0 for d in ds["cell_complete"].dims if d not in ("epoch", "n_train")}
         rows, labels = [], []
-        for n in ds.n_train.values:
+        for n in (ds.n_train.values if sizes is None else sizes):
             sub = ds.sel(n_train=n).isel(other)
+            if not bool(sub["cell_complete"].all()):
+                raise ValueError(f"n_train = {n} of {ds.attrs.get('experiment', 'the store')!r} is not complete: "
+                                 "run its cells first (ridgexr run NAME --cells n_train=N)")
             fm = memorized_share(sub.sel(epoch=at)).compute()
             for e in at:
                 f = fm.sel(epoch=e)
@@ -618,14 +622,16 @@ def fashion_gallery_draw(data: dict):
 # --------------------------------------------------------------------------------------------------------------
 # timescales-unet (+ -seed1, -seed2): f_mem along training per n and seed, and collapsed (docs/timescales.md)
 
-def open_unet_seeds(path):
-    """The training timescales (``ridgexr.analysis.training_timescales`` by the entry's registered rule) of
-    ``timescales-unet`` and of its seed replicates whose stores beside ``path`` are complete, over ``seed``
-    (``analyses/timescales_unet.py``'s ``load``)."""
-    import timescales_unet
+def unet_seeds_opener(design: str):
+    """``open(path)``: the training timescales (``ridgexr.analysis.training_timescales`` by the entry's registered
+    rule) of ``design``'s three seeds over ``seed``, from the complete sizes of their stores beside ``path`` and,
+    for the others, their committed summaries (``analyses/timescales_unet.py``'s ``load``)."""
+    def open_seeds(path):
+        import timescales_unet
 
-    tt, names = timescales_unet.load(timescales_unet.DESIGNS["timescales-unet"], Path(path).parent)
-    return tt.assign_attrs(entries=", ".join(names))
+        tt, names = timescales_unet.load(timescales_unet.DESIGNS[design], Path(path).parent, design=design)
+        return tt.assign_attrs(entries=", ".join(names))
+    return open_seeds
 
 
 def unet_fmem_summary(tt) -> pd.DataFrame:
@@ -1327,6 +1333,8 @@ class Figure:
     open: Callable | None = None
     #: the command that makes the store (default: ``ridgexr run <entry>``)
     command: str = ""
+    #: its ``open`` reads committed summaries where the stores are gone, so it is summarized without a store
+    reads_summaries: bool = False
 
     @property
     def makes(self) -> str:
@@ -1374,8 +1382,8 @@ REGISTRY: dict[str, Figure] = {f.name: f for f in [
     *[Figure(f"timescales_fashion_gallery_n{n}", "timescales-fashion", "timescales.md", fashion_gallery_summary(n),
              fashion_gallery_draw, f"timescales_fashion_gallery_n{n}.npz") for n in (16, 128)],
     Figure("timescales_unet_fmem", "timescales-unet", "timescales.md", unet_fmem_summary, unet_fmem_draw,
-           open=open_unet_seeds, command="python analyses/timescales_unet.py --piece 7200 (until the three stores "
-                                         "are complete)"),
+           open=unet_seeds_opener("timescales-unet"), reads_summaries=True,
+           command="python analyses/timescales_unet.py --piece 7200 (until the three stores are complete)"),
     Figure("timescales_unet_gallery", "timescales-unet", "timescales.md", training_gallery_summary(),
            fashion_gallery_draw, "timescales_unet_gallery.npz"),
     *[Figure(f"timescales_rf{suffix}", f"timescales-rf{suffix.replace('_', '-')}", "timescales.md", rf_summary, rf_draw,
@@ -1440,7 +1448,7 @@ def summarize(fig: Figure, data: str | None) -> bool:
 
     folder = data_folder(data)
     store = folder / f"{fig.entry}.zarr"
-    if not store.exists():
+    if not store.exists() and not fig.reads_summaries:
         print(f"{fig.name}: no store {store}; make it with `{fig.makes}` (then rerun this with "
               f"--summarize --only {fig.name})", file=sys.stderr)
         return False

@@ -632,3 +632,20 @@ def test_timescales_unet_summaries_of_sizes_run_in_pieces_merge_into_the_whole()
     names = ["timescales-unet", "timescales-unet-seed1"]
     assert timescales_unet.not_yet_read(partial, names, "timescales-unet") == [
         "`timescales-unet` n = 16, 64", "`timescales-unet-seed1` n = 16, 32, 64", "`timescales-unet-seed2`"]
+
+
+def test_the_fmem_figure_of_a_design_is_summarized_from_its_committed_summaries_without_a_store(tmp_path):
+    """Where no store of the design is on the machine, its f_mem figure reads the committed summaries
+    (``reads_summaries``), every (n, seed) of them, and its summary table is built from those."""
+    import timescales_unet
+
+    fig = figures.REGISTRY["timescales_unet_fmem"]
+    assert fig.reads_summaries
+    tt = fig.open(tmp_path / "timescales-unet.zarr")  # nothing there
+    committed = [timescales_unet.read_summary(timescales_unet.summaries("timescales-unet") / f"{e}.nc")
+                 for e in timescales_unet.DESIGNS["timescales-unet"]]
+    assert tt.sizes["seed"] == len(committed)
+    for s, one in zip(tt.seed.values, committed):
+        np.testing.assert_array_equal(tt.f_mem.sel(seed=s).transpose(*one.f_mem.dims).values, one.f_mem.values)
+    df = figures.unet_fmem_summary(tt)
+    assert len(df) == tt.f_mem.size
