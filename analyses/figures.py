@@ -657,7 +657,8 @@ def unet_fmem_summary(tt) -> pd.DataFrame:
 def unet_fmem_draw(df: pd.DataFrame):
     """Two panels sharing the right margin: f_mem of every (n, seed) against the Adam steps, each seed its own line
     in its n's colour, the memorization threshold 0.1 dashed and each tau_mem a circle on its curve; and the same
-    curves against steps / n^b at the collapse's b."""
+    curves against steps / n^b at the collapse's b.  Without a b (fewer than two sizes measured so far) the second
+    panel says so and draws nothing."""
     from matplotlib.lines import Line2D
 
     from ridgexr import defaults
@@ -666,9 +667,13 @@ def unet_fmem_draw(df: pd.DataFrame):
     colours = dict(zip(ns, _n_colours(ns)))
     b, lo, hi = (float(df[k].iloc[0]) for k in ("b", "b_low", "b_high"))
     fig, axes = _figure((10.2, 3.9), 1, 2)
+    collapsed = np.isfinite(b)
     for (n, seed), g in df.groupby(["n", "seed"], sort=True):
         g = g.sort_values("step")
-        for ax, x in ((axes[0, 0], g.step.to_numpy(float)), (axes[0, 1], g.step.to_numpy(float) / float(n) ** b)):
+        panels = [(axes[0, 0], g.step.to_numpy(float))]
+        if collapsed:
+            panels.append((axes[0, 1], g.step.to_numpy(float) / float(n) ** b))
+        for ax, x in panels:
             ax.plot(x, g.f_mem, color=colours[n], lw=1.1, alpha=0.85)
         tm = g.tau_mem.iloc[0]
         if np.isfinite(tm):
@@ -681,8 +686,15 @@ def unet_fmem_draw(df: pd.DataFrame):
         ax.set_ylabel("f_mem (share of samples with d1/d2 < 1/3)")
     axes[0, 0].set_xlabel("Adam steps (full batch)")
     axes[0, 0].set_title(f"f_mem per n, {df.seed.nunique()} seed(s)", fontsize=FONT_SIZE)
-    axes[0, 1].set_xlabel(f"steps / n^b, b = {b:.2f} [{lo:.2f}, {hi:.2f}]")
-    axes[0, 1].set_title("collapsed at the fitted b", fontsize=FONT_SIZE)
+    if collapsed:
+        axes[0, 1].set_xlabel(f"steps / n^b, b = {b:.2f} [{lo:.2f}, {hi:.2f}]")
+        axes[0, 1].set_title("collapsed at the fitted b", fontsize=FONT_SIZE)
+    else:
+        axes[0, 1].set_xscale("linear")
+        axes[0, 1].set_xticks([])
+        axes[0, 1].text(0.5, 0.5, f"no collapse yet: {len(ns)} size(s) measured", ha="center", va="center",
+                        transform=axes[0, 1].transAxes, fontsize=FONT_SIZE)
+        axes[0, 1].set_title("collapse across n", fontsize=FONT_SIZE)
     handles = [Line2D([], [], color=colours[n], lw=1.3, label=f"n = {int(n)}") for n in ns]
     handles += [Line2D([], [], color="grey", lw=0.8, ls="--", label=f"threshold {defaults.MEMORIZED_SHARE:g}"),
                 Line2D([], [], color="grey", marker="o", ms=4.5, mec="black", mew=0.6, ls="none", label="τ_mem")]
@@ -1349,6 +1361,9 @@ class Figure:
         return SUMMARIES / (self.data or f"{self.name}.csv")
 
 
+#: the sizes of timescales-unet-full (seed 0) whose galleries are committed: each is drawn once its piece has run
+UNET_FULL_GALLERIES = (8,)
+
 #: the commands of analyses/timescales_rf.py that make the random-feature stores drawn here (each appends one seed at
 #: a time, so an interrupted one resumes); <data> is the data folder
 RF_COMMANDS = {
@@ -1386,6 +1401,13 @@ REGISTRY: dict[str, Figure] = {f.name: f for f in [
            command="python analyses/timescales_unet.py --piece 7200 (until the three stores are complete)"),
     Figure("timescales_unet_gallery", "timescales-unet", "timescales.md", training_gallery_summary(),
            fashion_gallery_draw, "timescales_unet_gallery.npz"),
+    Figure("timescales_unet_full_fmem", "timescales-unet-full", "timescales.md", unet_fmem_summary, unet_fmem_draw,
+           open=unet_seeds_opener("timescales-unet-full"), reads_summaries=True,
+           command="ridgexr run timescales-unet-full[-seed1|-seed2] --cells n_train=N, one piece at a time, then "
+                   "python analyses/timescales_unet.py --design timescales-unet-full --docs"),
+    *[Figure(f"timescales_unet_full_gallery_n{n}", "timescales-unet-full", "timescales.md",
+             training_gallery_summary(sizes=[n]), fashion_gallery_draw, f"timescales_unet_full_gallery_n{n}.npz",
+             command=f"ridgexr run timescales-unet-full --cells n_train={n}") for n in UNET_FULL_GALLERIES],
     *[Figure(f"timescales_rf{suffix}", f"timescales-rf{suffix.replace('_', '-')}", "timescales.md", rf_summary, rf_draw,
              f"timescales_rf{suffix}.npz", open_rf_store, RF_COMMANDS[suffix]) for suffix in ("_small", "_mid", "")],
     Figure("manifold_manifold_circle", "manifold-circle", "manifold.md", manifold_noise_summary,

@@ -142,9 +142,10 @@ def complete_sizes(ds: xr.Dataset) -> list[int]:
 def store_timescales(ds: xr.Dataset, sizes: list[int]) -> xr.Dataset:
     """tau_gen and tau_mem of the store's complete sizes ``sizes`` by the entry's registered rule."""
     spec, _ = timescale_rule(ds)
-    part = ds.sel(n_train=sizes)
-    return training_timescales(part, quality=spec.quality, rule=spec.rule, factor=spec.factor,
-                               quality_null=spec.quality_null).compute().squeeze(drop=True)
+    tt = training_timescales(ds.sel(n_train=sizes), quality=spec.quality, rule=spec.rule, factor=spec.factor,
+                             quality_null=spec.quality_null).compute()
+    # the cell dims of one label (schedule, model) go; n_train and epoch stay, whatever their sizes
+    return tt.squeeze([d for d, k in tt.sizes.items() if k == 1 and d not in ("n_train", "epoch")], drop=True)
 
 
 def merged(new: xr.Dataset | None, old: xr.Dataset | None) -> xr.Dataset | None:

@@ -649,3 +649,20 @@ def test_the_fmem_figure_of_a_design_is_summarized_from_its_committed_summaries_
         np.testing.assert_array_equal(tt.f_mem.sel(seed=s).transpose(*one.f_mem.dims).values, one.f_mem.values)
     df = figures.unet_fmem_summary(tt)
     assert len(df) == tt.f_mem.size
+
+
+def test_the_unet_fmem_figure_of_one_size_draws_its_curves_and_says_there_is_no_collapse_yet(figure_layout_problems):
+    """With one n measured (a design run in pieces) b is undefined: the left panel draws each seed's curve, the
+    right one no curve and the words 'no collapse yet'; nothing overlapping."""
+    tt = _synthetic_unet_timescales().sel(n_train=[8])
+    df = figures.unet_fmem_summary(tt)
+    assert df.b.isna().all()
+    fig = figures.unet_fmem_draw(_as_read_back(df))
+    assert not figure_layout_problems(fig)
+    left, right = fig.axes[0], fig.axes[1]
+    curves = [ln for ln in left.get_lines() if ln.get_marker() in ("None", "") and ln.get_linestyle() == "-"]
+    assert len(curves) == 2
+    for ln, (seed, g) in zip(curves, df.groupby("seed", sort=True)):
+        np.testing.assert_allclose(ln.get_ydata(), g.sort_values("step").f_mem)
+    assert [ln for ln in right.get_lines() if ln.get_linestyle() == "-"] == []
+    assert any("no collapse yet: 1 size(s) measured" in t.get_text() for t in right.texts)
