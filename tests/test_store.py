@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ridgexr import OU
 from ridgexr.store import StoreLock, StoreLockedError, cells, complete_cells, json_attr, open_store
@@ -380,3 +382,29 @@ def test_the_store_package_exports_what_a_user_needs():
         assert internal not in store.__all__
         with pytest.raises(AttributeError):
             getattr(store, internal)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_a_selection_of_cells_is_the_cells_whose_labels_it_names(data):
+    """``StoreLayout.select`` against a brute-force filter of every run cell: labels given as values or as their text
+    (how ``--cells`` passes them), over any subset of the cell dims and of their labels, masked cells never chosen."""
+    schedules = ("1", "h", "h2", "exact")
+    widths = (4, 8, 16)
+    taus = (100.0, float("inf"))
+    k = [data.draw(st.integers(1, len(v)), label=name) for name, v in (("s", schedules), ("w", widths), ("t", taus))]
+    coords = (("schedule", schedules[:k[0]]), ("width", widths[:k[1]]), ("tau", taus[:k[2]]))
+    every = list(np.ndindex(*(len(v) for _, v in coords)))
+    applies = tuple(data.draw(st.lists(st.sampled_from(every), min_size=1, unique=True), label="applies"))
+    lay = small_layout(coords=coords, applies=applies)
+    where = {}
+    for name, values in coords:
+        if data.draw(st.booleans(), label=f"select {name}"):
+            picked = data.draw(st.lists(st.sampled_from(values), min_size=1, unique=True), label=name)
+            as_text = data.draw(st.booleans(), label=f"{name} as text")
+            where[name] = [str(v) for v in picked] if as_text else picked
+    expected = [idx for idx in lay.cells()
+                if all(lay.cell_labels(idx)[name] in [type(lay.cell_labels(idx)[name])(v) for v in wanted]
+                       for name, wanted in where.items())]
+    assert lay.select(where) == expected
+    assert lay.select(None) == lay.cells() == sorted(applies)
