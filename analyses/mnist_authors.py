@@ -157,12 +157,9 @@ def main(argv=None):
     ap.add_argument("--claims-tables", default=None, help="write the claims tables to this folder")
     ap.add_argument("--tables", default=None, help="also write the three tables to this folder")
     args = ap.parse_args(argv)
-    rows, ends = [], []
-    for name in ENTRIES:
-        ds = store_for(name, args.data)
-        rows += step_rows(ds, name, args.steps)
-        ends.append(end_row(ds, name))
     stores = {name: store_for(name, args.data) for name in ENTRIES}
+    rows = [row for name, ds in stores.items() for row in step_rows(ds, name, args.steps)]
+    ends = [end_row(ds, name) for name, ds in stores.items()]
     tables = {"steps": markdown_table(pd.DataFrame(rows)), "ends": markdown_table(pd.DataFrame(ends)),
               "matched": markdown_table(pd.DataFrame(matched_rows(*stores.values(), args.steps)))}
     print("\n\n".join(tables.values()))

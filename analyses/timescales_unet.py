@@ -153,7 +153,8 @@ def merged(new: xr.Dataset | None, old: xr.Dataset | None) -> xr.Dataset | None:
     summary's (``old``); sorted by n_train."""
     if new is None or old is None:
         return new if old is None else old
-    keep = [int(n) for n in old.n_train.values if int(n) not in set(new.n_train.values.tolist())]
+    have = {int(n) for n in new.n_train.values}
+    keep = [int(n) for n in old.n_train.values if int(n) not in have]
     new = new[list(SUMMARY_VARS)].reset_coords(drop=True)
     if not keep:
         return new
