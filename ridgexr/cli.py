@@ -361,11 +361,11 @@ def run(
 
     if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
         raise typer.BadParameter(f"device must be cpu or cuda, got {device!r}", param_hint="--device")
+    where = _cell_selection(cells)
     if plan:
         with user_errors():
-            _print_plan(_load_experiment(name, catalog, data_dir), data_dir)
+            _print_plan(_load_experiment(name, catalog, data_dir), data_dir, where)
         return
-    where = _cell_selection(cells)
     with user_errors():
         n_threads, source = resolve_threads(threads)
     limit_library_threads(n_threads)  # before numpy's and torch's libraries load (below)
@@ -410,17 +410,17 @@ def _cell_selection(cells: list[str]) -> dict[str, list[str]]:
     return where
 
 
-def _print_plan(exp, data_dir) -> None:
+def _print_plan(exp, data_dir, where: dict[str, list[str]] | None = None) -> None:
     """``ridgexr run --plan``: the :class:`ridgexr.run.Plan` a run of the entry executes, priced from the training
     set's shape (:func:`ridgexr.run.plan_run` with ``read_data=False``): its stages and their estimated seconds, its
     peak memory and store size, and whether this machine would refuse it; no data loaded, no VAE trained, nothing
-    written."""
+    written.  With ``where`` (``--cells``) the stages are the piece's: the cells it selects, complete or not."""
     from rich.markup import escape
 
     from .run import plan_run
     from .run.plan import format_seconds
 
-    plan = plan_run(exp, data_dir=data_dir, read_data=False).summary()
+    plan = plan_run(exp, data_dir=data_dir, read_data=False, cells=where).summary()
     seconds, upper, missing, shape = plan["stage_seconds"], plan["scms_upper_seconds"], plan["missing_data"], \
         plan["train_shape"]
     verdict = "it fits this machine" if plan["refused"] is None else f"refused without --force: {plan['refused']}"
@@ -428,7 +428,9 @@ def _print_plan(exp, data_dir) -> None:
         verdict += "; but it cannot run here before its training data are installed (above)"
     dims = " x ".join(f"{len(v)} {n}" for n, v in exp.cell_coords())
     total = sum(seconds.values()) or 1.0
-    table = Table(title=f"plan of {exp.name}: {dims or 'one cell'} ({plan['n_cells']} run), {exp.n_samples} "
+    piece = " ".join(f"{dim}={','.join(labels)}" for dim, labels in (where or {}).items())
+    runs = f"{plan['n_cells']} run by --cells {piece}" if piece else f"{plan['n_cells']} run"
+    table = Table(title=f"plan of {exp.name}: {dims or 'one cell'} ({runs}), {exp.n_samples} "
                         f"samples, {exp.process.n_steps} steps, training set {shape[0]} x {shape[1]}"
                         f"{' (not installed here)' if missing else ''} -> {plan['store']}",
                   caption="estimated on 2 idle cores (ridgexr.run.plan's rates; within 2x of the runs timed idle: "

@@ -132,6 +132,7 @@ def test_the_resolved_projection_and_the_bound_at_max_iter(tmp_path, capsys):
     assert plan.scms_upper_seconds(plain, train) - est(plain) == pytest.approx(
         (50 - plan.SCMS_ITERATIONS) * (8 * 5 * frame + 2 * plan.STEP_SECONDS), rel=1e-9)
     assert plan.scms_upper_seconds(entry(tmp_path, max_iter=plan.SCMS_ITERATIONS), train) is None
+    assert plan.scms_upper_seconds(entry(tmp_path, max_iter=50, ridge=", observe: false"), train) is None  # no SCMS
     assert plan.scms_upper_seconds(entry(tmp_path, max_iter=50, ridge=", stop_degenerate: 3"), train) is not None
     line = plan.describe_stages(estimate_stage_seconds(plain, train), plan.scms_upper_seconds(plain, train), 50)
     assert f"up to ~{plan.format_seconds(plan.scms_upper_seconds(plain, train))} if every projection runs to " \

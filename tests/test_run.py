@@ -172,6 +172,44 @@ def test_a_selection_of_cells_does_not_replace_a_store(small_run):
     np.testing.assert_array_equal(ridgexr.open_dataset(res.store).cell_complete.values, before)
 
 
+def test_a_piece_is_planned_and_priced_as_the_cells_it_runs(small_run, tmp_path):
+    """``plan_run(cells=...)`` (``ridgexr run --plan --cells``, and the stages a piece prints as it starts) counts
+    the cells the piece runs (those the layout selects, and the source of a legacy exact twin among them) and
+    prices only them: pieces that split the entry's cells sample, together, what the whole entry samples.  A bad
+    selection fails before the training set is read."""
+    from typer.testing import CliRunner
+
+    from ridgexr.cli import app
+    from ridgexr.run import plan_run
+    from ridgexr.run.plan import format_seconds
+
+    exp, res = small_run
+    data = res.store.parent
+    layout = res.plan.layout
+    whole = plan_run(exp, data_dir=data, read_data=False)
+    for where in ({"schedule": ["exact", "h2"], "width": 8}, {"schedule": "1"}, {}):
+        piece = plan_run(exp, data_dir=data, read_data=False, cells=where)
+        assert piece.n_cells == len(layout.select(where)) and piece.summary()["cells"] == (where or {})
+    # exact/16 is copied from exact/8, which runs with it (test_a_run_in_pieces_of_cells_writes_the_store_of_one_run)
+    assert plan_run(exp, data_dir=data, read_data=False, cells={"width": ["16"]}).n_cells == 4
+    parts = [plan_run(exp, data_dir=data, read_data=False, cells={"schedule": [s]}) for s in ("1", "h2", "exact")]
+    sampling = [p.stage_seconds["sampling and observation"] for p in parts]
+    assert sum(sampling) == pytest.approx(whole.stage_seconds["sampling and observation"], rel=1e-12)
+    assert 0 < sampling[0] < whole.stage_seconds["sampling and observation"]
+    # the random features' fit is one per training set, whatever schedules a piece runs: each piece pays it
+    assert all(p.stage_seconds["fit"] == pytest.approx(whole.stage_seconds["fit"], rel=1e-12) for p in parts)
+    assert sum(p.n_cells for p in parts) == whole.n_cells == len(layout.cells())
+    with pytest.raises(ValueError, match="`cells`: width has no label '12'"):
+        plan_run(exp, data_dir=tmp_path / "nowhere", cells={"width": "12"})  # the data folder is never looked at
+    r = CliRunner().invoke(app, ["run", "--plan", str(exp.source), "--data-dir", str(data), "--cells", "schedule=h2"],
+                           env={"COLUMNS": "300"})
+    assert r.exit_code == 0, r.output
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in r.output.splitlines()
+            if line.startswith("│")}
+    assert rows["total"] == format_seconds(sum(parts[1].stage_seconds.values()))
+    assert "(2 run by --cells schedule=h2)" in " ".join(r.output.split())
+
+
 def test_a_store_of_an_older_schema_with_unfinished_cells_is_not_resumed(small_run, tmp_path):
     """A store written with schema 1.5 (before final_sample and data_draw) that has an unfinished cell
     is refused with a message naming --overwrite, and so is one of schema 1.8 (before the quality gate's own

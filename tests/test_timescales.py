@@ -960,6 +960,11 @@ def test_the_unet_entries_are_one_design_on_three_seeds_sized_for_two_cores(desi
     assert all(((epochs >= e) & (epochs < 10 * e)).sum() >= 8 for e in starts)
     assert exps[0].ridge.observe is False and exps[0].sampler.record_every == exps[0].process.n_steps
     assert exps[0].timescales.quality == "quality_frechet" and exps[0].timescales.rule == "null"
-    total = sum(sum(estimate_stage_seconds(e, training_shape(e.dataset, base_dir=e.base_dir)).values()) for e in exps)
+    shape = training_shape(exps[0].dataset, base_dir=exps[0].base_dir)
+    total = sum(sum(estimate_stage_seconds(e, shape).values()) for e in exps)
     assert total <= 8 * 3600
+    # it runs in pieces of one n (ridgexr run --cells n_train=N), each planned within 2 h, together the whole
+    pieces = [estimate_stage_seconds(exps[0], shape, cells={"n_train": [m]}) for m in n]
+    assert max(sum(p.values()) for p in pieces) <= 2 * 3600
+    assert sum(sum(p.values()) for p in pieces) == pytest.approx(total / 3, rel=1e-12)
     assert max(cat["timescales-unet-large"].dataset.n_train) >= 2048

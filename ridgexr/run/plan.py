@@ -22,12 +22,12 @@ from ..quality.cells import gate_batch, gate_draws
 from ..ridge import suggest_d_star
 from ..sampling import recorded_steps
 from ..scms import frame_width, use_lowrank
-from ..store.layout import StoreLayout
+from ..store.layout import StoreLayout, cell_labels, select_cells
 from ..schema import cell_chunks, step_variables
 
 __all__ = ["CellTask", "plan_layout", "block_index", "cell_applies", "plan_tasks", "resolve_d_star",
            "estimate_resources", "estimate_stage_seconds", "scms_upper_seconds", "assumed_scms_iterations",
-           "describe_stages", "moments_seconds", "count_run_cells", "heldout_samples",
+           "describe_stages", "moments_seconds", "count_run_cells", "run_cell_indexes", "piece_cells", "heldout_samples",
            "training_size", "format_seconds", "missing_training_data"]
 
 
@@ -59,11 +59,31 @@ def applying_cells(exp: Experiment, coords: tuple[tuple[str, tuple], ...]) -> tu
                  if cell_applies(exp, coords, {n: coords[k][1][i] for k, (n, i) in enumerate(zip(names, idx))}))
 
 
-def count_run_cells(exp: Experiment) -> int:
-    """How many cells a run of ``exp`` samples (masked cells excluded)."""
+def piece_cells(exp: Experiment, coords: tuple[tuple[str, tuple], ...], cells: list[tuple[int, ...]],
+                where: dict[str, Any] | None) -> list[tuple[int, ...]]:
+    """The cells of a piece (``ridgexr run --cells``): those of ``cells`` (index tuples into ``coords``, in C order)
+    that ``where`` selects (:func:`ridgexr.store.layout.select_cells`) and the cells the selected twins are copied
+    from (:func:`twin_sources`), in C order.  The one rule of the run (:func:`ridgexr.run.execute`) and its plan."""
+    chosen = set(select_cells(coords, cells, where))
+    chosen |= {src for idx, src in twin_sources(exp, coords, cells).items() if idx in chosen}
+    return [idx for idx in cells if idx in chosen]
+
+
+def count_run_cells(exp: Experiment, cells: dict[str, Any] | None = None) -> int:
+    """How many cells a run of ``exp`` samples (masked cells excluded); with ``cells`` (``ridgexr run --cells``),
+    how many a piece runs (:func:`piece_cells`)."""
+    return len(run_cell_indexes(exp, cells))
+
+
+def run_cell_indexes(exp: Experiment, cells: dict[str, Any] | None = None) -> list[tuple[int, ...]]:
+    """The index tuples (into ``exp.cell_coords()``) of the cells a run of ``exp`` samples (those a model applies
+    to), in C order, limited to those of the piece ``cells`` names (:func:`piece_cells`: a bad dimension or label
+    is a ``ValueError`` naming ``cells``).  From the configuration alone."""
     coords = exp.cell_coords()
     applies = applying_cells(exp, coords)
-    return len(applies) if applies is not None else math.prod(len(v) for _, v in coords)
+    every = list(applies) if applies is not None else [tuple(int(i) for i in idx)
+                                                        for idx in np.ndindex(*(len(v) for _, v in coords))]
+    return piece_cells(exp, coords, every, cells)
 
 
 #: a cell's samples are stored in at most this many chunks along ``sample`` (each at least 256 samples)
@@ -190,22 +210,24 @@ def plan_tasks(exp: Experiment, train: np.ndarray, layout: StoreLayout,
             tasks[idx] = CellTask(idx, lab, fitted[idx].diagnostics, bi, fitted[idx].state)
         del fitted
         release_free_heap()  # what the block's training freed goes back to the system (ridgexr.heap)
-    for idx, source in twin_sources(exp, layout).items():
+    for idx, source in twin_sources(exp, layout.coords, layout.cells()).items():
         if idx in tasks:
             tasks[idx] = replace(tasks[idx], twin_of=source)
     return [tasks[idx] for idx, _ in run]
 
 
-def twin_sources(exp: Experiment, layout: StoreLayout) -> dict[tuple[int, ...], tuple[int, ...]]:
-    """{cell: the cell it is copied from} of the layout's twins: under ``legacy_exact`` the exact denoiser as
-    schedule 'exact' at every width (tau, target, n_noise) samples the same trajectories for a given training set,
-    so it is sampled at the first such cell of the layout and copied to the others.  Empty otherwise."""
+def twin_sources(exp: Experiment, coords: tuple[tuple[str, tuple], ...], cells: Iterable[tuple[int, ...]]
+                 ) -> dict[tuple[int, ...], tuple[int, ...]]:
+    """{cell: the cell it is copied from} of the twins among ``cells`` (index tuples into ``coords``, in C order):
+    under ``legacy_exact`` the exact denoiser as schedule 'exact' at every width (tau, target, n_noise) samples the
+    same trajectories for a given training set, so it is sampled at the first such cell and copied to the others.
+    Empty otherwise."""
     twins: dict[tuple[int, ...], tuple[int, ...]] = {}
     if not exp.legacy_exact:
         return twins
     first: dict = {}
-    for idx in layout.cells():
-        lab = layout.cell_labels(idx)
+    for idx in cells:
+        lab = cell_labels(coords, idx)
         if lab["schedule"] == "exact":
             key = (lab.get("n_train"), lab.get("data_draw"))
             if key not in first:
@@ -310,13 +332,10 @@ def heldout_samples(exp: Experiment, labelled: list[dict], d: int, n_trains: lis
     return out
 
 
-def _labelled_cells(exp: Experiment) -> list[dict]:
-    """The labels (dim -> label) of every run cell of ``exp`` (those that apply)."""
+def _labelled_cells(exp: Experiment, cells: dict[str, Any] | None = None) -> list[dict]:
+    """The labels (dim -> label) of every run cell of ``exp`` (those that apply; those ``cells`` selects)."""
     coords = exp.cell_coords()
-    applies = applying_cells(exp, coords)
-    names = [c for c, _ in coords]
-    cells = applies if applies is not None else tuple(np.ndindex(*(len(v) for _, v in coords)))
-    return [{c: coords[k][1][i] for k, (c, i) in enumerate(zip(names, idx))} for idx in cells]
+    return [cell_labels(coords, idx) for idx in run_cell_indexes(exp, cells)]
 
 
 def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 1 << 30) -> dict:
@@ -470,9 +489,10 @@ SCMS_ITERATIONS = 20
 STOP_DEGENERATE_FACTOR = 2
 
 
-def estimate_stage_seconds(exp: Experiment, train: np.ndarray, *, scms_iterations: int | None = None
-                           ) -> dict[str, float]:
-    """A rough estimate (seconds on 2 idle CPU cores) of each stage of a run, from the configuration alone.
+def estimate_stage_seconds(exp: Experiment, train: np.ndarray, *, scms_iterations: int | None = None,
+                           cells: dict[str, Any] | None = None) -> dict[str, float]:
+    """A rough estimate (seconds on 2 idle CPU cores) of each stage of a run, from the configuration alone: of
+    every cell, or of the cells ``cells`` selects (a piece, ``ridgexr run --cells``).
 
     Each model block is priced by its kind's cost hook (:class:`ridgexr.models.cost.KindCost`, named by
     the registry; a kind without one counts as a small network trained elsewhere):
@@ -506,6 +526,10 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray, *, scms_iteration
         The catalog entry.
     train : array (N, d) or its shape (N, d)
         The training set, or only its shape (:func:`training_size`).
+    scms_iterations : int, optional
+        SCMS iterations per projection (default :func:`assumed_scms_iterations`).
+    cells : dict, optional
+        ``{dimension: label or [labels]}``: price only these cells (:func:`ridgexr.store.layout.select_cells`).
 
     Returns
     -------
@@ -515,7 +539,7 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray, *, scms_iteration
     d_frame = max(1, d - 1) if exp.d_star == "auto" else int(exp.d_star)
     n_trains = exp.dataset.n_train_sizes(n)
     fit = diag = 0.0
-    labelled = _labelled_cells(exp)
+    labelled = _labelled_cells(exp, cells)
     for bi, b in enumerate(exp.blocks):
         mine = [lab for lab in labelled if block_index(exp, lab) == bi]
         if not mine:
@@ -561,14 +585,16 @@ def assumed_scms_iterations(exp: Experiment) -> int:
     return iters
 
 
-def scms_upper_seconds(exp: Experiment, train: np.ndarray) -> float | None:
+def scms_upper_seconds(exp: Experiment, train: np.ndarray, cells: dict[str, Any] | None = None) -> float | None:
     """The sampling and observation stage with every projection at its cap ``ridge.max_iter`` (seconds), where the
     cap is above the assumed count; None where it is not.  The SCMS iterations a state takes depend on the data
     (states with a degenerate frame run to the cap): ``mnist-authors`` (cap 100, frames degenerate at small t)
-    took ~6x the assumed-count estimate (docs/mnist.md)."""
-    if exp.ridge.max_iter <= assumed_scms_iterations(exp):
+    took ~6x the assumed-count estimate (docs/mnist.md).  None too under ``ridge.observe: false`` (no projection
+    runs).  ``cells``: of these cells only (:func:`estimate_stage_seconds`)."""
+    if not exp.ridge.observe or exp.ridge.max_iter <= assumed_scms_iterations(exp):
         return None
-    return estimate_stage_seconds(exp, train, scms_iterations=exp.ridge.max_iter)["sampling and observation"]
+    return estimate_stage_seconds(exp, train, scms_iterations=exp.ridge.max_iter,
+                                  cells=cells)["sampling and observation"]
 
 
 def format_seconds(t: float) -> str:

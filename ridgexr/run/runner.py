@@ -40,7 +40,7 @@ from .cell import run_cell
 from .cluster import dask_client, resolve_scheduler
 from .ensemble import v_kernel_variables
 from .plan import (count_run_cells, describe_stages, estimate_resources, estimate_stage_seconds, missing_training_data,
-                   plan_layout, plan_tasks, resolve_d_star, scms_upper_seconds, twin_sources)
+                   piece_cells, plan_layout, plan_tasks, resolve_d_star, scms_upper_seconds)
 from .provenance import store_attrs
 from .verification import check_identity, check_store_schema
 
@@ -209,9 +209,10 @@ class Plan:
     train_shape : tuple of int
         (N, d) of the training set.
     n_cells : int
-        Cells that run (the layout's cells a model applies to).
+        Cells that run (the layout's cells a model applies to, those ``cells`` selects).
     stage_seconds : dict
-        Stage -> estimated seconds on 2 idle cores (:func:`ridgexr.run.plan.estimate_stage_seconds`).
+        Stage -> estimated seconds on 2 idle cores of the cells that run
+        (:func:`ridgexr.run.plan.estimate_stage_seconds`).
     scms_upper_seconds : float or None
         Sampling and observation with every projection at ``ridge.max_iter`` (None when that is no bound).
     resources : dict
@@ -238,6 +239,8 @@ class Plan:
         A Python model's label -> :class:`ridgexr.models.ModuleDenoiser`.
     overwrite, force : bool
         As passed to :func:`plan_run`.
+    cells : dict or None
+        As passed to :func:`plan_run`: the cells a piece runs (None: every cell).
     """
 
     experiment: Experiment
@@ -258,12 +261,14 @@ class Plan:
     objects: dict = field(default_factory=dict)
     overwrite: bool = False
     force: bool = False
+    cells: dict | None = None
 
     def summary(self) -> dict:
         """What ``ridgexr run --plan`` prints: the store, the training set's shape, the cells that run, each stage's
         estimated seconds, the bound at ``ridge.max_iter``, peak memory and store size, and the refusal."""
         est = self.resources
         return {"store": self.store, "train_shape": tuple(self.train_shape), "n_cells": self.n_cells,
+                "cells": dict(self.cells or {}),
                 "stage_seconds": dict(self.stage_seconds), "scms_upper_seconds": self.scms_upper_seconds,
                 "max_iter": self.experiment.ridge.max_iter, "peak_memory": est["peak_memory"],
                 "memory_stage": est["memory_stage"], "memory_drivers": list(est["memory_drivers"]),
@@ -271,21 +276,32 @@ class Plan:
 
 
 def plan_run(exp: Experiment, *, data_dir: str | Path | None = None, store: str | Path | None = None,
-             overwrite: bool = False, force: bool = False, model: Any = None, read_data: bool = True) -> Plan:
+             overwrite: bool = False, force: bool = False, model: Any = None, read_data: bool = True,
+             cells: dict[str, Any] | None = None) -> Plan:
     """The :class:`Plan` of a run of ``exp``: where its store goes, what each stage costs, and, from the training set
     (``read_data``), ``d_star`` resolved, the configuration hash and the store's layout.
 
-    Everything that can fail without touching the store is checked here, in this order: the store path (not inside
+    Everything that can fail without touching the store is checked here, in this order: ``cells``, the store path (not inside
     another store), the resources (:func:`check_resources`: raises :class:`ResourceError` unless ``force``, when
     the training set is read), the entry against its training set (:func:`validate_experiment`).  With
     ``read_data=False`` nothing is loaded, trained or written: the plan is priced from the training set's shape
     (:func:`ridgexr.datasets.training_shape`) and its refusal is reported in ``refused``, not raised.
+
+    ``cells`` (see :func:`run_experiment`) makes the plan a piece's: its cell count and its stages' seconds are
+    those of the selected cells (peak memory and store size stay the whole store's); a bad dimension or label is
+    a ``ValueError`` here, before anything is read.
 
     Raises
     ------
     ConfigMismatchError, ResourceError, ValueError, OSError
     """
     missing = None
+    cells = dict(cells) if cells else None
+    if cells and overwrite:
+        raise ValueError("`cells` cannot be combined with `overwrite`: a replacement store is swapped in only whole; "
+                         "replace the store with every cell, or remove it and run the entry in pieces")
+    if model is None:
+        n_cells = count_run_cells(exp, cells)  # a bad dimension or label of ``cells`` fails before the data is read
     if read_data:
         train = load_training_set(exp.dataset, base_dir=exp.base_dir)
         shape = tuple(int(n) for n in train.shape)
@@ -295,6 +311,7 @@ def plan_run(exp: Experiment, *, data_dir: str | Path | None = None, store: str 
     objects = {}
     if model is not None:
         exp, objects = _with_python_model(exp, model, shape[1])
+        n_cells = count_run_cells(exp, cells)
     path = Path(store).resolve() if store is not None else resolve_store(exp, data_dir)
     outer = enclosing_store(path)
     if outer is not None:  # resolve_store refuses it for an entry's path; an explicit store path too
@@ -307,10 +324,10 @@ def plan_run(exp: Experiment, *, data_dir: str | Path | None = None, store: str 
         if read_data and not force:
             raise
         est, refused = check_resources(exp, priced, path, force=True, overwrite=overwrite), str(exc)
-    common = dict(experiment=exp, store=path, train_shape=shape, n_cells=count_run_cells(exp),
-                  stage_seconds=estimate_stage_seconds(exp, priced), scms_upper_seconds=scms_upper_seconds(exp, priced),
-                  resources=est, refused=refused, missing_data=missing, objects=objects, overwrite=overwrite,
-                  force=force)
+    common = dict(experiment=exp, store=path, train_shape=shape, n_cells=n_cells,
+                  stage_seconds=estimate_stage_seconds(exp, priced, cells=cells),
+                  scms_upper_seconds=scms_upper_seconds(exp, priced, cells), resources=est, refused=refused,
+                  missing_data=missing, objects=objects, overwrite=overwrite, force=force, cells=cells)
     if train is None:
         return Plan(**common)
     validate_experiment(exp, train)
@@ -399,9 +416,10 @@ def run_experiment(exp: Experiment, *, data_dir: str | Path | None = None, store
     ConfigMismatchError, StoreLockedError, ResourceError, ValueError, OSError
     """
     sample_block, threads_source = _check_run_arguments(exp, device, sample_block, n_threads)
-    run_plan = plan_run(exp, data_dir=data_dir, store=store, overwrite=overwrite, force=force, model=model)
+    run_plan = plan_run(exp, data_dir=data_dir, store=store, overwrite=overwrite, force=force, model=model,
+                        cells=cells)
     return execute(run_plan, device=device, scheduler=scheduler, n_workers=n_workers, progress=progress,
-                   sample_block=sample_block, threads_source=threads_source, cells=cells)
+                   sample_block=sample_block, threads_source=threads_source)
 
 
 def _check_run_arguments(exp: Experiment, device: str, sample_block: int | None,
@@ -421,8 +439,8 @@ def _check_run_arguments(exp: Experiment, device: str, sample_block: int | None,
 
 
 def execute(plan: Plan, *, device: str = "cpu", scheduler: str | None = None, n_workers: int = 2,
-            progress: Any = None, sample_block: int | None = None, threads_source: str | None = None,
-            cells: dict[str, Any] | None = None) -> RunResult:
+            progress: Any = None, sample_block: int | None = None, threads_source: str | None = None
+            ) -> RunResult:
     """Carry out a :class:`Plan` built from the training set (:func:`plan_run`): under the store's lock, create,
     resume or replace the store (what the store holds decides, :func:`ridgexr.store.lifecycle.open_for_run`), fit
     the models of the cells left, and run them.  ``progress`` (a rich ``Progress``) first prints the plan's stages.
@@ -430,8 +448,8 @@ def execute(plan: Plan, *, device: str = "cpu", scheduler: str | None = None, n_
     The steps, in order: :func:`_open_for_run` (what the store path holds, what a killed command left),
     :func:`_cells_done` (the cells a resume keeps, after checking the store is this configuration's and intact),
     :func:`_fit_cells` (the models of the cells left), :func:`_create_target` (a new store, or the new one of an
-    ``--overwrite``), :func:`_run_cells` (sample and observe, then swap a replacement in).  ``cells`` (see
-    :func:`run_experiment`) limits the cells fitted and run; it is checked against the layout before the lock.
+    ``--overwrite``), :func:`_run_cells` (sample and observe, then swap a replacement in).  The plan's ``cells``
+    (a piece, :func:`plan_run`) limits the cells fitted and run.
 
     Raises
     ------
@@ -441,10 +459,8 @@ def execute(plan: Plan, *, device: str = "cpu", scheduler: str | None = None, n_
         raise ValueError("`plan` was priced from the training set's shape (read_data=False): plan_run(..., "
                          "read_data=True) builds one that runs")
     path = plan.store
-    if cells and plan.overwrite:
-        raise ValueError("`cells` cannot be combined with `overwrite`: a replacement store is swapped in only whole; "
-                         "replace the store with every cell, or remove it and run the entry in pieces")
-    chosen = set(plan.layout.select(cells))  # a bad dimension or label fails here, before anything is written
+    layout = plan.layout
+    chosen = set(piece_cells(plan.resolved, layout.coords, layout.cells(), plan.cells))
     if progress is not None:  # the plan: what each stage will cost (an estimate)
         progress.console.print(describe_stages(plan.stage_seconds, plan.scms_upper_seconds,
                                                plan.experiment.ridge.max_iter))
@@ -454,10 +470,8 @@ def execute(plan: Plan, *, device: str = "cpu", scheduler: str | None = None, n_
     with StoreLock(path), _naming(path):
         exists, overwrite, staging = _open_for_run(plan)
         done = _cells_done(plan, exists, overwrite, staging)
-        # a chosen twin is copied from its source: the source runs too unless it is complete
-        chosen |= {src for idx, src in twin_sources(plan.resolved, plan.layout).items() if idx in chosen}
-        todo = [idx for idx in plan.layout.cells() if idx not in done and idx in chosen]
-        left = len(plan.layout.cells()) - len(done) - len(todo)
+        todo = [idx for idx in layout.cells() if idx not in done and idx in chosen]
+        left = len(layout.cells()) - len(done) - len(todo)
         tasks = _fit_cells(plan, todo, device, progress)
         target = _create_target(plan, exists, overwrite, staging, tasks, device, scheduler, threads_source)
         _run_cells(plan, target, tasks, device, scheduler, n_workers, progress, sample_block)

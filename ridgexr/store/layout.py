@@ -116,33 +116,46 @@ class StoreLayout:
         return {d: slice(i, i + 1) for d, i in zip(self.cell_dims, index)}
 
     def cell_labels(self, index: tuple[int, ...]) -> dict[str, Any]:
-        return {name: values[i] for (name, values), i in zip(self.coords, index)}
+        return cell_labels(self.coords, index)
 
     def select(self, where: dict[str, Any] | None) -> list[tuple[int, ...]]:
-        """The cells that are run (:meth:`cells`) whose labels are among ``where``'s, in C order.
+        """The cells that are run (:meth:`cells`) whose labels are among ``where``'s, in C order
+        (:func:`select_cells`)."""
+        return select_cells(self.coords, self.cells(), where)
 
-        ``where`` maps a cell dimension to one label or a list of them; a label matches by equality or, given as
-        text (``ridgexr run --cells n_train=8,16``), by its printed form or its number (``"8"`` matches 8,
-        ``"inf"`` matches inf).  None or ``{}`` selects every cell.  A dimension the store does not have or a label
-        it does not hold is a ``ValueError`` naming ``cells`` and the labels there are.
-        """
-        cells = self.cells()
-        if not where:
-            return cells
-        coords = dict(self.coords)
-        keep = {}
-        for dim, wanted in where.items():
-            if dim not in coords:
-                raise ValueError(f"`cells`: {dim!r} is not a cell dimension of this entry; it has "
-                                 f"{', '.join(self.cell_dims) or 'none'}")
-            wanted = list(wanted) if isinstance(wanted, (list, tuple)) else [wanted]
-            index = {i for want in wanted for i, lab in enumerate(coords[dim]) if _same_label(want, lab)}
-            missing = [w for w in wanted if not any(_same_label(w, lab) for lab in coords[dim])]
-            if missing:
-                raise ValueError(f"`cells`: {dim} has no label {', '.join(map(repr, missing))}; its labels are "
-                                 + ", ".join(str(lab) for lab in coords[dim]))
-            keep[self.cell_dims.index(dim)] = index
-        return [idx for idx in cells if all(idx[k] in index for k, index in keep.items())]
+
+def cell_labels(coords: tuple[tuple[str, tuple], ...], index: tuple[int, ...]) -> dict[str, Any]:
+    """The labels ``{dim: label}`` of the cell at ``index`` (a tuple of indexes into ``coords``' labels)."""
+    return {name: values[i] for (name, values), i in zip(coords, index)}
+
+
+def select_cells(coords: tuple[tuple[str, tuple], ...], cells: list[tuple[int, ...]],
+                 where: dict[str, Any] | None) -> list[tuple[int, ...]]:
+    """The index tuples of ``cells`` (into ``coords``, ``((dim, labels), ...)``) whose labels are among
+    ``where``'s, in their order: the one rule of ``ridgexr run --cells`` (the run and its plan's price).
+
+    ``where`` maps a cell dimension to one label or a list of them; a label matches by equality or, given as
+    text (``ridgexr run --cells n_train=8,16``), by its printed form or its number (``"8"`` matches 8,
+    ``"inf"`` matches inf).  None or ``{}`` selects every cell.  A dimension the entry does not have or a label
+    it does not hold is a ``ValueError`` naming ``cells`` and the labels there are.
+    """
+    if not where:
+        return list(cells)
+    names = [dim for dim, _ in coords]
+    labels = dict(coords)
+    keep = {}
+    for dim, wanted in where.items():
+        if dim not in labels:
+            raise ValueError(f"`cells`: {dim!r} is not a cell dimension of this entry; it has "
+                             f"{', '.join(names) or 'none'}")
+        wanted = list(wanted) if isinstance(wanted, (list, tuple)) else [wanted]
+        index = {i for want in wanted for i, lab in enumerate(labels[dim]) if _same_label(want, lab)}
+        missing = [w for w in wanted if not any(_same_label(w, lab) for lab in labels[dim])]
+        if missing:
+            raise ValueError(f"`cells`: {dim} has no label {', '.join(map(repr, missing))}; its labels are "
+                             + ", ".join(str(lab) for lab in labels[dim]))
+        keep[names.index(dim)] = index
+    return [idx for idx in cells if all(idx[k] in index for k, index in keep.items())]
 
 
 def _same_label(wanted: Any, label: Any) -> bool:
