@@ -27,8 +27,8 @@ from ..schema import cell_chunks, step_variables
 
 __all__ = ["CellTask", "plan_layout", "block_index", "cell_applies", "plan_tasks", "resolve_d_star",
            "estimate_resources", "estimate_stage_seconds", "scms_upper_seconds", "assumed_scms_iterations",
-           "describe_stages", "moments_seconds", "count_run_cells", "run_cell_indexes", "piece_cells", "heldout_samples",
-           "training_size", "format_seconds", "missing_training_data"]
+           "describe_stages", "moments_seconds", "count_run_cells", "run_cell_indexes", "piece_cells",
+           "heldout_samples", "training_size", "format_seconds", "missing_training_data"]
 
 
 @dataclass

@@ -281,9 +281,9 @@ def plan_run(exp: Experiment, *, data_dir: str | Path | None = None, store: str 
     """The :class:`Plan` of a run of ``exp``: where its store goes, what each stage costs, and, from the training set
     (``read_data``), ``d_star`` resolved, the configuration hash and the store's layout.
 
-    Everything that can fail without touching the store is checked here, in this order: ``cells``, the store path (not inside
-    another store), the resources (:func:`check_resources`: raises :class:`ResourceError` unless ``force``, when
-    the training set is read), the entry against its training set (:func:`validate_experiment`).  With
+    Everything that can fail without touching the store is checked here, in this order: ``cells``, the store path
+    (not inside another store), the resources (:func:`check_resources`: raises :class:`ResourceError` unless
+    ``force``, when the training set is read), the entry against its training set (:func:`validate_experiment`).  With
     ``read_data=False`` nothing is loaded, trained or written: the plan is priced from the training set's shape
     (:func:`ridgexr.datasets.training_shape`) and its refusal is reported in ``refused``, not raised.
 
