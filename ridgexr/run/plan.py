@@ -529,7 +529,7 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray, *, scms_iteration
     scms_iterations : int, optional
         SCMS iterations per projection (default :func:`assumed_scms_iterations`).
     cells : dict, optional
-        ``{dimension: label or [labels]}``: price only these cells (:func:`ridgexr.store.layout.select_cells`).
+        ``{dimension: label or [labels]}``: price only the cells of this piece (:func:`piece_cells`).
 
     Returns
     -------

@@ -459,8 +459,8 @@ def execute(plan: Plan, *, device: str = "cpu", scheduler: str | None = None, n_
         raise ValueError("`plan` was priced from the training set's shape (read_data=False): plan_run(..., "
                          "read_data=True) builds one that runs")
     path = plan.store
-    layout = plan.layout
-    chosen = set(piece_cells(plan.resolved, layout.coords, layout.cells(), plan.cells))
+    every = plan.layout.cells()
+    chosen = set(piece_cells(plan.resolved, plan.layout.coords, every, plan.cells))
     if progress is not None:  # the plan: what each stage will cost (an estimate)
         progress.console.print(describe_stages(plan.stage_seconds, plan.scms_upper_seconds,
                                                plan.experiment.ridge.max_iter))
@@ -470,8 +470,8 @@ def execute(plan: Plan, *, device: str = "cpu", scheduler: str | None = None, n_
     with StoreLock(path), _naming(path):
         exists, overwrite, staging = _open_for_run(plan)
         done = _cells_done(plan, exists, overwrite, staging)
-        todo = [idx for idx in layout.cells() if idx not in done and idx in chosen]
-        left = len(layout.cells()) - len(done) - len(todo)
+        todo = [idx for idx in every if idx not in done and idx in chosen]
+        left = len(every) - len(done) - len(todo)
         tasks = _fit_cells(plan, todo, device, progress)
         target = _create_target(plan, exists, overwrite, staging, tasks, device, scheduler, threads_source)
         _run_cells(plan, target, tasks, device, scheduler, n_workers, progress, sample_block)
