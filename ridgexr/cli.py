@@ -414,11 +414,14 @@ def _print_plan(exp, data_dir, where: dict[str, list[str]] | None = None) -> Non
     """``ridgexr run --plan``: the :class:`ridgexr.run.Plan` a run of the entry executes, priced from the training
     set's shape (:func:`ridgexr.run.plan_run` with ``read_data=False``): its stages and their estimated seconds, its
     peak memory and store size, and whether this machine would refuse it; no data loaded, no VAE trained, nothing
-    written.  With ``where`` (``--cells``) the stages are the piece's: the cells it selects, complete or not."""
+    written.  With ``where`` (``--cells``) the stages are the piece's: the cells it selects, complete or not.  Where a
+    store is already at the path, a line says what a rerun would pick up there (:func:`ridgexr.run.resumes.what_resumes`:
+    its complete cells among those, its unfinished training runs and their epochs)."""
     from rich.markup import escape
 
     from .run import plan_run
     from .run.plan import format_seconds
+    from .run.resumes import what_resumes
 
     plan = plan_run(exp, data_dir=data_dir, read_data=False, cells=where).summary()
     seconds, upper, missing, shape = plan["stage_seconds"], plan["scms_upper_seconds"], plan["missing_data"], \
@@ -451,6 +454,28 @@ def _print_plan(exp, data_dir, where: dict[str, list[str]] | None = None) -> Non
     console.print(f"peak memory ~{plan['peak_memory'] / gb:.3g} GiB ({plan['memory_stage']}; driven by "
                   f"{', '.join(plan['memory_drivers'])}); store up to {plan['store_size'] / gb:.3g} GiB; {verdict}",
                   soft_wrap=True, highlight=False, markup=False)
+    there = _resume_line(what_resumes(exp, plan["store"], where))
+    if there:
+        console.print(there, soft_wrap=True, highlight=False, markup=False)
+
+
+def _resume_line(state) -> str:
+    """What ``ridgexr run --plan`` says of a store already at the run's path (a
+    :class:`ridgexr.run.resumes.Resumable`); "" where there is none."""
+    if not state.exists:
+        return ""
+    if state.other_shape:
+        return (f"a store with another cell grid is at {state.store} (another configuration's): the run refuses it "
+                "without --overwrite")
+    parts = [f"the store there marks {state.complete or 'none'} of these {state.selected} cells complete"
+             + (" (a run of this configuration keeps them)" if state.complete else "")]
+    if state.training:
+        runs = ", ".join(f"{folder} at epoch {epoch:,} of {epochs:,}".replace(",", " ") if epoch is not None
+                         else f"{folder} (its checkpoint cannot be read)" for folder, epoch, epochs in state.training)
+        parts.append(f"unfinished training there resumes from its checkpoint: {runs}")
+    if state.complete or state.training:
+        parts.append("the times above price every cell and every training run from its start")
+    return "; ".join(parts)
 
 
 _SHORT = {"ridge_distance": "ridge dist", "converged": "conv", "rms_residual_normal": "rms e_N",

@@ -16,6 +16,7 @@ from ridgexr import SmoothedEmpirical, time_grid
 from ridgexr.catalog import experiment_from_file, resolve_store
 from ridgexr.datasets import load_training_set
 from ridgexr.run import ConfigMismatchError, CellTask, plan_layout, run_cell, run_experiment
+from ridgexr.run.verification import check_identity
 from ridgexr.sampling import reverse_sde
 from ridgexr.schema import SCHEMA_VERSION
 from ridgexr.store import StoreLock, StoreLockedError
@@ -131,6 +132,10 @@ def test_resume_and_config_mismatch(small_run, tmp_path, write_catalog):
     exp, res = small_run
     again = run_experiment(exp, store=res.store)
     assert again.cells_run == 0 and again.cells_skipped == 6
+    # an entry's text is not its configuration: a reworded description resumes the store, which stays intact
+    reworded = run_experiment(exp.model_copy(update={"description": "reworded"}), store=res.store)
+    assert reworded.cells_run == 0 and reworded.cells_skipped == 6
+    assert check_identity(res.store) == []
     other = experiment_from_file(write_catalog(tmp_path, samples=17))
     with pytest.raises(ConfigMismatchError, match="different configuration"):
         run_experiment(other, store=res.store)
@@ -151,6 +156,60 @@ def test_a_run_in_pieces_of_cells_writes_the_store_of_one_run(small_run, tmp_pat
     last = run_experiment(exp, store=store)
     assert (last.cells_run, last.cells_skipped, last.cells_left) == (1, 5, 0)
     assert_same_store(res.store, store)
+
+
+def test_the_plan_says_what_a_rerun_picks_up_at_the_store(small_run, tmp_path, catalog_text):
+    """``ridgexr run --plan`` with a store at the path says how many of the selected cells it marks complete (the
+    store's own marks, counted here independently), which training runs its checkpoints resume and at what epoch
+    (a real side file, stopped mid-run; a torn one reads as unreadable, not skipped), and names a store whose cell
+    grid is another entry's; with no store there it says nothing of one."""
+    from typer.testing import CliRunner
+
+    from ridgexr import MLPDenoiser, fit_neural
+    from ridgexr.cli import app
+    from ridgexr.run.resumes import what_resumes
+    from ridgexr.run.runner import checkpoint_root
+
+    exp, _ = small_run
+    data = tmp_path / "data"
+
+    def plan_line(source, *cells):
+        r = CliRunner().invoke(app, ["run", "--plan", str(source), "--data-dir", str(data), *cells],
+                               env={"COLUMNS": "400"})
+        assert r.exit_code == 0, r.output
+        return " ".join(r.output.split())
+
+    assert "store there" not in plan_line(exp.source) and not what_resumes(exp, data / "tiny.zarr").exists
+    store = run_experiment(exp, data_dir=data, cells={"width": ["16"]}).store
+    marks = ridgexr.open_dataset(store).cell_complete
+    for where, sel in ((None, {}), ({"width": 8}, {"width": [8]}), ({"schedule": ["1", "exact"]}, {"schedule": ["1", "exact"]})):
+        state = what_resumes(exp, store, where)
+        chosen = marks.sel(sel)
+        assert (state.complete, state.selected) == (int(chosen.sum()), chosen.size)
+    assert (what_resumes(exp, store, {"width": 8}).complete, what_resumes(exp, store).complete) == (1, 4)
+
+    root = checkpoint_root(store, ridgexr.open_dataset(store).attrs["config_hash"])
+
+    def stop_at_3(epoch, epochs, loss):
+        if epoch == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        fit_neural(MLPDenoiser(2, hidden=(8,), embed_dim=4, seed=0), np.random.default_rng(0).normal(size=(8, 2)),
+                   epochs=6, batch_size=8, device="cpu", seed=0, checkpoint_dir=root / "mlp" / "h2-n8",
+                   progress=stop_at_3)
+    (root / "mlp" / "1-n8").mkdir(parents=True)
+    (root / "mlp" / "1-n8" / "checkpoint.pt").write_bytes(b"torn")
+    assert what_resumes(exp, store).training == [("mlp/1-n8", None, None), ("mlp/h2-n8", 3, 6)]
+    line = plan_line(exp.source)
+    assert "the store there marks 4 of these 6 cells complete (a run of this configuration keeps them)" in line
+    assert "resumes from its checkpoint: mlp/1-n8 (its checkpoint cannot be read), mlp/h2-n8 at epoch 3 of 6" in line
+    assert "the store there marks none of these 2 cells complete" in plan_line(exp.source, "--cells", "schedule=1,h2", "--cells", "width=8")
+
+    other = tmp_path / "other.yaml"  # the same store name, one width: another cell grid
+    other.write_text(catalog_text().replace("widths: [8, 16]", "widths: [8]"))
+    assert what_resumes(experiment_from_file(other), store).other_shape
+    assert "another cell grid" in plan_line(other)
 
 
 @pytest.mark.parametrize("cells, match", [({"n_train": [8]}, "'n_train' is not a cell dimension.*schedule, width"),

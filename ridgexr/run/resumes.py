@@ -1,0 +1,101 @@
+"""What a rerun of an entry would pick up at its store path: complete cells and unfinished training runs.
+
+Read only and without the training set, for ``ridgexr run --plan``: the plan prices every cell a run (or a piece,
+``--cells``) selects, and this says how much of that the store at the path already holds.  Whether the store is
+this configuration's is decided by the run, from the training set (:func:`ridgexr.run.runner.store_fate`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._backend import load_plain
+from ..catalog import Experiment
+from ..catalog.folders import is_store
+from ..catalog.folders import root_metadata as _root_metadata
+from ..store.opening import open_store
+from ..training.minibatch import CHECKPOINT_NAME
+from .plan import run_cell_indexes
+from .runner import checkpoint_root
+
+__all__ = ["Resumable", "what_resumes"]
+
+
+@dataclass(frozen=True)
+class Resumable:
+    """What the store path of a run holds (:func:`what_resumes`).
+
+    Attributes
+    ----------
+    store : Path
+    exists : bool
+        Whether a ridgexr store is there.
+    complete, selected : int
+        Of the ``selected`` cells the run (or piece) samples, how many the store marks complete; 0 and the
+        selection's size where there is no store, or the store's cells have another shape (``other_shape``).
+    other_shape : bool
+        The store's cell grid has other dimensions or sizes than the entry's: another configuration's store.
+    config_hash : str or None
+        The store's ``config_hash`` attribute (its checkpoints' folder is named by it).
+    training : list of (str, int or None, int or None)
+        The store's unfinished training runs, ``(run folder, epoch reached, epochs)``, by folder
+        (``<label>/<schedule>-n<n_train>`` for mlp and unet blocks): a run of the same configuration resumes each
+        at its epoch.  ``(folder, None, None)``: a side file that cannot be read (the run that reaches it says
+        why).
+    """
+
+    store: Path
+    exists: bool
+    complete: int = 0
+    selected: int = 0
+    other_shape: bool = False
+    config_hash: str | None = None
+    training: list[tuple[str, int, int]] = field(default_factory=list)
+
+
+def what_resumes(exp: Experiment, store: str | Path, cells: dict[str, Any] | None = None) -> Resumable:
+    """What a rerun of ``exp`` at ``store`` keeps: of the cells it samples (those of the piece ``cells``,
+    :func:`ridgexr.run.plan.run_cell_indexes`), how many the store marks complete, and the training runs its
+    checkpoint folder holds unfinished (their epoch and total).  Read only, without the lock or the training set.
+
+    A store's completion marks are kept only by a run of the configuration that wrote them, and a checkpoint
+    resumes only a training run of its own configuration; this does not check either (the run does).
+    """
+    path = Path(store)
+    selected = run_cell_indexes(exp, cells)
+    if not is_store(path):
+        return Resumable(path, False, selected=len(selected))
+    config_hash = _root_metadata(path).get("attributes", {}).get("config_hash")
+    marks = open_store(path)["cell_complete"]
+    shape = tuple(len(labels) for _, labels in exp.cell_coords())
+    other = (tuple(marks.dims) != tuple(name for name, _ in exp.cell_coords())
+             or tuple(marks.shape) != shape)
+    done = 0 if other else int(np.asarray(marks.values, dtype=bool)[tuple(np.array(selected).T)].sum()) \
+        if selected else 0
+    return Resumable(path, True, complete=done, selected=len(selected), other_shape=other, config_hash=config_hash,
+                     training=_unfinished_training(path, config_hash))
+
+
+def _unfinished_training(path: Path, config_hash: str | None) -> list[tuple[str, int | None, int | None]]:
+    """``(run folder, epoch, epochs)`` of each checkpoint side file in the store's checkpoint folder
+    (:func:`ridgexr.run.runner.checkpoint_root`) whose run has epochs left; ``(folder, None, None)`` for one that
+    cannot be read."""
+    if not config_hash:
+        return []
+    root = checkpoint_root(path, str(config_hash))
+    out: list[tuple[str, int | None, int | None]] = []
+    for side in sorted(root.glob(f"**/{CHECKPOINT_NAME}")):
+        folder = side.parent.relative_to(root).as_posix()
+        try:
+            state = load_plain(side)
+            epoch, epochs = int(state["epoch"]), int(state["config"]["epochs"])
+        except Exception:  # noqa: BLE001 -- torn, truncated or foreign: listed as unreadable, never skipped
+            out.append((folder, None, None))
+            continue
+        if epoch < epochs:
+            out.append((folder, epoch, epochs))
+    return out
