@@ -415,8 +415,9 @@ def _print_plan(exp, data_dir, where: dict[str, list[str]] | None = None) -> Non
     set's shape (:func:`ridgexr.run.plan_run` with ``read_data=False``): its stages and their estimated seconds, its
     peak memory and store size, and whether this machine would refuse it; no data loaded, no VAE trained, nothing
     written.  With ``where`` (``--cells``) the stages are the piece's: the cells it selects, complete or not.  Where a
-    store is already at the path, a line says what a rerun would pick up there (:func:`ridgexr.run.resumes.what_resumes`:
-    its complete cells among those, its unfinished training runs and their epochs)."""
+    store is already at the path, a line says what a rerun would pick up there
+    (:func:`ridgexr.run.resumes.what_resumes`: its complete cells among those, its unfinished training runs and
+    their epochs)."""
     from rich.markup import escape
 
     from .run import plan_run
@@ -459,6 +460,11 @@ def _print_plan(exp, data_dir, where: dict[str, list[str]] | None = None) -> Non
         console.print(there, soft_wrap=True, highlight=False, markup=False)
 
 
+def _grouped(k: int) -> str:
+    """``k`` with its thousands apart, as the docs write them (``7 320``)."""
+    return f"{k:,}".replace(",", " ")
+
+
 def _resume_line(state) -> str:
     """What ``ridgexr run --plan`` says of a store already at the run's path (a
     :class:`ridgexr.run.resumes.Resumable`); "" where there is none."""
@@ -470,7 +476,7 @@ def _resume_line(state) -> str:
     parts = [f"the store there marks {state.complete or 'none'} of these {state.selected} cells complete"
              + (" (a run of this configuration keeps them)" if state.complete else "")]
     if state.training:
-        runs = ", ".join(f"{folder} at epoch {epoch:,} of {epochs:,}".replace(",", " ") if epoch is not None
+        runs = ", ".join(f"{folder} at epoch {_grouped(epoch)} of {_grouped(epochs)}" if epoch is not None
                          else f"{folder} (its checkpoint cannot be read)" for folder, epoch, epochs in state.training)
         parts.append(f"unfinished training there resumes from its checkpoint: {runs}")
     if state.complete or state.training:

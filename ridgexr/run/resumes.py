@@ -54,7 +54,7 @@ class Resumable:
     selected: int = 0
     other_shape: bool = False
     config_hash: str | None = None
-    training: list[tuple[str, int, int]] = field(default_factory=list)
+    training: list[tuple[str, int | None, int | None]] = field(default_factory=list)
 
 
 def what_resumes(exp: Experiment, store: str | Path, cells: dict[str, Any] | None = None) -> Resumable:
@@ -74,8 +74,7 @@ def what_resumes(exp: Experiment, store: str | Path, cells: dict[str, Any] | Non
     shape = tuple(len(labels) for _, labels in exp.cell_coords())
     other = (tuple(marks.dims) != tuple(name for name, _ in exp.cell_coords())
              or tuple(marks.shape) != shape)
-    done = 0 if other else int(np.asarray(marks.values, dtype=bool)[tuple(np.array(selected).T)].sum()) \
-        if selected else 0
+    done = 0 if other or not selected else int(np.asarray(marks.values, dtype=bool)[tuple(np.array(selected).T)].sum())
     return Resumable(path, True, complete=done, selected=len(selected), other_shape=other, config_hash=config_hash,
                      training=_unfinished_training(path, config_hash))
 
