@@ -182,7 +182,8 @@ def test_the_plan_says_what_a_rerun_picks_up_at_the_store(small_run, tmp_path, c
     assert "store there" not in plan_line(exp.source) and not what_resumes(exp, data / "tiny.zarr").exists
     store = run_experiment(exp, data_dir=data, cells={"width": ["16"]}).store
     marks = ridgexr.open_dataset(store).cell_complete
-    for where, sel in ((None, {}), ({"width": 8}, {"width": [8]}), ({"schedule": ["1", "exact"]}, {"schedule": ["1", "exact"]})):
+    for where, sel in ((None, {}), ({"width": 8}, {"width": [8]}),
+                       ({"schedule": ["1", "exact"]}, {"schedule": ["1", "exact"]})):
         state = what_resumes(exp, store, where)
         chosen = marks.sel(sel)
         assert (state.complete, state.selected) == (int(chosen.sum()), chosen.size)
@@ -204,7 +205,8 @@ def test_the_plan_says_what_a_rerun_picks_up_at_the_store(small_run, tmp_path, c
     line = plan_line(exp.source)
     assert "the store there marks 4 of these 6 cells complete (a run of this configuration keeps them)" in line
     assert "resumes from its checkpoint: mlp/1-n8 (its checkpoint cannot be read), mlp/h2-n8 at epoch 3 of 6" in line
-    assert "the store there marks none of these 2 cells complete" in plan_line(exp.source, "--cells", "schedule=1,h2", "--cells", "width=8")
+    piece = plan_line(exp.source, "--cells", "schedule=1,h2", "--cells", "width=8")
+    assert "the store there marks none of these 2 cells complete" in piece
 
     other = tmp_path / "other.yaml"  # the same store name, one width: another cell grid
     other.write_text(catalog_text().replace("widths: [8, 16]", "widths: [8]"))

@@ -71,9 +71,8 @@ def what_resumes(exp: Experiment, store: str | Path, cells: dict[str, Any] | Non
         return Resumable(path, False, selected=len(selected))
     config_hash = _root_metadata(path).get("attributes", {}).get("config_hash")
     marks = open_store(path)["cell_complete"]
-    shape = tuple(len(labels) for _, labels in exp.cell_coords())
-    other = (tuple(marks.dims) != tuple(name for name, _ in exp.cell_coords())
-             or tuple(marks.shape) != shape)
+    coords = exp.cell_coords()
+    other = (tuple(marks.dims), tuple(marks.shape)) != (tuple(n for n, _ in coords), tuple(len(v) for _, v in coords))
     done = 0 if other or not selected else int(np.asarray(marks.values, dtype=bool)[tuple(np.array(selected).T)].sum())
     return Resumable(path, True, complete=done, selected=len(selected), other_shape=other, config_hash=config_hash,
                      training=_unfinished_training(path, config_hash))
