@@ -417,16 +417,23 @@ def _print_plan(exp, data_dir, where: dict[str, list[str]] | None = None) -> Non
     written.  With ``where`` (``--cells``) the stages are the piece's: the cells it selects, complete or not.  Where a
     store is already at the path, a line says what a rerun would pick up there
     (:func:`ridgexr.run.resumes.what_resumes`: its complete cells among those, its unfinished training runs and
-    their epochs)."""
+    their epochs), and a column prices what a rerun has left (the same estimate without the complete cells, each
+    training run from its checkpoint's epoch)."""
     from rich.markup import escape
 
     from .run import plan_run
-    from .run.plan import format_seconds
+    from .run.plan import estimate_stage_seconds, format_seconds, resumed_training, scms_upper_seconds
     from .run.resumes import what_resumes
 
     plan = plan_run(exp, data_dir=data_dir, read_data=False, cells=where).summary()
     seconds, upper, missing, shape = plan["stage_seconds"], plan["scms_upper_seconds"], plan["missing_data"], \
         plan["train_shape"]
+    state = what_resumes(exp, plan["store"], where)
+    left = left_upper = None
+    reached = {} if state.other_shape else resumed_training(exp, state.reached, where, state.done)
+    if state.done or reached:  # what a rerun there has left, priced alike
+        left = estimate_stage_seconds(exp, shape, cells=where, done=state.done, reached=reached)
+        left_upper = scms_upper_seconds(exp, shape, where, state.done)
     verdict = "it fits this machine" if plan["refused"] is None else f"refused without --force: {plan['refused']}"
     if missing:
         verdict += "; but it cannot run here before its training data are installed (above)"
@@ -440,14 +447,20 @@ def _print_plan(exp, data_dir, where: dict[str, list[str]] | None = None) -> Non
                   caption="estimated on 2 idle cores (ridgexr.run.plan's rates; within 2x of the runs timed idle: "
                           "docs/performance.md); nothing was loaded, trained or written"
                           + ("; 'at ridge.max_iter': every SCMS projection run to its cap (degenerate frames do)"
-                             if upper is not None else ""))
-    for c, right in (("stage", False), ("estimated time", True), ("share", True)):
+                             if upper is not None else "")
+                          + ("; 'left there': without the cells the store marks complete, each training run from "
+                             "its checkpoint's epoch" if left is not None else ""))
+    columns = [("stage", False), ("estimated time", True), ("share", True)] + ([("left there", True)] if left else [])
+    for c, right in columns:
         table.add_column(c, justify="right" if right else "left")
     for stage, t in seconds.items():
-        table.add_row(stage, format_seconds(t), f"{100 * t / total:.0f}%")
-    table.add_row("total", format_seconds(sum(seconds.values())), "")
+        table.add_row(stage, format_seconds(t), f"{100 * t / total:.0f}%",
+                      *([format_seconds(left[stage])] if left else []))
+    table.add_row("total", format_seconds(sum(seconds.values())), "",
+                  *([format_seconds(sum(left.values()))] if left else []))
     if upper is not None:
-        table.add_row(f"sampling and observation at ridge.max_iter = {plan['max_iter']}", format_seconds(upper), "")
+        table.add_row(f"sampling and observation at ridge.max_iter = {plan['max_iter']}", format_seconds(upper), "",
+                      *([format_seconds(left_upper)] if left else []))
     console.print(table)
     if missing:
         console.print(f"[yellow]training data missing:[/] {escape(missing)}", soft_wrap=True, highlight=False)
@@ -455,7 +468,7 @@ def _print_plan(exp, data_dir, where: dict[str, list[str]] | None = None) -> Non
     console.print(f"peak memory ~{plan['peak_memory'] / gb:.3g} GiB ({plan['memory_stage']}; driven by "
                   f"{', '.join(plan['memory_drivers'])}); store up to {plan['store_size'] / gb:.3g} GiB; {verdict}",
                   soft_wrap=True, highlight=False, markup=False)
-    there = _resume_line(what_resumes(exp, plan["store"], where))
+    there = _resume_line(state, priced=left is not None)
     if there:
         console.print(there, soft_wrap=True, highlight=False, markup=False)
 
@@ -465,9 +478,10 @@ def _grouped(k: int) -> str:
     return f"{k:,}".replace(",", " ")
 
 
-def _resume_line(state) -> str:
+def _resume_line(state, priced: bool = False) -> str:
     """What ``ridgexr run --plan`` says of a store already at the run's path (a
-    :class:`ridgexr.run.resumes.Resumable`); "" where there is none."""
+    :class:`ridgexr.run.resumes.Resumable`); "" where there is none.  ``priced``: the table has a 'left there'
+    column."""
     if not state.exists:
         return ""
     if state.other_shape:
@@ -479,8 +493,8 @@ def _resume_line(state) -> str:
         runs = ", ".join(f"{folder} at epoch {_grouped(epoch)} of {_grouped(epochs)}" if epoch is not None
                          else f"{folder} (its checkpoint cannot be read)" for folder, epoch, epochs in state.training)
         parts.append(f"unfinished training there resumes from its checkpoint: {runs}")
-    if state.complete or state.training:
-        parts.append("the times above price every cell and every training run from its start")
+    if priced:
+        parts.append("the table's 'left there' prices what a rerun has left")
     return "; ".join(parts)
 
 

@@ -1,3 +1,4 @@
+import io
 import math
 import os
 import signal
@@ -436,6 +437,82 @@ def test_a_resume_fits_only_the_models_of_the_cells_left(tmp_path, trained_cells
     assert again.cells_run == 2 and again.cells_skipped == 3
     assert sorted((kind, lab["schedule"]) for kind, lab in trained_cells) == [("exact", "1"), ("mlp", "h2")]
     assert_same_store(ref, resumed)
+
+
+def test_a_rerun_is_priced_without_its_complete_cells_and_from_each_checkpoints_epoch(tmp_path):
+    """What a rerun has left is priced as it runs: the cells the store marks complete are not priced (all of them:
+    nothing left), and a training run whose checkpoint holds epoch e of E costs (E - e) / E of its fit (at E: as
+    if its cells were complete).  The run folders priced are those the fit writes.  A real run stopped at epoch 3
+    of 6 of one mlp run shows it in ``ridgexr run --plan``'s 'left there' column and in the line the resumed run
+    prints, and the resumed store is the uninterrupted one."""
+    import shutil
+
+    from rich.console import Console
+    from rich.progress import Progress
+    from typer.testing import CliRunner
+
+    from ridgexr.catalog import load_catalog_file
+    from ridgexr.cli import app
+    from ridgexr.datasets import training_shape
+    from ridgexr.run.plan import estimate_stage_seconds, format_seconds, resumed_training, run_cell_indexes
+    from ridgexr.run.resumes import what_resumes
+    from ridgexr.run.runner import checkpoint_root
+    from ridgexr.store.layout import cell_labels
+    from ridgexr.store.update import clear_completion
+
+    cat = tmp_path / "multi.yaml"
+    cat.write_text(MULTI_BLOCK.replace("epochs: [2]", "epochs: [6]"))
+    exp = load_catalog_file(cat)["multi"]
+    shape, coords, every = training_shape(exp.dataset), exp.cell_coords(), run_cell_indexes(exp)
+    mlp = exp.blocks[1]
+    ref = run_experiment(exp, store=tmp_path / "ref.zarr").store
+    root = checkpoint_root(ref, ridgexr.open_dataset(ref).attrs["config_hash"])
+    written = {p.parent.relative_to(root).as_posix() for p in root.glob("**/checkpoint.pt")}
+    cells = {idx: cell_labels(coords, idx) for idx in every}
+    mlp_cells = [lab for lab in cells.values() if lab["model"] == "mlp"]
+    assert written == {f"mlp/{f}" for f in mlp.training_runs(mlp_cells, exp.dataset.n_trains[0])} \
+        == {f"mlp/{mlp.run_folder(lab | {'n_train': None})}" for lab in mlp_cells}
+
+    def price(**kw):
+        return estimate_stage_seconds(exp, shape, **kw)
+
+    assert price(done=every) == {"fit": 0.0, "diagnostics": 0.0, "sampling and observation": 0.0}
+    h2 = next(idx for idx, lab in cells.items() if lab["model"] == "mlp" and lab["schedule"] == "h2")
+    folder = f"mlp/{mlp.run_folder(cells[h2])}"
+    done = {idx for idx, lab in cells.items() if lab["model"] != "exact" and idx != h2}
+    full, without = price(done=done)["fit"], price(done=done | {h2})["fit"]
+    assert full > without == 0  # no fit but this run's: the random features' cells are complete, exact has none
+    for e in (0, 2, 3, 6):
+        assert price(done=done, reached={folder: e})["fit"] == pytest.approx(full - (full - without) * e / 6, rel=1e-12)
+    assert price(done=done, reached={"mlp/elsewhere": 3}) == price(done=done)  # a run the rerun does not train
+
+    stopped = tmp_path / "data" / "multi.zarr"  # the entry's store in a data folder; no checkpoints beside it
+    shutil.copytree(ref, stopped)
+    clear_completion(stopped, [cells[idx] for idx in every if idx not in done])
+
+    class StopAtEpoch3(Progress):
+        def update(self, task_id, **kw):
+            if "h2" in str(kw.get("description")) and "epoch 3/6" in str(kw.get("description")):
+                raise KeyboardInterrupt
+            super().update(task_id, **kw)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(exp, store=stopped, progress=StopAtEpoch3(console=Console(file=io.StringIO())))
+    state = what_resumes(exp, stopped)
+    assert state.done == done and state.training == [(folder, 3, 6)]
+    assert resumed_training(exp, state.reached) == {folder: 3} and resumed_training(exp, state.reached, done=every) == {}
+    left = price(done=done, reached={folder: 3})
+    r = CliRunner().invoke(app, ["run", "--plan", str(cat), "--data-dir", str(stopped.parent)], env={"COLUMNS": "300"})
+    assert r.exit_code == 0, r.output
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]] for line in r.output.splitlines()
+            if line.startswith("│")}
+    assert rows["fit"][-1] == format_seconds(left["fit"]) and rows["total"][-1] == format_seconds(sum(left.values()))
+    assert "the table's 'left there' prices what a rerun has left" in " ".join(r.output.split())
+    r = CliRunner().invoke(app, ["run", str(cat), "--data-dir", str(stopped.parent)], env={"COLUMNS": "300"})
+    assert r.exit_code == 0, r.output
+    assert (f"left (3 complete cell(s) kept; {folder} from epoch 3) on 2 idle cores (within ~2x): fit "
+            f"~{format_seconds(left['fit'])}") in " ".join(r.output.split())
+    assert_same_store(ref, stopped)
 
 
 def test_overwrite_replaces(tmp_path, write_catalog):

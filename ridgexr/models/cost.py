@@ -15,6 +15,7 @@ module is imported only when a run is planned (it loads torch through :mod:`ridg
 from __future__ import annotations
 
 import math
+from typing import Mapping
 
 from ..empirical import DEFAULT_MEMORY_BUDGET, support_path, upper_pair_count
 from ..scms import frame_width, use_lowrank
@@ -170,6 +171,13 @@ class KindCost:
         Default: none (the model was trained elsewhere)."""
         return []
 
+    def fit_seconds_left(self, exp, block, cells: list[dict], d: int, n_trains: list[int],
+                         reached: Mapping[str, int]) -> list[float]:
+        """:meth:`fit_seconds` of a rerun that resumes training runs from their checkpoints: ``reached`` maps a run's
+        checkpoint folder (``<block label>/<run folder>`` under the store's checkpoint root) to the epoch its
+        checkpoint holds.  Default: :meth:`fit_seconds` (a kind whose fits do not resume)."""
+        return self.fit_seconds(exp, block, cells, d, n_trains)
+
     def diagnostics_seconds(self, exp, block, cells: list[dict], d: int, n_trains: list[int],
                             d_frame: int) -> list[float]:
         """Seconds of each held-out evaluation of the block (one per run cell by default), without the exact
@@ -243,9 +251,19 @@ class EpochTrainedCost(KindCost):
     runtime_bytes = TRAINING_RUNTIME_BYTES
 
     def fit_seconds(self, exp, block, cells: list[dict], d: int, n_trains: list[int]) -> list[float]:
-        out = []
-        for _, _, m in {(lab.get("schedule"), lab.get("width"), lab.get("n_train", n_trains[0])) for lab in cells}:
+        return self.fit_seconds_left(exp, block, cells, d, n_trains, {})
+
+    def fit_seconds_left(self, exp, block, cells: list[dict], d: int, n_trains: list[int],
+                         reached: Mapping[str, int]) -> list[float]:
+        """One entry per training run of the cells (``block.training_runs``, as
+        :func:`ridgexr.models.trained.fit_epoch_block` trains them): its epochs from the one ``reached`` gives for
+        its folder, or from 0, to the largest listed."""
+        epochs, out = max(block.epoch_list), []
+        sizes = dict(zip(exp.dataset.n_trains, n_trains))  # n_train label -> training-set size
+        for folder, labels in block.training_runs(cells, exp.dataset.n_trains[0]).items():
+            m = sizes.get(labels["n_train"], labels["n_train"])
+            start = min(epochs, reached.get(f"{block.label}/{folder}", 0))
             steps = math.ceil(m / block.batch_size)
-            out.append(max(block.epoch_list) * (float(m) * 3.0 * self.call_seconds(block, d, m, block.batch_size)
-                                                + steps * OPTIMIZER_STEP_SECONDS + EPOCH_SECONDS))
+            out.append((epochs - start) * (float(m) * 3.0 * self.call_seconds(block, d, m, block.batch_size)
+                                           + steps * OPTIMIZER_STEP_SECONDS + EPOCH_SECONDS))
         return out

@@ -9,7 +9,7 @@ denoiser).  Torch-free.
 
 from __future__ import annotations
 
-from typing import Callable, ClassVar, Literal
+from typing import Any, Callable, ClassVar, Iterable, Literal, Mapping
 
 from pydantic import Field, model_validator
 
@@ -201,6 +201,10 @@ class EpochTrainedSpec(ModelSpec):
         "weights": "ema",  # 0.4: the averaged weights, as before the field existed
     }
 
+    #: the cell labels, besides ``n_train`` and ``data_draw``, that make separate training runs, each with the tag
+    #: that precedes its label in the run's folder name (:meth:`run_folder`); ``schedule`` first
+    run_tags: ClassVar[dict[str, str]] = {"schedule": ""}
+
     weights: Literal[TRAINED_WEIGHTS] = Field("ema",
         description="with ema: the cells sample with the moving average ('ema') or the optimizer's own weights "
                     "('raw'); both are kept and exported (without ema the two are the same)")
@@ -211,6 +215,35 @@ class EpochTrainedSpec(ModelSpec):
         if not epochs or len(set(epochs)) != len(epochs):
             raise ValueError("epochs must be distinct")
         return self
+
+    @property
+    def run_dims(self) -> tuple[str, ...]:
+        """The cell labels besides ``n_train`` and ``data_draw`` that make separate training runs (``schedule``
+        first)."""
+        return tuple(self.run_tags)
+
+    def run_folder(self, labels: Mapping[str, Any]) -> str:
+        """The name of the checkpoint folder (under ``<checkpoint root>/<block label>``) of the training run of the
+        cells labelled ``labels`` (dim -> label: :attr:`run_dims`, ``n_train``, ``data_draw``; a missing
+        ``n_train`` or ``data_draw`` reads as None): the run's labels joined by ``-``, each after its tag,
+        ``n_train`` as ``n<size>`` (``nall``: the whole set) and a ``data_draw`` as ``d<draw>``.
+
+        >>> from ridgexr.models.unet import UNetSpec
+        >>> UNetSpec(sample_size=[8, 8]).run_folder({"schedule": "h", "n_train": 128})
+        'h-n128'
+        """
+        n, draw = labels.get("n_train"), labels.get("data_draw")
+        parts = [f"{tag}{labels[dim]}" for dim, tag in self.run_tags.items()] + [f"n{'all' if n is None else n}"]
+        return "-".join(parts + ([] if draw is None else [f"d{draw}"]))
+
+    def training_runs(self, cells: Iterable[Mapping[str, Any]], n_train: int | None = None) -> dict[str, dict]:
+        """The training runs the cells labelled ``cells`` need, ``{run folder: the run's labels}`` (one per distinct
+        :attr:`run_dims`, ``n_train`` and ``data_draw``; ``n_train``: the label of a cell without one), in the
+        order :func:`ridgexr.models.trained.fit_epoch_block` trains them."""
+        keys = {(*(lab.get(dim) for dim in self.run_dims), lab.get("n_train", n_train), lab.get("data_draw"))
+                for lab in cells}
+        names = (*self.run_dims, "n_train", "data_draw")
+        return {self.run_folder(labels): labels for labels in (dict(zip(names, key)) for key in sorted(keys, key=str))}
 
     def check_entry(self, exp) -> None:
         if "dsm" not in exp.training.targets:

@@ -1,8 +1,8 @@
 """The one training loop of the kinds trained here by minibatch DSM (mlp, unet, and any after them).
 
-A kind's ``fit`` calls :func:`fit_epoch_block` with what differs between kinds -- which cell labels
-make separate runs, how to build the network, where its checkpoint folder is, what it exports --
-and gets the same behaviour for everything else: one :func:`ridgexr.fit_neural` run per
+A kind's ``fit`` calls :func:`fit_epoch_block` with what differs between kinds -- how to build the
+network, what it exports; which cell labels make separate runs, and their checkpoint folders' names, are
+the spec's (``run_tags``, :meth:`ridgexr.models.model_spec.EpochTrainedSpec.training_runs`) -- and gets the same behaviour for everything else: one :func:`ridgexr.fit_neural` run per
 (run labels, n_train, data_draw) to the largest listed epoch, ``training.keep``, ``ema`` and the
 block's ``weights`` (which of the averaged or raw weights the cells sample with), ``time_proposal``,
 resumable checkpoints, a progress line with the remaining time, and the held-out diagnostics of
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable
 
 import torch
 
@@ -54,8 +54,7 @@ def progress_line(ctx, label: str) -> Callable[[int, int, float], None]:
     return report
 
 
-def fit_epoch_block(ctx, block, cells: list[tuple[tuple, dict]], *, run_dims: Sequence[str],
-                    make_net: Callable[[dict], torch.nn.Module], folder: Callable[[dict], str],
+def fit_epoch_block(ctx, block, cells: list[tuple[tuple, dict]], *, make_net: Callable[[dict], torch.nn.Module],
                     export: Callable[[Path, dict, int], None] | None = None,
                     state: Callable[[dict], object] = lambda s: s, fit_options: Callable[[torch.nn.Module], dict] | None = None
                     ) -> dict:
@@ -64,15 +63,12 @@ def fit_epoch_block(ctx, block, cells: list[tuple[tuple, dict]], *, run_dims: Se
     Parameters
     ----------
     ctx : ridgexr.models.kind.FitContext
-    block : the kind's spec (an :class:`ridgexr.models.model_spec.EpochTrainedSpec`)
+    block : the kind's spec (an :class:`ridgexr.models.model_spec.EpochTrainedSpec`): its ``run_dims`` are the cell
+        labels that make separate training runs besides ``n_train`` and ``data_draw``, and ``run_folder`` names a
+        run's checkpoint folder under ``ctx.checkpoint_root / block.label``
     cells : list of (index, labels)
-    run_dims : sequence of str
-        Cell labels that make separate training runs besides ``n_train`` and ``data_draw``
-        (``("schedule",)`` for unet, ``("schedule", "width")`` for mlp); ``schedule`` must be first.
     make_net : callable(labels) -> torch.nn.Module
         A fresh network for a run (``labels``: the run's labels by name).
-    folder : callable(labels) -> str
-        The run's checkpoint folder name under ``ctx.checkpoint_root / block.label``.
     export : callable(folder, models, epoch), optional
         Publishes the weights at each checkpoint (``models``: {"ema": ..., "raw": ...}, as
         :func:`ridgexr.fit_neural` passes them).
@@ -85,17 +81,16 @@ def fit_epoch_block(ctx, block, cells: list[tuple[tuple, dict]], *, run_dims: Se
     n_trains = exp.dataset.n_trains
     prefix = ctx.prefix(block)
 
-    def run_key(lab: dict) -> tuple:
-        return (*(lab[d] for d in run_dims), lab.get("n_train", n_trains[0]), lab.get("data_draw"))
+    def run_of(lab: dict) -> str:
+        return block.run_folder(lab | {"n_train": lab.get("n_train", n_trains[0])})
 
     out = {}
-    for key in sorted({run_key(lab) for _, lab in cells}, key=str):
-        labels = dict(zip(run_dims, key)) | {"n_train": key[-2], "data_draw": key[-1]}
-        n_train, data_draw = key[-2], key[-1]
+    for folder, labels in block.training_runs([lab for _, lab in cells], n_trains[0]).items():
+        n_train, data_draw = labels["n_train"], labels["data_draw"]
         rows = exp.dataset.rows({"n_train": n_train} | ({} if data_draw is None else {"data_draw": data_draw}))
         net = make_net(labels)
-        ck = None if ctx.checkpoint_root is None else ctx.checkpoint_root / block.label / folder(labels)
-        name = "/".join(str(k) for k in key[:len(run_dims)])
+        ck = None if ctx.checkpoint_root is None else ctx.checkpoint_root / block.label / folder
+        name = "/".join(str(labels[dim]) for dim in block.run_dims)
         fitted = fit_neural(
             net, train[rows], schedule=labels["schedule"], epochs=max(block.epoch_list), batch_size=block.batch_size,
             lr=block.lr, optimizer=block.optimizer, ema=block.ema, t_min=exp.loss_t_min, T=exp.process.T,
@@ -104,7 +99,7 @@ def fit_epoch_block(ctx, block, cells: list[tuple[tuple, dict]], *, run_dims: Se
             export=None if ck is None or export is None else (lambda models, epoch, ck=ck: export(ck, models, epoch)),
             progress=progress_line(ctx, f"{prefix}{name}"), **(fit_options(net) if fit_options else {}))
         for idx, lab in cells:
-            if run_key(lab) != key:
+            if run_of(lab) != folder:
                 continue
             epoch = lab.get("epoch", max(block.epoch_list))
             model = fitted.at_epoch(epoch, block.weights)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Collection, Iterable, Mapping
 
 import numpy as np
 
@@ -332,10 +332,11 @@ def heldout_samples(exp: Experiment, labelled: list[dict], d: int, n_trains: lis
     return out
 
 
-def _labelled_cells(exp: Experiment, cells: dict[str, Any] | None = None) -> list[dict]:
-    """The labels (dim -> label) of every run cell of ``exp`` (those that apply; those ``cells`` selects)."""
-    coords = exp.cell_coords()
-    return [cell_labels(coords, idx) for idx in run_cell_indexes(exp, cells)]
+def _labelled_cells(exp: Experiment, cells: dict[str, Any] | None = None, done: Collection[tuple] = ()) -> list[dict]:
+    """The labels (dim -> label) of every run cell of ``exp`` (those that apply; those ``cells`` selects; not those
+    whose index tuple is in ``done``)."""
+    coords, done = exp.cell_coords(), set(done)
+    return [cell_labels(coords, idx) for idx in run_cell_indexes(exp, cells) if idx not in done]
 
 
 def estimate_resources(exp: Experiment, train: np.ndarray, memory_budget: int = 1 << 30) -> dict:
@@ -490,9 +491,11 @@ STOP_DEGENERATE_FACTOR = 2
 
 
 def estimate_stage_seconds(exp: Experiment, train: np.ndarray, *, scms_iterations: int | None = None,
-                           cells: dict[str, Any] | None = None) -> dict[str, float]:
+                           cells: dict[str, Any] | None = None, done: Collection[tuple] = (),
+                           reached: Mapping[str, int] | None = None) -> dict[str, float]:
     """A rough estimate (seconds on 2 idle CPU cores) of each stage of a run, from the configuration alone: of
-    every cell, or of the cells ``cells`` selects (a piece, ``ridgexr run --cells``).
+    every cell, or of the cells ``cells`` selects (a piece, ``ridgexr run --cells``); with ``done`` and ``reached``,
+    of what a rerun at a store has left (:func:`ridgexr.run.resumes.what_resumes`).
 
     Each model block is priced by its kind's cost hook (:class:`ridgexr.models.cost.KindCost`, named by
     the registry; a kind without one counts as a small network trained elsewhere):
@@ -530,6 +533,13 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray, *, scms_iteration
         SCMS iterations per projection (default :func:`assumed_scms_iterations`).
     cells : dict, optional
         ``{dimension: label or [labels]}``: price only the cells of this piece (:func:`piece_cells`).
+    done : collection of tuple, optional
+        Index tuples (into ``exp.cell_coords()``) of cells a store marks complete: a rerun keeps them, so they are
+        not priced (nor the training runs only they need).
+    reached : mapping str -> int, optional
+        The epoch each unfinished training run's checkpoint holds, by its folder under the store's checkpoint root
+        (``<block label>/<run folder>``): its fit is priced from that epoch (the kind's
+        :meth:`~ridgexr.models.cost.KindCost.fit_seconds_left`).
 
     Returns
     -------
@@ -539,14 +549,15 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray, *, scms_iteration
     d_frame = max(1, d - 1) if exp.d_star == "auto" else int(exp.d_star)
     n_trains = exp.dataset.n_train_sizes(n)
     fit = diag = 0.0
-    labelled = _labelled_cells(exp, cells)
+    labelled = _labelled_cells(exp, cells, done)
     for bi, b in enumerate(exp.blocks):
         mine = [lab for lab in labelled if block_index(exp, lab) == bi]
         if not mine:
             continue
         cost = model_kind(b.kind).cost_model()
-        for seconds in cost.fit_seconds(exp, b, mine, d, n_trains):
-            fit += seconds
+        fits = cost.fit_seconds(exp, b, mine, d, n_trains) if reached is None else \
+            cost.fit_seconds_left(exp, b, mine, d, n_trains, reached)
+        fit += sum(fits)
         for seconds in cost.diagnostics_seconds(exp, b, mine, d, n_trains, d_frame):
             diag += seconds
     diag += sum(seconds for seconds, _ in heldout_samples(exp, labelled, d, n_trains, d_frame).values())
@@ -576,6 +587,22 @@ def estimate_stage_seconds(exp: Experiment, train: np.ndarray, *, scms_iteration
     return {"fit": fit, "diagnostics": diag, "sampling and observation": sampling}
 
 
+def resumed_training(exp: Experiment, reached: Mapping[str, int], cells: dict[str, Any] | None = None,
+                     done: Collection[tuple] = ()) -> dict[str, int]:
+    """Of the checkpoints ``reached`` (``{<block label>/<run folder>: epoch}``), those of a training run that a
+    rerun of the cells ``cells`` selects, less those in ``done``, trains (the blocks trained here by epochs,
+    :meth:`ridgexr.models.model_spec.EpochTrainedSpec.training_runs`); the other checkpoints a rerun leaves alone."""
+    labelled, out = _labelled_cells(exp, cells, done), {}
+    for bi, b in enumerate(exp.blocks):
+        if not hasattr(b, "training_runs"):
+            continue
+        mine = [lab for lab in labelled if block_index(exp, lab) == bi]
+        for folder in b.training_runs(mine, exp.dataset.n_trains[0]):
+            if f"{b.label}/{folder}" in reached:
+                out[f"{b.label}/{folder}"] = reached[f"{b.label}/{folder}"]
+    return out
+
+
 def assumed_scms_iterations(exp: Experiment) -> int:
     """SCMS iterations per observed state that :func:`estimate_stage_seconds` assumes: min(:data:`SCMS_ITERATIONS`,
     ``ridge.max_iter``, :data:`STOP_DEGENERATE_FACTOR` x ``ridge.stop_degenerate``)."""
@@ -585,16 +612,17 @@ def assumed_scms_iterations(exp: Experiment) -> int:
     return iters
 
 
-def scms_upper_seconds(exp: Experiment, train: np.ndarray, cells: dict[str, Any] | None = None) -> float | None:
+def scms_upper_seconds(exp: Experiment, train: np.ndarray, cells: dict[str, Any] | None = None,
+                       done: Collection[tuple] = ()) -> float | None:
     """The sampling and observation stage with every projection at its cap ``ridge.max_iter`` (seconds), where the
     cap is above the assumed count; None where it is not.  The SCMS iterations a state takes depend on the data
     (states with a degenerate frame run to the cap): ``mnist-authors`` (cap 100, frames degenerate at small t)
     took ~6x the assumed-count estimate (docs/mnist.md).  None too under ``ridge.observe: false`` (no projection
-    runs).  ``cells``: of these cells only (:func:`estimate_stage_seconds`)."""
+    runs).  ``cells``, ``done``: of these cells only, less those (:func:`estimate_stage_seconds`)."""
     if not exp.ridge.observe or exp.ridge.max_iter <= assumed_scms_iterations(exp):
         return None
     return estimate_stage_seconds(exp, train, scms_iterations=exp.ridge.max_iter,
-                                  cells=cells)["sampling and observation"]
+                                  cells=cells, done=done)["sampling and observation"]
 
 
 def format_seconds(t: float) -> str:
@@ -608,11 +636,13 @@ def format_seconds(t: float) -> str:
     return f"{t / 60:.0f} min" if t < 7200 else f"{t / 3600:.1f} h"
 
 
-def describe_stages(seconds: dict[str, float], upper: float | None = None, max_iter: int | None = None) -> str:
+def describe_stages(seconds: dict[str, float], upper: float | None = None, max_iter: int | None = None,
+                    lead: str = "estimated time") -> str:
     """One line for the plan printed before a run: each stage's estimated time and share, and, with ``upper``
-    (:func:`scms_upper_seconds`), the sampling and observation stage with every projection at ``max_iter``."""
+    (:func:`scms_upper_seconds`), the sampling and observation stage with every projection at ``max_iter``;
+    ``lead`` names what is priced."""
     total = sum(seconds.values()) or 1.0
     parts = [f"{name} ~{format_seconds(t)} ({100 * t / total:.0f}%)" for name, t in seconds.items()]
     tail = ("" if upper is None else f"; sampling and observation up to ~{format_seconds(upper)} if every projection "
             f"runs to ridge.max_iter = {max_iter} (degenerate frames do)")
-    return "estimated time on 2 idle cores (within ~2x): " + ", ".join(parts) + tail
+    return f"{lead} on 2 idle cores (within ~2x): " + ", ".join(parts) + tail

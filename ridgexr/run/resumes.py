@@ -22,7 +22,7 @@ from ..training.minibatch import CHECKPOINT_NAME
 from .plan import run_cell_indexes
 from .runner import checkpoint_root
 
-__all__ = ["Resumable", "what_resumes"]
+__all__ = ["Resumable", "what_resumes", "unfinished_training"]
 
 
 @dataclass(frozen=True)
@@ -43,9 +43,11 @@ class Resumable:
         The store's ``config_hash`` attribute (its checkpoints' folder is named by it).
     training : list of (str, int or None, int or None)
         The store's unfinished training runs, ``(run folder, epoch reached, epochs)``, by folder
-        (``<label>/<schedule>-n<n_train>`` for mlp and unet blocks): a run of the same configuration resumes each
-        at its epoch.  ``(folder, None, None)``: a side file that cannot be read (the run that reaches it says
-        why).
+        (``<block label>/<run folder>``, :meth:`ridgexr.models.model_spec.EpochTrainedSpec.run_folder`): a run of
+        the same configuration resumes each at its epoch.  ``(folder, None, None)``: a side file that cannot be read
+        (the run that reaches it says why).
+    done : frozenset of tuple
+        The index tuples (into the entry's ``cell_coords()``) of the ``complete`` cells.
     """
 
     store: Path
@@ -55,6 +57,13 @@ class Resumable:
     other_shape: bool = False
     config_hash: str | None = None
     training: list[tuple[str, int | None, int | None]] = field(default_factory=list)
+    done: frozenset[tuple[int, ...]] = frozenset()
+
+    @property
+    def reached(self) -> dict[str, int]:
+        """``{run folder: epoch}`` of the readable unfinished training runs (what
+        :func:`ridgexr.run.plan.estimate_stage_seconds` takes as ``reached``)."""
+        return {folder: epoch for folder, epoch, _ in self.training if epoch is not None}
 
 
 def what_resumes(exp: Experiment, store: str | Path, cells: dict[str, Any] | None = None) -> Resumable:
@@ -73,18 +82,17 @@ def what_resumes(exp: Experiment, store: str | Path, cells: dict[str, Any] | Non
     marks = open_store(path)["cell_complete"]
     coords = exp.cell_coords()
     other = (tuple(marks.dims), tuple(marks.shape)) != (tuple(n for n, _ in coords), tuple(len(v) for _, v in coords))
-    done = 0 if other or not selected else int(np.asarray(marks.values, dtype=bool)[tuple(np.array(selected).T)].sum())
-    return Resumable(path, True, complete=done, selected=len(selected), other_shape=other, config_hash=config_hash,
-                     training=_unfinished_training(path, config_hash))
+    complete = np.asarray(marks.values, dtype=bool)
+    done = frozenset() if other else frozenset(idx for idx in selected if complete[idx])
+    return Resumable(path, True, complete=len(done), selected=len(selected), other_shape=other,
+                     config_hash=config_hash, done=done,
+                     training=unfinished_training(checkpoint_root(path, str(config_hash))) if config_hash else [])
 
 
-def _unfinished_training(path: Path, config_hash: str | None) -> list[tuple[str, int | None, int | None]]:
-    """``(run folder, epoch, epochs)`` of each checkpoint side file in the store's checkpoint folder
-    (:func:`ridgexr.run.runner.checkpoint_root`) whose run has epochs left; ``(folder, None, None)`` for one that
-    cannot be read."""
-    if not config_hash:
-        return []
-    root = checkpoint_root(path, str(config_hash))
+def unfinished_training(root: Path) -> list[tuple[str, int | None, int | None]]:
+    """``(run folder, epoch, epochs)`` of each checkpoint side file under ``root`` (a store's checkpoint folder of
+    one configuration, :func:`ridgexr.run.runner.checkpoint_root`) whose run has epochs left, by folder
+    (``<block label>/<run folder>``); ``(folder, None, None)`` for one that cannot be read."""
     out: list[tuple[str, int | None, int | None]] = []
     for side in sorted(root.glob(f"**/{CHECKPOINT_NAME}")):
         folder = side.parent.relative_to(root).as_posix()

@@ -40,7 +40,8 @@ from .cell import run_cell
 from .cluster import dask_client, resolve_scheduler
 from .ensemble import v_kernel_variables
 from .plan import (count_run_cells, describe_stages, estimate_resources, estimate_stage_seconds, missing_training_data,
-                   piece_cells, plan_layout, plan_tasks, resolve_d_star, scms_upper_seconds)
+                   piece_cells, plan_layout, plan_tasks, resolve_d_star, resumed_training, run_cell_indexes,
+                   scms_upper_seconds)
 from .provenance import store_attrs
 from .verification import check_identity, check_store_schema
 
@@ -470,6 +471,8 @@ def execute(plan: Plan, *, device: str = "cpu", scheduler: str | None = None, n_
     with StoreLock(path), _naming(path):
         exists, overwrite, staging = _open_for_run(plan)
         done = _cells_done(plan, exists, overwrite, staging)
+        if progress is not None:
+            _print_left(plan, done, progress)
         todo = [idx for idx in every if idx not in done and idx in chosen]
         left = len(every) - len(done) - len(todo)
         tasks = _fit_cells(plan, todo, device, progress)
@@ -477,6 +480,27 @@ def execute(plan: Plan, *, device: str = "cpu", scheduler: str | None = None, n_
         _run_cells(plan, target, tasks, device, scheduler, n_workers, progress, sample_block)
     return RunResult(store=path, cells_run=len(tasks), cells_skipped=len(done), summary=summarize(path),
                      plan=plan, cells_left=left)
+
+
+def _print_left(plan: Plan, done: set[tuple], progress: Any) -> None:
+    """Where the run keeps complete cells or resumes training from a checkpoint, one more line of the plan: its stages
+    priced without those cells and each training run from its checkpoint's epoch
+    (:func:`ridgexr.run.plan.estimate_stage_seconds`); nothing where it picks up nothing."""
+    from .resumes import unfinished_training  # it imports this module
+
+    exp = plan.experiment
+    done = set(done).intersection(run_cell_indexes(exp, plan.cells))  # those of the piece
+    training = unfinished_training(checkpoint_root(plan.store, plan.config_hash))
+    reached = resumed_training(exp, {folder: epoch for folder, epoch, _ in training if epoch is not None},
+                               plan.cells, done)
+    if not done and not reached:
+        return
+    left = estimate_stage_seconds(exp, plan.train, cells=plan.cells, done=done, reached=reached)
+    kept = f"{len(done)} complete cell(s) kept" if done else ""
+    resumed = ", ".join(f"{folder} from epoch " + f"{epoch:,}".replace(",", " ") for folder, epoch in reached.items())
+    progress.console.print(describe_stages(left, scms_upper_seconds(exp, plan.train, plan.cells, done),
+                                           exp.ridge.max_iter,
+                                           lead=f"left ({'; '.join(p for p in (kept, resumed) if p)})"))
 
 
 def _open_for_run(plan: Plan) -> tuple[bool, bool, Path | None]:

@@ -33,6 +33,7 @@ class MLPSpec(EpochTrainedSpec):
     always_labelled: ClassVar[bool] = False
     hash_neutral: ClassVar[dict[str, object]] = {"time_proposal": "uniform",  # 0.4
                                                  "architecture": "mlp"}
+    run_tags: ClassVar[dict[str, str]] = {"schedule": "", "width": "w"}
 
     kind: Literal["mlp"] = "mlp"
     widths: list[int] | None = Field(None, description="hidden-layer widths swept (default [512])")

@@ -16,11 +16,5 @@ def fit(ctx, bi: int, block, cells: list[tuple[tuple, dict]]) -> dict:
     the listed epochs and checkpoints under ``ctx.checkpoint_root`` (a rerun resumes them).
     """
     d = ctx.train.shape[1]
-
-    def folder(lab: dict) -> str:
-        n = "all" if lab["n_train"] is None else lab["n_train"]
-        tail = "" if lab["data_draw"] is None else f"-d{lab['data_draw']}"  # a manifold's independent training set
-        return f"{lab['schedule']}-w{lab['width']}-n{n}{tail}"
-
-    return fit_epoch_block(ctx, block, cells, run_dims=("schedule", "width"), folder=folder,
+    return fit_epoch_block(ctx, block, cells,
                            make_net=lambda lab: MLPDenoiser(d, **mlp_kwargs(ctx.exp, block, lab["width"])))

@@ -66,10 +66,6 @@ def fit(ctx, bi: int, block, cells: list[tuple[tuple, dict]]) -> dict:
     def make_net(lab: dict) -> UNetDenoiser:
         return UNetDenoiser(make_unet(block, ctx.exp.seeds.init), make_scheduler(block))
 
-    def folder(lab: dict) -> str:
-        tail = "" if lab["data_draw"] is None else f"-d{lab['data_draw']}"  # a manifold's independent training set
-        return f"{lab['schedule']}-n{'all' if lab['n_train'] is None else lab['n_train']}{tail}"
-
     def export(ck: Path, models: dict, epoch: int) -> None:
         scheduler = make_scheduler(block)
         for which, model in models.items():  # "ema" (with ema) and "raw"
@@ -82,5 +78,5 @@ def fit(ctx, bi: int, block, cells: list[tuple[tuple, dict]]) -> dict:
         times = scheduler_times(net.scheduler) if block.time_convention == "scheduler" else None
         return dict(timesteps=times, mixed_precision=block.mixed_precision)
 
-    return fit_epoch_block(ctx, block, cells, run_dims=("schedule",), make_net=make_net, folder=folder,
-                           export=export, state=unet_state, fit_options=fit_options)
+    return fit_epoch_block(ctx, block, cells, make_net=make_net, export=export, state=unet_state,
+                           fit_options=fit_options)
