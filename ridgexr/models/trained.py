@@ -2,11 +2,12 @@
 
 A kind's ``fit`` calls :func:`fit_epoch_block` with what differs between kinds -- how to build the
 network, what it exports; which cell labels make separate runs, and their checkpoint folders' names, are
-the spec's (``run_tags``, :meth:`ridgexr.models.model_spec.EpochTrainedSpec.training_runs`) -- and gets the same behaviour for everything else: one :func:`ridgexr.fit_neural` run per
-(run labels, n_train, data_draw) to the largest listed epoch, ``training.keep``, ``ema`` and the
-block's ``weights`` (which of the averaged or raw weights the cells sample with), ``time_proposal``,
-resumable checkpoints, a progress line with the remaining time, and the held-out diagnostics of
-every cell at the loss of the epoch whose weights it keeps.
+the spec's (``run_tags``, :meth:`ridgexr.models.model_spec.EpochTrainedSpec.training_runs`) -- and gets
+the same behaviour for everything else: one :func:`ridgexr.fit_neural` run per (run labels, n_train,
+data_draw) to the largest listed epoch, ``training.keep``, ``ema`` and the block's ``weights`` (which of
+the averaged or raw weights the cells sample with), ``time_proposal``, resumable checkpoints, a progress
+line with the remaining time, and the held-out diagnostics of every cell at the loss of the epoch whose
+weights it keeps.
 """
 
 from __future__ import annotations
