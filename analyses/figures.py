@@ -1362,7 +1362,7 @@ class Figure:
 
 
 #: the sizes of timescales-unet-full (seed 0) whose galleries are committed: each is drawn once its piece has run
-UNET_FULL_GALLERIES = (8, 16, 32, 64)
+UNET_FULL_GALLERIES = (8, 16, 32, 64, 128)
 
 #: the commands of analyses/timescales_rf.py that make the random-feature stores drawn here (each appends one seed at
 #: a time, so an interrupted one resumes); <data> is the data folder
