@@ -34,9 +34,8 @@ class Resumable:
     store : Path
     exists : bool
         Whether a ridgexr store is there.
-    complete, selected : int
-        Of the ``selected`` cells the run (or piece) samples, how many the store marks complete; 0 and the
-        selection's size where there is no store, or the store's cells have another shape (``other_shape``).
+    selected : int
+        How many cells the run (or piece) samples.
     other_shape : bool
         The store's cell grid has other dimensions or sizes than the entry's: another configuration's store.
     config_hash : str or None
@@ -47,17 +46,22 @@ class Resumable:
         the same configuration resumes each at its epoch.  ``(folder, None, None)``: a side file that cannot be read
         (the run that reaches it says why).
     done : frozenset of tuple
-        The index tuples (into the entry's ``cell_coords()``) of the ``complete`` cells.
+        The index tuples (into the entry's ``cell_coords()``) of the selected cells the store marks complete;
+        empty where there is no store, or the store's cells have another shape (``other_shape``).
     """
 
     store: Path
     exists: bool
-    complete: int = 0
     selected: int = 0
     other_shape: bool = False
     config_hash: str | None = None
     training: list[tuple[str, int | None, int | None]] = field(default_factory=list)
     done: frozenset[tuple[int, ...]] = frozenset()
+
+    @property
+    def complete(self) -> int:
+        """How many of the ``selected`` cells the store marks complete (``len(done)``)."""
+        return len(self.done)
 
     @property
     def reached(self) -> dict[str, int]:
@@ -84,7 +88,7 @@ def what_resumes(exp: Experiment, store: str | Path, cells: dict[str, Any] | Non
     other = (tuple(marks.dims), tuple(marks.shape)) != (tuple(n for n, _ in coords), tuple(len(v) for _, v in coords))
     complete = np.asarray(marks.values, dtype=bool)
     done = frozenset() if other else frozenset(idx for idx in selected if complete[idx])
-    return Resumable(path, True, complete=len(done), selected=len(selected), other_shape=other,
+    return Resumable(path, True, selected=len(selected), other_shape=other,
                      config_hash=config_hash, done=done,
                      training=unfinished_training(checkpoint_root(path, str(config_hash))) if config_hash else [])
 
