@@ -325,7 +325,10 @@ class Claim:
         parts = []
         if self.verdict == INCONCLUSIVE:
             need = draws_to_resolve(self.estimate, self.low, self.high, self.n, self.criterion)
-            if need is None:
+            if not (math.isfinite(self.low) and math.isfinite(self.high)):  # e.g. every interval-censored time censored
+                parts.append(f"the interval is unbounded: these {self.unit} do not bound the estimate, and more of the "
+                             "same cannot")
+            elif need is None:
                 parts.append(f"the estimate lies between the regions: more {self.unit} cannot settle it at this "
                              "effect")
             elif need > SETTLE_LIMIT * self.n:  # an estimate at a region's edge: the 1 / sqrt(n) scaling runs away

@@ -74,6 +74,11 @@ def test_a_claim_counts_its_excluded_draws_its_minimum_and_the_gate_overrides_it
     assert Claim("x", "m", 0.0, 0.0, 0.05, 16, c, gate="does not generate").verdict == UNTESTABLE
     wide = Claim("x", "m", 0.05, -0.05, 0.15, 16, c)
     assert wide.verdict == "inconclusive" and "draws would settle it" in wide.note
+    open_ended = Claim("x", "m", 0.0, -math.inf, 3.4, 15, Criterion.equivalent(0.0, 0.3, 0.5),
+                       unit="runs")  # every time censored: the likelihood does not bound the slope
+    assert open_ended.verdict == "inconclusive"
+    assert open_ended.note == ("the interval is unbounded: these runs do not bound the estimate, and more of the "
+                               "same cannot")
     cells = Claim("x", "m", 0.05, -0.05, 0.15, 16, c, unit="cells")
     assert "cells would settle it" in cells.note and "draws" not in cells.note
     assert Claim("x", "m", math.nan, math.nan, math.nan, 0, c).verdict == NO_STATE
